@@ -1,0 +1,36 @@
+// Package edgesecrets delivers credentials from a hub's secret store to
+// service containers on edge nodes without the values ever appearing in
+// deployment metadata, logs or errors.
+//
+// The flow:
+//
+//	vault admin ──writes──▶ secret store (Vault KV / AWS Secrets Manager / memory)
+//	                             ▲   │ Stat/Get (agbot only; agents never touch the store)
+//	deployer ── binding ──▶ agbot: binding.Validate ─▶ agreement.Seal(proposal with secret
+//	                             │                     details, to the agent's certified key)
+//	                             │  secretstore.Watcher: changed / deleted / appeared
+//	                             └▶ agreement outbox: update messages, ACK, retry
+//	                                                  │ (any untrusted transport)
+//	agent: agreement.Open ─▶ agentapi.Store: root-only files, one folder per service
+//	       instance, bind-mounted read-only at /open-horizon-secrets/<secret-name>
+//	service container ─▶ agentapi.Handler: GET /secrets, GET /secrets/{name}, POST ...?received=true
+//
+// Which package for what:
+//
+//   - [github.com/edgesecrets/edgesecrets/secretstore]: the portable Store
+//     interface, the Secret model, error kinds, config and backend registry,
+//     middleware (monitor, coalescing reader) and the rotation Watcher.
+//   - secretstore/memory, secretstore/vault, secretstore/awssm: the backends.
+//     Import one for its side effect of registering with secretstore.Open.
+//   - secretstore/storetest: the conformance suite for a backend of your own.
+//   - binding: service secrets, secret bindings, their validation report and
+//     the agbot's secret-existence API.
+//   - agreement: keys, sealed envelopes, proposal/update/reply messages, the
+//     update outbox and the secret-to-agreement tracker (agbot side).
+//   - agreement/identity: agent identity certificates the agbot checks before
+//     sealing secrets to an agent.
+//   - agentapi: on-node secret files and the service-facing /secrets API.
+//   - mock: test doubles for embedders (a fault-injecting Store, a dev agent).
+//
+// This package holds documentation only.
+package edgesecrets

@@ -1,0 +1,269 @@
+package secretstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Config selects and configures a backend. Its JSON form is
+//
+//	{"type": "vault", "defaultScope": "myorg", "vault": {...}, "awssm": {...}}
+//
+// Each backend reads its own section, named after its type; sections for
+// other types are kept but ignored, so one file can hold several.
+type Config struct {
+	// Type is the registered backend name: "memory", "vault", "awssm", or
+	// an out-of-tree backend's name.
+	Type string
+	// DefaultScope is the path prefix every secret name is relative to.
+	DefaultScope string
+	// Sections holds each backend section as raw JSON, keyed by type.
+	Sections map[string]json.RawMessage
+}
+
+// MaxConfigSize bounds the JSON accepted by ParseConfig.
+const MaxConfigSize = 1 << 20
+
+// ParseConfig decodes a JSON config of at most MaxConfigSize bytes and
+// validates it, reporting every problem at once (see Config.Validate).
+func ParseConfig(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxConfigSize+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("secretstore: reading config: %w", err)
+	}
+	if len(data) > MaxConfigSize {
+		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
+	}
+	var cfg Config
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+	}
+	return cfg, cfg.Validate()
+}
+
+// UnmarshalJSON decodes type and defaultScope and keeps every other
+// top-level member as a backend section.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*c = Config{Sections: map[string]json.RawMessage{}}
+	for k, v := range raw {
+		var err error
+		switch k {
+		case "type":
+			err = json.Unmarshal(v, &c.Type)
+		case "defaultScope":
+			err = json.Unmarshal(v, &c.DefaultScope)
+		default:
+			c.Sections[k] = v
+		}
+		if err != nil {
+			return fmt.Errorf("%q: %s", k, jsonProblem(err))
+		}
+	}
+	return nil
+}
+
+// MarshalJSON encodes the config in the form UnmarshalJSON reads.
+func (c Config) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"type": c.Type}
+	if c.DefaultScope != "" {
+		m["defaultScope"] = c.DefaultScope
+	}
+	for k, v := range c.Sections {
+		m[k] = v
+	}
+	return json.Marshal(m)
+}
+
+// DecodeSection decodes the section named after the config's type into dst,
+// rejecting unknown fields so typos are reported. A missing section leaves
+// dst unchanged. Problems are returned one per line, prefixed with the
+// section name.
+func (c Config) DecodeSection(dst any) error {
+	raw, ok := c.Sections[c.Type]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return fmt.Errorf("%s: %s", c.Type, jsonProblem(err))
+	}
+	return nil
+}
+
+// Validate checks the config and the backend's section and returns a
+// *ConfigError listing every problem found, or nil.
+func (c Config) Validate() error {
+	var problems []string
+	b, typeKnown := lookupBackend(c.Type)
+	switch {
+	case c.Type == "":
+		problems = append(problems, `"type" is missing; registered types: `+strings.Join(Backends(), ", "))
+	case !typeKnown:
+		problems = append(problems, fmt.Sprintf("type %q is not registered; registered types: %s", c.Type, strings.Join(Backends(), ", ")))
+	}
+	if _, err := NewScope(c.DefaultScope); err != nil {
+		problems = append(problems, "defaultScope: "+err.Error())
+	}
+	if typeKnown {
+		if err := b.Validate(c); err != nil {
+			problems = append(problems, problemLines(err)...)
+		}
+	}
+	if len(problems) > 0 {
+		return &ConfigError{Problems: problems}
+	}
+	return nil
+}
+
+// ConfigError lists every problem found in a Config. It matches ErrInvalid.
+type ConfigError struct {
+	Problems []string
+}
+
+// Error lists the problems, one per line.
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return "secretstore: invalid config: " + e.Problems[0]
+	}
+	return fmt.Sprintf("secretstore: invalid config: %d problems:\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}
+
+// Unwrap returns ErrInvalid.
+func (e *ConfigError) Unwrap() error { return ErrInvalid }
+
+// problemLines flattens an error (possibly an errors.Join or a
+// *ConfigError) into one problem per line.
+func problemLines(err error) []string {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return ce.Problems
+	}
+	var lines []string
+	for l := range strings.SplitSeq(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// jsonProblem describes a JSON decoding error without quoting the input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "unexpected end of input"
+	}
+	// Unknown-field errors name the field only: `json: unknown field "x"`.
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// Backend is what a store backend registers: a validator for its config
+// section and a constructor.
+type Backend interface {
+	// Validate checks cfg's section for this backend and returns every
+	// problem, one per line (errors.Join or a *ConfigError), or nil.
+	Validate(cfg Config) error
+	// Open returns a ready store for a config that passed Validate.
+	Open(ctx context.Context, cfg Config, opts OpenOptions) (Store, error)
+}
+
+// OpenOptions carry what a config file cannot: a logger and similar
+// process-level dependencies.
+type OpenOptions struct {
+	// Logger receives the backend's diagnostics. Nil discards them.
+	Logger *slog.Logger
+}
+
+// OpenOption sets an OpenOptions field.
+type OpenOption func(*OpenOptions)
+
+// WithLogger makes the backend log to l.
+func WithLogger(l *slog.Logger) OpenOption {
+	return func(o *OpenOptions) { o.Logger = l }
+}
+
+// The backend registry, the package's only mutable state (as database/sql's
+// driver registry).
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Backend{}
+)
+
+// Register makes a backend available to Open under typ. It panics if typ is
+// empty, b is nil, or typ is already registered: registration happens in
+// init functions and a clash is a programming error.
+func Register(typ string, b Backend) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if typ == "" || b == nil {
+		panic("secretstore: Register with empty type or nil backend")
+	}
+	if _, dup := registry[typ]; dup {
+		panic("secretstore: Register called twice for type " + typ)
+	}
+	registry[typ] = b
+}
+
+// Backends returns the registered type names, sorted.
+func Backends() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for k := range registry {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func lookupBackend(typ string) (Backend, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	b, ok := registry[typ]
+	return b, ok
+}
+
+// Open validates cfg and opens the backend it names. The backend's package
+// must be imported (for its init) by the program, for example
+//
+//	import _ "github.com/edgesecrets/edgesecrets/secretstore/memory"
+func Open(ctx context.Context, cfg Config, opts ...OpenOption) (Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o OpenOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	b, _ := lookupBackend(cfg.Type)
+	s, err := b.Open(ctx, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

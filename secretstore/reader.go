@@ -1,0 +1,231 @@
+package secretstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Reader is Store middleware for read-heavy callers such as an agbot making
+// many agreements over few secrets. Concurrent Gets of one name share one
+// backend call, and a successful Get is served again from memory for TTL, so
+// N agreements over M distinct secrets cost O(M) backend reads.
+//
+// Errors are never cached. Put and Delete through the Reader, and
+// Invalidate, drop the cached copy and keep a read that was in flight at the
+// time from being cached. Concurrent Stats of one name share one call but
+// are not cached, so change detection always sees the backend.
+//
+// Every caller gets its own deep copy of the secret.
+type Reader struct {
+	Store
+	ttl time.Duration
+	now func() time.Time
+
+	mu     sync.Mutex
+	epoch  uint64 // bumped by every invalidation; in-flight reads from an older epoch are not cached
+	cache  map[string]cached
+	gets   map[string]*flight[*Secret]
+	stats  map[string]*flight[Metadata]
+	sweepN int
+}
+
+type cached struct {
+	secret  *Secret
+	expires time.Time
+}
+
+type flight[T any] struct {
+	done  chan struct{}
+	epoch uint64
+	val   T
+	err   error
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	// TTL is how long a successful Get is served from memory. Zero disables
+	// caching; concurrent reads are still coalesced.
+	TTL time.Duration
+	// Now replaces time.Now, for tests.
+	Now func() time.Time
+}
+
+// NewReader wraps store.
+func NewReader(store Store, opts ReaderOptions) *Reader {
+	r := &Reader{
+		Store: store,
+		ttl:   max(opts.TTL, 0),
+		now:   opts.Now,
+		cache: map[string]cached{},
+		gets:  map[string]*flight[*Secret]{},
+		stats: map[string]*flight[Metadata]{},
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r
+}
+
+// Get returns the named secret from the cache, from a read already in
+// flight, or from the backend.
+func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
+	for {
+		r.mu.Lock()
+		if c, ok := r.cache[name]; ok {
+			if r.now().Before(c.expires) {
+				r.mu.Unlock()
+				return c.secret.Clone(), nil
+			}
+			delete(r.cache, name)
+		}
+		f, leader := join(r, r.gets, name)
+		r.mu.Unlock()
+		if leader {
+			f.val, f.err = r.Store.Get(ctx, name)
+			r.mu.Lock()
+			if r.gets[name] == f {
+				delete(r.gets, name)
+			}
+			if f.err == nil && r.ttl > 0 && f.epoch == r.epoch {
+				r.put(name, f.val.Clone())
+			}
+			r.mu.Unlock()
+			close(f.done)
+			return f.val.Clone(), f.err
+		}
+		val, err, retry := wait(ctx, f)
+		if !retry {
+			return val.Clone(), err
+		}
+	}
+}
+
+// Stat coalesces concurrent calls for one name; results are not cached.
+func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
+	for {
+		r.mu.Lock()
+		f, leader := join(r, r.stats, name)
+		r.mu.Unlock()
+		if leader {
+			f.val, f.err = r.Store.Stat(ctx, name)
+			r.mu.Lock()
+			if r.stats[name] == f {
+				delete(r.stats, name)
+			}
+			r.mu.Unlock()
+			close(f.done)
+			return f.val, f.err
+		}
+		val, err, retry := wait(ctx, f)
+		if !retry {
+			return val, err
+		}
+	}
+}
+
+// GetBatch serves cached names from memory and reads the rest with one
+// GetBatch on the wrapped store, caching what it returns.
+func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secret, error) {
+	out := make(map[string]*Secret, len(names))
+	var missing []string
+	r.mu.Lock()
+	epoch := r.epoch
+	now := r.now()
+	for _, n := range names {
+		if c, ok := r.cache[n]; ok && now.Before(c.expires) {
+			out[n] = c.secret.Clone()
+		} else if _, dup := out[n]; !dup {
+			missing = append(missing, n)
+		}
+	}
+	r.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := GetBatch(ctx, r.Store, missing)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for n, s := range got {
+		if r.ttl > 0 && epoch == r.epoch {
+			r.put(n, s.Clone())
+		}
+		out[n] = s
+	}
+	return out, nil
+}
+
+// Put writes through and invalidates the name.
+func (r *Reader) Put(ctx context.Context, s *Secret, opts PutOptions) (bool, error) {
+	changed, err := r.Store.Put(ctx, s, opts)
+	if s != nil {
+		r.Invalidate(s.Name)
+	}
+	return changed, err
+}
+
+// Delete deletes through and invalidates the name.
+func (r *Reader) Delete(ctx context.Context, name string) error {
+	err := r.Store.Delete(ctx, name)
+	r.Invalidate(name)
+	return err
+}
+
+// Invalidate drops any cached copy of name, and makes reads already in
+// flight not cache their result. The next Get reads the backend. Call it
+// when a watcher reports the secret changed.
+func (r *Reader) Invalidate(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	delete(r.cache, name)
+	delete(r.gets, name) // later readers start a fresh read instead of joining
+}
+
+// put caches s; r.mu must be held. Expired entries are swept now and then so
+// the cache does not grow with names no longer read.
+func (r *Reader) put(name string, s *Secret) {
+	now := r.now()
+	r.cache[name] = cached{secret: s, expires: now.Add(r.ttl)}
+	if r.sweepN++; r.sweepN >= 1024 {
+		r.sweepN = 0
+		for k, c := range r.cache {
+			if !now.Before(c.expires) {
+				delete(r.cache, k)
+			}
+		}
+	}
+}
+
+// join returns the in-flight call for name, or registers a new one and
+// reports that the caller leads it. r.mu must be held.
+func join[T any](r *Reader, m map[string]*flight[T], name string) (*flight[T], bool) {
+	if f, ok := m[name]; ok {
+		return f, false
+	}
+	f := &flight[T]{done: make(chan struct{}), epoch: r.epoch}
+	m[name] = f
+	return f, true
+}
+
+// wait blocks until f finishes or ctx ends. retry is true when the leader's
+// own context ended but ours has not: the caller should read again rather
+// than inherit someone else's cancellation.
+func wait[T any](ctx context.Context, f *flight[T]) (val T, err error, retry bool) {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err(), false
+	}
+	if f.err != nil && ctx.Err() == nil &&
+		(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
+		var zero T
+		return zero, nil, true
+	}
+	return f.val, f.err, false
+}
