@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -44,7 +45,11 @@ func ParseConfig(r io.Reader) (Config, error) {
 	}
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		var se *json.SyntaxError
+		if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		}
+		return Config{}, &ConfigError{Problems: []string{jsonProblem(err)}}
 	}
 	return cfg, cfg.Validate()
 }
@@ -54,6 +59,10 @@ func ParseConfig(r io.Reader) (Config, error) {
 func (c *Config) UnmarshalJSON(data []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("config must be a JSON object, not a JSON %s", jsonKind(te.Value))
+		}
 		return err
 	}
 	*c = Config{Sections: map[string]json.RawMessage{}}
@@ -95,6 +104,9 @@ func (c Config) DecodeSection(dst any) error {
 	if !ok || len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
+	if !isJSONObject(raw) {
+		return fmt.Errorf("%s: the section must be a JSON object", c.Type)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -117,6 +129,7 @@ func (c Config) Validate() error {
 	if _, err := NewScope(c.DefaultScope); err != nil {
 		problems = append(problems, "defaultScope: "+err.Error())
 	}
+	problems = append(problems, sectionProblems(c.Sections, c.Type)...)
 	if typeKnown {
 		if err := b.Validate(c); err != nil {
 			problems = append(problems, problemLines(err)...)
@@ -160,23 +173,67 @@ func problemLines(err error) []string {
 	return lines
 }
 
-// jsonProblem describes a JSON decoding error without quoting the input.
+// sectionProblems reports top-level members that cannot be backend
+// sections: misspellings of "type" and "defaultScope" (member names are
+// case-sensitive here, unlike encoding/json's default) and non-object values,
+// which would otherwise be kept as sections and silently ignored. The
+// section of the selected type is left to its backend's Validate.
+func sectionProblems(sections map[string]json.RawMessage, typ string) []string {
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(sections)) {
+		switch {
+		case k == typ:
+		case strings.EqualFold(k, "type"), strings.EqualFold(k, "defaultScope"):
+			want := "type"
+			if !strings.EqualFold(k, want) {
+				want = "defaultScope"
+			}
+			problems = append(problems, fmt.Sprintf("unknown field %q (did you mean %q?)", k, want))
+		case !isJSONObject(sections[k]):
+			problems = append(problems, fmt.Sprintf("%q is not a backend section: top-level members other than \"type\" and \"defaultScope\" must be JSON objects", k))
+		}
+	}
+	return problems
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && (t[0] == '{' || string(t) == "null")
+}
+
+// jsonProblem describes a JSON decoding error without quoting the input:
+// encoding/json puts number literals and ",string" values in some of its
+// messages, and a config value may be a credential.
 func jsonProblem(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
+		if strings.HasPrefix(se.Error(), "unexpected end") {
+			return "unexpected end of input"
+		}
 		return fmt.Sprintf("syntax error at byte %d", se.Offset)
 	case errors.As(err, &te):
 		if te.Field != "" {
-			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, jsonKind(te.Value))
 		}
-		return fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
+		return fmt.Sprintf("expected %s, got JSON %s", te.Type, jsonKind(te.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "unexpected end of input"
 	}
-	// Unknown-field errors name the field only: `json: unknown field "x"`.
-	return strings.TrimPrefix(err.Error(), "json: ")
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "invalid use of ,string struct tag") {
+		return "invalid use of ,string struct tag"
+	}
+	// Unknown-field errors name the field only: `unknown field "x"`. Errors
+	// from a backend's own UnmarshalJSON methods are passed on as written.
+	return msg
+}
+
+// jsonKind keeps the kind from an UnmarshalTypeError value ("number 123" → "number").
+func jsonKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	return kind
 }
 
 // Backend is what a store backend registers: a validator for its config
