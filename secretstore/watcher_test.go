@@ -235,9 +235,12 @@ func TestWatcherEventKinds(t *testing.T) {
 		{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
 		{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		s.change()
 		r.tick()
+		// Wait for this cycle's Stats (2 names per cycle), so the next
+		// step's change cannot reach into this cycle.
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 2*(i+2) }, 10*time.Second, time.Millisecond)
 		if s.want == nil {
 			continue // checked by the next step's batch being exactly its own events
 		}
