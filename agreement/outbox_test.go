@@ -16,20 +16,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 const waitFor = 10 * time.Second
 
 // fakeAgent is a Transport answering for agents in process. respond decides
-// each reply; gate, when set, holds every delivery until it is closed (or
-// ctx ends).
+// each reply; gate holds every delivery while held.
 type fakeAgent struct {
 	clock   clockwork.Clock
 	respond func(u agreement.Update) (agreement.Reply, error)
 
+	gate testgate.Gate
+
 	mu          sync.Mutex
-	gate        chan struct{}
 	calls       map[string][]agreement.Update
 	times       map[string][]time.Time
 	inflight    int
@@ -54,34 +55,17 @@ func (f *fakeAgent) Deliver(ctx context.Context, u agreement.Update) (agreement.
 	f.times[u.AgreementID] = append(f.times[u.AgreementID], f.clock.Now())
 	f.inflight++
 	f.maxInflight = max(f.maxInflight, f.inflight)
-	gate, respond := f.gate, f.respond
+	respond := f.respond
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.inflight--
 		f.mu.Unlock()
 	}()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return agreement.Reply{}, ctx.Err()
-		}
+	if err := f.gate.Wait(ctx); err != nil {
+		return agreement.Reply{}, err
 	}
 	return respond(u)
-}
-
-func (f *fakeAgent) hold() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gate = make(chan struct{})
-}
-
-func (f *fakeAgent) release() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	close(f.gate)
-	f.gate = nil
 }
 
 func (f *fakeAgent) setRespond(r func(agreement.Update) (agreement.Reply, error)) {
@@ -286,7 +270,7 @@ func TestOutboxSupersedesInFlight(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
 	agent := newFakeAgent(clock, accept)
-	agent.hold()
+	agent.gate.Hold()
 	o := newOutbox(t, agent, agreement.OutboxOptions{})
 	runOutbox(t, o)
 
@@ -295,7 +279,7 @@ func TestOutboxSupersedesInFlight(t *testing.T) {
 	// Two newer updates while the first is in flight.
 	require.NoError(t, o.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"api": "a1"}})))
 	require.NoError(t, o.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v2"}, "worker": {"q": "q1"}})))
-	agent.release()
+	agent.gate.Release()
 
 	require.Eventually(t, func() bool { return status(o, "ag1") == agreement.StatusAccepted && agent.count("ag1") == 2 }, waitFor, time.Millisecond)
 	assert.Never(t, func() bool { return agent.count("ag1") > 2 }, 50*time.Millisecond, 5*time.Millisecond)
@@ -333,14 +317,14 @@ func TestOutboxOtherKindsReplace(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
 	agent := newFakeAgent(clock, accept)
-	agent.hold()
+	agent.gate.Hold()
 	o := newOutbox(t, agent, agreement.OutboxOptions{})
 	runOutbox(t, o)
 	require.NoError(t, o.Queue(ctx, agreement.Update{Version: 1, AgreementID: "ag1", Kind: "config", Payload: []byte(`{"n":0}`)}))
 	require.Eventually(t, func() bool { return agent.count("ag1") == 1 }, waitFor, time.Millisecond)
 	require.NoError(t, o.Queue(ctx, agreement.Update{Version: 1, AgreementID: "ag1", Kind: "config", Payload: []byte(`{"n":1}`)}))
 	require.NoError(t, o.Queue(ctx, agreement.Update{Version: 1, AgreementID: "ag1", Kind: "config", Payload: []byte(`{"n":2}`)}))
-	agent.release()
+	agent.gate.Release()
 	require.Eventually(t, func() bool { return agent.count("ag1") == 2 && status(o, "ag1") == agreement.StatusAccepted }, waitFor, time.Millisecond)
 	assert.JSONEq(t, `{"n":2}`, string(agent.updates("ag1")[1].Payload))
 }
@@ -364,7 +348,7 @@ func TestOutboxRestartResumes(t *testing.T) {
 			state := agreement.NewMemoryOutboxState()
 			first := newFakeAgent(clock, silent)
 			if c.inFlight {
-				first.hold()
+				first.gate.Hold()
 			}
 			o1 := newOutbox(t, first, agreement.OutboxOptions{State: state, Backoff: time.Minute})
 			run1 := runOutbox(t, o1)
@@ -408,7 +392,7 @@ func TestOutboxSendersBound(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
 	agent := newFakeAgent(clock, accept)
-	agent.hold()
+	agent.gate.Hold()
 	o := newOutbox(t, agent, agreement.OutboxOptions{Senders: 3})
 	runOutbox(t, o)
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
@@ -417,7 +401,7 @@ func TestOutboxSendersBound(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return agent.total() == 3 }, waitFor, time.Millisecond)
 	assert.Never(t, func() bool { return agent.total() > 3 }, 50*time.Millisecond, 5*time.Millisecond)
-	agent.release()
+	agent.gate.Release()
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			if status(o, id) != agreement.StatusAccepted {

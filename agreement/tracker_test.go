@@ -309,20 +309,26 @@ func TestTrackerRevocation(t *testing.T) {
 func TestTrackerGracePeriod(t *testing.T) {
 	ctx := context.Background()
 	const grace = time.Minute
-	waitTimer := func(e *trackerEnv) {
-		waitCtx, cancel := context.WithTimeout(ctx, waitFor)
-		defer cancel()
-		require.NoError(t, e.clock.BlockUntilContext(waitCtx, 1))
-	}
-
-	t.Run("back within the grace period: agreements kept", func(t *testing.T) {
+	// revoked returns an env where s1, bound to the given agreements, was
+	// deleted and its grace timer is running.
+	revoked := func(t *testing.T, ids ...string) *trackerEnv {
 		e := newTrackerEnv(t, grace)
 		e.put("s1", "v1")
-		require.NoError(t, e.tracker.Register("a1", []agreement.ServiceBinding{svc("web", map[string]string{"db": "s1"})}))
+		for _, id := range ids {
+			require.NoError(t, e.tracker.Register(id, []agreement.ServiceBinding{svc("web", map[string]string{"db": "s1"})}))
+		}
 		e.cycle()
 		require.NoError(t, e.mem.Delete(ctx, "s1"))
 		e.cycle()
-		waitTimer(e)
+		waitCtx, cancel := context.WithTimeout(ctx, waitFor)
+		defer cancel()
+		require.NoError(t, e.clock.BlockUntilContext(waitCtx, 1))
+		assert.Empty(t, e.cancelled(), "nothing cancelled during the grace period")
+		return e
+	}
+
+	t.Run("back within the grace period: agreements kept", func(t *testing.T) {
+		e := revoked(t, "a1")
 		e.clock.Advance(grace - time.Second)
 		e.put("s1", "v2") // replaced: UX-10, not UX-9
 		ev := e.cycle()
@@ -334,14 +340,7 @@ func TestTrackerGracePeriod(t *testing.T) {
 	})
 
 	t.Run("not back: cancelled when the grace period ends", func(t *testing.T) {
-		e := newTrackerEnv(t, grace)
-		e.put("s1", "v1")
-		require.NoError(t, e.tracker.Register("a1", []agreement.ServiceBinding{svc("web", map[string]string{"db": "s1"})}))
-		require.NoError(t, e.tracker.Register("a2", []agreement.ServiceBinding{svc("web", map[string]string{"db": "s1"})}))
-		e.cycle()
-		require.NoError(t, e.mem.Delete(ctx, "s1"))
-		e.cycle()
-		waitTimer(e)
+		e := revoked(t, "a1", "a2")
 		e.clock.Advance(grace - time.Second)
 		e.cycle() // still deleted: the grace period is not restarted
 		assert.Empty(t, e.cancelled())
@@ -353,13 +352,7 @@ func TestTrackerGracePeriod(t *testing.T) {
 	})
 
 	t.Run("unregistered during the grace period: nothing to cancel", func(t *testing.T) {
-		e := newTrackerEnv(t, grace)
-		e.put("s1", "v1")
-		require.NoError(t, e.tracker.Register("a1", []agreement.ServiceBinding{svc("web", map[string]string{"db": "s1"})}))
-		e.cycle()
-		require.NoError(t, e.mem.Delete(ctx, "s1"))
-		e.cycle()
-		waitTimer(e)
+		e := revoked(t, "a1")
 		require.NoError(t, e.tracker.Unregister(ctx, "a1"))
 		e.clock.Advance(time.Hour)
 		assert.Never(t, func() bool { return len(e.cancelled()) > 0 }, 50*time.Millisecond, 5*time.Millisecond)

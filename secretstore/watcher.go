@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -380,12 +381,7 @@ func (w *Watcher) Unwatch(names ...string) {
 func (w *Watcher) Names() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]string, 0, len(w.entries))
-	for n := range w.entries {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(w.entries))
 }
 
 // Retry makes the next cycle report each watched name of names as Changed

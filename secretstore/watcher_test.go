@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -28,7 +29,7 @@ type faultStore struct {
 	mu          sync.Mutex
 	faults      map[string]error // error kind per name
 	noVersions  bool             // Stat reports an empty Version, like a store without versions
-	gate        chan struct{}    // when set, Stat waits for it to close (or ctx)
+	gate        testgate.Gate    // holds every Stat while held
 	stats       map[string]int
 	gets        map[string]int
 	inflight    int
@@ -51,25 +52,12 @@ func (f *faultStore) setFault(kind error, names ...string) {
 	}
 }
 
-func (f *faultStore) hold() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gate = make(chan struct{})
-}
-
-func (f *faultStore) release() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	close(f.gate)
-	f.gate = nil
-}
-
 func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
 	f.mu.Lock()
 	f.stats[name]++
 	f.inflight++
 	f.maxInflight = max(f.maxInflight, f.inflight)
-	gate, kind := f.gate, f.faults[name]
+	kind := f.faults[name]
 	noVersions := f.noVersions
 	f.mu.Unlock()
 	defer func() {
@@ -77,12 +65,8 @@ func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadat
 		f.inflight--
 		f.mu.Unlock()
 	}()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, nil, ctx.Err())
-		}
+	if err := f.gate.Wait(ctx); err != nil {
+		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, nil, err)
 	}
 	if kind != nil {
 		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, kind, errors.New("injected"))
@@ -422,7 +406,7 @@ func TestWatcherSlowCycle(t *testing.T) {
 	for _, n := range names {
 		put(t, mem, n, "1")
 	}
-	fs.hold()
+	fs.gate.Hold()
 	r := startWatcher(t, fs, secretstore.WatcherOptions{Concurrency: 3}, names...)
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 3 }, 10*time.Second, time.Millisecond,
 		"the first cycle is stuck with 3 Stats in flight")
@@ -436,7 +420,7 @@ func TestWatcherSlowCycle(t *testing.T) {
 	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "ticks during a slow cycle start no goroutines")
 	assert.Equal(t, int64(1), r.beats.Load(), "the loop is busy: no heartbeat until the cycle ends")
 
-	fs.release()
+	fs.gate.Release()
 	require.Len(t, r.next(), 6)
 	// The ticks that came during the slow cycle collapse into one
 	// back-to-back cycle.
@@ -468,7 +452,7 @@ func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
 	mem := memory.New()
 	fs := newFaultStore(mem)
 	put(t, mem, "a", "1")
-	fs.hold()
+	fs.gate.Hold()
 	before := runtime.NumGoroutine()
 	r := startWatcher(t, fs, secretstore.WatcherOptions{}, "a")
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
@@ -547,12 +531,12 @@ func TestWatcherUnwatchDuringCycle(t *testing.T) {
 	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
-	fs.hold()
+	fs.gate.Hold()
 	res := make(chan []secretstore.Event)
 	go func() { res <- w.Poll(ctx) }()
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
 	w.Unwatch("b")
-	fs.release()
+	fs.gate.Release()
 	assert.Equal(t, []string{"appeared a initial"}, summary(<-res))
 	require.NoError(t, w.Watch("b"))
 	assert.Equal(t, []string{"appeared b initial"}, summary(w.Poll(ctx)), "re-watched name starts afresh")
