@@ -26,7 +26,9 @@ type Transport interface {
 	// the agent's reply. An error means no usable reply: the send failed,
 	// or no reply came within the transport's own timeout, which is also
 	// how a downlevel agent that ignores the message looks. The outbox
-	// tries again later.
+	// tries again later, calling Deliver with the same update: seal each
+	// attempt afresh (a new envelope sequence) so the agent's replay guard
+	// accepts the resend and rejects a stale envelope arriving late.
 	Deliver(ctx context.Context, u Update) (Reply, error)
 }
 
@@ -197,7 +199,8 @@ type OutboxOptions struct {
 //     cancels the agreement: that stays the agbot's decision.
 //
 // Records are kept in an OutboxState, so a new Outbox over the same state
-// resumes the pending updates.
+// resumes the pending updates. A finished record stays (without payload)
+// for Lookup until Forget; Tracker.Unregister calls it.
 type Outbox struct {
 	transport   Transport
 	state       OutboxState
@@ -499,7 +502,11 @@ func (o *Outbox) take(ctx context.Context) ([]delivery, time.Duration) {
 // deliver runs one attempt and records its outcome.
 func (o *Outbox) deliver(ctx context.Context, d delivery) {
 	id := d.update.AgreementID
-	reply, err := o.transport.Deliver(ctx, d.update)
+	var reply Reply
+	err := ctx.Err() // a job left in the queue at shutdown is not sent
+	if err == nil {
+		reply, err = o.transport.Deliver(ctx, d.update)
+	}
 	if err == nil && reply.AgreementID != id {
 		err = fmt.Errorf("reply is for agreement %q", cleanText(reply.AgreementID))
 	}

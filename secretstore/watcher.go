@@ -242,7 +242,9 @@ type WatcherOptions struct {
 //     store outage is one Unavailable event with Outage set, never a flood
 //     of Deleted.
 //
-// Events are reported on transitions, not repeated every cycle.
+// Per-name events report transitions and are not repeated while a state
+// lasts; Unavailable is reported in every cycle that could not check some
+// names.
 //
 // Give the watcher the backend (or a Monitor), not a Reader whose cache
 // would hide fresh data from the checksum fallback.
@@ -461,11 +463,11 @@ func (w *Watcher) Poll(ctx context.Context) []Event {
 	}
 
 	w.mu.Lock()
-	events, unavailable, firstErr := w.apply(snap)
+	events, unavailable, live, firstErr := w.apply(snap)
 	w.mu.Unlock()
 
 	if len(unavailable) > 0 {
-		outage := len(unavailable) == len(snap)
+		outage := len(unavailable) == live
 		events = append(events, Event{Kind: Unavailable, Names: unavailable, Outage: outage, Err: firstErr})
 		w.log.Warn("secret store unavailable for watched secrets",
 			slog.Int("names", len(unavailable)), slog.Int("watched", len(snap)),
@@ -538,13 +540,15 @@ func (w *Watcher) observe(ctx context.Context, name string) observation {
 	return observation{state: stateUnavailable, err: err}
 }
 
-// apply turns this cycle's observations into events and new state. w.mu is
-// held, so Unwatch cannot race with reading removed.
-func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []string, firstErr error) {
+// apply turns this cycle's observations into events and new state, and
+// counts the entries still watched. w.mu is held, so Unwatch cannot race
+// with reading removed.
+func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []string, live int, firstErr error) {
 	for _, e := range snap {
 		if e.removed {
 			continue
 		}
+		live++
 		r := e.res
 		switch r.state {
 		case stateUnavailable, stateUnknown:
@@ -579,7 +583,7 @@ func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []strin
 		e.seen, e.state, e.force = true, r.state, false
 		e.res = observation{}
 	}
-	return events, unavailable, firstErr
+	return events, unavailable, live, firstErr
 }
 
 func errString(err error) string {
