@@ -133,14 +133,14 @@ func TestAPIHandlerAndClient(t *testing.T) {
 		status int
 		body   string
 	}{
-		"/secrets/db":                      {200, `{"exists":true}`},
-		"/secrets/nope":                    {404, `{"exists":false}`},
+		"/secrets/db":                       {200, `{"exists":true}`},
+		"/secrets/nope":                     {404, `{"exists":false}`},
 		"/secrets/user%2Falice%2Fnode/n1/x": {404, `{"exists":false}`},
-		"/secrets/user/alice":              {400, `{"code":"invalid_name"}`},
-		"/secrets/openhorizon/myorg/db":    {400, `{"code":"invalid_name"}`},
-		"/secrets/":                        {400, `{"code":"invalid_name"}`},
-		"/health":                          {200, `{"lastVaultInteraction":0}`},
-		"/nothing":                         {404, `{"code":"not_found"}`},
+		"/secrets/user/alice":               {400, `{"code":"invalid_name"}`},
+		"/secrets/openhorizon/myorg/db":     {400, `{"code":"invalid_name"}`},
+		"/secrets/":                         {400, `{"code":"invalid_name"}`},
+		"/health":                           {200, `{"lastVaultInteraction":0}`},
+		"/nothing":                          {404, `{"code":"not_found"}`},
 	} {
 		req, err := http.NewRequest(http.MethodGet, api.srv.URL+path, nil)
 		require.NoError(t, err)

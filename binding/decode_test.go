@@ -119,7 +119,10 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func decodeService(s string) error { _, err := DecodeServiceDefinition(strings.NewReader(s)); return err }
+func decodeService(s string) error {
+	_, err := DecodeServiceDefinition(strings.NewReader(s))
+	return err
+}
 func decodePolicy(s string) error  { _, err := DecodeDeploymentPolicy(strings.NewReader(s)); return err }
 func decodePattern(s string) error { _, err := DecodePattern(strings.NewReader(s)); return err }
 func decodeHub(s string) error     { _, err := DecodeHubURLs(strings.NewReader(s)); return err }
