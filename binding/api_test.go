@@ -161,6 +161,7 @@ func TestAPIHandlerAndClient(t *testing.T) {
 		}
 	}
 
+	assert.Zero(t, store.gets.Load(), "existence is checked with Stat only")
 	assert.Contains(t, api.logs.String(), "vaultSecret=db", "names are logged")
 	assert.NotContains(t, api.logs.String(), testPassword)
 	assert.NotContains(t, api.logs.String(), "s3cr3t")

@@ -1,9 +1,11 @@
 package binding
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,8 +83,13 @@ func TestFixtureReports(t *testing.T) {
 			f, err := os.Open(filepath.Join("testdata", c.doc+".json"))
 			require.NoError(t, err)
 			defer f.Close()
-			rep, err := Validate(context.Background(), c.target(t, f), Options{Resolver: cat, Checker: checker})
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			rep, err := Validate(context.Background(), c.target(t, f), Options{Resolver: cat, Checker: checker, Logger: logger})
 			require.NoError(t, err)
+			assert.Zero(t, store.gets.Load(), "existence is checked with Stat only")
+			assert.Contains(t, logs.String(), "vaultSecret=")
+			assert.NotContains(t, logs.String(), "s3cr3t", "no value is logged")
 			assert.Equal(t, c.codes, rep.Codes())
 			assert.Equal(t, []ServiceRef{
 				{Org: testOrg, URL: "com.example.gateway", Arch: "amd64", Version: "1.2.0"},

@@ -53,11 +53,18 @@ func top(url, version string) []ServiceRef {
 	return []ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
 }
 
-// faultStore is a memory store whose Stat can be made to fail, counting calls.
+// faultStore is a memory store whose Stat can be made to fail, counting
+// Stat and Get calls (existence checks must never Get).
 type faultStore struct {
 	*memory.Store
 	statErr error
 	stats   atomic.Int64
+	gets    atomic.Int64
+}
+
+func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+	f.gets.Add(1)
+	return f.Store.Get(ctx, name)
 }
 
 func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
