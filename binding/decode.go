@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -47,23 +47,5 @@ func unmarshal(data []byte, what string, v any) error {
 	if errors.As(err, &de) {
 		return err
 	}
-	return badInput(what, "%s", jsonProblem(err))
-}
-
-// jsonProblem describes a JSON decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("JSON syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "unexpected end of JSON"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
+	return badInput(what, "%s", jsonproblem.Describe(err))
 }

@@ -86,7 +86,7 @@ func TestDecodeErrors(t *testing.T) {
 		json    string
 		wantErr string
 	}{
-		{"service syntax", decodeService, `{"org": "o", "secret-value-here`, "JSON syntax error"},
+		{"service syntax", decodeService, `{"org": "o", "secret-value-here`, "syntax error at byte"},
 		{"service wrong type", decodeService, `{"org": 5}`, `field "org": expected string, got JSON number`},
 		{"service too big", decodeService, `{"x":"` + strings.Repeat("a", MaxServiceDefinitionSize) + `"}`, "larger than"},
 		{"too many secrets", decodeService, `{"secrets":{` + many(MaxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}`, "more than 256 secrets"},

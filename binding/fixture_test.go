@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the expected reports in testdat
 
 // loadFixtures reads testdata/services/*.json into a catalog and
 // testdata/vault.json into a store.
-func loadFixtures(t *testing.T) (*Catalog, *faultStore) {
+func loadFixtures(t testing.TB) (*Catalog, *faultStore) {
 	t.Helper()
 	files, err := filepath.Glob("testdata/services/*.json")
 	require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // ServiceRef identifies a service version and, where it matters, one of its
@@ -179,12 +181,12 @@ func eachMember(raw json.RawMessage, fn func(key string, val json.RawMessage) er
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return badInput(secretBindingWhat, "%s", jsonProblem(err))
+			return badInput(secretBindingWhat, "%s", jsonproblem.Describe(err))
 		}
 		key, _ := tok.(string) // json.Decoder only yields string keys inside an object
 		var val json.RawMessage
 		if err := dec.Decode(&val); err != nil {
-			return badInput(secretBindingWhat, "%s", jsonProblem(err))
+			return badInput(secretBindingWhat, "%s", jsonproblem.Describe(err))
 		}
 		if err := fn(key, val); err != nil {
 			return err

@@ -3,7 +3,6 @@ package binding
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -172,23 +171,12 @@ func emptyJSON(raw json.RawMessage) bool {
 	return false
 }
 
-// serviceDefinitionJSON is ServiceDefinition with the deployment left raw.
-type serviceDefinitionJSON struct {
-	Org               string                   `json:"org"`
-	URL               string                   `json:"url"`
-	Version           string                   `json:"version"`
-	Arch              string                   `json:"arch"`
-	RequiredServices  []ServiceDependency      `json:"requiredServices"`
-	Secrets           map[string]ServiceSecret `json:"secrets"`
-	Deployment        json.RawMessage          `json:"deployment"`
-	ClusterDeployment json.RawMessage          `json:"clusterDeployment"`
-}
-
 // UnmarshalJSON decodes a service definition, ignoring fields it does not
 // use, and enforces the count limits.
 func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	const what = "service definition"
-	var in serviceDefinitionJSON
+	type plain ServiceDefinition // without this method
+	var in plain
 	if err := unmarshal(b, what, &in); err != nil {
 		return err
 	}
@@ -198,43 +186,43 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	case len(in.RequiredServices) > MaxRequiredServices:
 		return badInput(what, "more than %d requiredServices", MaxRequiredServices)
 	}
-	dep, err := decodeDeployment(in.Deployment)
-	if err != nil {
-		return badInput(what, "deployment: %s", err)
+	if in.Deployment != nil && in.Deployment.Services == nil {
+		in.Deployment = nil // "" in the exchange form: no device deployment
 	}
-	*d = ServiceDefinition{
-		Org: in.Org, URL: in.URL, Version: in.Version, Arch: in.Arch,
-		RequiredServices: in.RequiredServices, Secrets: in.Secrets,
-		Deployment: dep, ClusterDeployment: in.ClusterDeployment,
+	if emptyJSON(in.ClusterDeployment) {
+		in.ClusterDeployment = nil
 	}
-	if emptyJSON(d.ClusterDeployment) {
-		d.ClusterDeployment = nil
-	}
+	*d = ServiceDefinition(in)
 	return nil
 }
 
-// decodeDeployment reads a deployment given as an object, as a string
-// holding the object's JSON (exchange form), or as absent/null/"" (none).
-func decodeDeployment(raw json.RawMessage) (*DeploymentConfig, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
+// UnmarshalJSON reads a deployment given as an object, or as a string
+// holding the object's JSON (exchange form; "" means none), and enforces
+// MaxContainers.
+func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
+	const what = "deployment"
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, errors.New(jsonProblem(err))
+		if err := unmarshal(b, what, &s); err != nil {
+			return err
 		}
-		raw = bytes.TrimSpace([]byte(s))
+		b = bytes.TrimSpace([]byte(s))
 	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+	if len(b) == 0 || string(b) == "null" {
+		*c = DeploymentConfig{}
+		return nil
 	}
-	var dep DeploymentConfig
-	if err := json.Unmarshal(raw, &dep); err != nil {
-		return nil, errors.New(jsonProblem(err))
+	type plain DeploymentConfig // without this method
+	var in plain
+	if err := unmarshal(b, what, &in); err != nil {
+		return err
 	}
-	if len(dep.Services) > MaxContainers {
-		return nil, fmt.Errorf("more than %d containers", MaxContainers)
+	if len(in.Services) > MaxContainers {
+		return badInput(what, "more than %d containers", MaxContainers)
 	}
-	return &dep, nil
+	*c = DeploymentConfig(in)
+	return nil
 }
 
 // DecodeServiceDefinition reads one service definition of at most

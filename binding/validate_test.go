@@ -76,7 +76,7 @@ func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadat
 }
 
 // newStore returns a store holding the named secrets (store paths).
-func newStore(t *testing.T, paths ...string) *faultStore {
+func newStore(t testing.TB, paths ...string) *faultStore {
 	t.Helper()
 	m := memory.New()
 	for _, p := range paths {
