@@ -21,14 +21,25 @@ const (
 
 // Error codes in the API's JSON error bodies {"error": "...", "code": "..."}.
 const (
-	APIErrUnauthorized     = "unauthorized"
-	APIErrInvalidName      = "invalid_name"
-	APIErrNoStore          = "no_store"
+	// APIErrUnauthorized (401): the authentication hook refused the caller.
+	APIErrUnauthorized = "unauthorized"
+	// APIErrInvalidName (400): the vault secret name breaks the naming
+	// rules, or the store does not accept it.
+	APIErrInvalidName = "invalid_name"
+	// APIErrNoStore (503): the hub has no secret store configured.
+	APIErrNoStore = "no_store"
+	// APIErrStoreUnavailable (503): the store did not answer; retry shortly.
 	APIErrStoreUnavailable = "store_unavailable"
-	APIErrStoreForbidden   = "store_forbidden"
-	APIErrInternal         = "internal"
-	APIErrNotFound         = "not_found"
-	APIErrMethod           = "method_not_allowed"
+	// APIErrStoreForbidden (503): the store refused the agbot's
+	// credentials; retrying does not help.
+	APIErrStoreForbidden = "store_forbidden"
+	// APIErrInternal (500): an unexpected store error.
+	APIErrInternal = "internal"
+	// APIErrNotFound (404): no such resource (not a secret's absence,
+	// which is 404 {"exists":false}).
+	APIErrNotFound = "not_found"
+	// APIErrMethod (405): only GET (and HEAD) are served.
+	APIErrMethod = "method_not_allowed"
 )
 
 // Existence is the body of a 200 or 404 answer to GET /secrets/<name>.
@@ -155,11 +166,6 @@ func (h *Handler) secret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log = log.With("vaultSecret", name.String())
-	if h.opts.Store == nil {
-		log.Warn("secret existence request, but no secret store is configured")
-		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: errNoStore.Error(), Code: APIErrNoStore})
-		return
-	}
 	checker := &StoreChecker{store: h.opts.Store, org: caller.Org}
 	exists, err := checker.SecretExists(r.Context(), name)
 	switch {
@@ -172,6 +178,9 @@ func (h *Handler) secret(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusNotFound
 		}
 		writeJSON(w, status, Existence{Exists: exists})
+	case errors.Is(err, errNoStore):
+		log.Warn("secret existence request, but no secret store is configured")
+		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: errNoStore.Error(), Code: APIErrNoStore})
 	case errors.Is(err, secretstore.ErrInvalid):
 		log.Info("secret existence request refused by the store", "error", err)
 		writeJSON(w, http.StatusBadRequest, APIError{Error: "the store does not accept this vault secret name", Code: APIErrInvalidName})

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -445,14 +447,11 @@ func listOrNone(names []string) string {
 	if len(names) == 0 {
 		return "none"
 	}
-	out := ""
+	quoted := make([]string, len(names))
 	for i, n := range names {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%q", n)
+		quoted[i] = strconv.Quote(n)
 	}
-	return out
+	return strings.Join(quoted, ", ")
 }
 
 // checkExistence asks the checker about each distinct resolved vault secret
