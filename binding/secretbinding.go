@@ -6,23 +6,18 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // ServiceRef identifies a service version and, where it matters, one of its
-// containers. It has the fields of agreement.ServiceRef, so the two convert
-// with a plain conversion: agreement.ServiceRef(ref).
-type ServiceRef struct {
-	Org       string `json:"org"`
-	URL       string `json:"url"`
-	Arch      string `json:"arch,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Container string `json:"container,omitempty"`
-}
+// containers. It is agreement.ServiceRef, so resolved bindings feed
+// agreement proposals and the tracker without conversion.
+type ServiceRef = agreement.ServiceRef
 
-// String returns "org/url_version_arch", Open Horizon's way of writing a
-// service, followed by " container <name>" when a container is set.
-func (s ServiceRef) String() string {
+// refString writes a service the Open Horizon way, "org/url_version_arch",
+// followed by " container <name>" when a container is set.
+func refString(s ServiceRef) string {
 	out := s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
 	if s.Container != "" {
 		out += " container " + s.Container

@@ -7,17 +7,17 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
-// Secret formats a service definition may ask for. They are the values of
-// agreement.FormatJSON and agreement.FormatRaw; binding does not import
-// agreement so that agreement-side code (the tracker) can import binding.
+// Secret formats a service definition may ask for (agreement's).
 const (
 	// FormatJSON: the file holds the secret's key/value pairs as a JSON
 	// object. The default when "format" is empty.
-	FormatJSON = "json"
+	FormatJSON = agreement.FormatJSON
 	// FormatRaw: the secret has one key; the file holds its value's bytes.
-	FormatRaw = "raw"
+	FormatRaw = agreement.FormatRaw
 )
 
 // ServiceSecret declares one secret of a service: an entry of the service

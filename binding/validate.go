@@ -90,7 +90,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 		}
 	}
 	for _, p := range v.rep.Problems {
-		v.log.Debug("binding problem", "code", p.Code, "severity", p.Severity, "service", p.Service.String(),
+		v.log.Debug("binding problem", "code", p.Code, "severity", p.Severity, "service", refString(p.Service),
 			"binding", p.Binding, "serviceSecret", p.ServiceSecret, "vaultSecret", p.VaultSecret)
 	}
 	v.log.Debug("secret bindings validated", "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
@@ -114,12 +114,12 @@ func checkDefinition(rep *Report, def *ServiceDefinition) {
 	for _, name := range slices.Sorted(maps.Keys(def.Secrets)) {
 		p := Problem{Service: ref, ServiceSecret: name}
 		if err := safename.Check(name); err != nil {
-			rep.add(CodeSecretNameInvalid, p, "Service %s declares secret %q, whose name %s; it must be a single safe file name.", ref, name, err)
+			rep.add(CodeSecretNameInvalid, p, "Service %s declares secret %q, whose name %s; it must be a single safe file name.", refString(ref), name, err)
 		}
 		switch f := def.Secrets[name].Format; f {
 		case "", FormatJSON, FormatRaw:
 		default:
-			rep.add(CodeSecretFormatInvalid, p, "Service %s declares secret %q with format %q; the format must be %q or %q.", ref, name, f, FormatJSON, FormatRaw)
+			rep.add(CodeSecretFormatInvalid, p, "Service %s declares secret %q with format %q; the format must be %q or %q.", refString(ref), name, f, FormatJSON, FormatRaw)
 		}
 	}
 	if len(def.Secrets) == 0 {
@@ -127,9 +127,9 @@ func checkDefinition(rep *Report, def *ServiceDefinition) {
 	}
 	switch def.DeploymentKind() {
 	case DeployCluster:
-		rep.add(CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets but has only a cluster deployment; secrets are supported on edge devices only.", ref)
+		rep.add(CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets but has only a cluster deployment; secrets are supported on edge devices only.", refString(ref))
 	case DeployMixed:
-		rep.add(CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets and has a cluster deployment; only its device deployment will receive them.", ref)
+		rep.add(CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets and has a cluster deployment; only its device deployment will receive them.", refString(ref))
 	}
 }
 
@@ -259,7 +259,7 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 		return nil, nil, false, ctxErr
 	}
 	if err != nil {
-		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Service %s could not be looked up: %s.", ref, err)
+		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Service %s could not be looked up: %s.", refString(ref), err)
 		return nil, nil, false, nil
 	}
 	for _, d := range found {
@@ -268,7 +268,7 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 		}
 		ver, err := ParseVersion(d.Version)
 		if err != nil {
-			v.log.Debug("ignoring service definition with invalid version", "service", d.Ref().String(), "error", err)
+			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.Ref()), "error", err)
 			continue
 		}
 		defs, versions = append(defs, d), append(versions, ver)
@@ -288,7 +288,7 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 	if ref.Version != "" {
 		ver, err := ParseVersion(ref.Version)
 		if err != nil {
-			v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", ref, err)
+			v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", refString(ref), err)
 			return nil, nil
 		}
 		want = exactVersion(ver)
@@ -299,7 +299,7 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s was not found.", ref)
+		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s was not found.", refString(ref))
 	}
 	return best, nil
 }
@@ -313,14 +313,14 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	p := Problem{Service: ref}
 	if ref.Org == "" || ref.URL == "" {
-		v.rep.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", parent.Ref())
+		v.rep.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
 		return nil, nil
 	}
 	var want VersionRange
 	if ref.Version != "" {
 		r, err := ParseVersionRange(ref.Version)
 		if err != nil {
-			v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", parent.Ref(), ref.Org, ref.URL, err)
+			v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
 			return nil, nil
 		}
 		want = r
@@ -331,7 +331,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", parent.Ref(), ref.Org, ref.URL, want, ref.Arch)
+		v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.Ref()), ref.Org, ref.URL, want, ref.Arch)
 		return nil, nil
 	}
 	return best[0], nil
@@ -388,10 +388,10 @@ func (v *validation) bindService(def *ServiceDefinition) {
 		switch {
 		case container != "" && !slices.Contains(containers, container):
 			p.Service.Container = container
-			v.rep.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, container, ref, listOrNone(containers))
+			v.rep.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, container, refString(ref), listOrNone(containers))
 			containerOK = false
 		case container == "" && len(containers) > 1:
-			v.rep.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s).", e.index, ref, listOrNone(containers))
+			v.rep.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s).", e.index, refString(ref), listOrNone(containers))
 			containerOK = false
 		case container == "" && len(containers) == 1:
 			container = containers[0]
@@ -405,7 +405,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
 			decl, declared := def.Secrets[b.ServiceSecret]
 			if !declared {
-				v.rep.add(CodeSecretUndeclared, bp, "secretBinding entry %d binds secret %q, which service %s does not declare.", e.index, b.ServiceSecret, ref)
+				v.rep.add(CodeSecretUndeclared, bp, "secretBinding entry %d binds secret %q, which service %s does not declare.", e.index, b.ServiceSecret, refString(ref))
 				continue
 			}
 			covered[b.ServiceSecret] = true
@@ -415,9 +415,9 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			key := [2]string{container, b.ServiceSecret}
 			if prev, dup := bound[key]; dup {
 				if prev.vault == b.VaultSecret {
-					v.rep.add(CodeBindingDuplicate, bp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, p.Service, b.VaultSecret)
+					v.rep.add(CodeBindingDuplicate, bp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, refString(p.Service), b.VaultSecret)
 				} else {
-					v.rep.add(CodeBindingConflict, bp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q.", e.index, b.ServiceSecret, p.Service, b.VaultSecret, prev.entry, prev.vault)
+					v.rep.add(CodeBindingConflict, bp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q.", e.index, b.ServiceSecret, refString(p.Service), b.VaultSecret, prev.entry, prev.vault)
 				}
 				continue
 			}
@@ -438,7 +438,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(def.Secrets)) {
 		if !covered[name] && safename.Check(name) == nil { // an unsafe name is reported as such and cannot be bound
-			v.rep.add(CodeSecretUnbound, Problem{Service: ref, ServiceSecret: name}, "Service %s declares secret %q, and no secretBinding entry binds it.", ref, name)
+			v.rep.add(CodeSecretUnbound, Problem{Service: ref, ServiceSecret: name}, "Service %s declares secret %q, and no secretBinding entry binds it.", refString(ref), name)
 		}
 	}
 }
@@ -499,13 +499,13 @@ func (v *validation) checkExistence(ctx context.Context) error {
 		p := Problem{Service: rb.Service, Binding: rb.Binding, ServiceSecret: rb.ServiceSecret, VaultSecret: rb.VaultSecret.String()}
 		switch o.code {
 		case CodeVaultSecretMissing:
-			v.rep.add(o.code, p, "Vault secret %q, bound to secret %q of %s, does not exist.", p.VaultSecret, rb.ServiceSecret, rb.Service)
+			v.rep.add(o.code, p, "Vault secret %q, bound to secret %q of %s, does not exist.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service))
 		case CodeVaultSecretInvalid:
-			v.rep.add(o.code, p, "The store refused vault secret name %q, bound to secret %q of %s: %s.", p.VaultSecret, rb.ServiceSecret, rb.Service, o.err)
+			v.rep.add(o.code, p, "The store refused vault secret name %q, bound to secret %q of %s: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
 		case CodeStoreForbidden:
-			v.rep.add(o.code, p, "The store refused to say whether vault secret %q, bound to secret %q of %s, exists: %s.", p.VaultSecret, rb.ServiceSecret, rb.Service, o.err)
+			v.rep.add(o.code, p, "The store refused to say whether vault secret %q, bound to secret %q of %s, exists: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
 		case CodeStoreUnavailable:
-			v.rep.add(o.code, p, "Could not check vault secret %q, bound to secret %q of %s, because the store is unavailable: %s.", p.VaultSecret, rb.ServiceSecret, rb.Service, o.err)
+			v.rep.add(o.code, p, "Could not check vault secret %q, bound to secret %q of %s, because the store is unavailable: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
 		}
 	}
 	return nil

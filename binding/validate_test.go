@@ -434,6 +434,7 @@ func TestValidateRules(t *testing.T) {
 				assert.Equal(t, p.Code.Severity(), p.Severity)
 				assert.NotEmpty(t, p.Message)
 				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
+				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
 			}
 			if c.maxStats > 0 {
 				assert.LessOrEqual(t, store.stats.Load(), c.maxStats)
