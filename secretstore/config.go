@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Config selects and configures a backend. Its JSON form is
@@ -161,23 +163,7 @@ func problemLines(err error) []string {
 }
 
 // jsonProblem describes a JSON decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "unexpected end of input"
-	}
-	// Unknown-field errors name the field only: `json: unknown field "x"`.
-	return strings.TrimPrefix(err.Error(), "json: ")
-}
+func jsonProblem(err error) string { return jsonproblem.Describe(err) }
 
 // Backend is what a store backend registers: a validator for its config
 // section and a constructor.
