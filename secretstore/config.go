@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Config selects and configures a backend. Its JSON form is
@@ -43,10 +45,13 @@ func ParseConfig(r io.Reader) (Config, error) {
 	if len(data) > MaxConfigSize {
 		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Config{}, &ConfigError{Problems: []string{"config is empty"}}
+	}
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		var se *json.SyntaxError
-		if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.As(err, &se) {
 			return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
 		}
 		return Config{}, &ConfigError{Problems: []string{jsonProblem(err)}}
@@ -57,12 +62,11 @@ func ParseConfig(r io.Reader) (Config, error) {
 // UnmarshalJSON decodes type and defaultScope and keeps every other
 // top-level member as a backend section.
 func (c *Config) UnmarshalJSON(data []byte) error {
+	if !isJSONObject(data) {
+		return errors.New("config must be a JSON object")
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("config must be a JSON object, not a JSON %s", jsonKind(te.Value))
-		}
 		return err
 	}
 	*c = Config{Sections: map[string]json.RawMessage{}}
@@ -201,40 +205,8 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(t) > 0 && (t[0] == '{' || string(t) == "null")
 }
 
-// jsonProblem describes a JSON decoding error without quoting the input:
-// encoding/json puts number literals and ",string" values in some of its
-// messages, and a config value may be a credential.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		if strings.HasPrefix(se.Error(), "unexpected end") {
-			return "unexpected end of input"
-		}
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, jsonKind(te.Value))
-		}
-		return fmt.Sprintf("expected %s, got JSON %s", te.Type, jsonKind(te.Value))
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "unexpected end of input"
-	}
-	msg := strings.TrimPrefix(err.Error(), "json: ")
-	if strings.HasPrefix(msg, "invalid use of ,string struct tag") {
-		return "invalid use of ,string struct tag"
-	}
-	// Unknown-field errors name the field only: `unknown field "x"`. Errors
-	// from a backend's own UnmarshalJSON methods are passed on as written.
-	return msg
-}
-
-// jsonKind keeps the kind from an UnmarshalTypeError value ("number 123" → "number").
-func jsonKind(v string) string {
-	kind, _, _ := strings.Cut(v, " ")
-	return kind
-}
+// jsonProblem describes a JSON decoding error without quoting the input.
+func jsonProblem(err error) string { return jsonproblem.Describe(err) }
 
 // Backend is what a store backend registers: a validator for its config
 // section and a constructor.

@@ -34,7 +34,7 @@ func value(s *secretstore.Secret) string {
 	if s == nil {
 		return "<nil>"
 	}
-	return string(s.Data["k"])
+	return string(s.Data["v"])
 }
 
 func TestReaderCoalescesConcurrentGets(t *testing.T) {
@@ -406,7 +406,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 		s, err := r.Get(ctx, "x")
 		require.NoError(t, err)
 		assert.Equal(t, "1", value(s))
-		s.Data["k"][0] = 'X'
+		s.Data["v"][0] = 'X'
 		s.Data["extra"] = nil
 	}
 	assert.Equal(t, 1, backend.Count(secretstore.OpGet))
@@ -415,7 +415,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 func TestReaderStat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"k": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
+		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
 		release := make(chan struct{})
@@ -476,7 +476,7 @@ func TestReaderGetBatch(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 4, backend.Count(secretstore.OpGet), "GetBatch results are cached for Get")
 
-		got["a"].Data["k"][0] = 'X'
+		got["a"].Data["v"][0] = 'X'
 		s, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		assert.Equal(t, "1", value(s), "GetBatch returns copies")

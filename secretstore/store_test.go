@@ -1,7 +1,6 @@
 package secretstore_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -173,8 +172,8 @@ func TestGetBatch(t *testing.T) {
 	store.Reset()
 	got, err := secretstore.GetBatch(ctx, store.Inner(), names)
 	require.NoError(t, err)
-	assert.Equal(t, "1", string(got["a"].Data["k"]))
-	assert.Equal(t, "2", string(got["b"].Data["k"]))
+	assert.Equal(t, "1", string(got["a"].Data["v"]))
+	assert.Equal(t, "2", string(got["b"].Data["v"]))
 	assert.NotContains(t, got, "missing", "missing names are absent, not an error")
 
 	// Through the mock, which has GetBatch and passes it on as one Get per
@@ -194,10 +193,4 @@ func TestGetBatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 1)
 	assert.EqualValues(t, 1, bm.Batches(), "a BatchGetter is used")
-}
-
-func put(t testing.TB, s secretstore.Store, name, value string) {
-	t.Helper()
-	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte(value)}}, secretstore.PutOptions{})
-	require.NoError(t, err)
 }
