@@ -12,22 +12,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// gate returns a mock hook that holds every call until release is closed.
-func gate(release <-chan struct{}) func(context.Context, mock.Call) error {
-	return func(ctx context.Context, _ mock.Call) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+// holdReads makes every call to backend wait at g.
+func holdReads(backend *mock.Store, g *testgate.Gate) {
+	g.Hold()
+	backend.SetHook(func(ctx context.Context, _ mock.Call) error { return g.Wait(ctx) })
 }
 
 func value(s *secretstore.Secret) string {
@@ -76,14 +71,14 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			backend := mock.NewStore(nil)
 			seed(t, backend)
-			release := make(chan struct{})
-			backend.SetHook(gate(release))
+			var g testgate.Gate
+			holdReads(backend, &g)
 			r := secretstore.NewReader(backend, secretstore.ReaderOptions{})
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
 			assert.Equal(t, names, backend.Count(secretstore.OpGet), "one backend read per name in flight")
-			close(release)
+			g.Release()
 			<-done
 			assert.Equal(t, names, backend.Count(secretstore.OpGet), "waiters shared those reads")
 		})
@@ -418,8 +413,8 @@ func TestReaderStat(t *testing.T) {
 		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
-		release := make(chan struct{})
-		backend.SetHook(gate(release))
+		var g testgate.Gate
+		holdReads(backend, &g)
 
 		results := make(chan secretstore.Metadata, 5)
 		for range 5 {
@@ -431,7 +426,7 @@ func TestReaderStat(t *testing.T) {
 		}
 		synctest.Wait()
 		assert.Equal(t, 1, backend.Count(secretstore.OpStat), "concurrent Stats share one call")
-		close(release)
+		g.Release()
 		var mds []secretstore.Metadata
 		for range 5 {
 			md := <-results
