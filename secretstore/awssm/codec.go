@@ -35,8 +35,11 @@ func encodeData(d secretstore.Data) (string, error) {
 	obj := make(map[string]any, len(d)+1)
 	var binary []string
 	for k, v := range d {
-		if k == BinaryKeysField {
+		switch {
+		case k == BinaryKeysField:
 			return "", fmt.Errorf("data key %q is reserved by the awssm backend", k)
+		case !utf8.ValidString(k):
+			return "", fmt.Errorf("data key %q is not valid UTF-8, which JSON member names must be", k)
 		}
 		if utf8.Valid(v) {
 			obj[k] = string(v)

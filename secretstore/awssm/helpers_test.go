@@ -48,14 +48,14 @@ func (c *clock) Add(d time.Duration) {
 // env is a Secrets Manager endpoint served over loopback HTTP, with an SDK
 // client for looking behind the store's back.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *smmock.Server
 	url    string
 	clock  *clock
 	client *secretsmanager.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	srv := smmock.New(smmock.Options{Now: c.Now, Credentials: map[string]string{testKeyID: testSecretKey}})
