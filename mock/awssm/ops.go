@@ -119,11 +119,11 @@ func (sec *secret) value(v *version) secretValue {
 	}
 }
 
-func (sec *secret) listEntry() secretListEntry {
-	return secretListEntry{
+func (sec *secret) metadata() secretMetadata {
+	return secretMetadata{
 		ARN: sec.arn, Name: sec.name, Description: optional(sec.description), KmsKeyId: optional(sec.kmsKeyID),
 		CreatedDate: stamp(sec.created), LastChangedDate: stamp(sec.changed), LastAccessedDate: stamp(sec.accessed),
-		DeletedDate: stamp(sec.deleted), Tags: sec.tagsJSON(), SecretVersionsToStages: sec.stagesMap(),
+		DeletedDate: stamp(sec.deleted), Tags: sec.tagsJSON(),
 	}
 }
 
@@ -377,12 +377,7 @@ func (s *Server) describeSecret(in *secretIDInput) (describeSecretOutput, *apiEr
 	if sec == nil {
 		return describeSecretOutput{}, errNotFound()
 	}
-	e := sec.listEntry()
-	return describeSecretOutput{
-		ARN: e.ARN, Name: e.Name, Description: e.Description, KmsKeyId: e.KmsKeyId,
-		CreatedDate: e.CreatedDate, LastChangedDate: e.LastChangedDate, LastAccessedDate: e.LastAccessedDate,
-		DeletedDate: e.DeletedDate, Tags: e.Tags, VersionIdsToStages: e.SecretVersionsToStages,
-	}, nil
+	return describeSecretOutput{secretMetadata: sec.metadata(), VersionIdsToStages: sec.stagesMap()}, nil
 }
 
 func (s *Server) listSecrets(in *listSecretsInput) (listSecretsOutput, *apiError) {
@@ -422,7 +417,7 @@ func (s *Server) listSecrets(in *listSecretsInput) (listSecretsOutput, *apiError
 	}
 	out := listSecretsOutput{SecretList: make([]secretListEntry, 0, len(page)), NextToken: next}
 	for _, sec := range page {
-		out.SecretList = append(out.SecretList, sec.listEntry())
+		out.SecretList = append(out.SecretList, secretListEntry{secretMetadata: sec.metadata(), SecretVersionsToStages: sec.stagesMap()})
 	}
 	return out, nil
 }

@@ -116,15 +116,7 @@ type secretIDInput struct {
 }
 
 type describeSecretOutput struct {
-	ARN                string
-	Name               string
-	Description        *string             `json:",omitempty"`
-	KmsKeyId           *string             `json:",omitempty"`
-	CreatedDate        *epochTime          `json:",omitempty"`
-	LastChangedDate    *epochTime          `json:",omitempty"`
-	LastAccessedDate   *epochTime          `json:",omitempty"`
-	DeletedDate        *epochTime          `json:",omitempty"`
-	Tags               []tagJSON           `json:",omitempty"`
+	secretMetadata
 	VersionIdsToStages map[string][]string `json:",omitempty"`
 }
 
@@ -137,16 +129,22 @@ type listSecretsInput struct {
 	SortOrder              *string
 }
 
+// secretMetadata is what DescribeSecret and ListSecrets tell of a secret
+// besides its versions.
+type secretMetadata struct {
+	ARN              string
+	Name             string
+	Description      *string    `json:",omitempty"`
+	KmsKeyId         *string    `json:",omitempty"`
+	CreatedDate      *epochTime `json:",omitempty"`
+	LastChangedDate  *epochTime `json:",omitempty"`
+	LastAccessedDate *epochTime `json:",omitempty"`
+	DeletedDate      *epochTime `json:",omitempty"`
+	Tags             []tagJSON  `json:",omitempty"`
+}
+
 type secretListEntry struct {
-	ARN                    string
-	Name                   string
-	Description            *string             `json:",omitempty"`
-	KmsKeyId               *string             `json:",omitempty"`
-	CreatedDate            *epochTime          `json:",omitempty"`
-	LastChangedDate        *epochTime          `json:",omitempty"`
-	LastAccessedDate       *epochTime          `json:",omitempty"`
-	DeletedDate            *epochTime          `json:",omitempty"`
-	Tags                   []tagJSON           `json:",omitempty"`
+	secretMetadata
 	SecretVersionsToStages map[string][]string `json:",omitempty"`
 }
 

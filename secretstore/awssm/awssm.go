@@ -284,6 +284,17 @@ func (s *Store) putOnce(ctx context.Context, w write) (changed, again bool, err 
 	case w.opts.IfVersion != "" && w.opts.IfVersion != m.current:
 		return false, false, conflict("current version does not match the expected version")
 	}
+	changed, again, err = s.update(ctx, w, m, restored)
+	if err != nil && !again && restored && !errors.Is(err, secretstore.ErrConflict) {
+		s.undoRestore(ctx, w)
+	}
+	return changed, again, err
+}
+
+// update writes what differs between the secret described by m and w: the
+// value, the tags, or both. restored says the secret was just brought back
+// from pending deletion, which counts as a change.
+func (s *Store) update(ctx context.Context, w write, m metadata, restored bool) (changed, again bool, err error) {
 	dataChanged := true
 	if m.current != "" {
 		cur, err := s.readValue(ctx, secretstore.OpPut, w.name, w.path, m.current)
@@ -319,6 +330,20 @@ func (s *Store) putOnce(ctx context.Context, w write) (changed, again bool, err 
 		}
 	}
 	return true, false, nil
+}
+
+// undoTimeout bounds the DeleteSecret that undoes a restore after a failed Put.
+const undoTimeout = 10 * time.Second
+
+// undoRestore schedules a secret restored by a failed Put for deletion again,
+// so the failure does not bring back its old value. It runs even when the
+// Put's context was cancelled.
+func (s *Store) undoRestore(ctx context.Context, w write) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if err := s.Delete(ctx, w.name); err != nil {
+		s.log.WarnContext(ctx, "a failed Put restored a secret scheduled for deletion and could not delete it again", "name", w.name, "error", err)
+	}
 }
 
 // create makes a new secret with its tags in one CreateSecret call.
@@ -551,7 +576,7 @@ func (s *Store) batchValues(ctx context.Context, paths []string, byPath map[stri
 	for {
 		res, err := s.api.BatchGetSecretValue(ctx, in)
 		if err != nil {
-			return s.fail(ctx, secretstore.OpGet, paths[0], err)
+			return s.fail(ctx, secretstore.OpGet, byPath[paths[0]], err)
 		}
 		for _, e := range res.Errors {
 			code := aws.ToString(e.ErrorCode)

@@ -182,12 +182,18 @@ func toTags(labels map[string]string) []types.Tag {
 	return tags
 }
 
+// fromTags returns the labels among tags. Tags whose key starts with "aws:"
+// are set by AWS services (CloudFormation, for one), cannot be changed by
+// users and are not labels: they are left out, and Put leaves them alone.
 func fromTags(tags []types.Tag) map[string]string {
-	if len(tags) == 0 {
-		return nil
-	}
-	labels := make(map[string]string, len(tags))
+	var labels map[string]string
 	for _, t := range tags {
+		if strings.HasPrefix(strings.ToLower(aws.ToString(t.Key)), "aws:") {
+			continue
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
 		labels[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	return labels

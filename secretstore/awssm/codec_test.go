@@ -94,3 +94,9 @@ func FuzzEncodeData(f *testing.F) {
 		}
 	})
 }
+
+func TestFromTagsLeavesOutAWSTags(t *testing.T) {
+	tags := toTags(map[string]string{"team": "edge", "aws:cloudformation:stack-name": "s", "AWS:Other": "x"})
+	assert.Equal(t, map[string]string{"team": "edge"}, fromTags(tags))
+	assert.Nil(t, fromTags(toTags(map[string]string{"aws:x": "1"})), "no labels")
+}

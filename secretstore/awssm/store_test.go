@@ -164,6 +164,15 @@ func TestPendingDeletion(t *testing.T) {
 		assert.True(t, changed, "the secret was missing, now it exists")
 		assert.Equal(t, puts, e.srv.Calls(smmock.OpPutSecretValue), "restoring brought back the same value: no new version")
 	})
+	t.Run("a failed Put leaves it deleted", func(t *testing.T) {
+		require.NoError(t, s.Delete(ctx, "app"))
+		e.srv.InjectFault(smmock.Fault{Op: smmock.OpPutSecretValue, Code: "AccessDeniedException", Count: 1})
+		_, err := s.Put(ctx, &secretstore.Secret{Name: "app", Data: d("k", "newer")}, secretstore.PutOptions{})
+		require.ErrorIs(t, err, secretstore.ErrPermission)
+		assert.False(t, e.info("org/app").DeletedDate.IsZero(), "scheduled for deletion again, so the old value is not back")
+		_, err = s.Get(ctx, "app")
+		require.ErrorIs(t, err, secretstore.ErrNotFound)
+	})
 	t.Run("purged after the window", func(t *testing.T) {
 		require.NoError(t, s.Delete(ctx, "other"))
 		e.clock.Add(7*24*time.Hour + time.Second)
