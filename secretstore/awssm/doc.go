@@ -50,7 +50,9 @@
 // content); Put overwrites such a secret.
 //
 // Labels are the secret's tags (at most 50; keys up to 128 and values up to
-// 256 letters, digits, spaces and _ . : / = + - @; no "aws:" prefix).
+// 256 letters, digits, spaces and _ . : / = + - @; no "aws:" prefix). Tags
+// AWS services set (keys starting with "aws:") are not labels; Put leaves
+// them alone.
 // Version is the VersionId that holds AWSCURRENT; UpdatedAt is the secret's
 // LastChangedDate, which tag changes move too. A change of labels alone
 // leaves the Version as it is: AWS versions values, not tags.
@@ -82,8 +84,9 @@
 // NotFound for Get, Stat and GetBatch, is not listed, and deleting it again
 // succeeds. Put on such a secret restores it (RestoreSecret) and then writes
 // the new data and labels, so a deleted name can be written again as with
-// every other backend; a reader racing that Put may briefly see the
-// restored old value. A compare-and-set Put on it fails with ErrConflict
+// every other backend. If that write fails, the secret is scheduled for
+// deletion again. A reader racing the Put may briefly see the restored old
+// value. A compare-and-set Put on it fails with ErrConflict
 // (the secret does not exist); a create-only Put succeeds.
 //
 // # Compare-and-set
