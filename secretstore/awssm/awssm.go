@@ -348,9 +348,9 @@ func (s *Store) undoRestore(ctx context.Context, w write) {
 
 // create makes a new secret with its tags in one CreateSecret call.
 func (s *Store) create(ctx context.Context, w write) (changed, again bool, err error) {
-	token, err := s.token()
+	token, err := s.token(w.name)
 	if err != nil {
-		return false, false, secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrUnavailable, err)
+		return false, false, err
 	}
 	in := &secretsmanager.CreateSecretInput{Name: &w.path, SecretString: &w.value, ClientRequestToken: &token}
 	if len(w.labels) > 0 {
@@ -379,9 +379,9 @@ func (s *Store) create(ctx context.Context, w write) (changed, again bool, err e
 // the SDK's retries of this call idempotent: a retry after a lost response
 // meets the version it already created and changes nothing.
 func (s *Store) putValue(ctx context.Context, w write) error {
-	token, err := s.token()
+	token, err := s.token(w.name)
 	if err != nil {
-		return secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrUnavailable, err)
+		return err
 	}
 	_, err = s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.path, SecretString: &w.value, ClientRequestToken: &token})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
@@ -399,9 +399,9 @@ func (s *Store) putValue(ctx context.Context, w write) error {
 // Secrets Manager refuses the move unless AWSCURRENT is still on base, so of
 // racing writers exactly one wins.
 func (s *Store) swapValue(ctx context.Context, w write, base string) error {
-	token, err := s.token()
+	token, err := s.token(w.name)
 	if err != nil {
-		return secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrUnavailable, err)
+		return err
 	}
 	conflict := secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrConflict, errors.New("current version does not match the expected version"))
 	_, err = s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
@@ -735,12 +735,12 @@ func (s *Store) live(ctx context.Context, op, name string) error {
 	return nil
 }
 
-// token returns a new client request token (a UUID, which becomes the new
-// version's VersionId).
-func (s *Store) token() (string, error) {
+// token returns a new client request token for a Put of name (a UUID, which
+// becomes the new version's VersionId).
+func (s *Store) token(name string) (string, error) {
 	t, err := s.tokens.GetUUID()
 	if err != nil {
-		return "", errors.New("no randomness for a client request token")
+		return "", secretstore.NewError(secretstore.OpPut, name, secretstore.ErrUnavailable, errors.New("no randomness for a client request token"))
 	}
 	return t, nil
 }

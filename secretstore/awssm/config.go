@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
@@ -44,6 +46,9 @@ type section struct {
 	// MaxAttempts is the SDK's attempts per call, retries included (1..20);
 	// default the SDK's 3.
 	MaxAttempts int `json:"maxAttempts"`
+	// MaxBackoff caps the delay between retries, a duration such as "2s";
+	// default the SDK's 20s.
+	MaxBackoff string `json:"maxBackoff"`
 }
 
 var regionPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
@@ -77,6 +82,11 @@ func (c section) problems() []string {
 	if c.MaxAttempts < 0 || c.MaxAttempts > MaxAttemptsLimit {
 		add("maxAttempts %d is outside 1..%d (0 means the SDK default)", c.MaxAttempts, MaxAttemptsLimit)
 	}
+	if c.MaxBackoff != "" {
+		if d, err := time.ParseDuration(c.MaxBackoff); err != nil || d <= 0 {
+			add("maxBackoff %q is not a positive duration such as 2s", c.MaxBackoff)
+		}
+	}
 	return problems
 }
 
@@ -92,8 +102,18 @@ func (c section) awsConfig(ctx context.Context) (aws.Config, error) {
 	if c.AccessKeyID != "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)))
 	}
-	if c.MaxAttempts > 0 {
-		opts = append(opts, config.WithRetryMaxAttempts(c.MaxAttempts))
+	if c.MaxAttempts > 0 || c.MaxBackoff != "" {
+		maxBackoff, _ := time.ParseDuration(c.MaxBackoff)
+		opts = append(opts, config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				if c.MaxAttempts > 0 {
+					o.MaxAttempts = c.MaxAttempts
+				}
+				if maxBackoff > 0 {
+					o.MaxBackoff = maxBackoff
+				}
+			})
+		}))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

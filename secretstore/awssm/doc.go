@@ -18,7 +18,8 @@
 //	    "recoveryWindowDays": 7,        // 7..30, default 30; or
 //	    "forceDelete": false,           // delete without recovery
 //	    "kmsKeyId": "alias/edge",       // key for new secrets
-//	    "maxAttempts": 5                // SDK attempts per call, default 3
+//	    "maxAttempts": 5,               // SDK attempts per call, default 3
+//	    "maxBackoff": "2s"              // longest retry delay, default 20s
 //	  }
 //	}
 //

@@ -564,7 +564,7 @@ func TestOpenFromConfig(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
 	raw := fmt.Sprintf(`{"type":"awssm","defaultScope":"edge/org","awssm":{"region":"us-east-1","endpoint":%q,
-		"accessKeyId":%q,"secretAccessKey":%q,"recoveryWindowDays":7,"maxAttempts":2}}`, e.url, testKeyID, testSecretKey)
+		"accessKeyId":%q,"secretAccessKey":%q,"recoveryWindowDays":7,"maxAttempts":2,"maxBackoff":"1ms"}}`, e.url, testKeyID, testSecretKey)
 	cfg, err := secretstore.ParseConfig(strings.NewReader(raw))
 	require.NoError(t, err)
 	st, err := secretstore.Open(t.Context(), cfg)
@@ -589,9 +589,9 @@ func TestConfigValidation(t *testing.T) {
 		want       []string
 	}{
 		{"minimal", `{"type":"awssm"}`, nil},
-		{"full", `{"type":"awssm","defaultScope":"a/b","awssm":{"region":"eu-west-1","endpoint":"https://sm.example","profile":"p","recoveryWindowDays":30,"kmsKeyId":"alias/x","maxAttempts":5}}`, nil},
+		{"full", `{"type":"awssm","defaultScope":"a/b","awssm":{"region":"eu-west-1","endpoint":"https://sm.example","profile":"p","recoveryWindowDays":30,"kmsKeyId":"alias/x","maxAttempts":5,"maxBackoff":"2s"}}`, nil},
 		{"every problem", `{"type":"awssm","defaultScope":"has space","awssm":{"region":"EU West","endpoint":"localhost:4566",
-			"profile":"p","accessKeyId":"AKID","sessionToken":"tok","recoveryWindowDays":1,"forceDelete":true,"maxAttempts":-1}}`, []string{
+			"profile":"p","accessKeyId":"AKID","sessionToken":"tok","recoveryWindowDays":1,"forceDelete":true,"maxAttempts":-1,"maxBackoff":"soon"}}`, []string{
 			`awssm: region "EU West" is not a region name (lowercase letters, digits and hyphens, such as us-east-1)`,
 			"awssm: endpoint must be an absolute http or https URL",
 			"awssm: accessKeyId and secretAccessKey must be given together",
@@ -599,6 +599,7 @@ func TestConfigValidation(t *testing.T) {
 			"awssm: recoveryWindowDays 1 is outside AWS's 7..30 days",
 			"awssm: forceDelete and recoveryWindowDays exclude each other",
 			"awssm: maxAttempts -1 is outside 1..20 (0 means the SDK default)",
+			`awssm: maxBackoff "soon" is not a positive duration such as 2s`,
 			"defaultScope: AWS secret names allow only ASCII letters, digits and / _ + = . @ -, not ' '",
 		}},
 		{"session token alone", `{"type":"awssm","awssm":{"sessionToken":"t"}}`, []string{"awssm: sessionToken needs accessKeyId and secretAccessKey"}},
