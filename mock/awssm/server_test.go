@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go"
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,19 +31,10 @@ const (
 	secretKey = "mock-secret-key"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
-
 type fixture struct {
 	srv    *smmock.Server
 	url    string
-	clock  *clock
+	clock  *clockwork.FakeClock
 	client *secretsmanager.Client
 }
 
@@ -50,7 +42,7 @@ type fixture struct {
 // client that does not retry (so error answers are seen as they are).
 func newFixture(t *testing.T, opts smmock.Options) *fixture {
 	t.Helper()
-	c := &clock{t: time.Date(2030, 6, 7, 8, 9, 10, 0, time.UTC)}
+	c := clockwork.NewFakeClockAt(time.Date(2030, 6, 7, 8, 9, 10, 0, time.UTC))
 	opts.Now = c.Now
 	if opts.Credentials == nil {
 		opts.Credentials = map[string]string{keyID: secretKey}
@@ -352,10 +344,10 @@ func TestDeletion(t *testing.T) {
 
 	_, err = del("s", aws.Int64(7), nil)
 	require.NoError(t, err)
-	f.clock.Add(7*24*time.Hour - time.Second)
+	f.clock.Advance(7*24*time.Hour - time.Second)
 	_, ok := f.srv.Secret("s")
 	assert.True(t, ok, "kept during the window")
-	f.clock.Add(time.Second)
+	f.clock.Advance(time.Second)
 	_, ok = f.srv.Secret("s")
 	assert.False(t, ok, "purged when the window ends")
 
@@ -381,7 +373,7 @@ func TestListSecretsPagingAndFilters(t *testing.T) {
 		name := fmt.Sprintf("app/s%02d", i)
 		want = append(want, name)
 		f.create(t, name, "{}", types.Tag{Key: aws.String("team"), Value: aws.String(fmt.Sprintf("t%d", i%3))})
-		f.clock.Add(time.Second)
+		f.clock.Advance(time.Second)
 	}
 	f.create(t, "application", "{}")
 	f.create(t, "other/x", "{}", types.Tag{Key: aws.String("owner"), Value: aws.String("Ops Team")})

@@ -3,7 +3,6 @@ package awssm_test
 import (
 	"context"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
@@ -27,37 +27,19 @@ const (
 	testAttempts  = 3
 )
 
-// clock is a settable test clock for the endpoint.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a Secrets Manager endpoint served over loopback HTTP, with an SDK
 // client for looking behind the store's back.
 type env struct {
 	t      testing.TB
 	srv    *smmock.Server
 	url    string
-	clock  *clock
+	clock  *clockwork.FakeClock
 	client *secretsmanager.Client
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := clockwork.NewFakeClockAt(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	srv := smmock.New(smmock.Options{Now: c.Now, Credentials: map[string]string{testKeyID: testSecretKey}})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

@@ -175,7 +175,7 @@ func TestPendingDeletion(t *testing.T) {
 	})
 	t.Run("purged after the window", func(t *testing.T) {
 		require.NoError(t, s.Delete(ctx, "other"))
-		e.clock.Add(7*24*time.Hour + time.Second)
+		e.clock.Advance(7*24*time.Hour + time.Second)
 		_, ok := e.srv.Secret("org/other")
 		require.False(t, ok, "purged")
 		creates := e.srv.Calls(smmock.OpCreateSecret)
