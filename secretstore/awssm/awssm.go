@@ -516,6 +516,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	if s.scope != "" {
 		full = string(s.scope) + "/" + prefix
 	}
+	if len(full) > MaxNameLength {
+		return []string{}, nil // no AWS name is that long
+	}
 	in := &secretsmanager.ListSecretsInput{MaxResults: aws.Int32(int32(s.pageSize))}
 	if full != "" {
 		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{full}}}
