@@ -3,10 +3,9 @@ package agreement
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/ed25519"
 	"crypto/hpke"
-	"crypto/sha512"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -217,12 +216,16 @@ func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 	return encodeEnvelope(header, enc, ciphertext, sig), nil
 }
 
-var signatureOptions = &ed25519.Options{Hash: crypto.SHA512, Context: signatureContext}
+// signatureOptions select Ed25519ctx (RFC 8032) with this protocol's
+// context string.
+var signatureOptions = &ed25519.Options{Context: signatureContext}
 
-// transcriptDigest is what the sender signs (Ed25519ph): each part
-// length-prefixed, so no bytes can move from one part to another.
+// transcriptDigest is what the sender signs: a SHA-256 over header,
+// encapsulated key and ciphertext, each length-prefixed so no bytes can
+// move from one part to another. Signing the 32-byte digest instead of the
+// whole envelope keeps Ed25519 from hashing a large ciphertext twice.
 func transcriptDigest(header, enc, ciphertext []byte) []byte {
-	d := sha512.New()
+	d := sha256.New()
 	var n [8]byte
 	for _, part := range [][]byte{header, enc, ciphertext} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
@@ -288,6 +291,9 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 		{fieldSignature, &env.signature, ed25519.SignatureSize},
 	} {
 		v, err := decodeB64Field(fields[f.name], f.max)
+		if errors.Is(err, ErrTooLarge) {
+			return nil, fmt.Errorf("envelope field %q: %w", f.name, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: envelope field %q: %w", ErrMalformed, f.name, err)
 		}
@@ -338,13 +344,13 @@ func decodeB64Field(raw json.RawMessage, max int) ([]byte, error) {
 		return nil, errors.New("not a string")
 	}
 	s := raw[1 : len(raw)-1]
-	if len(s) > b64.EncodedLen(max) {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
-	}
 	for _, c := range s {
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return nil, errors.New("not unpadded base64url")
 		}
+	}
+	if len(s) > b64.EncodedLen(max) {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
 	}
 	v, err := b64.Strict().AppendDecode(nil, s)
 	if err != nil {

@@ -52,44 +52,57 @@ type SecretDetails struct {
 	Data secretstore.Data
 }
 
+// secretDetailsJSON is the wire form of SecretDetails.
 type secretDetailsJSON struct {
 	Format string            `json:"format,omitempty"`
 	Data   map[string]string `json:"data"`
 }
 
-// MarshalJSON encodes the values explicitly (base64); see the type comment.
-func (s SecretDetails) MarshalJSON() ([]byte, error) {
+func (s SecretDetails) wire() secretDetailsJSON {
 	out := secretDetailsJSON{Format: s.Format, Data: make(map[string]string, len(s.Data))}
 	for k, v := range s.Data {
 		out.Data[k] = base64.StdEncoding.EncodeToString(v)
 	}
-	return json.Marshal(out)
+	return out
 }
+
+// details decodes the values. Errors name the key, never the value.
+func (w secretDetailsJSON) details() (SecretDetails, error) {
+	switch w.Format {
+	case "", FormatJSON, FormatRaw:
+	default:
+		return SecretDetails{}, fmt.Errorf("secret details: unknown format %.32q", w.Format)
+	}
+	if w.Data == nil {
+		return SecretDetails{}, errors.New(`secret details: missing "data"`)
+	}
+	data := make(secretstore.Data, len(w.Data))
+	for k, v := range w.Data {
+		// Strict still skips line breaks; canonical means none.
+		raw, err := base64.StdEncoding.Strict().DecodeString(v)
+		if err != nil || strings.ContainsAny(v, "\r\n") {
+			return SecretDetails{}, fmt.Errorf("secret details: value of key %q is not base64", k)
+		}
+		data[k] = raw
+	}
+	return SecretDetails{Format: w.Format, Data: data}, nil
+}
+
+// MarshalJSON encodes the values explicitly (base64); see the type comment.
+func (s SecretDetails) MarshalJSON() ([]byte, error) { return json.Marshal(s.wire()) }
 
 // UnmarshalJSON decodes the form MarshalJSON writes, strictly (no unknown
 // fields, canonical base64). Errors name the key, never the value.
 func (s *SecretDetails) UnmarshalJSON(b []byte) error {
-	var in secretDetailsJSON
-	if err := decodeStrict(b, &in); err != nil {
+	var w secretDetailsJSON
+	if err := decodeStrict(b, &w); err != nil {
 		return fmt.Errorf("secret details: %w", err)
 	}
-	switch in.Format {
-	case "", FormatJSON, FormatRaw:
-	default:
-		return fmt.Errorf("secret details: unknown format %.32q", in.Format)
+	d, err := w.details()
+	if err != nil {
+		return err
 	}
-	if in.Data == nil {
-		return errors.New(`secret details: missing "data"`)
-	}
-	data := make(secretstore.Data, len(in.Data))
-	for k, v := range in.Data {
-		raw, err := base64.StdEncoding.Strict().DecodeString(v)
-		if err != nil || strings.ContainsAny(v, "\r\n") {
-			return fmt.Errorf("secret details: value of key %q is not base64", k)
-		}
-		data[k] = raw
-	}
-	*s = SecretDetails{Format: in.Format, Data: data}
+	*s = d
 	return nil
 }
 
@@ -204,6 +217,54 @@ func CheckSecretName(name string) error {
 	return nil
 }
 
+// serviceSecretsJSON is the wire form of ServiceSecrets. Messages are
+// encoded and decoded through these wire types rather than through
+// SecretDetails' JSON methods: the same bytes, without encoding/json
+// re-scanning every Marshaler's output, and strict (no unknown field) at
+// every depth in one pass.
+type serviceSecretsJSON struct {
+	Service ServiceRef                   `json:"service"`
+	Secrets map[string]secretDetailsJSON `json:"secrets"`
+}
+
+func servicesWire(services []ServiceSecrets) []serviceSecretsJSON {
+	if services == nil {
+		return nil
+	}
+	out := make([]serviceSecretsJSON, len(services))
+	for i, ss := range services {
+		out[i] = serviceSecretsJSON{Service: ss.Service, Secrets: make(map[string]secretDetailsJSON, len(ss.Secrets))}
+		for name, d := range ss.Secrets {
+			out[i].Secrets[name] = d.wire()
+		}
+		if ss.Secrets == nil {
+			out[i].Secrets = nil
+		}
+	}
+	return out
+}
+
+func servicesFromWire(services []serviceSecretsJSON) ([]ServiceSecrets, error) {
+	if services == nil {
+		return nil, nil
+	}
+	out := make([]ServiceSecrets, len(services))
+	for i, w := range services {
+		out[i].Service = w.Service
+		if w.Secrets != nil {
+			out[i].Secrets = make(map[string]SecretDetails, len(w.Secrets))
+		}
+		for name, wd := range w.Secrets {
+			d, err := wd.details()
+			if err != nil {
+				return nil, fmt.Errorf("service %s: secret %.80q: %w", w.Service, name, err)
+			}
+			out[i].Secrets[name] = d
+		}
+	}
+	return out, nil
+}
+
 // validateServices checks each entry and that no service appears twice.
 func validateServices(services []ServiceSecrets) error {
 	seen := make(map[ServiceRef]bool, len(services))
@@ -254,6 +315,30 @@ func (p Proposal) LogValue() slog.Value {
 }
 
 func (p Proposal) agreement() string { return p.AgreementID }
+func (p Proposal) version() int      { return p.Version }
+
+type proposalJSON struct {
+	Version     int                  `json:"version"`
+	AgreementID string               `json:"agreementId"`
+	Services    []serviceSecretsJSON `json:"services"`
+}
+
+func (p Proposal) encode() ([]byte, error) {
+	return json.Marshal(proposalJSON{p.Version, p.AgreementID, servicesWire(p.Services)})
+}
+
+func (p *Proposal) decode(b []byte) error {
+	var w proposalJSON
+	if err := decodeStrict(b, &w); err != nil {
+		return err
+	}
+	services, err := servicesFromWire(w.Services)
+	if err != nil {
+		return err
+	}
+	*p = Proposal{Version: w.Version, AgreementID: w.AgreementID, Services: services}
+	return nil
+}
 
 // DecodeProposal decodes and validates a proposal's JSON form (at most
 // DefaultMaxMessageSize bytes).
@@ -318,7 +403,10 @@ func (u Update) Validate() error {
 	return nil
 }
 
-func (u Update) agreement() string { return u.AgreementID }
+func (u Update) agreement() string       { return u.AgreementID }
+func (u Update) version() int            { return u.Version }
+func (u Update) encode() ([]byte, error) { return json.Marshal(u) }
+func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
 
 // DecodeUpdate decodes and validates an update's JSON form (at most
 // DefaultMaxMessageSize bytes).
@@ -349,6 +437,10 @@ func (su SecretsUpdate) Validate() error {
 	return validateServices(su.Services)
 }
 
+type secretsUpdateJSON struct {
+	Services []serviceSecretsJSON `json:"services"`
+}
+
 // LogValue implements slog.LogValuer: services and secret names.
 func (su SecretsUpdate) LogValue() slog.Value { return slog.GroupValue(servicesLogValue(su.Services)) }
 
@@ -357,7 +449,7 @@ func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
 	if err := su.Validate(); err != nil {
 		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", ErrInvalidMessage, agreementID, err)
 	}
-	payload, err := json.Marshal(su)
+	payload, err := json.Marshal(secretsUpdateJSON{servicesWire(su.Services)})
 	if err != nil {
 		return Update{}, fmt.Errorf("agreement %q: encoding secrets update: %w", agreementID, err)
 	}
@@ -370,8 +462,13 @@ func (u Update) Secrets() (SecretsUpdate, error) {
 	if u.Kind != UpdateKindSecrets {
 		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", ErrUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
 	}
+	var w secretsUpdateJSON
+	err := decodeStrict(u.Payload, &w)
 	var su SecretsUpdate
-	if err := decodeStrict(u.Payload, &su); err != nil {
+	if err == nil {
+		su.Services, err = servicesFromWire(w.Services)
+	}
+	if err != nil {
 		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrMalformed, u.AgreementID, err)
 	}
 	if err := su.Validate(); err != nil {
@@ -436,7 +533,10 @@ func (r Reply) Validate() error {
 	return nil
 }
 
-func (r Reply) agreement() string { return r.AgreementID }
+func (r Reply) agreement() string       { return r.AgreementID }
+func (r Reply) version() int            { return r.Version }
+func (r Reply) encode() ([]byte, error) { return json.Marshal(r) }
+func (r *Reply) decode(b []byte) error  { return decodeStrict(b, r) }
 
 // DecodeReply decodes and validates a reply's JSON form (at most
 // DefaultMaxMessageSize bytes).
@@ -448,10 +548,18 @@ func DecodeReply(b []byte) (Reply, error) {
 	return r, nil
 }
 
-// message is what the typed seal and open helpers handle.
+// message is what the typed seal helpers handle; decodable messages are
+// what the decoders fill.
 type message interface {
 	Validate() error
 	agreement() string
+	version() int
+	encode() ([]byte, error)
+}
+
+type decodable interface {
+	message
+	decode([]byte) error
 }
 
 // messageVersion reads the version field of any message.
@@ -461,28 +569,23 @@ type messageVersion struct {
 
 // decodeMessage decodes a message strictly into m and validates it: the
 // wire version must be exactly MessageVersion.
-func decodeMessage(what string, b []byte, limit int, m message) error {
+func decodeMessage(what string, b []byte, limit int, m decodable) error {
 	if len(b) > limit {
 		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, ErrTooLarge, len(b), limit)
 	}
-	var v messageVersion
-	if err := json.Unmarshal(b, &v); err != nil {
-		return fmt.Errorf("%s: %w: %w", what, ErrMalformed, jsonError(err))
-	}
-	if v.Version == nil || *v.Version != MessageVersion {
-		got := "missing"
-		if v.Version != nil {
-			got = fmt.Sprint(*v.Version)
+	if err := m.decode(b); err != nil {
+		// A message of another version may well have other fields: say so
+		// rather than which field is unknown.
+		var v messageVersion
+		if json.Unmarshal(b, &v) == nil && v.Version != nil && *v.Version != MessageVersion {
+			return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, *v.Version, MessageVersion)
 		}
-		return fmt.Errorf("%s: %w: version %s, want %d", what, ErrUnsupportedVersion, got, MessageVersion)
-	}
-	if err := decodeStrict(b, m); err != nil {
 		return fmt.Errorf("%s: %w: %w", what, ErrMalformed, err)
 	}
-	if err := m.Validate(); err != nil {
-		return err
+	if m.version() != MessageVersion {
+		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
 	}
-	return nil
+	return m.Validate()
 }
 
 // decodeStrict decodes one JSON value into v, rejecting unknown fields and

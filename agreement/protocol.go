@@ -2,7 +2,6 @@ package agreement
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 )
 
@@ -64,7 +63,7 @@ func sealMessage(sender *PrivateKeys, recipient *PublicKeys, typ MessageType, m 
 		return nil, fmt.Errorf("agreement: seal %s: %w: header agreement %.80q differs from the message's %q", typ, ErrInvalidMessage, h.AgreementID, m.agreement())
 	}
 	h.Type, h.AgreementID = typ, m.agreement()
-	plaintext, err := json.Marshal(m)
+	plaintext, err := m.encode()
 	if err != nil {
 		return nil, fmt.Errorf("agreement: seal %s of agreement %q: encoding: %w", typ, h.AgreementID, err)
 	}
@@ -75,7 +74,7 @@ func sealMessage(sender *PrivateKeys, recipient *PublicKeys, typ MessageType, m 
 // openMessage opens an envelope of type typ holding a message M.
 func openMessage[M any, PM interface {
 	*M
-	message
+	decodable
 }](ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, envelope []byte, guard ReplayGuard, typ MessageType, opts []Option) (Header, M, error) {
 	o := buildOptions(opts)
 	var m M
