@@ -94,9 +94,15 @@ type options struct {
 }
 
 // WithMaxSize sets the largest plaintext message in bytes; Open derives its
-// envelope limit from it. Both sides should agree. Default
-// DefaultMaxMessageSize.
-func WithMaxSize(n int) Option { return func(o *options) { o.maxSize = n } }
+// envelope limit from it. Both sides should agree. Values below 1 leave the
+// default, DefaultMaxMessageSize.
+func WithMaxSize(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxSize = n
+		}
+	}
+}
 
 // WithAllowedSuites sets the suites accepted: Open rejects an envelope of
 // any other suite (default: the recipient key's own suite) and Seal refuses
@@ -377,8 +383,10 @@ func PeekHeader(envelope []byte, opts ...Option) (Header, error) {
 // size (ErrTooLarge), form (ErrMalformed, ErrUnsupportedVersion), suite
 // allow-list (ErrSuiteNotAllowed), recipient key id (ErrWrongRecipient),
 // sender key id (ErrWrongSender), signature over header, encapsulated key and
-// ciphertext (ErrBadSignature), decryption (ErrDecrypt), and last the replay
-// guard (ErrReplay), so a forged envelope never advances the guard. On
+// ciphertext (ErrBadSignature), message type for the typed helpers
+// (ErrUnexpectedType), decryption (ErrDecrypt), the message itself for the
+// typed helpers, and last the replay guard (ErrReplay), so a forged or
+// unusable envelope never advances the guard. On
 // ErrReplay the returned Header is authentic: an agent may answer that
 // message again (its reply was probably lost).
 func Open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, envelope []byte, guard ReplayGuard, opts ...Option) (Header, []byte, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -316,9 +317,7 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
-func hexByte(c byte) string {
-	return strings.ToLower(string("0123456789ABCDEF"[c>>4]) + string("0123456789ABCDEF"[c&15]))
-}
+func hexByte(c byte) string { return fmt.Sprintf("%02x", c) }
 
 func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 	for _, suite := range Suites() {

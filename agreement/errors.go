@@ -41,6 +41,6 @@ var (
 	// ErrInvalidKey: a key or its text form is unusable.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInsecureKeyFile: a private key file is readable or writable by
-	// group or others.
+	// group or others, or the path to write it to is not a regular file.
 	ErrInsecureKeyFile = errors.New("insecure key file")
 )

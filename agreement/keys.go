@@ -444,9 +444,16 @@ func (k *PrivateKeys) WriteFile(path string) error {
 	// atomic.WriteFile gives the new file the mode of the file it replaces;
 	// tighten that first so the key is never readable by others, even
 	// briefly.
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() != privateKeyFileMode {
-		if err := os.Chmod(path, privateKeyFileMode); err != nil {
-			return fmt.Errorf("agreement: writing private keys to %s: %w", path, err)
+	// A symlink or device in the way is refused: atomic.WriteFile would
+	// copy its target's mode.
+	if fi, err := os.Lstat(path); err == nil {
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("agreement: writing private keys to %s: %w: it exists and is not a regular file", path, ErrInsecureKeyFile)
+		}
+		if fi.Mode().Perm() != privateKeyFileMode {
+			if err := os.Chmod(path, privateKeyFileMode); err != nil {
+				return fmt.Errorf("agreement: writing private keys to %s: %w", path, err)
+			}
 		}
 	}
 	encBytes, err := k.encryption.Bytes()

@@ -244,6 +244,18 @@ func TestPrivateKeysFile(t *testing.T) {
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			assert.Len(t, entries, 1, "no temporary files left behind")
+
+			if runtime.GOOS != "windows" {
+				// Not through a symlink, whose target's mode would be copied.
+				target := filepath.Join(dir, "target")
+				require.NoError(t, os.WriteFile(target, nil, 0o644))
+				link := filepath.Join(dir, "link")
+				require.NoError(t, os.Symlink(target, link))
+				requireKind(t, k.WriteFile(link), ErrInsecureKeyFile)
+				content, err := os.ReadFile(target)
+				require.NoError(t, err)
+				assert.Empty(t, content)
+			}
 		})
 	}
 }

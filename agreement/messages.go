@@ -233,12 +233,12 @@ func servicesWire(services []ServiceSecrets) []serviceSecretsJSON {
 	}
 	out := make([]serviceSecretsJSON, len(services))
 	for i, ss := range services {
-		out[i] = serviceSecretsJSON{Service: ss.Service, Secrets: make(map[string]secretDetailsJSON, len(ss.Secrets))}
+		out[i].Service = ss.Service
+		if ss.Secrets != nil {
+			out[i].Secrets = make(map[string]secretDetailsJSON, len(ss.Secrets))
+		}
 		for name, d := range ss.Secrets {
 			out[i].Secrets[name] = d.wire()
-		}
-		if ss.Secrets == nil {
-			out[i].Secrets = nil
 		}
 	}
 	return out
@@ -342,13 +342,7 @@ func (p *Proposal) decode(b []byte) error {
 
 // DecodeProposal decodes and validates a proposal's JSON form (at most
 // DefaultMaxMessageSize bytes).
-func DecodeProposal(b []byte) (Proposal, error) {
-	var p Proposal
-	if err := decodeMessage("proposal", b, DefaultMaxMessageSize, &p); err != nil {
-		return Proposal{}, fmt.Errorf("agreement: %w", err)
-	}
-	return p, nil
-}
+func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
 
 // Update kinds.
 const (
@@ -410,13 +404,7 @@ func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
 
 // DecodeUpdate decodes and validates an update's JSON form (at most
 // DefaultMaxMessageSize bytes).
-func DecodeUpdate(b []byte) (Update, error) {
-	var u Update
-	if err := decodeMessage("update", b, DefaultMaxMessageSize, &u); err != nil {
-		return Update{}, fmt.Errorf("agreement: %w", err)
-	}
-	return u, nil
-}
+func DecodeUpdate(b []byte) (Update, error) { return decodeTop[Update]("update", b) }
 
 // SecretsUpdate is the payload of an update of kind UpdateKindSecrets.
 type SecretsUpdate struct {
@@ -540,13 +528,7 @@ func (r *Reply) decode(b []byte) error  { return decodeStrict(b, r) }
 
 // DecodeReply decodes and validates a reply's JSON form (at most
 // DefaultMaxMessageSize bytes).
-func DecodeReply(b []byte) (Reply, error) {
-	var r Reply
-	if err := decodeMessage("reply", b, DefaultMaxMessageSize, &r); err != nil {
-		return Reply{}, fmt.Errorf("agreement: %w", err)
-	}
-	return r, nil
-}
+func DecodeReply(b []byte) (Reply, error) { return decodeTop[Reply]("reply", b) }
 
 // message is what the typed seal helpers handle; decodable messages are
 // what the decoders fill.
@@ -586,6 +568,19 @@ func decodeMessage(what string, b []byte, limit int, m decodable) error {
 		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
 	}
 	return m.Validate()
+}
+
+// decodeTop is DecodeProposal, DecodeUpdate and DecodeReply.
+func decodeTop[M any, PM interface {
+	*M
+	decodable
+}](what string, b []byte) (M, error) {
+	var m M
+	if err := decodeMessage(what, b, DefaultMaxMessageSize, PM(&m)); err != nil {
+		var zero M
+		return zero, fmt.Errorf("agreement: %w", err)
+	}
+	return m, nil
 }
 
 // decodeStrict decodes one JSON value into v, rejecting unknown fields and
