@@ -207,11 +207,11 @@ func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", ErrTooLarge, len(header), maxHeaderJSON)
 	}
 	suite, _ := recipient.suite.hpke()
-	enc, ctx, err := hpke.NewSender(recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
+	enc, sealer, err := hpke.NewSender(recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
 	if err != nil {
 		return nil, fmt.Errorf("agreement: seal: %s encapsulation failed", recipient.suite)
 	}
-	ciphertext, err := ctx.Seal(header, plaintext)
+	ciphertext, err := sealer.Seal(header, plaintext)
 	if err != nil {
 		return nil, fmt.Errorf("agreement: seal: encryption failed")
 	}
