@@ -120,24 +120,31 @@ func NewCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 	if _, err := signingPublicKey(signingKey); err != nil {
 		return nil, newError(OpRegister, id, ErrInvalid, err.Error(), nil)
 	}
-	ext, err := marshalEncryptionKey(encryptionKey)
+	exts, err := agentExtensions(OpRegister, id, encryptionKey)
 	if err != nil {
-		return nil, newError(OpRegister, id, ErrInvalid, err.Error(), nil)
+		return nil, err
 	}
-	san, err := marshalURISAN(id)
-	if err != nil {
-		return nil, newError(OpRegister, id, ErrInvalid, "encoding SAN URIs", err)
-	}
-	tmpl := &x509.CertificateRequest{
-		Subject:         pkix.Name{CommonName: id.Node},
-		ExtraExtensions: []pkix.Extension{san, ext},
-	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: id.Node}, ExtraExtensions: exts}
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, signingKey)
 	if err != nil {
 		// The cause comes from the signer; it describes a failure, not the key.
 		return nil, newError(OpRegister, id, ErrInvalid, "signing the CSR", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: pemTypeCSR, Bytes: der}), nil
+}
+
+// agentExtensions returns the two extensions every agent CSR and
+// certificate carries: the SAN with id's URIs and the HPKE public key.
+func agentExtensions(op string, id Identity, encryptionKey hpke.PublicKey) ([]pkix.Extension, error) {
+	enc, err := marshalEncryptionKey(encryptionKey)
+	if err != nil {
+		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
+	}
+	san, err := marshalURISAN(id)
+	if err != nil {
+		return nil, newError(op, id, ErrInvalid, "encoding SAN URIs", err)
+	}
+	return []pkix.Extension{san, enc}, nil
 }
 
 // marshalURISAN encodes the SAN extension with the two URIs, in the order

@@ -252,7 +252,7 @@ func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest)
 		return nil, newError(op, id, ErrUnauthenticated, err.Error(), nil)
 	}
 	signedAt := time.Unix(req.SignedAt, 0)
-	if d := now.Sub(signedAt); d > is.policy.ProofWindow || -d > is.policy.ProofWindow {
+	if signedAt.Before(now.Add(-is.policy.ProofWindow)) || signedAt.After(now.Add(is.policy.ProofWindow)) {
 		return nil, newError(op, id, ErrUnauthenticated, fmt.Sprintf("refresh proof signed at %s is outside the %v window", signedAt.UTC().Format(time.RFC3339), is.policy.ProofWindow), nil)
 	}
 	csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
@@ -275,12 +275,9 @@ func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest)
 	if err := is.kems.check(csr.EncryptionKey); err != nil {
 		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
 	}
-	rec, err := is.store.Get(ctx, id.Provider, id.InstanceID)
+	rec, err := activeRecord(ctx, is.store, op, id)
 	if err != nil {
-		return nil, storeError(op, id, err)
-	}
-	if err := checkRecord(rec, id); err != nil {
-		return nil, newError(op, id, ErrForbidden, err.Error(), reasonSentinel(err))
+		return nil, err
 	}
 	var previous string
 	switch current.Serial {
@@ -368,13 +365,9 @@ func (is *Issuer) issue(ctx context.Context, op string, csr *CSR, lifetimeSecond
 	if lifetimeSeconds > 0 && lifetimeSeconds < int64(lifetime/time.Second) {
 		lifetime = time.Duration(lifetimeSeconds) * time.Second
 	}
-	encExt, err := marshalEncryptionKey(csr.EncryptionKey)
+	exts, err := agentExtensions(op, id, csr.EncryptionKey)
 	if err != nil {
-		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
-	}
-	sanExt, err := marshalURISAN(id)
-	if err != nil {
-		return nil, newError(op, id, ErrInvalid, "encoding SAN URIs", err)
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		Subject:               pkix.Name{CommonName: id.Node},
@@ -383,7 +376,7 @@ func (is *Issuer) issue(ctx context.Context, op string, csr *CSR, lifetimeSecond
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		ExtraExtensions:       []pkix.Extension{sanExt, encExt},
+		ExtraExtensions:       exts,
 	}
 	der, err := is.signer.Sign(ctx, tmpl, csr.SigningKey)
 	if err != nil {

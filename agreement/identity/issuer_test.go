@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/hpke"
 	"crypto/rand"
@@ -350,6 +351,20 @@ func TestRefreshRefusals(t *testing.T) {
 		{name: "stale proof", kind: ErrUnauthenticated, msg: "outside the 5m0s window",
 			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {
 				return testID, refreshRequest(t, k, testID, a, h.clock.Now().Add(-6*time.Minute))
+			}},
+		{name: "proof from the future", kind: ErrUnauthenticated, msg: "outside the 5m0s window",
+			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {
+				return testID, refreshRequest(t, k, testID, a, h.clock.Now().Add(6*time.Minute))
+			}},
+		{name: "proof 400 years ahead", kind: ErrUnauthenticated, msg: "outside the 5m0s window",
+			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {
+				// Far enough that now.Sub(signedAt) saturates at the minimum Duration.
+				req := refreshRequest(t, k, testID, a, h.clock.Now())
+				req.SignedAt = h.clock.Now().AddDate(400, 0, 0).Unix()
+				csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
+				require.NoError(t, err)
+				req.Signature = ed25519.Sign(k.sign, refreshProofMessage(testID, req.SignedAt, req.LifetimeSeconds, csrDER, leafOf(t, a).Raw))
+				return testID, req
 			}},
 		{name: "certificate from another CA", kind: ErrUnauthenticated, msg: "does not chain to the hub CA",
 			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {

@@ -21,7 +21,8 @@ type Renewer interface {
 // RenewalTime is when a certificate should be renewed: after two thirds
 // of its lifetime, NotBefore + 2/3 (NotAfter − NotBefore).
 func RenewalTime(cert *x509.Certificate) time.Time {
-	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) * 2 / 3)
+	// Divide first: a saturated Sub times 2 would overflow.
+	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 3 * 2)
 }
 
 // ExpiryWarning reports that a renewal failed and the certificate will

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,17 @@ func TestRefresherFiresAtTwoThirds(t *testing.T) {
 	// The next wait follows the new certificate.
 	w = clock.waiter(t)
 	assert.Equal(t, t0.Add(4*time.Hour), w.at)
+}
+
+func TestRenewalTime(t *testing.T) {
+	for _, tc := range []struct{ notBefore, notAfter, want time.Time }{
+		{t0, t0.Add(3 * time.Hour), t0.Add(2 * time.Hour)},
+		{t0, t0.Add(24 * time.Hour), t0.Add(16 * time.Hour)},
+		// A span past the range of time.Duration still renews in its first half, not at overflow.
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(math.MaxInt64 / 3 * 2)},
+	} {
+		assert.Equal(t, tc.want, RenewalTime(&x509.Certificate{NotBefore: tc.notBefore, NotAfter: tc.notAfter}))
+	}
 }
 
 func TestRefresherBackoffGrows(t *testing.T) {

@@ -162,12 +162,9 @@ func (v *Verifier) Verify(ctx context.Context, certs ...*x509.Certificate) (*Ver
 	if err := v.kems.check(c.EncryptionKey); err != nil {
 		return nil, newError(OpVerify, id, ErrForbidden, err.Error(), nil)
 	}
-	rec, err := v.store.Get(ctx, id.Provider, id.InstanceID)
+	rec, err := activeRecord(ctx, v.store, OpVerify, id)
 	if err != nil {
-		return nil, storeError(OpVerify, id, err)
-	}
-	if err := checkRecord(rec, id); err != nil {
-		return nil, newError(OpVerify, id, ErrForbidden, err.Error(), reasonSentinel(err))
+		return nil, err
 	}
 	if c.Serial != rec.CurrentSerial && (rec.PreviousSerial == "" || c.Serial != rec.PreviousSerial) {
 		return nil, newError(OpVerify, id, ErrForbidden, fmt.Sprintf("certificate serial %s is neither the current nor the previous serial of the instance", c.Serial), nil)
@@ -182,6 +179,19 @@ func (v *Verifier) VerifyPEM(ctx context.Context, chainPEM []byte) (*VerifiedIde
 		return nil, err
 	}
 	return v.Verify(ctx, certs...)
+}
+
+// activeRecord reads id's record and refuses one that is missing, revoked
+// or for another node.
+func activeRecord(ctx context.Context, store CertStore, op string, id Identity) (Record, error) {
+	rec, err := store.Get(ctx, id.Provider, id.InstanceID)
+	if err != nil {
+		return Record{}, storeError(op, id, err)
+	}
+	if err := checkRecord(rec, id); err != nil {
+		return Record{}, newError(op, id, ErrForbidden, err.Error(), reasonSentinel(err))
+	}
+	return rec, nil
 }
 
 // checkRecord refuses a record that is revoked or names another node.

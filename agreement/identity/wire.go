@@ -7,16 +7,15 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
 )
 
 // Body limits. A register or refresh body holds a CSR (about 2 KiB with an
@@ -31,7 +30,7 @@ const (
 const redacted = "[redacted]"
 
 // errTooLarge is the cause of a body over MaxBodyBytes (HTTP 413).
-var errTooLarge = fmt.Errorf("larger than %d bytes", MaxBodyBytes)
+var errTooLarge = jsonstrict.ErrTooLarge
 
 // Attestation is the provider's attestation document for an instance (for
 // example a signed instance identity document). It is a bearer credential
@@ -183,71 +182,78 @@ func NewRefreshRequest(signingKey crypto.Signer, id Identity, current *x509.Cert
 // oversized attestation are ErrInvalid. The CSR is only checked to be
 // present; Issuer.Register checks it.
 func DecodeRegisterRequest(r io.Reader) (*RegisterRequest, error) {
-	var req RegisterRequest
-	if err := decodeJSON(r, &req); err != nil {
-		return nil, newError(OpRegister, Identity{}, ErrInvalid, "request body: "+err.Error(), tooLarge(err))
-	}
-	if err := req.check(); err != nil {
-		return nil, err
-	}
-	return &req, nil
+	return decodeRequest[RegisterRequest](OpRegister, r)
 }
 
 func (req *RegisterRequest) check() error {
-	var missing []string
-	for _, f := range []struct{ name, value string }{
-		{"provider", req.Provider}, {"org", req.Org}, {"node", req.Node},
-		{"attestation", string(req.Attestation)}, {"csr", req.CSR},
-	} {
-		if f.value == "" {
-			missing = append(missing, f.name)
-		}
-	}
+	const op = OpRegister
 	switch {
-	case len(missing) > 0:
-		return newError(OpRegister, Identity{}, ErrInvalid, fmt.Sprintf("request body: missing %q", missing), nil)
 	case len(req.Attestation) > maxAttestationBytes:
-		return newError(OpRegister, Identity{}, ErrInvalid, fmt.Sprintf("attestation is %d bytes, more than the %d allowed", len(req.Attestation), maxAttestationBytes), nil)
+		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("attestation is %d bytes, more than the %d allowed", len(req.Attestation), maxAttestationBytes), nil)
 	case req.LifetimeSeconds < 0:
-		return newError(OpRegister, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
+		return newError(op, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
 	}
-	return nil
+	return missingFields(op, []field{
+		{"provider", req.Provider == ""}, {"org", req.Org == ""}, {"node", req.Node == ""},
+		{"attestation", req.Attestation == ""}, {"csr", req.CSR == ""},
+	})
 }
 
 // DecodeRefreshRequest decodes a JSON RefreshRequest of at most
 // MaxBodyBytes, with the same strictness as DecodeRegisterRequest. The
 // proof is checked by Issuer.Refresh.
 func DecodeRefreshRequest(r io.Reader) (*RefreshRequest, error) {
-	var req RefreshRequest
-	if err := decodeJSON(r, &req); err != nil {
-		return nil, newError(OpRefresh, Identity{}, ErrInvalid, "request body: "+err.Error(), tooLarge(err))
+	return decodeRequest[RefreshRequest](OpRefresh, r)
+}
+
+func (req *RefreshRequest) check() error {
+	const op = OpRefresh
+	if err := missingFields(op, []field{
+		{"csr", req.CSR == ""}, {"certificate", req.Certificate == ""},
+		{"signedAt", req.SignedAt == 0}, {"signature", len(req.Signature) == 0},
+	}); err != nil {
+		return err
 	}
-	if err := req.check(); err != nil {
+	switch {
+	case len(req.Signature) != ed25519.SignatureSize:
+		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(req.Signature), ed25519.SignatureSize), nil)
+	case req.LifetimeSeconds < 0:
+		return newError(op, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
+	}
+	return nil
+}
+
+// decodeRequest decodes a request body and checks its fields.
+func decodeRequest[T any, P interface {
+	*T
+	check() error
+}](op string, r io.Reader) (*T, error) {
+	var req T
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, newError(op, Identity{}, ErrInvalid, "request body: "+err.Error(), tooLarge(err))
+	}
+	if err := P(&req).check(); err != nil {
 		return nil, err
 	}
 	return &req, nil
 }
 
-func (req *RefreshRequest) check() error {
+// field is a required request field and whether it is empty.
+type field struct {
+	name  string
+	empty bool
+}
+
+// missingFields names every empty required field in one ErrInvalid error.
+func missingFields(op string, fields []field) error {
 	var missing []string
-	for _, f := range []struct {
-		name  string
-		empty bool
-	}{
-		{"csr", req.CSR == ""}, {"certificate", req.Certificate == ""},
-		{"signedAt", req.SignedAt == 0}, {"signature", len(req.Signature) == 0},
-	} {
+	for _, f := range fields {
 		if f.empty {
 			missing = append(missing, f.name)
 		}
 	}
-	switch {
-	case len(missing) > 0:
-		return newError(OpRefresh, Identity{}, ErrInvalid, fmt.Sprintf("request body: missing %q", missing), nil)
-	case len(req.Signature) != ed25519.SignatureSize:
-		return newError(OpRefresh, Identity{}, ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(req.Signature), ed25519.SignatureSize), nil)
-	case req.LifetimeSeconds < 0:
-		return newError(OpRefresh, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
+	if len(missing) > 0 {
+		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("request body: missing %q", missing), nil)
 	}
 	return nil
 }
@@ -265,6 +271,11 @@ func DecodeIdentityResponse(r io.Reader) (*IdentityResponse, error) {
 	return &resp, nil
 }
 
+// decodeJSON decodes one JSON value of at most MaxBodyBytes from r into v
+// (jsonstrict: no unknown fields, no trailing data, errors never quote the
+// input).
+func decodeJSON(r io.Reader, v any) error { return jsonstrict.Decode(r, MaxBodyBytes, v) }
+
 // tooLarge returns errTooLarge if err is it, else nil: the reason already
 // says everything else.
 func tooLarge(err error) error {
@@ -272,49 +283,4 @@ func tooLarge(err error) error {
 		return errTooLarge
 	}
 	return nil
-}
-
-// decodeJSON decodes exactly one JSON value of at most MaxBodyBytes from r
-// into v, refusing unknown fields. Its errors never quote the input.
-func decodeJSON(r io.Reader, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
-	if err != nil {
-		return fmt.Errorf("reading: %w", err)
-	}
-	if len(body) > MaxBodyBytes {
-		return errTooLarge
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("trailing data after the JSON value")
-	}
-	return nil
-}
-
-// jsonError describes a JSON decoding error by position and field, never by
-// the input's content.
-func jsonError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Errorf("JSON syntax error at byte %d", syntax.Offset)
-	case errors.As(err, &typ):
-		return fmt.Errorf("field %q: expected %s", typ.Field, typ.Type)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("unexpected end of JSON")
-	}
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("unknown field %s", clip(field))
-	}
-	var b64 base64.CorruptInputError
-	if errors.As(err, &b64) {
-		return fmt.Errorf("a base64 field is not valid base64")
-	}
-	// Other errors (a bad time, for one) may quote the input.
-	return fmt.Errorf("malformed JSON value")
 }
