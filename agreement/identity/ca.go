@@ -22,7 +22,8 @@ type CertSigner interface {
 	// validity, names or extensions.
 	Sign(ctx context.Context, template *x509.Certificate, pub crypto.PublicKey) ([]byte, error)
 	// Chain returns the CA certificates that verify what Sign issues:
-	// the issuing CA first, the root last.
+	// the issuing CA first, the root last. NewIssuer reads it once; a CA
+	// rotation means a new Issuer (and Verifiers) with the new chain.
 	Chain() []*x509.Certificate
 }
 

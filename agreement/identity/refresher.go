@@ -103,12 +103,19 @@ func NewRefresher(opts RefresherOptions) (*Refresher, error) {
 // (ErrForbidden, e.g. ErrRevoked) or the certificate expired (ErrExpired);
 // either way the agent must register again.
 func (r *Refresher) Run(ctx context.Context) error {
-	for {
+	for renewed := false; ; renewed = true {
 		cert := r.renewer.Certificate()
 		if cert == nil {
 			return newError(OpRefresh, Identity{}, ErrInvalid, "no certificate to renew: register first", nil)
 		}
-		if err := r.sleep(ctx, RenewalTime(cert).Sub(r.clock.Now())); err != nil {
+		wait := RenewalTime(cert).Sub(r.clock.Now())
+		if renewed && wait < r.initial {
+			// A certificate due as soon as it is issued (the hub cut its
+			// lifetime short) must not turn into a tight loop against the hub.
+			r.log.WarnContext(ctx, "identity: the renewed certificate is already due for renewal", "notBefore", cert.NotBefore, "notAfter", cert.NotAfter)
+			wait = r.initial
+		}
+		if err := r.sleep(ctx, wait); err != nil {
 			return err
 		}
 		if err := r.renew(ctx, cert); err != nil {

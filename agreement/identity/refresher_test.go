@@ -161,6 +161,23 @@ func TestRefresherBackoffGrows(t *testing.T) {
 	assert.Equal(t, 750*time.Millisecond, clock.waiter(t).d)
 }
 
+func TestRefresherDoesNotSpinOnShortCertificates(t *testing.T) {
+	clock := newFakeClock()
+	r := newScriptedRenewer(clock, time.Hour)
+	startRefresher(t, RefresherOptions{Renewer: r, Clock: clock, InitialBackoff: 7 * time.Second})
+	clock.Set(clock.waiter(t).at)
+	// The hub answers with a certificate that is due at once.
+	r.next = func(now time.Time) *x509.Certificate {
+		return &x509.Certificate{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Minute)}
+	}
+	r.expectCall(t, nil)
+	w := clock.waiter(t)
+	assert.Equal(t, 7*time.Second, w.d, "the next attempt waits at least the initial backoff")
+	clock.Set(w.at)
+	r.expectCall(t, nil)
+	assert.Equal(t, 7*time.Second, clock.waiter(t).d)
+}
+
 func TestRefresherJitterStaysInRange(t *testing.T) {
 	r, err := NewRefresher(RefresherOptions{Renewer: newScriptedRenewer(newFakeClock(), time.Hour), InitialBackoff: time.Second, MaxBackoff: time.Minute})
 	require.NoError(t, err)
