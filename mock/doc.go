@@ -10,6 +10,11 @@
 // reports ErrUnavailable distinctly from ErrNotFound, or reads the store no
 // more often than it should.
 //
-// The package is for tests: faults are injected on purpose, and no value
-// passed through a Store is ever printed or logged by it.
+// The package also provides a development agent that serves the
+// service-facing secrets API from local files, so a service container can be
+// developed against it without an agreement bot. The subpackage mock/awssm
+// is a wire-level AWS Secrets Manager endpoint for the real AWS SDK.
+//
+// Everything here is for tests and development: faults are injected on
+// purpose, and no value passed through these doubles is printed or logged.
 package mock
