@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -44,9 +45,16 @@ func ParseConfig(r io.Reader) (Config, error) {
 	if len(data) > MaxConfigSize {
 		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Config{}, &ConfigError{Problems: []string{"config is empty"}}
+	}
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		}
+		return Config{}, &ConfigError{Problems: []string{jsonProblem(err)}}
 	}
 	return cfg, cfg.Validate()
 }
@@ -54,6 +62,9 @@ func ParseConfig(r io.Reader) (Config, error) {
 // UnmarshalJSON decodes type and defaultScope and keeps every other
 // top-level member as a backend section.
 func (c *Config) UnmarshalJSON(data []byte) error {
+	if !isJSONObject(data) {
+		return errors.New("config must be a JSON object")
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -97,6 +108,9 @@ func (c Config) DecodeSection(dst any) error {
 	if !ok || len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
+	if !isJSONObject(raw) {
+		return fmt.Errorf("%s: the section must be a JSON object", c.Type)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -119,6 +133,7 @@ func (c Config) Validate() error {
 	if _, err := NewScope(c.DefaultScope); err != nil {
 		problems = append(problems, "defaultScope: "+err.Error())
 	}
+	problems = append(problems, sectionProblems(c.Sections, c.Type)...)
 	if typeKnown {
 		if err := b.Validate(c); err != nil {
 			problems = append(problems, problemLines(err)...)
@@ -160,6 +175,34 @@ func problemLines(err error) []string {
 		}
 	}
 	return lines
+}
+
+// sectionProblems reports top-level members that cannot be backend
+// sections: misspellings of "type" and "defaultScope" (member names are
+// case-sensitive here, unlike encoding/json's default) and non-object values,
+// which would otherwise be kept as sections and silently ignored. The
+// section of the selected type is left to its backend's Validate.
+func sectionProblems(sections map[string]json.RawMessage, typ string) []string {
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(sections)) {
+		switch {
+		case k == typ:
+		case strings.EqualFold(k, "type"), strings.EqualFold(k, "defaultScope"):
+			want := "type"
+			if !strings.EqualFold(k, want) {
+				want = "defaultScope"
+			}
+			problems = append(problems, fmt.Sprintf("unknown field %q (did you mean %q?)", k, want))
+		case !isJSONObject(sections[k]):
+			problems = append(problems, fmt.Sprintf("%q is not a backend section: top-level members other than \"type\" and \"defaultScope\" must be JSON objects", k))
+		}
+	}
+	return problems
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && (t[0] == '{' || string(t) == "null")
 }
 
 // jsonProblem describes a JSON decoding error without quoting the input.

@@ -11,7 +11,9 @@ import (
 
 func TestDescribe(t *testing.T) {
 	var v struct {
-		N int `json:"n"`
+		N int   `json:"n"`
+		S int   `json:"s,string"`
+		B uint8 `json:"b"`
 	}
 	strict := func(s string) error {
 		d := json.NewDecoder(bytes.NewReader([]byte(s)))
@@ -29,6 +31,8 @@ func TestDescribe(t *testing.T) {
 		{"truncated", json.Unmarshal([]byte(`{"n": 1`), &v), "syntax error at byte 7"},
 		{"stream end", strict(``), "unexpected end of input"},
 		{"unknown field", strict(`{"hunter2": 1}`), `unknown field "hunter2"`},
+		{"number out of range", json.Unmarshal([]byte(`{"b": 9992222222}`), &v), `field "b": expected uint8, got JSON number`},
+		{",string value", json.Unmarshal([]byte(`{"s": "hunter2"}`), &v), "invalid use of ,string struct tag"},
 		{"other", errors.New("json: other"), "other"},
 	}
 	for _, c := range cases {
@@ -37,6 +41,7 @@ func TestDescribe(t *testing.T) {
 			assert.Contains(t, got, c.want)
 			if c.name != "unknown field" {
 				assert.NotContains(t, got, "hunter2", "input is not quoted")
+				assert.NotContains(t, got, "2222222", "input is not quoted")
 			}
 		})
 	}
