@@ -99,6 +99,22 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// Format implements fmt.Formatter. Backend sections can hold credentials
+// (tokens, keys), so every verb prints the type, scope and section names
+// only.
+func (c Config) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
+}
+
+// LogValue implements slog.LogValuer with the same redaction as Format.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("type", c.Type),
+		slog.String("defaultScope", c.DefaultScope),
+		slog.Any("sections", slices.Sorted(maps.Keys(c.Sections))),
+	)
+}
+
 // DecodeSection decodes the section named after the config's type into dst,
 // rejecting unknown fields so typos are reported. A missing section leaves
 // dst unchanged. Problems are returned one per line, prefixed with the

@@ -338,3 +338,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// A config's backend sections can hold credentials: printing the config
+// (fmt verbs, slog text and JSON) shows the type, scope and section names
+// only.
+func TestConfigNeverPrintsSections(t *testing.T) {
+	canary := "token-" + rand.Text()
+	cfg, err := secretstore.ParseConfig(strings.NewReader(
+		`{"type":"oot-test","defaultScope":"acme","oot-test":{"greeting":"` + canary + `","port":1},"vault":{"token":"` + canary + `"}}`))
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+		fmt.Fprintf(&out, verb+"\n", cfg)
+		fmt.Fprintf(&out, verb+"\n", &cfg)
+	}
+	slog.New(slog.NewTextHandler(&out, nil)).Info("cfg", "config", cfg)
+	slog.New(slog.NewJSONHandler(&out, nil)).Info("cfg", "config", cfg)
+	for _, form := range leakForms([]byte(canary)) {
+		assert.NotContains(t, out.String(), form)
+	}
+	assert.Contains(t, out.String(), "oot-test", "type is printed")
+	assert.Contains(t, out.String(), "vault", "section names are printed")
+
+	raw, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), canary, "MarshalJSON still writes the whole config")
+}
