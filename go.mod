@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.9
 	github.com/aws/smithy-go v1.28.8
 	github.com/jonboulle/clockwork v0.5.0
+	github.com/natefinch/atomic v1.0.1
 	github.com/stretchr/testify v1.12.1
 )
 
