@@ -79,7 +79,7 @@ type plan struct {
 	// regroup: a re-applied proposal changes the instance's group settings.
 	regroup bool
 	files   []rendered // sorted by name
-	drop  []string   // names no longer in a re-applied proposal
+	drop    []string   // names no longer in a re-applied proposal
 }
 
 // ApplyProposal stores the secrets of a proposal: for each service of p,
