@@ -99,15 +99,11 @@ func (s *Store) wipe(rel string) error {
 			return fmt.Errorf("wiping %s: %w", rel, err)
 		}
 	}
-	f, err := s.root.OpenFile(rel, os.O_WRONLY|openNoFollow, 0)
+	f, st, err := s.openRegular(rel, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("wiping %s: %w", rel, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("wiping %s: %w", rel, err)
-	}
 	if _, err := io.CopyN(f, s.rand, st.Size()); err != nil {
 		return fmt.Errorf("wiping %s: overwriting: %w", rel, err)
 	}
@@ -121,6 +117,41 @@ func (s *Store) wipe(rel string) error {
 		return fmt.Errorf("wiping %s: unlinking: %w", rel, err)
 	}
 	return nil
+}
+
+// errNotRegular: the agent writes only regular files; anything else in its
+// directories is not one of its secrets.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens rel only if it is a regular file, never through a
+// symlink (os.Root follows links that stay inside the root, so a link
+// planted in one instance's directory could reach another's file): the
+// opened file must be the very file Lstat saw. An update renaming a new file
+// over rel in between makes it look again.
+func (s *Store) openRegular(rel string, flag int) (*os.File, fs.FileInfo, error) {
+	for range 8 {
+		before, err := s.root.Lstat(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !before.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("%s: %w", rel, errNotRegular)
+		}
+		f, err := s.root.OpenFile(rel, flag, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		if os.SameFile(before, fi) {
+			return f, fi, nil
+		}
+		f.Close()
+	}
+	return nil, nil, fmt.Errorf("%s: %w: it keeps being replaced while opened", rel, errNotRegular)
 }
 
 // wipeDir wipes every entry of the directory rel, then removes it.

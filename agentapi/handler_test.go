@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -181,8 +183,23 @@ func TestServiceCannotReadAnotherInstance(t *testing.T) {
 			assert.NotContains(t, string(r.body), details("token-of-B"))
 		})
 	}
+	// A link planted in a's directory, pointing at b's file: a name the
+	// instance's metadata does not list is never served.
+	require.NoError(t, os.Symlink(filepath.Join("..", "b", "token"), mountFile(t, f.store, "a", "link")))
+	r := f.do(t, "GET", "/secrets/link", "a", "token-a", nil)
+	assert.Equal(t, http.StatusBadRequest, r.status)
+	assert.NotContains(t, string(r.body), details("token-of-B"))
+
+	// One of a's own files replaced by such a link is not followed either.
+	cert := mountFile(t, f.store, "a", "cert")
+	require.NoError(t, os.Remove(cert))
+	require.NoError(t, os.Symlink(filepath.Join("..", "b", "token"), cert))
+	r = f.do(t, "GET", "/secrets/cert", "a", "token-a", nil)
+	assert.Equal(t, http.StatusInternalServerError, r.status)
+	assert.NotContains(t, string(r.body), details("token-of-B"))
+
 	// b itself can read it.
-	r := f.do(t, "GET", "/secrets/token", "b", "token-b", nil)
+	r = f.do(t, "GET", "/secrets/token", "b", "token-b", nil)
 	require.Equal(t, 200, r.status)
 	assert.JSONEq(t, `{"token":{"details":"`+details("token-of-B")+`"}}`, string(r.body))
 }

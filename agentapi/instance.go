@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -168,13 +170,29 @@ func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte
 	if _, ok := m.Files[name]; !ok {
 		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
 	}
-	b, err := s.root.ReadFile(m.file(name))
+	b, err := s.readRegular(m.file(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed while we looked.
 		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: reading secret %s of instance %s: %w", quoteName(name), quoteName(instanceID), err)
+	}
+	return b, nil
+}
+
+// readRegular reads the regular file rel (see openRegular). Files are
+// replaced by rename and only ever overwritten in place with the same
+// length, so the size seen when opening is the size to read.
+func (s *Store) readRegular(rel string) ([]byte, error) {
+	f, fi, err := s.openRegular(rel, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -7,9 +7,6 @@ import (
 	"syscall"
 )
 
-// openNoFollow makes opening a symlink fail instead of following it.
-const openNoFollow = syscall.O_NOFOLLOW
-
 // fileOwner returns the owner's user and group ids of fi.
 func fileOwner(fi fs.FileInfo) (uid, gid int, ok bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
