@@ -164,18 +164,9 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			slices.Sort(pl.drop)
 		}
 		byID[inst.ID] = pl
-		for _, name := range ss.SecretNames() {
-			if err := checkSecretName(name); err != nil {
-				errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
-				continue
-			}
-			r, err := render(name, ss.Secrets[name])
-			if err != nil {
-				errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
-				continue
-			}
-			pl.files = append(pl.files, r)
-		}
+		var problems []error
+		pl.files, problems = renderServiceSecrets(ss, nil)
+		errs = append(errs, problems...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -235,28 +226,48 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		}
 		pl := &plan{meta: m.clone()}
 		byID[m.ID] = pl
-		for _, name := range ss.SecretNames() {
-			if err := checkSecretName(name); err != nil {
-				errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
-				continue
-			}
+		var problems []error
+		pl.files, problems = renderServiceSecrets(ss, func(name string) error {
 			if _, ok := m.Files[name]; !ok {
-				errs = append(errs, fmt.Errorf("%w: service %s (instance %s) has no secret %s",
-					secretstore.ErrNotFound, svc, quoteName(m.ID), quoteName(name)))
-				continue
+				return fmt.Errorf("%w: service %s (instance %s) has no secret %s",
+					secretstore.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
 			}
-			r, err := render(name, ss.Secrets[name])
-			if err != nil {
-				errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
-				continue
-			}
-			pl.files = append(pl.files, r)
-		}
+			return nil
+		})
+		errs = append(errs, problems...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return sortedPlans(byID), nil
+}
+
+// renderServiceSecrets checks the name of every secret of ss, and with
+// known (when not nil) that the instance has it, and renders its file
+// content. It returns the files in name order and every problem found.
+func renderServiceSecrets(ss agreement.ServiceSecrets, known func(name string) error) ([]rendered, []error) {
+	svc := serviceName(ss.Service)
+	var files []rendered
+	var errs []error
+	for _, name := range ss.SecretNames() {
+		if err := checkSecretName(name); err != nil {
+			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			continue
+		}
+		if known != nil {
+			if err := known(name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		r, err := render(name, ss.Secrets[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			continue
+		}
+		files = append(files, r)
+	}
+	return files, errs
 }
 
 func sortedPlans(byID map[string]*plan) []*plan {
