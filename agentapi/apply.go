@@ -92,6 +92,10 @@ type plan struct {
 // longer present are wiped, and the updated/acknowledged names of the
 // remaining ones are kept. An instance id that holds another agreement's or
 // another service's secrets is refused (secretstore.ErrConflict).
+//
+// Should the disk fail part way, what was written stays recorded (Changes
+// lists it) and the error is returned: apply the proposal again, or remove
+// its instances with RemoveAgreement.
 func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instances Instances) (Changes, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
