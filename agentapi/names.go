@@ -3,15 +3,14 @@ package agentapi
 import (
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // MaxNameLength is the longest service secret name or instance id CheckName
 // accepts, in bytes: the usual file-name limit.
-const MaxNameLength = 255
+const MaxNameLength = safename.MaxLen
 
 // CheckName checks that name can be used as a file or directory name under
 // the store's root: a single path element that is not empty, "." or "..",
@@ -27,28 +26,10 @@ func checkSecretName(name string) error { return checkElement("secret name", nam
 // checkElement returns an error saying which kind of name (what) is wrong
 // and why.
 func checkElement(what, name string) error {
-	if problem := elementProblem(name); problem != "" {
-		return fmt.Errorf("%s %s: %w: %s", what, quoteName(name), secretstore.ErrInvalid, problem)
+	if problem := safename.Check(name); problem != nil {
+		return fmt.Errorf("%s %s: %w: %w", what, quoteName(name), secretstore.ErrInvalid, problem)
 	}
 	return nil
-}
-
-func elementProblem(name string) string {
-	switch {
-	case name == "":
-		return "is empty"
-	case name == "." || name == "..":
-		return "is a relative directory reference"
-	case len(name) > MaxNameLength:
-		return fmt.Sprintf("is longer than %d bytes", MaxNameLength)
-	case !utf8.ValidString(name):
-		return "is not valid UTF-8"
-	case strings.ContainsAny(name, `/\`):
-		return "contains a path separator"
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return "contains a NUL or other control character"
-	}
-	return ""
 }
 
 // checkInstanceID checks an instance id: a valid name (it names

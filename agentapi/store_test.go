@@ -152,14 +152,14 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 		// into U+FFFD, so that name arrives valid and unknown.
 		updateKind error
 	}{
-		{"parent escape", "../x", "contains a path separator", nil},
-		{"subdirectory", "a/b", "contains a path separator", nil},
-		{"backslash", `a\b`, "contains a path separator", nil},
-		{"dot", ".", "relative directory reference", nil},
-		{"dot dot", "..", "relative directory reference", nil},
+		{"parent escape", "../x", "contains a slash or backslash", nil},
+		{"subdirectory", "a/b", "contains a slash or backslash", nil},
+		{"backslash", `a\b`, "contains a slash or backslash", nil},
+		{"dot", ".", `is "."`, nil},
+		{"dot dot", "..", `is ".."`, nil},
 		{"empty", "", "is empty", nil},
-		{"NUL", "a\x00b", "NUL or other control character", nil},
-		{"newline", "a\nb", "NUL or other control character", nil},
+		{"NUL", "a\x00b", "contains a control character", nil},
+		{"newline", "a\nb", "contains a control character", nil},
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8", secretstore.ErrNotFound},
 		{"too long", strings.Repeat("x", agentapi.MaxNameLength+1), "longer than 255 bytes", nil},
 	}

@@ -150,7 +150,7 @@ func TestDevAgentBadFiles(t *testing.T) {
 	}{
 		{"duplicate names", mock.DevAgentOptions{SecretFiles: []string{one[0], two[0]}}, secretstore.ErrInvalid, `two secret files are named "same"`},
 		{"missing file", mock.DevAgentOptions{SecretFiles: []string{filepath.Join(t.TempDir(), "nope")}}, os.ErrNotExist, "nope"},
-		{"name that is not a file name", mock.DevAgentOptions{SecretFiles: []string{"/"}}, secretstore.ErrInvalid, "path separator"},
+		{"name that is not a file name", mock.DevAgentOptions{SecretFiles: []string{"/"}}, secretstore.ErrInvalid, "slash"},
 		{"instance id with a colon", mock.DevAgentOptions{SecretFiles: one, InstanceID: "a:b"}, secretstore.ErrInvalid, "colon"},
 		{"address that cannot be listened on", mock.DevAgentOptions{SecretFiles: one, Addr: "256.0.0.1:0"}, nil, "listen"},
 	}
