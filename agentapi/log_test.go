@@ -1,15 +1,12 @@
 package agentapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,26 +14,9 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNoValueReachesLogsOrErrors runs the whole node-side flow at debug
 // level, including rejected messages, failed logins and crash leftovers, and
@@ -45,8 +25,7 @@ func (s *syncBuffer) String() string {
 func TestNoValueReachesLogsOrErrors(t *testing.T) {
 	ctx := context.Background()
 	canaries := []string{"CANARY-value-password", "CANARY-value-cert", "CANARY-value-rotated", "CANARY-token-a"}
-	var logs syncBuffer
-	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger, logs := logtest.NewLogger()
 	var errs []error
 	keep := func(err error) {
 		if err != nil {
