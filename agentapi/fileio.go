@@ -124,11 +124,30 @@ func (s *Store) wipe(rel string) error {
 var errNotRegular = errors.New("not a regular file")
 
 // openRegular opens rel only if it is a regular file, never through a
-// symlink (os.Root follows links that stay inside the root, so a link
-// planted in one instance's directory could reach another's file): the
-// opened file must be the very file Lstat saw. An update renaming a new file
-// over rel in between makes it look again.
+// symlink: os.Root follows links that stay inside the root, so a link
+// planted in one instance's directory could reach another's file.
+//
+// On unix, one open by absolute path with O_NOFOLLOW, then fstat: the
+// directories above the file are the store's own, under the root-only root
+// Open checked.
 func (s *Store) openRegular(rel string, flag int) (*os.File, fs.FileInfo, error) {
+	if openNoFollow != 0 {
+		f, err := os.OpenFile(s.abs(rel), flag|openNoFollow, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		fi, err := f.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("%s: %w", rel, errNotRegular)
+		}
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return f, fi, nil
+	}
+	// Elsewhere: the opened file must be the very file Lstat saw; an update
+	// renaming a new file over rel in between makes it look again.
 	for range 8 {
 		before, err := s.root.Lstat(rel)
 		if err != nil {

@@ -181,10 +181,12 @@ func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte
 	return b, nil
 }
 
-// readRegular reads the regular file rel (see openRegular). Files are
-// replaced by rename and only ever overwritten in place with the same
-// length, so the size seen when opening is the size to read.
+// readRegular reads the regular file rel, never through a symlink (see
+// openRegular).
 func (s *Store) readRegular(rel string) ([]byte, error) {
+	if openNoFollow != 0 {
+		return readRegularFile(s.abs(rel))
+	}
 	f, fi, err := s.openRegular(rel, os.O_RDONLY)
 	if err != nil {
 		return nil, err
