@@ -69,7 +69,10 @@
 // (looked up through [Tokens] and compared in constant time); a caller only
 // ever sees its own instance's secrets. Missing or bad credentials: 401.
 // Other methods: 405 with Allow. Paths outside the API: 404. Request bodies
-// over the limit: 413. Every error body is {"error":"<sentence>"}.
+// over the limit: 413. A storage failure: 500. Every error body is
+// {"error":"<sentence>"}. Only names the instance's metadata lists are
+// served, and only from regular files: a symlink, FIFO or directory in
+// their place is never followed or read.
 // After the embedder reports a service restart ([Store.ServiceRestarted]),
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.
