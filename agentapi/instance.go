@@ -170,7 +170,7 @@ func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte
 	if _, ok := m.Files[name]; !ok {
 		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
 	}
-	b, err := s.readRegular(m.file(name))
+	b, err := s.readSecretFile(m, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed while we looked.
 		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
@@ -181,12 +181,13 @@ func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte
 	return b, nil
 }
 
-// readRegular reads the regular file rel, never through a symlink (see
-// openRegular).
-func (s *Store) readRegular(rel string) ([]byte, error) {
+// readSecretFile reads the file of one of m's secrets, never through a
+// symlink (see openRegular).
+func (s *Store) readSecretFile(m *metadata, name string) ([]byte, error) {
 	if openNoFollow != 0 {
-		return readRegularFile(s.abs(rel))
+		return readRegularFile(s.instancesDir, m.ID+"/"+name)
 	}
+	rel := m.file(name)
 	f, fi, err := s.openRegular(rel, os.O_RDONLY)
 	if err != nil {
 		return nil, err

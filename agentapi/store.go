@@ -48,11 +48,14 @@ type Options struct {
 // is safe for concurrent use; changes are serialised, reads never wait for
 // disk writes. Only one Store (one process) may use a root at a time.
 type Store struct {
-	path        string // absolute root path
-	root        *os.Root
-	log         *slog.Logger
-	rand        io.Reader
-	statusFiles bool
+	path string // absolute root path
+	root *os.Root
+	// instancesDir is the open instances/ directory: reads open files
+	// relative to it.
+	instancesDir *os.File
+	log          *slog.Logger
+	rand         io.Reader
+	statusFiles  bool
 
 	// mu serialises changes (on disk and in memory).
 	mu sync.Mutex
@@ -97,6 +100,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.rand = rand.Reader
 	}
 	if err := s.load(ctx); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	}
+	if s.instancesDir, err = root.Open(dirInstances); err != nil {
 		root.Close()
 		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
 	}
@@ -202,7 +209,7 @@ func wipeEntries[V any](s *Store, rel string, keep map[string]V) error {
 }
 
 // Close releases the store. Files stay on disk for the next Open.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *Store) Close() error { return errors.Join(s.instancesDir.Close(), s.root.Close()) }
 
 // Root returns the absolute path of the storage root.
 func (s *Store) Root() string { return s.path }

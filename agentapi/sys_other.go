@@ -5,6 +5,7 @@ package agentapi
 import (
 	"errors"
 	"io/fs"
+	"os"
 )
 
 // openNoFollow is not available: openRegular checks with Lstat instead.
@@ -18,4 +19,4 @@ func currentUID() int { return -1 }
 // errNoRawRead: readRegular falls back to openRegular.
 var errNoRawRead = errors.New("no raw read on this platform")
 
-func readRegularFile(string) ([]byte, error) { return nil, errNoRawRead }
+func readRegularFile(*os.File, string) ([]byte, error) { return nil, errNoRawRead }
