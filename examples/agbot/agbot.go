@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// agbot makes one agreement per node of its organisation whose agent
+// publishes a verified identity, delivers the proposal, and through the
+// tracker and outbox the updates and cancellations that follow.
+type agbot struct {
+	log      *slog.Logger
+	dep      *deployment
+	keys     *agreement.PrivateKeys
+	reader   *secretstore.Reader
+	checker  *binding.StoreChecker
+	verifier *identity.Verifier
+	relay    *relay.Server
+	tracker  *agreement.Tracker
+	watcher  *secretstore.Watcher
+	seq      *demo.Sequencer
+	replies  *agreement.MemoryReplayGuard
+
+	replyTimeout time.Duration // how long to wait for an agent's reply
+	retryDelay   time.Duration // first pause between proposal attempts
+	attempts     int           // proposal and cancellation attempts
+
+	ctx context.Context // the agbot's lifetime, for background work
+	wg  sync.WaitGroup
+
+	mu         sync.Mutex
+	byNode     map[relay.Node]string // node → its agreement id
+	deploying  map[relay.Node]bool
+	agreements map[string]*agreementState
+
+	// sent records, per store secret and agreement, the version the
+	// agreement's proposal carried. A proposal read before the watcher's
+	// first look at a secret could otherwise miss a rotation in between
+	// (see handleEvents). sentMu is held across a proposal's reads.
+	sentMu sync.Mutex
+	sent   map[string]map[string]string
+}
+
+// agreementState is one agreement with a node. Guarded by agbot.mu.
+type agreementState struct {
+	id       string
+	node     relay.Node
+	accepted bool // the agent applied the proposal
+}
+
+// spawn runs f on its own goroutine until the agbot stops.
+func (a *agbot) spawn(f func(ctx context.Context)) {
+	if a.ctx.Err() != nil {
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f(a.ctx)
+	}()
+}
+
+// onCertificate is the relay's hook: an agent published its certificate.
+func (a *agbot) onCertificate(n relay.Node) {
+	a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
+}
+
+// retry is the tracker's hook: the secrets a node's deployment was waiting
+// for all exist now.
+func (a *agbot) retry(_ context.Context, deploymentID string) {
+	org, node, _ := strings.Cut(deploymentID, "/")
+	a.spawn(func(ctx context.Context) { a.deploy(ctx, relay.Node{Org: org, Node: node}) })
+}
+
+// deploy validates the deployment for a node whose agent has a verified
+// identity and, when it passes, makes an agreement and delivers its
+// proposal. A deployment held up only by missing secrets waits for them
+// (tracker.Refused); other problems are logged, each one.
+func (a *agbot) deploy(ctx context.Context, n relay.Node) {
+	log := a.log.With(slog.String("node", n.String()))
+	if n.Org != a.dep.org {
+		log.Debug("node of another organisation; not deploying")
+		return
+	}
+	a.mu.Lock()
+	if a.byNode[n] != "" || a.deploying[n] {
+		a.mu.Unlock()
+		return
+	}
+	a.deploying[n] = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.deploying, n)
+		a.mu.Unlock()
+	}()
+
+	if _, err := a.verify(ctx, n); err != nil {
+		log.Warn("not deploying: the agent's identity did not verify", slog.String("err", err.Error()))
+		return
+	}
+	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
+	if err != nil {
+		log.Error("validating the deployment failed", slog.String("err", err.Error()))
+		return
+	}
+	for _, p := range report.Warnings() {
+		log.Warn("deployment", slog.String("problem", p.String()))
+	}
+	if !report.OK() {
+		missing, other := a.dep.missingSecrets(report)
+		for _, p := range other {
+			log.Error("deployment refused", slog.String("problem", p.String()))
+		}
+		if len(other) == 0 {
+			if err := a.tracker.Refused(n.String(), missing...); err != nil {
+				log.Error("could not wait for the missing secrets", slog.String("err", err.Error()))
+				return
+			}
+			log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", missing))
+		}
+		return
+	}
+	bindings, err := a.dep.serviceBindings(report)
+	if err != nil {
+		log.Error("deployment refused", slog.String("err", err.Error()))
+		return
+	}
+
+	ag := &agreementState{id: "agreement-" + strings.ToLower(rand.Text()[:16]), node: n}
+	a.mu.Lock()
+	a.agreements[ag.id] = ag
+	a.byNode[n] = ag.id
+	a.mu.Unlock()
+	a.tracker.DropRefusal(n.String())
+	if err := a.tracker.Register(ag.id, bindings); err != nil {
+		log.Error("could not track the agreement", slog.String("agreement", ag.id), slog.String("err", err.Error()))
+		a.end(ag.id)
+		return
+	}
+	log.Info("agreement made", slog.String("agreement", ag.id), slog.Int("services", len(bindings)))
+	a.propose(ctx, ag.id, n, bindings)
+}
+
+// propose delivers the agreement's proposal until the agent accepts it,
+// re-reading the secrets for each attempt so a resend carries the newest
+// values. After the last attempt the agreement is dropped.
+func (a *agbot) propose(ctx context.Context, id string, n relay.Node, bindings []agreement.ServiceBinding) {
+	log := a.log.With(slog.String("agreement", id), slog.String("node", n.String()))
+	delay := a.retryDelay
+	for attempt := 1; ; attempt++ {
+		if !a.active(id) {
+			return
+		}
+		reply, err := a.sendProposal(ctx, id, n, bindings)
+		switch {
+		case err == nil && reply.Accepted:
+			a.mu.Lock()
+			if ag, ok := a.agreements[id]; ok {
+				ag.accepted = true
+			}
+			a.mu.Unlock()
+			log.Info("proposal accepted by the agent")
+			return
+		case err == nil:
+			log.Warn("proposal rejected by the agent", slog.String("reason", reply.Reason))
+		case ctx.Err() != nil:
+			return
+		default:
+			log.Warn("proposal not delivered", slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		}
+		if attempt >= a.attempts {
+			log.Error("giving up on the agreement", slog.Int("attempts", attempt))
+			if a.end(id) != nil {
+				if err := a.tracker.Unregister(ctx, id); err != nil {
+					log.Warn("could not untrack the agreement", slog.String("err", err.Error()))
+				}
+			}
+			return
+		}
+		if !sleep(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, time.Minute)
+	}
+}
+
+// sendProposal reads the bound secrets, seals the proposal and exchanges it.
+func (a *agbot) sendProposal(ctx context.Context, id string, n relay.Node, bindings []agreement.ServiceBinding) (agreement.Reply, error) {
+	p, err := a.readProposal(ctx, id, bindings)
+	if err != nil {
+		return agreement.Reply{}, err
+	}
+	return a.exchange(ctx, id, n, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+		return agreement.SealProposal(a.keys, to, p, h)
+	})
+}
+
+// readProposal reads the bound secrets into a proposal and records the
+// versions it carries.
+func (a *agbot) readProposal(ctx context.Context, id string, bindings []agreement.ServiceBinding) (agreement.Proposal, error) {
+	a.sentMu.Lock()
+	defer a.sentMu.Unlock()
+	p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: id}
+	versions := map[string]string{}
+	for _, sb := range bindings {
+		ss := agreement.ServiceSecrets{Service: sb.Service, Secrets: map[string]agreement.SecretDetails{}}
+		for name, b := range sb.Secrets {
+			s, err := a.reader.Get(ctx, b.VaultSecret)
+			if err != nil {
+				return agreement.Proposal{}, fmt.Errorf("reading the secrets: %w", err)
+			}
+			ss.Secrets[name] = agreement.SecretDetails{Format: b.Format, Data: s.Data}
+			versions[b.VaultSecret] = s.Version
+		}
+		p.Services = append(p.Services, ss)
+	}
+	for name, v := range versions {
+		if a.sent[name] == nil {
+			a.sent[name] = map[string]string{}
+		}
+		a.sent[name][id] = v
+	}
+	return p, nil
+}
+
+// handleEvents passes a watcher cycle's events to the tracker, then closes
+// a gap the tracker cannot see: the watcher takes a secret's first version
+// as its baseline (Appeared, Initial) and reports changes after it only,
+// so a rotation between a proposal's read and that first look would never
+// reach the agent. When the baseline differs from what a proposal carried
+// (or the store has no versions to compare), the next cycle is asked to
+// report the secret Changed, which sends an update.
+func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
+	a.tracker.HandleEvents(ctx, events)
+	var stale []string
+	a.sentMu.Lock()
+	for _, e := range events {
+		if e.Kind != secretstore.Appeared || !e.Initial {
+			continue
+		}
+		for _, v := range a.sent[e.Name] {
+			if v == "" || v != e.Version {
+				stale = append(stale, e.Name)
+				break
+			}
+		}
+	}
+	a.sentMu.Unlock()
+	if len(stale) > 0 {
+		a.log.Debug("secrets changed between a proposal and the watcher's first look; sending updates", slog.Any("secrets", stale))
+		a.watcher.Retry(stale...)
+	}
+}
+
+// Deliver implements agreement.Transport for the outbox: it seals the
+// update to the agent, afresh for every attempt, and waits for its reply.
+func (a *agbot) Deliver(ctx context.Context, u agreement.Update) (agreement.Reply, error) {
+	a.mu.Lock()
+	ag, ok := a.agreements[u.AgreementID]
+	var n relay.Node
+	var accepted bool
+	if ok {
+		n, accepted = ag.node, ag.accepted
+	}
+	a.mu.Unlock()
+	switch {
+	case !ok:
+		return agreement.Reply{}, errors.New("the agreement has ended")
+	case !accepted:
+		// The agent does not know the agreement yet; the outbox tries again.
+		return agreement.Reply{}, errors.New("the proposal is not accepted yet")
+	}
+	return a.exchange(ctx, u.AgreementID, n, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+		return agreement.SealUpdate(a.keys, to, u, h)
+	})
+}
+
+// cancel is the tracker's hook: a bound secret was deleted or access to it
+// revoked. The agreement ends, the agent is told to remove its secrets,
+// and the node's deployment waits for the secret to exist again.
+func (a *agbot) cancel(ctx context.Context, id string, r agreement.Revocation) {
+	ag := a.end(id)
+	if ag == nil {
+		return // already ended
+	}
+	log := a.log.With(slog.String("agreement", id), slog.String("node", ag.node.String()))
+	log.Warn("cancelling the agreement: a bound secret is gone", slog.String("secret", r.VaultSecret), slog.String("event", r.Kind.String()))
+	if err := a.tracker.Unregister(ctx, id); err != nil {
+		log.Warn("could not untrack the agreement", slog.String("err", err.Error()))
+	}
+	if err := a.tracker.Refused(ag.node.String(), r.VaultSecret); err != nil {
+		log.Warn("could not wait for the secret to come back", slog.String("err", err.Error()))
+	}
+	a.spawn(func(ctx context.Context) { a.sendCancel(ctx, id, ag.node) })
+}
+
+// sendCancel tells the agent the agreement ended, retrying a few times.
+func (a *agbot) sendCancel(ctx context.Context, id string, n relay.Node) {
+	defer a.seq.Forget(id)
+	log := a.log.With(slog.String("agreement", id), slog.String("node", n.String()))
+	u := agreement.Update{Version: agreement.MessageVersion, AgreementID: id, Kind: demo.UpdateKindCancel, Payload: json.RawMessage(`{}`)}
+	delay := a.retryDelay
+	for attempt := 1; attempt <= a.attempts; attempt++ {
+		reply, err := a.exchange(ctx, id, n, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+			return agreement.SealUpdate(a.keys, to, u, h)
+		})
+		switch {
+		case err == nil:
+			log.Info("agent told of the cancellation", slog.Bool("accepted", reply.Accepted), slog.String("reason", reply.Reason))
+			return
+		case ctx.Err() != nil:
+			return
+		}
+		log.Warn("cancellation not delivered", slog.Int("attempt", attempt), slog.String("err", err.Error()))
+		if !sleep(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, time.Minute)
+	}
+	log.Error("the agent was not told of the cancellation")
+}
+
+// exchange verifies the node's agent identity, seals a message to its
+// certified keys, posts it to the relay and waits for a reply that opens
+// with those keys and answers exactly this message. Replies that do not
+// (forged, stale, for another message) are ignored.
+func (a *agbot) exchange(ctx context.Context, id string, n relay.Node, typ agreement.MessageType,
+	seal func(*agreement.PublicKeys, agreement.Header) ([]byte, error)) (agreement.Reply, error) {
+	to, err := a.verify(ctx, n)
+	if err != nil {
+		return agreement.Reply{}, fmt.Errorf("not sealing: the agent's identity did not verify: %w", err)
+	}
+	seq := a.seq.Next(id, typ)
+	envelope, err := seal(to, agreement.Header{Sequence: seq})
+	if err != nil {
+		return agreement.Reply{}, fmt.Errorf("sealing: %w", err)
+	}
+	msgID, replies, err := a.relay.Post(n, envelope)
+	if err != nil {
+		return agreement.Reply{}, err
+	}
+	defer a.relay.Done(msgID)
+	a.log.Debug("message sent", slog.String("agreement", id), slog.String("type", string(typ)), slog.Uint64("sequence", seq), slog.Uint64("relay_id", msgID))
+
+	timeout := time.NewTimer(a.replyTimeout)
+	defer timeout.Stop()
+	want := agreement.MessageRef{Type: typ, Sequence: seq}
+	for {
+		select {
+		case <-ctx.Done():
+			return agreement.Reply{}, ctx.Err()
+		case <-timeout.C:
+			return agreement.Reply{}, fmt.Errorf("no reply within %s", a.replyTimeout)
+		case b := <-replies:
+			_, reply, err := agreement.OpenReply(ctx, a.keys, to, b, a.replies)
+			if err != nil {
+				a.log.Warn("ignoring a reply that does not open", slog.String("agreement", id), slog.String("err", err.Error()))
+				continue
+			}
+			if reply.AgreementID != id || reply.InReplyTo != want {
+				a.log.Warn("ignoring a reply to another message", slog.String("agreement", id))
+				continue
+			}
+			return reply, nil
+		}
+	}
+}
+
+// verify checks the certificate chain the node's agent published with the
+// identity Verifier (hub CA, expiry, revocation, current serial) and
+// returns the keys it certifies.
+func (a *agbot) verify(ctx context.Context, n relay.Node) (*agreement.PublicKeys, error) {
+	chain, ok := a.relay.Certificate(n)
+	if !ok {
+		return nil, errors.New("no certificate published for the node")
+	}
+	vid, err := a.verifier.VerifyPEM(ctx, chain)
+	if err != nil {
+		return nil, err
+	}
+	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
+		return nil, fmt.Errorf("the certificate is for node %s/%s", vid.Instance.Org, vid.Instance.Node)
+	}
+	return vid.PublicKeys()
+}
+
+// active reports whether the agreement has not ended.
+func (a *agbot) active(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.agreements[id]
+	return ok
+}
+
+// end forgets an agreement and returns it, or nil if it had ended already.
+func (a *agbot) end(id string) *agreementState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ag, ok := a.agreements[id]
+	if !ok {
+		return nil
+	}
+	delete(a.agreements, id)
+	if a.byNode[ag.node] == id {
+		delete(a.byNode, ag.node)
+	}
+	a.sentMu.Lock()
+	for name, ids := range a.sent {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(a.sent, name)
+		}
+	}
+	a.sentMu.Unlock()
+	return ag
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
