@@ -1,7 +1,6 @@
 package agreement_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -94,7 +94,7 @@ type trackerEnv struct {
 	queue   *recordingQueue
 	clock   *clockwork.FakeClock
 	tracker *agreement.Tracker
-	logs    *bytes.Buffer
+	logs    *logtest.Buffer
 
 	mu      sync.Mutex
 	cancels []cancelCall
@@ -102,7 +102,9 @@ type trackerEnv struct {
 }
 
 func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
-	e := &trackerEnv{t: t, mem: memory.New(), queue: &recordingQueue{}, clock: clockwork.NewFakeClock(), logs: &bytes.Buffer{}}
+	e := &trackerEnv{t: t, mem: memory.New(), queue: &recordingQueue{}, clock: clockwork.NewFakeClock()}
+	var logger *slog.Logger
+	logger, e.logs = logtest.NewLogger()
 	e.mon = secretstore.NewMonitor(e.mem)
 	e.reader = &flakyReader{Reader: secretstore.NewReader(e.mon, secretstore.ReaderOptions{TTL: time.Hour})}
 	var err error
@@ -114,7 +116,7 @@ func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
 		Outbox:      e.queue,
 		GracePeriod: grace,
 		Clock:       e.clock,
-		Logger:      slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:      logger,
 		Cancel: func(_ context.Context, id string, r agreement.Revocation) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -154,17 +156,6 @@ func (e *trackerEnv) retried() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.retries)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func svc(url string, secrets map[string]string) agreement.ServiceBinding {
