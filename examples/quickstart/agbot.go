@@ -49,9 +49,8 @@ type agbot struct {
 // certificate chain it published (re-verified before every seal) and how
 // to reach it.
 type agentContact struct {
-	chain     []*x509.Certificate
-	endpoint  agentEndpoint
-	sequences map[agreement.MessageType]uint64 // last sealed, per message type
+	chain    []*x509.Certificate
+	endpoint agentEndpoint
 }
 
 // agentEndpoint is how the agbot reaches an agent: through the exchange.
@@ -110,9 +109,18 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 		agents:   map[string]*agentContact{},
 		seen:     map[string]bool{},
 	}
+	// The outbox's updates travel sealed: for each attempt the transport
+	// seals the update to the agent's verified keys, sends it over the
+	// exchange and opens the agent's sealed reply.
+	transport, err := agreement.NewSealingTransport(agreement.SealingTransportOptions{
+		Keys: keys, AgentKeys: a.agentKeys, Sender: a, ReplyGuard: a.replies,
+	})
+	if err != nil {
+		return nil, err
+	}
 	// Short retry delays for the demo; the defaults suit agents that may
 	// be offline for a while.
-	a.outbox, err = agreement.NewOutbox(ctx, a, agreement.OutboxOptions{
+	a.outbox, err = agreement.NewOutbox(ctx, transport, agreement.OutboxOptions{
 		MaxAttempts: 4, Backoff: 200 * time.Millisecond, MaxBackoff: time.Second, Logger: log,
 	})
 	if err != nil {
@@ -215,16 +223,10 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 		proposal.Services = append(proposal.Services, ss)
 	}
 
-	agent.sequences = map[agreement.MessageType]uint64{}
 	a.mu.Lock()
 	a.agents[agreementID] = agent
 	a.mu.Unlock()
-	reply, err := a.send(ctx, agreementID, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
-		return agreement.SealProposal(a.keys, to, proposal, h)
-	})
-	if err == nil && !reply.Accepted {
-		err = fmt.Errorf("agbot: the agent rejected the proposal: %s", reply.Reason)
-	}
+	err = a.sendProposal(ctx, proposal)
 	if err != nil {
 		a.mu.Lock()
 		delete(a.agents, agreementID)
@@ -269,60 +271,77 @@ func storeNames(bindings []agreement.ServiceBinding) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// Deliver implements agreement.Transport for the outbox: each attempt is
-// sealed afresh, with a new sequence.
-func (a *agbot) Deliver(ctx context.Context, u agreement.Update) (agreement.Reply, error) {
-	return a.send(ctx, u.AgreementID, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
-		return agreement.SealUpdate(a.keys, to, u, h)
-	})
+// sendProposal seals the proposal to the agent's verified keys, sends it
+// and opens the agent's sealed reply. An agreement has one proposal, so its
+// sequence is 1.
+func (a *agbot) sendProposal(ctx context.Context, p agreement.Proposal) error {
+	to, err := a.agentKeys(ctx, p.AgreementID)
+	if err != nil {
+		return err
+	}
+	envelope, err := agreement.SealProposal(a.keys, to, p, agreement.Header{Sequence: 1})
+	if err != nil {
+		return err
+	}
+	answer, err := a.Send(ctx, p.AgreementID, envelope)
+	if err != nil {
+		return fmt.Errorf("agbot: sending the proposal: %w", err)
+	}
+	_, reply, err := agreement.OpenReply(ctx, a.keys, to, answer, a.replies)
+	if err != nil {
+		return fmt.Errorf("agbot: the agent's reply: %w", err)
+	}
+	if reply.InReplyTo != (agreement.MessageRef{Type: agreement.TypeProposal, Sequence: 1}) {
+		return fmt.Errorf("agbot: the agent's reply answers %s #%d, not the proposal", reply.InReplyTo.Type, reply.InReplyTo.Sequence)
+	}
+	if !reply.Accepted {
+		return fmt.Errorf("agbot: the agent rejected the proposal: %s", reply.Reason)
+	}
+	return nil
 }
 
-// send verifies the agreement's agent, seals a message of type typ to its
-// certified keys with the next sequence, sends it, and opens and checks
-// the agent's sealed reply.
-func (a *agbot) send(ctx context.Context, agreementID string, typ agreement.MessageType,
-	seal func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error)) (agreement.Reply, error) {
-	a.mu.Lock()
-	agent := a.agents[agreementID]
-	var seq uint64
-	if agent != nil {
-		agent.sequences[typ]++
-		seq = agent.sequences[typ]
+// agentKeys returns the keys of an agreement's agent from its identity
+// certificate, verified afresh before every seal: a revoked or expired
+// identity gets nothing. It is the sealing transport's AgentKeys.
+func (a *agbot) agentKeys(ctx context.Context, agreementID string) (*agreement.PublicKeys, error) {
+	agent, err := a.contact(agreementID)
+	if err != nil {
+		return nil, err
 	}
-	a.mu.Unlock()
-	if agent == nil {
-		return agreement.Reply{}, fmt.Errorf("agbot: no agent for agreement %s", agreementID)
-	}
-
-	// Verify before every seal: a revoked or expired identity gets nothing.
 	verified, err := a.verifier.Verify(ctx, agent.chain...)
 	if err != nil {
-		return agreement.Reply{}, fmt.Errorf("agbot: the agent's certificate: %w", err)
+		return nil, fmt.Errorf("agbot: the agent's certificate: %w", err)
 	}
-	to, err := verified.PublicKeys()
+	keys, err := verified.PublicKeys()
 	if err != nil {
-		return agreement.Reply{}, err
+		return nil, err
 	}
-	envelope, err := seal(to, agreement.Header{Sequence: seq})
-	if err != nil {
-		return agreement.Reply{}, err
-	}
-	a.say.sayf("agbot", "verified the certificate of %s (serial %s); sealed %s #%d of %s to its key %s: %d bytes",
-		verified.Instance, verified.Serial, typ, seq, agreementID, to.EncryptionKeyID(), len(envelope))
+	a.say.sayf("agbot", "verified the certificate of %s (serial %s); sealing to its key %s",
+		verified.Instance, verified.Serial, keys.EncryptionKeyID())
+	return keys, nil
+}
 
-	sealedReply, err := agent.endpoint.Receive(ctx, envelope)
+// Send implements agreement.EnvelopeSender: the exchange carries the sealed
+// envelope to the agreement's agent and its sealed reply back.
+func (a *agbot) Send(ctx context.Context, agreementID string, envelope []byte) ([]byte, error) {
+	agent, err := a.contact(agreementID)
 	if err != nil {
-		return agreement.Reply{}, fmt.Errorf("agbot: sending the %s: %w", typ, err)
+		return nil, err
 	}
-	_, reply, err := agreement.OpenReply(ctx, a.keys, to, sealedReply, a.replies)
-	if err != nil {
-		return agreement.Reply{}, fmt.Errorf("agbot: the agent's reply: %w", err)
+	if h, err := agreement.PeekHeader(envelope); err == nil {
+		a.say.sayf("agbot", "sends the sealed %s of %s: %d bytes", h.Type, agreementID, len(envelope))
 	}
-	if reply.AgreementID != agreementID || reply.InReplyTo != (agreement.MessageRef{Type: typ, Sequence: seq}) {
-		return agreement.Reply{}, fmt.Errorf("agbot: the reply answers %s %s #%d, not %s #%d",
-			reply.AgreementID, reply.InReplyTo.Type, reply.InReplyTo.Sequence, typ, seq)
+	return agent.endpoint.Receive(ctx, envelope)
+}
+
+func (a *agbot) contact(agreementID string) (*agentContact, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	agent := a.agents[agreementID]
+	if agent == nil {
+		return nil, fmt.Errorf("agbot: no agent for agreement %s", agreementID)
 	}
-	return reply, nil
+	return agent, nil
 }
 
 // cancelAgreement is the tracker's cancel hook: a bound secret was deleted

@@ -176,7 +176,7 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused an update: %w", err)
 		}
-		applyErr = a.applyUpdate(ctx, u, h.Sequence)
+		applyErr = a.applyUpdate(ctx, u)
 	default:
 		return nil, fmt.Errorf("agent: refused a %s message: not one the agbot sends", h.Type)
 	}
@@ -228,14 +228,14 @@ func (a *nodeAgent) applyProposal(ctx context.Context, p agreement.Proposal) err
 }
 
 // applyUpdate rewrites the files whose secrets changed.
-func (a *nodeAgent) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) error {
+func (a *nodeAgent) applyUpdate(ctx context.Context, u agreement.Update) error {
 	changes, err := a.store.ApplyUpdate(ctx, u)
 	if err != nil {
 		return err
 	}
 	for id, names := range changes {
-		a.say.sayf("agent", "opened update #%d of %s: rewrote %s for instance %s; GET /secrets now lists it",
-			seq, u.AgreementID, strings.Join(names, ", "), id)
+		a.say.sayf("agent", "opened the update of %s: rewrote %s for instance %s; GET /secrets now lists it",
+			u.AgreementID, strings.Join(names, ", "), id)
 	}
 	return nil
 }

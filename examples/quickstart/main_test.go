@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -32,8 +33,8 @@ var narratedSteps = []string{
 	"error vault_secret_missing: Vault secret \"db/web-logn\"",
 	"agent     storage root ",
 	"registered as quickstart-provider/myorg/node-1/agent-1: certificate serial ",
-	"agbot     verified the certificate of quickstart-provider/myorg/node-1/agent-1",
-	"sealed proposal #1 of agreement-1 to its key ",
+	"agbot     verified the certificate of quickstart-provider/myorg/node-1/agent-1 (serial ",
+	"agbot     sends the sealed proposal of agreement-1: ",
 	"agent     opened the proposal of agreement-1: wrote api_token, db for instance agreement-1-web",
 	"agbot     the agent accepted agreement-1; the tracker watches myorg/db/web-login, myorg/user/alice/api-token",
 	"exchange  flips one bit of the proposal's ciphertext: agent: refused a proposal: agreement: open: bad signature",
@@ -44,8 +45,9 @@ var narratedSteps = []string{
 	"service   GET /secrets/db with a wrong token -> 401",
 	"admin     rotated the password of myorg/db/web-login",
 	"agbot     watcher: myorg/db/web-login changed; agreements using it: agreement-1",
-	"sealed update #1 of agreement-1",
-	"agent     opened update #1 of agreement-1: rewrote db for instance agreement-1-web",
+	"agbot     verified the certificate of quickstart-provider/myorg/node-1/agent-1 (serial ",
+	"agbot     sends the sealed update of agreement-1: ",
+	"agent     opened the update of agreement-1: rewrote db for instance agreement-1-web",
 	"agbot     outbox: update for agreement-1 accepted by the agent",
 	"service   GET /secrets -> 200 [db]",
 	"service   GET /secrets/db -> 200: JSON with keys password, username, the rotated value",
@@ -166,7 +168,11 @@ func TestCommandLineErrors(t *testing.T) {
 func runFlow(t *testing.T, opts Options) (*flow, string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	opts.Out = &out
+	if opts.Out != nil {
+		opts.Out = io.MultiWriter(opts.Out, &out)
+	} else {
+		opts.Out = &out
+	}
 	if opts.WorkDir == "" {
 		opts.WorkDir = t.TempDir()
 	}

@@ -50,21 +50,14 @@ func (f *flow) serviceReads(ctx context.Context) error {
 		f.say.sayf("service", "read %s/%s: %s, as the admin wrote it", agentapi.MountTarget, s.service, s.describe(content))
 	}
 
-	status, _, err := f.service.call(ctx, http.MethodGet, "/secrets", access.token)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusNotFound {
-		return fmt.Errorf("GET /secrets before any update: status %d, want 404", status)
+	if _, err := f.service.expect(ctx, http.StatusNotFound, http.MethodGet, "/secrets", access.token); err != nil {
+		return fmt.Errorf("before any update: %w", err)
 	}
 	f.say.sayf("service", "GET /secrets -> 404: nothing updated since it started")
 
-	status, body, err := f.service.call(ctx, http.MethodGet, "/secrets/"+f.secrets[0].service, f.value())
+	body, err := f.service.expect(ctx, http.StatusUnauthorized, http.MethodGet, "/secrets/"+f.secrets[0].service, f.value())
 	if err != nil {
-		return err
-	}
-	if status != http.StatusUnauthorized {
-		return fmt.Errorf("GET /secrets/%s with a wrong token: status %d, want 401", f.secrets[0].service, status)
+		return fmt.Errorf("with a wrong token: %w", err)
 	}
 	f.say.sayf("service", "GET /secrets/%s with a wrong token -> 401 %s", f.secrets[0].service, bytes.TrimSpace(body))
 	return nil
@@ -99,16 +92,13 @@ func (f *flow) serviceFetchesUpdate(ctx context.Context) error {
 	}
 	f.say.sayf("service", "GET /secrets/%s -> 200: %s, the rotated value (the mounted file has it too)", s.service, s.describe(content))
 
-	if err := f.service.acknowledge(ctx, s.service); err != nil {
+	ack := "/secrets/" + url.PathEscape(s.service) + "?received=true"
+	if _, err := f.service.expect(ctx, http.StatusCreated, http.MethodPost, ack, f.service.access.token); err != nil {
 		return err
 	}
-	f.say.sayf("service", "POST /secrets/%s?received=true -> 201", s.service)
-	status, _, err := f.service.call(ctx, http.MethodGet, "/secrets", f.service.access.token)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusNotFound {
-		return fmt.Errorf("GET /secrets after the acknowledgement: status %d, want 404", status)
+	f.say.sayf("service", "POST %s -> 201", ack)
+	if _, err := f.service.expect(ctx, http.StatusNotFound, http.MethodGet, "/secrets", f.service.access.token); err != nil {
+		return fmt.Errorf("after the acknowledgement: %w", err)
 	}
 	f.say.sayf("service", "GET /secrets -> 404: nothing left to fetch")
 	return nil
@@ -119,31 +109,34 @@ func (s *service) readFile(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(s.mount, name))
 }
 
-// call makes one request to the agent's API with the instance's id and the
-// given token, and returns the status and body.
-func (s *service) call(ctx context.Context, method, path, token string) (int, []byte, error) {
+// expect makes one request to the agent's API with the instance's id and
+// the given token, and returns the body if the status is want.
+func (s *service) expect(ctx context.Context, want int, method, path, token string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, s.api+path, nil)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	req.SetBasicAuth(s.access.instanceID, token)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, body, err
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
+	}
+	return body, nil
 }
 
 // updated returns GET /secrets: the names updated and not yet acknowledged.
 func (s *service) updated(ctx context.Context) ([]string, error) {
-	status, body, err := s.call(ctx, http.MethodGet, "/secrets", s.access.token)
+	body, err := s.expect(ctx, http.StatusOK, http.MethodGet, "/secrets", s.access.token)
 	if err != nil {
 		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, fmt.Errorf("GET /secrets: status %d", status)
 	}
 	var names []string
 	if err := json.Unmarshal(body, &names); err != nil {
@@ -154,12 +147,9 @@ func (s *service) updated(ctx context.Context) ([]string, error) {
 
 // fetch returns GET /secrets/{name}: the content of the secret's file.
 func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
-	status, body, err := s.call(ctx, http.MethodGet, "/secrets/"+url.PathEscape(name), s.access.token)
+	body, err := s.expect(ctx, http.StatusOK, http.MethodGet, "/secrets/"+url.PathEscape(name), s.access.token)
 	if err != nil {
 		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, fmt.Errorf("GET /secrets/%s: status %d", name, status)
 	}
 	var got map[string]struct {
 		Details string `json:"details"`
@@ -174,30 +164,14 @@ func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(entry.Details)
 }
 
-// acknowledge is POST /secrets/{name}?received=true.
-func (s *service) acknowledge(ctx context.Context, name string) error {
-	status, _, err := s.call(ctx, http.MethodPost, "/secrets/"+url.PathEscape(name)+"?received=true", s.access.token)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusCreated {
-		return fmt.Errorf("POST /secrets/%s?received=true: status %d, want 201", name, status)
-	}
-	return nil
-}
-
 // checkGone verifies that a cancelled agreement left nothing for the
 // service: its mount directory is gone and its credentials no longer work.
 func (s *service) checkGone(ctx context.Context, mount string) error {
 	if _, err := os.Stat(mount); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the instance's directory is still there after the cancel (%v)", err)
 	}
-	status, _, err := s.call(ctx, http.MethodGet, "/secrets", s.access.token)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusUnauthorized {
-		return fmt.Errorf("GET /secrets after the cancel: status %d, want 401", status)
+	if _, err := s.expect(ctx, http.StatusUnauthorized, http.MethodGet, "/secrets", s.access.token); err != nil {
+		return fmt.Errorf("after the cancel: %w", err)
 	}
 	s.say.sayf("service", "its mount directory is gone and GET /secrets -> 401: the instance no longer exists")
 	return nil
