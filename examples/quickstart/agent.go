@@ -251,7 +251,9 @@ func instanceID(agreementID string, svc agreement.ServiceRef) string {
 }
 
 // Cancel ends an agreement: the services' files are overwritten with
-// random bytes, synced and deleted, and their credentials dropped.
+// random bytes, synced and deleted, and their credentials dropped. The
+// replay guard keeps the agreement's sequences, so a replayed proposal
+// cannot bring the secrets back.
 func (a *nodeAgent) Cancel(ctx context.Context, agreementID string) error {
 	removed, err := a.store.RemoveAgreement(ctx, agreementID)
 	a.mu.Lock()
@@ -264,7 +266,6 @@ func (a *nodeAgent) Cancel(ctx context.Context, agreementID string) error {
 	if err != nil {
 		return err
 	}
-	a.guard.Forget(agreementID)
 	a.say.sayf("agent", "%s cancelled: removed instance %s (files overwritten with random bytes, synced, deleted)",
 		agreementID, strings.Join(removed, ", "))
 	return nil

@@ -288,3 +288,19 @@ func TestFlowPanicBecomesError(t *testing.T) {
 	assert.Equal(t, `step "service reads its secrets": panic: something broke`, err.Error())
 	assertCleanedUp(t, f)
 }
+
+// TestReplayAfterCancel checks that the exchange cannot bring a cancelled
+// agreement's secrets back by replaying its proposal.
+func TestReplayAfterCancel(t *testing.T) {
+	var replayErr error
+	var instances []string
+	_, out, err := runFlow(t, Options{afterStep: func(f *flow, step string) {
+		if step == "admin deletes the secret" {
+			_, replayErr = f.exchange.Receive(t.Context(), f.exchange.lastEnvelope(agreement.TypeProposal))
+			instances = f.agent.store.InstanceIDs()
+		}
+	}})
+	require.NoError(t, err, out)
+	assert.ErrorIs(t, replayErr, agreement.ErrReplay)
+	assert.Empty(t, instances)
+}
