@@ -224,10 +224,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", secretstore.ErrNotFound, svc))
 			continue
 		}
-		if byID[m.ID] != nil {
-			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", secretstore.ErrInvalid, svc))
-			continue
-		}
+		// Update.Secrets has already refused a service listed twice.
 		pl := &plan{meta: m.clone()}
 		byID[m.ID] = pl
 		var problems []error

@@ -2,6 +2,7 @@ package agentapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,12 +75,15 @@ func applyTwoServices(t *testing.T, s *agentapi.Store) {
 	require.NoError(t, err)
 }
 
-// secretsUpdate builds an update of kind secrets for agreement ag-1.
+// secretsUpdate builds an update of kind secrets for agreement ag-1. It
+// encodes the payload itself rather than through agreement.NewSecretsUpdate,
+// which refuses invalid updates: the store must reject them on its own too,
+// since an update reaches it from the wire.
 func secretsUpdate(t *testing.T, services ...agreement.ServiceSecrets) agreement.Update {
 	t.Helper()
-	u, err := agreement.NewSecretsUpdate("ag-1", agreement.SecretsUpdate{Services: services})
+	payload, err := json.Marshal(agreement.SecretsUpdate{Services: services})
 	require.NoError(t, err)
-	return u
+	return agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload}
 }
 
 // tree lists every path under dir (relative, sorted), for "nothing was written" checks.

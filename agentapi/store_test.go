@@ -392,7 +392,7 @@ func TestApplyUpdateRejects(t *testing.T) {
 				return secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 					"password": jsonSecret("password", "new"), "cert": {Format: agreement.FormatRaw}}})
 			}},
-		{name: "service listed twice", kind: secretstore.ErrInvalid, want: "listed twice",
+		{name: "service listed twice", kind: secretstore.ErrInvalid, want: "appears twice",
 			update: func(t *testing.T) agreement.Update {
 				return secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: good}, agreement.ServiceSecrets{Service: refA, Secrets: good})
 			}},

@@ -36,4 +36,16 @@
 // SealProposal, SealUpdate, SealReply and OpenProposal, OpenUpdate,
 // OpenReply do the JSON encoding, validation and type checks around Seal
 // and Open.
+//
+// # Rotation
+//
+// On the agbot, a Tracker turns secretstore.Watcher events into secrets
+// updates for exactly the agreements bound to a changed secret, and an
+// Outbox delivers them: a newer update supersedes a pending one, attempts
+// are retried with backoff, and a rejected or unanswered update is recorded
+// without cancelling the agreement. A SealingTransport carries each attempt
+// sealed to the agent over any EnvelopeSender, with an envelope sequence
+// that keeps increasing across restarts; the agent's reply names the update
+// it answers (Reply.InReplyTo), so a late reply to a superseded update is
+// not taken for an answer to the newer one.
 package agreement

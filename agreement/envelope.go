@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // EnvelopeVersion is the version of the envelope format this package
@@ -273,7 +275,7 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("%w: envelope: %w", ErrMalformed, jsonError(err))
+		return nil, fmt.Errorf("%w: envelope: %s", ErrMalformed, jsonproblem.Describe(err))
 	}
 	for name := range fields {
 		switch name {
@@ -311,7 +313,7 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 	dec := json.NewDecoder(bytes.NewReader(env.headerRaw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env.header); err != nil {
-		return nil, fmt.Errorf("%w: envelope header: %w", ErrMalformed, jsonError(err))
+		return nil, fmt.Errorf("%w: envelope header: %s", ErrMalformed, jsonproblem.Describe(err))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: envelope header: data after the JSON object", ErrMalformed)

@@ -14,6 +14,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -205,14 +207,12 @@ func (ss ServiceSecrets) LogValue() slog.Value {
 }
 
 // CheckSecretName returns an error unless name can be a service secret
-// name: a valid secretstore name (see secretstore.ValidateName) that is a
-// single path element, because the agent uses it as a file name.
+// name: a single safe path element of at most 255 bytes (no slash or
+// backslash, no control character, not "." or ".."), because the agent
+// uses it as a file name. The binding package applies the same rule.
 func CheckSecretName(name string) error {
-	if err := secretstore.ValidateName(name); err != nil {
-		return fmt.Errorf("secret name %.80q: %w", name, err)
-	}
-	if strings.Contains(name, "/") {
-		return fmt.Errorf("secret name %.80q: contains a slash; it must be a single path element", name)
+	if err := safename.Check(name); err != nil {
+		return fmt.Errorf("secret name %.80q %w; it must be a single file name", name, err)
 	}
 	return nil
 }
@@ -589,7 +589,7 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return errors.New(jsonproblem.Describe(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON value")
@@ -638,22 +638,4 @@ func validToken(s string, max int) bool {
 		}
 	}
 	return true
-}
-
-// jsonError strips anything quoting the input from a JSON decoding error.
-func jsonError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Errorf("JSON syntax error at byte %d", syntax.Offset)
-	case errors.As(err, &typ):
-		// Value is "number 1234" for numbers: keep only the kind, the
-		// number may be a secret.
-		kind, _, _ := strings.Cut(typ.Value, " ")
-		return fmt.Errorf("field %q: expected %s, got JSON %s", typ.Field, typ.Type, kind)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return errors.New("unexpected end of JSON")
-	}
-	return err
 }

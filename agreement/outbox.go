@@ -19,17 +19,31 @@ import (
 )
 
 // Transport delivers agreement updates to agents. Sealing the update to the
-// agent's key (Seal) and opening the reply (Open) happen inside it, so the
-// outbox never handles envelopes.
+// agent's key and opening the reply happen inside it, so the outbox never
+// handles envelopes; SealingTransport does both over any EnvelopeSender.
 type Transport interface {
-	// Deliver seals u for the agent of u.AgreementID, sends it, and returns
-	// the agent's reply. An error means no usable reply: the send failed,
-	// or no reply came within the transport's own timeout, which is also
-	// how a downlevel agent that ignores the message looks. The outbox
-	// tries again later, calling Deliver with the same update: seal each
-	// attempt afresh (a new envelope sequence) so the agent's replay guard
-	// accepts the resend and rejects a stale envelope arriving late.
-	Deliver(ctx context.Context, u Update) (Reply, error)
+	// Deliver seals d.Update with envelope sequence d.Sequence for the
+	// agent of the agreement, sends it, and returns the agent's reply. An
+	// error means no usable reply: the send failed, or no reply came
+	// within the transport's own timeout, which is also how a downlevel
+	// agent that ignores the message looks. The outbox tries again later
+	// with the same update and a higher sequence, so the agent's replay
+	// guard accepts the resend and rejects a stale envelope arriving late.
+	Deliver(ctx context.Context, d Delivery) (Reply, error)
+}
+
+// Delivery is one attempt to deliver an agreement's update. Printing it
+// shows the payload's size only (see Update).
+type Delivery struct {
+	Update Update
+	// Sequence is the envelope sequence to seal this attempt with. The
+	// outbox gives every attempt of an agreement a higher one than the
+	// attempt before, also across restarts (see OutboxRecord.Sequence). A
+	// reply that names another message in InReplyTo is not an answer to
+	// this attempt.
+	Sequence uint64
+	// Attempt counts the attempts at this content, from 1.
+	Attempt int
 }
 
 // UpdateStatus is where an agreement's latest update stands.
@@ -81,6 +95,12 @@ type OutboxRecord struct {
 	Status     UpdateStatus
 	// Attempts counts the deliveries tried for this generation.
 	Attempts int
+	// Sequence is the envelope sequence of the agreement's latest attempt,
+	// of any generation. The next attempt uses the larger of Sequence+1
+	// and the current Unix time in microseconds: sequences keep increasing
+	// across restarts with a persistent state, and, as long as the clock
+	// does not go back, also when the state was lost.
+	Sequence uint64
 	// NextAttempt is when a pending record is due.
 	NextAttempt time.Time
 	// Reason is the agent's reason for a rejection, or the last delivery
@@ -161,8 +181,8 @@ const (
 	DefaultSenders     = 8
 )
 
-// maxReasonLength bounds the rejection reason kept from an agent.
-const maxReasonLength = 256
+// maxRecordedReason bounds the rejection reason kept from an agent.
+const maxRecordedReason = 256
 
 // OutboxOptions configure an Outbox. The zero value is usable.
 type OutboxOptions struct {
@@ -311,6 +331,7 @@ func (o *Outbox) Queue(ctx context.Context, u Update) error {
 	superseded := false
 	if e, ok := o.recs[u.AgreementID]; ok {
 		next.Generation = e.rec.Generation + 1
+		next.Sequence = e.rec.Sequence
 		if e.rec.Status == StatusPending {
 			merged, err := supersede(e.rec.Update, u)
 			if err != nil {
@@ -412,7 +433,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 	defer o.running.Store(false)
 
-	jobs := make(chan delivery, o.senders)
+	jobs := make(chan job, o.senders)
 	var wg sync.WaitGroup
 	for range o.senders {
 		wg.Go(func() {
@@ -451,22 +472,21 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
-// delivery is one attempt handed to a sender.
-type delivery struct {
+// job is one attempt handed to a sender.
+type job struct {
 	entry      *outboxEntry // the entry must still be the agreement's when the reply comes
-	update     Update
+	delivery   Delivery
 	generation uint64
-	attempt    int
 }
 
 // take marks due records in flight and returns them (at most as many as
 // there are free senders), and how long until the next record is due
 // (0: nothing scheduled, or no sender free).
-func (o *Outbox) take(ctx context.Context) ([]delivery, time.Duration) {
+func (o *Outbox) take(ctx context.Context) ([]job, time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.clock.Now()
-	var ready []delivery
+	var ready []job
 	for o.due.Len() > 0 {
 		it := o.due[0]
 		e, ok := o.recs[it.id]
@@ -490,32 +510,44 @@ func (o *Outbox) take(ctx context.Context) ([]delivery, time.Duration) {
 			continue
 		}
 		e.rec.Attempts++
+		e.rec.Sequence = nextSequence(e.rec.Sequence, now)
 		e.rec.UpdatedAt = now
 		e.inflight = true
 		o.busy++
-		o.save(ctx, e)
-		ready = append(ready, delivery{entry: e, update: e.rec.Update, generation: e.rec.Generation, attempt: e.rec.Attempts})
+		o.save(ctx, e) // before sending: a restart never reuses the sequence
+		ready = append(ready, job{
+			entry:      e,
+			delivery:   Delivery{Update: e.rec.Update, Sequence: e.rec.Sequence, Attempt: e.rec.Attempts},
+			generation: e.rec.Generation,
+		})
 	}
 	return ready, 0
 }
 
+// nextSequence returns the envelope sequence after last: see
+// OutboxRecord.Sequence.
+func nextSequence(last uint64, now time.Time) uint64 {
+	return max(last+1, uint64(max(now.UnixMicro(), 0)))
+}
+
 // deliver runs one attempt and records its outcome.
-func (o *Outbox) deliver(ctx context.Context, d delivery) {
-	id := d.update.AgreementID
+func (o *Outbox) deliver(ctx context.Context, j job) {
+	d := j.delivery
+	id := d.Update.AgreementID
 	var reply Reply
 	err := ctx.Err() // a job left in the queue at shutdown is not sent
 	if err == nil {
-		reply, err = o.transport.Deliver(ctx, d.update)
+		reply, err = o.transport.Deliver(ctx, d)
 	}
-	if err == nil && reply.AgreementID != id {
-		err = fmt.Errorf("reply is for agreement %q", cleanText(reply.AgreementID))
+	if err == nil {
+		err = checkReply(reply, d)
 	}
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	defer o.signal()
 	o.busy--
-	e := d.entry
+	e := j.entry
 	if o.recs[id] != e {
 		return // forgotten meanwhile
 	}
@@ -528,26 +560,42 @@ func (o *Outbox) deliver(ctx context.Context, d delivery) {
 		e.rec.Attempts--
 		o.schedule(e, now)
 		o.save(context.WithoutCancel(ctx), e)
-	case e.rec.Generation != d.generation:
+	case e.rec.Generation != j.generation:
 		// Superseded while in flight: the newer content is due now,
 		// whatever the agent answered to the older.
 		o.log.Debug("outbox update superseded in flight", slog.String("agreement", id))
 		o.schedule(e, now)
-	case err != nil && d.attempt >= o.maxAttempts:
+	case err != nil && d.Attempt >= o.maxAttempts:
 		o.finish(ctx, e, StatusUnacknowledged, "no reply: "+cleanText(err.Error()))
 	case err != nil:
-		wait := o.backoffAfter(d.attempt)
+		wait := o.backoffAfter(d.Attempt)
 		e.rec.NextAttempt = now.Add(wait)
 		e.rec.Reason = "no reply: " + cleanText(err.Error())
 		o.save(ctx, e)
 		o.schedule(e, e.rec.NextAttempt)
 		o.log.Debug("outbox delivery unanswered; will retry", slog.String("agreement", id),
-			slog.Int("attempt", d.attempt), slog.Duration("retryIn", wait))
+			slog.Int("attempt", d.Attempt), slog.Duration("retryIn", wait))
 	case reply.Accepted:
 		o.finish(ctx, e, StatusAccepted, "")
 	default:
 		o.finish(ctx, e, StatusRejected, cleanText(reply.Reason))
 	}
+}
+
+// checkReply returns an error unless r answers the attempt d: it is for d's
+// agreement and, when it names the message it answers (InReplyTo), names
+// d's envelope. A reply to an earlier attempt, perhaps of an update that
+// has been superseded since, says nothing about this one. Replies that name
+// nothing (from transports without envelopes) are taken as answers.
+func checkReply(r Reply, d Delivery) error {
+	if r.AgreementID != d.Update.AgreementID {
+		return fmt.Errorf("reply is for agreement %q", cleanText(r.AgreementID))
+	}
+	if r.InReplyTo != (MessageRef{}) && r.InReplyTo != (MessageRef{Type: TypeUpdate, Sequence: d.Sequence}) {
+		return fmt.Errorf("reply answers %s %d, not update %d: a stale reply to an earlier or superseded update",
+			cleanText(string(r.InReplyTo.Type)), r.InReplyTo.Sequence, d.Sequence)
+	}
+	return nil
 }
 
 // finish records a final status and drops the payload. o.mu is held.
@@ -611,8 +659,8 @@ func cleanText(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) > maxReasonLength {
-		cut := maxReasonLength
+	if len(s) > maxRecordedReason {
+		cut := maxRecordedReason
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}

@@ -22,37 +22,41 @@ import (
 
 const waitFor = 10 * time.Second
 
-// fakeAgent is a Transport answering for agents in process. respond decides
-// each reply; gate holds every delivery while held.
+// fakeAgent is a Transport answering for agents in process, without
+// envelopes (SealingTransport is tested on its own and end to end). respond
+// decides each reply; gate holds every delivery while held.
 type fakeAgent struct {
 	clock   clockwork.Clock
-	respond func(u agreement.Update) (agreement.Reply, error)
+	respond func(d agreement.Delivery) (agreement.Reply, error)
 
 	gate testgate.Gate
 
 	mu          sync.Mutex
-	calls       map[string][]agreement.Update
+	calls       map[string][]agreement.Delivery
 	times       map[string][]time.Time
 	inflight    int
 	maxInflight int
 }
 
-func newFakeAgent(clock clockwork.Clock, respond func(agreement.Update) (agreement.Reply, error)) *fakeAgent {
-	return &fakeAgent{clock: clock, respond: respond, calls: map[string][]agreement.Update{}, times: map[string][]time.Time{}}
+func newFakeAgent(clock clockwork.Clock, respond func(agreement.Delivery) (agreement.Reply, error)) *fakeAgent {
+	return &fakeAgent{clock: clock, respond: respond, calls: map[string][]agreement.Delivery{}, times: map[string][]time.Time{}}
 }
 
-func accept(u agreement.Update) (agreement.Reply, error) {
-	return agreement.Reply{Version: agreement.MessageVersion, AgreementID: u.AgreementID, Accepted: true}, nil
+// accept answers as an agent behind a transport without envelopes does:
+// accepted, naming no message.
+func accept(d agreement.Delivery) (agreement.Reply, error) {
+	return agreement.Reply{Version: agreement.MessageVersion, AgreementID: d.Update.AgreementID, Accepted: true}, nil
 }
 
-func silent(agreement.Update) (agreement.Reply, error) {
+func silent(agreement.Delivery) (agreement.Reply, error) {
 	return agreement.Reply{}, errors.New("no reply within 30s")
 }
 
-func (f *fakeAgent) Deliver(ctx context.Context, u agreement.Update) (agreement.Reply, error) {
+func (f *fakeAgent) Deliver(ctx context.Context, d agreement.Delivery) (agreement.Reply, error) {
+	id := d.Update.AgreementID
 	f.mu.Lock()
-	f.calls[u.AgreementID] = append(f.calls[u.AgreementID], u)
-	f.times[u.AgreementID] = append(f.times[u.AgreementID], f.clock.Now())
+	f.calls[id] = append(f.calls[id], d)
+	f.times[id] = append(f.times[id], f.clock.Now())
 	f.inflight++
 	f.maxInflight = max(f.maxInflight, f.inflight)
 	respond := f.respond
@@ -65,22 +69,30 @@ func (f *fakeAgent) Deliver(ctx context.Context, u agreement.Update) (agreement.
 	if err := f.gate.Wait(ctx); err != nil {
 		return agreement.Reply{}, err
 	}
-	return respond(u)
+	return respond(d)
 }
 
-func (f *fakeAgent) setRespond(r func(agreement.Update) (agreement.Reply, error)) {
+func (f *fakeAgent) setRespond(r func(agreement.Delivery) (agreement.Reply, error)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.respond = r
 }
 
-func (f *fakeAgent) updates(id string) []agreement.Update {
+func (f *fakeAgent) deliveries(id string) []agreement.Delivery {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]agreement.Update(nil), f.calls[id]...)
+	return slices.Clone(f.calls[id])
 }
 
-func (f *fakeAgent) count(id string) int { return len(f.updates(id)) }
+func (f *fakeAgent) updates(id string) []agreement.Update {
+	var out []agreement.Update
+	for _, d := range f.deliveries(id) {
+		out = append(out, d.Update)
+	}
+	return out
+}
+
+func (f *fakeAgent) count(id string) int { return len(f.deliveries(id)) }
 
 func (f *fakeAgent) total() int {
 	f.mu.Lock()
@@ -157,6 +169,16 @@ func newOutbox(t *testing.T, agent *fakeAgent, opts agreement.OutboxOptions) *ag
 	return o
 }
 
+// advanceWhenWaiting advances clock by d once something waits on it, such
+// as the outbox on its retry timer or the watcher on its ticker.
+func advanceWhenWaiting(t *testing.T, clock *clockwork.FakeClock, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, clock.BlockUntilContext(ctx, 1), "something waits on the clock")
+	clock.Advance(d)
+}
+
 func status(o *agreement.Outbox, id string) agreement.UpdateStatus {
 	r, _ := o.Lookup(id)
 	return r.Status
@@ -194,8 +216,8 @@ func TestOutboxRejectedIsRecordedNotRetried(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
 	reason := "update kind \"secrets\" refused by node policy\n\x1b[31m" + strings.Repeat("x", 1000) + "\xff"
-	agent := newFakeAgent(clock, func(u agreement.Update) (agreement.Reply, error) {
-		return agreement.Reply{Version: 1, AgreementID: u.AgreementID, Accepted: false, Reason: reason}, nil
+	agent := newFakeAgent(clock, func(d agreement.Delivery) (agreement.Reply, error) {
+		return agreement.Reply{Version: 1, AgreementID: d.Update.AgreementID, Accepted: false, Reason: reason}, nil
 	})
 	o := newOutbox(t, agent, agreement.OutboxOptions{})
 	runOutbox(t, o)
@@ -251,7 +273,7 @@ func TestOutboxSilentAgent(t *testing.T) {
 func TestOutboxWrongReplyIsNoReply(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
-	agent := newFakeAgent(clock, func(agreement.Update) (agreement.Reply, error) {
+	agent := newFakeAgent(clock, func(agreement.Delivery) (agreement.Reply, error) {
 		return agreement.Reply{AgreementID: "someone-else", Accepted: true}, nil
 	})
 	o := newOutbox(t, agent, agreement.OutboxOptions{MaxAttempts: 2, Backoff: time.Second})
@@ -355,6 +377,15 @@ func TestOutboxRestartResumes(t *testing.T) {
 			require.NoError(t, o1.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v1"}})))
 			require.NoError(t, o1.Queue(ctx, secretsUpdate(t, "ag2", map[string]map[string]string{"web": {"db": "v1"}})))
 			require.Eventually(t, func() bool { return first.total() == 2 }, waitFor, time.Millisecond)
+			if c.inFlight {
+				// Were the agbot to crash now, the state already holds the
+				// sequence in flight, so no envelope sequence is reused.
+				saved, err := state.Load(ctx)
+				require.NoError(t, err)
+				for _, rec := range saved {
+					assert.Equal(t, first.deliveries(rec.AgreementID)[0].Sequence, rec.Sequence)
+				}
+			}
 			if !c.inFlight {
 				require.Eventually(t, func() bool {
 					a, _ := o1.Lookup("ag1")
@@ -374,10 +405,7 @@ func TestOutboxRestartResumes(t *testing.T) {
 			}
 			runOutbox(t, o2)
 			if c.advance > 0 {
-				waitCtx, cancel := context.WithTimeout(ctx, waitFor)
-				require.NoError(t, clock.BlockUntilContext(waitCtx, 1))
-				cancel()
-				clock.Advance(c.advance)
+				advanceWhenWaiting(t, clock, c.advance)
 			}
 			require.Eventually(t, func() bool {
 				return status(o2, "ag1") == agreement.StatusAccepted && status(o2, "ag2") == agreement.StatusAccepted
@@ -455,7 +483,7 @@ func TestOutboxQueueRejectsBadInput(t *testing.T) {
 	}{
 		{"no agreement", agreement.Update{Kind: "secrets"}, "no agreement id"},
 		{"no kind", agreement.Update{AgreementID: "a"}, "has no kind"},
-		{"bad secrets payload", agreement.Update{AgreementID: "a", Kind: agreement.UpdateKindSecrets, Payload: []byte(`{"services":7}`)}, "decoding secrets update"},
+		{"bad secrets payload", agreement.Update{AgreementID: "a", Kind: agreement.UpdateKindSecrets, Payload: []byte(`{"services":7}`)}, "malformed: agreement \"a\": secrets update"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -494,4 +522,135 @@ func TestOutboxRecordPrintsNoPayload(t *testing.T) {
 	}
 	assert.Equal(t, "pending", agreement.StatusPending.String())
 	assert.Equal(t, "UpdateStatus(0)", agreement.UpdateStatus(0).String())
+}
+
+// answering returns a responder that accepts each attempt with a reply
+// naming the message ref(d) picks.
+func answering(ref func(d agreement.Delivery) agreement.MessageRef) func(agreement.Delivery) (agreement.Reply, error) {
+	return func(d agreement.Delivery) (agreement.Reply, error) {
+		return agreement.Reply{Version: 1, AgreementID: d.Update.AgreementID, InReplyTo: ref(d), Accepted: true}, nil
+	}
+}
+
+func TestOutboxReplyMustAnswerTheAttempt(t *testing.T) {
+	cases := []struct {
+		name   string
+		ref    func(d agreement.Delivery) agreement.MessageRef
+		want   agreement.UpdateStatus
+		reason string
+	}{
+		{"names this attempt", func(d agreement.Delivery) agreement.MessageRef {
+			return agreement.MessageRef{Type: agreement.TypeUpdate, Sequence: d.Sequence}
+		}, agreement.StatusAccepted, ""},
+		{"names nothing (transport without envelopes)", func(agreement.Delivery) agreement.MessageRef { return agreement.MessageRef{} },
+			agreement.StatusAccepted, ""},
+		{"names an earlier update", func(d agreement.Delivery) agreement.MessageRef {
+			return agreement.MessageRef{Type: agreement.TypeUpdate, Sequence: d.Sequence - 1}
+		}, agreement.StatusUnacknowledged, "a stale reply to an earlier or superseded update"},
+		{"names a proposal", func(d agreement.Delivery) agreement.MessageRef {
+			return agreement.MessageRef{Type: agreement.TypeProposal, Sequence: d.Sequence}
+		}, agreement.StatusUnacknowledged, "reply answers proposal"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := clockwork.NewFakeClock()
+			agent := newFakeAgent(clock, answering(c.ref))
+			o := newOutbox(t, agent, agreement.OutboxOptions{MaxAttempts: 1})
+			runOutbox(t, o)
+			require.NoError(t, o.Queue(context.Background(), secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v"}})))
+			require.Eventually(t, func() bool { return status(o, "ag1") == c.want }, waitFor, time.Millisecond)
+			rec, _ := o.Lookup("ag1")
+			assert.Contains(t, rec.Reason, c.reason)
+		})
+	}
+}
+
+// A reply to a superseded update, arriving late on the link in answer to
+// the newer update's envelope, does not mark the newer update accepted.
+func TestOutboxIgnoresReplyToSupersededUpdate(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClock()
+	agent := newFakeAgent(clock, silent)
+	o := newOutbox(t, agent, agreement.OutboxOptions{Backoff: time.Minute})
+	runOutbox(t, o)
+	require.NoError(t, o.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v1"}})))
+	require.Eventually(t, func() bool { r, _ := o.Lookup("ag1"); return r.Reason != "" }, waitFor, time.Millisecond)
+	first := agent.deliveries("ag1")[0]
+
+	// The agent's acceptance of v1 is what comes back for v2's envelope.
+	agent.setRespond(answering(func(agreement.Delivery) agreement.MessageRef {
+		return agreement.MessageRef{Type: agreement.TypeUpdate, Sequence: first.Sequence}
+	}))
+	require.NoError(t, o.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v2"}})))
+	require.Eventually(t, func() bool {
+		r, _ := o.Lookup("ag1")
+		return agent.count("ag1") == 2 && strings.Contains(r.Reason, "stale reply")
+	}, waitFor, time.Millisecond)
+	assert.Equal(t, agreement.StatusPending, status(o, "ag1"), "v2 is not taken as accepted")
+
+	// The agent's own answer to the resend is.
+	agent.setRespond(answering(func(d agreement.Delivery) agreement.MessageRef {
+		return agreement.MessageRef{Type: agreement.TypeUpdate, Sequence: d.Sequence}
+	}))
+	advanceWhenWaiting(t, clock, time.Minute)
+	require.Eventually(t, func() bool { return status(o, "ag1") == agreement.StatusAccepted }, waitFor, time.Millisecond)
+	sent := agent.deliveries("ag1")
+	require.Len(t, sent, 3)
+	assert.Equal(t, map[string]map[string]string{"web": {"db": "v2"}}, contents(t, sent[2].Update))
+}
+
+func TestOutboxSequencesKeepIncreasing(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClock()
+	state := agreement.NewMemoryOutboxState()
+	var seqs []uint64
+	collect := func(a *fakeAgent) {
+		for _, d := range a.deliveries("ag1") {
+			seqs = append(seqs, d.Sequence)
+		}
+	}
+	queueAndFinish := func(o *agreement.Outbox, a *fakeAgent, value string) {
+		t.Helper()
+		r := runOutbox(t, o)
+		require.NoError(t, o.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": value}})))
+		require.Eventually(t, func() bool { return status(o, "ag1") == agreement.StatusAccepted }, waitFor, time.Millisecond)
+		r.stop(t)
+		collect(a)
+	}
+
+	// One outbox: a retry, then a newer update.
+	a1 := newFakeAgent(clock, silent)
+	o1 := newOutbox(t, a1, agreement.OutboxOptions{State: state, Backoff: time.Minute})
+	r1 := runOutbox(t, o1)
+	require.NoError(t, o1.Queue(ctx, secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "v1"}})))
+	require.Eventually(t, func() bool { r, _ := o1.Lookup("ag1"); return r.Reason != "" }, waitFor, time.Millisecond)
+	a1.setRespond(accept)
+	advanceWhenWaiting(t, clock, time.Minute)
+	require.Eventually(t, func() bool { return status(o1, "ag1") == agreement.StatusAccepted }, waitFor, time.Millisecond)
+	r1.stop(t)
+	queueAndFinish(o1, a1, "v2") // collects a1's three deliveries
+
+	// Restart over the same state, the clock standing still: the state
+	// carries the sequence on.
+	a2 := newFakeAgent(clock, accept)
+	queueAndFinish(newOutbox(t, a2, agreement.OutboxOptions{State: state}), a2, "v3")
+
+	// Restart with the state lost: the clock carries it on.
+	clock.Advance(time.Second)
+	a3 := newFakeAgent(clock, accept)
+	queueAndFinish(newOutbox(t, a3, agreement.OutboxOptions{}), a3, "v4")
+
+	require.Len(t, seqs, 5)
+	for i := 1; i < len(seqs); i++ {
+		assert.Greater(t, seqs[i], seqs[i-1], "sequence %d of %v", i, seqs)
+	}
+}
+
+func TestDeliveryPrintsNoPayload(t *testing.T) {
+	d := agreement.Delivery{Update: secretsUpdate(t, "ag1", map[string]map[string]string{"web": {"db": "canary-value-123"}}), Sequence: 9, Attempt: 2}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		out := fmt.Sprintf(verb, d)
+		assert.NotContains(t, out, "canary")
+		assert.NotContains(t, out, "Y2FuYXJ5", "nor its base64")
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -489,9 +490,9 @@ func checkBindings(agreementID string, services []ServiceBinding) error {
 	}
 	seen := map[ServiceRef]bool{}
 	for _, sb := range services {
-		svc := sb.Service.Org + "/" + sb.Service.URL
-		if sb.Service.Container != "" {
-			svc += " container " + sb.Service.Container
+		svc := sb.Service.String()
+		if err := sb.Service.Validate(); err != nil {
+			problems = append(problems, err)
 		}
 		if seen[sb.Service] {
 			problems = append(problems, fmt.Errorf("service %s is listed twice", svc))
@@ -499,8 +500,8 @@ func checkBindings(agreementID string, services []ServiceBinding) error {
 		seen[sb.Service] = true
 		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
 			b := sb.Secrets[name]
-			if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
-				problems = append(problems, fmt.Errorf("service %s: secret name %q is not a single file name", svc, name))
+			if err := safename.Check(name); err != nil {
+				problems = append(problems, fmt.Errorf("service %s: secret name %.80q is not a single file name: it %w", svc, name, err))
 			}
 			if err := secretstore.ValidateName(b.VaultSecret); err != nil {
 				problems = append(problems, fmt.Errorf("service %s: secret %q is bound to an invalid store secret name %q: %w", svc, name, b.VaultSecret, err))

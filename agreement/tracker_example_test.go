@@ -10,12 +10,12 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// transportFunc adapts a function to agreement.Transport. A real transport
-// seals the update to the agent's key and carries it over the exchange.
-type transportFunc func(context.Context, agreement.Update) (agreement.Reply, error)
+// transportFunc adapts a function to agreement.Transport. A real agbot
+// uses a SealingTransport, which seals each update to the agent's keys.
+type transportFunc func(context.Context, agreement.Delivery) (agreement.Reply, error)
 
-func (f transportFunc) Deliver(ctx context.Context, u agreement.Update) (agreement.Reply, error) {
-	return f(ctx, u)
+func (f transportFunc) Deliver(ctx context.Context, d agreement.Delivery) (agreement.Reply, error) {
+	return f(ctx, d)
 }
 
 // The agbot side of rotation: a watcher polls the store, the tracker turns
@@ -39,9 +39,9 @@ func ExampleTracker() {
 		panic(err)
 	}
 	delivered := make(chan agreement.Update, 1)
-	agent := transportFunc(func(_ context.Context, u agreement.Update) (agreement.Reply, error) {
-		delivered <- u
-		return agreement.Reply{Version: agreement.MessageVersion, AgreementID: u.AgreementID, Accepted: true}, nil
+	agent := transportFunc(func(_ context.Context, d agreement.Delivery) (agreement.Reply, error) {
+		delivered <- d.Update
+		return agreement.Reply{Version: agreement.MessageVersion, AgreementID: d.Update.AgreementID, Accepted: true}, nil
 	})
 	outbox, err := agreement.NewOutbox(ctx, agent, agreement.OutboxOptions{})
 	if err != nil {

@@ -1,7 +1,6 @@
 package agreement_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -93,7 +94,7 @@ type trackerEnv struct {
 	queue   *recordingQueue
 	clock   *clockwork.FakeClock
 	tracker *agreement.Tracker
-	logs    *bytes.Buffer
+	logs    *logtest.Buffer
 
 	mu      sync.Mutex
 	cancels []cancelCall
@@ -101,7 +102,9 @@ type trackerEnv struct {
 }
 
 func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
-	e := &trackerEnv{t: t, mem: memory.New(), queue: &recordingQueue{}, clock: clockwork.NewFakeClock(), logs: &bytes.Buffer{}}
+	e := &trackerEnv{t: t, mem: memory.New(), queue: &recordingQueue{}, clock: clockwork.NewFakeClock()}
+	var logger *slog.Logger
+	logger, e.logs = logtest.NewLogger()
 	e.mon = secretstore.NewMonitor(e.mem)
 	e.reader = &flakyReader{Reader: secretstore.NewReader(e.mon, secretstore.ReaderOptions{TTL: time.Hour})}
 	var err error
@@ -113,7 +116,7 @@ func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
 		Outbox:      e.queue,
 		GracePeriod: grace,
 		Clock:       e.clock,
-		Logger:      slog.New(slog.NewJSONHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:      logger,
 		Cancel: func(_ context.Context, id string, r agreement.Revocation) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -155,17 +158,6 @@ func (e *trackerEnv) retried() []string {
 	return slices.Clone(e.retries)
 }
 
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func svc(url string, secrets map[string]string) agreement.ServiceBinding {
 	sb := agreement.ServiceBinding{Service: agreement.ServiceRef{Org: "org", URL: url}, Secrets: map[string]agreement.BoundSecret{}}
 	for name, vault := range secrets {
@@ -177,13 +169,16 @@ func svc(url string, secrets map[string]string) agreement.ServiceBinding {
 func TestTrackerRegisterValidates(t *testing.T) {
 	e := newTrackerEnv(t, 0)
 	bad := agreement.ServiceBinding{Service: agreement.ServiceRef{Org: "org", URL: "web"}, Secrets: map[string]agreement.BoundSecret{
-		"a/b": {VaultSecret: "ok"},
-		"..":  {VaultSecret: "ok"},
-		"c":   {VaultSecret: "../escape"},
-		"d":   {VaultSecret: "ok", Format: "yaml"},
-		"e":   {VaultSecret: ""},
+		"a/b":                    {VaultSecret: "ok"},
+		"..":                     {VaultSecret: "ok"},
+		"c":                      {VaultSecret: "../escape"},
+		"d":                      {VaultSecret: "ok", Format: "yaml"},
+		"e":                      {VaultSecret: ""},
+		"f\x1b":                  {VaultSecret: "ok"},
+		strings.Repeat("g", 256): {VaultSecret: "ok"},
 	}}
-	err := e.tracker.Register("", []agreement.ServiceBinding{bad, svc("web", nil)})
+	noOrg := agreement.ServiceBinding{Service: agreement.ServiceRef{URL: "worker"}}
+	err := e.tracker.Register("", []agreement.ServiceBinding{bad, svc("web", nil), noOrg})
 	require.Error(t, err)
 	for _, want := range []string{
 		"agreement id is empty",
@@ -193,6 +188,9 @@ func TestTrackerRegisterValidates(t *testing.T) {
 		`secret "c" is bound to an invalid store secret name "../escape"`,
 		`secret "d" has unknown format "yaml"`,
 		`secret "e" is bound to an invalid store secret name ""`,
+		`secret name "f\x1b" is not a single file name: it contains a control character`,
+		`is not a single file name: it is longer than 255 bytes`,
+		`service "/worker": org and url are required`,
 	} {
 		assert.ErrorContains(t, err, want)
 	}
@@ -439,9 +437,12 @@ func TestTrackerLogsNoValues(t *testing.T) {
 	}
 }
 
-// TestRotationEndToEnd: 1,000 agreements over 20 secrets; rotating 3
-// secrets sends exactly the affected agreements exactly one update each,
-// carrying only the changed secrets, for at most 3 store reads.
+// TestRotationEndToEnd: 1,000 agreements over 20 secrets, on 16 nodes with
+// their own agent keys; rotating 3 secrets sends exactly the affected
+// agreements exactly one sealed update each, carrying only the changed
+// secrets, for at most 3 store reads. Every update and reply travels sealed: the agents
+// open the updates with their keys and replay guards, the agbot opens the
+// replies.
 func TestRotationEndToEnd(t *testing.T) {
 	const agreements, secrets = 1000, 20
 	rotated := []int{3, 7, 15}
@@ -470,19 +471,28 @@ func TestRotationEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Agents: every tenth rejects the update; the rest accept.
-	agent := newFakeAgent(clock, func(u agreement.Update) (agreement.Reply, error) {
-		if _, err := u.Secrets(); err != nil {
-			return agreement.Reply{AgreementID: u.AgreementID, Reason: err.Error()}, nil
-		}
+	// Agents on 16 nodes (a node runs many agreements; 1,000 key sets would
+	// only slow the test): every tenth agreement rejects the update, the
+	// rest accept.
+	const nodes = 16
+	agbot := mustGenerate(t)
+	link := newAgentLink()
+	decide := func(u agreement.Update) (bool, string) {
 		var n int
 		fmt.Sscanf(u.AgreementID, "ag%d", &n)
 		if n%10 == 0 {
-			return agreement.Reply{Version: 1, AgreementID: u.AgreementID, Reason: "updates disabled on this node"}, nil
+			return false, "updates disabled on this node"
 		}
-		return agreement.Reply{Version: 1, AgreementID: u.AgreementID, Accepted: true}, nil
-	})
-	outbox, err := agreement.NewOutbox(ctx, agent, agreement.OutboxOptions{Clock: clock, Senders: 16})
+		return true, ""
+	}
+	var agents []*sealedAgent
+	for range nodes {
+		agents = append(agents, newSealedAgent(t, agbot.Public(), decide))
+	}
+	for i := range agreements {
+		link.agents[fmt.Sprintf("ag%04d", i)] = agents[i%nodes]
+	}
+	outbox, err := agreement.NewOutbox(ctx, newSealingTransport(t, agbot, link), agreement.OutboxOptions{Clock: clock, Senders: 16})
 	require.NoError(t, err)
 	watcher, err := secretstore.NewWatcher(mon, secretstore.WatcherOptions{Clock: clock})
 	require.NoError(t, err)
@@ -531,10 +541,7 @@ func TestRotationEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 	}
 	readsBefore := mon.Stats()[secretstore.OpGet].Calls
-	waitCtx, waitCancel := context.WithTimeout(ctx, waitFor)
-	require.NoError(t, clock.BlockUntilContext(waitCtx, 1))
-	waitCancel()
-	clock.Advance(watcher.Interval())
+	advanceWhenWaiting(t, clock, watcher.Interval())
 
 	// What each agreement must receive, from the binding table alone.
 	want := map[string]map[string]map[string]string{}
@@ -565,17 +572,24 @@ func TestRotationEndToEnd(t *testing.T) {
 			}
 		}
 		return true
-	}, waitFor, time.Millisecond)
+	}, 6*waitFor, 10*time.Millisecond, "hundreds of updates sealed and opened under -race on a busy machine")
 
 	got := map[string]map[string]map[string]string{}
 	for id := range table {
+		agent := link.agents[id]
+		assert.Empty(t, agent.refused(), "agreement %s: every envelope opens", id)
 		ups := agent.updates(id)
 		if _, affected := want[id]; !affected {
 			assert.Empty(t, ups, "agreement %s uses no rotated secret", id)
+			assert.Empty(t, link.envelopes(id))
 			continue
 		}
 		require.Len(t, ups, 1, "agreement %s gets exactly one update", id)
-		got[id] = contents(t, ups[0])
+		require.Len(t, link.envelopes(id), 1, "agreement %s: one envelope on the link", id)
+		got[id] = contents(t, ups[0].update)
+		rec, _ := outbox.Lookup(id)
+		assert.Equal(t, rec.Sequence, ups[0].sequence, "agreement %s: sealed with the sequence the outbox recorded", id)
+		assert.Equal(t, ups[0].sequence, agent.guard.Last(id, agreement.TypeUpdate))
 	}
 	assert.Equal(t, want, got, "each update carries exactly the changed secrets with their new values")
 	assert.LessOrEqual(t, mon.Stats()[secretstore.OpGet].Calls-readsBefore, int64(len(rotated)), "store reads for the rotation")

@@ -149,7 +149,7 @@ func TestHandlerErrors(t *testing.T) {
 		{name: "too many elements", method: http.MethodDelete, path: "/instance/a/b/c/d/e", status: 404},
 		{name: "bad element", method: http.MethodPost, path: "/instance/a/b%2Fx/c/d", status: 400, msg: "org has a character outside"},
 		{name: "dot element", method: http.MethodDelete, path: "/instance/a/../c/d", status: 400, msg: `org ".." is not a name`},
-		{name: "not JSON", method: http.MethodPost, path: "/instance", body: []byte("{"), status: 400, msg: "unexpected end of JSON"},
+		{name: "not JSON", method: http.MethodPost, path: "/instance", body: []byte("{"), status: 400, msg: "unexpected end of input"},
 		{name: "unknown field", method: http.MethodPost, path: "/instance", body: []byte(`{"provider":"p","bogus":1}`), status: 400, msg: `unknown field "bogus"`},
 		{name: "trailing data", method: http.MethodPost, path: "/instance", body: append(registerBody("good"), []byte(" {}")...), status: 400, msg: "trailing data"},
 		{name: "body too large", method: http.MethodPost, path: "/instance", body: bytes.Repeat([]byte(" "), MaxBodyBytes+1), status: 413},

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Body limits. A register or refresh body holds a CSR (about 2 KiB with an
@@ -30,7 +30,7 @@ const (
 const redacted = "[redacted]"
 
 // errTooLarge is the cause of a body over MaxBodyBytes (HTTP 413).
-var errTooLarge = jsonstrict.ErrTooLarge
+var errTooLarge = jsonproblem.ErrTooLarge
 
 // Attestation is the provider's attestation document for an instance (for
 // example a signed instance identity document). It is a bearer credential
@@ -272,9 +272,9 @@ func DecodeIdentityResponse(r io.Reader) (*IdentityResponse, error) {
 }
 
 // decodeJSON decodes one JSON value of at most MaxBodyBytes from r into v
-// (jsonstrict: no unknown fields, no trailing data, errors never quote the
+// (jsonproblem.Decode: no unknown fields, no trailing data, errors never quote the
 // input).
-func decodeJSON(r io.Reader, v any) error { return jsonstrict.Decode(r, MaxBodyBytes, v) }
+func decodeJSON(r io.Reader, v any) error { return jsonproblem.Decode(r, MaxBodyBytes, v) }
 
 // tooLarge returns errTooLarge if err is it, else nil: the reason already
 // says everything else.

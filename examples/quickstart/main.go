@@ -1,164 +1,93 @@
-// Command quickstart runs edgesecrets in one process. For now it covers the
-// hub's secret store: it opens a store from a JSON config, writes, reads and
-// lists secrets, prints a secret (its values redacted) and what the store
-// monitor recorded.
+// Command quickstart runs the whole edgesecrets flow in one process, and
+// narrates each step (names, never values):
 //
-//	go run ./examples/quickstart                      # in-memory store
-//	go run ./examples/quickstart -config store.json   # a config of your own
+//  1. an admin writes secrets to the hub's secret store;
+//  2. a deployer's secret binding is validated through the agbot's
+//     existence API, and a broken one shows the full report;
+//  3. the agent registers an identity certificate carrying its agreement
+//     keys; the agbot verifies it and seals a proposal to those keys;
+//  4. the agent opens the proposal and writes the service's files, which the
+//     service reads from its mount and through the /secrets API;
+//  5. the admin rotates a secret: the watcher, the tracker and the outbox
+//     deliver a sealed update, and the service fetches and acknowledges it;
+//  6. the admin deletes the secret: the tracker's cancel hook ends the
+//     agreement and the agent wipes the service's files.
 //
-// It exits with status 1 and a message on the first failure.
+// Usage:
+//
+//	go run ./examples/quickstart                     # in-memory store
+//	go run ./examples/quickstart -store store.json   # any registered backend
+//	go run ./examples/quickstart -v                  # and every debug log line on stderr
+//
+// It exits with status 0 when every step did what it should, and 1 with a
+// message naming the failed step otherwise.
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"maps"
+	"log/slog"
 	"os"
-	"slices"
-	"strings"
+	"os/signal"
 	"time"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
-	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers the "memory" store type
 )
 
-// defaultConfig is the store config used without -config.
-const defaultConfig = `{"type": "memory", "defaultScope": "myorg"}`
+// runTimeout bounds a whole run; each wait inside has its own, shorter limit.
+const runTimeout = 60 * time.Second
 
 func main() {
-	configPath := flag.String("config", "", "path of a JSON store config (default: an in-memory store)")
-	flag.Parse()
-
-	q, err := newQuickstart(*configPath, os.Stdout)
-	if err == nil {
-		err = q.run(context.Background())
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// quickstart is one run of the program.
-type quickstart struct {
-	config  string                // JSON store config
-	secrets []*secretstore.Secret // what to write
-	out     io.Writer
-}
-
-// newQuickstart reads the config at configPath (defaultConfig when empty)
-// and makes demo secrets with fresh random values.
-func newQuickstart(configPath string, out io.Writer) (*quickstart, error) {
-	config := defaultConfig
-	if configPath != "" {
-		b, err := os.ReadFile(configPath)
-		if err != nil {
-			return nil, fmt.Errorf("reading the store config: %w", err)
+// run is main without the process exit, returning the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	storePath := fs.String("store", "", "`file` holding a JSON store config, e.g.\n"+
+		`{"type": "awssm", "defaultScope": "openhorizon", "awssm": {"region": "eu-west-1"}}`+"\n"+
+		"(default: "+DefaultStoreConfig+")")
+	verbose := fs.Bool("v", false, "also write every component's debug log to stderr (names, never values)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: quickstart [-store file] [-v]\n\n"+
+			"Runs the whole edgesecrets flow in one process: admin, deployer, agbot,\n"+
+			"agent and service. Store types: %v.\n\n", registeredBackends())
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
-		config = string(b)
+		return 2
 	}
-	return &quickstart{config: config, secrets: demoSecrets(), out: out}, nil
-}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "quickstart: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
 
-func demoSecrets() []*secretstore.Secret {
-	return []*secretstore.Secret{
-		{
-			Name:   "db/password",
-			Data:   secretstore.Data{"username": []byte("app"), "password": []byte(rand.Text())},
-			Labels: map[string]string{"owner": "ops"},
-		},
-		{
-			Name: "api/token",
-			Data: secretstore.Data{"token": []byte(rand.Text())},
-		},
-	}
-}
-
-func (q *quickstart) run(ctx context.Context) error {
-	store, err := q.openStore(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	monitor := secretstore.NewMonitor(store)
-
-	if err := q.writeSecrets(ctx, monitor); err != nil {
-		return err
-	}
-	if err := q.readSecret(ctx, monitor, q.secrets[0].Name); err != nil {
-		return err
-	}
-	if err := q.listSecrets(ctx, monitor); err != nil {
-		return err
-	}
-	q.printStats(monitor)
-	return nil
-}
-
-func (q *quickstart) openStore(ctx context.Context) (secretstore.Store, error) {
-	cfg, err := secretstore.ParseConfig(strings.NewReader(q.config))
-	if err != nil {
-		return nil, err
-	}
-	store, err := secretstore.Open(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("opening the %q store: %w", cfg.Type, err)
-	}
-	fmt.Fprintf(q.out, "opened a %q store, scope %q\n", cfg.Type, cfg.DefaultScope)
-	return store, nil
-}
-
-// writeSecrets writes each secret, then the first one again unchanged to
-// show that an unchanged write is skipped.
-func (q *quickstart) writeSecrets(ctx context.Context, store secretstore.Store) error {
-	for _, s := range q.secrets {
-		changed, err := store.Put(ctx, s, secretstore.PutOptions{})
+	opts := Options{Out: stdout}
+	if *storePath != "" {
+		b, err := os.ReadFile(*storePath)
 		if err != nil {
-			return err
+			fmt.Fprintf(stderr, "quickstart: reading the store config: %v\n", err)
+			return 1
 		}
-		fmt.Fprintf(q.out, "wrote %s (changed: %v)\n", s.Name, changed)
+		opts.StoreConfig = string(b)
 	}
-	changed, err := store.Put(ctx, q.secrets[0], secretstore.PutOptions{})
-	if err != nil {
-		return err
+	if *verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	fmt.Fprintf(q.out, "wrote %s again, same content (changed: %v, so no backend write)\n", q.secrets[0].Name, changed)
-	return nil
-}
 
-func (q *quickstart) readSecret(ctx context.Context, store secretstore.Store, name string) error {
-	s, err := store.Get(ctx, name)
-	if err != nil {
-		return err
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	if err := Run(ctx, opts); err != nil {
+		fmt.Fprintf(stderr, "quickstart: FAILED: %v\n", err)
+		return 1
 	}
-	fmt.Fprintf(q.out, "read %s: %v\n", name, s)
-	for _, k := range s.Data.Keys() {
-		fmt.Fprintf(q.out, "  %s: %d bytes\n", k, len(s.Data[k]))
-	}
-	if _, err := store.Get(ctx, "no/such/secret"); !errors.Is(err, secretstore.ErrNotFound) {
-		return fmt.Errorf("reading a missing secret: want a not-found error, got %v", err)
-	}
-	return nil
-}
-
-func (q *quickstart) listSecrets(ctx context.Context, store secretstore.Store) error {
-	names, err := store.List(ctx, "")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(q.out, "secrets in the store: %s\n", strings.Join(names, ", "))
-	return nil
-}
-
-func (q *quickstart) printStats(m *secretstore.Monitor) {
-	stats := m.Stats()
-	fmt.Fprintln(q.out, "store calls:")
-	for _, op := range slices.Sorted(maps.Keys(stats)) {
-		fmt.Fprintf(q.out, "  %-6s %d calls, %d errors\n", op, stats[op].Calls, stats[op].Errors)
-	}
-	fmt.Fprintf(q.out, "last successful store interaction: %s\n", m.LastSuccess().UTC().Format(time.RFC3339))
+	return 0
 }
