@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -96,7 +96,7 @@ func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 // Errors never quote the input.
 func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
 	var m map[string]string
-	if err := jsonstrict.Decode(r, limit, &m); err != nil {
+	if err := jsonproblem.Decode(r, limit, &m); err != nil {
 		return nil, err
 	}
 	if len(m) == 0 {
@@ -121,7 +121,7 @@ func preload(ctx context.Context, store secretstore.Store, path string, log *slo
 		return err
 	}
 	var raw map[string]json.RawMessage
-	if err := jsonstrict.Decode(bytes.NewReader(b), maxPreloadFile, &raw); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(b), maxPreloadFile, &raw); err != nil {
 		return fmt.Errorf("preload file %s: %w", path, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(raw)) {

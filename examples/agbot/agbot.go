@@ -32,8 +32,8 @@ type agbot struct {
 	relay    *relay.Server
 	tracker  *agreement.Tracker
 	watcher  *secretstore.Watcher
-	seq      *demo.Sequencer
-	replies  *agreement.MemoryReplayGuard
+	replies  *agreement.MemoryReplayGuard // shared with the sealing transport
+	seq      *demo.Sequencer              // proposal and cancellation sequences
 
 	replyTimeout time.Duration // how long to wait for an agent's reply
 	retryDelay   time.Duration // first pause between proposal attempts
@@ -205,7 +205,7 @@ func (a *agbot) sendProposal(ctx context.Context, id string, n relay.Node, bindi
 	if err != nil {
 		return agreement.Reply{}, err
 	}
-	return a.exchange(ctx, id, n, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+	return a.request(ctx, id, n, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
 		return agreement.SealProposal(a.keys, to, p, h)
 	})
 }
@@ -267,11 +267,13 @@ func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
 	}
 }
 
-// Deliver implements agreement.Transport for the outbox: it seals the
-// update to the agent, afresh for every attempt, and waits for its reply.
-func (a *agbot) Deliver(ctx context.Context, u agreement.Update) (agreement.Reply, error) {
+// agentKeys is the sealing transport's AgentKeys: the verified keys of
+// the agent of an agreement whose proposal it accepted. Until then an
+// update would name an agreement the agent does not know, so it fails and
+// the outbox tries again later.
+func (a *agbot) agentKeys(ctx context.Context, agreementID string) (*agreement.PublicKeys, error) {
 	a.mu.Lock()
-	ag, ok := a.agreements[u.AgreementID]
+	ag, ok := a.agreements[agreementID]
 	var n relay.Node
 	var accepted bool
 	if ok {
@@ -280,14 +282,44 @@ func (a *agbot) Deliver(ctx context.Context, u agreement.Update) (agreement.Repl
 	a.mu.Unlock()
 	switch {
 	case !ok:
-		return agreement.Reply{}, errors.New("the agreement has ended")
+		return nil, errors.New("the agreement has ended")
 	case !accepted:
-		// The agent does not know the agreement yet; the outbox tries again.
-		return agreement.Reply{}, errors.New("the proposal is not accepted yet")
+		return nil, errors.New("the proposal is not accepted yet")
 	}
-	return a.exchange(ctx, u.AgreementID, n, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
-		return agreement.SealUpdate(a.keys, to, u, h)
-	})
+	return a.verify(ctx, n)
+}
+
+// Send implements agreement.EnvelopeSender for the sealing transport:
+// the relay carries the envelope to the agreement's agent and its reply
+// back.
+func (a *agbot) Send(ctx context.Context, agreementID string, envelope []byte) ([]byte, error) {
+	a.mu.Lock()
+	ag, ok := a.agreements[agreementID]
+	a.mu.Unlock()
+	if !ok {
+		return nil, errors.New("the agreement has ended")
+	}
+	return a.send(ctx, ag.node, envelope)
+}
+
+// send posts an envelope to the node's mailbox and returns the first reply
+// posted for it. The relay is untrusted: the caller opens the reply.
+func (a *agbot) send(ctx context.Context, n relay.Node, envelope []byte) ([]byte, error) {
+	msgID, replies, err := a.relay.Post(n, envelope)
+	if err != nil {
+		return nil, err
+	}
+	defer a.relay.Done(msgID)
+	timeout := time.NewTimer(a.replyTimeout)
+	defer timeout.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timeout.C:
+		return nil, fmt.Errorf("no reply within %s", a.replyTimeout)
+	case b := <-replies:
+		return b, nil
+	}
 }
 
 // cancel is the tracker's hook: a bound secret was deleted or access to it
@@ -310,13 +342,15 @@ func (a *agbot) cancel(ctx context.Context, id string, r agreement.Revocation) {
 }
 
 // sendCancel tells the agent the agreement ended, retrying a few times.
+// Its sequence (from the clock) is above those of the outbox's updates,
+// so an update still in flight cannot be applied after it.
 func (a *agbot) sendCancel(ctx context.Context, id string, n relay.Node) {
 	defer a.seq.Forget(id)
 	log := a.log.With(slog.String("agreement", id), slog.String("node", n.String()))
 	u := agreement.Update{Version: agreement.MessageVersion, AgreementID: id, Kind: demo.UpdateKindCancel, Payload: json.RawMessage(`{}`)}
 	delay := a.retryDelay
 	for attempt := 1; attempt <= a.attempts; attempt++ {
-		reply, err := a.exchange(ctx, id, n, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+		reply, err := a.request(ctx, id, n, agreement.TypeUpdate, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
 			return agreement.SealUpdate(a.keys, to, u, h)
 		})
 		switch {
@@ -335,11 +369,11 @@ func (a *agbot) sendCancel(ctx context.Context, id string, n relay.Node) {
 	log.Error("the agent was not told of the cancellation")
 }
 
-// exchange verifies the node's agent identity, seals a message to its
-// certified keys, posts it to the relay and waits for a reply that opens
-// with those keys and answers exactly this message. Replies that do not
-// (forged, stale, for another message) are ignored.
-func (a *agbot) exchange(ctx context.Context, id string, n relay.Node, typ agreement.MessageType,
+// request verifies the node's agent identity, seals a proposal or
+// cancellation to its certified keys, sends it and opens the reply, which
+// must answer exactly this message. (Updates take the same path through
+// the outbox's sealing transport.)
+func (a *agbot) request(ctx context.Context, id string, n relay.Node, typ agreement.MessageType,
 	seal func(*agreement.PublicKeys, agreement.Header) ([]byte, error)) (agreement.Reply, error) {
 	to, err := a.verify(ctx, n)
 	if err != nil {
@@ -350,35 +384,19 @@ func (a *agbot) exchange(ctx context.Context, id string, n relay.Node, typ agree
 	if err != nil {
 		return agreement.Reply{}, fmt.Errorf("sealing: %w", err)
 	}
-	msgID, replies, err := a.relay.Post(n, envelope)
+	a.log.Debug("sending", slog.String("agreement", id), slog.String("type", string(typ)), slog.Uint64("sequence", seq))
+	answer, err := a.send(ctx, n, envelope)
 	if err != nil {
 		return agreement.Reply{}, err
 	}
-	defer a.relay.Done(msgID)
-	a.log.Debug("message sent", slog.String("agreement", id), slog.String("type", string(typ)), slog.Uint64("sequence", seq), slog.Uint64("relay_id", msgID))
-
-	timeout := time.NewTimer(a.replyTimeout)
-	defer timeout.Stop()
-	want := agreement.MessageRef{Type: typ, Sequence: seq}
-	for {
-		select {
-		case <-ctx.Done():
-			return agreement.Reply{}, ctx.Err()
-		case <-timeout.C:
-			return agreement.Reply{}, fmt.Errorf("no reply within %s", a.replyTimeout)
-		case b := <-replies:
-			_, reply, err := agreement.OpenReply(ctx, a.keys, to, b, a.replies)
-			if err != nil {
-				a.log.Warn("ignoring a reply that does not open", slog.String("agreement", id), slog.String("err", err.Error()))
-				continue
-			}
-			if reply.AgreementID != id || reply.InReplyTo != want {
-				a.log.Warn("ignoring a reply to another message", slog.String("agreement", id))
-				continue
-			}
-			return reply, nil
-		}
+	_, reply, err := agreement.OpenReply(ctx, a.keys, to, answer, a.replies)
+	if err != nil {
+		return agreement.Reply{}, fmt.Errorf("the reply: %w", err)
 	}
+	if reply.InReplyTo != (agreement.MessageRef{Type: typ, Sequence: seq}) {
+		return agreement.Reply{}, fmt.Errorf("the reply answers %s %d, not this %s", reply.InReplyTo.Type, reply.InReplyTo.Sequence, typ)
+	}
+	return reply, nil
 }
 
 // verify checks the certificate chain the node's agent published with the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
@@ -53,7 +53,7 @@ func loadDeployment(path string) (*deployment, error) {
 	}
 	defer f.Close()
 	var df deploymentFile
-	if err := jsonstrict.Decode(f, maxDeploymentFileSize, &df); err != nil {
+	if err := jsonproblem.Decode(f, maxDeploymentFileSize, &df); err != nil {
 		return nil, fmt.Errorf("deployment file %s: %w", path, err)
 	}
 	d, err := df.decode()

@@ -167,7 +167,13 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	outbox, err := agreement.NewOutbox(ctx, a, agreement.OutboxOptions{Backoff: c.backoff, Logger: log})
+	transport, err := agreement.NewSealingTransport(agreement.SealingTransportOptions{
+		Keys: keys, AgentKeys: a.agentKeys, Sender: a, ReplyGuard: a.replies,
+	})
+	if err != nil {
+		return err
+	}
+	outbox, err := agreement.NewOutbox(ctx, transport, agreement.OutboxOptions{Backoff: c.backoff, Logger: log})
 	if err != nil {
 		return err
 	}

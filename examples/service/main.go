@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Limits on what the service reads.
@@ -184,7 +184,7 @@ func (s *service) checkUpdates(ctx context.Context) {
 		return
 	}
 	var names []string
-	if err := jsonstrict.Decode(bytes.NewReader(body), maxListSize, &names); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(body), maxListSize, &names); err != nil {
 		s.log.Warn("GET /secrets: bad answer", slog.String("err", err.Error()))
 		return
 	}
@@ -217,7 +217,7 @@ func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
 	var answer map[string]struct {
 		Details []byte `json:"details"`
 	}
-	if err := jsonstrict.Decode(bytes.NewReader(body), maxSecretBody, &answer); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(body), maxSecretBody, &answer); err != nil {
 		return nil, err
 	}
 	got, ok := answer[name]

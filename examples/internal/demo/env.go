@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // maxEnvSize bounds an environment file.
@@ -79,7 +79,7 @@ func ReadEnv(path string) (Env, error) {
 // never quote the content.
 func DecodeEnv(b []byte) (Env, error) {
 	var e Env
-	if err := jsonstrict.Decode(bytes.NewReader(b), maxEnvSize, &e); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(b), maxEnvSize, &e); err != nil {
 		return Env{}, fmt.Errorf("environment file: %w", err)
 	}
 	if err := e.Validate(); err != nil {

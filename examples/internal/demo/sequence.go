@@ -8,7 +8,7 @@ import (
 )
 
 // Sequencer hands out envelope sequence numbers, one series per agreement
-// and message type. Numbers come from the clock (Unix nanoseconds) and
+// and message type. Numbers come from the clock (Unix microseconds, as the outbox does) and
 // always increase, so a sender that restarts without saved state still
 // seals above what its peer's replay guard last accepted. Safe for
 // concurrent use.
@@ -34,7 +34,7 @@ func (s *Sequencer) Next(agreementID string, typ agreement.MessageType) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := sequenceKey{agreementID, typ}
-	n := max(s.last[k]+1, uint64(max(s.now().UnixNano(), 1)))
+	n := max(s.last[k]+1, uint64(max(s.now().UnixMicro(), 1)))
 	s.last[k] = n
 	return n
 }

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/internal/jsonstrict"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Client is the agent's side of the relay.
@@ -73,7 +73,7 @@ func (c *Client) Reply(ctx context.Context, id uint64, envelope []byte) error {
 // bytes. Errors never quote the input.
 func DecodeMessage(b []byte) (Message, error) {
 	var m Message
-	if err := jsonstrict.Decode(bytes.NewReader(b), MaxMessageBodySize, &m); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(b), MaxMessageBodySize, &m); err != nil {
 		return Message{}, fmt.Errorf("relay: message: %w", err)
 	}
 	if m.ID == 0 || len(m.Envelope) == 0 {
