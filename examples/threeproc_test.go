@@ -180,6 +180,36 @@ type backend struct {
 	admin func(t *testing.T, url, adminToken string) admin
 }
 
+// Each program explains itself with -h and refuses to start without its
+// required flags, saying which.
+func TestProgramsHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flags    []string // named in -h
+		required string   // named when missing
+	}{
+		{"agbot", []string{"-deployment", "-store", "-listen", "-watch-interval"}, "-deployment is required"},
+		{"agent", []string{"-agbot", "-agbot-keys", "-bootstrap-token-file", "-env-dir"}, "-agbot-keys and -bootstrap-token-file are required"},
+		{"service", []string{"-env", "-poll"}, "-env is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command(program(t, tc.name), "-h").CombinedOutput()
+			require.NoError(t, err, "-h exits 0:\n%s", out)
+			assert.Contains(t, string(out), "Usage: "+tc.name)
+			for _, f := range tc.flags {
+				assert.Contains(t, string(out), "  "+f+" ")
+			}
+			cmd := exec.Command(program(t, tc.name))
+			cmd.Dir = t.TempDir()
+			out, err = cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%s", out)
+			assert.Equal(t, 1, exit.ExitCode())
+			assert.Contains(t, string(out), tc.name+": "+tc.required)
+		})
+	}
+}
+
 func TestThreeProcessesMemory(t *testing.T) {
 	runThreeProcesses(t, backend{admin: func(_ *testing.T, url, token string) admin { return &adminAPI{url: url, token: token} }})
 }
