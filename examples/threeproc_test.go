@@ -220,7 +220,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	agbotDir, agentDir := filepath.Join(dir, "agbot"), filepath.Join(dir, "agent")
-	first, second := "first-"+rand.Text(), "second-"+rand.Text()
+	first, second, third := "first-"+rand.Text(), "second-"+rand.Text(), "third-"+rand.Text()
 
 	agbotArgs := []string{"-listen", "127.0.0.1:0", "-addr-file", filepath.Join(dir, "agbot.url"), "-dir", agbotDir,
 		"-deployment", filepath.Join("agbot", "deployment.json"), "-watch-interval", "1s", "-update-backoff", "1s",
@@ -234,9 +234,10 @@ func runThreeProcesses(t *testing.T, b backend) {
 	adminToken, err := demo.ReadToken(filepath.Join(agbotDir, "admin-token"))
 	require.NoError(t, err)
 
-	agent := start(t, "agent", nil, "-agbot", agbotURL(), "-agbot-keys", filepath.Join(agbotDir, "agbot.pub"),
+	agentArgs := []string{"-agbot", agbotURL(), "-agbot-keys", filepath.Join(agbotDir, "agbot.pub"),
 		"-bootstrap-token-file", filepath.Join(agbotDir, "bootstrap-token"), "-dir", agentDir,
-		"-listen", "127.0.0.1:0", "-poll", "200ms", "-log-level", "debug")
+		"-listen", "127.0.0.1:0", "-poll", "200ms", "-log-level", "debug"}
+	agent := start(t, "agent", nil, agentArgs...)
 	envFile := filepath.Join(agentDir, "env", instance+".json")
 	service := start(t, "service", nil, "-env", envFile, "-poll", "200ms", "-log-level", "debug")
 	procs := []*proc{agbot, agent, service}
@@ -270,6 +271,25 @@ func runThreeProcesses(t *testing.T, b backend) {
 	status, _ = secretsAPI(t, env, http.MethodGet, "/secrets")
 	assert.Equal(t, http.StatusNotFound, status, "nothing left to acknowledge")
 
+	// The agent restarts: it keeps the instance's files, registers again,
+	// and hands the instance a new token, which the service picks up.
+	// The next rotation still arrives.
+	require.NoError(t, agent.stop(), "the agent exits cleanly")
+	firstAgent := agent
+	agent = start(t, "agent", nil, agentArgs...)
+	procs = []*proc{agbot, agent, service}
+	waitFor(t, "the restarted agent to publish its certificate", func() bool {
+		return strings.Contains(agent.stderr.String(), "certificate published")
+	}, procs...)
+	content, err := os.ReadFile(filepath.Join(agentDir, "secrets", "instances", instance, serviceSecret))
+	require.NoError(t, err)
+	assert.Equal(t, second, string(content), "the mount survived the restart")
+	require.NoError(t, adm.put(ctx, storeName, third))
+	waitFor(t, "the service to fetch the update after the restart", serviceSaw("update "+serviceSecret+" "+shortHash(third)), procs...)
+	waitFor(t, "the service to acknowledge it", func() bool { return strings.Count(service.stdout.String(), "ack "+serviceSecret+"\n") == 2 }, procs...)
+	env, err = demo.ReadEnv(envFile)
+	require.NoError(t, err)
+
 	// The existence API and /health answer over the same store.
 	client, err := binding.NewClient(agbotURL(), binding.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
 	require.NoError(t, err)
@@ -299,9 +319,9 @@ func runThreeProcesses(t *testing.T, b backend) {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
 	// Nothing the programs printed or logged holds a value, in any encoding.
-	for _, p := range procs {
+	for _, p := range append(procs, firstAgent) {
 		out := p.stdout.String() + p.stderr.String()
-		for _, v := range []string{first, second} {
+		for _, v := range []string{first, second, third} {
 			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString([]byte(v))} {
 				assert.NotContains(t, out, form, "%s printed a secret value", p.name)
 			}

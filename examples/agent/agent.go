@@ -31,7 +31,7 @@ type agent struct {
 	identity  *identity.Agent
 	store     *agentapi.Store
 	tokens    *tokens
-	guard     *agreement.MemoryReplayGuard
+	guard     agreement.ReplayGuard
 	seq       *demo.Sequencer
 	envDir    string
 	apiURL    string

@@ -42,8 +42,11 @@ import (
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
 
-// keysFile is the agent's agreement key set, in -dir.
-const keysFile = "agent-keys.pem"
+// Files in -dir.
+const (
+	keysFile  = "agent-keys.pem" // the agent's agreement key set
+	guardFile = "replay.json"    // the replay guard's state
+)
 
 type config struct {
 	agbotURL, agbotKeys, bootToken string
@@ -59,7 +62,7 @@ func main() {
 	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
-	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
+	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600) and replay state ("+guardFile+")")
 	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance (default <dir>/secrets)")
 	flag.StringVar(&c.envDir, "env-dir", "", "`directory` of the per-instance environment files the services read (default <dir>/env)")
 	flag.StringVar(&c.org, "org", "myorg", "the node's `organisation`")
@@ -143,6 +146,10 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 
+	guard, err := openFileGuard(filepath.Join(c.dir, guardFile))
+	if err != nil {
+		return err
+	}
 	store, err := agentapi.Open(ctx, agentapi.Options{Root: c.secretsDir, StatusFiles: true, Logger: log})
 	if err != nil {
 		return err
@@ -151,7 +158,7 @@ func run(c config, log *slog.Logger) error {
 	a := &agent{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
 		relay: relayClient, store: store, tokens: newTokens(), envDir: c.envDir,
-		guard: agreement.NewMemoryReplayGuard(), seq: demo.NewSequencer(), identity: id,
+		guard: guard, seq: demo.NewSequencer(), identity: id,
 	}
 	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})
 	if err != nil {
