@@ -192,7 +192,7 @@ func (a *agbot) propose(ctx context.Context, id string, n relay.Node, bindings [
 			}
 			return
 		}
-		if !sleep(ctx, delay) {
+		if !demo.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, time.Minute)
@@ -361,7 +361,7 @@ func (a *agbot) sendCancel(ctx context.Context, id string, n relay.Node) {
 			return
 		}
 		log.Warn("cancellation not delivered", slog.Int("attempt", attempt), slog.String("err", err.Error()))
-		if !sleep(ctx, delay) {
+		if !demo.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, time.Minute)
@@ -446,16 +446,4 @@ func (a *agbot) end(id string) *agreementState {
 	}
 	a.sentMu.Unlock()
 	return ag
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -80,21 +80,11 @@ func main() {
 	flag.DurationVar(&c.replyTimeout, "reply-timeout", 10*time.Second, "how long to wait for an agent's reply to a message")
 	flag.DurationVar(&c.grace, "grace", 0, "grace period before cancelling agreements whose secret was deleted")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: agbot -deployment deployment.json [flags]\n\n"+
-			"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
-			"identities, seals secrets to agents and delivers rotations through a relay.\n\nFlags:\n")
-		flag.PrintDefaults()
-	}
+	demo.SetUsage("agbot -deployment deployment.json [flags]",
+		"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
+			"identities, seals secrets to agents and delivers rotations through a relay.")
 	flag.Parse()
-	log, err := demo.NewLogger(os.Stderr, c.logLevel)
-	if err == nil {
-		err = run(c, log)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "agbot:", err)
-		os.Exit(1)
-	}
+	demo.Main("agbot", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
 }
 
 func run(c config, log *slog.Logger) error {

@@ -67,7 +67,7 @@ func (a *agent) poll(ctx context.Context, interval time.Duration) {
 			a.after = m.ID
 			a.handle(ctx, m)
 		}
-		if !sleep(ctx, interval) {
+		if !demo.Sleep(ctx, interval) {
 			return
 		}
 	}

@@ -73,21 +73,11 @@ func main() {
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the /secrets API URL to this `file` once listening")
 	flag.DurationVar(&c.poll, "poll", time.Second, "how often the relay is polled for messages")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]\n\n"+
-			"The node side of the edgesecrets example: registers its identity, opens sealed\n"+
-			"proposals and updates, stores the secrets per service instance and serves /secrets.\n\nFlags:\n")
-		flag.PrintDefaults()
-	}
+	demo.SetUsage("agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]",
+		"The node side of the edgesecrets example: registers its identity, opens sealed\n"+
+			"proposals and updates, stores the secrets per service instance and serves /secrets.")
 	flag.Parse()
-	log, err := demo.NewLogger(os.Stderr, c.logLevel)
-	if err == nil {
-		err = run(c, log)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "agent:", err)
-		os.Exit(1)
-	}
+	demo.Main("agent", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
 }
 
 func run(c config, log *slog.Logger) error {
@@ -217,21 +207,9 @@ func (a *agent) register(ctx context.Context, bootstrap string, me identity.Iden
 			return fmt.Errorf("registering the identity: %w", err)
 		}
 		a.log.Warn("registering the identity failed; retrying", slog.String("err", err.Error()))
-		if !sleep(ctx, delay) {
+		if !demo.Sleep(ctx, delay) {
 			return ctx.Err()
 		}
 		delay = min(2*delay, 10*time.Second)
-	}
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

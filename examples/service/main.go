@@ -54,30 +54,23 @@ func main() {
 	envPath := flag.String("env", "", "environment `file` the agent wrote for this service instance (required)")
 	poll := flag.Duration("poll", time.Second, "how often the mount and GET /secrets are checked")
 	logLevel := flag.String("log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: service -env <agent env-dir>/<instance>.json [flags]\n\n"+
-			"A service of the edgesecrets example: reads its secret files, polls GET /secrets,\n"+
-			"fetches and acknowledges updates, and prints names and short hashes, never values.\n\nFlags:\n")
-		flag.PrintDefaults()
-	}
+	demo.SetUsage("service -env <agent env-dir>/<instance>.json [flags]",
+		"A service of the edgesecrets example: reads its secret files, polls GET /secrets,\n"+
+			"fetches and acknowledges updates, and prints names and short hashes, never values.")
 	flag.Parse()
-	log, err := demo.NewLogger(os.Stderr, *logLevel)
-	if err == nil && *envPath == "" {
-		err = errors.New("-env is required (see -h)")
-	}
-	if err == nil && *poll <= 0 {
-		err = errors.New("-poll must be positive")
-	}
-	if err == nil {
+	demo.Main("service", *logLevel, func(log *slog.Logger) error {
+		if *envPath == "" {
+			return errors.New("-env is required (see -h)")
+		}
+		if *poll <= 0 {
+			return errors.New("-poll must be positive")
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
 		s := &service{envPath: *envPath, out: os.Stdout, log: log, http: &http.Client{Timeout: 10 * time.Second}, seen: map[string]string{}}
 		s.run(ctx, *poll)
-		stop()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "service:", err)
-		os.Exit(1)
-	}
+		return nil
+	})
 }
 
 // service is one service instance's view of its secrets.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -161,3 +162,38 @@ func WritePrivateFile(path string, data []byte) error {
 // for Open Horizon's own agreement cancellation; being an update, it is
 // sealed and signed like any other, so the relay cannot forge it.
 const UpdateKindCancel = "cancel"
+
+// SetUsage makes -h print the synopsis ("Usage: <synopsis>"), a
+// description and the flags.
+func SetUsage(synopsis, description string) {
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
+		flag.PrintDefaults()
+	}
+}
+
+// Main ends a program's main function: it makes the stderr logger at
+// level and calls run; on an error it prints "<name>: <error>" and exits
+// with status 1.
+func Main(name, level string, run func(*slog.Logger) error) {
+	log, err := NewLogger(os.Stderr, level)
+	if err == nil {
+		err = run(log)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Sleep waits for d or until ctx ends, and reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
