@@ -220,7 +220,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	agbotDir, agentDir := filepath.Join(dir, "agbot"), filepath.Join(dir, "agent")
-	first, second, third := "first-"+rand.Text(), "second-"+rand.Text(), "third-"+rand.Text()
+	first, second, third, fourth := "first-"+rand.Text(), "second-"+rand.Text(), "third-"+rand.Text(), "fourth-"+rand.Text()
 
 	agbotArgs := []string{"-listen", "127.0.0.1:0", "-addr-file", filepath.Join(dir, "agbot.url"), "-dir", agbotDir,
 		"-deployment", filepath.Join("agbot", "deployment.json"), "-watch-interval", "1s", "-update-backoff", "1s",
@@ -315,13 +315,38 @@ func runThreeProcesses(t *testing.T, b backend) {
 	status, _ = secretsAPI(t, env, http.MethodGet, "/secrets/"+serviceSecret)
 	assert.Equal(t, http.StatusUnauthorized, status, "the withdrawn instance's token no longer works")
 
+	// Written again: the node's deployment, waiting since the deletion, is
+	// retried with a new agreement.
+	require.NoError(t, adm.put(ctx, storeName, fourth))
+	waitFor(t, "the service to get the secret back", serviceSaw("mount "+serviceSecret+" "+shortHash(fourth)), procs...)
+
+	// A new agent on the node (its state wiped, new keys): the agbot
+	// replaces the agreement and seals to the new keys.
+	require.NoError(t, agent.stop(), "the agent exits cleanly")
+	secondAgent := agent
+	require.NoError(t, os.RemoveAll(agentDir))
+	agent = start(t, "agent", nil, agentArgs...)
+	procs = []*proc{agbot, agent, service}
+	waitFor(t, "the new agent to get the secret", func() bool {
+		b, err := os.ReadFile(filepath.Join(agentDir, "secrets", "instances", instance, serviceSecret))
+		return err == nil && string(b) == fourth
+	}, procs...)
+	assert.Contains(t, agbot.stderr.String(), "the node's agent has new keys; replacing its agreement")
+	waitFor(t, "the new agent to write the environment", func() bool {
+		env, err = demo.ReadEnv(envFile)
+		return err == nil
+	}, procs...)
+	status, body = secretsAPI(t, env, http.MethodGet, "/secrets/"+serviceSecret)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	assert.JSONEq(t, `{"`+serviceSecret+`":{"details":"`+base64.StdEncoding.EncodeToString([]byte(fourth))+`"}}`, string(body))
+
 	for _, p := range []*proc{service, agent, agbot} {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
 	// Nothing the programs printed or logged holds a value, in any encoding.
-	for _, p := range append(procs, firstAgent) {
+	for _, p := range append(procs, firstAgent, secondAgent) {
 		out := p.stdout.String() + p.stderr.String()
-		for _, v := range []string{first, second, third} {
+		for _, v := range []string{first, second, third, fourth} {
 			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString([]byte(v))} {
 				assert.NotContains(t, out, form, "%s printed a secret value", p.name)
 			}

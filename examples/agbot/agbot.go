@@ -43,6 +43,7 @@ type agbot struct {
 	wg  sync.WaitGroup
 
 	mu         sync.Mutex
+	stopping   bool                  // no more background work
 	byNode     map[relay.Node]string // node → its agreement id
 	deploying  map[relay.Node]bool
 	agreements map[string]*agreementState
@@ -59,12 +60,16 @@ type agbot struct {
 type agreementState struct {
 	id       string
 	node     relay.Node
-	accepted bool // the agent applied the proposal
+	agentKey agreement.KeyID // the encryption key the agreement was made with
+	accepted bool            // the agent applied the proposal
 }
 
-// spawn runs f on its own goroutine until the agbot stops.
+// spawn runs f on its own goroutine, with the agbot's context, unless the
+// agbot is stopping.
 func (a *agbot) spawn(f func(ctx context.Context)) {
-	if a.ctx.Err() != nil {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
 		return
 	}
 	a.wg.Add(1)
@@ -72,6 +77,14 @@ func (a *agbot) spawn(f func(ctx context.Context)) {
 		defer a.wg.Done()
 		f(a.ctx)
 	}()
+}
+
+// wait waits for the background work, once the agbot's context has ended.
+func (a *agbot) wait() {
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
+	a.wg.Wait()
 }
 
 // onCertificate is the relay's hook: an agent published its certificate.
@@ -97,11 +110,16 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		return
 	}
 	a.mu.Lock()
-	if a.byNode[n] != "" || a.deploying[n] {
+	if a.deploying[n] {
 		a.mu.Unlock()
 		return
 	}
 	a.deploying[n] = true
+	current := a.agreements[a.byNode[n]]
+	var currentKey agreement.KeyID
+	if current != nil {
+		currentKey = current.agentKey
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -109,9 +127,23 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		a.mu.Unlock()
 	}()
 
-	if _, err := a.verify(ctx, n); err != nil {
+	agentKeys, err := a.verify(ctx, n)
+	if err != nil {
 		log.Warn("not deploying: the agent's identity did not verify", slog.String("err", err.Error()))
 		return
+	}
+	if current != nil {
+		if currentKey == agentKeys.EncryptionKeyID() {
+			return // the same agent, with a renewed certificate
+		}
+		// A new agent on the node (its state was wiped): it knows nothing
+		// of the agreement, so a new one replaces it.
+		log.Warn("the node's agent has new keys; replacing its agreement", slog.String("agreement", current.id))
+		if a.end(current.id) != nil {
+			if err := a.tracker.Unregister(ctx, current.id); err != nil {
+				log.Warn("could not untrack the agreement", slog.String("err", err.Error()))
+			}
+		}
 	}
 	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
 	if err != nil {
@@ -141,7 +173,7 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		return
 	}
 
-	ag := &agreementState{id: "agreement-" + strings.ToLower(rand.Text()[:16]), node: n}
+	ag := &agreementState{id: "agreement-" + strings.ToLower(rand.Text()[:16]), node: n, agentKey: agentKeys.EncryptionKeyID()}
 	a.mu.Lock()
 	a.agreements[ag.id] = ag
 	a.byNode[n] = ag.id

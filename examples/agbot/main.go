@@ -201,7 +201,7 @@ func run(c config, log *slog.Logger) error {
 	err = srv.Shutdown()
 	<-done
 	<-done
-	a.wg.Wait()
+	a.wait()
 	return err
 }
 
