@@ -18,8 +18,8 @@ import (
 // the garbage collector).
 
 // appendJSONString appends s as encoding/json writes it (HTML-safe
-// escaping). Strings of plain printable ASCII, every base64 value and key id,
-// take the fast path; anything else is left to encoding/json.
+// escaping). Strings of plain printable ASCII (names, key ids, most
+// agreement ids) take the fast path; anything else is left to encoding/json.
 func appendJSONString(b []byte, s string) []byte {
 	for i := range len(s) {
 		if !plainJSONByte(s[i]) {

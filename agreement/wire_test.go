@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -123,6 +122,18 @@ func TestWireEncodersWriteTheJSONForm(t *testing.T) {
 	}
 }
 
+// requireHeaderSameAsEncodingJSON requires appendHeader to write what
+// json.Marshal writes for h, within headerSize.
+func requireHeaderSameAsEncodingJSON(t *testing.T, h Header) {
+	t.Helper()
+	want, err := json.Marshal(h)
+	require.NoError(t, err)
+	got, err := appendHeader(nil, h)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+	require.LessOrEqual(t, len(got), headerSize(h))
+}
+
 func TestAppendHeaderWritesTheJSONForm(t *testing.T) {
 	base := Header{
 		Version: EnvelopeVersion, Suite: SuiteMLKEM768X25519, SenderKeyID: "0123456789abcdef0123456789abcdef",
@@ -139,29 +150,14 @@ func TestAppendHeaderWritesTheJSONForm(t *testing.T) {
 		"zero values":            func(h *Header) { *h = Header{} },
 		"unknown suite and type": func(h *Header) { h.Suite, h.Type = "x/y", "z" },
 	}
+	for _, c := range []string{`"`, `\`, "<", ">", "&", "\u2028", "\x00", "\x7f", "\xff", "é"} {
+		edits["character "+strconv.QuoteToASCII(c)] = func(h *Header) { h.AgreementID, h.Type, h.Suite = "a"+c, MessageType(c), Suite(c) }
+	}
 	for name, edit := range edits {
 		t.Run(name, func(t *testing.T) {
 			h := base
 			edit(&h)
-			want, err := json.Marshal(h)
-			require.NoError(t, err)
-			got, err := appendHeader(nil, h)
-			require.NoError(t, err)
-			assert.Equal(t, string(want), string(got))
-			assert.LessOrEqual(t, len(got), headerSize(h))
-		})
-	}
-
-	for _, c := range []string{`"`, `\`, "<", ">", "&", "\u2028", "\x00", "\x7f", "\xff", "é"} {
-		t.Run("character "+strconv.QuoteToASCII(c), func(t *testing.T) {
-			h := base
-			h.AgreementID, h.Type, h.Suite = "a"+c, MessageType(c), Suite(c)
-			want, err := json.Marshal(h)
-			require.NoError(t, err)
-			got, err := appendHeader(nil, h)
-			require.NoError(t, err)
-			assert.Equal(t, string(want), string(got))
-			assert.LessOrEqual(t, len(got), headerSize(h))
+			requireHeaderSameAsEncodingJSON(t, h)
 		})
 	}
 
@@ -193,13 +189,7 @@ func FuzzWireEncoders(f *testing.F) {
 		}}}
 		requireSameAsEncodingJSON(t, p)
 
-		h := Header{Version: 1, Suite: Suite(format), SenderKeyID: KeyID(org), RecipientKeyID: KeyID(url),
-			Type: MessageType(name), AgreementID: agreementID, Sequence: uint64(len(value)), Time: t0}
-		want, err := json.Marshal(h)
-		require.NoError(t, err)
-		got, err := appendHeader(nil, h)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(got))
-		require.LessOrEqual(t, len(got), headerSize(h))
+		requireHeaderSameAsEncodingJSON(t, Header{Version: 1, Suite: Suite(format), SenderKeyID: KeyID(org), RecipientKeyID: KeyID(url),
+			Type: MessageType(name), AgreementID: agreementID, Sequence: uint64(len(value)), Time: t0})
 	})
 }
