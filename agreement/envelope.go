@@ -2,6 +2,7 @@ package agreement
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/hpke"
@@ -178,19 +179,13 @@ func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 	if o.suites != nil && !slices.Contains(o.suites, recipient.suite) {
 		return nil, fmt.Errorf("agreement: seal: %w: recipient key is %s", ErrSuiteNotAllowed, recipient.suite)
 	}
-	for _, f := range []struct {
-		name      string
-		set, want any
-		zero      bool
-	}{
-		{"version", h.Version, EnvelopeVersion, h.Version == 0},
-		{"suite", h.Suite, recipient.suite, h.Suite == ""},
-		{"sender key id", h.SenderKeyID, sender.public.signingID, h.SenderKeyID == ""},
-		{"recipient key id", h.RecipientKeyID, recipient.encryptionID, h.RecipientKeyID == ""},
-	} {
-		if !f.zero && f.set != f.want {
-			return nil, fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", ErrInvalidMessage, f.name, f.set, f.want)
-		}
+	if err := cmp.Or(
+		checkPreset("version", h.Version, EnvelopeVersion),
+		checkPreset("suite", h.Suite, recipient.suite),
+		checkPreset("sender key id", h.SenderKeyID, sender.public.signingID),
+		checkPreset("recipient key id", h.RecipientKeyID, recipient.encryptionID),
+	); err != nil {
+		return nil, err
 	}
 	h.Version, h.Suite = EnvelopeVersion, recipient.suite
 	h.SenderKeyID, h.RecipientKeyID = sender.public.signingID, recipient.encryptionID
@@ -201,27 +196,48 @@ func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 	if err := h.validate(); err != nil {
 		return nil, fmt.Errorf("agreement: seal: %w", err)
 	}
-	header, err := json.Marshal(h)
+	header, err := appendHeader(make([]byte, 0, headerSize(h)), h)
 	if err != nil {
 		return nil, fmt.Errorf("agreement: seal: encoding header: %w", err)
 	}
 	if len(header) > maxHeaderJSON {
 		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", ErrTooLarge, len(header), maxHeaderJSON)
 	}
+	enc, ciphertext, sig, err := protect(sender, recipient, header, plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("agreement: seal: %w", err)
+	}
+	return encodeEnvelope(header, enc, ciphertext, sig), nil
+}
+
+// protect is the cryptography of Seal: a fresh HPKE encapsulation to the
+// recipient, the plaintext encrypted with header as additional data, and the
+// sender's signature over header, encapsulated key and ciphertext. Its
+// errors name the step, never key material.
+func protect(sender *PrivateKeys, recipient *PublicKeys, header, plaintext []byte) (enc, ciphertext, sig []byte, err error) {
 	suite, _ := recipient.suite.hpke()
 	enc, sealer, err := hpke.NewSender(recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
 	if err != nil {
-		return nil, fmt.Errorf("agreement: seal: %s encapsulation failed", recipient.suite)
+		return nil, nil, nil, fmt.Errorf("%s encapsulation failed", recipient.suite)
 	}
-	ciphertext, err := sealer.Seal(header, plaintext)
-	if err != nil {
-		return nil, fmt.Errorf("agreement: seal: encryption failed")
+	if ciphertext, err = sealer.Seal(header, plaintext); err != nil {
+		return nil, nil, nil, errors.New("encryption failed")
 	}
-	sig, err := sender.signing.Sign(nil, transcriptDigest(header, enc, ciphertext), signatureOptions)
-	if err != nil {
-		return nil, fmt.Errorf("agreement: seal: signing failed")
+	digest := transcriptDigest(header, enc, ciphertext)
+	if sig, err = sender.signing.Sign(nil, digest[:], signatureOptions); err != nil {
+		return nil, nil, nil, errors.New("signing failed")
 	}
-	return encodeEnvelope(header, enc, ciphertext, sig), nil
+	return enc, ciphertext, sig, nil
+}
+
+// checkPreset returns an error if a caller preset a header field the keys
+// determine (set is not zero) to a value other than theirs.
+func checkPreset[T comparable](name string, set, want T) error {
+	var zero T
+	if set != zero && set != want {
+		return fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", ErrInvalidMessage, name, set, want)
+	}
+	return nil
 }
 
 // signatureOptions select Ed25519ctx (RFC 8032) with this protocol's
@@ -232,15 +248,16 @@ var signatureOptions = &ed25519.Options{Context: signatureContext}
 // encapsulated key and ciphertext, each length-prefixed so no bytes can
 // move from one part to another. Signing the 32-byte digest instead of the
 // whole envelope keeps Ed25519 from hashing a large ciphertext twice.
-func transcriptDigest(header, enc, ciphertext []byte) []byte {
+func transcriptDigest(header, enc, ciphertext []byte) (sum [sha256.Size]byte) {
 	d := sha256.New()
 	var n [8]byte
-	for _, part := range [][]byte{header, enc, ciphertext} {
+	for _, part := range [...][]byte{header, enc, ciphertext} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		d.Write(n[:])
 		d.Write(part)
 	}
-	return d.Sum(nil)
+	d.Sum(sum[:0])
+	return sum
 }
 
 func encodeEnvelope(header, enc, ciphertext, sig []byte) []byte {
@@ -444,7 +461,8 @@ func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o op
 	if h.SenderKeyID != sender.signingID {
 		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", ErrWrongSender, h.SenderKeyID, sender.signingID)
 	}
-	if err := ed25519.VerifyWithOptions(sender.signing, transcriptDigest(env.headerRaw, env.enc, env.ciphertext), env.signature, signatureOptions); err != nil {
+	digest := transcriptDigest(env.headerRaw, env.enc, env.ciphertext)
+	if err := ed25519.VerifyWithOptions(sender.signing, digest[:], env.signature, signatureOptions); err != nil {
 		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrBadSignature, h.Type, h.AgreementID)
 	}
 	// From here on the header is authentic.

@@ -120,7 +120,8 @@ func (p parts) join() []byte { return encodeEnvelope(p.header, p.enc, p.cipherte
 // signedBy re-signs p with k's signing key, as a sender (or a forger) would.
 func (p parts) signedBy(t testing.TB, k *PrivateKeys) parts {
 	t.Helper()
-	sig, err := k.signing.Sign(nil, transcriptDigest(p.header, p.enc, p.ciphertext), signatureOptions)
+	digest := transcriptDigest(p.header, p.enc, p.ciphertext)
+	sig, err := k.signing.Sign(nil, digest[:], signatureOptions)
 	require.NoError(t, err)
 	p.signature = sig
 	return p

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -60,14 +58,6 @@ type secretDetailsJSON struct {
 	Data   map[string]string `json:"data"`
 }
 
-func (s SecretDetails) wire() secretDetailsJSON {
-	out := secretDetailsJSON{Format: s.Format, Data: make(map[string]string, len(s.Data))}
-	for k, v := range s.Data {
-		out.Data[k] = base64.StdEncoding.EncodeToString(v)
-	}
-	return out
-}
-
 // details decodes the values. Errors name the key, never the value.
 func (w secretDetailsJSON) details() (SecretDetails, error) {
 	switch w.Format {
@@ -91,7 +81,9 @@ func (w secretDetailsJSON) details() (SecretDetails, error) {
 }
 
 // MarshalJSON encodes the values explicitly (base64); see the type comment.
-func (s SecretDetails) MarshalJSON() ([]byte, error) { return json.Marshal(s.wire()) }
+func (s SecretDetails) MarshalJSON() ([]byte, error) {
+	return appendSecretDetails(make([]byte, 0, secretDetailsSize(s)), s), nil
+}
 
 // UnmarshalJSON decodes the form MarshalJSON writes, strictly (no unknown
 // fields, canonical base64). Errors name the key, never the value.
@@ -182,7 +174,12 @@ type ServiceSecrets struct {
 }
 
 // SecretNames returns the service secret names of ss, sorted.
-func (ss ServiceSecrets) SecretNames() []string { return slices.Sorted(maps.Keys(ss.Secrets)) }
+func (ss ServiceSecrets) SecretNames() []string {
+	if len(ss.Secrets) == 0 {
+		return nil
+	}
+	return sortedKeys(make([]string, 0, len(ss.Secrets)), ss.Secrets)
+}
 
 // Validate checks the service reference, that each secret name is a single
 // safe path element (it becomes a file name) and each secret's details.
@@ -218,30 +215,13 @@ func CheckSecretName(name string) error {
 }
 
 // serviceSecretsJSON is the wire form of ServiceSecrets. Messages are
-// encoded and decoded through these wire types rather than through
-// SecretDetails' JSON methods: the same bytes, without encoding/json
-// re-scanning every Marshaler's output, and strict (no unknown field) at
-// every depth in one pass.
+// decoded through these wire types rather than through SecretDetails' JSON
+// methods: without encoding/json re-scanning every Unmarshaler's input, and
+// strict (no unknown field) at every depth in one pass. They are encoded by
+// the append-style encoders in wire.go, to the same bytes.
 type serviceSecretsJSON struct {
 	Service ServiceRef                   `json:"service"`
 	Secrets map[string]secretDetailsJSON `json:"secrets"`
-}
-
-func servicesWire(services []ServiceSecrets) []serviceSecretsJSON {
-	if services == nil {
-		return nil
-	}
-	out := make([]serviceSecretsJSON, len(services))
-	for i, ss := range services {
-		out[i].Service = ss.Service
-		if ss.Secrets != nil {
-			out[i].Secrets = make(map[string]secretDetailsJSON, len(ss.Secrets))
-		}
-		for name, d := range ss.Secrets {
-			out[i].Secrets[name] = d.wire()
-		}
-	}
-	return out
 }
 
 func servicesFromWire(services []serviceSecretsJSON) ([]ServiceSecrets, error) {
@@ -324,7 +304,7 @@ type proposalJSON struct {
 }
 
 func (p Proposal) encode() ([]byte, error) {
-	return json.Marshal(proposalJSON{p.Version, p.AgreementID, servicesWire(p.Services)})
+	return encodeServicesMessage(true, p.Version, p.AgreementID, p.Services), nil
 }
 
 func (p *Proposal) decode(b []byte) error {
@@ -437,10 +417,7 @@ func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
 	if err := su.Validate(); err != nil {
 		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", ErrInvalidMessage, agreementID, err)
 	}
-	payload, err := json.Marshal(secretsUpdateJSON{servicesWire(su.Services)})
-	if err != nil {
-		return Update{}, fmt.Errorf("agreement %q: encoding secrets update: %w", agreementID, err)
-	}
+	payload := encodeServicesMessage(false, 0, "", su.Services)
 	return Update{Version: MessageVersion, AgreementID: agreementID, Kind: UpdateKindSecrets, Payload: payload}, nil
 }
 

@@ -113,8 +113,11 @@ func TestSealMessageRejects(t *testing.T) {
 const validProposal = `{"version":1,"agreementId":"agr-1","services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"format":"json","data":{"password":"czNjcjN0"}}}}]}`
 
 func TestWireFormIsTheJSONForm(t *testing.T) {
-	// Messages are encoded through wire types for speed; the bytes must be
-	// those json.Marshal writes through SecretDetails.MarshalJSON.
+	// Messages are encoded by wire.go's encoders and decoded through wire
+	// types for speed; the bytes must be those json.Marshal writes through
+	// SecretDetails.MarshalJSON (wire_test.go compares them with
+	// encoding/json's own encoding of the wire types), and decoding them
+	// must give what json.Unmarshal gives through UnmarshalJSON.
 	p := proposalWithSecrets("agr-1", 3, 10)
 	p.Services = append(p.Services, ServiceSecrets{Service: ServiceRef{Org: "o<&>", URL: "u\u2028"}, Secrets: map[string]SecretDetails{
 		"é\"x": {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xff, 0}}},

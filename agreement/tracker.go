@@ -24,6 +24,21 @@ type BoundSecret struct {
 	// Format is how the agent lays the secret out: FormatJSON (the default
 	// when empty) or FormatRaw.
 	Format string
+	// Sent is the tag of the content the agbot sealed into the proposal:
+	// Secret.ContentTag of what it read to build it. With it, the tracker
+	// sends the agreement an update whenever the store holds other content,
+	// also when the secret rotated before the watcher first looked at it,
+	// while the agbot was down, or before the agreement was registered with
+	// a secret already watched.
+	//
+	// Zero keeps the behaviour of agreements registered without it: the
+	// agreement is sent the secret on every Changed event of the watcher,
+	// which compares with its own first observation, so a rotation between
+	// the proposal and that observation (or while the agbot was down) is
+	// never delivered. If several bindings of one agreement name the same
+	// store secret with different non-zero tags, it is updated at the
+	// first observation.
+	Sent secretstore.ContentTag
 }
 
 // ServiceBinding is one service (container) of an agreement and its secret
@@ -56,6 +71,9 @@ type NameWatcher interface {
 	Watch(names ...string) error
 	Unwatch(names ...string)
 	Retry(names ...string)
+	// Observed returns the content tag of the name's last observation, if
+	// it found the secret present.
+	Observed(name string) (secretstore.ContentTag, bool)
 }
 
 // UpdateQueue takes agreement updates for delivery. *Outbox implements it.
@@ -94,13 +112,27 @@ type TrackerOptions struct {
 // registered agreements, and turns the watcher's events into actions:
 //
 //   - Changed: it reads the new value once (invalidating the reader's cache
-//     first) and queues, for exactly the agreements bound to the secret, one
-//     secrets update carrying only the changed secrets;
+//     first) and queues, for exactly the agreements bound to the secret
+//     whose agents do not hold that content yet, one secrets update
+//     carrying only the changed secrets;
 //   - Deleted, Forbidden: after GracePeriod it calls Cancel for each bound
 //     agreement, unless the secret reappeared meanwhile;
-//   - Appeared: it cancels a pending grace period, and calls Retry for the
-//     deployments refused for missing secrets that now all exist;
+//   - Appeared: it cancels a pending grace period, calls Retry for the
+//     deployments refused for missing secrets that now all exist, and, like
+//     Changed, updates the agreements that were sent other content than
+//     the store holds (on a first observation, this is a rotation that
+//     happened before the watcher looked);
 //   - Unavailable: it logs and waits; an outage cancels nothing.
+//
+// For each agreement and store secret the tracker keeps the tag of the
+// content the agent was last sent: BoundSecret.Sent at Register, then the
+// tag of each update it queues. An update goes out when the watcher's
+// current observation differs from that tag, so the agent gets every
+// rotation exactly once, whenever it happened. A secret bound without Sent
+// is not tracked: as before, the agreement is sent it on every Changed
+// event (see BoundSecret.Sent). Bindings returns the tags to persist, so
+// an agbot restart re-registers its agreements with what their agents
+// hold.
 //
 // Pass HandleEvents to secretstore.Watcher.Run.
 type Tracker struct {
@@ -114,11 +146,21 @@ type Tracker struct {
 	log     *slog.Logger
 
 	mu         sync.Mutex
-	agreements map[string][]ServiceBinding
+	agreements map[string]*registration
 	users      map[string]map[string]struct{} // vault secret → agreement ids
 	refusals   map[string]map[string]struct{} // deployment → missing vault secrets
 	waiting    map[string]map[string]struct{} // vault secret → refused deployments
 	graces     map[string]*graceTimer         // vault secret → pending cancel
+}
+
+// registration is one registered agreement.
+type registration struct {
+	services []ServiceBinding
+	// held maps each store secret bound with Sent to the tag of the
+	// content its agent was last sent; a zero tag (bindings of one secret
+	// sent different content) differs from every observation. Secrets
+	// bound without Sent are not tracked: they are updated on Changed.
+	held map[string]secretstore.ContentTag
 }
 
 type graceTimer struct {
@@ -153,7 +195,7 @@ func NewTracker(opts TrackerOptions) (*Tracker, error) {
 		grace:      opts.GracePeriod,
 		clock:      opts.Clock,
 		log:        opts.Logger,
-		agreements: map[string][]ServiceBinding{},
+		agreements: map[string]*registration{},
 		users:      map[string]map[string]struct{}{},
 		refusals:   map[string]map[string]struct{}{},
 		waiting:    map[string]map[string]struct{}{},
@@ -171,34 +213,82 @@ func NewTracker(opts TrackerOptions) (*Tracker, error) {
 // Register records the agreement's bindings (replacing any earlier ones)
 // and watches the secrets they name. It validates every binding first and
 // reports every problem; on error nothing changes.
+//
+// Give each binding the Sent tag of the content sealed into the proposal
+// (or, after an agbot restart, the tag Bindings returned before it). If the
+// watcher already holds an observation of a secret that differs from it,
+// the next cycle reports the secret Changed (Watcher.Retry) and the
+// agreement gets an update; so do agreements bound to that secret without
+// Sent, as on any Changed.
 func (t *Tracker) Register(agreementID string, services []ServiceBinding) error {
 	if err := checkBindings(agreementID, services); err != nil {
 		return err
 	}
-	copied := make([]ServiceBinding, len(services))
+	reg := &registration{services: make([]ServiceBinding, len(services)), held: sentTags(services)}
 	for i, sb := range services {
-		copied[i] = ServiceBinding{Service: sb.Service, Secrets: maps.Clone(sb.Secrets)}
+		reg.services[i] = ServiceBinding{Service: sb.Service, Secrets: maps.Clone(sb.Secrets)}
 	}
-	names := vaultSecrets(copied)
+	names := vaultSecrets(reg.services)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.watcher.Watch(names...); err != nil {
 		return fmt.Errorf("agreement %s: %w", agreementID, err)
 	}
+	var stale []string
+	for n, sent := range reg.held {
+		// Not yet observed (or missing): its first observation decides.
+		if cur, observed := t.watcher.Observed(n); observed && cur != sent {
+			stale = append(stale, n)
+		}
+	}
+	slices.Sort(stale)
 	old := t.agreements[agreementID]
-	t.agreements[agreementID] = copied
+	t.agreements[agreementID] = reg
 	for _, n := range names {
 		addTo(t.users, n, agreementID)
 	}
-	for _, n := range vaultSecrets(old) {
-		if !slices.Contains(names, n) {
-			removeFrom(t.users, n, agreementID)
-			t.unwatchUnused(n)
+	if old != nil {
+		for _, n := range vaultSecrets(old.services) {
+			if !slices.Contains(names, n) {
+				removeFrom(t.users, n, agreementID)
+				t.unwatchUnused(n)
+			}
 		}
 	}
-	t.log.Debug("agreement registered", slog.String("agreement", agreementID), slog.Any("bindings", bindingsLog(copied)))
+	if len(stale) > 0 {
+		t.watcher.Retry(stale...)
+		t.log.Info("agreement was sent other content than the store holds now; update at the next cycle",
+			slog.String("agreement", agreementID), slog.Any("secrets", stale))
+	}
+	t.log.Debug("agreement registered", slog.String("agreement", agreementID), slog.Any("bindings", bindingsLog(reg.services)))
 	return nil
+}
+
+// Bindings returns a copy of the agreement's bindings with each Sent set
+// to the tag of the content its agent was last sent (queued): what to
+// persist with the agreement, so that re-registering it after an agbot
+// restart sends exactly the rotations it missed. The tags are checksums
+// for stores without versions: persist them with ContentTag.Encode, never
+// log them encoded.
+func (t *Tracker) Bindings(agreementID string) ([]ServiceBinding, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	reg, ok := t.agreements[agreementID]
+	if !ok {
+		return nil, false
+	}
+	out := make([]ServiceBinding, len(reg.services))
+	for i, sb := range reg.services {
+		out[i] = ServiceBinding{Service: sb.Service, Secrets: make(map[string]BoundSecret, len(sb.Secrets))}
+		for name, b := range sb.Secrets {
+			if held := reg.held[b.VaultSecret]; !held.IsZero() {
+				b.Sent = held
+			}
+			out[i].Secrets[name] = b
+		}
+	}
+	return out, true
 }
 
 // Unregister forgets the agreement: its secrets are no longer watched for
@@ -207,7 +297,11 @@ func (t *Tracker) Unregister(ctx context.Context, agreementID string) error {
 	t.mu.Lock()
 	old, ok := t.agreements[agreementID]
 	delete(t.agreements, agreementID)
-	for _, n := range vaultSecrets(old) {
+	var oldServices []ServiceBinding
+	if ok {
+		oldServices = old.services
+	}
+	for _, n := range vaultSecrets(oldServices) {
 		removeFrom(t.users, n, agreementID)
 		t.unwatchUnused(n)
 	}
@@ -277,15 +371,19 @@ func (t *Tracker) Close() {
 }
 
 // HandleEvents acts on one watcher cycle's events. It is the handler to
-// pass to secretstore.Watcher.Run, and runs on the watcher's goroutine.
+// pass to secretstore.Watcher.Run, and runs on the watcher's goroutine;
+// calls must not overlap.
 func (t *Tracker) HandleEvents(ctx context.Context, events []secretstore.Event) {
-	var changed []string
+	present := map[string]bool{} // secrets seen present → Changed reported
 	for _, e := range events {
 		switch e.Kind {
 		case secretstore.Appeared:
 			t.appeared(ctx, e.Name)
+			if _, ok := present[e.Name]; !ok {
+				present[e.Name] = false
+			}
 		case secretstore.Changed:
-			changed = append(changed, e.Name)
+			present[e.Name] = true
 		case secretstore.Deleted, secretstore.Forbidden:
 			t.revoked(ctx, e.Name, e.Kind)
 		case secretstore.Unavailable:
@@ -293,32 +391,59 @@ func (t *Tracker) HandleEvents(ctx context.Context, events []secretstore.Event) 
 				slog.Int("secrets", len(e.Names)), slog.Bool("outage", e.Outage))
 		}
 	}
-	if len(changed) > 0 {
-		t.rotate(ctx, changed)
+	if len(present) > 0 {
+		t.rotate(ctx, present)
 	}
 }
 
-// rotate reads each changed secret once and queues one update per affected
-// agreement, carrying only its changed secrets.
-func (t *Tracker) rotate(ctx context.Context, changed []string) {
+// outdated returns, for each secret of present (name → Changed reported),
+// the agreements to update: those tracking what their agents hold whose
+// content differs from the watcher's observation, and on Changed those
+// registered without Sent.
+func (t *Tracker) outdated(present map[string]bool) map[string][]string {
 	t.mu.Lock()
-	changed = slices.DeleteFunc(changed, func(n string) bool { return len(t.users[n]) == 0 })
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	out := map[string][]string{}
+	for n, changed := range present {
+		cur, observed := t.watcher.Observed(n)
+		for id := range t.users[n] {
+			held, tracked := t.agreements[id].held[n]
+			switch {
+			case tracked && observed:
+				if held == cur {
+					continue
+				}
+			case !changed:
+				continue // no Sent, or nothing observed to compare with
+			}
+			out[n] = append(out[n], id)
+		}
+	}
+	return out
+}
 
-	values := make(map[string]secretstore.Data, len(changed))
-	for _, n := range changed {
+// rotate reads each outdated secret once and queues one update per
+// affected agreement, carrying only its outdated secrets.
+func (t *Tracker) rotate(ctx context.Context, present map[string]bool) {
+	outdated := t.outdated(present)
+	if len(outdated) == 0 {
+		return
+	}
+
+	values := make(map[string]*secretstore.Secret, len(outdated))
+	for _, n := range slices.Sorted(maps.Keys(outdated)) {
 		t.reader.Invalidate(n)
 		s, err := t.reader.Get(ctx, n)
 		switch {
 		case errors.Is(err, secretstore.ErrNotFound):
-			// Gone since the watcher saw it change: the next cycle reports Deleted.
+			// Gone since the watcher saw it: the next cycle reports Deleted.
 			continue
 		case err != nil:
 			t.log.Warn("could not read rotated secret; will retry next cycle", slog.String("secret", n), slog.String("err", err.Error()))
 			t.watcher.Retry(n)
 			continue
 		}
-		values[n] = s.Data
+		values[n] = s
 	}
 	if len(values) == 0 {
 		return
@@ -326,25 +451,40 @@ func (t *Tracker) rotate(ctx context.Context, changed []string) {
 
 	type pending struct {
 		update Update
+		reg    *registration
 		names  []string
 	}
 	var updates []pending
 	t.mu.Lock()
-	affected := map[string]struct{}{}
-	for n := range values {
-		for id := range t.users[n] {
-			affected[id] = struct{}{}
+	affected := map[string][]string{} // agreement → secrets to send
+	for n, ids := range outdated {
+		if _, ok := values[n]; ok {
+			for _, id := range ids {
+				affected[id] = append(affected[id], n)
+			}
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(affected)) {
+		reg := t.agreements[id]
+		if reg == nil {
+			continue // unregistered meanwhile
+		}
+		var names []string
+		for _, n := range affected[id] {
+			if held, tracked := reg.held[n]; !tracked || held != values[n].ContentTag() {
+				names = append(names, n) // else: the store is back to what the agent has
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		slices.Sort(names)
 		var su SecretsUpdate
-		var used []string
-		for _, sb := range t.agreements[id] {
+		for _, sb := range reg.services {
 			secrets := map[string]SecretDetails{}
 			for svcName, b := range sb.Secrets {
-				if data, ok := values[b.VaultSecret]; ok {
-					secrets[svcName] = SecretDetails{Format: b.Format, Data: data}
-					used = append(used, b.VaultSecret)
+				if slices.Contains(names, b.VaultSecret) {
+					secrets[svcName] = SecretDetails{Format: b.Format, Data: values[b.VaultSecret].Data}
 				}
 			}
 			if len(secrets) > 0 {
@@ -356,25 +496,37 @@ func (t *Tracker) rotate(ctx context.Context, changed []string) {
 			t.log.Error("could not encode secrets update", slog.String("agreement", id), slog.String("err", err.Error()))
 			continue
 		}
-		updates = append(updates, pending{update: u, names: used})
+		updates = append(updates, pending{update: u, reg: reg, names: names})
 		t.log.Debug("secrets update for agreement", slog.String("agreement", id), slog.Any("secrets", updateLog(su)))
 	}
 	t.mu.Unlock()
 
 	var failed []string
+	queued := 0
 	for _, p := range updates {
 		if err := t.outbox.Queue(ctx, p.update); err != nil {
 			t.log.Error("could not queue secrets update; will retry next cycle",
 				slog.String("agreement", p.update.AgreementID), slog.String("err", err.Error()))
 			failed = append(failed, p.names...)
+			continue
 		}
+		queued++
+		t.mu.Lock()
+		if t.agreements[p.update.AgreementID] == p.reg { // not replaced meanwhile
+			for _, n := range p.names {
+				if _, tracked := p.reg.held[n]; tracked {
+					p.reg.held[n] = values[n].ContentTag()
+				}
+			}
+		}
+		t.mu.Unlock()
 	}
 	if len(failed) > 0 {
 		slices.Sort(failed)
 		t.watcher.Retry(slices.Compact(failed)...)
 	}
 	t.log.Info("secrets rotated; updates queued", slog.Any("secrets", slices.Sorted(maps.Keys(values))),
-		slog.Int("agreements", len(updates)))
+		slog.Int("agreements", queued))
 }
 
 // revoked starts the grace period for, or cancels at once, the agreements
@@ -529,6 +681,29 @@ func vaultSecrets(services []ServiceBinding) []string {
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// sentTags returns the Sent tags of bindings by store secret. A secret
+// whose bindings were sent different content maps to the zero tag, which
+// differs from every observation.
+func sentTags(services []ServiceBinding) map[string]secretstore.ContentTag {
+	held := map[string]secretstore.ContentTag{}
+	mixed := map[string]bool{}
+	for _, sb := range services {
+		for _, b := range sb.Secrets {
+			if b.Sent.IsZero() {
+				continue
+			}
+			if sent, ok := held[b.VaultSecret]; ok && sent != b.Sent {
+				mixed[b.VaultSecret] = true
+			}
+			held[b.VaultSecret] = b.Sent
+		}
+	}
+	for n := range mixed {
+		held[n] = secretstore.ContentTag{}
+	}
+	return held
 }
 
 // bindingsLog renders bindings for a log line: service secret → store secret.

@@ -59,17 +59,24 @@ func ExampleTracker() {
 	}
 	defer tracker.Close()
 
+	// The agbot reads the secret to seal it into the proposal, and once the
+	// agent accepts, registers the agreement with the tag of that content.
+	sealed, err := reader.Get(ctx, "myorg/db")
+	if err != nil {
+		panic(err)
+	}
 	err = tracker.Register("agreement-1", []agreement.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
-		Secrets: map[string]agreement.BoundSecret{"db": {VaultSecret: "myorg/db"}},
+		Secrets: map[string]agreement.BoundSecret{"db": {VaultSecret: "myorg/db", Sent: sealed.ContentTag()}},
 	}})
 	if err != nil {
 		panic(err)
 	}
 
-	// A program runs: go watcher.Run(ctx, tracker.HandleEvents). Here, cycle by cycle:
-	tracker.HandleEvents(ctx, watcher.Poll(ctx))
+	// Rotated before the watcher's first look: the tracker still knows the
+	// agent holds the old content.
 	write("rotated")
+	// A program runs: go watcher.Run(ctx, tracker.HandleEvents). Here, one cycle:
 	tracker.HandleEvents(ctx, watcher.Poll(ctx))
 
 	u := <-delivered

@@ -102,10 +102,17 @@ type trackerEnv struct {
 }
 
 func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
-	e := &trackerEnv{t: t, mem: memory.New(), queue: &recordingQueue{}, clock: clockwork.NewFakeClock()}
+	mem := memory.New()
+	return newTrackerEnvOver(t, grace, mem, mem)
+}
+
+// newTrackerEnvOver returns an env whose agbot reads backend, a view of
+// mem (the store the tests write to).
+func newTrackerEnvOver(t *testing.T, grace time.Duration, mem *memory.Store, backend secretstore.Store) *trackerEnv {
+	e := &trackerEnv{t: t, mem: mem, queue: &recordingQueue{}, clock: clockwork.NewFakeClock()}
 	var logger *slog.Logger
 	logger, e.logs = logtest.NewLogger()
-	e.mon = secretstore.NewMonitor(e.mem)
+	e.mon = secretstore.NewMonitor(backend)
 	e.reader = &flakyReader{Reader: secretstore.NewReader(e.mon, secretstore.ReaderOptions{TTL: time.Hour})}
 	var err error
 	e.watcher, err = secretstore.NewWatcher(e.mon, secretstore.WatcherOptions{Clock: e.clock})

@@ -246,14 +246,20 @@ type WatcherOptions struct {
 // lasts; Unavailable is reported in every cycle that could not check some
 // names.
 //
+// A name's first observation only sets its baseline: a rotation between a
+// caller's own read and that observation is not reported as Changed.
+// Callers that know which content they used compare its ContentTag with
+// Observed (the agreement tracker does, for agreements registered with the
+// tags they were sent).
+//
 // Give the watcher the backend (or a Monitor), not a Reader whose cache
 // would hide fresh data from the checksum fallback.
 //
 // Run delivers each cycle's events by calling a handler on the watcher's
-// own goroutine, with no lock held: the handler may call Watch, Unwatch and
-// Retry, and a slow handler only delays the next cycle. Cycles never
-// overlap: a cycle (or handler) slower than the interval makes the next
-// cycle start right after it, once, with no goroutines piling up.
+// own goroutine, with no lock held: the handler may call Watch, Unwatch,
+// Retry and Observed, and a slow handler only delays the next cycle.
+// Cycles never overlap: a cycle (or handler) slower than the interval makes
+// the next cycle start right after it, once, with no goroutines piling up.
 type Watcher struct {
 	store       Store
 	interval    time.Duration
@@ -273,17 +279,16 @@ type Watcher struct {
 }
 
 // watchEntry is the state of one watched name. Fields below removed are
-// owned by the cycle in progress (cycleMu).
+// owned by the cycle in progress (cycleMu); apply writes seen, state and
+// tag with Watcher.mu held too, so Observed may read them.
 type watchEntry struct {
 	name    string
 	removed bool // set under Watcher.mu by Unwatch
 
-	seen       bool
-	state      nameState
-	hasContent bool // version/sum hold a present observation
-	version    string
-	sum        [sha256.Size]byte
-	force      bool // report Changed on the next present observation (Retry)
+	seen  bool
+	state nameState
+	tag   ContentTag // the last present observation; zero before the first
+	force bool       // report Changed on the next present observation (Retry)
 
 	res observation // this cycle's result
 }
@@ -384,6 +389,22 @@ func (w *Watcher) Names() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Sorted(maps.Keys(w.entries))
+}
+
+// Observed returns the content tag of name's last observation, if name is
+// watched and that observation found it present: the version, or for a
+// store without versions a checksum that prints redacted. It is what the
+// agreement tracker compares with the content an agreement was sent, and
+// is kept out of Events on purpose. A handler called by Run sees the tags
+// of the cycle it handles.
+func (w *Watcher) Observed(name string) (ContentTag, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.entries[name]
+	if !ok || !e.seen || e.state != statePresent {
+		return ContentTag{}, false
+	}
+	return e.tag, true
 }
 
 // Retry makes the next cycle report each watched name of names as Changed
@@ -558,7 +579,8 @@ func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []strin
 			}
 			continue
 		case statePresent:
-			differs := e.hasContent && (r.version != e.version || r.sum != e.sum)
+			tag := observedTag(r.version, r.sum)
+			differs := !e.tag.IsZero() && tag != e.tag
 			switch {
 			case !e.seen:
 				events = append(events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})
@@ -570,7 +592,7 @@ func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []strin
 			case differs || e.force:
 				events = append(events, Event{Kind: Changed, Name: e.name, Version: r.version})
 			}
-			e.hasContent, e.version, e.sum = true, r.version, r.sum
+			e.tag = tag
 		case stateMissing:
 			if !e.seen || e.state != stateMissing {
 				events = append(events, Event{Kind: Deleted, Name: e.name, Initial: !e.seen})

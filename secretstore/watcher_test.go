@@ -28,7 +28,7 @@ type faultStore struct {
 
 	mu          sync.Mutex
 	faults      map[string]error // error kind per name
-	noVersions  bool             // Stat reports an empty Version, like a store without versions
+	noVersions  bool             // Stat and Get report an empty Version, like a store without versions
 	gate        testgate.Gate    // holds every Stat while held
 	stats       map[string]int
 	gets        map[string]int
@@ -82,11 +82,16 @@ func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret,
 	f.mu.Lock()
 	f.gets[name]++
 	kind := f.faults[name]
+	noVersions := f.noVersions
 	f.mu.Unlock()
 	if kind != nil {
 		return nil, secretstore.NewError(secretstore.OpGet, name, kind, errors.New("injected"))
 	}
-	return f.Store.Get(ctx, name)
+	s, err := f.Store.Get(ctx, name)
+	if err == nil && noVersions {
+		s.Version = ""
+	}
+	return s, err
 }
 
 func (f *faultStore) statCalls() (total int, perName map[string]int) {
@@ -374,6 +379,71 @@ func TestWatcherChecksumFallback(t *testing.T) {
 
 	fs.setFault(secretstore.ErrPermission, "b")
 	assert.Equal(t, []string{"forbidden b"}, summary(w.Poll(ctx)))
+}
+
+// TestWatcherObserved: Observed gives the tag of the last present
+// observation, equal to the ContentTag of the same revision read with Get,
+// with or without store versions.
+func TestWatcherObserved(t *testing.T) {
+	for _, noVersions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noVersions=%t", noVersions), func(t *testing.T) {
+			ctx := context.Background()
+			mem := memory.New()
+			fs := newFaultStore(mem)
+			fs.noVersions = noVersions
+			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+			require.NoError(t, err)
+			read := func() secretstore.ContentTag {
+				s, err := fs.Get(ctx, "a")
+				require.NoError(t, err)
+				return s.ContentTag()
+			}
+			observed := func() (secretstore.ContentTag, bool) { return w.Observed("a") }
+
+			put(t, mem, "a", "1")
+			_, ok := observed()
+			assert.False(t, ok, "not watched")
+			require.NoError(t, w.Watch("a"))
+			_, ok = observed()
+			assert.False(t, ok, "not observed yet")
+
+			w.Poll(ctx)
+			v1, ok := observed()
+			require.True(t, ok)
+			assert.Equal(t, read(), v1)
+			assert.Equal(t, !noVersions, v1.Version() != "")
+
+			put(t, mem, "a", "2")
+			unchanged, _ := observed()
+			assert.Equal(t, v1, unchanged, "an observation changes with a cycle only")
+			ev := w.Poll(ctx)
+			v2, ok := observed()
+			require.True(t, ok)
+			assert.NotEqual(t, v1, v2)
+			assert.Equal(t, read(), v2)
+			require.Len(t, ev, 1)
+			assert.Equal(t, v2.Version(), ev[0].Version, "events carry versions, never checksums")
+
+			require.NoError(t, mem.Delete(ctx, "a"))
+			w.Poll(ctx)
+			_, ok = observed()
+			assert.False(t, ok, "deleted")
+			put(t, mem, "a", "2")
+			w.Poll(ctx)
+			back, ok := observed()
+			require.True(t, ok)
+			assert.Equal(t, read(), back)
+
+			fs.setFault(secretstore.ErrUnavailable, "a")
+			w.Poll(ctx)
+			kept, ok := observed()
+			assert.True(t, ok, "an unavailable store keeps the last observation")
+			assert.Equal(t, back, kept)
+			w.Unwatch("a")
+			_, ok = observed()
+			assert.False(t, ok, "unwatched")
+		})
+	}
 }
 
 func TestWatcherRetryReportsChangedAgain(t *testing.T) {

@@ -42,7 +42,6 @@ type agbot struct {
 
 	mu     sync.Mutex
 	agents map[string]*agentContact // agreement id → its agent
-	seen   map[string]bool          // store names the watcher has reported on
 }
 
 // agentContact is what the agbot knows of an agreement's agent: the
@@ -107,7 +106,6 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 		say:      opts.say,
 		log:      log,
 		agents:   map[string]*agentContact{},
-		seen:     map[string]bool{},
 	}
 	// The outbox's updates travel sealed: for each attempt the transport
 	// seals the update to the agent's verified keys, sends it over the
@@ -127,7 +125,8 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 		return nil, err
 	}
 	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
-		Reader: a.reader, Watcher: watcher, Outbox: a.outbox, Cancel: a.cancelAgreement, Logger: log,
+		Reader: a.reader, Watcher: watcher, Outbox: narratedQueue{Outbox: a.outbox, say: a.say},
+		Cancel: a.cancelAgreement, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -160,55 +159,69 @@ func (a *agbot) runWatcher(ctx context.Context) error {
 
 func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
 	for _, e := range events {
+		using := strings.Join(a.tracker.Agreements(e.Name), ", ")
 		switch {
 		case e.Kind == secretstore.Unavailable:
 			a.say.sayf("agbot", "watcher: the store did not answer for %d secret(s); agreements kept", len(e.Names))
-		case !e.Initial:
-			a.say.sayf("agbot", "watcher: %s %s; agreements using it: %s", e.Name, e.Kind, strings.Join(a.tracker.Agreements(e.Name), ", "))
+		case e.Initial && e.Kind == secretstore.Appeared:
+			a.say.sayf("agbot", "watcher: first look at %s%s; agreements using it: %s", e.Name, versionNote(e.Version), using)
+		default:
+			a.say.sayf("agbot", "watcher: %s %s%s; agreements using it: %s", e.Name, e.Kind, versionNote(e.Version), using)
 		}
 	}
+	// The tracker compares what each agreement was sent with what the
+	// watcher sees, so a rotation before the watcher's first look is
+	// delivered too.
 	a.tracker.HandleEvents(ctx, events)
-	a.mu.Lock()
-	for _, e := range events {
-		a.seen[e.Name] = true
-	}
-	a.mu.Unlock()
 }
 
-// watching reports whether the watcher has looked at every name once, so
-// that a later change is reported as Changed.
-func (a *agbot) watching(names []string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, n := range names {
-		if !a.seen[n] {
-			return false
-		}
+func versionNote(version string) string {
+	if version == "" {
+		return ""
 	}
-	return true
+	return " (version " + version + ")"
+}
+
+// narratedQueue is the outbox as the tracker sees it: it narrates each
+// update the tracker queues, naming the service secrets it carries.
+type narratedQueue struct {
+	*agreement.Outbox
+	say *narrator
+}
+
+// Queue narrates the update, then queues it in the outbox.
+func (q narratedQueue) Queue(ctx context.Context, u agreement.Update) error {
+	if su, err := u.Secrets(); err == nil {
+		var names []string
+		for _, ss := range su.Services {
+			names = append(names, ss.SecretNames()...)
+		}
+		q.say.sayf("agbot", "tracker: the agent of %s holds other content than the store; update queued, carrying %s", u.AgreementID, strings.Join(names, ", "))
+	}
+	return q.Outbox.Queue(ctx, u)
 }
 
 // propose makes an agreement: it validates the deployment with the store
 // as existence checker, reads the bound secrets, seals a proposal to the
 // agent's certified keys and, once the agent accepts, registers the
-// agreement with the tracker. It returns the store names the agreement
-// uses.
-func (a *agbot) propose(ctx context.Context, agreementID string, target binding.Target, agent *agentContact) ([]string, error) {
+// agreement with the tracker, with the content tag of each secret it
+// sealed.
+func (a *agbot) propose(ctx context.Context, agreementID string, target binding.Target, agent *agentContact) error {
 	report, err := binding.Validate(ctx, target, binding.Options{Resolver: a.resolver, Checker: a.checker, Logger: a.log})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := report.Err(); err != nil {
-		return nil, fmt.Errorf("agbot: the deployment is not valid: %w", err)
+		return fmt.Errorf("agbot: the deployment is not valid: %w", err)
 	}
 	bindings, err := serviceBindings(report)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	names := storeNames(bindings)
 	values, err := secretstore.GetBatch(ctx, a.reader, names)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	proposal := agreement.Proposal{AgreementID: agreementID}
 	for _, sb := range bindings {
@@ -216,9 +229,13 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 		for name, b := range sb.Secrets {
 			s, ok := values[b.VaultSecret]
 			if !ok {
-				return nil, fmt.Errorf("agbot: secret %s was deleted after validation", b.VaultSecret)
+				return fmt.Errorf("agbot: secret %s was deleted after validation", b.VaultSecret)
 			}
 			ss.Secrets[name] = agreement.SecretDetails{Format: b.Format, Data: s.Data}
+			// What the agent gets: the tracker sends an update if the
+			// store holds anything else, whenever the watcher looks.
+			b.Sent = s.ContentTag()
+			sb.Secrets[name] = b
 		}
 		proposal.Services = append(proposal.Services, ss)
 	}
@@ -231,13 +248,13 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 		a.mu.Lock()
 		delete(a.agents, agreementID)
 		a.mu.Unlock()
-		return nil, err
+		return err
 	}
 	if err := a.tracker.Register(agreementID, bindings); err != nil {
-		return nil, err
+		return err
 	}
 	a.say.sayf("agbot", "the agent accepted %s; the tracker watches %s", agreementID, strings.Join(names, ", "))
-	return names, nil
+	return nil
 }
 
 // serviceBindings groups a report's resolved bindings by service

@@ -141,15 +141,7 @@ func (f *flow) registerAgent(ctx context.Context) (err error) {
 // propose is the agbot making the agreement with the registered agent.
 func (f *flow) propose(ctx context.Context) error {
 	agent := &agentContact{chain: f.agent.identity.CertificateChain(), endpoint: f.exchange}
-	names, err := f.agbot.propose(ctx, f.agreementID, f.target, agent)
-	if err != nil {
-		return err
-	}
-	// A change is reported against what the watcher saw last: let it have
-	// its first look before anything changes.
-	return waitFor(ctx, "the watcher's first look at the agreement's secrets", func() (bool, error) {
-		return f.agbot.watching(names), nil
-	})
+	return f.agbot.propose(ctx, f.agreementID, f.target, agent)
 }
 
 // Receive opens a sealed proposal or update from the agbot, applies it,

@@ -9,7 +9,9 @@
 //  4. the agent opens the proposal and writes the service's files, which the
 //     service reads from its mount and through the /secrets API;
 //  5. the admin rotates a secret: the watcher, the tracker and the outbox
-//     deliver a sealed update, and the service fetches and acknowledges it;
+//     deliver a sealed update, and the service fetches and acknowledges it
+//     (also when the rotation comes before the watcher's first look: the
+//     tracker knows which version the proposal carried);
 //  6. the admin deletes the secret: the tracker's cancel hook ends the
 //     agreement and the agent wipes the service's files.
 //

@@ -44,7 +44,7 @@ var narratedSteps = []string{
 	"service   GET /secrets -> 404: nothing updated since it started",
 	"service   GET /secrets/db with a wrong token -> 401",
 	"admin     rotated the password of myorg/db/web-login",
-	"agbot     watcher: myorg/db/web-login changed; agreements using it: agreement-1",
+	"agbot     tracker: the agent of agreement-1 holds other content than the store; update queued, carrying db",
 	"agbot     verified the certificate of quickstart-provider/myorg/node-1/agent-1 (serial ",
 	"agbot     sends the sealed update of agreement-1: ",
 	"agent     opened the update of agreement-1: rewrote db for instance agreement-1-web",
