@@ -31,7 +31,6 @@ type agbot struct {
 	verifier *identity.Verifier
 	relay    *relay.Server
 	tracker  *agreement.Tracker
-	watcher  *secretstore.Watcher
 	replies  *agreement.MemoryReplayGuard // shared with the sealing transport
 	seq      *demo.Sequencer              // proposal and cancellation sequences
 
@@ -47,13 +46,6 @@ type agbot struct {
 	byNode     map[relay.Node]string // node → its agreement id
 	deploying  map[relay.Node]bool
 	agreements map[string]*agreementState
-
-	// sent records, per store secret and agreement, the version the
-	// agreement's proposal carried. A proposal read before the watcher's
-	// first look at a secret could otherwise miss a rotation in between
-	// (see handleEvents). sentMu is held across a proposal's reads.
-	sentMu sync.Mutex
-	sent   map[string]map[string]string
 }
 
 // agreementState is one agreement with a node. Guarded by agbot.mu.
@@ -174,31 +166,49 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	}
 
 	ag := &agreementState{id: "agreement-" + strings.ToLower(rand.Text()[:16]), node: n, agentKey: agentKeys.EncryptionKeyID()}
+	p, bindings, err := a.readProposal(ctx, ag.id, bindings)
+	if err != nil {
+		var serr *secretstore.Error
+		if errors.Is(err, secretstore.ErrNotFound) && errors.As(err, &serr) {
+			// Deleted since the validation: wait for it like any missing secret.
+			if err := a.tracker.Refused(n.String(), serr.Name); err == nil {
+				log.Info("deployment waits for a secret deleted meanwhile", slog.String("secret", serr.Name))
+				return
+			}
+		}
+		log.Error("reading the secrets failed; not deploying", slog.String("err", err.Error()))
+		return
+	}
 	a.mu.Lock()
 	a.agreements[ag.id] = ag
 	a.byNode[n] = ag.id
 	a.mu.Unlock()
 	a.tracker.DropRefusal(n.String())
+	// Registered with the content tags the proposal carries, the tracker
+	// sends an update for any rotation after the read, even one before the
+	// watcher's first look.
 	if err := a.tracker.Register(ag.id, bindings); err != nil {
 		log.Error("could not track the agreement", slog.String("agreement", ag.id), slog.String("err", err.Error()))
 		a.end(ag.id)
 		return
 	}
 	log.Info("agreement made", slog.String("agreement", ag.id), slog.Int("services", len(bindings)))
-	a.propose(ctx, ag.id, n, bindings)
+	a.propose(ctx, ag.id, n, p, bindings)
 }
 
 // propose delivers the agreement's proposal until the agent accepts it,
-// re-reading the secrets for each attempt so a resend carries the newest
-// values. After the last attempt the agreement is dropped.
-func (a *agbot) propose(ctx context.Context, id string, n relay.Node, bindings []agreement.ServiceBinding) {
+// sealing it afresh for each attempt; rotations meanwhile follow as
+// updates. After the last attempt the agreement is dropped.
+func (a *agbot) propose(ctx context.Context, id string, n relay.Node, p agreement.Proposal, bindings []agreement.ServiceBinding) {
 	log := a.log.With(slog.String("agreement", id), slog.String("node", n.String()))
 	delay := a.retryDelay
 	for attempt := 1; ; attempt++ {
 		if !a.active(id) {
 			return
 		}
-		reply, err := a.sendProposal(ctx, id, n, bindings)
+		reply, err := a.request(ctx, id, n, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
+			return agreement.SealProposal(a.keys, to, p, h)
+		})
 		switch {
 		case err == nil && reply.Accepted:
 			a.mu.Lock()
@@ -207,6 +217,13 @@ func (a *agbot) propose(ctx context.Context, id string, n relay.Node, bindings [
 			}
 			a.mu.Unlock()
 			log.Info("proposal accepted by the agent")
+			// Updates queued while the agent did not know the agreement may
+			// have run out of attempts. Registering again with what the
+			// proposal carried makes the tracker compare afresh and send
+			// any rotation the agent still lacks.
+			if err := a.tracker.Register(id, bindings); err != nil {
+				log.Warn("could not track the agreement again", slog.String("err", err.Error()))
+			}
 			return
 		case err == nil:
 			log.Warn("proposal rejected by the agent", slog.String("reason", reply.Reason))
@@ -231,72 +248,27 @@ func (a *agbot) propose(ctx context.Context, id string, n relay.Node, bindings [
 	}
 }
 
-// sendProposal reads the bound secrets, seals the proposal and exchanges it.
-func (a *agbot) sendProposal(ctx context.Context, id string, n relay.Node, bindings []agreement.ServiceBinding) (agreement.Reply, error) {
-	p, err := a.readProposal(ctx, id, bindings)
-	if err != nil {
-		return agreement.Reply{}, err
-	}
-	return a.request(ctx, id, n, agreement.TypeProposal, func(to *agreement.PublicKeys, h agreement.Header) ([]byte, error) {
-		return agreement.SealProposal(a.keys, to, p, h)
-	})
-}
-
-// readProposal reads the bound secrets into a proposal and records the
-// versions it carries.
-func (a *agbot) readProposal(ctx context.Context, id string, bindings []agreement.ServiceBinding) (agreement.Proposal, error) {
-	a.sentMu.Lock()
-	defer a.sentMu.Unlock()
+// readProposal reads the bound secrets into the agreement's proposal, and
+// returns the bindings with the content tag of each secret it carries.
+func (a *agbot) readProposal(ctx context.Context, id string, bindings []agreement.ServiceBinding) (agreement.Proposal, []agreement.ServiceBinding, error) {
 	p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: id}
-	versions := map[string]string{}
+	sent := make([]agreement.ServiceBinding, 0, len(bindings))
 	for _, sb := range bindings {
 		ss := agreement.ServiceSecrets{Service: sb.Service, Secrets: map[string]agreement.SecretDetails{}}
+		tagged := agreement.ServiceBinding{Service: sb.Service, Secrets: map[string]agreement.BoundSecret{}}
 		for name, b := range sb.Secrets {
 			s, err := a.reader.Get(ctx, b.VaultSecret)
 			if err != nil {
-				return agreement.Proposal{}, fmt.Errorf("reading the secrets: %w", err)
+				return agreement.Proposal{}, nil, fmt.Errorf("reading the secrets: %w", err)
 			}
 			ss.Secrets[name] = agreement.SecretDetails{Format: b.Format, Data: s.Data}
-			versions[b.VaultSecret] = s.Version
+			b.Sent = s.ContentTag()
+			tagged.Secrets[name] = b
 		}
 		p.Services = append(p.Services, ss)
+		sent = append(sent, tagged)
 	}
-	for name, v := range versions {
-		if a.sent[name] == nil {
-			a.sent[name] = map[string]string{}
-		}
-		a.sent[name][id] = v
-	}
-	return p, nil
-}
-
-// handleEvents passes a watcher cycle's events to the tracker, then closes
-// a gap the tracker cannot see: the watcher takes a secret's first version
-// as its baseline (Appeared, Initial) and reports changes after it only,
-// so a rotation between a proposal's read and that first look would never
-// reach the agent. When the baseline differs from what a proposal carried
-// (or the store has no versions to compare), the next cycle is asked to
-// report the secret Changed, which sends an update.
-func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
-	a.tracker.HandleEvents(ctx, events)
-	var stale []string
-	a.sentMu.Lock()
-	for _, e := range events {
-		if e.Kind != secretstore.Appeared || !e.Initial {
-			continue
-		}
-		for _, v := range a.sent[e.Name] {
-			if v == "" || v != e.Version {
-				stale = append(stale, e.Name)
-				break
-			}
-		}
-	}
-	a.sentMu.Unlock()
-	if len(stale) > 0 {
-		a.log.Debug("secrets changed between a proposal and the watcher's first look; sending updates", slog.Any("secrets", stale))
-		a.watcher.Retry(stale...)
-	}
+	return p, sent, nil
 }
 
 // agentKeys is the sealing transport's AgentKeys: the verified keys of
@@ -469,13 +441,5 @@ func (a *agbot) end(id string) *agreementState {
 	if a.byNode[ag.node] == id {
 		delete(a.byNode, ag.node)
 	}
-	a.sentMu.Lock()
-	for name, ids := range a.sent {
-		delete(ids, id)
-		if len(ids) == 0 {
-			delete(a.sent, name)
-		}
-	}
-	a.sentMu.Unlock()
 	return ag
 }

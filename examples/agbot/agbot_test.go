@@ -244,55 +244,46 @@ func (q *queue) Queue(_ context.Context, u agreement.Update) error {
 
 func (q *queue) Forget(context.Context, string) error { return nil }
 
-// A rotation between a proposal's read and the watcher's first look at
-// the secret still reaches the agent as an update.
-func TestRotationBeforeTheWatcherLooks(t *testing.T) {
+// The proposal's bindings carry the content tags of what it sealed, so a
+// rotation between the read and the watcher's first look at the secret
+// still reaches the agent as an update, and no update is sent when the
+// agent has what the store holds.
+func TestProposalTagsDeliverEarlyRotations(t *testing.T) {
 	ctx := t.Context()
 	store := memory.New()
 	put(t, store, "myorg/web/api-key", "first")
+	put(t, store, "myorg/web/other", "only")
 	watcher, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	q := &queue{}
-	a := &agbot{
-		log:     slog.New(slog.DiscardHandler),
-		reader:  secretstore.NewReader(store, secretstore.ReaderOptions{}),
-		watcher: watcher,
-		sent:    map[string]map[string]string{},
-	}
+	a := &agbot{log: slog.New(slog.DiscardHandler), reader: secretstore.NewReader(store, secretstore.ReaderOptions{})}
 	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{Reader: a.reader, Watcher: watcher, Outbox: q})
 	require.NoError(t, err)
-	bindings := []agreement.ServiceBinding{{
-		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Container: "web"},
-		Secrets: map[string]agreement.BoundSecret{"api_key": {VaultSecret: "myorg/web/api-key", Format: agreement.FormatRaw}},
-	}}
-	require.NoError(t, a.tracker.Register("agreement-1", bindings))
-	p, err := a.readProposal(ctx, "agreement-1", bindings)
+	binding := func(secret string) []agreement.ServiceBinding {
+		return []agreement.ServiceBinding{{
+			Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Container: "web"},
+			Secrets: map[string]agreement.BoundSecret{"s": {VaultSecret: secret, Format: agreement.FormatRaw}},
+		}}
+	}
+
+	p, tagged, err := a.readProposal(ctx, "agreement-1", binding("myorg/web/api-key"))
 	require.NoError(t, err)
-	assert.Equal(t, "first", string(p.Services[0].Secrets["api_key"].Data["value"]))
+	assert.Equal(t, "first", string(p.Services[0].Secrets["s"].Data["value"]))
+	assert.False(t, tagged[0].Secrets["s"].Sent.IsZero())
+	require.NoError(t, a.tracker.Register("agreement-1", tagged))
+	_, tagged, err = a.readProposal(ctx, "agreement-2", binding("myorg/web/other"))
+	require.NoError(t, err)
+	require.NoError(t, a.tracker.Register("agreement-2", tagged))
 
-	put(t, store, "myorg/web/api-key", "second") // before the watcher's first cycle
-	a.handleEvents(ctx, watcher.Poll(ctx))       // Appeared (its baseline is "second")
-	assert.Empty(t, q.updates)
-	a.handleEvents(ctx, watcher.Poll(ctx))
-
-	require.Len(t, q.updates, 1, "the agent gets the value it missed")
+	put(t, store, "myorg/web/api-key", "second") // before the watcher's first look
+	for range 2 {
+		a.tracker.HandleEvents(ctx, watcher.Poll(ctx))
+	}
+	require.Len(t, q.updates, 1, "agreement-1 gets the value it missed; agreement-2 has the current one")
+	assert.Equal(t, "agreement-1", q.updates[0].AgreementID)
 	su, err := q.updates[0].Secrets()
 	require.NoError(t, err)
-	assert.Equal(t, "second", string(su.Services[0].Secrets["api_key"].Data["value"]))
-
-	// When the proposal carried what the watcher sees first, nothing more
-	// is sent.
-	put(t, store, "myorg/web/other", "only")
-	other := []agreement.ServiceBinding{{
-		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Container: "web"},
-		Secrets: map[string]agreement.BoundSecret{"other": {VaultSecret: "myorg/web/other"}},
-	}}
-	require.NoError(t, a.tracker.Register("agreement-2", other))
-	_, err = a.readProposal(ctx, "agreement-2", other)
-	require.NoError(t, err)
-	a.handleEvents(ctx, watcher.Poll(ctx))
-	a.handleEvents(ctx, watcher.Poll(ctx))
-	assert.Len(t, q.updates, 1)
+	assert.Equal(t, "second", string(su.Services[0].Secrets["s"].Data["value"]))
 }
 
 func must[T any](v T, err error) T {

@@ -146,12 +146,11 @@ func run(c config, log *slog.Logger) error {
 		byNode:       map[relay.Node]string{},
 		deploying:    map[relay.Node]bool{},
 		agreements:   map[string]*agreementState{},
-		sent:         map[string]map[string]string{},
 	}
 	if a.checker, err = binding.NewStoreChecker(monitor, dep.org); err != nil {
 		return err
 	}
-	a.watcher, err = secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
+	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
 		Config: secretstore.WatcherConfig{Interval: c.watchInterval}, Logger: log,
 	})
 	if err != nil {
@@ -168,7 +167,7 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
-		Reader: a.reader, Watcher: a.watcher, Outbox: outbox,
+		Reader: a.reader, Watcher: watcher, Outbox: outbox,
 		Cancel: a.cancel, Retry: a.retry, GracePeriod: c.grace, Logger: log,
 	})
 	if err != nil {
@@ -194,7 +193,7 @@ func run(c config, log *slog.Logger) error {
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
 	done := make(chan struct{}, 2)
-	go func() { a.watcher.Run(ctx, a.handleEvents); done <- struct{}{} }()
+	go func() { watcher.Run(ctx, a.tracker.HandleEvents); done <- struct{}{} }()
 	go func() { outbox.Run(ctx); done <- struct{}{} }()
 	<-ctx.Done()
 	log.Info("agbot stopping")
