@@ -35,8 +35,8 @@ type agbot struct {
 	seq      *demo.Sequencer              // proposal and cancellation sequences
 
 	replyTimeout time.Duration // how long to wait for an agent's reply
-	retryDelay   time.Duration // first pause between proposal attempts
-	attempts     int           // proposal and cancellation attempts
+	retryDelay   time.Duration // first pause between attempts
+	attempts     int           // cancellation attempts
 
 	ctx context.Context // the agbot's lifetime, for background work
 	wg  sync.WaitGroup
@@ -196,9 +196,10 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	a.propose(ctx, ag.id, n, p, bindings)
 }
 
-// propose delivers the agreement's proposal until the agent accepts it,
-// sealing it afresh for each attempt; rotations meanwhile follow as
-// updates. After the last attempt the agreement is dropped.
+// propose delivers the agreement's proposal until the agent accepts it or
+// the agreement ends, sealing it afresh for each attempt, with backoff up
+// to a minute (an agent may be offline for a while); rotations meanwhile
+// follow as updates.
 func (a *agbot) propose(ctx context.Context, id string, n relay.Node, p agreement.Proposal, bindings []agreement.ServiceBinding) {
 	log := a.log.With(slog.String("agreement", id), slog.String("node", n.String()))
 	delay := a.retryDelay
@@ -231,15 +232,6 @@ func (a *agbot) propose(ctx context.Context, id string, n relay.Node, p agreemen
 			return
 		default:
 			log.Warn("proposal not delivered", slog.Int("attempt", attempt), slog.String("err", err.Error()))
-		}
-		if attempt >= a.attempts {
-			log.Error("giving up on the agreement", slog.Int("attempts", attempt))
-			if a.end(id) != nil {
-				if err := a.tracker.Unregister(ctx, id); err != nil {
-					log.Warn("could not untrack the agreement", slog.String("err", err.Error()))
-				}
-			}
-			return
 		}
 		if !demo.Sleep(ctx, delay) {
 			return

@@ -6,9 +6,9 @@
 //
 // It serves, on a loopback address:
 //
-//	GET  /secrets/{name...}, /health   the binding existence API (admin token)
-//	/identity/...                      agent identity: register, refresh, revoke (admin token)
-//	/relay/...                         the agreement-message relay, standing in for the exchange
+//	GET  /secrets/{name...}, /health      the binding existence API (admin token; /health open)
+//	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
+//	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
 //
 // When an agent publishes its identity certificate on the relay, the agbot
