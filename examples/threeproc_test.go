@@ -178,6 +178,8 @@ type backend struct {
 	env []string
 	// admin returns the administrator for an agbot at url.
 	admin func(t *testing.T, url, adminToken string) admin
+	// secrets are credentials of the backend no output may show.
+	secrets []string
 }
 
 // Each program explains itself with -h and refuses to start without its
@@ -256,6 +258,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	waitFor(t, "the service to read the secret from its mount", serviceSaw("mount "+serviceSecret+" "+shortHash(first)), procs...)
 	env, err := demo.ReadEnv(envFile)
 	require.NoError(t, err)
+	instanceTokens := []string{env.Token}
 	status, body := secretsAPI(t, env, http.MethodGet, "/secrets")
 	assert.Equal(t, http.StatusNotFound, status, "nothing is updated after the first delivery: %s", body)
 	status, body = secretsAPI(t, env, http.MethodGet, "/secrets/"+serviceSecret)
@@ -289,6 +292,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	waitFor(t, "the service to acknowledge it", func() bool { return strings.Count(service.stdout.String(), "ack "+serviceSecret+"\n") == 2 }, procs...)
 	env, err = demo.ReadEnv(envFile)
 	require.NoError(t, err)
+	instanceTokens = append(instanceTokens, env.Token)
 
 	// The existence API and /health answer over the same store.
 	client, err := binding.NewClient(agbotURL(), binding.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
@@ -336,6 +340,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 		env, err = demo.ReadEnv(envFile)
 		return err == nil
 	}, procs...)
+	instanceTokens = append(instanceTokens, env.Token)
 	status, body = secretsAPI(t, env, http.MethodGet, "/secrets/"+serviceSecret)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	assert.JSONEq(t, `{"`+serviceSecret+`":{"details":"`+base64.StdEncoding.EncodeToString([]byte(fourth))+`"}}`, string(body))
@@ -343,12 +348,17 @@ func runThreeProcesses(t *testing.T, b backend) {
 	for _, p := range []*proc{service, agent, agbot} {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
-	// Nothing the programs printed or logged holds a value, in any encoding.
+	// Nothing the programs printed or logged holds a value or a token, in
+	// any encoding.
+	bootstrapToken, err := demo.ReadToken(filepath.Join(agbotDir, "bootstrap-token"))
+	require.NoError(t, err)
+	hidden := append([]string{first, second, third, fourth, adminToken, bootstrapToken}, b.secrets...)
+	hidden = append(hidden, instanceTokens...)
 	for _, p := range append(procs, firstAgent, secondAgent) {
 		out := p.stdout.String() + p.stderr.String()
-		for _, v := range []string{first, second, third, fourth} {
+		for _, v := range hidden {
 			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), hex.EncodeToString([]byte(v))} {
-				assert.NotContains(t, out, form, "%s printed a secret value", p.name)
+				assert.NotContains(t, out, form, "%s printed a secret value or token", p.name)
 			}
 		}
 	}
