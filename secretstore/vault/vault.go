@@ -342,7 +342,9 @@ func (s *Store) read(ctx context.Context, op, name string) (current, error) {
 	md, _ := sec.Data["metadata"].(map[string]any)
 	c := current{version: parseVersion(md, 0, s.now())}
 	c.labels = decodeLabels(md["custom_metadata"])
-	if data, ok := sec.Data["data"].(map[string]any); ok && !c.version.deleted {
+	// Vault decides whether the latest version is deleted: it sends no data
+	// for a soft-deleted or destroyed one.
+	if data, ok := sec.Data["data"].(map[string]any); ok {
 		c.exists = true
 		c.data = decodeData(data)
 	}
