@@ -66,9 +66,27 @@ func appRole(t *testing.T, c *api.Client, policy string, ttl, maxTTL time.Durati
 	require.NoError(t, err)
 	sid, err := c.Logical().WriteWithContext(ctx, role+"/secret-id", nil)
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "secret-id")
-	require.NoError(t, os.WriteFile(file, []byte(sid.Data["secret_id"].(string)+"\n"), 0o600))
+	file := credentialFile(t, sid.Data["secret_id"].(string)+"\n")
 	return vault.Auth{Method: vault.MethodAppRole, Mount: mount, RoleID: rid.Data["role_id"].(string), SecretIDFile: file}
+}
+
+// credentialFile writes a credential to a private file and returns its path.
+func credentialFile(t *testing.T, value string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "credential")
+	require.NoError(t, os.WriteFile(file, []byte(value), 0o600))
+	return file
+}
+
+// requireLoginWorks opens a store with auth and writes and reads back a
+// secret the policy from readPolicy allows.
+func requireLoginWorks(t *testing.T, srv *vaulttest.Server, mount string, auth vault.Auth) {
+	t.Helper()
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth})
+	put(t, s, "app/login", d("k", "v"), nil)
+	got, err := s.Get(t.Context(), "app/login")
+	require.NoError(t, err)
+	assert.Equal(t, "v", string(got.Data["k"]))
 }
 
 // The Proof item: a role with a 3 s token TTL and a 6 s max TTL; reads keep
@@ -123,7 +141,7 @@ func TestForbiddenRequestLogsInAgainOnlyForAnInvalidToken(t *testing.T) {
 
 	_, err = s.Get(t.Context(), "not-app/x")
 	require.ErrorIs(t, err, secretstore.ErrPermission, "the policy does not allow this path")
-	assert.Contains(t, err.Error(), "permission denied (HTTP 403)")
+	assert.Contains(t, err.Error(), "permission denied: the token's policies do not allow this request (HTTP 403)")
 	assert.EqualValues(t, 2, rec.logins.Load(), "a policy denial causes no login")
 }
 
@@ -152,9 +170,8 @@ func TestTokenFileIsReReadWhenTheTokenIsRevoked(t *testing.T) {
 		require.NoError(t, err)
 		return tok.Auth.ClientToken
 	}
-	file := filepath.Join(t.TempDir(), "token")
 	first := newToken()
-	require.NoError(t, os.WriteFile(file, []byte(first), 0o600))
+	file := credentialFile(t, first)
 	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: vault.Auth{Method: vault.MethodToken, TokenFile: file}})
 	put(t, s, "app/t", d("k", "v"), nil)
 
@@ -222,15 +239,8 @@ func TestJWTLogin(t *testing.T) {
 	require.NoError(t, err)
 	now := time.Now().Unix()
 	jwt := es256(t, key, map[string]any{"sub": "agbot-1", "aud": "edgesecrets", "iat": now, "nbf": now - 5, "exp": now + 600})
-	file := filepath.Join(t.TempDir(), "jwt")
-	require.NoError(t, os.WriteFile(file, []byte(jwt), 0o600))
-
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file}})
-	put(t, s, "app/jwt", d("k", "v"), nil)
-	got, err := s.Get(ctx, "app/jwt")
-	require.NoError(t, err)
-	assert.Equal(t, "v", string(got.Data["k"]))
+	file := credentialFile(t, jwt)
+	requireLoginWorks(t, srv, mount, vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file})
 
 	wrongAud := es256(t, key, map[string]any{"sub": "agbot-1", "aud": "other", "iat": now, "exp": now + 600})
 	require.NoError(t, os.WriteFile(file, []byte(wrongAud), 0o600))
@@ -313,15 +323,8 @@ func TestKubernetesLogin(t *testing.T) {
 		"token_policies": readPolicy(t, c, mount), "token_ttl": "1h",
 	})
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "sa-token")
-	require.NoError(t, os.WriteFile(file, []byte(saToken), 0o600))
-
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}})
-	put(t, s, "app/k8s", d("k", "v"), nil)
-	got, err := s.Get(ctx, "app/k8s")
-	require.NoError(t, err)
-	assert.Equal(t, "v", string(got.Data["k"]))
+	file := credentialFile(t, saToken)
+	requireLoginWorks(t, srv, mount, vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file})
 
 	other := kube.issue(t, "other-ns", "agbot", "uid-2")
 	require.NoError(t, os.WriteFile(file, []byte(other), 0o600))

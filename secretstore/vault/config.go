@@ -245,16 +245,17 @@ func (c Config) problems() []string {
 	return p
 }
 
-// authFields lists each method-specific field, the method using it, and
-// whether it is set, so fields of another method are reported.
-func (a Auth) authFields() []struct {
+// authField is one method-specific Auth field: its JSON name, the method
+// using it, and whether it is set.
+type authField struct {
 	name, method string
 	set          bool
-} {
-	return []struct {
-		name, method string
-		set          bool
-	}{
+}
+
+// fields lists the method-specific fields, so fields of another method
+// are reported.
+func (a Auth) fields() []authField {
+	return []authField{
 		{"token", MethodToken, a.Token != ""},
 		{"tokenFile", MethodToken, a.TokenFile != ""},
 		{"tokenEnv", MethodToken, a.TokenEnv != ""},
@@ -310,7 +311,7 @@ func (a Auth) problems() []string {
 	if a.Role != "" && a.Method != MethodKubernetes && a.Method != MethodJWT {
 		add("role is not used by method %s", a.Method)
 	}
-	for _, f := range a.authFields() {
+	for _, f := range a.fields() {
 		if f.set && f.method != a.Method {
 			add("%s is not used by method %s (it belongs to %s)", f.name, a.Method, f.method)
 		}

@@ -87,10 +87,10 @@ func classifyResponse(status int, vaultErrors []string) (kind, cause error) {
 		se.Reason = "vault rejected the request"
 		return secretstore.ErrInvalid, se
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		se.Reason = "permission denied"
+		se.Reason = "the token's policies do not allow this request"
 		return secretstore.ErrPermission, se
 	case status == http.StatusNotFound:
-		se.Reason = "not found"
+		se.Reason = "no such path"
 		return secretstore.ErrNotFound, se
 	case status == http.StatusPreconditionFailed:
 		se.Reason = "vault node has not caught up with the cluster"

@@ -232,3 +232,34 @@ func TestRateLimitSpacesRequests(t *testing.T) {
 	// machine only makes it longer, so only the lower bound is checked.
 	assert.GreaterOrEqual(t, time.Since(start), 450*time.Millisecond)
 }
+
+// The read-only policy from the package documentation is enough for Get,
+// Stat, List and KV version detection; a write is ErrPermission.
+func TestReadOnlyPolicyFromTheDocs(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	c := srv.Client(t)
+	mount := srv.EnableKV(t, 2)
+	writer := open(t, func() vault.Config { cfg := rootConfig(srv, mount); cfg.ParentPath = "edge"; return cfg }())
+	put(t, writer, "db/password", d("v", "p"), map[string]string{"team": "edge"})
+
+	policy := unique("read-only")
+	require.NoError(t, c.Sys().PutPolicyWithContext(t.Context(), policy, `
+path "`+mount+`/data/edge/*"     { capabilities = ["read"] }
+path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
+`))
+	tok, err := c.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{policy}, TTL: "1h"})
+	require.NoError(t, err)
+	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KVAuto, ParentPath: "edge",
+		Auth: vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(tok.Auth.ClientToken)}}
+	reader := open(t, cfg)
+	assert.Equal(t, 2, reader.KVVersion(), "detected with the read-only token")
+	_, err = reader.Get(t.Context(), "db/password")
+	require.NoError(t, err)
+	_, err = reader.Stat(t.Context(), "db/password")
+	require.NoError(t, err)
+	names, err := reader.List(t.Context(), "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"db/password"}, names)
+	_, err = reader.Put(t.Context(), &secretstore.Secret{Name: "db/password", Data: d("v", "new")}, secretstore.PutOptions{})
+	require.ErrorIs(t, err, secretstore.ErrPermission)
+}

@@ -38,6 +38,15 @@
 // again once and is retried. The backend ignores VAULT_* environment
 // variables: everything comes from Config.
 //
+// A policy for a store on KV v2 mount "secret" with parentPath "edge":
+//
+//	path "secret/data/edge/*"     { capabilities = ["create", "read", "update"] }
+//	path "secret/metadata/edge/*" { capabilities = ["read", "list", "update", "delete"] }
+//
+// A store that only reads (an agbot's Get, Stat and List) needs "read" on
+// data/ and "read", "list" on metadata/. Detecting the KV version needs no
+// extra grant.
+//
 // Importing the package registers it with secretstore under the type
 // "vault".
 package vault
@@ -78,7 +87,6 @@ type Store struct {
 	client    *api.Client
 	transport *http.Transport
 	auth      *authenticator
-	log       *slog.Logger
 	now       func() time.Time
 	addr      string
 	mount     string
@@ -179,7 +187,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 	}
 	client, err := api.NewClient(apiCfg)
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, errors.New("vault client rejected the configuration"))
+		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf("creating the vault client: %w", err))
 	}
 	// NewClient reads VAULT_TOKEN, VAULT_NAMESPACE and VAULT_HEADERS; the
 	// store takes nothing from the environment but what Config names.
@@ -192,7 +200,6 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 	s := &Store{
 		client:    client,
 		transport: tr,
-		log:       o.log,
 		now:       o.now,
 		addr:      cfg.Address,
 		mount:     mount,
