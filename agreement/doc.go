@@ -2,4 +2,50 @@
 // messages of the agreement protocol (proposal, update, reply), the keys and
 // sealed envelopes that protect them, replay protection, and on the agbot
 // side the update outbox and the secret-to-agreement tracker.
+//
+// # Keys
+//
+// Each side holds a PrivateKeys: an Ed25519 signing key and an HPKE (RFC
+// 9180, crypto/hpke) encryption key of one Suite. The default suite is the
+// post-quantum hybrid ML-KEM-768 + X25519 with HKDF-SHA256 and AES-256-GCM;
+// DHKEM(X25519) is selectable. Public keys have a stable PEM text form
+// (PublicKeys.MarshalText, ParsePublicKeys) and a KeyID per key; private
+// keys are written only to 0600 files (PrivateKeys.WriteFile). NewPublicKeys
+// and ParseEncryptionKey build keys from the stdlib types an identity
+// certificate carries.
+//
+// # Envelopes
+//
+// Seal encrypts a message to the recipient's encryption key and signs it
+// with the sender's key. The Header (version, suite, key ids, message type,
+// agreement id, sequence, time) travels in clear as the exact signed bytes;
+// it is the AEAD's additional data and is signed (Ed25519ctx over a SHA-256
+// of header, encapsulated key and ciphertext). The wire form is JSON:
+//
+//	{"version":1,"header":"<b64>","enc":"<b64>","ciphertext":"<b64>","signature":"<b64>"}
+//
+// Open checks, in order, size, form, suite allow-list, recipient, sender,
+// signature, decryption and last the ReplayGuard (the sequence must be
+// above the last accepted for the agreement and message type), so forged
+// or damaged envelopes never advance the guard. Each failure matches one
+// error kind (ErrTooLarge, ErrMalformed, ErrSuiteNotAllowed,
+// ErrWrongRecipient, ErrWrongSender, ErrBadSignature, ErrDecrypt, ErrReplay,
+// ...) with errors.Is. No error, printout or log value of this package holds
+// a secret value or private key material.
+//
+// SealProposal, SealUpdate, SealReply and OpenProposal, OpenUpdate,
+// OpenReply do the JSON encoding, validation and type checks around Seal
+// and Open.
+//
+// # Rotation
+//
+// On the agbot, a Tracker turns secretstore.Watcher events into secrets
+// updates for exactly the agreements bound to a changed secret, and an
+// Outbox delivers them: a newer update supersedes a pending one, attempts
+// are retried with backoff, and a rejected or unanswered update is recorded
+// without cancelling the agreement. A SealingTransport carries each attempt
+// sealed to the agent over any EnvelopeSender, with an envelope sequence
+// that keeps increasing across restarts; the agent's reply names the update
+// it answers (Reply.InReplyTo), so a late reply to a superseded update is
+// not taken for an answer to the newer one.
 package agreement

@@ -1,17 +1,25 @@
 package agreement
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
+	"log/slog"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// MessageVersion is the version of the message schema this package writes.
+// MessageVersion is the version of the message schema this package writes
+// and the only one its decoders accept. In a message being encoded, a
+// Version of 0 means MessageVersion.
 const MessageVersion = 1
 
 // Secret formats: how the agent lays a secret out in its file.
@@ -20,6 +28,16 @@ const (
 	FormatJSON = "json"
 	// FormatRaw: the secret has exactly one key; the file holds its value's bytes.
 	FormatRaw = "raw"
+)
+
+// Limits of message fields, beyond the overall DefaultMaxMessageSize.
+const (
+	// MaxReasonLength bounds Reply.Reason, in bytes.
+	MaxReasonLength = 4 << 10
+	// maxRefFieldLength bounds each ServiceRef field.
+	maxRefFieldLength = 1 << 10
+	// maxKindLength bounds Update.Kind.
+	maxKindLength = 64
 )
 
 // SecretDetails is the content of one service secret as delivered to an
@@ -34,42 +52,76 @@ type SecretDetails struct {
 	Data secretstore.Data
 }
 
+// secretDetailsJSON is the wire form of SecretDetails.
 type secretDetailsJSON struct {
 	Format string            `json:"format,omitempty"`
 	Data   map[string]string `json:"data"`
 }
 
-// MarshalJSON encodes the values explicitly (base64); see the type comment.
-func (s SecretDetails) MarshalJSON() ([]byte, error) {
-	out := secretDetailsJSON{Format: s.Format, Data: make(map[string]string, len(s.Data))}
-	for k, v := range s.Data {
-		out.Data[k] = base64.StdEncoding.EncodeToString(v)
-	}
-	return json.Marshal(out)
-}
-
-// UnmarshalJSON decodes the form MarshalJSON writes. Errors name the key,
-// never the value.
-func (s *SecretDetails) UnmarshalJSON(b []byte) error {
-	var in secretDetailsJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return fmt.Errorf("secret details: %w", jsonError(err))
-	}
-	switch in.Format {
+// details decodes the values. Errors name the key, never the value.
+func (w secretDetailsJSON) details() (SecretDetails, error) {
+	switch w.Format {
 	case "", FormatJSON, FormatRaw:
 	default:
-		return fmt.Errorf("secret details: unknown format %q", in.Format)
+		return SecretDetails{}, fmt.Errorf("secret details: unknown format %.32q", w.Format)
 	}
-	data := make(secretstore.Data, len(in.Data))
-	for k, v := range in.Data {
-		raw, err := base64.StdEncoding.DecodeString(v)
-		if err != nil {
-			return fmt.Errorf("secret details: value of key %q is not base64", k)
+	if w.Data == nil {
+		return SecretDetails{}, errors.New(`secret details: missing "data"`)
+	}
+	data := make(secretstore.Data, len(w.Data))
+	for k, v := range w.Data {
+		// Strict still skips line breaks; canonical means none.
+		raw, err := base64.StdEncoding.Strict().DecodeString(v)
+		if err != nil || strings.ContainsAny(v, "\r\n") {
+			return SecretDetails{}, fmt.Errorf("secret details: value of key %q is not base64", k)
 		}
 		data[k] = raw
 	}
-	*s = SecretDetails{Format: in.Format, Data: data}
+	return SecretDetails{Format: w.Format, Data: data}, nil
+}
+
+// MarshalJSON encodes the values explicitly (base64); see the type comment.
+func (s SecretDetails) MarshalJSON() ([]byte, error) {
+	return appendSecretDetails(make([]byte, 0, secretDetailsSize(s)), s), nil
+}
+
+// UnmarshalJSON decodes the form MarshalJSON writes, strictly (no unknown
+// fields, canonical base64). Errors name the key, never the value.
+func (s *SecretDetails) UnmarshalJSON(b []byte) error {
+	var w secretDetailsJSON
+	if err := decodeStrict(b, &w); err != nil {
+		return fmt.Errorf("secret details: %w", err)
+	}
+	d, err := w.details()
+	if err != nil {
+		return err
+	}
+	*s = d
 	return nil
+}
+
+// Validate checks the format and, for FormatRaw, that there is exactly one
+// key. Key names must be non-empty.
+func (s SecretDetails) Validate() error {
+	switch s.Format {
+	case "", FormatJSON:
+	case FormatRaw:
+		if len(s.Data) != 1 {
+			return fmt.Errorf("format %q needs exactly one key, has %d", FormatRaw, len(s.Data))
+		}
+	default:
+		return fmt.Errorf("unknown format %.32q", s.Format)
+	}
+	if _, ok := s.Data[""]; ok {
+		return errors.New("data has an empty key")
+	}
+	return nil
+}
+
+// LogValue implements slog.LogValuer: format and key names, so that a JSON
+// log handler does not reach MarshalJSON and its values.
+func (s SecretDetails) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("format", s.Format), slog.Any("keys", s.Data.Keys()))
 }
 
 // ServiceRef identifies one service of an agreement and, for a
@@ -82,11 +134,138 @@ type ServiceRef struct {
 	Container string `json:"container,omitempty"`
 }
 
+// String returns "org/url", followed by "@version", "[arch]" and
+// "#container" when set.
+func (r ServiceRef) String() string {
+	s := r.Org + "/" + r.URL
+	if r.Version != "" {
+		s += "@" + r.Version
+	}
+	if r.Arch != "" {
+		s += "[" + r.Arch + "]"
+	}
+	if r.Container != "" {
+		s += "#" + r.Container
+	}
+	return s
+}
+
+// Validate checks that Org and URL are set and that no field is over 1 KiB
+// or holds control characters.
+func (r ServiceRef) Validate() error {
+	if r.Org == "" || r.URL == "" {
+		return fmt.Errorf("service %q: org and url are required", r.String())
+	}
+	for _, f := range []struct{ name, val string }{
+		{"org", r.Org}, {"url", r.URL}, {"arch", r.Arch}, {"version", r.Version}, {"container", r.Container},
+	} {
+		if len(f.val) > maxRefFieldLength || !printable(f.val) {
+			return fmt.Errorf("service %s is over %d bytes or not printable UTF-8", f.name, maxRefFieldLength)
+		}
+	}
+	return nil
+}
+
 // ServiceSecrets are the secrets of one service (container), keyed by the
 // service secret name (the file name under /open-horizon-secrets).
 type ServiceSecrets struct {
 	Service ServiceRef               `json:"service"`
 	Secrets map[string]SecretDetails `json:"secrets"`
+}
+
+// SecretNames returns the service secret names of ss, sorted.
+func (ss ServiceSecrets) SecretNames() []string {
+	if len(ss.Secrets) == 0 {
+		return nil
+	}
+	return sortedKeys(make([]string, 0, len(ss.Secrets)), ss.Secrets)
+}
+
+// Validate checks the service reference, that each secret name is a single
+// safe path element (it becomes a file name) and each secret's details.
+func (ss ServiceSecrets) Validate() error {
+	if err := ss.Service.Validate(); err != nil {
+		return err
+	}
+	for _, name := range ss.SecretNames() {
+		if err := CheckSecretName(name); err != nil {
+			return fmt.Errorf("service %s: %w", ss.Service, err)
+		}
+		if err := ss.Secrets[name].Validate(); err != nil {
+			return fmt.Errorf("service %s: secret %q: %w", ss.Service, name, err)
+		}
+	}
+	return nil
+}
+
+// LogValue implements slog.LogValuer: the service and its secret names.
+func (ss ServiceSecrets) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("service", ss.Service.String()), slog.Any("secrets", ss.SecretNames()))
+}
+
+// CheckSecretName returns an error unless name can be a service secret
+// name: a single safe path element of at most 255 bytes (no slash or
+// backslash, no control character, not "." or ".."), because the agent
+// uses it as a file name. The binding package applies the same rule.
+func CheckSecretName(name string) error {
+	if err := safename.Check(name); err != nil {
+		return fmt.Errorf("secret name %.80q %w; it must be a single file name", name, err)
+	}
+	return nil
+}
+
+// serviceSecretsJSON is the wire form of ServiceSecrets. Messages are
+// decoded through these wire types rather than through SecretDetails' JSON
+// methods: without encoding/json re-scanning every Unmarshaler's input, and
+// strict (no unknown field) at every depth in one pass. They are encoded by
+// the append-style encoders in wire.go, to the same bytes.
+type serviceSecretsJSON struct {
+	Service ServiceRef                   `json:"service"`
+	Secrets map[string]secretDetailsJSON `json:"secrets"`
+}
+
+func servicesFromWire(services []serviceSecretsJSON) ([]ServiceSecrets, error) {
+	if services == nil {
+		return nil, nil
+	}
+	out := make([]ServiceSecrets, len(services))
+	for i, w := range services {
+		out[i].Service = w.Service
+		if w.Secrets != nil {
+			out[i].Secrets = make(map[string]SecretDetails, len(w.Secrets))
+		}
+		for name, wd := range w.Secrets {
+			d, err := wd.details()
+			if err != nil {
+				return nil, fmt.Errorf("service %s: secret %.80q: %w", w.Service, name, err)
+			}
+			out[i].Secrets[name] = d
+		}
+	}
+	return out, nil
+}
+
+// validateServices checks each entry and that no service appears twice.
+func validateServices(services []ServiceSecrets) error {
+	seen := make(map[ServiceRef]bool, len(services))
+	for _, ss := range services {
+		if err := ss.Validate(); err != nil {
+			return err
+		}
+		if seen[ss.Service] {
+			return fmt.Errorf("service %s appears twice", ss.Service)
+		}
+		seen[ss.Service] = true
+	}
+	return nil
+}
+
+func servicesLogValue(services []ServiceSecrets) slog.Attr {
+	attrs := make([]slog.Attr, 0, len(services))
+	for _, ss := range services {
+		attrs = append(attrs, slog.Any(ss.Service.String(), ss.SecretNames()))
+	}
+	return slog.Attr{Key: "services", Value: slog.GroupValue(attrs...)}
 }
 
 // Proposal is the agreement proposal's secret-bearing part: for each service
@@ -96,6 +275,54 @@ type Proposal struct {
 	AgreementID string           `json:"agreementId"`
 	Services    []ServiceSecrets `json:"services"`
 }
+
+// Validate checks the version, the agreement id and every service entry
+// (no service twice).
+func (p Proposal) Validate() error {
+	if err := checkMessageHead("proposal", p.Version, p.AgreementID); err != nil {
+		return err
+	}
+	if err := validateServices(p.Services); err != nil {
+		return fmt.Errorf("%w: proposal of agreement %q: %w", ErrInvalidMessage, p.AgreementID, err)
+	}
+	return nil
+}
+
+// LogValue implements slog.LogValuer: agreement id, services and secret
+// names, never values.
+func (p Proposal) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("version", p.Version), slog.String("agreement_id", p.AgreementID), servicesLogValue(p.Services))
+}
+
+func (p Proposal) agreement() string { return p.AgreementID }
+func (p Proposal) version() int      { return p.Version }
+
+type proposalJSON struct {
+	Version     int                  `json:"version"`
+	AgreementID string               `json:"agreementId"`
+	Services    []serviceSecretsJSON `json:"services"`
+}
+
+func (p Proposal) encode() ([]byte, error) {
+	return encodeServicesMessage(true, p.Version, p.AgreementID, p.Services), nil
+}
+
+func (p *Proposal) decode(b []byte) error {
+	var w proposalJSON
+	if err := decodeStrict(b, &w); err != nil {
+		return err
+	}
+	services, err := servicesFromWire(w.Services)
+	if err != nil {
+		return err
+	}
+	*p = Proposal{Version: w.Version, AgreementID: w.AgreementID, Services: services}
+	return nil
+}
+
+// DecodeProposal decodes and validates a proposal's JSON form (at most
+// DefaultMaxMessageSize bytes).
+func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
 
 // Update kinds.
 const (
@@ -107,12 +334,14 @@ const (
 // protocol extension can carry other kinds later. Agents reject kinds they
 // do not know with a Reply naming the kind.
 //
-// Printing an Update shows its kind and payload size, never the payload.
+// Printing an Update (fmt, slog) shows its kind and payload size, never the
+// payload.
 type Update struct {
-	Version     int             `json:"version"`
-	AgreementID string          `json:"agreementId"`
-	Kind        string          `json:"kind"`
-	Payload     json.RawMessage `json:"payload"`
+	Version     int    `json:"version"`
+	AgreementID string `json:"agreementId"`
+	// Kind is 1 to 64 of [a-z0-9._-].
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 // Format prints the agreement, kind and payload size only.
@@ -120,55 +349,270 @@ func (u Update) Format(f fmt.State, verb rune) {
 	fmt.Fprintf(f, "{Version:%d AgreementID:%s Kind:%s Payload:[%d bytes]}", u.Version, u.AgreementID, u.Kind, len(u.Payload))
 }
 
+// LogValue implements slog.LogValuer: agreement, kind and payload size.
+func (u Update) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("version", u.Version), slog.String("agreement_id", u.AgreementID),
+		slog.String("kind", u.Kind), slog.Int("payload_bytes", len(u.Payload)))
+}
+
+// Validate checks the version, agreement id, kind and that the payload is
+// JSON; for kind UpdateKindSecrets it also decodes and validates the
+// payload. Unknown kinds are valid: the agent answers them with a rejecting
+// Reply.
+func (u Update) Validate() error {
+	if err := checkMessageHead("update", u.Version, u.AgreementID); err != nil {
+		return err
+	}
+	if !validToken(u.Kind, maxKindLength) {
+		return fmt.Errorf("%w: update of agreement %q: kind %.80q is not 1 to %d of [a-z0-9._-]", ErrInvalidMessage, u.AgreementID, u.Kind, maxKindLength)
+	}
+	if len(u.Payload) == 0 || !json.Valid(u.Payload) {
+		return fmt.Errorf("%w: update of agreement %q: payload is missing or not JSON", ErrInvalidMessage, u.AgreementID)
+	}
+	if u.Kind == UpdateKindSecrets {
+		if _, err := u.Secrets(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (u Update) agreement() string       { return u.AgreementID }
+func (u Update) version() int            { return u.Version }
+func (u Update) encode() ([]byte, error) { return json.Marshal(u) }
+func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
+
+// DecodeUpdate decodes and validates an update's JSON form (at most
+// DefaultMaxMessageSize bytes).
+func DecodeUpdate(b []byte) (Update, error) { return decodeTop[Update]("update", b) }
+
 // SecretsUpdate is the payload of an update of kind UpdateKindSecrets.
 type SecretsUpdate struct {
 	Services []ServiceSecrets `json:"services"`
 }
 
+// Validate checks that there is at least one service, each with at least
+// one secret, valid and not repeated.
+func (su SecretsUpdate) Validate() error {
+	if len(su.Services) == 0 {
+		return errors.New("no services")
+	}
+	for _, ss := range su.Services {
+		if len(ss.Secrets) == 0 {
+			return fmt.Errorf("service %s: no secrets", ss.Service)
+		}
+	}
+	return validateServices(su.Services)
+}
+
+type secretsUpdateJSON struct {
+	Services []serviceSecretsJSON `json:"services"`
+}
+
+// LogValue implements slog.LogValuer: services and secret names.
+func (su SecretsUpdate) LogValue() slog.Value { return slog.GroupValue(servicesLogValue(su.Services)) }
+
 // NewSecretsUpdate returns an Update of kind UpdateKindSecrets carrying su.
 func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
-	payload, err := json.Marshal(su)
-	if err != nil {
-		return Update{}, fmt.Errorf("agreement %s: encoding secrets update: %w", agreementID, err)
+	if err := su.Validate(); err != nil {
+		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", ErrInvalidMessage, agreementID, err)
 	}
+	payload := encodeServicesMessage(false, 0, "", su.Services)
 	return Update{Version: MessageVersion, AgreementID: agreementID, Kind: UpdateKindSecrets, Payload: payload}, nil
 }
 
-// Secrets decodes the payload of an update of kind UpdateKindSecrets.
+// Secrets decodes and validates the payload of an update of kind
+// UpdateKindSecrets.
 func (u Update) Secrets() (SecretsUpdate, error) {
 	if u.Kind != UpdateKindSecrets {
-		return SecretsUpdate{}, fmt.Errorf("agreement %s: update kind is %q, not %q", u.AgreementID, u.Kind, UpdateKindSecrets)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", ErrUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
 	}
+	var w secretsUpdateJSON
+	err := decodeStrict(u.Payload, &w)
 	var su SecretsUpdate
-	if err := json.Unmarshal(u.Payload, &su); err != nil {
-		return SecretsUpdate{}, fmt.Errorf("agreement %s: decoding secrets update: %w", u.AgreementID, jsonError(err))
+	if err == nil {
+		su.Services, err = servicesFromWire(w.Services)
+	}
+	if err != nil {
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrMalformed, u.AgreementID, err)
+	}
+	if err := su.Validate(); err != nil {
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrInvalidMessage, u.AgreementID, err)
 	}
 	return su, nil
+}
+
+// MessageRef names an envelope within an agreement: its message type and
+// sequence (from its Header).
+type MessageRef struct {
+	Type     MessageType `json:"type"`
+	Sequence uint64      `json:"sequence"`
 }
 
 // Reply is an agent's answer to a proposal or update.
 type Reply struct {
 	Version     int    `json:"version"`
 	AgreementID string `json:"agreementId"`
+	// InReplyTo names the message answered, so the agbot can tell an answer
+	// to a superseded update from one to the current update. NewReply sets
+	// it; it is optional on the wire.
+	InReplyTo MessageRef `json:"inReplyTo,omitzero"`
 	// Accepted is true when the agent applied the message.
 	Accepted bool `json:"accepted"`
-	// Reason says why the agent rejected the message; empty when accepted.
+	// Reason says why the agent rejected the message; required when
+	// rejecting, at most MaxReasonLength bytes. It travels to the agbot's
+	// logs: never put secret values in it.
 	Reason string `json:"reason,omitempty"`
 }
 
-// SecretNames returns the service secret names of ss, sorted.
-func (ss ServiceSecrets) SecretNames() []string { return slices.Sorted(maps.Keys(ss.Secrets)) }
+// NewReply returns the reply to the message whose (authentic) header is
+// answered. A reason over MaxReasonLength is cut at a character boundary.
+func NewReply(answered Header, accepted bool, reason string) Reply {
+	if len(reason) > MaxReasonLength {
+		reason = strings.ToValidUTF8(reason[:MaxReasonLength], "")
+	}
+	return Reply{
+		Version:     MessageVersion,
+		AgreementID: answered.AgreementID,
+		InReplyTo:   MessageRef{Type: answered.Type, Sequence: answered.Sequence},
+		Accepted:    accepted,
+		Reason:      reason,
+	}
+}
 
-// jsonError strips anything quoting the input from a JSON decoding error.
-func jsonError(err error) error {
-	switch e := err.(type) {
-	case *json.SyntaxError:
-		return fmt.Errorf("JSON syntax error at byte %d", e.Offset)
-	case *json.UnmarshalTypeError:
-		return fmt.Errorf("field %q: expected %s, got JSON %s", e.Field, e.Type, e.Value)
+// Validate checks the version, agreement id, the reference to the answered
+// message when set, and that a rejection says why.
+func (r Reply) Validate() error {
+	if err := checkMessageHead("reply", r.Version, r.AgreementID); err != nil {
+		return err
 	}
-	if err == io.ErrUnexpectedEOF {
-		return fmt.Errorf("unexpected end of JSON")
+	if r.InReplyTo != (MessageRef{}) && (!validToken(string(r.InReplyTo.Type), maxTypeLength) || r.InReplyTo.Sequence == 0) {
+		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", ErrInvalidMessage, r.AgreementID)
 	}
-	return err
+	if !r.Accepted && r.Reason == "" {
+		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", ErrInvalidMessage, r.AgreementID)
+	}
+	if len(r.Reason) > MaxReasonLength || !utf8.ValidString(r.Reason) {
+		return fmt.Errorf("%w: reply of agreement %q: reason is over %d bytes or not UTF-8", ErrInvalidMessage, r.AgreementID, MaxReasonLength)
+	}
+	return nil
+}
+
+func (r Reply) agreement() string       { return r.AgreementID }
+func (r Reply) version() int            { return r.Version }
+func (r Reply) encode() ([]byte, error) { return json.Marshal(r) }
+func (r *Reply) decode(b []byte) error  { return decodeStrict(b, r) }
+
+// DecodeReply decodes and validates a reply's JSON form (at most
+// DefaultMaxMessageSize bytes).
+func DecodeReply(b []byte) (Reply, error) { return decodeTop[Reply]("reply", b) }
+
+// message is what the typed seal helpers handle; decodable messages are
+// what the decoders fill.
+type message interface {
+	Validate() error
+	agreement() string
+	version() int
+	encode() ([]byte, error)
+}
+
+type decodable interface {
+	message
+	decode([]byte) error
+}
+
+// messageVersion reads the version field of any message.
+type messageVersion struct {
+	Version *int `json:"version"`
+}
+
+// decodeMessage decodes a message strictly into m and validates it: the
+// wire version must be exactly MessageVersion.
+func decodeMessage(what string, b []byte, limit int, m decodable) error {
+	if len(b) > limit {
+		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, ErrTooLarge, len(b), limit)
+	}
+	if err := m.decode(b); err != nil {
+		// A message of another version may well have other fields: say so
+		// rather than which field is unknown.
+		var v messageVersion
+		if json.Unmarshal(b, &v) == nil && v.Version != nil && *v.Version != MessageVersion {
+			return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, *v.Version, MessageVersion)
+		}
+		return fmt.Errorf("%s: %w: %w", what, ErrMalformed, err)
+	}
+	if m.version() != MessageVersion {
+		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
+	}
+	return m.Validate()
+}
+
+// decodeTop is DecodeProposal, DecodeUpdate and DecodeReply.
+func decodeTop[M any, PM interface {
+	*M
+	decodable
+}](what string, b []byte) (M, error) {
+	var m M
+	if err := decodeMessage(what, b, DefaultMaxMessageSize, PM(&m)); err != nil {
+		var zero M
+		return zero, fmt.Errorf("agreement: %w", err)
+	}
+	return m, nil
+}
+
+// decodeStrict decodes one JSON value into v, rejecting unknown fields and
+// trailing data. Its errors never quote the input.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(jsonproblem.Describe(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// checkMessageHead checks what every message has: a known version (0 means
+// MessageVersion) and an agreement id.
+func checkMessageHead(what string, version int, agreementID string) error {
+	if version != 0 && version != MessageVersion {
+		return fmt.Errorf("%w: %s version %d, want %d", ErrUnsupportedVersion, what, version, MessageVersion)
+	}
+	if err := checkAgreementID(agreementID); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidMessage, what, err)
+	}
+	return nil
+}
+
+// checkAgreementID requires 1 to 256 bytes of printable UTF-8 without
+// spaces.
+func checkAgreementID(id string) error {
+	if id == "" {
+		return errors.New("agreement id is missing")
+	}
+	if len(id) > maxAgreementIDLength || !printable(id) || strings.ContainsFunc(id, unicode.IsSpace) {
+		return fmt.Errorf("agreement id is over %d bytes, not printable UTF-8 or holds spaces", maxAgreementIDLength)
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// validToken reports whether s is 1 to max of [a-z0-9._-].
+func validToken(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 // Config selects and configures a backend. Its JSON form is
@@ -42,9 +45,16 @@ func ParseConfig(r io.Reader) (Config, error) {
 	if len(data) > MaxConfigSize {
 		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Config{}, &ConfigError{Problems: []string{"config is empty"}}
+	}
 	var cfg Config
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return Config{}, &ConfigError{Problems: []string{"config is not valid JSON: " + jsonProblem(err)}}
+		}
+		return Config{}, &ConfigError{Problems: []string{jsonProblem(err)}}
 	}
 	return cfg, cfg.Validate()
 }
@@ -52,6 +62,9 @@ func ParseConfig(r io.Reader) (Config, error) {
 // UnmarshalJSON decodes type and defaultScope and keeps every other
 // top-level member as a backend section.
 func (c *Config) UnmarshalJSON(data []byte) error {
+	if !isJSONObject(data) {
+		return errors.New("config must be a JSON object")
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
@@ -86,6 +99,22 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// Format implements fmt.Formatter. Backend sections can hold credentials
+// (tokens, keys), so every verb prints the type, scope and section names
+// only.
+func (c Config) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
+}
+
+// LogValue implements slog.LogValuer with the same redaction as Format.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("type", c.Type),
+		slog.String("defaultScope", c.DefaultScope),
+		slog.Any("sections", slices.Sorted(maps.Keys(c.Sections))),
+	)
+}
+
 // DecodeSection decodes the section named after the config's type into dst,
 // rejecting unknown fields so typos are reported. A missing section leaves
 // dst unchanged. Problems are returned one per line, prefixed with the
@@ -94,6 +123,9 @@ func (c Config) DecodeSection(dst any) error {
 	raw, ok := c.Sections[c.Type]
 	if !ok || len(raw) == 0 || string(raw) == "null" {
 		return nil
+	}
+	if !isJSONObject(raw) {
+		return fmt.Errorf("%s: the section must be a JSON object", c.Type)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -117,6 +149,7 @@ func (c Config) Validate() error {
 	if _, err := NewScope(c.DefaultScope); err != nil {
 		problems = append(problems, "defaultScope: "+err.Error())
 	}
+	problems = append(problems, sectionProblems(c.Sections, c.Type)...)
 	if typeKnown {
 		if err := b.Validate(c); err != nil {
 			problems = append(problems, problemLines(err)...)
@@ -160,24 +193,36 @@ func problemLines(err error) []string {
 	return lines
 }
 
-// jsonProblem describes a JSON decoding error without quoting the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+// sectionProblems reports top-level members that cannot be backend
+// sections: misspellings of "type" and "defaultScope" (member names are
+// case-sensitive here, unlike encoding/json's default) and non-object values,
+// which would otherwise be kept as sections and silently ignored. The
+// section of the selected type is left to its backend's Validate.
+func sectionProblems(sections map[string]json.RawMessage, typ string) []string {
+	var problems []string
+	for _, k := range slices.Sorted(maps.Keys(sections)) {
+		switch {
+		case k == typ:
+		case strings.EqualFold(k, "type"), strings.EqualFold(k, "defaultScope"):
+			want := "type"
+			if !strings.EqualFold(k, want) {
+				want = "defaultScope"
+			}
+			problems = append(problems, fmt.Sprintf("unknown field %q (did you mean %q?)", k, want))
+		case !isJSONObject(sections[k]):
+			problems = append(problems, fmt.Sprintf("%q is not a backend section: top-level members other than \"type\" and \"defaultScope\" must be JSON objects", k))
 		}
-		return fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "unexpected end of input"
 	}
-	// Unknown-field errors name the field only: `json: unknown field "x"`.
-	return strings.TrimPrefix(err.Error(), "json: ")
+	return problems
 }
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && (t[0] == '{' || string(t) == "null")
+}
+
+// jsonProblem describes a JSON decoding error without quoting the input.
+func jsonProblem(err error) string { return jsonproblem.Describe(err) }
 
 // Backend is what a store backend registers: a validator for its config
 // section and a constructor.

@@ -3,6 +3,7 @@ package secretstore
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 )
@@ -24,7 +25,7 @@ type Reader struct {
 	now func() time.Time
 
 	mu     sync.Mutex
-	epoch  uint64 // bumped by every invalidation; in-flight reads from an older epoch are not cached
+	epoch  uint64 // bumped by every invalidation; a GetBatch from an older epoch is not cached
 	cache  map[string]cached
 	gets   map[string]*flight[*Secret]
 	stats  map[string]*flight[Metadata]
@@ -37,10 +38,9 @@ type cached struct {
 }
 
 type flight[T any] struct {
-	done  chan struct{}
-	epoch uint64
-	val   T
-	err   error
+	done chan struct{}
+	val  T
+	err  error
 }
 
 // ReaderOptions configure a Reader.
@@ -80,24 +80,21 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 			}
 			delete(r.cache, name)
 		}
-		f, leader := join(r, r.gets, name)
+		f, leader := join(r.gets, name)
 		r.mu.Unlock()
 		if leader {
-			f.val, f.err = r.Store.Get(ctx, name)
-			r.mu.Lock()
-			if r.gets[name] == f {
-				delete(r.gets, name)
-			}
-			if f.err == nil && r.ttl > 0 && f.epoch == r.epoch {
-				r.put(name, f.val.Clone())
-			}
-			r.mu.Unlock()
-			close(f.done)
-			return f.val.Clone(), f.err
+			s, err := lead(r, r.gets, OpGet, name, f,
+				func() (*Secret, error) { return r.Store.Get(ctx, name) },
+				func(s *Secret) {
+					if r.ttl > 0 {
+						r.put(name, s.Clone())
+					}
+				})
+			return s.Clone(), err
 		}
-		val, err, retry := wait(ctx, f)
+		s, err, retry := wait(ctx, OpGet, name, f)
 		if !retry {
-			return val.Clone(), err
+			return s.Clone(), err
 		}
 	}
 }
@@ -106,21 +103,21 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 	for {
 		r.mu.Lock()
-		f, leader := join(r, r.stats, name)
+		f, leader := join(r.stats, name)
 		r.mu.Unlock()
+		var md Metadata
+		var err error
+		retry := false
 		if leader {
-			f.val, f.err = r.Store.Stat(ctx, name)
-			r.mu.Lock()
-			if r.stats[name] == f {
-				delete(r.stats, name)
-			}
-			r.mu.Unlock()
-			close(f.done)
-			return f.val, f.err
+			md, err = lead(r, r.stats, OpStat, name, f,
+				func() (Metadata, error) { return r.Store.Stat(ctx, name) }, nil)
+		} else {
+			md, err, retry = wait(ctx, OpStat, name, f)
 		}
-		val, err, retry := wait(ctx, f)
 		if !retry {
-			return val, err
+			// Each caller gets labels of its own.
+			md.Labels = maps.Clone(md.Labels)
+			return md, err
 		}
 	}
 }
@@ -130,13 +127,18 @@ func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secret, error) {
 	out := make(map[string]*Secret, len(names))
 	var missing []string
+	seen := make(map[string]bool, len(names))
 	r.mu.Lock()
 	epoch := r.epoch
 	now := r.now()
 	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
 		if c, ok := r.cache[n]; ok && now.Before(c.expires) {
 			out[n] = c.secret.Clone()
-		} else if _, dup := out[n]; !dup {
+		} else {
 			missing = append(missing, n)
 		}
 	}
@@ -183,7 +185,10 @@ func (r *Reader) Invalidate(name string) {
 	defer r.mu.Unlock()
 	r.epoch++
 	delete(r.cache, name)
-	delete(r.gets, name) // later readers start a fresh read instead of joining
+	// Later readers start a fresh read instead of joining one that may
+	// return the old value, and the old read, no longer current, is not cached.
+	delete(r.gets, name)
+	delete(r.stats, name)
 }
 
 // put caches s; r.mu must be held. Expired entries are swept now and then so
@@ -203,28 +208,61 @@ func (r *Reader) put(name string, s *Secret) {
 
 // join returns the in-flight call for name, or registers a new one and
 // reports that the caller leads it. r.mu must be held.
-func join[T any](r *Reader, m map[string]*flight[T], name string) (*flight[T], bool) {
+func join[T any](m map[string]*flight[T], name string) (*flight[T], bool) {
 	if f, ok := m[name]; ok {
 		return f, false
 	}
-	f := &flight[T]{done: make(chan struct{}), epoch: r.epoch}
+	f := &flight[T]{done: make(chan struct{})}
 	m[name] = f
 	return f, true
+}
+
+// lead performs read for flight f, which the caller leads, and hands the
+// result to its waiters. If the read succeeded and f is still the current
+// flight for name (no Invalidate in between), keep is called with r.mu held.
+// f is finished even if read panics, so waiters never hang.
+func lead[T any](r *Reader, flights map[string]*flight[T], op, name string, f *flight[T], read func() (T, error), keep func(T)) (T, error) {
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// read panicked: fail the waiters and let the panic go on.
+		f.err = NewError(op, name, ErrUnavailable, errors.New("the backend panicked"))
+		r.mu.Lock()
+		if flights[name] == f {
+			delete(flights, name)
+		}
+		r.mu.Unlock()
+		close(f.done)
+	}()
+	f.val, f.err = read()
+	finished = true
+	r.mu.Lock()
+	current := flights[name] == f
+	if current {
+		delete(flights, name)
+	}
+	if current && f.err == nil && keep != nil {
+		keep(f.val)
+	}
+	r.mu.Unlock()
+	close(f.done)
+	return f.val, f.err
 }
 
 // wait blocks until f finishes or ctx ends. retry is true when the leader's
 // own context ended but ours has not: the caller should read again rather
 // than inherit someone else's cancellation.
-func wait[T any](ctx context.Context, f *flight[T]) (val T, err error, retry bool) {
+func wait[T any](ctx context.Context, op, name string, f *flight[T]) (val T, err error, retry bool) {
+	var zero T
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err(), false
+		return zero, NewError(op, name, nil, ctx.Err()), false
 	}
 	if f.err != nil && ctx.Err() == nil &&
 		(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
-		var zero T
 		return zero, nil, true
 	}
 	return f.val, f.err, false

@@ -135,6 +135,11 @@ func (d Data) Sum256() [sha256.Size]byte {
 //
 // Printing a Secret (fmt, slog, encoding/json, inside an error) shows its
 // name, key names, labels and version, never the values.
+//
+// The redaction works through methods, which fmt cannot call on a value held
+// in an unexported struct field: printing such a struct with fmt (or slog's
+// text handler) shows the raw bytes. Keep secrets in exported fields or
+// variables, or give the enclosing type its own String method.
 type Secret struct {
 	// Name is the slash-separated path of the secret relative to the store's
 	// scope, for example "db/password". See ValidateName.

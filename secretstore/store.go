@@ -30,7 +30,9 @@ type Store interface {
 	// Delete removes the secret. Deleting a missing secret is not an error.
 	Delete(ctx context.Context, name string) error
 	// List returns the names of all secrets whose name starts with prefix,
-	// sorted. Paging is handled inside. An empty prefix lists everything.
+	// at any depth, sorted. The prefix is a plain string prefix: "db/p"
+	// matches "db/password" and "db/pool/user". Paging is handled inside.
+	// An empty prefix lists everything.
 	List(ctx context.Context, prefix string) ([]string, error)
 	// Close releases the store's resources.
 	Close() error
@@ -63,10 +65,12 @@ func GetBatch(ctx context.Context, store Store, names []string) (map[string]*Sec
 		return bg.GetBatch(ctx, names)
 	}
 	out := make(map[string]*Secret, len(names))
+	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		if _, done := out[name]; done {
+		if seen[name] {
 			continue
 		}
+		seen[name] = true
 		s, err := store.Get(ctx, name)
 		if errors.Is(err, ErrNotFound) {
 			continue

@@ -2,7 +2,11 @@ package memory_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -29,4 +33,43 @@ func (h *harness) Close() {}
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(context.Context, *testing.T) (storetest.Harness, error) { return &harness{}, nil }, storetest.Options{})
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	ctx := t.Context()
+	s := memory.New()
+	_, err := s.Put(ctx, &secretstore.Secret{Name: "a", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close is idempotent")
+
+	_, err = s.Get(ctx, "a")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	_, err = s.Stat(ctx, "a")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	_, err = s.Put(ctx, &secretstore.Secret{Name: "a"}, secretstore.PutOptions{})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, s.Delete(ctx, "a"), secretstore.ErrUnavailable)
+	_, err = s.List(ctx, "")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+}
+
+func TestOpenFromConfig(t *testing.T) {
+	ctx := t.Context()
+	cfg, err := secretstore.ParseConfig(strings.NewReader(`{"type":"memory","defaultScope":"/org1/"}`))
+	require.NoError(t, err)
+	s, err := secretstore.Open(ctx, cfg)
+	require.NoError(t, err)
+	_, err = s.Put(ctx, &secretstore.Secret{Name: "db", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+	names, err := s.List(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"db"}, names, "names are relative to the scope")
+	md, err := s.Stat(ctx, "db")
+	require.NoError(t, err)
+	assert.Equal(t, "db", md.Name)
+}
+
+func TestWithScopePanicsOnInvalidScope(t *testing.T) {
+	assert.PanicsWithValue(t, `memory: scope "a/../b": name has a ".." path segment`, func() { memory.WithScope("a/../b") })
 }

@@ -82,6 +82,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentCompareAndSet", testConcurrentCAS},
 		{"InvalidNamesRejected", testInvalidNames},
+		{"InvalidSecretsRejected", testInvalidSecrets},
 		{"OddNamesRejectedOrRoundTripped", testOddNames},
 		{"ContextCancellation", testContextCancel},
 	}
@@ -296,6 +297,20 @@ func testList(t *testing.T, e *env) {
 	assert.Len(t, all, len(want)+2, "empty prefix lists everything")
 	assert.True(t, slices.IsSorted(all), "List is sorted")
 
+	var wantPart []string
+	for _, name := range want {
+		if strings.HasPrefix(name, "list/a/s00") {
+			wantPart = append(wantPart, name)
+		}
+	}
+	part, err := e.s.List(e.ctx, "list/a/s00")
+	require.NoError(t, err)
+	assert.Equal(t, wantPart, part, "a prefix may end inside a path segment")
+
+	withSibling, err := e.s.List(e.ctx, "list")
+	require.NoError(t, err)
+	assert.Equal(t, all, withSibling, "prefix \"list\" also matches \"listing\"")
+
 	none, err := e.s.List(e.ctx, "nothing/here/")
 	require.NoError(t, err, "listing an empty prefix is not an error")
 	assert.Empty(t, none)
@@ -333,7 +348,30 @@ func testDeepCopies(t *testing.T, e *env) {
 	assert.Equal(t, []byte("original"), []byte(got.Data["k"]), "store is unaffected by changes to the Put argument")
 	assert.Equal(t, []string{"k"}, got.Data.Keys())
 	got.Data["k"][0] = 'Y'
-	assert.Equal(t, []byte("original"), []byte(e.get(t, "copy").Data["k"]), "store is unaffected by changes to a Get result")
+	got.Data["added"] = []byte("y")
+	if got.Labels != nil {
+		got.Labels["l"] = "from-get"
+	}
+	again := e.get(t, "copy")
+	assert.Equal(t, []byte("original"), []byte(again.Data["k"]), "store is unaffected by changes to a Get result")
+	assert.Equal(t, []string{"k"}, again.Data.Keys())
+	assert.Equal(t, e.labels(map[string]string{"l": "1"}), nilIfEmpty(again.Labels), "labels are unaffected by changes to the Put argument or a Get result")
+
+	md, err := e.s.Stat(e.ctx, "copy")
+	require.NoError(t, err)
+	if md.Labels != nil {
+		md.Labels["l"] = "from-stat"
+	}
+	md, err = e.s.Stat(e.ctx, "copy")
+	require.NoError(t, err)
+	assert.Equal(t, e.labels(map[string]string{"l": "1"}), nilIfEmpty(md.Labels), "labels are unaffected by changes to a Stat result")
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 func testConcurrentWriters(t *testing.T, e *env) {
@@ -412,6 +450,22 @@ func testInvalidNames(t *testing.T, e *env) {
 		_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: name, Data: d("k", "v")}, secretstore.PutOptions{})
 		assert.ErrorIs(t, err, secretstore.ErrInvalid, "Put(%q)", name)
 		assert.ErrorIs(t, e.s.Delete(e.ctx, name), secretstore.ErrInvalid, "Delete(%q)", name)
+	}
+	all, err := e.s.List(e.ctx, "")
+	require.NoError(t, err)
+	assert.Empty(t, all, "nothing was written by rejected puts")
+}
+
+func testInvalidSecrets(t *testing.T, e *env) {
+	bad := map[string]*secretstore.Secret{
+		"nil secret":      nil,
+		"empty data key":  {Name: "bad/data", Data: secretstore.Data{"": []byte("v"), "k": []byte("v")}},
+		"empty label key": {Name: "bad/labels", Data: d("k", "v"), Labels: map[string]string{"": "v"}},
+	}
+	for what, s := range bad {
+		changed, err := e.s.Put(e.ctx, s, secretstore.PutOptions{})
+		assert.ErrorIs(t, err, secretstore.ErrInvalid, what)
+		assert.False(t, changed, what)
 	}
 	all, err := e.s.List(e.ctx, "")
 	require.NoError(t, err)

@@ -1,0 +1,400 @@
+package agentapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Instance says which service instance receives the secrets of one service
+// (container) of a proposal, and how its files may be shared.
+type Instance struct {
+	// ID identifies the instance on this node: a single safe path element
+	// (CheckName) without a colon. It names the instance's directory and is
+	// the user id of the instance's HTTP Basic credentials.
+	ID string
+	// GroupReadable makes the instance's directories 0750 and its files
+	// 0440, owned by Group, so a container running as a non-root user in
+	// that group can read its mount. Otherwise they are 0700 and 0400.
+	GroupReadable bool
+	// Group is the numeric group id used when GroupReadable is set.
+	Group int
+}
+
+// Instances maps each service (container) of a proposal, exactly as the
+// proposal names it (agreement.ServiceSecrets.Service), to the instance
+// that receives its secrets. Entries for services the proposal does not
+// name are ignored.
+type Instances map[agreement.ServiceRef]Instance
+
+// Changes lists, per instance id, the service secret names whose files an
+// apply wrote (sorted). Files whose content was unchanged are not listed.
+type Changes map[string][]string
+
+// Reply turns the outcome of ApplyProposal or ApplyUpdate into the reply the
+// agent sends back: accepted when err is nil; otherwise rejected, with err's
+// sentence as the reason when the message itself was at fault (errors
+// matching secretstore.ErrInvalid, ErrNotFound or ErrConflict) and a generic
+// reason for local failures, whose details belong in the agent's log.
+func Reply(agreementID string, err error) agreement.Reply {
+	r := agreement.Reply{Version: agreement.MessageVersion, AgreementID: agreementID, Accepted: err == nil}
+	switch {
+	case err == nil:
+	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrConflict):
+		r.Reason = err.Error()
+	default:
+		r.Reason = "the agent could not store the secrets"
+	}
+	return r
+}
+
+// rendered is one secret file to write: its name, content and content hash.
+type rendered struct {
+	name    string
+	content []byte
+	sum     string
+}
+
+func render(name string, d agreement.SecretDetails) (rendered, error) {
+	content, err := renderSecret(name, d)
+	if err != nil {
+		return rendered{}, err
+	}
+	sum := sha256.Sum256(content)
+	return rendered{name: name, content: content, sum: hex.EncodeToString(sum[:])}, nil
+}
+
+// plan is the validated work of an apply for one instance.
+type plan struct {
+	meta  *metadata // the instance's metadata after the apply (a fresh copy)
+	isNew bool
+	// regroup: a re-applied proposal changes the instance's group settings.
+	regroup bool
+	files   []rendered // sorted by name
+	drop    []string   // names no longer in a re-applied proposal
+}
+
+// ApplyProposal stores the secrets of a proposal: for each service of p,
+// the instance instances maps it to gets a directory with one file per
+// service secret name. Nothing is written unless the whole proposal is
+// valid; the error then lists every problem.
+//
+// Applying a proposal again for the same agreement (a retransmission) is
+// idempotent: unchanged files are not rewritten, changed ones are, names no
+// longer present are wiped, and the updated/acknowledged names of the
+// remaining ones are kept. An instance id that holds another agreement's or
+// another service's secrets is refused (secretstore.ErrConflict).
+//
+// Should the disk fail part way, what was written stays recorded (Changes
+// lists it) and the error is returned: apply the proposal again, or remove
+// its instances with RemoveAgreement.
+func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instances Instances) (Changes, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	plans, err := s.planProposal(p, instances)
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: proposal of agreement %s rejected: %w", quoteName(p.AgreementID), err)
+	}
+	changes, err := s.execute(ctx, plans, false)
+	if err != nil {
+		return changes, fmt.Errorf("agentapi: applying the proposal of agreement %s: %w", quoteName(p.AgreementID), err)
+	}
+	s.log.Info("proposal applied", "agreement", p.AgreementID, "instances", len(plans), "written", changes)
+	return changes, nil
+}
+
+func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan, error) {
+	if p.AgreementID == "" {
+		return nil, fmt.Errorf("%w: the agreement id is empty", secretstore.ErrInvalid)
+	}
+	var errs []error
+	byRef := make(map[agreement.ServiceRef]bool)
+	byID := make(map[string]*plan)
+	for _, ss := range p.Services {
+		svc := serviceName(ss.Service)
+		if byRef[ss.Service] {
+			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", secretstore.ErrInvalid, svc))
+			continue
+		}
+		byRef[ss.Service] = true
+		inst, ok := instances[ss.Service]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", secretstore.ErrInvalid, svc))
+			continue
+		}
+		if err := checkInstanceID(inst.ID); err != nil {
+			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			continue
+		}
+		if inst.GroupReadable && inst.Group < 0 {
+			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", secretstore.ErrInvalid, quoteName(inst.ID), inst.Group))
+			continue
+		}
+		if _, dup := byID[inst.ID]; dup {
+			errs = append(errs, fmt.Errorf("%w: instance %s is given for more than one service", secretstore.ErrInvalid, quoteName(inst.ID)))
+			continue
+		}
+		pl := &plan{meta: &metadata{
+			Version: metadataVersion, ID: inst.ID, AgreementID: p.AgreementID, Service: ss.Service,
+			GroupReadable: inst.GroupReadable, Files: map[string]string{},
+		}}
+		if inst.GroupReadable {
+			pl.meta.Group = inst.Group
+		}
+		if old := s.instances[inst.ID]; old == nil {
+			pl.isNew = true
+		} else if old.AgreementID != p.AgreementID || old.Service != ss.Service {
+			errs = append(errs, fmt.Errorf("%w: instance %s already holds the secrets of agreement %s, service %s",
+				secretstore.ErrConflict, quoteName(inst.ID), quoteName(old.AgreementID), serviceName(old.Service)))
+			continue
+		} else {
+			pl.meta.Files = maps.Clone(old.Files)
+			pl.meta.Updated = slices.Clone(old.Updated)
+			pl.meta.Acknowledged = slices.Clone(old.Acknowledged)
+			pl.regroup = old.GroupReadable != pl.meta.GroupReadable || old.Group != pl.meta.Group
+			for name := range old.Files {
+				if _, ok := ss.Secrets[name]; !ok {
+					pl.drop = append(pl.drop, name)
+				}
+			}
+			slices.Sort(pl.drop)
+		}
+		byID[inst.ID] = pl
+		var problems []error
+		pl.files, problems = renderServiceSecrets(ss, nil)
+		errs = append(errs, problems...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return sortedPlans(byID), nil
+}
+
+// ApplyUpdate applies an agreement update of kind agreement.UpdateKindSecrets:
+// for each service it names, the files of that service's instance whose
+// content changed are rewritten and their names marked updated (GET /secrets
+// lists them until acknowledged or the service restarts); unchanged files
+// are left alone. Services are matched to instances by the agreement id and
+// the exact ServiceRef of the proposal. An update naming an unknown kind,
+// agreement, service or secret, or carrying an invalid secret, is rejected
+// and nothing is written; the error lists every problem.
+func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (Changes, error) {
+	su, err := u.Secrets()
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", secretstore.ErrInvalid, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	plans, err := s.planUpdate(u.AgreementID, su)
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: update of agreement %s rejected: %w", quoteName(u.AgreementID), err)
+	}
+	changes, err := s.execute(ctx, plans, true)
+	if err != nil {
+		return changes, fmt.Errorf("agentapi: applying the update of agreement %s: %w", quoteName(u.AgreementID), err)
+	}
+	s.log.Info("update applied", "agreement", u.AgreementID, "written", changes)
+	return changes, nil
+}
+
+func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*plan, error) {
+	owners := make(map[agreement.ServiceRef]*metadata)
+	for _, m := range s.instances {
+		if m.AgreementID == agreementID {
+			owners[m.Service] = m
+		}
+	}
+	if len(owners) == 0 {
+		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", secretstore.ErrNotFound, quoteName(agreementID))
+	}
+	var errs []error
+	byID := make(map[string]*plan)
+	for _, ss := range su.Services {
+		svc := serviceName(ss.Service)
+		m := owners[ss.Service]
+		if m == nil {
+			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", secretstore.ErrNotFound, svc))
+			continue
+		}
+		// Update.Secrets has already refused a service listed twice.
+		pl := &plan{meta: m.clone()}
+		byID[m.ID] = pl
+		var problems []error
+		pl.files, problems = renderServiceSecrets(ss, func(name string) error {
+			if _, ok := m.Files[name]; !ok {
+				return fmt.Errorf("%w: service %s (instance %s) has no secret %s",
+					secretstore.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
+			}
+			return nil
+		})
+		errs = append(errs, problems...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return sortedPlans(byID), nil
+}
+
+// renderServiceSecrets checks the name of every secret of ss, and with
+// known (when not nil) that the instance has it, and renders its file
+// content. It returns the files in name order and every problem found.
+func renderServiceSecrets(ss agreement.ServiceSecrets, known func(name string) error) ([]rendered, []error) {
+	svc := serviceName(ss.Service)
+	var files []rendered
+	var errs []error
+	for _, name := range ss.SecretNames() {
+		if err := checkSecretName(name); err != nil {
+			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			continue
+		}
+		if known != nil {
+			if err := known(name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		r, err := render(name, ss.Secrets[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
+			continue
+		}
+		files = append(files, r)
+	}
+	return files, errs
+}
+
+func sortedPlans(byID map[string]*plan) []*plan {
+	plans := make([]*plan, 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		plans = append(plans, byID[id])
+	}
+	return plans
+}
+
+// execute carries out validated plans. markUpdated says whether written
+// files count as updates (true for updates, false for proposals).
+func (s *Store) execute(ctx context.Context, plans []*plan, markUpdated bool) (Changes, error) {
+	changes := Changes{}
+	for _, pl := range plans {
+		if err := ctx.Err(); err != nil {
+			return changes, err
+		}
+		written, err := s.executeOne(pl, markUpdated)
+		if len(written) > 0 {
+			changes[pl.meta.ID] = written
+		}
+		if err != nil {
+			return changes, fmt.Errorf("instance %s: %w", quoteName(pl.meta.ID), err)
+		}
+	}
+	return changes, nil
+}
+
+func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err error) {
+	m := pl.meta
+	dir := m.dir()
+	if pl.isNew {
+		// A leftover of an earlier failed apply is wiped first.
+		if err := s.wipe(dir); err != nil {
+			return nil, err
+		}
+		for _, name := range pl.files {
+			m.Files[name.name] = ""
+		}
+	}
+	if err := s.makeDir(dir, m.dirMode(), m.gid()); err != nil {
+		return nil, err
+	}
+	if pl.isNew {
+		// Metadata first: a crash from here on leaves files Open knows about.
+		if err := s.saveMetadata(m); err != nil {
+			s.wipe(dir)
+			return nil, err
+		}
+	}
+	updatedBefore := slices.Clone(m.Updated)
+	// From here on, whatever was written is recorded, even on failure.
+	defer func() {
+		if len(written) == 0 && len(pl.drop) == 0 && !pl.isNew && !pl.regroup {
+			return
+		}
+		serr := s.syncDir(dir)
+		if serr == nil {
+			serr = s.saveMetadata(m)
+		}
+		if serr == nil {
+			updated := markUpdated && len(written) > 0 || pl.regroup || !slices.Equal(updatedBefore, m.Updated)
+			serr = s.writeStatus(m, pl.isNew || pl.regroup, updated)
+		}
+		if err == nil {
+			err = serr
+		}
+		s.publish(m.ID, m)
+	}()
+	for _, name := range pl.drop {
+		if err := s.wipe(m.file(name)); err != nil {
+			return written, err
+		}
+		delete(m.Files, name)
+		m.Updated = removeName(m.Updated, name)
+		m.Acknowledged = removeName(m.Acknowledged, name)
+	}
+	for _, f := range pl.files {
+		rel := m.file(f.name)
+		if m.Files[f.name] == f.sum {
+			if fi, err := s.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+				if pl.regroup {
+					if err := s.fixMode(rel, fi.Mode().Perm(), m); err != nil {
+						return written, err
+					}
+				}
+				continue
+			}
+		}
+		if err := s.writeFile(rel, f.content, m.fileMode(), m.gid()); err != nil {
+			return written, err
+		}
+		m.Files[f.name] = f.sum
+		written = append(written, f.name)
+		if markUpdated {
+			m.markUpdated(f.name)
+		}
+	}
+	return written, nil
+}
+
+// fixMode gives an unchanged file the mode and group of its instance.
+func (s *Store) fixMode(rel string, perm fs.FileMode, m *metadata) error {
+	if perm != m.fileMode() {
+		if err := s.root.Chmod(rel, m.fileMode()); err != nil {
+			return err
+		}
+	}
+	if m.gid() != noGroup {
+		return s.root.Lchown(rel, -1, m.gid())
+	}
+	return nil
+}
+
+// serviceName renders a ServiceRef for errors and logs.
+func serviceName(ref agreement.ServiceRef) string {
+	s := ref.Org + "/" + ref.URL
+	if ref.Arch != "" {
+		s += " arch " + ref.Arch
+	}
+	if ref.Version != "" {
+		s += " version " + ref.Version
+	}
+	if ref.Container != "" {
+		s += " container " + ref.Container
+	}
+	return quoteName(s)
+}

@@ -1,0 +1,257 @@
+package agentapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Tokens looks up the token of a service instance: the same id and token
+// the instance uses for the agent's other service-facing APIs (Open
+// Horizon's ESS). Implementations must be safe for concurrent use.
+type Tokens interface {
+	// Token returns the instance's token, or false when the instance is
+	// unknown. An empty token never authenticates anyone.
+	Token(ctx context.Context, instanceID string) (token string, ok bool)
+}
+
+// StaticTokens is a fixed instance id → token table. It must not be
+// modified while a Handler uses it.
+type StaticTokens map[string]string
+
+// Token implements Tokens.
+func (t StaticTokens) Token(_ context.Context, instanceID string) (string, bool) {
+	tok, ok := t[instanceID]
+	return tok, ok
+}
+
+// DefaultMaxBodyBytes is the default limit on request bodies.
+const DefaultMaxBodyBytes = 4 << 10
+
+// HandlerOptions configures a Handler.
+type HandlerOptions struct {
+	// Tokens authenticates callers. Required.
+	Tokens Tokens
+	// Prefix is the path the API is mounted under, without a trailing
+	// slash: with "/api", the handler serves /api/secrets and
+	// /api/secrets/{name}. Default: "" (the API at /secrets). Mounting the
+	// handler with http.StripPrefix works as well.
+	Prefix string
+	// MaxBodyBytes limits request bodies (the API reads none; a larger one
+	// is answered 413). Default: DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives instance ids, routes, secret names and status codes,
+	// never values or tokens; a failed authentication is logged without the
+	// user id it presented. Default: discard.
+	Logger *slog.Logger
+}
+
+// Handler serves the service-facing /secrets API for the instances of a
+// Store. See the package documentation for the routes and status codes.
+type Handler struct {
+	store   *Store
+	tokens  Tokens
+	prefix  string
+	maxBody int64
+	log     *slog.Logger
+}
+
+// NewHandler returns the /secrets API for store.
+func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
+	switch {
+	case store == nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
+	case opts.Tokens == nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Tokens is nil", secretstore.ErrInvalid)
+	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
+		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", secretstore.ErrInvalid, opts.Prefix)
+	case opts.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
+	}
+	h := &Handler{store: store, tokens: opts.Tokens, prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h, nil
+}
+
+// errorResponse is the body of every error answer.
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+const secretsPath = "/secrets"
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, h.prefix)
+	if !ok || (rest != secretsPath && !strings.HasPrefix(rest, secretsPath+"/")) {
+		h.fail(w, r, "", http.StatusNotFound, "no such API path; the API serves "+h.prefix+secretsPath)
+		return
+	}
+	id, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if !h.readBody(w, r, id) {
+		return
+	}
+	if rest == secretsPath {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			h.fail(w, r, id, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed; use GET")
+			return
+		}
+		h.listUpdated(w, r, id)
+		return
+	}
+	name := rest[len(secretsPath)+1:]
+	switch r.Method {
+	case http.MethodGet:
+		h.getSecret(w, r, id, name)
+	case http.MethodPost:
+		h.acknowledge(w, r, id, name)
+	default:
+		w.Header().Set("Allow", http.MethodGet+", "+http.MethodPost)
+		h.fail(w, r, id, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed; use GET or POST")
+	}
+}
+
+// authenticate checks the HTTP Basic credentials and returns the instance
+// id. Token comparison takes the same time whatever the tokens are, and
+// whether or not the id is known.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id, token, ok := r.BasicAuth()
+	if ok && id != "" {
+		want, known := h.tokens.Token(r.Context(), id)
+		known = known && want != ""
+		got, exp := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(want))
+		if subtle.ConstantTimeCompare(got[:], exp[:]) == 1 && known {
+			return id, true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="secrets", charset="UTF-8"`)
+	// The presented user id is not logged: a client may have swapped the
+	// id and token fields.
+	h.fail(w, r, "", http.StatusUnauthorized, "missing or bad credentials: use HTTP Basic with the instance id and token")
+	return "", false
+}
+
+// readBody consumes the request body within the limit; the API uses none.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, id string) bool {
+	if r.ContentLength <= h.maxBody {
+		_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, h.maxBody))
+		var tooLarge *http.MaxBytesError
+		if !errors.As(err, &tooLarge) {
+			return true
+		}
+	}
+	h.fail(w, r, id, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", h.maxBody))
+	return false
+}
+
+// listUpdated serves GET /secrets.
+func (h *Handler) listUpdated(w http.ResponseWriter, r *http.Request, id string) {
+	info, _ := h.store.Instance(id)
+	if len(info.Updated) == 0 {
+		h.fail(w, r, id, http.StatusNotFound, "no secrets have been updated")
+		return
+	}
+	h.reply(w, r, id, "", http.StatusOK, info.Updated)
+}
+
+// getSecret serves GET /secrets/{name}.
+func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, id, name string) {
+	content, err := h.store.ReadSecret(r.Context(), id, name)
+	if err != nil {
+		h.secretError(w, r, id, name, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, secretBody(name, content))
+	h.log.Debug("secrets API", "instance", id, "method", r.Method, "secret", name, "status", http.StatusOK)
+}
+
+// secretBody is the body of GET /secrets/{name},
+// {"<name>":{"details":"<base64 of content>"}}, built directly: this is the
+// API's hot path.
+func secretBody(name string, content []byte) []byte {
+	quoted, _ := json.Marshal(name) // a string always encodes
+	b := make([]byte, 0, len(quoted)+base64.StdEncoding.EncodedLen(len(content))+16)
+	b = append(b, '{')
+	b = append(b, quoted...)
+	b = append(b, `:{"details":"`...)
+	b = base64.StdEncoding.AppendEncode(b, content)
+	return append(b, `"}}`...)
+}
+
+// acknowledge serves POST /secrets/{name}?received=true.
+func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
+	if v := r.URL.Query()["received"]; len(v) != 1 || v[0] != "true" {
+		h.fail(w, r, id, http.StatusBadRequest, "query parameter received must be true")
+		return
+	}
+	if err := h.store.Acknowledge(r.Context(), id, name); err != nil {
+		h.secretError(w, r, id, name, err)
+		return
+	}
+	h.log.Debug("secrets API", "instance", id, "method", r.Method, "secret", name, "status", http.StatusCreated)
+	w.WriteHeader(http.StatusCreated)
+}
+
+// secretError answers a failed read or acknowledgement of name.
+func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
+	switch {
+	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
+		h.fail(w, r, id, http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name)))
+	default:
+		h.log.Error("secrets API: storage failure", "instance", id, "secret", name, "err", err)
+		h.fail(w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
+	}
+}
+
+// reply writes a JSON answer.
+func (h *Handler) reply(w http.ResponseWriter, r *http.Request, id, name string, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		h.fail(w, r, id, http.StatusInternalServerError, "encoding the answer failed")
+		return
+	}
+	writeJSON(w, status, b)
+	h.log.Debug("secrets API", "instance", id, "method", r.Method, "secret", name, "status", status)
+}
+
+// fail writes a JSON error answer.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
+	b, _ := json.Marshal(errorResponse{Error: msg})
+	writeJSON(w, status, b)
+	h.log.Debug("secrets API", "instance", id, "method", r.Method, "status", status, "error", msg)
+}
+
+// Header values of every answer, shared (net/http only reads them).
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+	headerNoSniff = []string{"nosniff"}
+)
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	hdr := w.Header()
+	hdr["Content-Type"] = headerJSON
+	hdr["Cache-Control"] = headerNoStore
+	hdr["X-Content-Type-Options"] = headerNoSniff
+	w.WriteHeader(status)
+	w.Write(body)
+}

@@ -1,0 +1,232 @@
+package agentapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Remove deletes an instance: every file in its directory is overwritten in
+// place with random bytes of the same length, fsynced and unlinked; then its
+// directories and metadata are removed. Other instances are not touched.
+// Removing an unknown instance is not an error, so a teardown can be
+// retried.
+func (s *Store) Remove(ctx context.Context, instanceID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.remove(ctx, instanceID)
+}
+
+func (s *Store) remove(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m := s.instances[id]
+	if m == nil {
+		return nil
+	}
+	// Readers stop seeing the instance before its files go.
+	s.publish(id, nil)
+	if err := s.wipe(m.dir()); err != nil {
+		s.publish(id, m)
+		return fmt.Errorf("agentapi: removing instance %s: %w", quoteName(id), err)
+	}
+	if err := s.syncDir(dirInstances); err != nil {
+		s.log.Warn("could not sync the instances directory", "err", err)
+	}
+	// The metadata goes last: a crash before this point leaves an instance
+	// that Open finishes removing.
+	if err := s.removeRest(id); err != nil {
+		return fmt.Errorf("agentapi: removing instance %s: %w", quoteName(id), err)
+	}
+	s.log.Info("instance removed", "instance", id, "agreement", m.AgreementID, "secrets", len(m.Files))
+	return nil
+}
+
+// removeRest removes an instance's status directory and metadata.
+func (s *Store) removeRest(id string) error {
+	if err := s.wipe(path.Join(dirStatus, id)); err != nil {
+		return err
+	}
+	if err := s.root.Remove(path.Join(dirMeta, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return s.syncDir(dirMeta)
+}
+
+// RemoveAgreement removes (as Remove does) every instance holding secrets
+// of the agreement, for example when it is cancelled, and returns their ids.
+func (s *Store) RemoveAgreement(ctx context.Context, agreementID string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, m := range s.instances {
+		if m.AgreementID == agreementID {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if err := s.remove(ctx, id); err != nil {
+			return ids[:i], err
+		}
+	}
+	return ids, nil
+}
+
+// ServiceRestarted tells the store that the instance's container
+// restarted: its mount already holds the newest values, so the updated
+// list is cleared and GET /secrets answers 404 until the next update. The
+// error matches secretstore.ErrNotFound for an unknown instance.
+func (s *Store) ServiceRestarted(ctx context.Context, instanceID string) error {
+	return s.change(ctx, instanceID, func(m *metadata) bool {
+		if len(m.Updated) == 0 {
+			return false
+		}
+		m.Updated = nil
+		return true
+	})
+}
+
+// Acknowledge records that the instance received the named secret (POST
+// /secrets/{name}?received=true): the name leaves the updated list, also
+// when it was never fetched. The error matches secretstore.ErrNotFound when
+// the instance has no such secret.
+func (s *Store) Acknowledge(ctx context.Context, instanceID, name string) error {
+	if err := checkSecretName(name); err != nil {
+		return fmt.Errorf("agentapi: acknowledge: %w", err)
+	}
+	var missing bool
+	err := s.change(ctx, instanceID, func(m *metadata) bool {
+		if _, ok := m.Files[name]; !ok {
+			missing = true
+			return false
+		}
+		if _, found := slices.BinarySearch(m.Updated, name); !found {
+			return false
+		}
+		m.Updated = removeName(m.Updated, name)
+		m.Acknowledged = addName(m.Acknowledged, name)
+		return true
+	})
+	if err == nil && missing {
+		err = fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+	}
+	if err == nil {
+		s.log.Debug("secret acknowledged", "instance", instanceID, "secret", name)
+	}
+	return err
+}
+
+// change applies fn to a copy of the instance's metadata and, when fn
+// reports a change, persists and publishes it and refreshes the status files.
+func (s *Store) change(ctx context.Context, id string, fn func(*metadata) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	m = m.clone()
+	if !fn(m) {
+		return nil
+	}
+	if err := s.saveMetadata(m); err != nil {
+		return fmt.Errorf("agentapi: %w", err)
+	}
+	s.publish(id, m)
+	if err := s.writeStatus(m, false, true); err != nil {
+		return fmt.Errorf("agentapi: instance %s: %w", quoteName(id), err)
+	}
+	return nil
+}
+
+// ReadSecret returns the content of one of the instance's secret files: the
+// bytes GET /secrets/{name} encodes. The error matches
+// secretstore.ErrNotFound when the instance has no such secret, and
+// secretstore.ErrInvalid for a name that is not a single path element.
+func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkSecretName(name); err != nil {
+		return nil, fmt.Errorf("agentapi: read: %w", err)
+	}
+	m, err := s.lookup(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := m.Files[name]; !ok {
+		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+	}
+	b, err := s.readSecretFile(m, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed while we looked.
+		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: reading secret %s of instance %s: %w", quoteName(name), quoteName(instanceID), err)
+	}
+	return b, nil
+}
+
+// readSecretFile reads the file of one of m's secrets, never through a
+// symlink (see openRegular).
+func (s *Store) readSecretFile(m *metadata, name string) ([]byte, error) {
+	if openNoFollow != 0 {
+		return readRegularFile(s.instancesDir, m.ID+"/"+name)
+	}
+	rel := m.file(name)
+	f, fi, err := s.openRegular(rel, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// writeStatus brings the instance's status files up to date: provided
+// (re)writes SECRETS_PROVIDED; SECRETS_UPDATED is removed when nothing is
+// updated, and rewritten when updated is set.
+func (s *Store) writeStatus(m *metadata, provided, updated bool) error {
+	if !s.statusFiles {
+		return nil
+	}
+	dir := m.statusDir()
+	if err := s.makeDir(dir, m.dirMode(), m.gid()); err != nil {
+		return err
+	}
+	if provided {
+		if err := s.writeFile(path.Join(dir, StatusProvided), nil, m.fileMode(), m.gid()); err != nil {
+			return err
+		}
+	}
+	file := path.Join(dir, StatusUpdated)
+	switch {
+	case len(m.Updated) == 0:
+		if err := s.root.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	case updated:
+		content := strings.Join(m.Updated, "\n") + "\n"
+		if err := s.writeFile(file, []byte(content), m.fileMode(), m.gid()); err != nil {
+			return err
+		}
+	}
+	return s.syncDir(dir)
+}

@@ -1,0 +1,449 @@
+package agentapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// MountTarget is where a service container finds its secrets: the embedder
+// bind-mounts Store.MountSource read-only here.
+const MountTarget = "/open-horizon-secrets"
+
+// Options configures a Store.
+type Options struct {
+	// Root is the directory that holds every instance's secrets. Open
+	// creates it (mode 0700) when missing and refuses it when it is a
+	// symlink, not a directory, not owned by the agent's user, or
+	// accessible to group or others. Required.
+	Root string
+	// StatusFiles enables the SECRETS_PROVIDED and SECRETS_UPDATED status
+	// files in each instance's StatusDir.
+	StatusFiles bool
+	// Logger receives instance ids, agreement ids, secret names and counts,
+	// never values. Default: discard.
+	Logger *slog.Logger
+	// Rand supplies the bytes that overwrite files on removal.
+	// Default: crypto/rand.Reader.
+	Rand io.Reader
+}
+
+// Store keeps the secrets of the node's service instances in files under a
+// root-only directory. See the package documentation for the layout. A Store
+// is safe for concurrent use; changes are serialised, reads never wait for
+// disk writes. Only one Store (one process) may use a root at a time.
+type Store struct {
+	path string // absolute root path
+	root *os.Root
+	// instancesDir is the open instances/ directory: reads open files
+	// relative to it.
+	instancesDir *os.File
+	log          *slog.Logger
+	rand         io.Reader
+	statusFiles  bool
+
+	// mu serialises changes (on disk and in memory).
+	mu sync.Mutex
+	// view guards instances. Each *metadata in it is a published snapshot
+	// and is never modified; changes replace it.
+	view      sync.RWMutex
+	instances map[string]*metadata
+}
+
+// Open opens (creating if needed) the storage under opts.Root and reloads
+// the instances recorded there, so an agent restart keeps every instance's
+// files and updated/acknowledged names. It wipes what a crash may have left
+// behind: staging files, instance directories without metadata, files no
+// instance's metadata lists.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Root == "" {
+		return nil, fmt.Errorf("agentapi: open: %w: Options.Root is empty", secretstore.ErrInvalid)
+	}
+	abs, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: open %s: %w", opts.Root, err)
+	}
+	if err := prepareRoot(abs); err != nil {
+		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	}
+	s := &Store{
+		path:        abs,
+		root:        root,
+		log:         opts.Logger,
+		rand:        opts.Rand,
+		statusFiles: opts.StatusFiles,
+		instances:   make(map[string]*metadata),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if err := s.load(ctx); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	}
+	if s.instancesDir, err = root.Open(dirInstances); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// prepareRoot creates the root directory if needed and checks it is private
+// to the agent's user.
+func prepareRoot(abs string) error {
+	fi, err := os.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return err
+		}
+		// MkdirAll's mode is filtered by the umask; make it exact.
+		if err := os.Chmod(abs, 0o700); err != nil {
+			return err
+		}
+		fi, err = os.Lstat(abs)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: the storage root is a symlink; give the real directory", secretstore.ErrInvalid)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: the storage root is not a directory", secretstore.ErrInvalid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%w: the storage root is accessible to group or others (mode %04o); it must be 0700", secretstore.ErrInvalid, fi.Mode().Perm())
+	}
+	if uid, _, ok := fileOwner(fi); ok && uid != currentUID() {
+		return fmt.Errorf("%w: the storage root is owned by uid %d, not by the agent's uid %d", secretstore.ErrInvalid, uid, currentUID())
+	}
+	return nil
+}
+
+// load creates the fixed directories, wipes crash leftovers and reads every
+// instance's metadata.
+func (s *Store) load(ctx context.Context) error {
+	for _, d := range []string{dirInstances, dirStatus, dirMeta, dirTmp} {
+		if err := s.makeDir(d, 0o700, noGroup); err != nil {
+			return err
+		}
+	}
+	// Staging files of writes a crash interrupted hold (partial) secrets.
+	if err := wipeEntries[struct{}](s, dirTmp, nil); err != nil {
+		return err
+	}
+	entries, err := s.readDir(dirMeta)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := s.readMetadata(e.Name())
+		if err != nil {
+			return err
+		}
+		s.instances[m.ID] = m
+	}
+	for id, m := range s.instances {
+		if _, err := s.root.Lstat(m.dir()); errors.Is(err, fs.ErrNotExist) {
+			// A crash interrupted Remove after the files were wiped.
+			if err := s.removeRest(id); err != nil {
+				return err
+			}
+			delete(s.instances, id)
+			s.log.Info("finished an interrupted removal", "instance", id, "agreement", m.AgreementID)
+			continue
+		}
+		if err := wipeEntries(s, m.dir(), m.Files); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{dirInstances, dirStatus} {
+		if err := wipeEntries(s, d, s.instances); err != nil {
+			return err
+		}
+	}
+	s.log.Info("secret storage opened", "root", s.path, "instances", len(s.instances))
+	return nil
+}
+
+// wipeEntries wipes every entry of the directory rel whose name is not a key of keep.
+func wipeEntries[V any](s *Store, rel string, keep map[string]V) error {
+	entries, err := s.readDir(rel)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, ok := keep[e.Name()]; ok {
+			continue
+		}
+		s.log.Warn("wiping an entry no instance owns", "entry", path.Join(rel, e.Name()))
+		if err := s.wipe(path.Join(rel, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases the store. Files stay on disk for the next Open.
+func (s *Store) Close() error { return errors.Join(s.instancesDir.Close(), s.root.Close()) }
+
+// Root returns the absolute path of the storage root.
+func (s *Store) Root() string { return s.path }
+
+// MountSource returns the directory to bind-mount read-only at MountTarget
+// in the instance's container, or an error matching secretstore.ErrNotFound.
+func (s *Store) MountSource(instanceID string) (string, error) {
+	m, err := s.lookup(instanceID)
+	if err != nil {
+		return "", err
+	}
+	return s.abs(m.dir()), nil
+}
+
+// StatusDir returns the instance's status directory, which holds the
+// SECRETS_PROVIDED and SECRETS_UPDATED files when Options.StatusFiles is
+// set. The embedder may bind-mount it read-only for the container's probes.
+// The error matches secretstore.ErrNotFound for an unknown instance.
+func (s *Store) StatusDir(instanceID string) (string, error) {
+	m, err := s.lookup(instanceID)
+	if err != nil {
+		return "", err
+	}
+	return s.abs(m.statusDir()), nil
+}
+
+// InstanceInfo describes one stored instance. It holds names, never values.
+type InstanceInfo struct {
+	// ID is the instance id.
+	ID string
+	// AgreementID is the agreement whose proposal created the instance.
+	AgreementID string
+	// Service is the service (container) of the agreement it serves.
+	Service agreement.ServiceRef
+	// Secrets are the instance's service secret names, sorted.
+	Secrets []string
+	// Updated are the names updated since the service started and not yet
+	// acknowledged, sorted: what GET /secrets returns.
+	Updated []string
+	// Acknowledged are the names the service acknowledged since their last
+	// update, sorted.
+	Acknowledged []string
+	// GroupReadable and Group are the instance's group settings.
+	GroupReadable bool
+	Group         int
+}
+
+// Instance returns what the store knows about an instance, and false for an
+// unknown one.
+func (s *Store) Instance(instanceID string) (InstanceInfo, bool) {
+	s.view.RLock()
+	m := s.instances[instanceID]
+	s.view.RUnlock()
+	if m == nil {
+		return InstanceInfo{}, false
+	}
+	return m.info(), true
+}
+
+// InstanceIDs returns the ids of all stored instances, sorted.
+func (s *Store) InstanceIDs() []string {
+	s.view.RLock()
+	defer s.view.RUnlock()
+	return slices.Sorted(maps.Keys(s.instances))
+}
+
+// lookup returns the published metadata of an instance.
+func (s *Store) lookup(instanceID string) (*metadata, error) {
+	s.view.RLock()
+	m := s.instances[instanceID]
+	s.view.RUnlock()
+	if m == nil {
+		return nil, fmt.Errorf("agentapi: instance %s: %w", quoteName(instanceID), secretstore.ErrNotFound)
+	}
+	return m, nil
+}
+
+// publish makes m the current state of its instance (nil m: removed).
+func (s *Store) publish(id string, m *metadata) {
+	s.view.Lock()
+	defer s.view.Unlock()
+	if m == nil {
+		delete(s.instances, id)
+		return
+	}
+	s.instances[id] = m
+}
+
+// metadataVersion is the version of the metadata file format.
+const metadataVersion = 1
+
+// maxMetadataBytes bounds a metadata file read at Open.
+const maxMetadataBytes = 1 << 20
+
+// metadata is what the store records about one instance, in meta/<id>.
+type metadata struct {
+	Version       int                  `json:"version"`
+	ID            string               `json:"id"`
+	AgreementID   string               `json:"agreementId"`
+	Service       agreement.ServiceRef `json:"service"`
+	GroupReadable bool                 `json:"groupReadable,omitempty"`
+	Group         int                  `json:"group,omitempty"`
+	// Files maps each service secret name to the hex SHA-256 of the
+	// content last written to its file; "" before the first write.
+	Files        map[string]string `json:"files"`
+	Updated      []string          `json:"updated"`
+	Acknowledged []string          `json:"acknowledged"`
+}
+
+func (m *metadata) dir() string       { return path.Join(dirInstances, m.ID) }
+func (m *metadata) statusDir() string { return path.Join(dirStatus, m.ID) }
+func (m *metadata) file(name string) string {
+	return path.Join(dirInstances, m.ID, name)
+}
+
+func (m *metadata) dirMode() fs.FileMode {
+	if m.GroupReadable {
+		return 0o750
+	}
+	return 0o700
+}
+
+func (m *metadata) fileMode() fs.FileMode {
+	if m.GroupReadable {
+		return 0o440
+	}
+	return 0o400
+}
+
+func (m *metadata) gid() int {
+	if m.GroupReadable {
+		return m.Group
+	}
+	return noGroup
+}
+
+func (m *metadata) clone() *metadata {
+	c := *m
+	c.Files = maps.Clone(m.Files)
+	c.Updated = slices.Clone(m.Updated)
+	c.Acknowledged = slices.Clone(m.Acknowledged)
+	return &c
+}
+
+func (m *metadata) info() InstanceInfo {
+	return InstanceInfo{
+		ID:            m.ID,
+		AgreementID:   m.AgreementID,
+		Service:       m.Service,
+		Secrets:       slices.Sorted(maps.Keys(m.Files)),
+		Updated:       slices.Clone(m.Updated),
+		Acknowledged:  slices.Clone(m.Acknowledged),
+		GroupReadable: m.GroupReadable,
+		Group:         m.Group,
+	}
+}
+
+// markUpdated records that name's file changed: updated, not acknowledged.
+func (m *metadata) markUpdated(name string) {
+	m.Updated = addName(m.Updated, name)
+	m.Acknowledged = removeName(m.Acknowledged, name)
+}
+
+// addName inserts name into the sorted set names.
+func addName(names []string, name string) []string {
+	i, found := slices.BinarySearch(names, name)
+	if found {
+		return names
+	}
+	return slices.Insert(names, i, name)
+}
+
+// removeName deletes name from the sorted set names.
+func removeName(names []string, name string) []string {
+	i, found := slices.BinarySearch(names, name)
+	if !found {
+		return names
+	}
+	return slices.Delete(names, i, i+1)
+}
+
+// saveMetadata persists m atomically.
+func (s *Store) saveMetadata(m *metadata) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := s.writeFile(path.Join(dirMeta, m.ID), b, 0o600, noGroup); err != nil {
+		return fmt.Errorf("saving the metadata of instance %s: %w", quoteName(m.ID), err)
+	}
+	return s.syncDir(dirMeta)
+}
+
+// readMetadata reads and checks meta/<id>.
+func (s *Store) readMetadata(id string) (*metadata, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("metadata of instance %s: %w: %s", quoteName(id), secretstore.ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	f, err := s.root.Open(path.Join(dirMeta, id))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMetadataBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("metadata of instance %s: %w", quoteName(id), err)
+	}
+	if len(b) > maxMetadataBytes {
+		return nil, bad("larger than %d bytes", maxMetadataBytes)
+	}
+	var m metadata
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, bad("not valid JSON")
+	}
+	switch {
+	case m.Version != metadataVersion:
+		return nil, bad("version %d, want %d", m.Version, metadataVersion)
+	case m.ID != id:
+		return nil, bad("records instance id %s", quoteName(m.ID))
+	}
+	if err := checkInstanceID(m.ID); err != nil {
+		return nil, err
+	}
+	for name := range m.Files {
+		if err := checkSecretName(name); err != nil {
+			return nil, bad("%v", err)
+		}
+	}
+	if m.Files == nil {
+		m.Files = map[string]string{}
+	}
+	slices.Sort(m.Updated)
+	slices.Sort(m.Acknowledged)
+	return &m, nil
+}

@@ -1,0 +1,157 @@
+package agreement_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// The agbot seals a proposal carrying a service's secrets to the agent's
+// public keys; the agent opens it and answers with a sealed reply.
+func Example() {
+	ctx := context.Background()
+	agbot, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	agent, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Agbot: the proposal's secret-bearing part, sequence 1 of this agreement.
+	proposal := agreement.Proposal{
+		AgreementID: "agr-1",
+		Services: []agreement.ServiceSecrets{{
+			Service: agreement.ServiceRef{Org: "myorg", URL: "https://example.com/db-client", Version: "1.0.0"},
+			Secrets: map[string]agreement.SecretDetails{
+				"db": {Format: agreement.FormatJSON, Data: secretstore.Data{"username": []byte("app"), "password": []byte("s3cr3t")}},
+			},
+		}},
+	}
+	envelope, err := agreement.SealProposal(agbot, agent.Public(), proposal, agreement.Header{Sequence: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Agent: open with its keys, the agbot's public keys and its replay guard.
+	guard := agreement.NewMemoryReplayGuard()
+	h, got, err := agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(h.Type, h.AgreementID, h.Sequence, h.Suite)
+	for _, ss := range got.Services {
+		fmt.Println(ss.Service, ss.SecretNames(), ss.Secrets["db"])
+	}
+
+	// The same envelope again is a replay.
+	_, _, err = agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	fmt.Println("replayed:", errors.Is(err, agreement.ErrReplay))
+
+	// Agent answers; the agbot opens the reply with its own guard.
+	replyEnv, err := agreement.SealReply(agent, agbot.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, reply, err := agreement.OpenReply(ctx, agbot, agent.Public(), replyEnv, agreement.NewMemoryReplayGuard())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("accepted:", reply.Accepted, reply.InReplyTo.Type, reply.InReplyTo.Sequence)
+	// Output:
+	// proposal agr-1 1 MLKEM768-X25519/HKDF-SHA256/AES-256-GCM
+	// myorg/https://example.com/db-client@1.0.0 [db] {json map[password:[redacted] username:[redacted]]}
+	// replayed: true
+	// accepted: true proposal 1
+}
+
+// An update carries only the changed secrets; an agent rejects kinds it
+// does not know with a reply instead of failing.
+func ExampleNewSecretsUpdate() {
+	agbot, _ := agreement.GenerateKeys(agreement.SuiteX25519)
+	agent, _ := agreement.GenerateKeys(agreement.SuiteX25519)
+
+	u, err := agreement.NewSecretsUpdate("agr-1", agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
+		Service: agreement.ServiceRef{Org: "myorg", URL: "https://example.com/db-client"},
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"password": []byte("n3w")}}},
+	}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	envelope, err := agreement.SealUpdate(agbot, agent.Public(), u, agreement.Header{Sequence: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	h, update, err := agreement.OpenUpdate(context.Background(), agent, agbot.Public(), envelope, agreement.NewMemoryReplayGuard())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(update) // never prints the payload
+	switch update.Kind {
+	case agreement.UpdateKindSecrets:
+		su, err := update.Secrets()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("changed:", su.Services[0].SecretNames())
+	default:
+		fmt.Println(agreement.NewReply(h, false, "unknown update kind "+update.Kind))
+	}
+	// Output:
+	// {Version:1 AgreementID:agr-1 Kind:secrets Payload:[126 bytes]}
+	// changed: [db]
+}
+
+// An agent keeps its private keys in a 0600 file and publishes the public
+// keys; an identity certificate carries the encryption key as KEM id and
+// bytes, from which the agbot rebuilds the keys to seal to.
+func ExampleNewPublicKeys() {
+	dir, err := os.MkdirTemp("", "agent")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "agent.keys")
+
+	keys, err := agreement.GenerateKeys("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := keys.WriteFile(path); err != nil {
+		log.Fatal(err)
+	}
+	fi, _ := os.Stat(path)
+	loaded, err := agreement.ReadPrivateKeysFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(fi.Mode().Perm(), loaded.Public().Equal(keys.Public()))
+
+	// In a CSR: the Ed25519 public key, and the HPKE key's KEM id and bytes.
+	enc := keys.Public().EncryptionKey()
+	kemID, encBytes := enc.KEM().ID(), enc.Bytes()
+	fmt.Printf("KEM 0x%04x, %d bytes\n", kemID, len(encBytes))
+
+	// On the hub: rebuild the keys from the certificate's fields.
+	parsed, err := agreement.ParseEncryptionKey(kemID, encBytes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pub, err := agreement.NewPublicKeys(keys.Public().SigningKey(), parsed)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(pub.Suite(), pub.EncryptionKeyID() == keys.Public().EncryptionKeyID())
+	// Output:
+	// -rw------- true
+	// KEM 0x647a, 1216 bytes
+	// MLKEM768-X25519/HKDF-SHA256/AES-256-GCM true
+}

@@ -1,0 +1,159 @@
+package agreement
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// canary is the secret value the tests look for in every error and printout.
+const canary = "C4NARY-s3cr3t-value"
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// allKinds are the error kinds of the package; an error should match one.
+var allKinds = []error{
+	ErrTooLarge, ErrMalformed, ErrUnsupportedVersion, ErrSuiteNotAllowed, ErrWrongRecipient,
+	ErrWrongSender, ErrBadSignature, ErrDecrypt, ErrReplay, ErrUnexpectedType, ErrInvalidMessage,
+	ErrInvalidKey, ErrInsecureKeyFile,
+}
+
+// requireKind asserts that err matches want and no other kind.
+func requireKind(t *testing.T, err error, want error) {
+	t.Helper()
+	require.ErrorIs(t, err, want)
+	for _, k := range allKinds {
+		if k != want {
+			assert.NotErrorIs(t, err, k, "error %q also matches %q", err, k)
+		}
+	}
+}
+
+func mustKeys(t testing.TB, suite Suite) *PrivateKeys {
+	t.Helper()
+	k, err := GenerateKeys(suite)
+	require.NoError(t, err)
+	return k
+}
+
+// secretForms are the printed forms of canary a leak could take.
+func secretForms() []string {
+	return []string{canary, base64.StdEncoding.EncodeToString([]byte(canary)), base64.RawURLEncoding.EncodeToString([]byte(canary)), hex.EncodeToString([]byte(canary))}
+}
+
+// keyForms are the printed forms of a key set's private material.
+func keyForms(t testing.TB, k *PrivateKeys) []string {
+	t.Helper()
+	enc, err := k.encryption.Bytes()
+	require.NoError(t, err)
+	var forms []string
+	for _, b := range [][]byte{k.signing.Seed(), enc} {
+		forms = append(forms, string(b), hex.EncodeToString(b), base64.StdEncoding.EncodeToString(b)[:40], base64.RawURLEncoding.EncodeToString(b)[:40], fmt.Sprint(b))
+	}
+	return forms
+}
+
+// assertNoLeak fails if s holds any of the forbidden strings.
+func assertNoLeak(t *testing.T, s string, forbidden []string) {
+	t.Helper()
+	for _, f := range forbidden {
+		assert.NotContains(t, s, f)
+	}
+}
+
+// proposalWithSecrets returns a proposal of one service with n secrets of
+// about size bytes each, every value starting with the canary.
+func proposalWithSecrets(agreementID string, n, size int) Proposal {
+	secrets := make(map[string]SecretDetails, n)
+	for i := range n {
+		value := []byte(canary + strings.Repeat("x", max(0, size-len(canary))))
+		secrets[fmt.Sprintf("secret-%02d", i)] = SecretDetails{Format: FormatJSON, Data: secretstore.Data{"password": value}}
+	}
+	return Proposal{
+		Version:     MessageVersion,
+		AgreementID: agreementID,
+		Services: []ServiceSecrets{{
+			Service: ServiceRef{Org: "myorg", URL: "https://example.com/svc", Arch: "amd64", Version: "1.0.0"},
+			Secrets: secrets,
+		}},
+	}
+}
+
+// parts are the decoded fields of an envelope, for tampering.
+type parts struct {
+	header, enc, ciphertext, signature []byte
+}
+
+func split(t testing.TB, env []byte) parts {
+	t.Helper()
+	var f map[string]string
+	var v map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(env, &v))
+	f = map[string]string{}
+	for k, raw := range v {
+		if k != fieldVersion {
+			var s string
+			require.NoError(t, json.Unmarshal(raw, &s))
+			f[k] = s
+		}
+	}
+	dec := func(s string) []byte {
+		b, err := b64.DecodeString(s)
+		require.NoError(t, err)
+		return b
+	}
+	return parts{dec(f[fieldHeader]), dec(f[fieldEnc]), dec(f[fieldCiphertext]), dec(f[fieldSignature])}
+}
+
+func (p parts) join() []byte { return encodeEnvelope(p.header, p.enc, p.ciphertext, p.signature) }
+
+// signedBy re-signs p with k's signing key, as a sender (or a forger) would.
+func (p parts) signedBy(t testing.TB, k *PrivateKeys) parts {
+	t.Helper()
+	digest := transcriptDigest(p.header, p.enc, p.ciphertext)
+	sig, err := k.signing.Sign(nil, digest[:], signatureOptions)
+	require.NoError(t, err)
+	p.signature = sig
+	return p
+}
+
+// withHeader returns p with its header JSON changed by edit.
+func (p parts) withHeader(t testing.TB, edit func(h map[string]any)) parts {
+	t.Helper()
+	var h map[string]any
+	dec := json.NewDecoder(bytes.NewReader(p.header))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&h))
+	edit(h)
+	b, err := json.Marshal(h)
+	require.NoError(t, err)
+	p.header = b
+	return p
+}
+
+// withOuter re-encodes the outer JSON object after edit.
+func withOuter(t testing.TB, env []byte, edit func(m map[string]json.RawMessage)) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(env, &m))
+	edit(m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+func flip(b []byte, i int) []byte {
+	c := bytes.Clone(b)
+	c[i/8] ^= 1 << (i % 8)
+	return c
+}

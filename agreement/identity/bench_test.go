@@ -1,0 +1,76 @@
+package identity
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/hpke"
+	"testing"
+)
+
+// Hub-side costs, side by side: go test -bench . -benchmem -run '^$' ./agreement/identity/
+
+func BenchmarkRegister(b *testing.B) {
+	h := newHub(b)
+	k := newAgentKeys(b)
+	req := &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(b, testID)}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := h.Register(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRefresh presents the previous serial each time (allowed, and the
+// record keeps it as previous), so every iteration does the full hub work.
+func BenchmarkRefresh(b *testing.B) {
+	h := newHub(b)
+	k := newAgentKeys(b)
+	a := h.register(b, k, testID)
+	req := refreshRequest(b, k, testID, a, h.clock.Now())
+	ctx := context.Background()
+	if _, err := h.Refresh(ctx, testID, req); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := h.Refresh(ctx, testID, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerify is what the agbot pays per seal, per KEM of the agent's
+// key.
+func BenchmarkVerify(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		kem  hpke.KEM
+	}{{"MLKEM768X25519", hpke.MLKEM768X25519()}, {"DHKEM-X25519", hpke.DHKEM(ecdh.X25519())}} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := newHub(b)
+			k := newAgentKeys(b)
+			enc, err := tc.kem.GenerateKey()
+			if err != nil {
+				b.Fatal(err)
+			}
+			k.enc = enc
+			leaf := leafOf(b, h.register(b, k, testID))
+			v := h.Verifier()
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := v.Verify(ctx, leaf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseCSR(b *testing.B) {
+	csr := []byte(newAgentKeys(b).csr(b, testID))
+	for b.Loop() {
+		if _, err := ParseCSR(csr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package identity
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"time"
+)
+
+// CertSigner issues agent certificates for the Issuer: the signing half of
+// a CA, which may live in an HSM, a cloud KMS or Vault's PKI engine.
+type CertSigner interface {
+	// Sign issues a certificate from template for the public key pub and
+	// returns its DER. The signer sets SerialNumber (unique, at least 64
+	// random bits) and the issuer; it must not widen the template's
+	// validity, names or extensions.
+	Sign(ctx context.Context, template *x509.Certificate, pub crypto.PublicKey) ([]byte, error)
+	// Chain returns the CA certificates that verify what Sign issues:
+	// the issuing CA first, the root last. NewIssuer reads it once; a CA
+	// rotation means a new Issuer (and Verifiers) with the new chain.
+	Chain() []*x509.Certificate
+}
+
+// CAOptions configures NewCA.
+type CAOptions struct {
+	// Certificate and Key are an existing CA to load (both or neither).
+	// When both are nil, NewCA generates a self-signed Ed25519 root.
+	Certificate *x509.Certificate
+	Key         crypto.Signer
+	// CommonName names a generated root; default "edgesecrets hub CA".
+	CommonName string
+	// Lifetime of a generated root; default ten years.
+	Lifetime time.Duration
+	// Clock dates a generated root; default the system clock.
+	Clock Clock
+}
+
+// Format prints the options without the key.
+func (o CAOptions) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "{CommonName:%q Lifetime:%v Certificate:%v Key:%s}", o.CommonName, o.Lifetime, o.Certificate != nil, keyPresence(o.Key))
+}
+
+// LogValue logs the options without the key.
+func (o CAOptions) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("commonName", o.CommonName), slog.Duration("lifetime", o.Lifetime),
+		slog.Bool("certificate", o.Certificate != nil), slog.String("key", keyPresence(o.Key)))
+}
+
+// CA is an in-memory certificate authority, the Issuer's default
+// CertSigner. Its key exists only in memory unless the embedder passes in
+// one it persists, so a generated CA's certificates die with the process.
+type CA struct {
+	cert *x509.Certificate
+	key  *heldKey // behind a pointer: printing a CA value shows an address
+}
+
+// NewCA loads or generates a CA.
+func NewCA(opts CAOptions) (*CA, error) {
+	switch {
+	case opts.Certificate != nil && opts.Key != nil:
+		return loadCA(opts.Certificate, opts.Key)
+	case opts.Certificate != nil || opts.Key != nil:
+		return nil, fmt.Errorf("identity: CA: give both a certificate and a key, or neither")
+	}
+	name := opts.CommonName
+	if name == "" {
+		name = "edgesecrets hub CA"
+	}
+	lifetime := opts.Lifetime
+	if lifetime <= 0 {
+		lifetime = 10 * 365 * 24 * time.Hour
+	}
+	now := clockOrSystem(opts.Clock).Now()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("identity: CA: generating key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(lifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	if err != nil {
+		return nil, fmt.Errorf("identity: CA: self-signing: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("identity: CA: parsing own certificate: %w", err)
+	}
+	return &CA{cert: cert, key: &heldKey{key}}, nil
+}
+
+func loadCA(cert *x509.Certificate, key crypto.Signer) (*CA, error) {
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("identity: CA: certificate %q is not a CA certificate with the cert-sign key usage", cert.Subject.CommonName)
+	}
+	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("identity: CA: the key does not match certificate %q", cert.Subject.CommonName)
+	}
+	return &CA{cert: cert, key: &heldKey{key}}, nil
+}
+
+// Certificate returns the CA certificate.
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
+// Chain implements CertSigner: the CA certificate alone.
+func (ca *CA) Chain() []*x509.Certificate { return []*x509.Certificate{ca.cert} }
+
+// Sign implements CertSigner. A validity past the CA's own is cut to it.
+func (ca *CA) Sign(ctx context.Context, template *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := *template
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	t.SerialNumber = serial
+	if t.NotAfter.After(ca.cert.NotAfter) {
+		t.NotAfter = ca.cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &t, ca.cert, pub, ca.key.Signer)
+	if err != nil {
+		return nil, fmt.Errorf("identity: CA: signing: %w", err)
+	}
+	return der, nil
+}
+
+// Format prints the CA's subject, never its key.
+func (ca *CA) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "CA{%q}", ca.cert.Subject.CommonName)
+}
+
+// LogValue logs the CA's subject, never its key.
+func (ca *CA) LogValue() slog.Value { return slog.StringValue("CA " + ca.cert.Subject.CommonName) }
+
+// randomSerial returns a positive serial of 127 random bits.
+func randomSerial() (*big.Int, error) {
+	limit := new(big.Int).Lsh(big.NewInt(1), 127)
+	for {
+		n, err := rand.Int(rand.Reader, limit)
+		if err != nil {
+			return nil, fmt.Errorf("identity: CA: serial: %w", err)
+		}
+		if n.Sign() > 0 {
+			return n, nil
+		}
+	}
+}
+
+// heldKey keeps a private key behind a pointer, so printing a struct that
+// holds one by value (which bypasses its Format method) shows an address,
+// never the key.
+type heldKey struct{ crypto.Signer }
+
+// keyPresence says whether a key is set, for Format methods.
+func keyPresence(k any) string {
+	if k == nil {
+		return "<nil>"
+	}
+	return redacted
+}

@@ -1,0 +1,39 @@
+// Package identity gives agents certificates the agbot can trust before it
+// seals secrets to them, on the Copper Argos model (Athenz): the provider
+// that launched a node vouches for it, the hub issues it a short-lived
+// certificate, the node refreshes it with proof of the current one, and an
+// administrator can revoke it.
+//
+// A certificate names one instance (see Identity): subject CN = node id and
+// exactly two SAN URIs,
+//
+//	edgesecrets://node/<org>/<node-id>
+//	edgesecrets://instanceid/<provider>/<instance-id>
+//
+// and carries the agent's Ed25519 signing key as its public key and the
+// agent's HPKE public key in a non-critical extension (chosen over a signed
+// companion field so the certificate alone states every key the agbot
+// needs; see EncryptionKeyExtensionOID).
+//
+// Agent side: NewCSR, Agent (Register, Renew; each certificate is accepted
+// only if it names the instance, carries the agent's keys and chains to the
+// hub CA), Files (atomic key and certificate files, key 0600, a
+// certificate is installed only if it matches the key), Refresher (renew
+// after 2/3 of the lifetime, jittered exponential backoff, expiry
+// warnings), Client (the HTTP API).
+//
+// Hub side: Issuer (register: CSR rules, claimed identity, Attestor with a
+// freshness window, one record per instance written before the certificate
+// is returned; refresh: proof of the current certificate by a request
+// signed with its key, and the serial state machine — current shifts to
+// previous, previous is allowed once more, any other serial revokes the
+// instance; revoke: a tombstone), CertSigner with the in-memory CA as
+// default, CertStore with MemoryCertStore as default, Handler (the HTTP
+// API), and Verifier, which the agbot calls before sealing and which
+// returns the agent's keys only for an active instance.
+//
+// Keys are standard library types (crypto.Signer with an Ed25519 key,
+// crypto/hpke public keys), so the agreement package's key types adapt to
+// them directly. No private key, attestation document or plug-in error text
+// appears in this package's errors, logs or fmt output.
+package identity

@@ -1,0 +1,212 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// HandlerOptions configures NewHandler.
+type HandlerOptions struct {
+	// Issuer serves the requests. Required.
+	Issuer *Issuer
+	// AuthorizeRevoke decides whether the caller of DELETE may revoke id:
+	// return nil to allow, an error matching ErrUnauthenticated for 401,
+	// any other error for 403. Its error is logged, not sent. When nil,
+	// revocation over HTTP is disabled (403).
+	AuthorizeRevoke func(r *http.Request, id Identity) error
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Handler serves the hub's identity API:
+//
+//	POST   /instance                                          register → 201, Location, IdentityResponse
+//	POST   /instance/{provider}/{org}/{node}/{instanceId}     refresh  → 200, IdentityResponse
+//	DELETE /instance/{provider}/{org}/{node}/{instanceId}     revoke   → 204
+//
+// Errors are JSON {"error":"<message>","reason":"revoked"|"expired"} with
+// 400 (bad input), 401 (no proof), 403 (refused), 404 (no such instance or
+// path), 405 (method), 409 (concurrent update), 413 (body over
+// MaxBodyBytes), 503 (store or signer failed). Messages never carry key
+// material, attestation data or plug-in error text. Mount it at the root or
+// under a prefix with http.StripPrefix.
+type Handler struct {
+	issuer    *Issuer
+	authorize func(*http.Request, Identity) error
+	log       *slog.Logger
+}
+
+// NewHandler returns a Handler.
+func NewHandler(opts HandlerOptions) (*Handler, error) {
+	if opts.Issuer == nil {
+		return nil, fmt.Errorf("identity: handler: no Issuer")
+	}
+	h := &Handler{issuer: opts.Issuer, authorize: opts.AuthorizeRevoke, log: opts.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h, nil
+}
+
+const instancePath = "/instance"
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	if path == instancePath {
+		if r.Method != http.MethodPost {
+			h.methodNotAllowed(w, r, http.MethodPost)
+			return
+		}
+		h.register(w, r)
+		return
+	}
+	rest, ok := strings.CutPrefix(path, instancePath+"/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 4 {
+		h.fail(w, r, http.StatusNotFound, newError(OpDecode, Identity{}, ErrNotFound, "no such resource", nil))
+		return
+	}
+	id := Identity{Provider: parts[0], Org: parts[1], Node: parts[2], InstanceID: parts[3]}
+	switch r.Method {
+	case http.MethodPost:
+		h.refresh(w, r, id)
+	case http.MethodDelete:
+		h.revoke(w, r, id)
+	default:
+		h.methodNotAllowed(w, r, http.MethodPost+", "+http.MethodDelete)
+	}
+}
+
+func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
+	req, err := DecodeRegisterRequest(r.Body)
+	if err == nil {
+		var resp *IdentityResponse
+		if resp, err = h.issuer.Register(r.Context(), req); err == nil {
+			w.Header().Set("Location", mountPrefix(r)+resp.Identity.Path())
+			h.reply(w, http.StatusCreated, resp)
+			return
+		}
+	}
+	h.fail(w, r, StatusOf(err), err)
+}
+
+func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id Identity) {
+	if err := id.Validate(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, withOp(err, OpRefresh))
+		return
+	}
+	req, err := DecodeRefreshRequest(r.Body)
+	if err == nil {
+		var resp *IdentityResponse
+		if resp, err = h.issuer.Refresh(r.Context(), id, req); err == nil {
+			h.reply(w, http.StatusOK, resp)
+			return
+		}
+	}
+	h.fail(w, r, StatusOf(err), withInstance(err, id))
+}
+
+func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, id Identity) {
+	if err := id.Validate(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, withOp(err, OpRevoke))
+		return
+	}
+	if h.authorize == nil {
+		h.fail(w, r, http.StatusForbidden, newError(OpRevoke, id, ErrForbidden, "revocation over HTTP is not enabled on this hub", nil))
+		return
+	}
+	if err := h.authorize(r, id); err != nil {
+		kind, reason, status := ErrForbidden, "the caller may not revoke this instance", http.StatusForbidden
+		if errors.Is(err, ErrUnauthenticated) {
+			kind, reason, status = ErrUnauthenticated, "the caller is not authenticated", http.StatusUnauthorized
+		}
+		h.fail(w, r, status, newError(OpRevoke, id, kind, reason, err))
+		return
+	}
+	if err := h.issuer.Revoke(r.Context(), id); err != nil {
+		h.fail(w, r, StatusOf(err), err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	h.fail(w, r, http.StatusMethodNotAllowed, newError(OpDecode, Identity{}, ErrInvalid, "method "+clip(r.Method)+" not allowed; use "+allow, nil))
+}
+
+// mountPrefix returns the path prefix the handler is mounted under (what
+// http.StripPrefix removed), so Location is right for the caller.
+func mountPrefix(r *http.Request) string {
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return ""
+	}
+	prefix, _ := strings.CutSuffix(u.EscapedPath(), instancePath)
+	return prefix
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Error string `json:"error"`
+	// Reason is "revoked" or "expired" when the refusal is for that reason.
+	Reason string `json:"reason,omitempty"`
+}
+
+const (
+	reasonRevoked = "revoked"
+	reasonExpired = "expired"
+)
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	// The full error, cause included, goes to the hub's log only.
+	h.log.Log(r.Context(), level, "identity: request refused", "method", r.Method, "path", clip(r.URL.EscapedPath()), "status", status, "error", err)
+	body := errorBody{Error: publicMessage(err)}
+	switch {
+	case errors.Is(err, ErrRevoked):
+		body.Reason = reasonRevoked
+	case errors.Is(err, ErrExpired):
+		body.Reason = reasonExpired
+	}
+	h.reply(w, status, body)
+}
+
+func (h *Handler) reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// StatusOf returns the HTTP status the Handler answers err with, for
+// embedders serving the Issuer through their own router.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,457 @@
+package identity
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// AttestationRequest is what the Issuer asks the Attestor to confirm.
+type AttestationRequest struct {
+	// Instance is the identity the CSR names (and the request claims).
+	Instance Identity
+	// Attestation is the document the agent presented.
+	Attestation Attestation
+	// CSR is the checked request, for attestors that bind the document to
+	// the agent's key.
+	CSR *CSR
+}
+
+// Confirmation is an Attestor's answer when it vouches for an instance.
+type Confirmation struct {
+	// IssuedAt is when the provider made the attestation document. The
+	// Issuer refuses documents older than its freshness window. Required.
+	IssuedAt time.Time
+}
+
+// Attestor is the provider confirmation callback (Copper Argos): it checks
+// that the attestation document is genuine, was issued by the provider for
+// exactly this instance, and has not been used before if the provider
+// allows only one use. It returns an error to refuse; the error is logged at
+// the hub and never sent to the caller, and must not quote the document.
+type Attestor interface {
+	Attest(ctx context.Context, req AttestationRequest) (Confirmation, error)
+}
+
+// AttestorFunc adapts a function to Attestor.
+type AttestorFunc func(ctx context.Context, req AttestationRequest) (Confirmation, error)
+
+// Attest calls f.
+func (f AttestorFunc) Attest(ctx context.Context, req AttestationRequest) (Confirmation, error) {
+	return f(ctx, req)
+}
+
+// Policy holds the Issuer's limits. Zero fields take the defaults.
+type Policy struct {
+	// MaxLifetime caps certificate lifetime; requests asking for nothing
+	// get it. Default 24 h.
+	MaxLifetime time.Duration
+	// AttestationFreshness is the oldest attestation accepted. Default
+	// 10 min.
+	AttestationFreshness time.Duration
+	// ProofWindow is how far a refresh proof's SignedAt may be from now,
+	// either way. Default 5 min.
+	ProofWindow time.Duration
+	// ClockSkew is tolerated for times in the future (attestation
+	// IssuedAt) and backdates NotBefore. Default 1 min.
+	ClockSkew time.Duration
+	// AllowedKEMs lists acceptable HPKE KEM ids; empty means DefaultKEMs.
+	AllowedKEMs []uint16
+}
+
+func (p Policy) withDefaults() Policy {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&p.MaxLifetime, 24*time.Hour)
+	def(&p.AttestationFreshness, 10*time.Minute)
+	def(&p.ProofWindow, 5*time.Minute)
+	def(&p.ClockSkew, time.Minute)
+	return p
+}
+
+// IssuerOptions configures NewIssuer.
+type IssuerOptions struct {
+	// Attestor confirms registrations. Required.
+	Attestor Attestor
+	// Signer issues certificates; default a new in-memory CA (NewCA).
+	Signer CertSigner
+	// Store keeps instance records; default a new MemoryCertStore.
+	Store CertStore
+	// Policy sets limits.
+	Policy Policy
+	// Clock defaults to the system clock.
+	Clock Clock
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Issuer is the hub side: it registers instances, refreshes and revokes
+// their certificates, and keeps one Record per instance.
+type Issuer struct {
+	attestor Attestor
+	signer   CertSigner
+	store    CertStore
+	policy   Policy
+	kems     kemPolicy
+	trust    *trust
+	clock    Clock
+	log      *slog.Logger
+}
+
+// NewIssuer returns an Issuer.
+func NewIssuer(opts IssuerOptions) (*Issuer, error) {
+	if opts.Attestor == nil {
+		return nil, fmt.Errorf("identity: issuer: no Attestor")
+	}
+	is := &Issuer{
+		attestor: opts.Attestor,
+		signer:   opts.Signer,
+		store:    opts.Store,
+		policy:   opts.Policy.withDefaults(),
+		kems:     newKEMPolicy(opts.Policy.AllowedKEMs),
+		clock:    clockOrSystem(opts.Clock),
+		log:      opts.Logger,
+	}
+	if is.signer == nil {
+		ca, err := NewCA(CAOptions{Clock: is.clock})
+		if err != nil {
+			return nil, err
+		}
+		is.signer = ca
+	}
+	if is.store == nil {
+		is.store = NewMemoryCertStore()
+	}
+	if is.log == nil {
+		is.log = slog.New(slog.DiscardHandler)
+	}
+	t, err := newTrust(is.signer.Chain())
+	if err != nil {
+		return nil, err
+	}
+	is.trust = t
+	return is, nil
+}
+
+// CACertificates returns the CA chain the Issuer's certificates verify
+// against, issuing CA first.
+func (is *Issuer) CACertificates() []*x509.Certificate {
+	return append([]*x509.Certificate(nil), is.trust.chain...)
+}
+
+// Store returns the Issuer's CertStore.
+func (is *Issuer) Store() CertStore { return is.store }
+
+// Verifier returns a Verifier sharing the Issuer's CA chain, store, KEM
+// policy and clock: what an agbot in the hub process uses.
+func (is *Issuer) Verifier() *Verifier {
+	return &Verifier{trust: is.trust, store: is.store, kems: is.kems, clock: is.clock}
+}
+
+// Register checks a registration and issues the instance's first
+// certificate: the CSR passes ParseCSR; it names the claimed provider, org
+// and node; its HPKE KEM is allowed; the Attestor confirms the attestation
+// and it is fresh; the instance is not revoked (tombstone) or registered to
+// another node. Registering an active instance again, with a fresh
+// attestation, replaces its record: earlier certificates stop verifying.
+// The record is written before the certificate is returned; if the write
+// fails there is no certificate.
+func (is *Issuer) Register(ctx context.Context, req *RegisterRequest) (*IdentityResponse, error) {
+	const op = OpRegister
+	if req == nil {
+		return nil, newError(op, Identity{}, ErrInvalid, "no request", nil)
+	}
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	csr, err := ParseCSR([]byte(req.CSR))
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	id := csr.Identity
+	claimed := Identity{Provider: req.Provider, Org: req.Org, Node: req.Node, InstanceID: id.InstanceID}
+	if claimed != id {
+		return nil, newError(op, id, ErrForbidden, fmt.Sprintf("the CSR names provider %q org %q node %q but the request claims provider %q org %q node %q",
+			id.Provider, id.Org, id.Node, clip(req.Provider), clip(req.Org), clip(req.Node)), nil)
+	}
+	if err := is.kems.check(csr.EncryptionKey); err != nil {
+		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
+	}
+	conf, err := is.attestor.Attest(ctx, AttestationRequest{Instance: id, Attestation: req.Attestation, CSR: csr})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, newError(op, id, nil, "attestation", ctx.Err())
+		}
+		return nil, newError(op, id, ErrForbidden, "the attestor refused the attestation", err)
+	}
+	now := is.clock.Now()
+	switch {
+	case conf.IssuedAt.IsZero():
+		return nil, newError(op, id, ErrForbidden, "the attestor did not say when the attestation was issued", nil)
+	case conf.IssuedAt.After(now.Add(is.policy.ClockSkew)):
+		return nil, newError(op, id, ErrForbidden, fmt.Sprintf("attestation issued at %s is in the future", conf.IssuedAt.UTC().Format(time.RFC3339)), nil)
+	case now.Sub(conf.IssuedAt) > is.policy.AttestationFreshness:
+		return nil, newError(op, id, ErrForbidden, fmt.Sprintf("attestation issued at %s is older than the %v freshness window", conf.IssuedAt.UTC().Format(time.RFC3339), is.policy.AttestationFreshness), nil)
+	}
+	rec, err := is.store.Get(ctx, id.Provider, id.InstanceID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rec = Record{}
+	case err != nil:
+		return nil, storeError(op, id, err)
+	default:
+		if err := checkRecord(rec, id); err != nil {
+			return nil, newError(op, id, ErrForbidden, err.Error()+"; it cannot register again", reasonSentinel(err))
+		}
+	}
+	return is.issue(ctx, op, csr, req.LifetimeSeconds, func(serial string, notAfter time.Time) Record {
+		return Record{Instance: id, CurrentSerial: serial, NotAfter: notAfter, UpdatedAt: now, Revision: rec.Revision}
+	})
+}
+
+// Refresh issues a new certificate to an instance that proves it holds its
+// current one (see RefreshRequest). id comes from the request path; the
+// certificate and the CSR must name exactly it. The presented serial drives
+// the record: the current serial shifts to previous and the new one becomes
+// current; the previous serial (the agent lost the last response) is
+// allowed and only current moves; any other serial means two holders of one
+// identity, so the instance is revoked and the refresh refused.
+func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest) (*IdentityResponse, error) {
+	const op = OpRefresh
+	if err := id.Validate(); err != nil {
+		return nil, withOp(err, op)
+	}
+	if req == nil {
+		return nil, newError(op, id, ErrInvalid, "no request", nil)
+	}
+	if err := req.check(); err != nil {
+		return nil, withInstance(err, id)
+	}
+	certs, err := ParseCertificatesPEM([]byte(req.Certificate))
+	if err != nil {
+		return nil, withInstance(withOp(err, op), id)
+	}
+	if len(certs) != 1 {
+		return nil, newError(op, id, ErrInvalid, "certificate must be the leaf alone", nil)
+	}
+	leaf := certs[0]
+	now := is.clock.Now()
+	if err := is.trust.verify(leaf, nil, now); err != nil {
+		return nil, newError(op, id, ErrUnauthenticated, err.Error(), reasonSentinel(err))
+	}
+	current, err := inspectCertificate(leaf)
+	if err != nil {
+		return nil, newError(op, id, ErrUnauthenticated, err.Error(), nil)
+	}
+	signedAt := time.Unix(req.SignedAt, 0)
+	if signedAt.Before(now.Add(-is.policy.ProofWindow)) || signedAt.After(now.Add(is.policy.ProofWindow)) {
+		return nil, newError(op, id, ErrUnauthenticated, fmt.Sprintf("refresh proof signed at %s is outside the %v window", signedAt.UTC().Format(time.RFC3339), is.policy.ProofWindow), nil)
+	}
+	csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
+	if err != nil {
+		return nil, newError(op, id, ErrInvalid, "CSR "+err.Error(), nil)
+	}
+	if !ed25519.Verify(current.SigningKey, refreshProofMessage(id, req.SignedAt, req.LifetimeSeconds, csrDER, leaf.Raw), req.Signature) {
+		return nil, newError(op, id, ErrUnauthenticated, "refresh proof signature does not verify with the certificate's key", nil)
+	}
+	if current.Identity != id {
+		return nil, newError(op, id, ErrForbidden, "the certificate names instance "+current.Identity.String()+", not the one in the path", nil)
+	}
+	csr, err := ParseCSR([]byte(req.CSR))
+	if err != nil {
+		return nil, withInstance(withOp(err, op), id)
+	}
+	if csr.Identity != id {
+		return nil, newError(op, id, ErrForbidden, "the CSR names instance "+csr.Identity.String()+", not the one in the path", nil)
+	}
+	if err := is.kems.check(csr.EncryptionKey); err != nil {
+		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
+	}
+	rec, err := activeRecord(ctx, is.store, op, id)
+	if err != nil {
+		return nil, err
+	}
+	var previous string
+	switch current.Serial {
+	case rec.CurrentSerial:
+		previous = rec.CurrentSerial
+	case rec.PreviousSerial:
+		if rec.PreviousSerial == "" {
+			return nil, is.revokeForSerial(ctx, id, current.Serial)
+		}
+		previous = rec.PreviousSerial
+	default:
+		return nil, is.revokeForSerial(ctx, id, current.Serial)
+	}
+	return is.issue(ctx, op, csr, req.LifetimeSeconds, func(serial string, notAfter time.Time) Record {
+		next := rec
+		next.CurrentSerial, next.PreviousSerial, next.NotAfter, next.UpdatedAt = serial, previous, notAfter, now
+		return next
+	})
+}
+
+// revokeForSerial revokes id after a refresh presented serial, neither
+// current nor previous, and returns the refusal.
+func (is *Issuer) revokeForSerial(ctx context.Context, id Identity, serial string) error {
+	reason := fmt.Sprintf("certificate serial %s is neither the current nor the previous serial: the identity is in use twice, instance revoked", serial)
+	is.log.WarnContext(ctx, "identity: revoking instance: refresh with an unknown serial", "instance", id.String(), "serial", serial)
+	if err := is.revoke(ctx, OpRefresh, id); err != nil {
+		// Still refuse; say the tombstone may be missing.
+		is.log.ErrorContext(ctx, "identity: could not record the revocation", "instance", id.String(), "error", err)
+		return newError(OpRefresh, id, ErrForbidden, reason+" (recording the revocation failed)", ErrRevoked)
+	}
+	return newError(OpRefresh, id, ErrForbidden, reason, ErrRevoked)
+}
+
+// Revoke revokes an instance: its record becomes a tombstone, so it can
+// neither refresh nor register again and the Verifier refuses its
+// certificates. Revoking a revoked instance succeeds. Callers authorise the
+// request (the HTTP handler through HandlerOptions.AuthorizeRevoke).
+func (is *Issuer) Revoke(ctx context.Context, id Identity) error {
+	if err := id.Validate(); err != nil {
+		return withOp(err, OpRevoke)
+	}
+	if err := is.revoke(ctx, OpRevoke, id); err != nil {
+		return err
+	}
+	is.log.InfoContext(ctx, "identity: instance revoked", "instance", id.String())
+	return nil
+}
+
+// revoke marks the record revoked, re-reading it when a concurrent update
+// wins (a refresh racing a revoke must not undo it).
+func (is *Issuer) revoke(ctx context.Context, op string, id Identity) error {
+	const attempts = 5
+	for range attempts {
+		rec, err := is.store.Get(ctx, id.Provider, id.InstanceID)
+		if err != nil {
+			return storeError(op, id, err)
+		}
+		if rec.Instance != id {
+			return newError(op, id, ErrForbidden, fmt.Sprintf("instance %s/%s is registered to org %q node %q", id.Provider, id.InstanceID, rec.Instance.Org, rec.Instance.Node), nil)
+		}
+		if rec.Revoked {
+			return nil
+		}
+		now := is.clock.Now()
+		rec.Revoked, rec.RevokedAt, rec.UpdatedAt = true, now, now
+		_, err = is.store.Put(ctx, rec)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return storeError(op, id, err)
+		}
+		return nil
+	}
+	return newError(op, id, ErrConflict, fmt.Sprintf("the record kept changing over %d attempts", attempts), nil)
+}
+
+// issue signs a certificate for csr, checks what the signer returned,
+// writes the record next(serial, notAfter), and only then returns the
+// certificate.
+func (is *Issuer) issue(ctx context.Context, op string, csr *CSR, lifetimeSeconds int64, next func(serial string, notAfter time.Time) Record) (*IdentityResponse, error) {
+	id := csr.Identity
+	now := is.clock.Now()
+	lifetime := is.policy.MaxLifetime
+	if lifetimeSeconds > 0 && lifetimeSeconds < int64(lifetime/time.Second) {
+		lifetime = time.Duration(lifetimeSeconds) * time.Second
+	}
+	exts, err := agentExtensions(op, id, csr.EncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: id.Node},
+		NotBefore:             now.Add(-is.policy.ClockSkew),
+		NotAfter:              now.Add(lifetime),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		ExtraExtensions:       exts,
+	}
+	der, err := is.signer.Sign(ctx, tmpl, csr.SigningKey)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, newError(op, id, nil, "signing", ctx.Err())
+		}
+		return nil, newError(op, id, ErrUnavailable, "the certificate signer failed", err)
+	}
+	cert, err := is.checkIssued(der, csr, now.Add(lifetime))
+	if err != nil {
+		return nil, newError(op, id, ErrUnavailable, "the certificate signer returned a bad certificate: "+err.Error(), nil)
+	}
+	serial := serialString(cert)
+	rec := next(serial, cert.NotAfter)
+	if serial == rec.PreviousSerial {
+		return nil, newError(op, id, ErrUnavailable, "the certificate signer reused serial "+serial, nil)
+	}
+	if _, err := is.store.Put(ctx, rec); err != nil {
+		// The certificate is dropped: no record, no certificate.
+		return nil, storeError(op, id, err)
+	}
+	is.log.InfoContext(ctx, "identity: certificate issued", "op", op, "instance", id.String(), "serial", serial, "notAfter", cert.NotAfter)
+	return &IdentityResponse{
+		Identity:       id,
+		Certificate:    string(EncodeCertificatesPEM(cert)),
+		CACertificates: string(EncodeCertificatesPEM(is.trust.chain...)),
+		Serial:         serial,
+		NotAfter:       cert.NotAfter,
+	}, nil
+}
+
+// checkIssued parses what the signer returned and checks it is what was
+// asked for: the CSR's keys and identity, chaining to the CA, not outliving
+// the policy.
+func (is *Issuer) checkIssued(der []byte, csr *CSR, latest time.Time) (*x509.Certificate, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("not a certificate")
+	}
+	got, err := inspectCertificate(cert)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case got.Identity != csr.Identity:
+		return nil, fmt.Errorf("it names %s", got.Identity)
+	case !got.SigningKey.Equal(csr.SigningKey), !sameEncryptionKey(got.EncryptionKey, csr.EncryptionKey):
+		return nil, fmt.Errorf("its keys are not the CSR's")
+	case cert.NotAfter.After(latest):
+		return nil, fmt.Errorf("it is valid until %s, past the policy's %s", cert.NotAfter.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339))
+	case got.Serial == "":
+		return nil, fmt.Errorf("it has no serial")
+	}
+	if err := is.trust.verify(cert, nil, is.clock.Now()); err != nil {
+		return nil, err
+	}
+	return cert, nil
+}
+
+// withOp sets the operation of an *Error from a shared decoder.
+func withOp(err error, op string) error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		c := *e
+		c.Op = op
+		return &c
+	}
+	return err
+}
+
+// withInstance sets the instance of an *Error that has none.
+func withInstance(err error, id Identity) error {
+	if e, ok := errors.AsType[*Error](err); ok && e.Instance.IsZero() {
+		c := *e
+		c.Instance = id
+		return &c
+	}
+	return err
+}

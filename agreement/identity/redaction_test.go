@@ -1,0 +1,158 @@
+package identity
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// keyForms returns the ways a private key could show up in output.
+func keyForms(t *testing.T, key ed25519.PrivateKey) []string {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	seed := key.Seed()
+	return []string{
+		fmt.Sprint([]byte(seed)), fmt.Sprintf("%x", seed), fmt.Sprintf("%X", seed), hex.EncodeToString(key),
+		base64.StdEncoding.EncodeToString(seed), base64.StdEncoding.EncodeToString(der)[:40],
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))[30:80],
+		strings.Trim(fmt.Sprint([]byte(seed[:8])), "[]"),
+	}
+}
+
+const attestationCanary = "ATTEST-CANARY-5d1f"
+
+func assertClean(t *testing.T, out string, forbidden []string) {
+	t.Helper()
+	for _, f := range forbidden {
+		require.NotContains(t, out, f)
+	}
+}
+
+func TestFmtNeverPrintsKeysOrAttestation(t *testing.T) {
+	h := newHub(t)
+	k := newAgentKeys(t)
+	ca := h.signer.(*CA)
+	caKey := ca.key.Signer.(ed25519.PrivateKey)
+	forbidden := append(append(keyForms(t, k.sign), keyForms(t, caKey)...), attestationCanary)
+
+	opts := AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Hub: h.Issuer}
+	agent, err := NewAgent(opts)
+	require.NoError(t, err)
+	req := &RegisterRequest{Provider: "p", Attestation: attestationCanary, CSR: "c"}
+	var out bytes.Buffer
+	values := []any{agent, opts, &opts, ca, CAOptions{Key: caKey, Certificate: ca.cert}, Attestation(attestationCanary), req, *req, h.Issuer}
+	// Printing the structs by value skips their Format methods; the keys
+	// sit behind pointers, so only addresses show.
+	fmt.Fprintf(&out, "%+v %+v\n", *ca, struct{ A *Agent }{agent})
+	for _, v := range values {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+			fmt.Fprintf(&out, verb+"\n", v)
+		}
+	}
+	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, v := range values {
+		logger.Info("value", "v", v)
+	}
+	assertClean(t, out.String(), forbidden)
+	assert.Contains(t, out.String(), "[redacted]")
+	assert.Contains(t, out.String(), testID.String(), "the useful part is printed")
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestLogsAndErrorsNeverCarrySecrets runs register, refresh, a failed
+// refresh, the unknown-serial revocation, bad requests and an admin revoke
+// with every logger at debug level, and greps everything logged and every
+// error returned.
+func TestLogsAndErrorsNeverCarrySecrets(t *testing.T) {
+	ctx := context.Background()
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := newHub(t, func(o *IssuerOptions) {
+		o.Logger = logger
+		o.Attestor = AttestorFunc(func(_ context.Context, req AttestationRequest) (Confirmation, error) {
+			if string(req.Attestation) != attestationCanary {
+				return Confirmation{}, fmt.Errorf("unknown document")
+			}
+			return Confirmation{IssuedAt: t0}, nil
+		})
+	})
+	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer, Logger: logger, AuthorizeRevoke: authorizeAdmin})
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
+	require.NoError(t, err)
+
+	k := newAgentKeys(t)
+	f := testFiles(t)
+	require.NoError(t, f.WriteKey(k.sign))
+	agent, err := NewAgent(AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Hub: client, Files: &f, Clock: h.clock, Logger: logger})
+	require.NoError(t, err)
+	ca := h.signer.(*CA)
+	forbidden := append(append(keyForms(t, k.sign), keyForms(t, ca.key.Signer.(ed25519.PrivateKey))...), attestationCanary)
+
+	var errs []error
+	record := func(_ any, err error) { errs = append(errs, err) }
+	first, err := agent.Register(ctx, attestationCanary)
+	require.NoError(t, err)
+	record(agent.Register(ctx, Attestation(attestationCanary+"-forged")))
+	record(client.Register(ctx, &RegisterRequest{Provider: "p", Org: "o", Node: "n", Attestation: attestationCanary, CSR: "not a csr"}))
+	// Renew twice, then present the superseded first certificate: revocation.
+	for range 2 {
+		_, err = agent.Renew(ctx)
+		require.NoError(t, err)
+	}
+	req, err := NewRefreshRequest(k.sign, testID, first, []byte(k.csr(t, testID)), h.clock.Now(), 0)
+	require.NoError(t, err)
+	record(client.Refresh(ctx, testID, req))
+	errs = append(errs, client.Revoke(ctx, testID)) // no credentials: 401
+
+	refresher, err := NewRefresher(RefresherOptions{Renewer: agent, Clock: h.clock, Logger: logger})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h.clock.Advance(24 * time.Hour)
+	errs = append(errs, refresher.Run(runCtx))
+
+	var all strings.Builder
+	all.WriteString(logs.String())
+	for _, e := range errs {
+		require.Error(t, e)
+		fmt.Fprintf(&all, "%v\n%+v\n%#v\n", e, e, e)
+	}
+	assert.Contains(t, all.String(), "identity: certificate issued", "the flow did log")
+	assert.Contains(t, all.String(), "refresh with an unknown serial")
+	assertClean(t, all.String(), forbidden)
+}

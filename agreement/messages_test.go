@@ -1,0 +1,309 @@
+package agreement
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+func TestProposalSealOpen(t *testing.T) {
+	for _, suite := range Suites() {
+		t.Run(string(suite), func(t *testing.T) {
+			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
+			p := proposalWithSecrets("agr-1", 10, 300)
+			p.Version = 0 // filled in by SealProposal
+			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
+
+			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
+			require.NoError(t, err)
+			h, got, err := OpenProposal(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+			require.NoError(t, err)
+
+			assert.Equal(t, TypeProposal, h.Type)
+			assert.Equal(t, "agr-1", h.AgreementID)
+			assert.Equal(t, MessageVersion, got.Version)
+			assert.Equal(t, p.AgreementID, got.AgreementID)
+			require.Len(t, got.Services, 1)
+			assert.Equal(t, p.Services[0].Service, got.Services[0].Service)
+			assert.Equal(t, p.Services[0].SecretNames(), got.Services[0].SecretNames())
+			for name, want := range p.Services[0].Secrets {
+				assert.Equal(t, want.Format, got.Services[0].Secrets[name].Format, name)
+				assert.True(t, want.Data.Equal(got.Services[0].Secrets[name].Data), name)
+			}
+		})
+	}
+}
+
+func TestUpdateSealOpen(t *testing.T) {
+	agbot, agent := mustKeys(t, SuiteMLKEM768X25519), mustKeys(t, SuiteMLKEM768X25519)
+	guard := NewMemoryReplayGuard()
+	changed := proposalWithSecrets("agr-1", 1, 20).Services
+
+	u, err := NewSecretsUpdate("agr-1", SecretsUpdate{Services: changed})
+	require.NoError(t, err)
+	env, err := SealUpdate(agbot, agent.Public(), u, Header{Sequence: 1})
+	require.NoError(t, err)
+	h, got, err := OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	require.NoError(t, err)
+	assert.Equal(t, TypeUpdate, h.Type)
+	su, err := got.Secrets()
+	require.NoError(t, err)
+	require.Len(t, su.Services, 1)
+	assert.True(t, changed[0].Secrets["secret-00"].Data.Equal(su.Services[0].Secrets["secret-00"].Data))
+
+	// A kind this package does not know opens: the agent answers it.
+	future := Update{AgreementID: "agr-1", Kind: "labels", Payload: json.RawMessage(`{"tier":"gold"}`)}
+	env, err = SealUpdate(agbot, agent.Public(), future, Header{Sequence: 2})
+	require.NoError(t, err)
+	_, got, err = OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	require.NoError(t, err)
+	assert.Equal(t, "labels", got.Kind)
+	_, err = got.Secrets()
+	requireKind(t, err, ErrUnexpectedType)
+}
+
+func TestReplySealOpen(t *testing.T) {
+	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
+	answered := Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 4}
+	for i, r := range []Reply{NewReply(answered, true, ""), NewReply(answered, false, "unknown update kind \"labels\"")} {
+		env, err := SealReply(agent, agbot.Public(), r, Header{Sequence: uint64(i + 1)})
+		require.NoError(t, err)
+		_, got, err := OpenReply(context.Background(), agbot, agent.Public(), env, NewMemoryReplayGuard())
+		require.NoError(t, err)
+		assert.Equal(t, r, got)
+		assert.Equal(t, MessageRef{Type: TypeUpdate, Sequence: 4}, got.InReplyTo)
+	}
+
+	long := NewReply(answered, false, strings.Repeat("é", MaxReasonLength))
+	assert.LessOrEqual(t, len(long.Reason), MaxReasonLength)
+	assert.True(t, utf8.ValidString(long.Reason), "cut at a character boundary")
+	require.NoError(t, long.Validate())
+
+	// A reply without InReplyTo (as older code writes) is valid.
+	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.Validate())
+}
+
+func TestSealMessageRejects(t *testing.T) {
+	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
+	p := proposalWithSecrets("agr-1", 1, 10)
+	_, err := SealProposal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1})
+	requireKind(t, err, ErrInvalidMessage)
+	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate})
+	requireKind(t, err, ErrInvalidMessage)
+	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"})
+	requireKind(t, err, ErrInvalidMessage)
+	_, err = SealUpdate(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1})
+	requireKind(t, err, ErrInvalidMessage)
+	_, err = SealReply(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1})
+	requireKind(t, err, ErrInvalidMessage)
+	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, WithMaxSize(100))
+	requireKind(t, err, ErrTooLarge)
+}
+
+const validProposal = `{"version":1,"agreementId":"agr-1","services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"format":"json","data":{"password":"czNjcjN0"}}}}]}`
+
+func TestWireFormIsTheJSONForm(t *testing.T) {
+	// Messages are encoded by wire.go's encoders and decoded through wire
+	// types for speed; the bytes must be those json.Marshal writes through
+	// SecretDetails.MarshalJSON (wire_test.go compares them with
+	// encoding/json's own encoding of the wire types), and decoding them
+	// must give what json.Unmarshal gives through UnmarshalJSON.
+	p := proposalWithSecrets("agr-1", 3, 10)
+	p.Services = append(p.Services, ServiceSecrets{Service: ServiceRef{Org: "o<&>", URL: "u\u2028"}, Secrets: map[string]SecretDetails{
+		"é\"x": {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xff, 0}}},
+	}})
+	wire, err := p.encode()
+	require.NoError(t, err)
+	std, err := json.Marshal(p)
+	require.NoError(t, err)
+	assert.Equal(t, string(std), string(wire))
+
+	var viaStd Proposal
+	require.NoError(t, json.Unmarshal(std, &viaStd))
+	viaWire, err := DecodeProposal(wire)
+	require.NoError(t, err)
+	assert.Equal(t, viaStd, viaWire)
+
+	su := SecretsUpdate{Services: p.Services}
+	u, err := NewSecretsUpdate("agr-1", su)
+	require.NoError(t, err)
+	std, err = json.Marshal(su)
+	require.NoError(t, err)
+	assert.Equal(t, string(std), string(u.Payload))
+}
+
+func TestDecodeProposal(t *testing.T) {
+	p, err := DecodeProposal([]byte(validProposal))
+	require.NoError(t, err)
+	assert.Equal(t, "s3cr3t", string(p.Services[0].Secrets["db"].Data["password"]))
+
+	edit := func(old, new string) string {
+		require.Contains(t, validProposal, old)
+		return strings.Replace(validProposal, old, new, 1)
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     error
+	}{
+		{"over the limit", validProposal + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
+		{"not JSON", "{", ErrMalformed},
+		{"not an object", `[1]`, ErrMalformed},
+		{"trailing data", validProposal + `{}`, ErrMalformed},
+		{"unknown field", edit(`"agreementId"`, `"extra":1,"agreementId"`), ErrMalformed},
+		{"unknown field in secret details", edit(`"format":"json"`, `"format":"json","note":"x"`), ErrMalformed},
+		{"value not base64", edit(`czNjcjN0`, `!!`), ErrMalformed},
+		{"value base64 with a line break", edit(`czNjcjN0`, `czNj\ncjN0`), ErrMalformed},
+		{"secret details without data", edit(`,"data":{"password":"czNjcjN0"}`, ``), ErrMalformed},
+		{"unknown format", edit(`"format":"json"`, `"format":"yaml"`), ErrMalformed},
+		{"version 2", edit(`"version":1`, `"version":2`), ErrUnsupportedVersion},
+		{"no version", edit(`"version":1,`, ``), ErrUnsupportedVersion},
+		{"version as a string", edit(`"version":1`, `"version":"1"`), ErrMalformed},
+		{"no agreement id", edit(`"agreementId":"agr-1"`, `"agreementId":""`), ErrInvalidMessage},
+		{"agreement id with a space", edit(`"agr-1"`, `"agr 1"`), ErrInvalidMessage},
+		{"agreement id too long", edit(`"agr-1"`, `"`+strings.Repeat("a", 257)+`"`), ErrInvalidMessage},
+		{"service without url", edit(`"url":"u"`, `"url":""`), ErrInvalidMessage},
+		{"service field with a control character", edit(`"org":"o"`, `"org":"o\u0007"`), ErrInvalidMessage},
+		{"secret name with a slash", edit(`"db"`, `"a/b"`), ErrInvalidMessage},
+		{"secret name ..", edit(`"db"`, `".."`), ErrInvalidMessage},
+		{"secret name .", edit(`"db"`, `"."`), ErrInvalidMessage},
+		{"empty secret name", edit(`"db"`, `""`), ErrInvalidMessage},
+		{"secret name with NUL", edit(`"db"`, `"d\u0000b"`), ErrInvalidMessage},
+		{"raw format with two keys", edit(`"format":"json","data":{"password":"czNjcjN0"}`, `"format":"raw","data":{"a":"","b":""}`), ErrInvalidMessage},
+		{"empty data key", edit(`"password"`, `""`), ErrInvalidMessage},
+		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), ErrInvalidMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeProposal([]byte(tc.in))
+			requireKind(t, err, tc.want)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+			assert.NotContains(t, err.Error(), "czNjcjN0")
+		})
+	}
+}
+
+func TestDecodeErrorsNeverQuoteValues(t *testing.T) {
+	for _, in := range []string{
+		strings.Replace(validProposal, `"czNjcjN0"`, `987654321`, 1),
+		strings.Replace(validProposal, `"czNjcjN0"`, `"987654321`, 1),
+		strings.Replace(validProposal, `"czNjcjN0"`, `true987654321`, 1),
+		strings.Replace(validProposal, `"czNjcjN0"`, `"98765432=1"`, 1),
+	} {
+		_, err := DecodeProposal([]byte(in))
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), "98765432")
+	}
+	// encoding/json quotes a number that does not fit its field.
+	_, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
+	requireKind(t, err, ErrMalformed)
+	assert.NotContains(t, err.Error(), "98765432")
+}
+
+const validUpdate = `{"version":1,"agreementId":"agr-1","kind":"secrets","payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}}`
+
+func TestDecodeUpdate(t *testing.T) {
+	u, err := DecodeUpdate([]byte(validUpdate))
+	require.NoError(t, err)
+	su, err := u.Secrets()
+	require.NoError(t, err)
+	assert.Equal(t, "s3cr3t", string(su.Services[0].Secrets["db"].Data["password"]))
+
+	edit := func(old, new string) string {
+		require.Contains(t, validUpdate, old)
+		return strings.Replace(validUpdate, old, new, 1)
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     error
+	}{
+		{"over the limit", validUpdate + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
+		{"not JSON", "nope", ErrMalformed},
+		{"version 0", edit(`"version":1`, `"version":0`), ErrUnsupportedVersion},
+		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), ErrInvalidMessage},
+		{"kind empty", edit(`"kind":"secrets"`, `"kind":""`), ErrInvalidMessage},
+		{"kind too long", edit(`"kind":"secrets"`, `"kind":"`+strings.Repeat("k", 65)+`"`), ErrInvalidMessage},
+		{"no payload", edit(`,"payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, ``), ErrInvalidMessage},
+		{"secrets payload with unknown field", edit(`{"services"`, `{"x":1,"services"`), ErrMalformed},
+		{"secrets payload without services", edit(`{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, `{"services":[]}`), ErrInvalidMessage},
+		{"secrets payload with a service without secrets", edit(`"secrets":{"db":{"data":{"password":"czNjcjN0"}}}`, `"secrets":{}`), ErrInvalidMessage},
+		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), ErrInvalidMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeUpdate([]byte(tc.in))
+			requireKind(t, err, tc.want)
+			assert.NotContains(t, err.Error(), "czNjcjN0")
+		})
+	}
+
+	// Unknown kinds are valid with any JSON payload.
+	_, err = DecodeUpdate([]byte(`{"version":1,"agreementId":"a","kind":"labels.v2","payload":[1,2]}`))
+	require.NoError(t, err)
+}
+
+func TestDecodeReply(t *testing.T) {
+	r, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`))
+	require.NoError(t, err)
+	assert.Equal(t, Reply{Version: 1, AgreementID: "a", InReplyTo: MessageRef{TypeUpdate, 3}, Reason: "no"}, r)
+
+	for _, tc := range []struct {
+		name, in string
+		want     error
+	}{
+		{"over the limit", strings.Repeat(" ", DefaultMaxMessageSize+1), ErrTooLarge},
+		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, ErrInvalidMessage},
+		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, ErrInvalidMessage},
+		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, ErrInvalidMessage},
+		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, ErrInvalidMessage},
+		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, ErrMalformed},
+		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, ErrUnsupportedVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeReply([]byte(tc.in))
+			requireKind(t, err, tc.want)
+		})
+	}
+}
+
+func TestCheckSecretName(t *testing.T) {
+	for _, ok := range []string{"db", "db.json", "DB_PASSWORD", "my-cert.pem", "ünïcode", strings.Repeat("n", 255)} {
+		assert.NoError(t, CheckSecretName(ok), ok)
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "../x", "/x", "x/", "a\\b", "a\x00b", "a\nb", strings.Repeat("n", 256)} {
+		assert.Error(t, CheckSecretName(bad), "%q", bad)
+	}
+}
+
+func TestMessagesNeverPrintValues(t *testing.T) {
+	p := proposalWithSecrets("agr-1", 2, 40)
+	u, err := NewSecretsUpdate("agr-1", SecretsUpdate{Services: p.Services})
+	require.NoError(t, err)
+	su, err := u.Secrets()
+	require.NoError(t, err)
+	values := []any{p, &p, u, &u, su, p.Services[0], p.Services[0].Secrets["secret-00"]}
+
+	var out []string
+	for _, v := range values {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+			out = append(out, fmt.Sprintf(verb, v))
+		}
+	}
+	var logs bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&logs, nil), slog.NewTextHandler(&logs, nil)} {
+		slog.New(h).Info("messages", "proposal", p, "update", u, "secrets", su, "service", p.Services[0], "details", p.Services[0].Secrets["secret-00"])
+	}
+	out = append(out, logs.String())
+	for _, s := range out {
+		assertNoLeak(t, s, secretForms())
+	}
+	assert.Contains(t, logs.String(), "secret-01", "logs name the secrets")
+	assert.Contains(t, logs.String(), "agr-1")
+}

@@ -1,0 +1,57 @@
+package binding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Catalog is a Resolver over a fixed set of service definitions, such as the
+// files a developer runs deploycheck against. It is safe for concurrent use.
+type Catalog struct {
+	defs []*ServiceDefinition
+}
+
+// NewCatalog returns a catalog of defs. Each definition needs an org, a URL,
+// an arch and a valid version, and no two may share all four.
+func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
+	seen := map[ServiceRef]bool{}
+	var errs []error
+	c := &Catalog{}
+	for i, d := range defs {
+		if d == nil {
+			errs = append(errs, fmt.Errorf("definition %d is nil", i+1))
+			continue
+		}
+		ref := d.Ref()
+		if d.Org == "" || d.URL == "" || d.Arch == "" {
+			errs = append(errs, fmt.Errorf("definition %d (%s) needs org, url and arch", i+1, ref))
+			continue
+		}
+		if _, err := ParseVersion(d.Version); err != nil {
+			errs = append(errs, fmt.Errorf("definition %d (%s): %w", i+1, ref, err))
+			continue
+		}
+		if seen[ref] {
+			errs = append(errs, fmt.Errorf("definition %d (%s) is a duplicate", i+1, ref))
+			continue
+		}
+		seen[ref] = true
+		c.defs = append(c.defs, d)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("binding: catalog: %w", err)
+	}
+	return c, nil
+}
+
+// ServiceVersions implements Resolver.
+func (c *Catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
+	var out []*ServiceDefinition
+	for _, d := range c.defs {
+		if d.Org == q.Org && d.URL == q.URL && ArchMatches(q.Arch, d.Arch) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}

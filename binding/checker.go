@@ -1,0 +1,50 @@
+package binding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edgesecrets/edgesecrets/internal/safename"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// errNoStore is the cause reported when no store is configured.
+var errNoStore = errors.New("no secret store is configured")
+
+// StoreChecker is the ExistenceChecker of an agbot that holds the store: it
+// looks vault secrets up under "<org>/" with Stat, so no value is read.
+type StoreChecker struct {
+	store secretstore.Store
+	org   string
+}
+
+// NewStoreChecker returns a checker for org's secrets in store. A nil store
+// is allowed and makes every check fail with secretstore.ErrUnavailable
+// (the hub has no vault). org must be a single safe path element.
+func NewStoreChecker(store secretstore.Store, org string) (*StoreChecker, error) {
+	if err := safename.Check(org); err != nil {
+		return nil, fmt.Errorf("binding: organisation %s", err)
+	}
+	return &StoreChecker{store: store, org: org}, nil
+}
+
+// SecretExists implements ExistenceChecker. A missing secret is (false, nil);
+// other store errors are returned with their secretstore kind.
+func (c *StoreChecker) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
+	path, err := name.StorePath(c.org)
+	if err != nil {
+		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
+	}
+	if c.store == nil {
+		return false, secretstore.NewError(secretstore.OpStat, path, secretstore.ErrUnavailable, errNoStore)
+	}
+	_, err = c.store.Stat(ctx, path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, secretstore.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}

@@ -1,0 +1,110 @@
+package binding_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// A deployer's policy is checked against the service, its dependencies and
+// the store, and every problem is reported at once.
+func ExampleValidate() {
+	ctx := context.Background()
+	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
+		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
+		"secrets": {"db_password": {"type": "password"}, "api_key": {}},
+		"deployment": {"services": {"web": {"image": "example/web:1"}}}}`))
+	policy, _ := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+		"service": {"name": "com.example.web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceArch": "amd64",
+			"serviceVersionRange": "[1.0.0,INFINITY)",
+			"secrets": [{"db_password": "user/alice/db"}, {"api_key": "web/api-key"}]}]}`))
+
+	store := memory.New()
+	store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: secretstore.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
+
+	catalog, _ := binding.NewCatalog(svc)
+	checker, _ := binding.NewStoreChecker(store, "myorg")
+	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker})
+	if err != nil {
+		panic(err)
+	}
+	for _, p := range report.Problems {
+		fmt.Println(p)
+	}
+	fmt.Println("deployable:", report.OK())
+	// Output:
+	// error vault_secret_missing: Vault secret "web/api-key", bound to secret "api_key" of myorg/com.example.web_1.0.0_amd64 container web, does not exist.
+	// deployable: false
+}
+
+// Publishing a service checks its own secret declarations.
+func ExampleValidateService() {
+	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
+		"org": "myorg", "url": "com.example.op", "version": "1.0.0", "arch": "amd64",
+		"secrets": {"token": {}}, "clusterDeployment": {"operatorYamlArchive": "H4sI"}}`))
+	fmt.Println(binding.ValidateService(svc).Err())
+	// Output:
+	// binding: error secrets_cluster_only: Service myorg/com.example.op_1.0.0_amd64 declares secrets but has only a cluster deployment; secrets are supported on edge devices only.
+}
+
+func ExampleParseVaultSecretName() {
+	for _, s := range []string{"db/password", "user/alice/db", "node/n7/cert", "user/alice/node/n7/cert", "openhorizon/myorg/db"} {
+		n, err := binding.ParseVaultSecretName(s)
+		if err != nil {
+			fmt.Println("invalid:", err)
+			continue
+		}
+		path, _ := n.StorePath("myorg")
+		fmt.Printf("%-9s %s\n", n.Scope, path)
+	}
+	// Output:
+	// org       myorg/db/password
+	// user      myorg/user/alice/db
+	// node      myorg/node/n7/cert
+	// user+node myorg/user/alice/node/n7/cert
+	// invalid: vault secret name starts with "openhorizon/": give the name relative to the organisation, without the store prefix
+}
+
+// The agbot serves the existence API over its store; the CLI asks it through
+// the client, which is an ExistenceChecker for Validate.
+func ExampleNewHandler() {
+	ctx := context.Background()
+	store := memory.New()
+	store.Put(ctx, &secretstore.Secret{Name: "myorg/db/password", Data: secretstore.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
+
+	handler, _ := binding.NewHandler(binding.HandlerOptions{
+		Store: secretstore.NewMonitor(store), // also feeds /health
+		Authenticate: func(r *http.Request) (binding.Caller, error) {
+			user, _, ok := r.BasicAuth() // a real hook verifies the password with the exchange
+			if !ok {
+				return binding.Caller{}, errors.New("no credentials")
+			}
+			return binding.Caller{Org: "myorg", Name: user}, nil
+		},
+	})
+	agbot := httptest.NewServer(handler)
+	defer agbot.Close()
+
+	client, _ := binding.NewClient(agbot.URL, binding.ClientOptions{
+		Authorize: func(r *http.Request) { r.SetBasicAuth("alice", "password") },
+	})
+	for _, s := range []string{"db/password", "db/missing"} {
+		name, _ := binding.ParseVaultSecretName(s)
+		exists, err := client.SecretExists(ctx, name)
+		fmt.Println(s, exists, err)
+	}
+	health, _ := client.Health(ctx)
+	fmt.Println("talked to the store:", health.LastVaultInteraction > 0)
+	// Output:
+	// db/password true <nil>
+	// db/missing false <nil>
+	// talked to the store: true
+}

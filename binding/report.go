@@ -1,0 +1,202 @@
+package binding
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Severity says whether a problem blocks deployment.
+type Severity string
+
+// Severities.
+const (
+	// SeverityError: the deployment (or publication) must not proceed.
+	SeverityError Severity = "error"
+	// SeverityWarning: worth telling the user; does not block.
+	SeverityWarning Severity = "warning"
+)
+
+// Code identifies the rule a problem breaks. Codes are stable: tools may
+// match on them.
+type Code string
+
+// Problem codes, one per rule.
+const (
+	// CodeFieldMissing: a secretBinding entry lacks serviceOrgid,
+	// serviceUrl or bindings, or a binding lacks its service secret or
+	// vault secret name.
+	CodeFieldMissing Code = "binding_field_missing"
+	// CodeArchInvalid: serviceArch is not "", "*" or an architecture name.
+	CodeArchInvalid Code = "binding_arch_invalid"
+	// CodeVersionRangeInvalid: serviceVersionRange cannot be parsed.
+	CodeVersionRangeInvalid Code = "binding_version_range_invalid"
+	// CodeContainerRequired: the service has several containers and the
+	// entry has no serviceContainer.
+	CodeContainerRequired Code = "container_required"
+	// CodeContainerUnknown: serviceContainer names no container of the service.
+	CodeContainerUnknown Code = "container_unknown"
+	// CodeSecretUndeclared: a binding for a secret the service does not declare.
+	CodeSecretUndeclared Code = "secret_undeclared"
+	// CodeSecretUnbound: a declared secret that no binding binds.
+	CodeSecretUnbound Code = "secret_unbound"
+	// CodeSecretNameInvalid: a service secret name is not a single safe
+	// path element (it becomes a file name).
+	CodeSecretNameInvalid Code = "secret_name_invalid"
+	// CodeSecretFormatInvalid: a declared secret's format is not "json" or "raw".
+	CodeSecretFormatInvalid Code = "secret_format_invalid"
+	// CodeVaultSecretInvalid: a vault secret name breaks the naming rules.
+	CodeVaultSecretInvalid Code = "vault_secret_invalid"
+	// CodeVaultSecretMissing: the vault secret does not exist.
+	CodeVaultSecretMissing Code = "vault_secret_missing"
+	// CodeStoreUnavailable: existence could not be checked because the
+	// store (or the agbot API) is absent or unavailable.
+	CodeStoreUnavailable Code = "store_unavailable"
+	// CodeStoreForbidden: the store refused the existence check.
+	CodeStoreForbidden Code = "store_forbidden"
+	// CodeBindingConflict: one service secret (of one container) is bound
+	// to different vault secrets.
+	CodeBindingConflict Code = "binding_conflict"
+	// CodeBindingDuplicate: one service secret is bound twice to the same
+	// vault secret. Warning.
+	CodeBindingDuplicate Code = "binding_duplicate"
+	// CodeBindingUnused: a secretBinding entry matches no service of the
+	// deployment. Warning.
+	CodeBindingUnused Code = "binding_unused"
+	// CodeSecretsClusterOnly: a service with only a cluster deployment
+	// declares secrets, which only edge devices support.
+	CodeSecretsClusterOnly Code = "secrets_cluster_only"
+	// CodeSecretsMixedDeployment: a service with device and cluster
+	// deployments declares secrets; only device deployments get them. Warning.
+	CodeSecretsMixedDeployment Code = "secrets_mixed_deployment"
+	// CodeServiceUnresolved: a deployed service or a dependency could not
+	// be found (or its version constraint is invalid).
+	CodeServiceUnresolved Code = "service_unresolved"
+)
+
+// Severity returns the code's severity.
+func (c Code) Severity() Severity {
+	switch c {
+	case CodeBindingDuplicate, CodeBindingUnused, CodeSecretsMixedDeployment:
+		return SeverityWarning
+	}
+	return SeverityError
+}
+
+// Problem is one finding of a validation.
+type Problem struct {
+	Code     Code     `json:"code"`
+	Severity Severity `json:"severity"`
+	// Service is the service concerned (org/url/arch/version, and the
+	// container when known). For a problem of a secretBinding entry on its
+	// own it holds the entry's serviceOrgid, serviceUrl, serviceArch and
+	// serviceContainer, with Version holding its serviceVersionRange.
+	Service ServiceRef `json:"service"`
+	// Binding is the 1-based position of the secretBinding entry concerned,
+	// or 0 when the problem is not about an entry.
+	Binding int `json:"binding,omitempty"`
+	// ServiceSecret is the service secret name concerned, if any.
+	ServiceSecret string `json:"serviceSecret,omitempty"`
+	// VaultSecret is the vault secret name concerned, if any.
+	VaultSecret string `json:"vaultSecret,omitempty"`
+	// Message is one sentence saying what is wrong.
+	Message string `json:"message"`
+}
+
+// String returns "<severity> <code>: <message>".
+func (p Problem) String() string {
+	return string(p.Severity) + " " + string(p.Code) + ": " + p.Message
+}
+
+// ResolvedBinding is a binding Validate found to apply: the service
+// (container) receives the vault secret under the service secret name.
+type ResolvedBinding struct {
+	// Service includes the container the secret is mounted into (empty
+	// when the service has no device containers).
+	Service       ServiceRef `json:"service"`
+	ServiceSecret string     `json:"serviceSecret"`
+	// Format is the declared format (FormatJSON when not declared).
+	Format      string          `json:"format"`
+	VaultSecret VaultSecretName `json:"vaultSecret"`
+	// Binding is the 1-based position of the secretBinding entry.
+	Binding int `json:"binding"`
+}
+
+// Report is the result of a validation: every problem found, the services
+// visited, and the bindings that apply.
+type Report struct {
+	Problems []Problem `json:"problems"`
+	// Services lists every service version visited (the top-level ones and
+	// their whole dependency trees), in visiting order.
+	Services []ServiceRef `json:"services,omitempty"`
+	// Resolved lists the bindings that apply, with valid vault secret names.
+	// The agbot copies their secrets into the agreement proposal.
+	Resolved []ResolvedBinding `json:"resolved,omitempty"`
+	// ExistenceChecked is false when no ExistenceChecker was given, so
+	// missing vault secrets were not looked for.
+	ExistenceChecked bool `json:"existenceChecked"`
+}
+
+// OK reports whether the report has no errors (warnings allowed).
+func (r *Report) OK() bool { return len(r.Errors()) == 0 }
+
+// Errors returns the problems of severity error.
+func (r *Report) Errors() []Problem { return r.bySeverity(SeverityError) }
+
+// Warnings returns the problems of severity warning.
+func (r *Report) Warnings() []Problem { return r.bySeverity(SeverityWarning) }
+
+func (r *Report) bySeverity(s Severity) []Problem {
+	var out []Problem
+	for _, p := range r.Problems {
+		if p.Severity == s {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Codes returns the code of every problem, in report order.
+func (r *Report) Codes() []Code {
+	out := make([]Code, len(r.Problems))
+	for i, p := range r.Problems {
+		out[i] = p.Code
+	}
+	return out
+}
+
+// Err returns nil when the report has no errors, and otherwise a
+// *ValidationError listing them; it matches secretstore.ErrInvalid.
+func (r *Report) Err() error {
+	if errs := r.Errors(); len(errs) > 0 {
+		return &ValidationError{Problems: errs}
+	}
+	return nil
+}
+
+// ValidationError lists the errors of a report.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error lists the problems, one per line.
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return "binding: " + e.Problems[0].String()
+	}
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("binding: %d problems:\n  - %s", len(e.Problems), strings.Join(lines, "\n  - "))
+}
+
+// Unwrap returns secretstore.ErrInvalid.
+func (e *ValidationError) Unwrap() error { return secretstore.ErrInvalid }
+
+// add appends a problem of code c with a message built from format.
+func (r *Report) add(c Code, p Problem, format string, args ...any) {
+	p.Code, p.Severity, p.Message = c, c.Severity(), fmt.Sprintf(format, args...)
+	r.Problems = append(r.Problems, p)
+}

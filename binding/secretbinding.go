@@ -1,0 +1,310 @@
+package binding
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+)
+
+// ServiceRef identifies a service version and, where it matters, one of its
+// containers. It is agreement.ServiceRef, so resolved bindings feed
+// agreement proposals and the tracker without conversion.
+type ServiceRef = agreement.ServiceRef
+
+// refString writes a service the Open Horizon way, "org/url_version_arch",
+// followed by " container <name>" when a container is set.
+func refString(s ServiceRef) string {
+	out := s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
+	if s.Container != "" {
+		out += " container " + s.Container
+	}
+	return out
+}
+
+// Binding binds one service secret to a vault secret.
+type Binding struct {
+	// ServiceSecret is the name the service declares (its file name).
+	ServiceSecret string
+	// VaultSecret is the vault secret name (see ParseVaultSecretName).
+	VaultSecret string
+}
+
+// SecretBinding is one entry of a pattern's or deployment policy's
+// "secretBinding": it selects services and binds their secrets. Its JSON is
+//
+//	{"serviceOrgid": "myorg", "serviceUrl": "com.example.db", "serviceArch": "amd64",
+//	 "serviceVersionRange": "[1.0.0,2.0.0)", "serviceContainer": "db",
+//	 "bindings": {"db_password": {"vaultSecret": "user/alice/db"}}}
+//
+// Decoding also accepts Open Horizon's shipped list form
+// "secrets": [{"db_password": "user/alice/db"}] (alone or beside
+// "bindings"), and ignores unknown fields as Open Horizon does. Bindings
+// keep the document's order, and a service secret bound twice is kept twice
+// so that Validate can report it.
+type SecretBinding struct {
+	// ServiceOrgid and ServiceURL select the service; both are required.
+	ServiceOrgid string
+	ServiceURL   string
+	// ServiceArch selects the architecture; "" or "*" selects any.
+	ServiceArch string
+	// ServiceVersionRange selects versions (see ParseVersionRange); ""
+	// selects any, as in Open Horizon.
+	ServiceVersionRange string
+	// ServiceContainer names the container that receives the secrets;
+	// required when the service has several containers.
+	ServiceContainer string
+	// Bindings are the secret associations, in document order.
+	Bindings []Binding
+}
+
+type secretBindingJSON struct {
+	ServiceOrgid        string          `json:"serviceOrgid"`
+	ServiceURL          string          `json:"serviceUrl"`
+	ServiceArch         string          `json:"serviceArch"`
+	ServiceVersionRange string          `json:"serviceVersionRange"`
+	ServiceContainer    string          `json:"serviceContainer,omitempty"`
+	Bindings            json.RawMessage `json:"bindings,omitempty"`
+	Secrets             json.RawMessage `json:"secrets,omitempty"`
+}
+
+type vaultSecretJSON struct {
+	VaultSecret *string `json:"vaultSecret"`
+}
+
+const secretBindingWhat = "secretBinding entry"
+
+// UnmarshalJSON decodes the design form and Open Horizon's list form.
+func (b *SecretBinding) UnmarshalJSON(data []byte) error {
+	var in secretBindingJSON
+	if err := unmarshal(data, secretBindingWhat, &in); err != nil {
+		return err
+	}
+	out := SecretBinding{
+		ServiceOrgid: in.ServiceOrgid, ServiceURL: in.ServiceURL, ServiceArch: in.ServiceArch,
+		ServiceVersionRange: in.ServiceVersionRange, ServiceContainer: in.ServiceContainer,
+	}
+	add := func(key string, vault string) error {
+		if len(out.Bindings) == MaxBindingsPerEntry {
+			return badInput(secretBindingWhat, "more than %d bindings", MaxBindingsPerEntry)
+		}
+		out.Bindings = append(out.Bindings, Binding{ServiceSecret: key, VaultSecret: vault})
+		return nil
+	}
+	err := eachMember(in.Bindings, func(key string, val json.RawMessage) error {
+		var v vaultSecretJSON
+		if err := json.Unmarshal(val, &v); err != nil || v.VaultSecret == nil {
+			return badInput(secretBindingWhat, `bindings[%q] must be an object {"vaultSecret": "<name>"}`, key)
+		}
+		return add(key, *v.VaultSecret)
+	})
+	if err != nil {
+		return err
+	}
+	if !isNull(in.Secrets) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(in.Secrets, &list); err != nil {
+			return badInput(secretBindingWhat, `"secrets" must be a list of {"<service-secret>": "<vault-secret>"} objects`)
+		}
+		for i, item := range list {
+			err := eachMember(item, func(key string, val json.RawMessage) error {
+				var vault string
+				if err := json.Unmarshal(val, &vault); err != nil {
+					return badInput(secretBindingWhat, "secrets[%d][%q] must be a string naming a vault secret", i, key)
+				}
+				return add(key, vault)
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	*b = out
+	return nil
+}
+
+// MarshalJSON writes the design form, bindings in order. A service secret
+// bound twice cannot be written as a JSON object and is an error.
+func (b SecretBinding) MarshalJSON() ([]byte, error) {
+	head, err := json.Marshal(secretBindingJSON{
+		ServiceOrgid: b.ServiceOrgid, ServiceURL: b.ServiceURL, ServiceArch: b.ServiceArch,
+		ServiceVersionRange: b.ServiceVersionRange, ServiceContainer: b.ServiceContainer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Write(head[:len(head)-1])
+	buf.WriteString(`,"bindings":{`)
+	seen := make(map[string]bool, len(b.Bindings))
+	for i, bd := range b.Bindings {
+		if seen[bd.ServiceSecret] {
+			return nil, fmt.Errorf("binding: secretBinding for %s/%s binds service secret %q twice", b.ServiceOrgid, b.ServiceURL, bd.ServiceSecret)
+		}
+		seen[bd.ServiceSecret] = true
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		k, _ := json.Marshal(bd.ServiceSecret)
+		v, _ := json.Marshal(vaultSecretJSON{VaultSecret: &bd.VaultSecret})
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteString("}}")
+	return buf.Bytes(), nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// eachMember calls fn for each member of the JSON object raw, in document
+// order, duplicates included. Absent or null raw has no members.
+func eachMember(raw json.RawMessage, fn func(key string, val json.RawMessage) error) error {
+	if isNull(raw) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return badInput(secretBindingWhat, "expected a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badInput(secretBindingWhat, "%s", jsonproblem.Describe(err))
+		}
+		key, _ := tok.(string) // json.Decoder only yields string keys inside an object
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return badInput(secretBindingWhat, "%s", jsonproblem.Describe(err))
+		}
+		if err := fn(key, val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServiceVersion is an entry of "serviceVersions" in a pattern or policy.
+type ServiceVersion struct {
+	Version string `json:"version"`
+}
+
+// PatternService is an entry of a pattern's "services".
+type PatternService struct {
+	ServiceURL      string           `json:"serviceUrl"`
+	ServiceOrgid    string           `json:"serviceOrgid"`
+	ServiceArch     string           `json:"serviceArch"`
+	ServiceVersions []ServiceVersion `json:"serviceVersions"`
+}
+
+// Pattern is the part of an Open Horizon pattern that secret validation
+// needs: the services it deploys and its secret bindings.
+type Pattern struct {
+	Services      []PatternService `json:"services"`
+	SecretBinding []SecretBinding  `json:"secretBinding,omitempty"`
+}
+
+// PolicyService is a deployment policy's "service".
+type PolicyService struct {
+	// Name is the service URL.
+	Name            string           `json:"name"`
+	Org             string           `json:"org"`
+	Arch            string           `json:"arch"`
+	ServiceVersions []ServiceVersion `json:"serviceVersions"`
+}
+
+// DeploymentPolicy is the part of an Open Horizon deployment policy that
+// secret validation needs.
+type DeploymentPolicy struct {
+	Service       PolicyService   `json:"service"`
+	SecretBinding []SecretBinding `json:"secretBinding,omitempty"`
+}
+
+// Target is what Validate checks: the top-level services a pattern or
+// deployment policy deploys, and its secret bindings.
+type Target struct {
+	// Services are the top-level services. Arch "" or "*" means every
+	// architecture the resolver knows; Version "" means the highest version
+	// of each architecture. Container is ignored.
+	Services []ServiceRef
+	// SecretBindings are the "secretBinding" entries.
+	SecretBindings []SecretBinding
+}
+
+// Target returns the services the pattern deploys (one per listed version)
+// and its bindings.
+func (p *Pattern) Target() Target {
+	t := Target{SecretBindings: p.SecretBinding}
+	for _, s := range p.Services {
+		t.Services = append(t.Services, versionRefs(s.ServiceOrgid, s.ServiceURL, s.ServiceArch, s.ServiceVersions)...)
+	}
+	return t
+}
+
+// Target returns the service the policy deploys (one per listed version)
+// and its bindings.
+func (p *DeploymentPolicy) Target() Target {
+	return Target{
+		Services:       versionRefs(p.Service.Org, p.Service.Name, p.Service.Arch, p.Service.ServiceVersions),
+		SecretBindings: p.SecretBinding,
+	}
+}
+
+func versionRefs(org, url, arch string, versions []ServiceVersion) []ServiceRef {
+	if len(versions) == 0 {
+		return []ServiceRef{{Org: org, URL: url, Arch: arch}}
+	}
+	refs := make([]ServiceRef, 0, len(versions))
+	for _, v := range versions {
+		refs = append(refs, ServiceRef{Org: org, URL: url, Arch: arch, Version: v.Version})
+	}
+	return refs
+}
+
+// DecodePattern reads a pattern of at most MaxDocumentSize bytes.
+func DecodePattern(r io.Reader) (*Pattern, error) {
+	var p Pattern
+	if err := decodeLimited(r, MaxDocumentSize, "pattern", &p); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, s := range p.Services {
+		n += max(len(s.ServiceVersions), 1)
+	}
+	if n > MaxTopLevelServices {
+		return nil, badInput("pattern", "more than %d service versions", MaxTopLevelServices)
+	}
+	if err := checkBindingCount("pattern", p.SecretBinding); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// DecodeDeploymentPolicy reads a deployment policy of at most
+// MaxDocumentSize bytes.
+func DecodeDeploymentPolicy(r io.Reader) (*DeploymentPolicy, error) {
+	var p DeploymentPolicy
+	if err := decodeLimited(r, MaxDocumentSize, "deployment policy", &p); err != nil {
+		return nil, err
+	}
+	if len(p.Service.ServiceVersions) > MaxTopLevelServices {
+		return nil, badInput("deployment policy", "more than %d service versions", MaxTopLevelServices)
+	}
+	if err := checkBindingCount("deployment policy", p.SecretBinding); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func checkBindingCount(what string, sb []SecretBinding) error {
+	if len(sb) > MaxSecretBindings {
+		return badInput(what, "more than %d secretBinding entries", MaxSecretBindings)
+	}
+	return nil
+}

@@ -1,0 +1,570 @@
+package binding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+const testOrg = "myorg"
+
+// device returns a device deployment with the named containers.
+func device(containers ...string) *DeploymentConfig {
+	d := &DeploymentConfig{Services: map[string]json.RawMessage{}}
+	for _, c := range containers {
+		d.Services[c] = json.RawMessage(`{"image":"example/` + c + `:1"}`)
+	}
+	return d
+}
+
+// svc returns a single-container amd64 definition in testOrg with the secrets named.
+func svc(url, version string, secrets ...string) *ServiceDefinition {
+	d := &ServiceDefinition{Org: testOrg, URL: url, Version: version, Arch: "amd64", Deployment: device("main")}
+	if len(secrets) > 0 {
+		d.Secrets = map[string]ServiceSecret{}
+		for _, s := range secrets {
+			d.Secrets[s] = ServiceSecret{}
+		}
+	}
+	return d
+}
+
+func with(d *ServiceDefinition, change func(*ServiceDefinition)) *ServiceDefinition {
+	change(d)
+	return d
+}
+
+func sbEntry(url string, bindings ...Binding) SecretBinding {
+	return SecretBinding{ServiceOrgid: testOrg, ServiceURL: url, ServiceArch: "amd64", ServiceVersionRange: "[1.0.0,INFINITY)", Bindings: bindings}
+}
+
+func bind(secret, vault string) Binding { return Binding{ServiceSecret: secret, VaultSecret: vault} }
+
+func top(url, version string) []ServiceRef {
+	return []ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
+}
+
+// faultStore is a memory store whose Stat can be made to fail, counting
+// Stat and Get calls (existence checks must never Get).
+type faultStore struct {
+	*memory.Store
+	statErr error
+	stats   atomic.Int64
+	gets    atomic.Int64
+}
+
+func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+	f.gets.Add(1)
+	return f.Store.Get(ctx, name)
+}
+
+func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
+	f.stats.Add(1)
+	if f.statErr != nil {
+		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, f.statErr, nil)
+	}
+	return f.Store.Stat(ctx, name)
+}
+
+// newStore returns a store holding the named secrets (store paths).
+func newStore(t testing.TB, paths ...string) *faultStore {
+	t.Helper()
+	m := memory.New()
+	for _, p := range paths {
+		_, err := m.Put(context.Background(), &secretstore.Secret{Name: p, Data: secretstore.Data{"password": []byte("s3cr3t-" + p)}}, secretstore.PutOptions{})
+		require.NoError(t, err)
+	}
+	return &faultStore{Store: m}
+}
+
+func TestValidateRules(t *testing.T) {
+	a := func() *ServiceDefinition { return svc("com.example.a", "1.0.0", "token") }
+	multi := func() *ServiceDefinition {
+		return with(svc("com.example.multi", "1.0.0", "pw"), func(d *ServiceDefinition) { d.Deployment = device("web", "worker") })
+	}
+	present := []string{testOrg + "/tok", testOrg + "/user/alice/tok", testOrg + "/other"}
+
+	cases := []struct {
+		name     string
+		defs     []*ServiceDefinition
+		target   Target
+		statErr  error
+		noCheck  bool
+		want     []Code
+		check    func(t *testing.T, rep *Report)
+		maxStats int64
+	}{
+		{
+			name:   "clean deployment has no problems and resolves the binding",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "user/alice/tok"))}},
+			want:   nil,
+			check: func(t *testing.T, rep *Report) {
+				require.Len(t, rep.Resolved, 1)
+				rb := rep.Resolved[0]
+				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
+				assert.Equal(t, "token", rb.ServiceSecret)
+				assert.Equal(t, FormatJSON, rb.Format)
+				assert.Equal(t, VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "tok"}, rb.VaultSecret)
+				assert.True(t, rep.ExistenceChecked)
+				assert.NoError(t, rep.Err())
+			},
+		},
+		{
+			name: "missing serviceOrgid",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				{ServiceURL: "com.example.a", Bindings: []Binding{bind("token", "tok")}}}},
+			want: []Code{CodeFieldMissing, CodeSecretUnbound},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, 1, rep.Problems[0].Binding)
+				assert.Contains(t, rep.Problems[0].Message, "serviceOrgid")
+			},
+		},
+		{
+			name: "missing serviceUrl",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				{ServiceOrgid: testOrg, Bindings: []Binding{bind("token", "tok")}}}},
+			want: []Code{CodeFieldMissing, CodeSecretUnbound},
+			check: func(t *testing.T, rep *Report) {
+				assert.Contains(t, rep.Problems[0].Message, "serviceUrl")
+			},
+		},
+		{
+			name:   "entry without bindings",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a")}},
+			want:   []Code{CodeFieldMissing, CodeSecretUnbound},
+		},
+		{
+			name:   "binding without vault secret",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", ""))}},
+			want:   []Code{CodeFieldMissing},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, "token", rep.Problems[0].ServiceSecret)
+				assert.Empty(t, rep.Resolved)
+			},
+		},
+		{
+			name:   "binding without service secret name",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("", "tok"))}},
+			want:   []Code{CodeFieldMissing, CodeSecretUnbound},
+		},
+		{
+			name: "bad arch",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceArch = "amd 64" })}},
+			want: []Code{CodeArchInvalid, CodeSecretUnbound},
+		},
+		{
+			name: "bad version range",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[2.0.0,1.0.0)" })}},
+			want: []Code{CodeVersionRangeInvalid, CodeSecretUnbound},
+		},
+		{
+			name: "empty arch and version range select any",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				{ServiceOrgid: testOrg, ServiceURL: "com.example.a", Bindings: []Binding{bind("token", "tok")}}}},
+			want: nil,
+		},
+		{
+			name:   "serviceContainer required on a multi-container service",
+			defs:   []*ServiceDefinition{multi()},
+			target: Target{Services: top("com.example.multi", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.multi", bind("pw", "tok"))}},
+			want:   []Code{CodeContainerRequired},
+			check: func(t *testing.T, rep *Report) {
+				assert.Contains(t, rep.Problems[0].Message, `"web", "worker"`)
+				assert.Empty(t, rep.Resolved)
+			},
+		},
+		{
+			name: "serviceContainer names no container",
+			defs: []*ServiceDefinition{multi()},
+			target: Target{Services: top("com.example.multi", "1.0.0"), SecretBindings: []SecretBinding{
+				with2(sbEntry("com.example.multi", bind("pw", "tok")), func(e *SecretBinding) { e.ServiceContainer = "db" })}},
+			want: []Code{CodeContainerUnknown},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, "db", rep.Problems[0].Service.Container)
+			},
+		},
+		{
+			name: "serviceContainer selects the container that gets the secret",
+			defs: []*ServiceDefinition{multi()},
+			target: Target{Services: top("com.example.multi", "1.0.0"), SecretBindings: []SecretBinding{
+				with2(sbEntry("com.example.multi", bind("pw", "tok")), func(e *SecretBinding) { e.ServiceContainer = "worker" })}},
+			want: nil,
+			check: func(t *testing.T, rep *Report) {
+				require.Len(t, rep.Resolved, 1)
+				assert.Equal(t, "worker", rep.Resolved[0].Service.Container)
+			},
+		},
+		{
+			name: "binding for an undeclared secret",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok"), bind("extra", "other"))}},
+			want: []Code{CodeSecretUndeclared},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, "extra", rep.Problems[0].ServiceSecret)
+				assert.Equal(t, "other", rep.Problems[0].VaultSecret)
+			},
+		},
+		{
+			name:   "declared secret left unbound",
+			defs:   []*ServiceDefinition{svc("com.example.a", "1.0.0", "token", "cert")},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			want:   []Code{CodeSecretUnbound},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, "cert", rep.Problems[0].ServiceSecret)
+				assert.Equal(t, 0, rep.Problems[0].Binding)
+			},
+		},
+		{
+			name:   "unsafe secret name in the service definition",
+			defs:   []*ServiceDefinition{svc("com.example.a", "1.0.0", "token", "..")},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			want:   []Code{CodeSecretNameInvalid},
+		},
+		{
+			name: "unsafe service secret name in a binding",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok"), bind("etc/passwd", "tok"))}},
+			want: []Code{CodeSecretNameInvalid},
+		},
+		{
+			name: "unknown secret format",
+			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) {
+				d.Secrets["token"] = ServiceSecret{Format: "yaml"}
+			})},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			want:   []Code{CodeSecretFormatInvalid},
+		},
+		{
+			name:   "raw format is carried into the resolved binding",
+			defs:   []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.Secrets["token"] = ServiceSecret{Format: FormatRaw} })},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			want:   nil,
+			check: func(t *testing.T, rep *Report) {
+				require.Len(t, rep.Resolved, 1)
+				assert.Equal(t, FormatRaw, rep.Resolved[0].Format)
+			},
+		},
+		{
+			name:   "invalid vault secret name",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "openhorizon/myorg/tok"))}},
+			want:   []Code{CodeVaultSecretInvalid},
+			check: func(t *testing.T, rep *Report) {
+				assert.Contains(t, rep.Problems[0].Message, "openhorizon/")
+				assert.Empty(t, rep.Resolved)
+			},
+		},
+		{
+			name:   "vault secret that does not exist",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "node/n1/tok"))}},
+			want:   []Code{CodeVaultSecretMissing},
+			check: func(t *testing.T, rep *Report) {
+				p := rep.Problems[0]
+				assert.Equal(t, "node/n1/tok", p.VaultSecret)
+				assert.Equal(t, "token", p.ServiceSecret)
+				assert.Equal(t, "main", p.Service.Container)
+			},
+		},
+		{
+			name:     "store unavailable is its own code, and the store is asked once",
+			defs:     []*ServiceDefinition{svc("com.example.a", "1.0.0", "token", "cert")},
+			target:   Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"), bind("cert", "other"))}},
+			statErr:  secretstore.ErrUnavailable,
+			want:     []Code{CodeStoreUnavailable, CodeStoreUnavailable},
+			maxStats: 1,
+			check: func(t *testing.T, rep *Report) {
+				assert.Contains(t, rep.Problems[1].Message, "not checked")
+			},
+		},
+		{
+			name:    "store refusing the check",
+			defs:    []*ServiceDefinition{a()},
+			target:  Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			statErr: secretstore.ErrPermission,
+			want:    []Code{CodeStoreForbidden},
+		},
+		{
+			name:   "store refusing the name as too long",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", strings.Repeat("x", secretstore.MaxNameLength-2)))}},
+			want:   []Code{CodeVaultSecretInvalid},
+		},
+		{
+			name: "one secret bound to two vault secrets",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok")),
+				with2(sbEntry("com.example.a", bind("token", "other")), func(e *SecretBinding) { e.ServiceVersionRange = "1.0.0" })}},
+			want: []Code{CodeBindingConflict},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, 2, rep.Problems[0].Binding)
+				require.Len(t, rep.Resolved, 1, "the first binding applies")
+				assert.Equal(t, "tok", rep.Resolved[0].VaultSecret.String())
+			},
+		},
+		{
+			name: "one secret bound twice to the same vault secret",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok"), bind("token", "tok"))}},
+			want: []Code{CodeBindingDuplicate},
+			check: func(t *testing.T, rep *Report) {
+				assert.NoError(t, rep.Err(), "a duplicate is a warning")
+			},
+		},
+		{
+			name: "entry no service in the tree needs",
+			defs: []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok")),
+				sbEntry("com.example.gone", bind("x", "tok")),
+				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceArch = "arm64" })}},
+			want: []Code{CodeBindingUnused, CodeBindingUnused},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, 2, rep.Problems[0].Binding)
+				assert.Equal(t, 3, rep.Problems[1].Binding)
+				assert.True(t, rep.OK())
+			},
+		},
+		{
+			name: "secrets on a cluster-only service",
+			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) {
+				d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"b3BlcmF0b3I="`)
+			})},
+			target: Target{Services: top("com.example.a", "1.0.0")},
+			want:   []Code{CodeSecretsClusterOnly},
+		},
+		{
+			name: "secrets on a service with device and cluster deployments",
+			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.ClusterDeployment = json.RawMessage(`{"operatorYamlArchive":"eA=="}`) })},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok"))}},
+			want: []Code{CodeSecretsMixedDeployment},
+		},
+		{
+			name:   "top-level service not found",
+			defs:   []*ServiceDefinition{a()},
+			target: Target{Services: top("com.example.a", "2.0.0")},
+			want:   []Code{CodeServiceUnresolved},
+		},
+		{
+			name: "dependency not found, and its secrets not asked for",
+			defs: []*ServiceDefinition{with(svc("com.example.top", "1.0.0"), func(d *ServiceDefinition) {
+				d.RequiredServices = []ServiceDependency{{Org: testOrg, URL: "com.example.a", VersionRange: "[2.0.0,3.0.0)"}}
+			}), a()},
+			target: Target{Services: top("com.example.top", "1.0.0")},
+			want:   []Code{CodeServiceUnresolved},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "[2.0.0,3.0.0)"}, rep.Problems[0].Service)
+			},
+		},
+		{
+			name: "dependency with an invalid version range",
+			defs: []*ServiceDefinition{with(svc("com.example.top", "1.0.0"), func(d *ServiceDefinition) {
+				d.RequiredServices = []ServiceDependency{{Org: testOrg, URL: "com.example.a", VersionRange: "[1.0.0"}}
+			}), a()},
+			target: Target{Services: top("com.example.top", "1.0.0")},
+			want:   []Code{CodeServiceUnresolved},
+		},
+		{
+			name: "dependency's secrets are checked, at the highest version in range",
+			defs: []*ServiceDefinition{
+				with(svc("com.example.top", "1.0.0"), func(d *ServiceDefinition) {
+					d.RequiredServices = []ServiceDependency{{Org: testOrg, URL: "com.example.a", Version: "1.0.0"}}
+				}),
+				a(), svc("com.example.a", "1.4.0", "token", "cert"), svc("com.example.a", "1.2.0", "token")},
+			target: Target{Services: top("com.example.top", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
+			want:   []Code{CodeSecretUnbound},
+			check: func(t *testing.T, rep *Report) {
+				assert.Equal(t, "1.4.0", rep.Problems[0].Service.Version)
+				assert.Equal(t, "cert", rep.Problems[0].ServiceSecret)
+				assert.Len(t, rep.Services, 2)
+			},
+		},
+		{
+			name:    "no checker: existence not checked",
+			defs:    []*ServiceDefinition{a()},
+			target:  Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "missing"))}},
+			noCheck: true,
+			want:    nil,
+			check: func(t *testing.T, rep *Report) {
+				assert.False(t, rep.ExistenceChecked)
+				assert.Len(t, rep.Resolved, 1)
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cat, err := NewCatalog(c.defs...)
+			require.NoError(t, err)
+			store := newStore(t, present...)
+			store.statErr = c.statErr
+			opts := Options{Resolver: cat}
+			if !c.noCheck {
+				opts.Checker, err = NewStoreChecker(store, testOrg)
+				require.NoError(t, err)
+			}
+			rep, err := Validate(context.Background(), c.target, opts)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "problems: %v", rep.Problems)
+			for _, p := range rep.Problems {
+				assert.Equal(t, p.Code.Severity(), p.Severity)
+				assert.NotEmpty(t, p.Message)
+				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
+				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
+			}
+			if c.maxStats > 0 {
+				assert.LessOrEqual(t, store.stats.Load(), c.maxStats)
+			}
+			if c.check != nil {
+				c.check(t, rep)
+			}
+		})
+	}
+}
+
+func with2(e SecretBinding, change func(*SecretBinding)) SecretBinding {
+	change(&e)
+	return e
+}
+
+func nilIfEmpty(c []Code) []Code {
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
+func TestValidateEveryArch(t *testing.T) {
+	arm := with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) { d.Arch = "arm64" })
+	cat, err := NewCatalog(svc("com.example.a", "1.0.0", "token"), arm, svc("com.example.a", "0.9.0", "token"))
+	require.NoError(t, err)
+	rep, err := Validate(context.Background(), Target{
+		Services:       []ServiceRef{{Org: testOrg, URL: "com.example.a", Arch: "*"}},
+		SecretBindings: []SecretBinding{{ServiceOrgid: testOrg, ServiceURL: "com.example.a", ServiceArch: "amd64", Bindings: []Binding{bind("token", "tok")}}},
+	}, Options{Resolver: cat})
+	require.NoError(t, err)
+	assert.Equal(t, []ServiceRef{
+		{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0"},
+		{Org: testOrg, URL: "com.example.a", Arch: "arm64", Version: "1.0.0"},
+	}, rep.Services)
+	assert.Equal(t, []Code{CodeSecretUnbound}, rep.Codes(), "the arm64 version has no binding")
+	assert.Equal(t, "arm64", rep.Problems[0].Service.Arch)
+}
+
+func TestValidateDependencyCycleTerminates(t *testing.T) {
+	a := with(svc("com.example.a", "1.0.0"), func(d *ServiceDefinition) {
+		d.RequiredServices = []ServiceDependency{{Org: testOrg, URL: "com.example.b"}}
+	})
+	b := with(svc("com.example.b", "1.0.0"), func(d *ServiceDefinition) {
+		d.RequiredServices = []ServiceDependency{{Org: testOrg, URL: "com.example.a", VersionRange: "1.0.0"}}
+	})
+	cat, err := NewCatalog(a, b)
+	require.NoError(t, err)
+	rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0")}, Options{Resolver: cat})
+	require.NoError(t, err)
+	assert.Len(t, rep.Services, 2)
+	assert.Empty(t, rep.Problems)
+}
+
+type failingResolver struct{ err error }
+
+func (f failingResolver) ServiceVersions(context.Context, ServiceQuery) ([]*ServiceDefinition, error) {
+	return nil, f.err
+}
+
+func TestValidateResolverFailureIsReported(t *testing.T) {
+	rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0")},
+		Options{Resolver: failingResolver{errors.New("exchange answered 502")}})
+	require.NoError(t, err)
+	require.Equal(t, []Code{CodeServiceUnresolved}, rep.Codes())
+	assert.Contains(t, rep.Problems[0].Message, "exchange answered 502")
+}
+
+func TestValidateArguments(t *testing.T) {
+	_, err := Validate(context.Background(), Target{}, Options{})
+	assert.ErrorContains(t, err, "Resolver")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cat, err := NewCatalog(svc("com.example.a", "1.0.0"))
+	require.NoError(t, err)
+	_, err = Validate(ctx, Target{Services: top("com.example.a", "1.0.0")}, Options{Resolver: cat})
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestValidateService(t *testing.T) {
+	cases := []struct {
+		name string
+		def  *ServiceDefinition
+		want []Code
+	}{
+		{"device service with secrets", svc("com.example.a", "1.0.0", "token"), nil},
+		{"cluster-only service without secrets", with(svc("com.example.a", "1.0.0"), func(d *ServiceDefinition) {
+			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+		}), nil},
+		{"cluster-only service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
+			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+		}), []Code{CodeSecretsClusterOnly}},
+		{"mixed service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
+			d.ClusterDeployment = json.RawMessage(`"eA=="`)
+		}), []Code{CodeSecretsMixedDeployment}},
+		{"unsafe name and unknown format", with(svc("com.example.a", "1.0.0", "a/b"), func(d *ServiceDefinition) {
+			d.Secrets["ok"] = ServiceSecret{Format: "xml"}
+		}), []Code{CodeSecretNameInvalid, CodeSecretFormatInvalid}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep := ValidateService(c.def)
+			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()))
+		})
+	}
+}
+
+func TestReportErr(t *testing.T) {
+	rep := &Report{}
+	rep.add(CodeBindingUnused, Problem{}, "entry %d is unused.", 1)
+	assert.NoError(t, rep.Err())
+	rep.add(CodeSecretUnbound, Problem{}, "secret %q is unbound.", "a")
+	rep.add(CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
+	err := rep.Err()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	assert.Len(t, ve.Problems, 2)
+	assert.Equal(t, "binding: 2 problems:\n  - error secret_unbound: secret \"a\" is unbound.\n  - error vault_secret_missing: secret \"b\" is missing.", err.Error())
+	assert.Len(t, rep.Warnings(), 1)
+}
+
+func TestCatalogRejectsBadDefinitions(t *testing.T) {
+	_, err := NewCatalog(svc("com.example.a", "1.0.0"), svc("com.example.a", "1.0.0"), svc("com.example.b", "one"), nil,
+		with(svc("com.example.c", "1.0.0"), func(d *ServiceDefinition) { d.Arch = "" }))
+	require.Error(t, err)
+	for _, want := range []string{"definition 2", "duplicate", "definition 3", "definition 4 is nil", "definition 5", "needs org, url and arch"} {
+		assert.ErrorContains(t, err, want)
+	}
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// org is the Open Horizon organisation everything in the demo belongs to.
+const org = "myorg"
+
+// demoSecret is one secret of the demo: the vault secret name a binding
+// uses, the service secret name (its file name on the node), and the
+// content the admin last wrote, kept to check what the service receives.
+// The content is never printed.
+type demoSecret struct {
+	vault   string // vault secret name, relative to the organisation
+	service string // service secret name
+	format  string // "json" or "raw", as the service definition declares
+	data    secretstore.Data
+}
+
+// storeName is the secret's name in the store: vault secret names live
+// under "<org>/" (binding.VaultSecretName.StorePath).
+func (s *demoSecret) storeName() string { return org + "/" + s.vault }
+
+// demoSecrets are what the service of serviceDefinition declares and
+// goodPolicy binds, with fresh values.
+func demoSecrets(value func() string) []*demoSecret {
+	return []*demoSecret{
+		{vault: "db/web-login", service: "db", format: "json",
+			data: secretstore.Data{"username": []byte("app"), "password": []byte(value())}},
+		{vault: "user/alice/api-token", service: "api_token", format: "raw",
+			data: secretstore.Data{"token": []byte(value())}},
+	}
+}
+
+// admin is the vault administrator. It writes secrets straight to the
+// store (in production with Vault's or AWS's own tools); only the agbot
+// reads them.
+type admin struct {
+	store   secretstore.Store
+	say     *narrator
+	mu      sync.Mutex
+	written map[string]bool // store names to delete at clean-up
+}
+
+func (a *admin) write(ctx context.Context, s *demoSecret, opts secretstore.PutOptions) (secretstore.Metadata, error) {
+	a.mu.Lock()
+	a.written[s.storeName()] = true
+	a.mu.Unlock()
+	if _, err := a.store.Put(ctx, &secretstore.Secret{Name: s.storeName(), Data: s.data, Labels: map[string]string{"owner": "quickstart"}}, opts); err != nil {
+		return secretstore.Metadata{}, err
+	}
+	return a.store.Stat(ctx, s.storeName())
+}
+
+// cleanUp deletes whatever the admin wrote that is still there, so a run
+// against a real store leaves nothing behind.
+func (a *admin) cleanUp(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for name := range a.written {
+		errs = append(errs, a.store.Delete(ctx, name))
+	}
+	return errors.Join(errs...)
+}
+
+// provider is the party that launched the node (a cloud, a factory
+// installer) and vouches for it: it hands the agent an attestation
+// document, and confirms to the identity issuer that it made it
+// (identity.Attestor, the Copper Argos model).
+type provider struct {
+	name   string
+	mu     sync.Mutex
+	issued map[string]string // instance id → document
+}
+
+func (p *provider) attestation(instanceID, document string) identity.Attestation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.issued[instanceID] = document
+	return identity.Attestation(document)
+}
+
+// Attest implements identity.Attestor. Its error is logged by the hub and
+// never sent back; it does not quote the document.
+func (p *provider) Attest(_ context.Context, req identity.AttestationRequest) (identity.Confirmation, error) {
+	p.mu.Lock()
+	want, ok := p.issued[req.Instance.InstanceID]
+	p.mu.Unlock()
+	if !ok || subtle.ConstantTimeCompare([]byte(want), []byte(req.Attestation)) != 1 {
+		return identity.Confirmation{}, fmt.Errorf("provider %s issued no such document for instance %s", p.name, req.Instance.InstanceID)
+	}
+	return identity.Confirmation{IssuedAt: time.Now()}, nil
+}
+
+// startHub opens the store, and starts the identity issuer and the agbot.
+func (f *flow) startHub(ctx context.Context) error {
+	store, err := secretstore.Open(ctx, f.storeConfig, secretstore.WithLogger(f.opts.Logger.With("component", "store")))
+	if err != nil {
+		return err
+	}
+	f.admin = &admin{store: store, say: f.say, written: map[string]bool{}}
+
+	f.provider = &provider{name: "quickstart-provider", issued: map[string]string{}}
+	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{
+		Attestor: f.provider,
+		Logger:   f.opts.Logger.With("component", "identity-issuer"),
+	})
+	if err != nil {
+		return err
+	}
+
+	// The exchange holds the published service definitions the agbot and
+	// deployers resolve.
+	catalog, err := publishService()
+	if err != nil {
+		return err
+	}
+	f.deployerPassword = f.value()
+	f.agbot, err = newAgbot(ctx, agbotOptions{
+		store:        store,
+		verifier:     f.issuer.Verifier(),
+		resolver:     catalog,
+		authenticate: basicAuthenticator(deployerUser, f.deployerPassword),
+		say:          f.say,
+		logger:       f.opts.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	f.deployer, err = newDeployer(f.agbot.api.URL, catalog, f.client, f.deployerPassword, f.say, f.opts.Logger)
+	if err != nil {
+		return err
+	}
+	f.goBackground("watcher", f.agbot.runWatcher)
+	f.goBackground("outbox", f.agbot.outbox.Run)
+	f.say.sayf("hub", "opened a %q store (scope %q); identity issuer ready; agbot API at %s; watcher polls every %s",
+		f.storeConfig.Type, f.storeConfig.DefaultScope, f.agbot.api.URL, f.agbot.watcher.Interval())
+	return nil
+}
+
+// writeSecrets is the admin writing the secrets the service will need.
+func (f *flow) writeSecrets(ctx context.Context) error {
+	f.secrets = demoSecrets(f.value)
+	for _, s := range f.secrets {
+		md, err := f.admin.write(ctx, s, secretstore.PutOptions{})
+		if err != nil {
+			return err
+		}
+		f.say.sayf("admin", "wrote %s (keys %s), version %s", s.storeName(), strings.Join(s.data.Keys(), ", "), md.Version)
+	}
+	return nil
+}
+
+// rotate is the admin writing a new password, compare-and-set on the
+// version it read so a concurrent writer is not overwritten.
+func (f *flow) rotate(ctx context.Context) error {
+	s := f.secrets[0]
+	before, err := f.admin.store.Stat(ctx, s.storeName())
+	if err != nil {
+		return err
+	}
+	s.data = s.data.Clone()
+	s.data["password"] = []byte(f.value())
+	after, err := f.admin.write(ctx, s, secretstore.PutOptions{IfVersion: before.Version})
+	if err != nil {
+		return err
+	}
+	f.say.sayf("admin", "rotated the password of %s: version %s -> %s (compare-and-set)", s.storeName(), before.Version, after.Version)
+
+	// The watcher notices within its interval; the tracker queues an
+	// update for the agreement; the outbox delivers it.
+	return waitFor(ctx, "the outbox to deliver the update", func() (bool, error) {
+		rec, ok := f.agbot.outbox.Lookup(f.agreementID)
+		switch {
+		case !ok:
+			return false, nil
+		case rec.Status == agreement.StatusAccepted:
+			f.say.sayf("agbot", "outbox: update for %s accepted by the agent after %d attempt(s)", f.agreementID, rec.Attempts)
+			return true, nil
+		case rec.Status == agreement.StatusPending:
+			return false, nil
+		default:
+			return false, fmt.Errorf("the update for %s ended %s: %s", f.agreementID, rec.Status, rec.Reason)
+		}
+	})
+}
+
+// deleteSecret is the admin deleting the rotated secret: the watcher sees
+// it gone, the tracker cancels the agreement, the agent wipes its files.
+func (f *flow) deleteSecret(ctx context.Context) error {
+	s := f.secrets[0]
+	mount := f.service.mount
+	if err := f.admin.store.Delete(ctx, s.storeName()); err != nil {
+		return err
+	}
+	f.say.sayf("admin", "deleted %s", s.storeName())
+	if err := waitFor(ctx, "the agreement to be cancelled", func() (bool, error) {
+		return f.agent.cancelled(f.agreementID), nil
+	}); err != nil {
+		return err
+	}
+	return f.service.checkGone(ctx, mount)
+}

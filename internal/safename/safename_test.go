@@ -1,0 +1,40 @@
+package safename
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		name    string
+		wantErr string
+	}{
+		{"db_password", ""},
+		{"tls.crt", ""},
+		{".env", ""},
+		{"ключ", ""},
+		{strings.Repeat("a", MaxLen), ""},
+		{"", "is empty"},
+		{strings.Repeat("a", MaxLen+1), "longer than 255"},
+		{"a\xffb", "not valid UTF-8"},
+		{".", `is "."`},
+		{"..", `is ".."`},
+		{"a/b", "slash"},
+		{`a\b`, "slash"},
+		{"a\x00b", "control"},
+		{"a\nb", "control"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Check(c.name)
+			if c.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, c.wantErr)
+		})
+	}
+}

@@ -1,0 +1,323 @@
+package mock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+func secret(name, value string) *secretstore.Secret {
+	return &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte(value)}}
+}
+
+var (
+	call = testkit.Call
+	ops  = testkit.Ops
+)
+
+func TestNewStoreWrapsMemoryByDefault(t *testing.T) {
+	s := mock.NewStore(nil)
+	require.IsType(t, &memory.Store{}, s.Inner())
+	changed, err := s.Put(t.Context(), secret("a", "1"), secretstore.PutOptions{})
+	require.NoError(t, err)
+	assert.True(t, changed)
+	got, err := s.Get(t.Context(), "a")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("1"), []byte(got.Data["k"]))
+}
+
+func TestStoreRecordsCalls(t *testing.T) {
+	ctx := t.Context()
+	s := mock.NewStore(nil)
+	_, _ = s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
+	_, _ = s.Get(ctx, "db/pw")
+	_, _ = s.Get(ctx, "db/pw")
+	_, _ = s.Get(ctx, "missing")
+	_, _ = s.Stat(ctx, "db/pw")
+	_, _ = s.List(ctx, "db/")
+	_ = s.Delete(ctx, "db/pw")
+	_, _ = s.Put(ctx, nil, secretstore.PutOptions{})
+	require.NoError(t, s.Close())
+
+	assert.Equal(t, []mock.Call{
+		{Op: secretstore.OpPut, Name: "db/pw"},
+		{Op: secretstore.OpGet, Name: "db/pw"},
+		{Op: secretstore.OpGet, Name: "db/pw"},
+		{Op: secretstore.OpGet, Name: "missing"},
+		{Op: secretstore.OpStat, Name: "db/pw"},
+		{Op: secretstore.OpList, Name: "db/"},
+		{Op: secretstore.OpDelete, Name: "db/pw"},
+		{Op: secretstore.OpPut, Name: ""},
+		{Op: mock.OpClose},
+	}, s.Calls())
+
+	for op, want := range map[string]int{
+		secretstore.OpGet: 3, secretstore.OpPut: 2, secretstore.OpStat: 1, secretstore.OpList: 1,
+		secretstore.OpDelete: 1, mock.OpClose: 1, mock.OpGetBatch: 0, mock.AnyOp: 9,
+	} {
+		assert.Equal(t, want, s.Count(op), "Count(%q)", op)
+	}
+	assert.Equal(t, 2, s.CountName(secretstore.OpGet, "db/pw"))
+	assert.Equal(t, 1, s.CountName(secretstore.OpGet, "missing"))
+	assert.Equal(t, 5, s.CountName(mock.AnyOp, "db/pw"))
+
+	calls := s.Calls()
+	calls[0].Name = "changed"
+	assert.Equal(t, "db/pw", s.Calls()[0].Name, "Calls returns a copy")
+}
+
+func TestFailNext(t *testing.T) {
+	for _, op := range ops {
+		for _, kind := range []error{secretstore.ErrNotFound, secretstore.ErrPermission, secretstore.ErrUnavailable, secretstore.ErrConflict, secretstore.ErrInvalid} {
+			t.Run(op+"/"+kind.Error(), func(t *testing.T) {
+				ctx := t.Context()
+				// The inner mock records what reaches the wrapped store.
+				backend := mock.NewStore(nil)
+				require.NoError(t, call(ctx, backend, secretstore.OpPut, "x"))
+				s := mock.NewStore(backend)
+				s.FailNext(op, 2, kind)
+				before := backend.Count(op)
+
+				for i := range 2 {
+					err := call(ctx, s, op, "x")
+					require.ErrorIs(t, err, kind, "call %d fails with the injected kind", i)
+					assert.ErrorIs(t, err, mock.ErrInjected)
+					assert.Equal(t, kind, secretstore.KindOf(err))
+					assert.Contains(t, err.Error(), op, "error names the operation")
+					assert.Contains(t, err.Error(), `"x"`, "error names the secret")
+					for _, other := range []string{secretstore.OpGet, secretstore.OpStat, secretstore.OpList} {
+						if other != op {
+							assert.NoError(t, call(ctx, s, other, "x"), "%s is not affected", other)
+						}
+					}
+				}
+				assert.Equal(t, before, backend.Count(op), "failed calls never reached the wrapped store")
+				assert.NoError(t, call(ctx, s, op, "x"), "the third call succeeds")
+				assert.Equal(t, before+1, backend.Count(op))
+				assert.Equal(t, 3, s.Count(op), "failed calls are recorded too")
+			})
+		}
+	}
+}
+
+func TestFailNextPrecedenceAndClearing(t *testing.T) {
+	ctx := t.Context()
+	s := mock.NewStore(nil)
+	s.FailNext(mock.AnyOp, 2, secretstore.ErrUnavailable)
+	s.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
+
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrPermission, "the op's own failure comes first")
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrUnavailable, "then AnyOp's")
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpList, ""), secretstore.ErrUnavailable, "AnyOp applies to every op")
+	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "AnyOp failures are used up")
+
+	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
+	s.FailNext(secretstore.OpStat, 1, secretstore.ErrConflict)
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrConflict, "a second FailNext replaces the first")
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
+
+	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
+	s.FailNext(secretstore.OpStat, 0, nil)
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "n=0 clears pending failures")
+}
+
+func TestFailNextConcurrent(t *testing.T) {
+	s := mock.NewStore(nil)
+	s.FailNext(mock.AnyOp, 50, secretstore.ErrUnavailable)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 25 {
+				if errors.Is(call(t.Context(), s, secretstore.OpList, ""), mock.ErrInjected) {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 50, failed.Load(), "exactly the requested number of calls fail")
+	assert.Equal(t, 200, s.Count(secretstore.OpList))
+}
+
+func TestUnavailableSwitch(t *testing.T) {
+	ctx := t.Context()
+	s := mock.NewStore(nil)
+	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	s.SetUnavailable(true)
+	for _, op := range ops {
+		err := call(ctx, s, op, "a")
+		assert.ErrorIs(t, err, secretstore.ErrUnavailable, op)
+		assert.ErrorIs(t, err, mock.ErrInjected, op)
+	}
+	batch, err := s.GetBatch(ctx, []string{"a"})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "GetBatch")
+	assert.Nil(t, batch)
+	s.SetUnavailable(false)
+	got, err := s.Get(ctx, "a")
+	require.NoError(t, err, "back up, and the data survived")
+	assert.Equal(t, []byte("v-a"), []byte(got.Data["k"]))
+	require.NoError(t, s.Close(), "Close is never faulted")
+}
+
+func TestLatency(t *testing.T) {
+	cases := []struct {
+		name      string
+		setOp     string
+		d         time.Duration
+		op        string
+		timeout   time.Duration // 0: none
+		wantDelay time.Duration
+		wantErr   error
+	}{
+		{"own op delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpGet, 0, 3 * time.Second, nil},
+		{"other op not delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpList, 0, 0, nil},
+		{"AnyOp delays every op", mock.AnyOp, 2 * time.Second, secretstore.OpStat, 0, 2 * time.Second, nil},
+		{"context ends during latency", secretstore.OpGet, time.Minute, secretstore.OpGet, time.Second, time.Second, context.DeadlineExceeded},
+		{"cleared latency", secretstore.OpGet, 0, secretstore.OpGet, 0, 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				s := mock.NewStore(nil)
+				require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
+				s.SetLatency(secretstore.OpGet, time.Hour)
+				s.SetLatency(c.setOp, c.d)
+				if c.setOp == mock.AnyOp {
+					s.SetLatency(secretstore.OpGet, 0)
+				}
+				if c.timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, c.timeout)
+					defer cancel()
+				}
+				reached := false
+				s.SetHook(func(context.Context, mock.Call) error { reached = true; return nil })
+				start := time.Now()
+				err := call(ctx, s, c.op, "x")
+				assert.Equal(t, c.wantDelay, time.Since(start), "delay (fake clock)")
+				if c.wantErr == nil {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, c.wantErr)
+				}
+				assert.Equal(t, !errors.Is(c.wantErr, context.DeadlineExceeded), reached, "a call cut short by its context goes no further")
+			})
+		})
+	}
+}
+
+func TestHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		s := mock.NewStore(nil)
+		require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
+		release := make(chan struct{})
+		var seen []mock.Call
+		s.SetHook(func(ctx context.Context, c mock.Call) error {
+			seen = append(seen, c)
+			if c.Name == "fail" {
+				return errBoom
+			}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+
+		done := make(chan error)
+		go func() { done <- call(ctx, s, secretstore.OpGet, "x") }()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the hook did not hold the call")
+		default:
+		}
+		close(release)
+		require.NoError(t, <-done)
+
+		assert.Same(t, errBoom, call(ctx, s, secretstore.OpGet, "fail"), "the hook's error is returned unchanged")
+		assert.Equal(t, []mock.Call{{Op: secretstore.OpGet, Name: "x"}, {Op: secretstore.OpGet, Name: "fail"}}, seen)
+
+		s.SetHook(nil)
+		assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "fail"), secretstore.ErrNotFound, "hook removed")
+	})
+}
+
+var errBoom = errors.New("boom")
+
+func TestGetBatch(t *testing.T) {
+	ctx := t.Context()
+	names := []string{"a", "b", "missing", "a"}
+
+	t.Run("wrapped store without batches", func(t *testing.T) {
+		s := mock.NewStore(nil)
+		require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+		require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
+		got, err := s.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
+		assert.Equal(t, 3, s.Count(secretstore.OpGet), "one Get per distinct name")
+		assert.Zero(t, s.Count(mock.OpGetBatch))
+
+		s.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
+		_, err = s.GetBatch(ctx, names)
+		assert.ErrorIs(t, err, secretstore.ErrPermission, "faults apply to each Get")
+	})
+
+	t.Run("wrapped store with batches", func(t *testing.T) {
+		inner := testkit.NewBatchStore()
+		s := mock.NewStore(inner)
+		require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+		require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
+		got, err := s.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
+		assert.EqualValues(t, 1, inner.Batches(), "one backend batch")
+		assert.Equal(t, 1, s.Count(mock.OpGetBatch))
+		assert.Zero(t, s.Count(secretstore.OpGet))
+		assert.Equal(t, names, s.Calls()[2].Names)
+
+		s.FailNext(mock.OpGetBatch, 1, secretstore.ErrUnavailable)
+		_, err = s.GetBatch(ctx, names)
+		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+		assert.EqualValues(t, 1, inner.Batches(), "the failed batch did not reach the store")
+	})
+}
+
+func keys(m map[string]*secretstore.Secret) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestReset(t *testing.T) {
+	ctx := t.Context()
+	s := mock.NewStore(nil)
+	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	s.FailNext(mock.AnyOp, 10, secretstore.ErrUnavailable)
+	s.SetUnavailable(true)
+	s.SetLatency(mock.AnyOp, time.Hour)
+	s.SetHook(func(context.Context, mock.Call) error { return errBoom })
+	s.Reset()
+	assert.Empty(t, s.Calls())
+	assert.NoError(t, call(ctx, s, secretstore.OpGet, "a"), "faults are gone and the data is kept")
+	assert.Equal(t, 1, s.Count(mock.AnyOp))
+}

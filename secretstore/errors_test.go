@@ -1,0 +1,69 @@
+package secretstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+var allKinds = []error{secretstore.ErrNotFound, secretstore.ErrPermission, secretstore.ErrUnavailable, secretstore.ErrConflict, secretstore.ErrInvalid}
+
+func TestErrorKinds(t *testing.T) {
+	cause := errors.New("HTTP 503")
+	for _, kind := range allKinds {
+		t.Run(kind.Error(), func(t *testing.T) {
+			err := secretstore.NewError(secretstore.OpPut, "app/db", kind, cause)
+			assert.ErrorIs(t, err, kind)
+			assert.ErrorIs(t, err, cause, "the cause is matched too")
+			for _, other := range allKinds {
+				if other != kind {
+					assert.NotErrorIs(t, err, other)
+				}
+			}
+			assert.Equal(t, kind, secretstore.KindOf(err))
+			assert.Equal(t, `secretstore: put "app/db": `+kind.Error()+": HTTP 503", err.Error(), "message names op, secret, kind and cause")
+
+			wrapped := fmt.Errorf("binding check: %w", err)
+			assert.ErrorIs(t, wrapped, kind, "matches through %%w")
+			assert.Equal(t, kind, secretstore.KindOf(wrapped))
+			var se *secretstore.Error
+			require.ErrorAs(t, wrapped, &se)
+			assert.Equal(t, secretstore.OpPut, se.Op)
+			assert.Equal(t, "app/db", se.Name)
+
+			flattened := fmt.Errorf("binding check: %v", err)
+			assert.NotErrorIs(t, flattened, kind, "%%v keeps the message only")
+			assert.Contains(t, flattened.Error(), `put "app/db"`)
+		})
+	}
+}
+
+func TestErrorMessages(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want string
+		kind error
+	}{
+		{"no cause", secretstore.NewError(secretstore.OpGet, "a/b", secretstore.ErrNotFound, nil), `secretstore: get "a/b": not found`, secretstore.ErrNotFound},
+		{"no name", secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, errors.New("bad scope")), `secretstore: open: invalid: bad scope`, secretstore.ErrInvalid},
+		{"odd name is quoted", secretstore.NewError(secretstore.OpList, "x\ny", secretstore.ErrInvalid, nil), `secretstore: list "x\ny": invalid`, secretstore.ErrInvalid},
+		{"context error, no kind", secretstore.NewError(secretstore.OpStat, "n", nil, context.Canceled), `secretstore: stat "n": context canceled`, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, c.err.Error())
+			assert.Equal(t, c.kind, secretstore.KindOf(c.err))
+		})
+	}
+	ctxErr := secretstore.NewError(secretstore.OpStat, "n", nil, context.DeadlineExceeded)
+	assert.ErrorIs(t, ctxErr, context.DeadlineExceeded)
+	assert.Nil(t, secretstore.KindOf(errors.New("plain")))
+	assert.Nil(t, secretstore.KindOf(nil))
+}

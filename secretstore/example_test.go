@@ -1,0 +1,142 @@
+package secretstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers the "memory" type
+)
+
+// Open a store from a JSON config. The backend's package is imported for its
+// side effect of registering its type.
+func ExampleOpen() {
+	ctx := context.Background()
+	cfg, err := secretstore.ParseConfig(strings.NewReader(`{"type": "memory", "defaultScope": "org1"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := secretstore.Open(ctx, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+
+	secret := &secretstore.Secret{
+		Name:   "db/password",
+		Data:   secretstore.Data{"username": []byte("app"), "password": []byte("s3cr3t")},
+		Labels: map[string]string{"owner": "ops"},
+	}
+	changed, _ := store.Put(ctx, secret, secretstore.PutOptions{})
+	fmt.Println("first put changed:", changed)
+	changed, _ = store.Put(ctx, secret, secretstore.PutOptions{})
+	fmt.Println("same put changed:", changed)
+
+	got, _ := store.Get(ctx, "db/password")
+	fmt.Println(got.Name, got.Data, "password length:", len(got.Data["password"]))
+
+	_, err = store.Get(ctx, "db/missing")
+	fmt.Println(errors.Is(err, secretstore.ErrNotFound), err)
+	// Output:
+	// first put changed: true
+	// same put changed: false
+	// db/password map[password:[redacted] username:[redacted]] password length: 6
+	// true secretstore: get "db/missing": not found
+}
+
+// A config with several mistakes is reported in one error.
+func ExampleParseConfig() {
+	_, err := secretstore.ParseConfig(strings.NewReader(`{
+		"type": "memory",
+		"defaultScope": "../org1",
+		"memory": {"path": "/tmp/secrets"}
+	}`))
+	fmt.Println(errors.Is(err, secretstore.ErrInvalid))
+	fmt.Println(err)
+	// Output:
+	// true
+	// secretstore: invalid config: 2 problems:
+	//   - defaultScope: scope "../org1": name has a ".." path segment
+	//   - memory: unknown field "path"
+}
+
+// Secrets print their names, key names, labels and version, never values:
+// with fmt, slog and encoding/json alike.
+func ExampleSecret() {
+	s := secretstore.Secret{
+		Name:      "db/password",
+		Data:      secretstore.Data{"password": []byte("s3cr3t")},
+		Labels:    map[string]string{"owner": "ops"},
+		Version:   "3",
+		UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	fmt.Println(s)
+	fmt.Printf("%#v\n", s.Data)
+	fmt.Println(fmt.Errorf("cannot use %v", s))
+
+	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // keep the output stable
+			}
+			return a
+		},
+	}))
+	log.Info("fetched", "secret", s)
+	// Output:
+	// {Name:db/password Data:map[password:[redacted]] Labels:map[owner:ops] Version:3 UpdatedAt:2026-01-02T03:04:05Z}
+	// secretstore.Data{"password":[redacted]}
+	// cannot use {Name:db/password Data:map[password:[redacted]] Labels:map[owner:ops] Version:3 UpdatedAt:2026-01-02T03:04:05Z}
+	// {"level":"INFO","msg":"fetched","secret":{"name":"db/password","data":{"password":"[redacted]"},"labels":{"owner":"ops"},"version":"3"}}
+}
+
+// A Reader in front of a store turns many reads of few secrets into few
+// backend reads. Here a mock store counts what reaches the backend.
+func ExampleReader() {
+	ctx := context.Background()
+	backend := mock.NewStore(nil)
+	for _, name := range []string{"db/password", "api/token"} {
+		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
+	}
+
+	reader := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: 30 * time.Second})
+	for range 50 { // 50 agreements, each binding both secrets
+		_, _ = reader.Get(ctx, "db/password")
+		_, _ = reader.Get(ctx, "api/token")
+	}
+	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+
+	reader.Invalidate("api/token") // a watcher saw it change
+	_, _ = reader.Get(ctx, "api/token")
+	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+	// Output:
+	// backend reads: 2
+	// backend reads: 3
+}
+
+// A Monitor records when the backend last answered, for a health endpoint.
+func ExampleMonitor() {
+	ctx := context.Background()
+	backend := mock.NewStore(nil)
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	m := secretstore.NewMonitor(backend, secretstore.WithMonitorClock(func() time.Time { return now }))
+
+	_, _ = m.Get(ctx, "db/password") // not found: the backend answered
+	now = now.Add(time.Minute)
+	backend.SetUnavailable(true)
+	_, _ = m.Get(ctx, "db/password") // unavailable: no interaction
+
+	fmt.Println("lastVaultInteraction:", m.LastSuccess().Unix())
+	fmt.Printf("%+v\n", m.Stats()[secretstore.OpGet])
+	// Output:
+	// lastVaultInteraction: 1777629600
+	// {Calls:2 Errors:2}
+}

@@ -1,0 +1,566 @@
+package secretstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// holdReads makes every call to backend wait at g.
+func holdReads(backend *mock.Store, g *testgate.Gate) {
+	g.Hold()
+	backend.SetHook(func(ctx context.Context, _ mock.Call) error { return g.Wait(ctx) })
+}
+
+func value(s *secretstore.Secret) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return string(s.Data["v"])
+}
+
+func TestReaderCoalescesConcurrentGets(t *testing.T) {
+	const goroutines, names = 10_000, 100
+	run := func(t *testing.T, r *secretstore.Reader) {
+		var wg sync.WaitGroup
+		var wrong atomic.Int64
+		for i := range goroutines {
+			wg.Go(func() {
+				name := fmt.Sprintf("s%03d", i%names)
+				s, err := r.Get(context.Background(), name)
+				if err != nil || value(s) != "v-"+name {
+					wrong.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Zero(t, wrong.Load(), "every Get returned its secret")
+	}
+	seed := func(t *testing.T, backend *mock.Store) {
+		for i := range names {
+			name := fmt.Sprintf("s%03d", i)
+			put(t, backend.Inner(), name, "v-"+name)
+		}
+	}
+
+	t.Run("with TTL", func(t *testing.T) {
+		backend := mock.NewStore(nil)
+		seed(t, backend)
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Minute, Now: newFakeClock().Now})
+		run(t, r)
+		assert.LessOrEqual(t, backend.Count(secretstore.OpGet), names, "at most one backend read per name")
+		for i := range names {
+			assert.Equal(t, 1, backend.CountName(secretstore.OpGet, fmt.Sprintf("s%03d", i)))
+		}
+	})
+
+	t.Run("TTL 0 still coalesces", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			backend := mock.NewStore(nil)
+			seed(t, backend)
+			var g testgate.Gate
+			holdReads(backend, &g)
+			r := secretstore.NewReader(backend, secretstore.ReaderOptions{})
+			done := make(chan struct{})
+			go func() { run(t, r); close(done) }()
+			synctest.Wait() // every Get is now either reading the backend or waiting for a read
+			assert.Equal(t, names, backend.Count(secretstore.OpGet), "one backend read per name in flight")
+			g.Release()
+			<-done
+			assert.Equal(t, names, backend.Count(secretstore.OpGet), "waiters shared those reads")
+		})
+	})
+}
+
+func TestReaderTTL(t *testing.T) {
+	ctx := t.Context()
+	clock := newFakeClock()
+	backend := mock.NewStore(nil)
+	put(t, backend.Inner(), "x", "1")
+	const ttl = 30 * time.Second
+	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: ttl, Now: clock.Now})
+
+	steps := []struct {
+		advance   time.Duration
+		change    string // new backend value written before the read, or ""
+		wantValue string
+		wantReads int
+	}{
+		{0, "", "1", 1},
+		{0, "", "1", 1},
+		{ttl - time.Nanosecond, "2", "1", 1}, // still fresh: the cached copy is served
+		{time.Nanosecond, "", "2", 2},        // expired: read again
+		{ttl / 2, "", "2", 2},
+	}
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		if st.change != "" {
+			put(t, backend.Inner(), "x", st.change)
+		}
+		s, err := r.Get(ctx, "x")
+		require.NoError(t, err, "step %d", i)
+		assert.Equal(t, st.wantValue, value(s), "step %d", i)
+		assert.Equal(t, st.wantReads, backend.Count(secretstore.OpGet), "step %d", i)
+	}
+}
+
+func TestReaderTTLZeroDoesNotCache(t *testing.T) {
+	ctx := t.Context()
+	backend := mock.NewStore(nil)
+	put(t, backend.Inner(), "x", "1")
+	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: 0})
+	for i := range 3 {
+		_, err := r.Get(ctx, "x")
+		require.NoError(t, err)
+		assert.Equal(t, i+1, backend.Count(secretstore.OpGet))
+	}
+	r = secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: -time.Second})
+	_, _ = r.Get(ctx, "x")
+	_, _ = r.Get(ctx, "x")
+	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "a negative TTL disables caching too")
+}
+
+func TestReaderNeverCachesErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		inject error // kind injected on the first read; nil: the secret is missing
+	}{
+		{"not found", nil},
+		{"unavailable", secretstore.ErrUnavailable},
+		{"permission", secretstore.ErrPermission},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			backend := mock.NewStore(nil)
+			r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+			if c.inject != nil {
+				put(t, backend.Inner(), "x", "1")
+				backend.FailNext(secretstore.OpGet, 1, c.inject)
+			}
+			_, err := r.Get(ctx, "x")
+			if c.inject != nil {
+				require.ErrorIs(t, err, c.inject)
+			} else {
+				require.ErrorIs(t, err, secretstore.ErrNotFound)
+				put(t, backend.Inner(), "x", "1")
+			}
+			s, err := r.Get(ctx, "x")
+			require.NoError(t, err, "the error was not cached")
+			assert.Equal(t, "1", value(s))
+			_, err = r.Get(ctx, "x")
+			require.NoError(t, err)
+			assert.Equal(t, 2, backend.Count(secretstore.OpGet), "the success was cached")
+		})
+	}
+}
+
+// heldStore reads the wrapped store at once, then holds the result until the
+// test releases it, so a test decides when each read completes.
+type heldStore struct {
+	secretstore.Store
+	reads chan heldRead
+}
+
+type heldRead struct {
+	name    string
+	release chan struct{}
+}
+
+func (h *heldStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+	s, err := h.Store.Get(ctx, name)
+	r := heldRead{name: name, release: make(chan struct{})}
+	select {
+	case h.reads <- r:
+	case <-ctx.Done():
+		return nil, secretstore.NewError(secretstore.OpGet, name, nil, ctx.Err())
+	}
+	select {
+	case <-r.release:
+		return s, err
+	case <-ctx.Done():
+		return nil, secretstore.NewError(secretstore.OpGet, name, nil, ctx.Err())
+	}
+}
+
+// getAsync runs r.Get in a goroutine and returns a channel for its result.
+func getAsync(ctx context.Context, r *secretstore.Reader, name string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		s, err := r.Get(ctx, name)
+		ch <- result{s, err}
+	}()
+	return ch
+}
+
+type result struct {
+	s   *secretstore.Secret
+	err error
+}
+
+func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
+	for _, rereadFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fresh read completes first=%v", rereadFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				mem := memory.New()
+				put(t, mem, "x", "old")
+				held := &heldStore{Store: mem, reads: make(chan heldRead)}
+				backend := mock.NewStore(held)
+				r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+
+				a := getAsync(ctx, r, "x")
+				readA := <-held.reads // A has read "old" and is in flight
+				put(t, mem, "x", "new")
+				r.Invalidate("x")
+
+				c := getAsync(ctx, r, "x")
+				readC := <-held.reads // C does not join A's stale read: it reads again
+				if rereadFirst {
+					close(readC.release)
+					assert.Equal(t, "new", value((<-c).s))
+					close(readA.release)
+					assert.Equal(t, "old", value((<-a).s), "A gets what it read")
+				} else {
+					close(readA.release)
+					assert.Equal(t, "old", value((<-a).s))
+					close(readC.release)
+					assert.Equal(t, "new", value((<-c).s))
+				}
+
+				d := getAsync(ctx, r, "x")
+				synctest.Wait()
+				select {
+				case rd := <-held.reads:
+					t.Errorf("Get read the backend again (%s) instead of the cached fresh value", rd.name)
+					close(rd.release)
+				default:
+				}
+				got := <-d
+				require.NoError(t, got.err)
+				assert.Equal(t, "new", value(got.s), "the stale in-flight read was never cached")
+				assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+			})
+		})
+	}
+
+	t.Run("no reader after the invalidation", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx := t.Context()
+			mem := memory.New()
+			put(t, mem, "x", "old")
+			held := &heldStore{Store: mem, reads: make(chan heldRead)}
+			r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+
+			a := getAsync(ctx, r, "x")
+			readA := <-held.reads
+			put(t, mem, "x", "new")
+			r.Invalidate("x")
+			close(readA.release)
+			assert.Equal(t, "old", value((<-a).s))
+
+			b := getAsync(ctx, r, "x")
+			readB := <-held.reads // the old value was not cached: B reads the backend
+			close(readB.release)
+			assert.Equal(t, "new", value((<-b).s))
+		})
+	})
+}
+
+func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		put(t, mem, "x", "1")
+		held := &heldStore{Store: mem, reads: make(chan heldRead)}
+		backend := mock.NewStore(held)
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+
+		leaderCtx, cancelLeader := context.WithCancel(t.Context())
+		leader := getAsync(leaderCtx, r, "x")
+		<-held.reads // the leader's read is in flight; never released
+		waiter := getAsync(t.Context(), r, "x")
+		synctest.Wait() // the waiter has joined the leader's read
+		assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+
+		cancelLeader()
+		got := <-leader
+		assert.ErrorIs(t, got.err, context.Canceled, "the leader sees its own cancellation")
+
+		retry := <-held.reads // the waiter reads again on its own context
+		close(retry.release)
+		got = <-waiter
+		require.NoError(t, got.err, "the waiter is not failed by the leader's cancellation")
+		assert.Equal(t, "1", value(got.s))
+		assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+	})
+}
+
+func TestReaderWaiterCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		put(t, mem, "x", "1")
+		held := &heldStore{Store: mem, reads: make(chan heldRead)}
+		r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+
+		leader := getAsync(t.Context(), r, "x")
+		read := <-held.reads
+		waiterCtx, cancelWaiter := context.WithCancel(t.Context())
+		waiter := getAsync(waiterCtx, r, "x")
+		synctest.Wait()
+		cancelWaiter()
+		got := <-waiter
+		assert.ErrorIs(t, got.err, context.Canceled, "a waiter stops waiting when its context ends")
+		assert.ErrorContains(t, got.err, `get "x"`, "the error names the operation and secret")
+		assert.Nil(t, got.s)
+
+		close(read.release)
+		got = <-leader
+		require.NoError(t, got.err, "the leader is unaffected")
+		assert.Equal(t, "1", value(got.s))
+	})
+}
+
+// panicStore panics on Get once released.
+type panicStore struct {
+	secretstore.Store
+	release chan struct{}
+}
+
+func (p *panicStore) Get(context.Context, string) (*secretstore.Secret, error) {
+	<-p.release
+	panic("backend bug")
+}
+
+func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := &panicStore{Store: memory.New(), release: make(chan struct{})}
+		r := secretstore.NewReader(ps, secretstore.ReaderOptions{TTL: time.Hour})
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_, _ = r.Get(context.Background(), "x")
+		}()
+		synctest.Wait()
+		waiter := getAsync(t.Context(), r, "x")
+		synctest.Wait()
+		close(ps.release)
+		assert.Equal(t, "backend bug", <-panicked, "the leader's panic goes on")
+		got := <-waiter
+		assert.ErrorIs(t, got.err, secretstore.ErrUnavailable, "the waiter gets an error instead of hanging")
+	})
+}
+
+func TestReaderWritesInvalidate(t *testing.T) {
+	ctx := t.Context()
+	backend := mock.NewStore(nil)
+	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+	put(t, r, "x", "1")
+	s, err := r.Get(ctx, "x")
+	require.NoError(t, err)
+	assert.Equal(t, "1", value(s))
+
+	put(t, r, "x", "2")
+	s, err = r.Get(ctx, "x")
+	require.NoError(t, err)
+	assert.Equal(t, "2", value(s), "Put through the Reader drops the cached copy")
+
+	require.NoError(t, r.Delete(ctx, "x"))
+	_, err = r.Get(ctx, "x")
+	assert.ErrorIs(t, err, secretstore.ErrNotFound, "Delete through the Reader drops the cached copy")
+
+	put(t, backend.Inner(), "y", "1")
+	_, err = r.Get(ctx, "y")
+	require.NoError(t, err)
+	put(t, backend.Inner(), "y", "2")
+	r.Invalidate("y")
+	s, err = r.Get(ctx, "y")
+	require.NoError(t, err)
+	assert.Equal(t, "2", value(s), "Invalidate drops the cached copy")
+	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "each Get after an invalidation read the backend")
+}
+
+func TestReaderReturnsCopies(t *testing.T) {
+	ctx := t.Context()
+	backend := mock.NewStore(nil)
+	put(t, backend.Inner(), "x", "1")
+	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+	for range 3 {
+		s, err := r.Get(ctx, "x")
+		require.NoError(t, err)
+		assert.Equal(t, "1", value(s))
+		s.Data["v"][0] = 'X'
+		s.Data["extra"] = nil
+	}
+	assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+}
+
+func TestReaderStat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		backend := mock.NewStore(nil)
+		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
+		require.NoError(t, err)
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+		var g testgate.Gate
+		holdReads(backend, &g)
+
+		results := make(chan secretstore.Metadata, 5)
+		for range 5 {
+			go func() {
+				md, err := r.Stat(t.Context(), "x")
+				assert.NoError(t, err)
+				results <- md
+			}()
+		}
+		synctest.Wait()
+		assert.Equal(t, 1, backend.Count(secretstore.OpStat), "concurrent Stats share one call")
+		g.Release()
+		var mds []secretstore.Metadata
+		for range 5 {
+			md := <-results
+			assert.Equal(t, "1", md.Labels["l"])
+			mds = append(mds, md)
+		}
+		mds[0].Labels["l"] = "changed"
+		assert.Equal(t, "1", mds[1].Labels["l"], "each caller gets its own labels")
+
+		_, err = r.Stat(t.Context(), "x")
+		require.NoError(t, err)
+		assert.Equal(t, 2, backend.Count(secretstore.OpStat), "Stat results are not cached")
+	})
+}
+
+func TestReaderGetBatch(t *testing.T) {
+	ctx := t.Context()
+	names := []string{"a", "b", "missing", "b"}
+
+	t.Run("store without batches", func(t *testing.T) {
+		backend := mock.NewStore(nil)
+		put(t, backend.Inner(), "a", "1")
+		put(t, backend.Inner(), "b", "2")
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		_, err := r.Get(ctx, "a")
+		require.NoError(t, err)
+
+		got, err := r.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
+		assert.Equal(t, []mock.Call{
+			{Op: secretstore.OpGet, Name: "a"},
+			{Op: secretstore.OpGet, Name: "b"},
+			{Op: secretstore.OpGet, Name: "missing"},
+		}, backend.Calls(), "cached a is not read again; b is read once")
+
+		got, err = r.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
+		assert.Equal(t, 4, backend.Count(secretstore.OpGet), "only the missing name is read again")
+		_, err = r.Get(ctx, "b")
+		require.NoError(t, err)
+		assert.Equal(t, 4, backend.Count(secretstore.OpGet), "GetBatch results are cached for Get")
+
+		got["a"].Data["v"][0] = 'X'
+		s, err := r.Get(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, "1", value(s), "GetBatch returns copies")
+
+		backend.FailNext(secretstore.OpGet, 1, secretstore.ErrUnavailable)
+		_, err = r.GetBatch(ctx, []string{"c", "d"})
+		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	})
+
+	t.Run("store with batches", func(t *testing.T) {
+		bm := testkit.NewBatchStore()
+		put(t, bm, "a", "1")
+		put(t, bm, "b", "2")
+		backend := mock.NewStore(bm)
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		got, err := r.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
+		require.Equal(t, 1, backend.Count(mock.OpGetBatch), "one backend call")
+		assert.Equal(t, []string{"a", "b", "missing"}, backend.Calls()[0].Names, "duplicates are not asked for")
+
+		_, err = r.GetBatch(ctx, []string{"a", "b"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, backend.Count(mock.OpGetBatch), "all cached: no backend call")
+	})
+
+	t.Run("invalidation during a batch", func(t *testing.T) {
+		backend := mock.NewStore(nil)
+		put(t, backend.Inner(), "a", "old")
+		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		backend.SetHook(func(context.Context, mock.Call) error {
+			backend.SetHook(nil)
+			r.Invalidate("a") // a watcher reports a change while the batch runs
+			return nil
+		})
+		_, err := r.GetBatch(ctx, []string{"a"})
+		require.NoError(t, err)
+		put(t, backend.Inner(), "a", "new")
+		s, err := r.Get(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, "new", value(s), "a batch read during an invalidation is not cached")
+	})
+}
+
+func values(m map[string]*secretstore.Secret) map[string]string {
+	out := map[string]string{}
+	for k, s := range m {
+		out[k] = value(s)
+	}
+	return out
+}
+
+// BenchmarkAgreementReads models an agbot making b.N agreements, each reading
+// the 3 secrets its services bind, over M distinct secrets, with and without
+// the coalescing Reader. It reports backend reads per agreement.
+func BenchmarkAgreementReads(b *testing.B) {
+	const perAgreement = 3
+	for _, m := range []int{10, 100, 1000} {
+		for _, withReader := range []bool{false, true} {
+			mode := "direct"
+			if withReader {
+				mode = "reader"
+			}
+			b.Run(fmt.Sprintf("M=%d/%s", m, mode), func(b *testing.B) {
+				backend := mock.NewStore(nil)
+				for i := range m {
+					put(b, backend.Inner(), fmt.Sprintf("org/s%04d", i), "v")
+				}
+				backend.Reset()
+				var store secretstore.Store = backend
+				if withReader {
+					store = secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Minute})
+				}
+				var next atomic.Int64
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						n := int(next.Add(1))
+						for j := range perAgreement {
+							if _, err := store.Get(ctx, fmt.Sprintf("org/s%04d", (n*perAgreement+j)%m)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}
+				})
+				b.ReportMetric(float64(backend.Count(secretstore.OpGet))/float64(b.N), "backend-reads/op")
+			})
+		}
+	}
+}

@@ -1,0 +1,616 @@
+package secretstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Watch intervals.
+const (
+	// DefaultWatchInterval is the polling interval when none is configured.
+	DefaultWatchInterval = time.Minute
+	// MinWatchInterval is the shortest interval accepted: faster polling
+	// would only load the store.
+	MinWatchInterval = time.Second
+)
+
+// maxWatcherConfigSize bounds the JSON WatcherConfig.UnmarshalJSON accepts.
+const maxWatcherConfigSize = 4 << 10
+
+// WatcherConfig is the configurable part of a Watcher. Its JSON form is
+//
+//	{"interval": "30s"}
+//
+// with the interval in time.ParseDuration syntax. Build one with
+// NewWatcherConfig or by decoding JSON; both validate.
+type WatcherConfig struct {
+	// Interval is the time between polling cycles. Zero means
+	// DefaultWatchInterval; otherwise it must be at least MinWatchInterval.
+	Interval time.Duration
+}
+
+// NewWatcherConfig parses interval with time.ParseDuration and validates it:
+// an unparsable, zero or negative interval is an error, and so is one below
+// MinWatchInterval. An empty string means DefaultWatchInterval. Errors match
+// ErrInvalid.
+func NewWatcherConfig(interval string) (WatcherConfig, error) {
+	if interval == "" {
+		return WatcherConfig{Interval: DefaultWatchInterval}, nil
+	}
+	shown := interval
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
+	}
+	d, err := time.ParseDuration(interval)
+	switch {
+	case err != nil:
+		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q is not a duration such as \"30s\" or \"5m\"", shown))
+	case d <= 0:
+		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q must be positive", shown))
+	case d < MinWatchInterval:
+		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q is below the minimum of %s", shown, MinWatchInterval))
+	}
+	return WatcherConfig{Interval: d}, nil
+}
+
+// Validate checks the interval: zero (the default) or at least
+// MinWatchInterval. Errors match ErrInvalid.
+func (c WatcherConfig) Validate() error {
+	switch {
+	case c.Interval < 0:
+		return watcherConfigError(fmt.Sprintf("watch interval %s must be positive", c.Interval))
+	case c.Interval > 0 && c.Interval < MinWatchInterval:
+		return watcherConfigError(fmt.Sprintf("watch interval %s is below the minimum of %s", c.Interval, MinWatchInterval))
+	}
+	return nil
+}
+
+// interval returns the effective interval.
+func (c WatcherConfig) interval() time.Duration {
+	if c.Interval == 0 {
+		return DefaultWatchInterval
+	}
+	return c.Interval
+}
+
+type watcherConfigJSON struct {
+	Interval string `json:"interval,omitempty"`
+}
+
+// UnmarshalJSON decodes {"interval": "..."} through NewWatcherConfig.
+// Unknown fields are rejected so typos are reported.
+func (c *WatcherConfig) UnmarshalJSON(b []byte) error {
+	if len(b) > maxWatcherConfigSize {
+		return watcherConfigError(fmt.Sprintf("watcher config is larger than %d bytes", maxWatcherConfigSize))
+	}
+	var in watcherConfigJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return watcherConfigError("watcher config: " + jsonProblem(err))
+	}
+	cfg, err := NewWatcherConfig(in.Interval)
+	if err != nil {
+		return err
+	}
+	*c = cfg
+	return nil
+}
+
+// MarshalJSON encodes the form UnmarshalJSON reads.
+func (c WatcherConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(watcherConfigJSON{Interval: c.interval().String()})
+}
+
+func watcherConfigError(problem string) error { return &ConfigError{Problems: []string{problem}} }
+
+// EventKind says what a Watcher noticed about a secret.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// Changed: the secret's content changed (a new version, or for stores
+	// without versions a different SHA-256 of its data).
+	Changed EventKind = iota + 1
+	// Deleted: the secret does not exist (Stat returned ErrNotFound).
+	Deleted
+	// Forbidden: the store refused access to the secret (ErrPermission).
+	Forbidden
+	// Appeared: the secret exists and was missing, forbidden, or not yet
+	// seen since it was watched.
+	Appeared
+	// Unavailable: some names could not be checked this cycle; their state
+	// is unchanged. At most one such event per cycle, listing every name.
+	Unavailable
+)
+
+// String returns the kind's lower-case name.
+func (k EventKind) String() string {
+	switch k {
+	case Changed:
+		return "changed"
+	case Deleted:
+		return "deleted"
+	case Forbidden:
+		return "forbidden"
+	case Appeared:
+		return "appeared"
+	case Unavailable:
+		return "unavailable"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one thing a Watcher noticed in a cycle. It holds names, versions
+// and store errors, never values or checksums.
+type Event struct {
+	Kind EventKind
+	// Name is the secret, for every kind but Unavailable.
+	Name string
+	// Names lists, sorted, every name an Unavailable event covers.
+	Names []string
+	// Version is the new version for Changed and Appeared; empty when the
+	// store keeps no versions (the watcher's checksum is never exposed).
+	Version string
+	// Initial marks the first observation of a name since it was watched:
+	// Appeared if it exists, Deleted if not, Forbidden if access is denied.
+	Initial bool
+	// Outage marks an Unavailable event covering every watched name: the
+	// store itself is down, nothing was learnt about any secret.
+	Outage bool
+	// Err is the store's error for Forbidden and Unavailable (for
+	// Unavailable, the first of the cycle).
+	Err error
+}
+
+// LogValue implements slog.LogValuer.
+func (e Event) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
+	if e.Name != "" {
+		attrs = append(attrs, slog.String("name", e.Name))
+	}
+	if len(e.Names) > 0 {
+		attrs = append(attrs, slog.Int("names", len(e.Names)))
+	}
+	if e.Version != "" {
+		attrs = append(attrs, slog.String("version", e.Version))
+	}
+	if e.Initial {
+		attrs = append(attrs, slog.Bool("initial", true))
+	}
+	if e.Outage {
+		attrs = append(attrs, slog.Bool("outage", true))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("err", e.Err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// WatcherOptions configure a Watcher. The zero value polls every
+// DefaultWatchInterval with the real clock.
+type WatcherOptions struct {
+	// Config holds the interval.
+	Config WatcherConfig
+	// Clock drives the ticker; nil means the real clock. Tests pass a
+	// clockwork.FakeClock.
+	Clock clockwork.Clock
+	// Heartbeat, if set, is called with the tick time on the watcher's
+	// goroutine before each cycle Run starts: a liveness signal. While a
+	// cycle overruns the interval it fires less often.
+	Heartbeat func(time.Time)
+	// Concurrency is how many Stat calls a cycle keeps in flight. Zero means 4.
+	Concurrency int
+	// OutageAfter is how many ErrUnavailable results in a row end a cycle
+	// early: the store is down, and checking thousands more names would
+	// only wait on thousands more timeouts. The unchecked names are
+	// reported Unavailable. Zero means 8; negative never ends early.
+	OutageAfter int
+	// Logger receives cycle summaries (debug) and store trouble (warn).
+	// Nil discards.
+	Logger *slog.Logger
+}
+
+// Watcher detects rotation: it polls a store for a changing set of secret
+// names and reports what changed. Each cycle calls Stat once per watched
+// name; only when Stat returns an empty Version (a store without versions)
+// does it read the secret and keep the SHA-256 of its data (Data.Sum256),
+// never the data. It reports:
+//
+//   - Changed when the version (or checksum) differs from the last one seen,
+//   - Deleted when the secret is missing (ErrNotFound),
+//   - Forbidden when access is denied (ErrPermission),
+//   - Appeared when it exists again after Deleted or Forbidden (followed by
+//     Changed if its content differs from before), and on the first
+//     observation of a name,
+//   - Unavailable, once per cycle, for every name that could not be checked
+//     (ErrUnavailable or any other error). Such names keep their state: a
+//     store outage is one Unavailable event with Outage set, never a flood
+//     of Deleted.
+//
+// Per-name events report transitions and are not repeated while a state
+// lasts; Unavailable is reported in every cycle that could not check some
+// names.
+//
+// A name's first observation only sets its baseline: a rotation between a
+// caller's own read and that observation is not reported as Changed.
+// Callers that know which content they used compare its ContentTag with
+// Observed (the agreement tracker does, for agreements registered with the
+// tags they were sent).
+//
+// Give the watcher the backend (or a Monitor), not a Reader whose cache
+// would hide fresh data from the checksum fallback.
+//
+// Run delivers each cycle's events by calling a handler on the watcher's
+// own goroutine, with no lock held: the handler may call Watch, Unwatch,
+// Retry and Observed, and a slow handler only delays the next cycle.
+// Cycles never overlap: a cycle (or handler) slower than the interval makes
+// the next cycle start right after it, once, with no goroutines piling up.
+type Watcher struct {
+	store       Store
+	interval    time.Duration
+	clock       clockwork.Clock
+	heartbeat   func(time.Time)
+	concurrency int
+	outageAfter int
+	log         *slog.Logger
+
+	running atomic.Bool
+	cycleMu sync.Mutex // one cycle at a time
+
+	mu      sync.Mutex
+	entries map[string]*watchEntry
+	retry   map[string]struct{}
+	snap    []*watchEntry // entries sorted by name; nil when entries changed
+}
+
+// watchEntry is the state of one watched name. Fields below removed are
+// owned by the cycle in progress (cycleMu); apply writes seen, state and
+// tag with Watcher.mu held too, so Observed may read them.
+type watchEntry struct {
+	name    string
+	removed bool // set under Watcher.mu by Unwatch
+
+	seen  bool
+	state nameState
+	tag   ContentTag // the last present observation; zero before the first
+	force bool       // report Changed on the next present observation (Retry)
+
+	res observation // this cycle's result
+}
+
+type nameState uint8
+
+const (
+	stateUnknown nameState = iota // not checked this cycle (outage cut-off)
+	statePresent
+	stateMissing
+	stateForbidden
+	stateUnavailable
+)
+
+type observation struct {
+	state   nameState
+	version string
+	sum     [sha256.Size]byte
+	err     error
+}
+
+// NewWatcher returns a watcher of store with no names. It validates
+// opts.Config.
+func NewWatcher(store Store, opts WatcherOptions) (*Watcher, error) {
+	if store == nil {
+		return nil, NewError(OpOpen, "", ErrInvalid, errors.New("watcher: store is nil"))
+	}
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		store:       store,
+		interval:    opts.Config.interval(),
+		clock:       opts.Clock,
+		heartbeat:   opts.Heartbeat,
+		concurrency: opts.Concurrency,
+		outageAfter: opts.OutageAfter,
+		log:         opts.Logger,
+		entries:     map[string]*watchEntry{},
+		retry:       map[string]struct{}{},
+	}
+	if w.clock == nil {
+		w.clock = clockwork.NewRealClock()
+	}
+	if w.concurrency <= 0 {
+		w.concurrency = 4
+	}
+	if w.outageAfter == 0 {
+		w.outageAfter = 8
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	return w, nil
+}
+
+// Interval returns the time between cycles.
+func (w *Watcher) Interval() time.Duration { return w.interval }
+
+// Watch adds names to the watched set; names already watched are kept as
+// they are. If any name fails ValidateName nothing is added and the error
+// (kind ErrInvalid) names it. A new name's first observation is reported at
+// the next cycle.
+func (w *Watcher) Watch(names ...string) error {
+	for _, n := range names {
+		if err := ValidateName(n); err != nil {
+			return NewError("watch", n, ErrInvalid, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		if _, ok := w.entries[n]; !ok {
+			w.entries[n] = &watchEntry{name: n}
+			w.snap = nil
+		}
+	}
+	return nil
+}
+
+// Unwatch removes names from the watched set and forgets their state. A
+// cycle in progress reports nothing for them.
+func (w *Watcher) Unwatch(names ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		if e, ok := w.entries[n]; ok {
+			e.removed = true
+			delete(w.entries, n)
+			delete(w.retry, n)
+			w.snap = nil
+		}
+	}
+}
+
+// Names returns the watched names, sorted.
+func (w *Watcher) Names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.entries))
+}
+
+// Observed returns the content tag of name's last observation, if name is
+// watched and that observation found it present: the version, or for a
+// store without versions a checksum that prints redacted. It is what the
+// agreement tracker compares with the content an agreement was sent, and
+// is kept out of Events on purpose. A handler called by Run sees the tags
+// of the cycle it handles.
+func (w *Watcher) Observed(name string) (ContentTag, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.entries[name]
+	if !ok || !e.seen || e.state != statePresent {
+		return ContentTag{}, false
+	}
+	return e.tag, true
+}
+
+// Retry makes the next cycle report each watched name of names as Changed
+// if it exists, even when its version is the same: for a handler that
+// could not act on a Changed event (the read of the new value failed).
+func (w *Watcher) Retry(names ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		if _, ok := w.entries[n]; ok {
+			w.retry[n] = struct{}{}
+		}
+	}
+}
+
+// Run polls until ctx is done: one cycle at once, then one per tick,
+// calling handle with each cycle's events (never with none). It returns
+// ctx.Err() once ctx is done and the cycle in progress has stopped. Only
+// one Run may be active at a time.
+func (w *Watcher) Run(ctx context.Context, handle func(context.Context, []Event)) error {
+	if handle == nil {
+		return errors.New("secretstore: watcher: Run needs an event handler")
+	}
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("secretstore: watcher: Run is already active")
+	}
+	defer w.running.Store(false)
+
+	ticker := w.clock.NewTicker(w.interval)
+	defer ticker.Stop()
+	tick := w.clock.Now()
+	for {
+		if w.heartbeat != nil {
+			w.heartbeat(tick)
+		}
+		if events := w.Poll(ctx); len(events) > 0 && ctx.Err() == nil {
+			handle(ctx, events)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case tick = <-ticker.Chan():
+		}
+	}
+}
+
+// Poll runs one cycle now and returns its events: per-name events in name
+// order, then at most one Unavailable event. It waits for a cycle in
+// progress to finish first. If ctx ends during the cycle, the cycle's
+// results are discarded and Poll returns nil.
+func (w *Watcher) Poll(ctx context.Context) []Event {
+	w.cycleMu.Lock()
+	defer w.cycleMu.Unlock()
+	start := w.clock.Now()
+
+	w.mu.Lock()
+	if w.snap == nil {
+		w.snap = make([]*watchEntry, 0, len(w.entries))
+		for _, e := range w.entries {
+			w.snap = append(w.snap, e)
+		}
+		slices.SortFunc(w.snap, func(a, b *watchEntry) int { return strings.Compare(a.name, b.name) })
+	}
+	snap := w.snap
+	for n := range w.retry {
+		w.entries[n].force = true
+	}
+	clear(w.retry)
+	w.mu.Unlock()
+	if len(snap) == 0 {
+		return nil
+	}
+
+	w.check(ctx, snap)
+	if ctx.Err() != nil {
+		return nil
+	}
+
+	w.mu.Lock()
+	events, unavailable, live, firstErr := w.apply(snap)
+	w.mu.Unlock()
+
+	if len(unavailable) > 0 {
+		outage := len(unavailable) == live
+		events = append(events, Event{Kind: Unavailable, Names: unavailable, Outage: outage, Err: firstErr})
+		w.log.Warn("secret store unavailable for watched secrets",
+			slog.Int("names", len(unavailable)), slog.Int("watched", len(snap)),
+			slog.Bool("outage", outage), slog.String("err", errString(firstErr)))
+	}
+	w.log.Debug("watch cycle", slog.Int("names", len(snap)), slog.Int("events", len(events)),
+		slog.Duration("took", w.clock.Since(start)))
+	return events
+}
+
+// check observes every entry of snap, storing each result in entry.res.
+func (w *Watcher) check(ctx context.Context, snap []*watchEntry) {
+	var (
+		next       atomic.Int64 // index of the next entry to check
+		failsInRow atomic.Int64
+		stopped    atomic.Bool
+	)
+	for _, e := range snap {
+		e.res = observation{}
+	}
+	work := func() {
+		for !stopped.Load() && ctx.Err() == nil {
+			i := int(next.Add(1) - 1)
+			if i >= len(snap) {
+				return
+			}
+			e := snap[i]
+			e.res = w.observe(ctx, e.name)
+			if e.res.state == stateUnavailable {
+				if n := failsInRow.Add(1); w.outageAfter > 0 && n >= int64(w.outageAfter) {
+					stopped.Store(true)
+				}
+			} else {
+				failsInRow.Store(0)
+			}
+		}
+	}
+	workers := min(w.concurrency, len(snap))
+	if workers <= 1 {
+		work()
+		return
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(work)
+	}
+	wg.Wait()
+}
+
+// observe checks one name: Stat, and Get + checksum only when the store
+// has no versions.
+func (w *Watcher) observe(ctx context.Context, name string) observation {
+	md, err := w.store.Stat(ctx, name)
+	if err == nil && md.Version != "" {
+		return observation{state: statePresent, version: md.Version}
+	}
+	if err == nil {
+		var s *Secret
+		s, err = w.store.Get(ctx, name)
+		if err == nil {
+			return observation{state: statePresent, sum: s.Data.Sum256()}
+		}
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return observation{state: stateMissing}
+	case errors.Is(err, ErrPermission):
+		return observation{state: stateForbidden, err: err}
+	}
+	return observation{state: stateUnavailable, err: err}
+}
+
+// apply turns this cycle's observations into events and new state, and
+// counts the entries still watched. w.mu is held, so Unwatch cannot race
+// with reading removed.
+func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []string, live int, firstErr error) {
+	for _, e := range snap {
+		if e.removed {
+			continue
+		}
+		live++
+		r := e.res
+		switch r.state {
+		case stateUnavailable, stateUnknown:
+			unavailable = append(unavailable, e.name)
+			if firstErr == nil && r.err != nil {
+				firstErr = r.err
+			}
+			continue
+		case statePresent:
+			tag := observedTag(r.version, r.sum)
+			differs := !e.tag.IsZero() && tag != e.tag
+			switch {
+			case !e.seen:
+				events = append(events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})
+			case e.state != statePresent:
+				events = append(events, Event{Kind: Appeared, Name: e.name, Version: r.version})
+				if differs || e.force {
+					events = append(events, Event{Kind: Changed, Name: e.name, Version: r.version})
+				}
+			case differs || e.force:
+				events = append(events, Event{Kind: Changed, Name: e.name, Version: r.version})
+			}
+			e.tag = tag
+		case stateMissing:
+			if !e.seen || e.state != stateMissing {
+				events = append(events, Event{Kind: Deleted, Name: e.name, Initial: !e.seen})
+			}
+		case stateForbidden:
+			if !e.seen || e.state != stateForbidden {
+				events = append(events, Event{Kind: Forbidden, Name: e.name, Initial: !e.seen, Err: r.err})
+			}
+		}
+		e.seen, e.state, e.force = true, r.state, false
+		e.res = observation{}
+	}
+	return events, unavailable, live, firstErr
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

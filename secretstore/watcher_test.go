@@ -1,0 +1,800 @@
+package secretstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// faultStore wraps a Store, counts Stat and Get calls per name, and injects
+// per-name errors, a gate that holds every Stat, and versionless metadata.
+type faultStore struct {
+	secretstore.Store
+
+	mu          sync.Mutex
+	faults      map[string]error // error kind per name
+	noVersions  bool             // Stat and Get report an empty Version, like a store without versions
+	gate        testgate.Gate    // holds every Stat while held
+	stats       map[string]int
+	gets        map[string]int
+	inflight    int
+	maxInflight int
+}
+
+func newFaultStore(s secretstore.Store) *faultStore {
+	return &faultStore{Store: s, faults: map[string]error{}, stats: map[string]int{}, gets: map[string]int{}}
+}
+
+func (f *faultStore) setFault(kind error, names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range names {
+		if kind == nil {
+			delete(f.faults, n)
+		} else {
+			f.faults[n] = kind
+		}
+	}
+}
+
+func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
+	f.mu.Lock()
+	f.stats[name]++
+	f.inflight++
+	f.maxInflight = max(f.maxInflight, f.inflight)
+	kind := f.faults[name]
+	noVersions := f.noVersions
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inflight--
+		f.mu.Unlock()
+	}()
+	if err := f.gate.Wait(ctx); err != nil {
+		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, nil, err)
+	}
+	if kind != nil {
+		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, kind, errors.New("injected"))
+	}
+	md, err := f.Store.Stat(ctx, name)
+	if noVersions {
+		md.Version = ""
+	}
+	return md, err
+}
+
+func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+	f.mu.Lock()
+	f.gets[name]++
+	kind := f.faults[name]
+	noVersions := f.noVersions
+	f.mu.Unlock()
+	if kind != nil {
+		return nil, secretstore.NewError(secretstore.OpGet, name, kind, errors.New("injected"))
+	}
+	s, err := f.Store.Get(ctx, name)
+	if err == nil && noVersions {
+		s.Version = ""
+	}
+	return s, err
+}
+
+func (f *faultStore) statCalls() (total int, perName map[string]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	perName = map[string]int{}
+	for n, c := range f.stats {
+		perName[n] = c
+		total += c
+	}
+	return total, perName
+}
+
+func (f *faultStore) getCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.gets {
+		n += c
+	}
+	return n
+}
+
+func put(t testing.TB, s secretstore.Store, name, value string) {
+	t.Helper()
+	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte(value)}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+}
+
+// summary renders events compactly for assertions.
+func summary(events []secretstore.Event) []string {
+	out := []string{}
+	for _, e := range events {
+		if e.Kind == secretstore.Unavailable {
+			out = append(out, fmt.Sprintf("unavailable %s outage=%t", strings.Join(e.Names, ","), e.Outage))
+			continue
+		}
+		s := e.Kind.String() + " " + e.Name
+		if e.Initial {
+			s += " initial"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// running is a Watcher driven by Run with a fake clock.
+type running struct {
+	t       *testing.T
+	w       *secretstore.Watcher
+	clock   *clockwork.FakeClock
+	batches chan []secretstore.Event
+	beats   atomic.Int64
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startWatcher(t *testing.T, store secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
+	t.Helper()
+	r := &running{t: t, clock: clockwork.NewFakeClock(), batches: make(chan []secretstore.Event, 100), done: make(chan error, 1)}
+	opts.Clock = r.clock
+	opts.Heartbeat = func(time.Time) { r.beats.Add(1) }
+	w, err := secretstore.NewWatcher(store, opts)
+	require.NoError(t, err)
+	require.NoError(t, w.Watch(names...))
+	r.w = w
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- w.Run(ctx, func(_ context.Context, ev []secretstore.Event) { r.batches <- ev }) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// tick advances the fake clock by one interval once the ticker exists.
+func (r *running) tick() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(r.t, r.clock.BlockUntilContext(ctx, 1))
+	r.clock.Advance(r.w.Interval())
+}
+
+// next returns the next batch of events.
+func (r *running) next() []secretstore.Event {
+	r.t.Helper()
+	select {
+	case ev := <-r.batches:
+		return ev
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("no events within 10s")
+		return nil
+	}
+}
+
+func (r *running) stop() {
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		r.t.Error("Run did not return within 10s of cancel")
+	}
+}
+
+func TestWatcherEventKinds(t *testing.T) {
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	put(t, mem, "a", "1")
+	r := startWatcher(t, fs, secretstore.WatcherOptions{}, "a", "b")
+
+	first := r.next()
+	assert.Equal(t, []string{"appeared a initial", "deleted b initial"}, summary(first))
+	md, err := mem.Stat(context.Background(), "a")
+	require.NoError(t, err)
+	assert.Equal(t, md.Version, first[0].Version, "Appeared carries the version")
+
+	steps := []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{"nothing changes", func() {}, nil},
+		{"new value", func() { put(t, mem, "a", "2") }, []string{"changed a"}},
+		{"deleted", func() { require.NoError(t, mem.Delete(context.Background(), "a")) }, []string{"deleted a"}},
+		{"missing one appears, no earlier content so no Changed", func() { put(t, mem, "b", "1") }, []string{"appeared b"}},
+		{"recreated with new content", func() { put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
+		{"access revoked", func() { fs.setFault(secretstore.ErrPermission, "a") }, []string{"forbidden a"}},
+		{"still revoked: no repeat", func() {}, nil},
+		{"access restored, same version", func() { fs.setFault(nil, "a") }, []string{"appeared a"}},
+		{"one name unavailable", func() { fs.setFault(secretstore.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
+		{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
+		{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
+	}
+	for i, s := range steps {
+		s.change()
+		r.tick()
+		// Wait for this cycle's Stats (2 names per cycle), so the next
+		// step's change cannot reach into this cycle.
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 2*(i+2) }, 10*time.Second, time.Millisecond)
+		if s.want == nil {
+			continue // checked by the next step's batch being exactly its own events
+		}
+		got := r.next()
+		assert.Equal(t, s.want, summary(got), s.name)
+		for _, e := range got {
+			switch e.Kind {
+			case secretstore.Forbidden:
+				assert.ErrorIs(t, e.Err, secretstore.ErrPermission)
+			case secretstore.Unavailable:
+				assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+			case secretstore.Changed:
+				md, err := mem.Stat(context.Background(), e.Name)
+				require.NoError(t, err)
+				assert.Equal(t, md.Version, e.Version)
+			}
+		}
+	}
+}
+
+func TestWatcherMultiErrorCycle(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	names := []string{"a", "b", "c", "d", "e", "f", "g"}
+	for _, n := range names {
+		put(t, mem, n, "1")
+	}
+	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 3})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch(names...))
+	require.Len(t, w.Poll(ctx), len(names))
+
+	fs.setFault(secretstore.ErrPermission, "a", "c")
+	fs.setFault(secretstore.ErrUnavailable, "b", "f")
+	require.NoError(t, mem.Delete(ctx, "d"))
+	put(t, mem, "e", "2")
+	ev := w.Poll(ctx)
+	assert.Equal(t, []string{"forbidden a", "forbidden c", "deleted d", "changed e", "unavailable b,f outage=false"}, summary(ev),
+		"every errored name is reported in the cycle it failed")
+}
+
+func TestWatcherOutage(t *testing.T) {
+	ctx := context.Background()
+	names := make([]string, 50)
+	for i := range names {
+		names[i] = fmt.Sprintf("s/%02d", i)
+	}
+	cases := []struct {
+		name        string
+		outageAfter int
+		wantStats   int
+	}{
+		{"every name checked", -1, 50},
+		{"cut short after 8 unavailable in a row", 0, 8},
+		{"cut short after 3", 3, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mem := memory.New()
+			fs := newFaultStore(mem)
+			for _, n := range names {
+				put(t, mem, n, "1")
+			}
+			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1, OutageAfter: c.outageAfter})
+			require.NoError(t, err)
+			require.NoError(t, w.Watch(names...))
+			require.Len(t, w.Poll(ctx), 50)
+			before, _ := fs.statCalls()
+
+			fs.setFault(secretstore.ErrUnavailable, names...)
+			ev := w.Poll(ctx)
+			require.Len(t, ev, 1, "an outage is one event, not one per name")
+			assert.Equal(t, secretstore.Unavailable, ev[0].Kind)
+			assert.True(t, ev[0].Outage)
+			assert.Equal(t, names, ev[0].Names)
+			assert.ErrorIs(t, ev[0].Err, secretstore.ErrUnavailable)
+			after, _ := fs.statCalls()
+			assert.Equal(t, c.wantStats, after-before)
+
+			// Recovery: state was kept, so nothing is reported until a real change.
+			fs.setFault(nil, names...)
+			assert.Empty(t, w.Poll(ctx))
+			put(t, mem, names[7], "2")
+			assert.Equal(t, []string{"changed s/07"}, summary(w.Poll(ctx)))
+		})
+	}
+}
+
+func TestWatcherClosedStoreIsOutageNotDeletion(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	put(t, mem, "a", "1")
+	put(t, mem, "b", "1")
+	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a", "b")
+	require.Len(t, r.next(), 2)
+	require.NoError(t, mem.Close()) // every call now fails with ErrUnavailable
+	r.tick()
+	assert.Equal(t, []string{"unavailable a,b outage=true"}, summary(r.next()))
+	_ = ctx
+}
+
+func TestWatcherOneStatPerDistinctName(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	put(t, mem, "a", "1")
+	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch("a", "a", "b"))
+	require.NoError(t, w.Watch("b", "a"))
+	assert.Equal(t, []string{"a", "b"}, w.Names())
+	for range 3 {
+		w.Poll(ctx)
+	}
+	_, per := fs.statCalls()
+	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
+	assert.Zero(t, fs.getCalls(), "a store with versions is never read")
+}
+
+func TestWatcherChecksumFallback(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	fs.noVersions = true
+	put(t, mem, "a", "1")
+	put(t, mem, "b", "1")
+	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch("a", "b"))
+	first := w.Poll(ctx)
+	require.Len(t, first, 2)
+	assert.Empty(t, first[0].Version, "no version, and the checksum is not exposed")
+
+	// New labels, same data: a new version in the backend, but the data
+	// checksum is the same.
+	_, err = mem.Put(ctx, &secretstore.Secret{Name: "a", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"x": "y"}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, w.Poll(ctx))
+	put(t, mem, "b", "2")
+	ev := w.Poll(ctx)
+	assert.Equal(t, []string{"changed b"}, summary(ev))
+	assert.Empty(t, ev[0].Version)
+	assert.Equal(t, 3*2, fs.getCalls(), "one Get per name per cycle, only because Stat had no version")
+	_, per := fs.statCalls()
+	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
+
+	fs.setFault(secretstore.ErrPermission, "b")
+	assert.Equal(t, []string{"forbidden b"}, summary(w.Poll(ctx)))
+}
+
+// TestWatcherObserved: Observed gives the tag of the last present
+// observation, equal to the ContentTag of the same revision read with Get,
+// with or without store versions.
+func TestWatcherObserved(t *testing.T) {
+	for _, noVersions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noVersions=%t", noVersions), func(t *testing.T) {
+			ctx := context.Background()
+			mem := memory.New()
+			fs := newFaultStore(mem)
+			fs.noVersions = noVersions
+			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+			require.NoError(t, err)
+			read := func() secretstore.ContentTag {
+				s, err := fs.Get(ctx, "a")
+				require.NoError(t, err)
+				return s.ContentTag()
+			}
+			observed := func() (secretstore.ContentTag, bool) { return w.Observed("a") }
+
+			put(t, mem, "a", "1")
+			_, ok := observed()
+			assert.False(t, ok, "not watched")
+			require.NoError(t, w.Watch("a"))
+			_, ok = observed()
+			assert.False(t, ok, "not observed yet")
+
+			w.Poll(ctx)
+			v1, ok := observed()
+			require.True(t, ok)
+			assert.Equal(t, read(), v1)
+			assert.Equal(t, !noVersions, v1.Version() != "")
+
+			put(t, mem, "a", "2")
+			unchanged, _ := observed()
+			assert.Equal(t, v1, unchanged, "an observation changes with a cycle only")
+			ev := w.Poll(ctx)
+			v2, ok := observed()
+			require.True(t, ok)
+			assert.NotEqual(t, v1, v2)
+			assert.Equal(t, read(), v2)
+			require.Len(t, ev, 1)
+			assert.Equal(t, v2.Version(), ev[0].Version, "events carry versions, never checksums")
+
+			require.NoError(t, mem.Delete(ctx, "a"))
+			w.Poll(ctx)
+			_, ok = observed()
+			assert.False(t, ok, "deleted")
+			put(t, mem, "a", "2")
+			w.Poll(ctx)
+			back, ok := observed()
+			require.True(t, ok)
+			assert.Equal(t, read(), back)
+
+			fs.setFault(secretstore.ErrUnavailable, "a")
+			w.Poll(ctx)
+			kept, ok := observed()
+			assert.True(t, ok, "an unavailable store keeps the last observation")
+			assert.Equal(t, back, kept)
+			w.Unwatch("a")
+			_, ok = observed()
+			assert.False(t, ok, "unwatched")
+		})
+	}
+}
+
+func TestWatcherRetryReportsChangedAgain(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	put(t, mem, "a", "1")
+	w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch("a", "b"))
+	w.Poll(ctx)
+	w.Retry("a", "b", "not-watched")
+	assert.Equal(t, []string{"changed a"}, summary(w.Poll(ctx)), "b is missing: nothing to report as changed")
+	assert.Empty(t, w.Poll(ctx), "Retry applies to one cycle")
+}
+
+func TestWatcherWatchValidatesAll(t *testing.T) {
+	w, err := secretstore.NewWatcher(memory.New(), secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	err = w.Watch("ok", "../escape")
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.Contains(t, err.Error(), `"../escape"`)
+	assert.Empty(t, w.Names(), "nothing added when one name is invalid")
+	w.Unwatch("never-watched")
+}
+
+func TestWatcherSlowCycle(t *testing.T) {
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, n := range names {
+		put(t, mem, n, "1")
+	}
+	fs.gate.Hold()
+	r := startWatcher(t, fs, secretstore.WatcherOptions{Concurrency: 3}, names...)
+	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 3 }, 10*time.Second, time.Millisecond,
+		"the first cycle is stuck with 3 Stats in flight")
+	goroutines := runtime.NumGoroutine()
+
+	for range 20 {
+		r.tick() // 20 intervals pass while the first cycle is stuck
+	}
+	n, _ := fs.statCalls()
+	assert.Equal(t, 3, n, "no second cycle starts while one is running")
+	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "ticks during a slow cycle start no goroutines")
+	assert.Equal(t, int64(1), r.beats.Load(), "the loop is busy: no heartbeat until the cycle ends")
+
+	fs.gate.Release()
+	require.Len(t, r.next(), 6)
+	// The ticks that came during the slow cycle collapse into one
+	// back-to-back cycle.
+	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 12 }, 10*time.Second, time.Millisecond)
+	require.Never(t, func() bool { n, _ := fs.statCalls(); return n > 12 }, 200*time.Millisecond, 5*time.Millisecond)
+	assert.Equal(t, int64(2), r.beats.Load())
+	fs.mu.Lock()
+	assert.LessOrEqual(t, fs.maxInflight, 3, "never more Stats in flight than Concurrency")
+	fs.mu.Unlock()
+
+	r.tick()
+	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 18 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, int64(3), r.beats.Load())
+}
+
+func TestWatcherHeartbeatEachTick(t *testing.T) {
+	mem := memory.New()
+	put(t, mem, "a", "1")
+	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+	r.next()
+	for i := range 5 {
+		r.tick()
+		want := int64(i + 2)
+		require.Eventually(t, func() bool { return r.beats.Load() == want }, 10*time.Second, time.Millisecond)
+	}
+}
+
+func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	put(t, mem, "a", "1")
+	fs.gate.Hold()
+	before := runtime.NumGoroutine()
+	r := startWatcher(t, fs, secretstore.WatcherOptions{}, "a")
+	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
+	r.cancel()
+	select {
+	case err := <-r.done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+	r.done <- nil // for the cleanup
+	assert.Empty(t, r.batches, "a cancelled cycle reports nothing")
+	assert.True(t, goroutinesSettle(before), "no goroutine left behind")
+}
+
+// goroutinesSettle waits up to 10s for the goroutine count to drop to at
+// most n. (testify's Eventually runs its condition on a goroutine of its
+// own, so it cannot count.)
+func goroutinesSettle(n int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if runtime.NumGoroutine() <= n {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWatcherRunTwice(t *testing.T) {
+	mem := memory.New()
+	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+	r.next()
+	err := r.w.Run(context.Background(), func(context.Context, []secretstore.Event) {})
+	assert.ErrorContains(t, err, "already active")
+	assert.ErrorContains(t, r.w.Run(context.Background(), nil), "handler")
+}
+
+func TestWatcherHandlerMayChangeNames(t *testing.T) {
+	mem := memory.New()
+	put(t, mem, "a", "1")
+	put(t, mem, "b", "1")
+	clock := clockwork.NewFakeClock()
+	w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{Clock: clock})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch("a"))
+	got := make(chan []string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Run(ctx, func(_ context.Context, ev []secretstore.Event) {
+			// Called on the watcher's goroutine: changing the name set
+			// here must not deadlock.
+			w.Unwatch("a")
+			require.NoError(t, w.Watch("b"))
+			w.Retry("b")
+			got <- summary(ev)
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	assert.Equal(t, []string{"appeared a initial"}, <-got)
+	require.NoError(t, clock.BlockUntilContext(ctx, 1))
+	clock.Advance(w.Interval())
+	select {
+	case s := <-got:
+		assert.Equal(t, []string{"appeared b initial"}, s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("second cycle did not report")
+	}
+}
+
+func TestWatcherUnwatchDuringCycle(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	fs := newFaultStore(mem)
+	put(t, mem, "a", "1")
+	put(t, mem, "b", "1")
+	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch("a", "b"))
+	fs.gate.Hold()
+	res := make(chan []secretstore.Event)
+	go func() { res <- w.Poll(ctx) }()
+	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
+	w.Unwatch("b")
+	fs.gate.Release()
+	assert.Equal(t, []string{"appeared a initial"}, summary(<-res))
+	require.NoError(t, w.Watch("b"))
+	assert.Equal(t, []string{"appeared b initial"}, summary(w.Poll(ctx)), "re-watched name starts afresh")
+}
+
+func TestWatcherChangedWithinOneInterval(t *testing.T) {
+	// The acceptance check used against real backends: a new version
+	// written between two ticks is reported at the next tick.
+	mem := memory.New()
+	put(t, mem, "db/password", "old")
+	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "db/password")
+	r.next()
+	put(t, mem, "db/password", "new")
+	r.tick()
+	assert.Equal(t, []string{"changed db/password"}, summary(r.next()))
+}
+
+func TestWatcherConfig(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{"", time.Minute, ""},
+		{"1s", time.Second, ""},
+		{"90s", 90 * time.Second, ""},
+		{"1m30s", 90 * time.Second, ""},
+		{"2h", 2 * time.Hour, ""},
+		{"0", 0, "must be positive"},
+		{"0s", 0, "must be positive"},
+		{"-5s", 0, "must be positive"},
+		{"999ms", 0, "below the minimum of 1s"},
+		{"1ns", 0, "below the minimum of 1s"},
+		{"5", 0, "not a duration"},
+		{"soon", 0, "not a duration"},
+		{" 30s", 0, "not a duration"},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			cfg, err := secretstore.NewWatcherConfig(c.in)
+			if c.wantErr != "" {
+				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				assert.ErrorContains(t, err, c.wantErr)
+				assert.ErrorContains(t, err, fmt.Sprintf("%q", c.in), "the error names the bad value")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, cfg.Interval)
+			assert.NoError(t, cfg.Validate())
+
+			var fromJSON secretstore.WatcherConfig
+			require.NoError(t, json.Unmarshal([]byte(`{"interval":"`+c.in+`"}`), &fromJSON))
+			assert.Equal(t, c.want, fromJSON.Interval)
+		})
+	}
+}
+
+func TestWatcherConfigStruct(t *testing.T) {
+	cases := []struct {
+		interval time.Duration
+		wantErr  string
+		effect   time.Duration
+	}{
+		{0, "", time.Minute},
+		{time.Second, "", time.Second},
+		{-time.Second, "must be positive", 0},
+		{500 * time.Millisecond, "below the minimum", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.interval.String(), func(t *testing.T) {
+			w, err := secretstore.NewWatcher(memory.New(), secretstore.WatcherOptions{Config: secretstore.WatcherConfig{Interval: c.interval}})
+			if c.wantErr != "" {
+				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				assert.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.effect, w.Interval())
+		})
+	}
+	_, err := secretstore.NewWatcher(nil, secretstore.WatcherOptions{})
+	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+}
+
+func TestWatcherConfigJSON(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    time.Duration
+		wantErr string
+	}{
+		{`{}`, time.Minute, ""},
+		{`{"interval":"45s"}`, 45 * time.Second, ""},
+		{`{"interval":"0s"}`, 0, "must be positive"},
+		{`{"intervall":"45s"}`, 0, `unknown field "intervall"`},
+		{`{"interval":45}`, 0, "expected string"},
+		{`[1]`, 0, "watcher config"},
+		{`{"interval":"` + strings.Repeat("9", 5000) + `"}`, 0, "larger than"},
+	}
+	for _, c := range cases {
+		t.Run(c.in[:min(len(c.in), 30)], func(t *testing.T) {
+			var cfg secretstore.WatcherConfig
+			err := json.Unmarshal([]byte(c.in), &cfg)
+			if c.wantErr != "" {
+				assert.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, cfg.Interval)
+			out, err := json.Marshal(cfg)
+			require.NoError(t, err)
+			var back secretstore.WatcherConfig
+			require.NoError(t, json.Unmarshal(out, &back))
+			assert.Equal(t, cfg, back)
+		})
+	}
+}
+
+func FuzzWatcherConfigJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"interval":"30s"}`, `{"interval":"-1s"}`, `{"interval":"1h2m3s4ms"}`, `{"x":1}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var cfg secretstore.WatcherConfig
+		if err := json.Unmarshal(in, &cfg); err != nil {
+			return
+		}
+		if cfg.Interval != 0 && cfg.Interval < secretstore.MinWatchInterval {
+			t.Fatalf("accepted interval %s below the minimum", cfg.Interval)
+		}
+		require.NoError(t, cfg.Validate())
+	})
+}
+
+func TestEventLogValueHasNoSecrets(t *testing.T) {
+	e := secretstore.Event{Kind: secretstore.Unavailable, Names: []string{"a", "b"}, Outage: true, Err: secretstore.ErrUnavailable}
+	assert.Equal(t, "[kind=unavailable names=2 outage=true err=store unavailable]", e.LogValue().String())
+	assert.Equal(t, "EventKind(9)", secretstore.EventKind(9).String())
+}
+
+// BenchmarkWatcherCycle measures one steady-state cycle (nothing changed)
+// over 10,000 names on the memory store, per name: with versions (Stat
+// only) at two concurrencies, and without versions (Stat + Get + SHA-256).
+func BenchmarkWatcherCycle(b *testing.B) {
+	const names = 10000
+	ctx := context.Background()
+	mem := memory.New()
+	all := make([]string, names)
+	for i := range all {
+		all[i] = fmt.Sprintf("org/app%03d/secret%05d", i%100, i)
+		put(b, mem, all[i], "value-of-some-length-0123456789")
+	}
+	cases := []struct {
+		name        string
+		noVersions  bool
+		concurrency int
+	}{
+		{"versions/concurrency=1", false, 1},
+		{"versions/concurrency=4", false, 4},
+		{"checksum/concurrency=1", true, 1},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var store secretstore.Store = mem
+			if c.noVersions {
+				fs := newFaultStore(mem)
+				fs.noVersions = true
+				store = fs
+			}
+			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Concurrency: c.concurrency})
+			require.NoError(b, err)
+			require.NoError(b, w.Watch(all...))
+			require.Len(b, w.Poll(ctx), names) // baseline
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			mallocs := ms.Mallocs
+			b.ResetTimer()
+			cycles := 0
+			for b.Loop() {
+				if ev := w.Poll(ctx); len(ev) != 0 {
+					b.Fatalf("steady state reported %d events", len(ev))
+				}
+				cycles++
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms)
+			perName := float64(cycles * names)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perName, "ns/name")
+			b.ReportMetric(float64(ms.Mallocs-mallocs)/perName, "allocs/name")
+		})
+	}
+}
