@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
@@ -97,10 +97,10 @@ func TestAppRoleRenewsAndLogsInAgainBeyondMaxTTL(t *testing.T) {
 	c := srv.Client(t)
 	mount := srv.EnableKV(t, 2)
 	const ttl, maxTTL = 3 * time.Second, 6 * time.Second
-	var logs logBuffer
+	logger, logs := logtest.NewLogger()
 	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, c, readPolicy(t, c, mount), ttl, maxTTL)}
 	rec := &recorder{}
-	s := open(t, cfg, vault.WrapTransport(rec.wrap), vault.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	s := open(t, cfg, vault.WrapTransport(rec.wrap), vault.WithLogger(logger))
 	put(t, s, "app/db", d("password", "pw-0"), nil)
 	firstToken := rec.token()
 

@@ -1,7 +1,6 @@
 package vault_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -120,24 +119,6 @@ func d(kv ...string) secretstore.Data {
 
 func put(t testing.TB, s secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
 	t.Helper()
-	_, err := s.Put(context.WithoutCancel(t.Context()), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
+	_, err := s.Put(t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(t, err, "put %q", name)
-}
-
-// logBuffer is a concurrency-safe buffer for a test's slog output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
