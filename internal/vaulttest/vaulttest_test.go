@@ -1,0 +1,129 @@
+package vaulttest_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+)
+
+func TestMain(m *testing.M) { os.Exit(vaulttest.Main(m)) }
+
+func TestSharedServerAnswersWithItsRootToken(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	assert.True(t, strings.HasPrefix(srv.Addr, "http://127.0.0.1:"), "listens on loopback: %s", srv.Addr)
+	assert.Same(t, srv, vaulttest.Shared(t), "one shared server per test binary")
+
+	c := srv.Client(t)
+	self, err := c.Auth().Token().LookupSelfWithContext(t.Context())
+	require.NoError(t, err)
+	policies, err := self.TokenPolicies()
+	require.NoError(t, err)
+	assert.Contains(t, policies, "root")
+
+	mount := srv.EnableKV(t, 2)
+	_, err = c.KVv2(mount).Put(t.Context(), "x", map[string]any{"k": "v"})
+	require.NoError(t, err, "a fresh KV v2 mount takes writes")
+	mount1 := srv.EnableKV(t, 1)
+	assert.NotEqual(t, mount, mount1, "each EnableKV gets its own mount")
+	require.NoError(t, c.KVv1(mount1).Put(t.Context(), "x", map[string]any{"k": "v"}))
+}
+
+func TestOutputRedactsRootTokenAndUnsealKey(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	require.NotEmpty(t, srv.UnsealKey, "the dev unseal key was captured")
+	out := srv.Output()
+	assert.Contains(t, out, "Unseal Key: [redacted]")
+	assert.NotContains(t, out, srv.RootToken)
+	assert.NotContains(t, out, srv.UnsealKey)
+}
+
+func TestSealUnsealAndStop(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	c := srv.Client(t)
+
+	srv.Seal(t)
+	st, err := c.Sys().SealStatusWithContext(t.Context())
+	require.NoError(t, err)
+	assert.True(t, st.Sealed)
+
+	srv.Unseal(t)
+	h, err := c.Sys().HealthWithContext(t.Context())
+	require.NoError(t, err)
+	assert.False(t, h.Sealed, "unsealed with the captured dev unseal key")
+
+	srv.Stop()
+	assert.True(t, srv.Exited(), "Stop waits for the process to end")
+	hc, err := srv.HTTPClient()
+	require.NoError(t, err)
+	_, err = hc.Get(srv.Addr + "/v1/sys/health")
+	require.Error(t, err, "nothing listens after Stop")
+	srv.Stop() // idempotent
+}
+
+func TestTLSServerNeedsItsCA(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{TLS: true})
+	require.True(t, strings.HasPrefix(srv.Addr, "https://127.0.0.1:"))
+	pem, err := os.ReadFile(srv.CAFile)
+	require.NoError(t, err)
+	assert.Contains(t, string(pem), "BEGIN CERTIFICATE")
+
+	hc, err := srv.HTTPClient()
+	require.NoError(t, err)
+	resp, err := hc.Get(srv.Addr + "/v1/sys/health")
+	require.NoError(t, err, "the CA bundle verifies the server")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	_, err = http.Get(srv.Addr + "/v1/sys/health")
+	require.Error(t, err, "without the CA the certificate is not trusted")
+}
+
+func TestBinarySkipsOrFailsWithoutTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		ci         string
+		wantFailed bool
+	}{
+		{ci: "true", wantFailed: true},
+		{ci: "", wantFailed: false},
+		{ci: "false", wantFailed: false},
+	} {
+		t.Run("CI="+tc.ci, func(t *testing.T) {
+			t.Setenv("CI", tc.ci)
+			t.Setenv(vaulttest.EnvBinary, "")
+			ft := &fakeTB{TB: t}
+			func() {
+				defer func() { _ = recover() }()
+				vaulttest.Binary(ft)
+			}()
+			assert.Equal(t, tc.wantFailed, ft.failed, "fails in CI")
+			assert.Equal(t, !tc.wantFailed, ft.skipped, "skips outside CI")
+			assert.Contains(t, ft.msg, "scripts/devvault.sh", "the message says how to get the binary")
+		})
+	}
+}
+
+// fakeTB records Skip and Fatal instead of ending the real test.
+type fakeTB struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skipped, f.msg = true, sprintf(format, args...)
+	panic("skip")
+}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed, f.msg = true, sprintf(format, args...)
+	panic("fatal")
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

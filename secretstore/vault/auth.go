@@ -1,0 +1,374 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+	"github.com/hashicorp/vault/api/auth/kubernetes"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// loginFunc obtains a token and sets it on the client. The returned
+// secret's Auth carries the token's lease (duration, renewable).
+type loginFunc func(ctx context.Context, c *api.Client) (*api.Secret, error)
+
+// authenticator keeps the client's token valid: it renews it with a
+// LifetimeWatcher, logs in again when renewal ends, and logs in again once
+// when a request is refused because the token is no longer valid.
+type authenticator struct {
+	client     *api.Client
+	log        *slog.Logger
+	method     string
+	login      loginFunc
+	canRelogin bool          // a fresh login can yield a different token
+	timeout    time.Duration // per login attempt
+
+	mu    sync.Mutex    // serialises logins
+	gen   atomic.Uint64 // bumped by every successful login
+	fresh chan *api.Secret
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Duration) (*authenticator, error) {
+	au := &authenticator{
+		client:  c,
+		log:     log.With("auth", a.Method),
+		method:  a.Method,
+		timeout: timeout,
+		fresh:   make(chan *api.Secret, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	mount := a.Mount
+	if mount == "" {
+		mount = a.Method
+	}
+	mount = strings.Trim(mount, "/")
+	au.canRelogin = true
+	switch a.Method {
+	case MethodToken:
+		au.canRelogin = a.TokenFile != ""
+		au.login = tokenLogin(a)
+	case MethodAppRole:
+		au.login = appRoleLogin(a, mount)
+	case MethodKubernetes:
+		au.login = kubernetesLogin(a, mount)
+	case MethodJWT:
+		au.login = jwtLogin(a, mount)
+	default:
+		return nil, fmt.Errorf("unknown auth method %q", a.Method)
+	}
+	return au, nil
+}
+
+// readCredential reads a credential from a literal, a file or an
+// environment variable (the one that is set), trimming surrounding space.
+// Errors name the field and the file or variable, never the value.
+func readCredential(field string, literal Sensitive, file, env string) (string, error) {
+	switch {
+	case literal != "":
+		return string(literal), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("auth.%sFile: %w", field, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("auth.%sFile: %s is empty", field, file)
+		}
+		return v, nil
+	case env != "":
+		v := strings.TrimSpace(os.Getenv(env))
+		if v == "" {
+			return "", fmt.Errorf("auth.%sEnv: environment variable %s is empty or unset", field, env)
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("auth: no %s configured", field)
+}
+
+// credentialError marks a failure to read a local credential, as opposed
+// to Vault refusing it.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }
+
+func tokenLogin(a Auth) loginFunc {
+	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
+		tok, err := readCredential("token", a.Token, a.TokenFile, a.TokenEnv)
+		if err != nil {
+			return nil, &credentialError{err}
+		}
+		c.SetToken(tok)
+		// Look the token up to learn its lease, so the watcher can renew it.
+		info, err := c.Auth().Token().LookupSelfWithContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.Secret{Auth: &api.SecretAuth{ClientToken: tok}}
+		if info != nil {
+			if ttl, err := info.TokenTTL(); err == nil {
+				out.Auth.LeaseDuration = int(ttl / time.Second)
+			}
+			out.Auth.Renewable, _ = info.TokenIsRenewable()
+		}
+		return out, nil
+	}
+}
+
+func appRoleLogin(a Auth, mount string) loginFunc {
+	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
+		secretID, err := readCredential("secretID", a.SecretID, a.SecretIDFile, a.SecretIDEnv)
+		if err != nil {
+			return nil, &credentialError{err}
+		}
+		opts := []approle.LoginOption{approle.WithMountPath(mount)}
+		if a.WrappedSecretID {
+			opts = append(opts, approle.WithWrappingToken())
+		}
+		m, err := approle.NewAppRoleAuth(a.RoleID, &approle.SecretID{FromString: secretID}, opts...)
+		if err != nil {
+			return nil, &credentialError{errors.New("auth: approle settings rejected by the client library")}
+		}
+		return c.Auth().Login(ctx, m)
+	}
+}
+
+func kubernetesLogin(a Auth, mount string) loginFunc {
+	file := a.ServiceAccountTokenFile
+	if file == "" {
+		file = DefaultServiceAccountTokenFile
+	}
+	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
+		// Read the token at every login: projected service account tokens
+		// rotate.
+		jwt, err := readCredential("serviceAccountToken", "", file, "")
+		if err != nil {
+			return nil, &credentialError{err}
+		}
+		m, err := kubernetes.NewKubernetesAuth(a.Role, kubernetes.WithMountPath(mount), kubernetes.WithServiceAccountToken(jwt))
+		if err != nil {
+			return nil, &credentialError{errors.New("auth: kubernetes settings rejected by the client library")}
+		}
+		return c.Auth().Login(ctx, m)
+	}
+}
+
+// jwtMethod logs in to Vault's JWT/OIDC auth method with a JWT, an
+// api.AuthMethod of our own: vault/api ships no JWT helper module.
+type jwtMethod struct {
+	mount, role, jwt string
+}
+
+// Login implements api.AuthMethod.
+func (m *jwtMethod) Login(ctx context.Context, c *api.Client) (*api.Secret, error) {
+	body := map[string]any{"jwt": m.jwt}
+	if m.role != "" {
+		body["role"] = m.role
+	}
+	return c.Logical().WriteWithContext(ctx, "auth/"+m.mount+"/login", body)
+}
+
+func jwtLogin(a Auth, mount string) loginFunc {
+	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
+		jwt, err := readCredential("jwt", "", a.JWTFile, a.JWTEnv)
+		if err != nil {
+			return nil, &credentialError{err}
+		}
+		return c.Auth().Login(ctx, &jwtMethod{mount: mount, role: a.Role, jwt: jwt})
+	}
+}
+
+// first logs in for New. Errors are *secretstore.Error of kind
+// ErrPermission (Vault refused the credentials), ErrInvalid (a local
+// credential is missing) or ErrUnavailable.
+func (a *authenticator) first(ctx context.Context, addr string) (*api.Secret, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.loginLocked(ctx)
+	if err != nil {
+		return nil, loginError(ctx, err, addr)
+	}
+	return s, nil
+}
+
+// loginError builds the error for a failed login.
+func loginError(ctx context.Context, err error, addr string) error {
+	if ctx.Err() != nil {
+		return secretstore.NewError(secretstore.OpOpen, "", nil, ctx.Err())
+	}
+	var ce *credentialError
+	if errors.As(err, &ce) {
+		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, ce.err)
+	}
+	kind, cause := classify(err, addr)
+	var se *StatusError
+	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
+		// Vault answers a bad role, secret ID or JWT with 400 or 403.
+		kind = secretstore.ErrPermission
+		se.Reason = "vault refused the login"
+	}
+	return secretstore.NewError(secretstore.OpOpen, "", kind, fmt.Errorf("login: %w", cause))
+}
+
+// loginLocked logs in and bumps the generation; a.mu must be held.
+func (a *authenticator) loginLocked(ctx context.Context) (*api.Secret, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	s, err := a.login(ctx, a.client)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil || s.Auth == nil {
+		return nil, errors.New("login returned no token")
+	}
+	a.gen.Add(1)
+	a.log.Info("vault login succeeded", "ttl", time.Duration(s.Auth.LeaseDuration)*time.Second, "renewable", s.Auth.Renewable)
+	return s, nil
+}
+
+// generation identifies the current token; recover compares it to tell
+// whether another caller already logged in again.
+func (a *authenticator) generation() uint64 { return a.gen.Load() }
+
+// recover is called after a request made with token generation gen got a
+// 403. If the token is no longer valid it logs in again and reports true,
+// so the caller retries once; a genuine permission denial reports false.
+func (a *authenticator) recover(ctx context.Context, gen uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gen.Load() != gen {
+		return true // someone logged in meanwhile; retry with the new token
+	}
+	if !a.canRelogin {
+		return false
+	}
+	if _, err := a.client.Auth().Token().LookupSelfWithContext(ctx); err == nil || !isForbidden(err) {
+		return false // the token is fine: the 403 is about the path
+	}
+	a.log.Info("vault token no longer valid; logging in again")
+	s, err := a.loginLocked(ctx)
+	if err != nil {
+		a.log.Warn("vault login failed", "error", loginError(ctx, err, a.client.Address()))
+		return false
+	}
+	select { // replace any login the watcher loop has not picked up yet
+	case <-a.fresh:
+	default:
+	}
+	a.fresh <- s
+	return true
+}
+
+// run keeps the token alive until stop is closed.
+func (a *authenticator) run(s *api.Secret) {
+	defer close(a.done)
+	for {
+		var w *api.LifetimeWatcher
+		var doneCh <-chan error
+		var renewCh <-chan *api.RenewOutput
+		if s.Auth.LeaseDuration > 0 {
+			var err error
+			w, err = a.client.NewLifetimeWatcher(&api.LifetimeWatcherInput{Secret: s})
+			if err == nil {
+				go w.Start()
+				doneCh, renewCh = w.DoneCh(), w.RenewCh()
+			}
+		}
+		next, ok := a.watch(doneCh, renewCh)
+		if w != nil {
+			w.Stop()
+		}
+		if !ok {
+			return
+		}
+		s = next
+	}
+}
+
+// watch waits for the current token's renewal to end (then logs in again),
+// a login by recover, or stop. It returns the new login, or false on stop.
+func (a *authenticator) watch(doneCh <-chan error, renewCh <-chan *api.RenewOutput) (*api.Secret, bool) {
+	for {
+		select {
+		case <-a.stop:
+			return nil, false
+		case s := <-a.fresh:
+			return s, true
+		case r := <-renewCh:
+			if r != nil && r.Secret != nil && r.Secret.Auth != nil {
+				a.log.Debug("vault token renewed", "ttl", time.Duration(r.Secret.Auth.LeaseDuration)*time.Second)
+			}
+		case err := <-doneCh:
+			if !a.canRelogin {
+				// A literal or environment token cannot change in-process.
+				a.log.Warn("vault token renewal ended and the token cannot be replaced; it will expire (use auth.tokenFile or a login method)")
+				doneCh, renewCh = nil, nil
+				continue
+			}
+			if err != nil {
+				kind, cause := classify(err, a.client.Address())
+				a.log.Info("vault token renewal failed; logging in again", "kind", kind, "cause", cause)
+			} else {
+				a.log.Info("vault token reached the end of its renewable life; logging in again")
+			}
+			return a.reloginUntilDone()
+		}
+	}
+}
+
+// reloginUntilDone logs in again, retrying with backoff until it succeeds
+// or stop is closed.
+func (a *authenticator) reloginUntilDone() (*api.Secret, bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	prev := a.client.Token()
+	wait := time.Second
+	for {
+		a.mu.Lock()
+		s, err := a.loginLocked(ctx)
+		a.mu.Unlock()
+		switch {
+		case err != nil:
+			a.log.Warn("vault login failed; retrying", "error", loginError(ctx, err, a.client.Address()), "in", wait)
+		case a.method == MethodToken && s.Auth.ClientToken == prev:
+			// The token file still holds the expiring token; wait for
+			// whoever maintains it rather than spin on it.
+			a.log.Warn("vault token file not yet updated; checking again", "in", wait)
+		default:
+			return s, true
+		}
+		select {
+		case <-a.stop:
+			return nil, false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// close stops the renewal loop and waits for it.
+func (a *authenticator) close() {
+	close(a.stop)
+	<-a.done
+}

@@ -1,0 +1,334 @@
+package vault
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Auth method names for Auth.Method.
+const (
+	MethodToken      = "token"
+	MethodAppRole    = "approle"
+	MethodKubernetes = "kubernetes"
+	MethodJWT        = "jwt"
+)
+
+// KV version settings for Config.KVVersion.
+const (
+	KVAuto = "auto"
+	KV1    = "1"
+	KV2    = "2"
+)
+
+// Defaults applied by New.
+const (
+	DefaultMount      = "secret"
+	DefaultTimeout    = 30 * time.Second
+	DefaultMaxRetries = 2
+	// DefaultServiceAccountTokenFile is where Kubernetes mounts a pod's
+	// service account token.
+	DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	// maxMaxRetries bounds maxRetries so a typo cannot make a call retry
+	// for hours.
+	maxMaxRetries = 10
+)
+
+// Config is the "vault" section of a secretstore config:
+//
+//	{"type": "vault", "defaultScope": "myorg", "vault": {
+//	   "address": "https://vault.example.com:8200", "mount": "secret",
+//	   "kvVersion": "auto", "parentPath": "edge",
+//	   "caFile": "/etc/edge/vault-ca.pem", "timeout": "30s",
+//	   "auth": {"method": "approle", "roleID": "...", "secretIDFile": "/run/secrets/secret-id"}}}
+//
+// A secret named n lives at <mount>/<parentPath>/<defaultScope>/<n>.
+type Config struct {
+	// Address is the Vault server's URL (http or https). Required.
+	Address string `json:"address"`
+	// Mount is the KV secrets engine's mount path. Default "secret".
+	Mount string `json:"mount,omitempty"`
+	// KVVersion is "1", "2" or "auto" (default): auto asks Vault which
+	// version the mount runs.
+	KVVersion string `json:"kvVersion,omitempty"`
+	// ParentPath is a path inside the mount under which every secret lives.
+	ParentPath string `json:"parentPath,omitempty"`
+	// Namespace is the Vault Enterprise namespace (X-Vault-Namespace).
+	Namespace string `json:"namespace,omitempty"`
+	// CABundle is PEM text of the CA certificates that sign the server's
+	// certificate. Only these CAs are trusted when set.
+	CABundle string `json:"caBundle,omitempty"`
+	// CAFile is a file holding such a PEM bundle. Exclusive with CABundle.
+	CAFile string `json:"caFile,omitempty"`
+	// TLSServerName overrides the name the server certificate must carry
+	// (and the SNI sent).
+	TLSServerName string `json:"tlsServerName,omitempty"`
+	// Timeout bounds each request to Vault including its retries, as a Go
+	// duration string ("30s"). Default 30s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MaxRetries is how often a request is retried on connection errors,
+	// 5xx and 429 (default 2; 0 disables retries).
+	MaxRetries *int `json:"maxRetries,omitempty"`
+	// RateLimit caps requests per second to Vault; 0 means no limit.
+	RateLimit float64 `json:"rateLimit,omitempty"`
+	// RateBurst is the limiter's burst size; default the rate rounded up.
+	RateBurst int `json:"rateBurst,omitempty"`
+	// Auth says how the store logs in. Required.
+	Auth Auth `json:"auth"`
+
+	// Scope is the store's default scope, set from secretstore's
+	// defaultScope by Open. Names are relative to ParentPath/Scope.
+	Scope string `json:"-"`
+}
+
+// Auth configures how the store obtains its Vault token. Each method uses
+// its own fields; a field of another method is reported as a problem.
+type Auth struct {
+	// Method is "token", "approle", "kubernetes" or "jwt".
+	Method string `json:"method"`
+	// Mount is the auth method's mount path; default the method's name.
+	Mount string `json:"mount,omitempty"`
+
+	// Token, TokenFile, TokenEnv (method token, exactly one): the token
+	// itself, a file holding it (re-read when the token's renewal ends, so
+	// a Vault Agent sink works), or an environment variable holding it.
+	Token     Sensitive `json:"token,omitempty"`
+	TokenFile string    `json:"tokenFile,omitempty"`
+	TokenEnv  string    `json:"tokenEnv,omitempty"`
+
+	// RoleID (method approle, required) and the secret ID, given by exactly
+	// one of SecretID, SecretIDFile, SecretIDEnv. WrappedSecretID says the
+	// secret ID is a response-wrapping token to unwrap first.
+	RoleID          string    `json:"roleID,omitempty"`
+	SecretID        Sensitive `json:"secretID,omitempty"`
+	SecretIDFile    string    `json:"secretIDFile,omitempty"`
+	SecretIDEnv     string    `json:"secretIDEnv,omitempty"`
+	WrappedSecretID bool      `json:"wrappedSecretID,omitempty"`
+
+	// Role is the Vault role to log in as (kubernetes: required; jwt:
+	// optional when the mount has a default role).
+	Role string `json:"role,omitempty"`
+	// ServiceAccountTokenFile (method kubernetes) is the service account
+	// token's path; default DefaultServiceAccountTokenFile.
+	ServiceAccountTokenFile string `json:"serviceAccountTokenFile,omitempty"`
+	// JWTFile or JWTEnv (method jwt, exactly one) hold the JWT to present.
+	// The file is re-read at every login, so a rotated JWT is picked up.
+	JWTFile string `json:"jwtFile,omitempty"`
+	JWTEnv  string `json:"jwtEnv,omitempty"`
+}
+
+// Sensitive is a string that never prints: fmt, slog and encoding/json
+// show [redacted]. Config uses it for tokens and secret IDs.
+type Sensitive string
+
+// String returns [redacted], or "" for an empty value.
+func (s Sensitive) String() string {
+	if s == "" {
+		return ""
+	}
+	return secretstore.Redacted
+}
+
+// GoString returns the redacted form.
+func (s Sensitive) GoString() string { return fmt.Sprintf("%q", s.String()) }
+
+// Format prints the redacted form for every verb.
+func (s Sensitive) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		fmt.Fprint(f, s.GoString())
+		return
+	}
+	fmt.Fprint(f, s.String())
+}
+
+// LogValue implements slog.LogValuer.
+func (s Sensitive) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON encodes the redacted form.
+func (s Sensitive) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Duration is a time.Duration written in JSON as a Go duration string.
+type Duration time.Duration
+
+// UnmarshalJSON parses a duration string such as "30s" or "1m30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`timeout must be a duration string such as "30s"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New(`timeout must be a duration string such as "30s"`)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Validate checks the config and returns a *secretstore.ConfigError listing
+// every problem, or nil.
+func (c Config) Validate() error {
+	p := c.problems()
+	if len(p) == 0 {
+		return nil
+	}
+	return &secretstore.ConfigError{Problems: p}
+}
+
+func (c Config) problems() []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, "vault."+fmt.Sprintf(format, args...)) }
+
+	plainHTTP := false
+	if c.Address == "" {
+		add("address is required")
+	} else if u, err := url.Parse(c.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("address must be an http:// or https:// URL with a host")
+	} else {
+		plainHTTP = u.Scheme == "http"
+	}
+	if c.Mount != "" && validPath(c.Mount) != nil {
+		add("mount: %v", validPath(c.Mount))
+	}
+	switch c.KVVersion {
+	case "", KVAuto, KV1, KV2:
+	default:
+		add(`kvVersion must be "1", "2" or "auto"`)
+	}
+	if c.ParentPath != "" && validPath(c.ParentPath) != nil {
+		add("parentPath: %v", validPath(c.ParentPath))
+	}
+	if c.Namespace != "" && validPath(c.Namespace) != nil {
+		add("namespace: %v", validPath(c.Namespace))
+	}
+	if c.CABundle != "" && c.CAFile != "" {
+		add("caBundle and caFile are exclusive; set one")
+	}
+	if c.CABundle != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(c.CABundle)) {
+		add("caBundle holds no PEM certificate")
+	}
+	if plainHTTP && (c.CABundle != "" || c.CAFile != "" || c.TLSServerName != "") {
+		add("caBundle, caFile and tlsServerName need an https:// address")
+	}
+	if c.Timeout < 0 {
+		add("timeout must not be negative")
+	}
+	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > maxMaxRetries) {
+		add("maxRetries must be between 0 and %d", maxMaxRetries)
+	}
+	if c.RateLimit < 0 {
+		add("rateLimit must not be negative")
+	}
+	if c.RateBurst < 0 {
+		add("rateBurst must not be negative")
+	}
+	if c.RateBurst > 0 && c.RateLimit == 0 {
+		add("rateBurst needs rateLimit")
+	}
+	if c.Scope != "" {
+		if _, err := secretstore.NewScope(c.Scope); err != nil {
+			add("scope: %v", err)
+		}
+	}
+	for _, s := range c.Auth.problems() {
+		add("%s", s)
+	}
+	return p
+}
+
+// authField is one method-specific Auth field: its JSON name, the method
+// using it, and whether it is set.
+type authField struct {
+	name, method string
+	set          bool
+}
+
+// fields lists the method-specific fields, so fields of another method
+// are reported.
+func (a Auth) fields() []authField {
+	return []authField{
+		{"token", MethodToken, a.Token != ""},
+		{"tokenFile", MethodToken, a.TokenFile != ""},
+		{"tokenEnv", MethodToken, a.TokenEnv != ""},
+		{"roleID", MethodAppRole, a.RoleID != ""},
+		{"secretID", MethodAppRole, a.SecretID != ""},
+		{"secretIDFile", MethodAppRole, a.SecretIDFile != ""},
+		{"secretIDEnv", MethodAppRole, a.SecretIDEnv != ""},
+		{"wrappedSecretID", MethodAppRole, a.WrappedSecretID},
+		{"serviceAccountTokenFile", MethodKubernetes, a.ServiceAccountTokenFile != ""},
+		{"jwtFile", MethodJWT, a.JWTFile != ""},
+		{"jwtEnv", MethodJWT, a.JWTEnv != ""},
+	}
+}
+
+func (a Auth) problems() []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, "auth."+fmt.Sprintf(format, args...)) }
+	exactlyOne := func(what string, set ...bool) {
+		n := 0
+		for _, s := range set {
+			if s {
+				n++
+			}
+		}
+		if n != 1 {
+			add("method %s needs exactly one of %s", a.Method, what)
+		}
+	}
+	switch a.Method {
+	case "":
+		add("method is required: token, approle, kubernetes or jwt")
+		return p
+	case MethodToken:
+		exactlyOne("token, tokenFile, tokenEnv", a.Token != "", a.TokenFile != "", a.TokenEnv != "")
+		if a.Mount != "" {
+			add("mount is not used by method token")
+		}
+	case MethodAppRole:
+		if a.RoleID == "" {
+			add("roleID is required for method approle")
+		}
+		exactlyOne("secretID, secretIDFile, secretIDEnv", a.SecretID != "", a.SecretIDFile != "", a.SecretIDEnv != "")
+	case MethodKubernetes:
+		if a.Role == "" {
+			add("role is required for method kubernetes")
+		}
+	case MethodJWT:
+		exactlyOne("jwtFile, jwtEnv", a.JWTFile != "", a.JWTEnv != "")
+	default:
+		add("method %q is not one of token, approle, kubernetes, jwt", a.Method)
+		return p
+	}
+	if a.Role != "" && a.Method != MethodKubernetes && a.Method != MethodJWT {
+		add("role is not used by method %s", a.Method)
+	}
+	for _, f := range a.fields() {
+		if f.set && f.method != a.Method {
+			add("%s is not used by method %s (it belongs to %s)", f.name, a.Method, f.method)
+		}
+	}
+	if a.Mount != "" && validPath(a.Mount) != nil {
+		add("mount: %v", validPath(a.Mount))
+	}
+	return p
+}
+
+// validPath checks a configured path (mount, parentPath, namespace):
+// surrounding slashes are allowed, the rest must be a valid secret name, so
+// it cannot escape upwards or hold empty segments.
+func validPath(p string) error {
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return errors.New("path is empty")
+	}
+	return secretstore.ValidateName(t)
+}

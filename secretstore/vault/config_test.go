@@ -1,0 +1,179 @@
+package vault_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/vault"
+)
+
+func parse(t *testing.T, js string) (secretstore.Config, error) {
+	t.Helper()
+	return secretstore.ParseConfig(strings.NewReader(js))
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	_, err := parse(t, `{"type":"vault","vault":{
+		"address":"ftp://x","mount":"a/../b","kvVersion":"3","parentPath":"//",
+		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxRetries":99,
+		"rateLimit":-1,"rateBurst":-2,
+		"auth":{"method":"approle","secretID":"s3cr3t-id","secretIDFile":"/f","tokenFile":"/t","jwtEnv":"J"}}}`)
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	var ce *secretstore.ConfigError
+	require.ErrorAs(t, err, &ce)
+	want := []string{
+		"vault.address must be an http:// or https:// URL",
+		"vault.mount:",
+		`vault.kvVersion must be "1", "2" or "auto"`,
+		"vault.parentPath:",
+		"vault.caBundle and caFile are exclusive",
+		"vault.caBundle holds no PEM certificate",
+		"vault.timeout must not be negative",
+		"vault.maxRetries must be between 0 and 10",
+		"vault.rateLimit must not be negative",
+		"vault.rateBurst must not be negative",
+		"vault.auth.roleID is required for method approle",
+		"vault.auth.method approle needs exactly one of secretID, secretIDFile, secretIDEnv",
+		"vault.auth.tokenFile is not used by method approle",
+		"vault.auth.jwtEnv is not used by method approle",
+	}
+	msg := err.Error()
+	for _, w := range want {
+		assert.Contains(t, msg, w)
+	}
+	assert.Len(t, ce.Problems, len(want), "one problem per mistake:\n%s", msg)
+	assert.NotContains(t, msg, "s3cr3t-id", "a secret ID never appears in an error")
+}
+
+func TestConfigValidateTable(t *testing.T) {
+	ok := `"address":"https://vault.example:8200","auth":{"method":"token","tokenEnv":"VAULT_TOKEN"}`
+	for _, tc := range []struct {
+		name, section string
+		problem       string // "" = valid
+	}{
+		{"minimal token", ok, ""},
+		{"token file", `"address":"http://127.0.0.1:8200","auth":{"method":"token","tokenFile":"/run/token"}`, ""},
+		{"approle", `"address":"http://h","auth":{"method":"approle","roleID":"r","secretIDFile":"/f","wrappedSecretID":true,"mount":"ar"}`, ""},
+		{"kubernetes", `"address":"http://h","auth":{"method":"kubernetes","role":"agbot"}`, ""},
+		{"jwt", `"address":"http://h","auth":{"method":"jwt","jwtFile":"/jwt"}`, ""},
+		{"all options", `"address":"https://h","mount":"/kv/","kvVersion":"2","parentPath":"edge/secrets","namespace":"team/a","tlsServerName":"vault.internal","timeout":"5s","maxRetries":0,"rateLimit":2.5,"rateBurst":3,"auth":{"method":"token","tokenEnv":"T"}`, ""},
+		{"address missing", `"auth":{"method":"token","tokenEnv":"T"}`, "vault.address is required"},
+		{"auth missing", `"address":"http://h"`, "vault.auth.method is required"},
+		{"unknown method", `"address":"http://h","auth":{"method":"ldap"}`, `vault.auth.method "ldap" is not one of`},
+		{"two token sources", `"address":"http://h","auth":{"method":"token","token":"x","tokenEnv":"T"}`, "needs exactly one of token, tokenFile, tokenEnv"},
+		{"kubernetes without role", `"address":"http://h","auth":{"method":"kubernetes"}`, "vault.auth.role is required for method kubernetes"},
+		{"role on approle", `"address":"http://h","auth":{"method":"approle","roleID":"r","secretIDEnv":"S","role":"x"}`, "vault.auth.role is not used by method approle"},
+		{"jwt without source", `"address":"http://h","auth":{"method":"jwt","role":"r"}`, "needs exactly one of jwtFile, jwtEnv"},
+		{"mount on token", `"address":"http://h","auth":{"method":"token","tokenEnv":"T","mount":"x"}`, "vault.auth.mount is not used by method token"},
+		{"tls on http", `"address":"http://h","tlsServerName":"x",` + `"auth":{"method":"token","tokenEnv":"T"}`, "need an https:// address"},
+		{"burst without rate", `"address":"http://h","rateBurst":2,"auth":{"method":"token","tokenEnv":"T"}`, "vault.rateBurst needs rateLimit"},
+		{"namespace escapes", `"address":"http://h","namespace":"a/../b","auth":{"method":"token","tokenEnv":"T"}`, "vault.namespace:"},
+		{"bad timeout", `"address":"http://h","timeout":"soon","auth":{"method":"token","tokenEnv":"T"}`, `timeout must be a duration string such as "30s"`},
+		{"unknown field", `"address":"http://h","adress":"x","auth":{"method":"token","tokenEnv":"T"}`, `unknown field "adress"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, `{"type":"vault","defaultScope":"org1","vault":{`+tc.section+`}}`)
+			if tc.problem == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			assert.Contains(t, err.Error(), tc.problem)
+		})
+	}
+}
+
+func TestSensitiveNeverPrints(t *testing.T) {
+	const token = "hvs.CAESIsuper-secret-token"
+	a := vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(token)}
+	cfg := vault.Config{Address: "http://h", Auth: a}
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", cfg, "token", a.Token)
+	js, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	for _, out := range []string{
+		fmt.Sprint(cfg), fmt.Sprintf("%v %+v %#v %s %q %x", cfg, cfg, cfg, a.Token, a.Token, a.Token),
+		fmt.Sprintf("%#v", a), string(js), logged.String(),
+	} {
+		assert.NotContains(t, out, token)
+		assert.NotContains(t, out, "super-secret")
+	}
+	assert.Contains(t, string(js), secretstore.Redacted)
+	assert.Equal(t, "", vault.Sensitive("").String(), "an empty value prints empty, so 'not set' stays visible")
+}
+
+func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
+	cfg, err := parse(t, `{"type":"vault","vault":{"address":"http://127.0.0.1:1","auth":{"method":"approle","roleID":"r","secretIDFile":"/nonexistent/secret-id"}}}`)
+	require.NoError(t, err)
+	_, err = secretstore.Open(t.Context(), cfg)
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.Contains(t, err.Error(), "auth.secretIDFile")
+	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
+
+	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
+	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}})
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
+}
+
+func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
+	maxRetries := 0
+	_, err := vault.New(t.Context(), vault.Config{
+		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
+		Auth: vault.Auth{Method: vault.MethodToken, Token: "tok-never-printed"},
+	})
+	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
+	assert.NotContains(t, err.Error(), "tok-never-printed")
+	assert.False(t, errors.Is(err, secretstore.ErrPermission))
+}
+
+// FuzzConfig feeds arbitrary JSON to the vault section decoder and
+// validator: it must never panic, errors match ErrInvalid, and a credential
+// planted in the input never appears in the error.
+func FuzzConfig(f *testing.F) {
+	f.Add(`{"address":"http://h","auth":{"method":"token","token":"x"}}`)
+	f.Add(`{"address":"https://h","caBundle":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----","auth":{"method":"approle","roleID":"r","secretID":"x"}}`)
+	f.Add(`{"timeout":"1h","maxRetries":"x","auth":{"method":"jwt","jwtEnv":"E","token":"x"}}`)
+	f.Add(`{"auth":{"method":"token","token":7}}`)
+	f.Add(`{"auth":"token"}`)
+	f.Add(`[]`)
+	const canary = "CANARY-7f3a9q"
+	validate := func(t *testing.T, section []byte) error {
+		cfg := secretstore.Config{Type: vault.Type, Sections: map[string]json.RawMessage{vault.Type: section}}
+		err := cfg.Validate()
+		if err != nil && !errors.Is(err, secretstore.ErrInvalid) {
+			t.Fatalf("validation error does not match ErrInvalid: %v", err)
+		}
+		return err
+	}
+	f.Fuzz(func(t *testing.T, section string) {
+		validate(t, []byte(section))
+		var m map[string]any
+		if json.Unmarshal([]byte(section), &m) != nil {
+			return
+		}
+		auth, ok := m["auth"].(map[string]any)
+		if !ok {
+			auth = map[string]any{}
+			m["auth"] = auth
+		}
+		auth["token"], auth["secretID"] = canary, canary
+		planted, err := json.Marshal(m)
+		if err != nil {
+			return
+		}
+		if err := validate(t, planted); err != nil && strings.Contains(err.Error(), canary) {
+			t.Fatalf("error echoes a credential: %v", err)
+		}
+	})
+}
