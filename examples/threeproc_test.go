@@ -28,6 +28,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/vault" // registers "vault" for the administrator's store
 )
 
 // Generous bounds for a loaded 2-core machine.
@@ -52,7 +55,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	code := vaulttest.Main(m) // runs the tests, then stops the shared Vault server
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -419,3 +422,45 @@ func (a *adminAPI) do(ctx context.Context, method, name string, body []byte, wan
 	}
 	return nil
 }
+
+// The same flow against a real Vault dev server (KV v2): the agbot reads
+// Vault with a token from its environment, and the administrator writes
+// to Vault directly, as the vault CLI would. Outside CI it skips without
+// the server binary (see internal/vaulttest); in CI it fails.
+func TestThreeProcessesVault(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	mount := srv.EnableKV(t, 2)
+	section := map[string]any{"address": srv.Addr, "mount": mount, "parentPath": "openhorizon",
+		"auth": map[string]any{"method": "token", "tokenEnv": "VAULT_TOKEN"}}
+	cfg, err := json.Marshal(map[string]any{"type": "vault", "vault": section})
+	require.NoError(t, err)
+	cfgPath := filepath.Join(t.TempDir(), "store.json")
+	require.NoError(t, os.WriteFile(cfgPath, cfg, 0o600))
+
+	// The administrator's own client of the same Vault.
+	section["auth"] = map[string]any{"method": "token", "token": srv.RootToken}
+	adminCfg, err := json.Marshal(map[string]any{"type": "vault", "vault": section})
+	require.NoError(t, err)
+	parsed, err := secretstore.ParseConfig(bytes.NewReader(adminCfg))
+	require.NoError(t, err)
+	store, err := secretstore.Open(t.Context(), parsed)
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+
+	runThreeProcesses(t, backend{
+		storeConfig: cfgPath,
+		env:         []string{"VAULT_TOKEN=" + srv.RootToken},
+		admin:       func(*testing.T, string, string) admin { return storeAdmin{store} },
+		secrets:     []string{srv.RootToken},
+	})
+}
+
+// storeAdmin writes with a secretstore backend of its own.
+type storeAdmin struct{ store secretstore.Store }
+
+func (a storeAdmin) put(ctx context.Context, name, value string) error {
+	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	return err
+}
+
+func (a storeAdmin) del(ctx context.Context, name string) error { return a.store.Delete(ctx, name) }

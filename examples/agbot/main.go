@@ -47,6 +47,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers "memory"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/vault"  // registers "vault"
 )
 
 // Files in the state directory.
