@@ -219,7 +219,9 @@ func FuzzDecodeData(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		data, err := decodeData(bytes.NewReader(b), maxAdminBody)
 		if err != nil {
-			assert.NotContains(t, err.Error(), string(b), "errors never quote the body")
+			if len(b) >= 16 { // shorter inputs may match the error's own words
+				assert.NotContains(t, err.Error(), string(b), "errors never quote the body")
+			}
 			return
 		}
 		require.NotEmpty(t, data)
@@ -291,4 +293,24 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+func FuzzDeploymentFile(f *testing.F) {
+	sample, err := os.ReadFile("deployment.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sample)
+	f.Add([]byte(`{"org":"myorg","services":[{}],"pattern":{"services":[]}}`))
+	f.Add([]byte(`{"org":"..","services":[],"deploymentPolicy":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "d.json")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		d, err := loadDeployment(path)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, d.org)
+		require.NotNil(t, d.catalog)
+	})
 }

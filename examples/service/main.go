@@ -207,6 +207,12 @@ func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("status %d", status)
 	}
+	return decodeSecret(body, name)
+}
+
+// decodeSecret decodes the answer to GET /secrets/<name>, which must be
+// for name only. Errors never quote the answer.
+func decodeSecret(body []byte, name string) ([]byte, error) {
 	var answer map[string]struct {
 		Details []byte `json:"details"`
 	}

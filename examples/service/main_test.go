@@ -110,3 +110,19 @@ func TestServiceWaitsForItsEnvironment(t *testing.T) {
 	assert.False(t, s.hasEnv)
 	assert.Empty(t, out.String())
 }
+
+func FuzzDecodeSecret(f *testing.F) {
+	f.Add([]byte(`{"api_key":{"details":"VkFMVUU="}}`), "api_key")
+	f.Add([]byte(`{"api_key":{"details":"VkFMVUU="},"other":{"details":""}}`), "api_key")
+	f.Add([]byte(`{"api_key":{"details":"not base64"}}`), "api_key")
+	f.Fuzz(func(t *testing.T, body []byte, name string) {
+		content, err := decodeSecret(body, name)
+		if err != nil {
+			if len(body) >= 16 {
+				assert.NotContains(t, err.Error(), string(body), "errors never quote the answer")
+			}
+			return
+		}
+		assert.LessOrEqual(t, len(content), maxSecretBody)
+	})
+}
