@@ -58,37 +58,17 @@ type watchRun struct {
 // ends.
 func startWatch(t *testing.T, store secretstore.Store, names ...string) *watchRun {
 	t.Helper()
-	r := newWatchRun(t, secretstore.NewMonitor(store))
-	require.NoError(t, r.w.Watch(names...))
-	r.start(t, nil)
-	return r
-}
-
-// newWatchRun returns a watcher over mon, polling every watchInterval once
-// started.
-func newWatchRun(t *testing.T, mon *secretstore.Monitor) *watchRun {
-	t.Helper()
 	cfg, err := secretstore.NewWatcherConfig(watchInterval)
 	require.NoError(t, err)
-	r := &watchRun{mon: mon, interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
-	r.w, err = secretstore.NewWatcher(mon, secretstore.WatcherOptions{Config: cfg, Heartbeat: r.heartbeat})
+	r := &watchRun{mon: secretstore.NewMonitor(store), interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
+	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Config: cfg, Heartbeat: r.heartbeat})
 	require.NoError(t, err)
-	return r
-}
+	require.NoError(t, r.w.Watch(names...))
 
-// start runs the watcher until t ends, handing each cycle's events, once
-// recorded, to then (if not nil).
-func (r *watchRun) start(t *testing.T, then func(context.Context, []secretstore.Event)) {
-	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- r.w.Run(ctx, func(ctx context.Context, events []secretstore.Event) {
-			r.record(events)
-			if then != nil {
-				then(ctx, events)
-			}
-		})
+		done <- r.w.Run(ctx, func(_ context.Context, events []secretstore.Event) { r.record(events) })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -99,6 +79,7 @@ func (r *watchRun) start(t *testing.T, then func(context.Context, []secretstore.
 			t.Error("the watcher did not stop after its context was cancelled")
 		}
 	})
+	return r
 }
 
 func (r *watchRun) heartbeat(time.Time) {
@@ -125,6 +106,19 @@ func (r *watchRun) record(events []secretstore.Event) {
 // lower-numbered cycles are recorded already.
 func (r *watchRun) mark() int64 { return r.cycles.Load() }
 
+// window is the cycles around a change to the store: from is the cycle in
+// progress as the change began, to the one in progress once it was done.
+// Cycles from..to may or may not see the change; cycle to+1, the first to
+// start after it, must.
+type window struct{ from, to int64 }
+
+// around makes a change and returns the window of cycles around it.
+func (r *watchRun) around(change func()) window {
+	from := r.mark()
+	change()
+	return window{from: from, to: r.mark()}
+}
+
 // since returns the events of cycles numbered from on.
 func (r *watchRun) since(from int64) []cycleEvent {
 	r.mu.Lock()
@@ -139,23 +133,23 @@ func (r *watchRun) since(from int64) []cycleEvent {
 }
 
 // await waits up to one interval plus eventSlack for an event of kind about
-// name ("" for Unavailable) in a cycle numbered from on, and requires it to
-// be from the first cycle that started after mark was taken (from+1) or
-// earlier: whatever a cycle took on a loaded machine, the change was seen
-// within one interval of the watcher's own time.
-func (r *watchRun) await(t *testing.T, from int64, kind secretstore.EventKind, name string) cycleEvent {
+// name ("" for Unavailable) in the cycles of win or after, and requires it
+// to come no later than the first cycle that started after the change
+// (win.to+1): whatever a cycle took on a loaded machine, the change was
+// seen within one interval of the watcher's own time.
+func (r *watchRun) await(t *testing.T, win window, kind secretstore.EventKind, name string) cycleEvent {
 	t.Helper()
 	var found cycleEvent
 	require.Eventually(t, func() bool {
-		for _, e := range r.since(from) {
+		for _, e := range r.since(win.from) {
 			if e.Kind == kind && e.Name == name {
 				found = e
 				return true
 			}
 		}
 		return false
-	}, r.interval+eventSlack, 10*time.Millisecond, "no %s event for %q from cycle %d on; events: %v", kind, name, from, r.since(0))
-	assert.LessOrEqual(t, found.cycle, from+1, "%s reported in the first cycle after the change", kind)
+	}, r.interval+eventSlack, 10*time.Millisecond, "no %s event for %q from cycle %d on; events: %v", kind, name, win.from, r.since(0))
+	assert.LessOrEqual(t, found.cycle, win.to+1, "%s reported in the first cycle after the change", kind)
 	return found
 }
 
@@ -212,7 +206,7 @@ func TestWatcherOnVault(t *testing.T) {
 			put(t, s, "app/api", d("token", "kept"), nil)
 			w := startWatch(t, s, "app/db", "app/api")
 
-			initial := w.await(t, 0, secretstore.Appeared, "app/db")
+			initial := w.await(t, window{}, secretstore.Appeared, "app/db")
 			assert.True(t, initial.Initial)
 			assert.Equal(t, c.version(1), initial.Version)
 			w.settle(t, initial.cycle)
@@ -221,12 +215,11 @@ func TestWatcherOnVault(t *testing.T) {
 
 			// A new version: Changed for app/db in the next cycle, nothing
 			// for app/api, nothing repeated.
-			put(t, s, "app/db", d("password", "second"), nil)
-			mark := w.mark()
-			changed := w.await(t, mark, secretstore.Changed, "app/db")
+			win := w.around(func() { put(t, s, "app/db", d("password", "second"), nil) })
+			changed := w.await(t, win, secretstore.Changed, "app/db")
 			assert.Equal(t, c.version(2), changed.Version)
 			w.settle(t, changed.cycle+1)
-			assert.Equal(t, []string{"changed app/db"}, describe(w.since(mark)))
+			assert.Equal(t, []string{"changed app/db"}, describe(w.since(win.from)))
 
 			// What the next cycle cost, from the monitor's counts between
 			// heartbeats: one Stat per name, and a Get per name only where
@@ -243,12 +236,11 @@ func TestWatcherOnVault(t *testing.T) {
 			}
 
 			// Deleted once, in the first cycle after the delete.
-			require.NoError(t, s.Delete(ctx, "app/db"))
-			mark = w.mark()
-			deleted := w.await(t, mark, secretstore.Deleted, "app/db")
+			win = w.around(func() { require.NoError(t, s.Delete(ctx, "app/db")) })
+			deleted := w.await(t, win, secretstore.Deleted, "app/db")
 			assert.False(t, deleted.Initial)
 			w.settle(t, deleted.cycle+1)
-			assert.Equal(t, []string{"deleted app/db"}, describe(w.since(mark)))
+			assert.Equal(t, []string{"deleted app/db"}, describe(w.since(win.from)))
 		})
 	}
 }
@@ -275,41 +267,52 @@ func TestWatcherOnSealedVault(t *testing.T) {
 		runs = append(runs, r)
 	}
 	for _, r := range runs {
-		initial := r.w.await(t, 0, secretstore.Appeared, "app/api")
+		initial := r.w.await(t, window{}, secretstore.Appeared, "app/api")
 		r.w.settle(t, initial.cycle)
 		require.Len(t, r.w.since(0), 2, "%s: the baseline", r.name)
 	}
-
-	srv.Seal(t)
-	marks := map[string]int64{}
-	for _, r := range runs {
-		marks[r.name] = r.w.mark()
-	}
-	for _, r := range runs {
-		mark := marks[r.name]
-		first := r.w.await(t, mark, secretstore.Unavailable, "")
-		r.w.settle(t, first.cycle+1)
-		sealed := r.w.since(mark)
-		require.GreaterOrEqual(t, len(sealed), 2, "%s: Unavailable is reported in every sealed cycle", r.name)
-		for _, e := range sealed {
-			assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: while sealed, only Unavailable: %v", r.name, e)
-			assert.True(t, e.Outage, "%s: every name failed: an outage", r.name)
-			assert.Equal(t, []string{"app/api", "app/db"}, e.Names)
-			assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+	// around, for every run at once.
+	around := func(change func()) map[string]window {
+		wins := map[string]window{}
+		for _, r := range runs {
+			wins[r.name] = window{from: r.w.mark()}
 		}
+		change()
+		for _, r := range runs {
+			win := wins[r.name]
+			win.to = r.w.mark()
+			wins[r.name] = win
+		}
+		return wins
 	}
 
-	srv.Unseal(t)
+	wins := around(func() { srv.Seal(t) })
 	for _, r := range runs {
-		marks[r.name] = r.w.mark()
+		win := wins[r.name]
+		r.w.await(t, win, secretstore.Unavailable, "")
+		r.w.settle(t, win.to+2)
+		sealedCycles := 0
+		for _, e := range r.w.since(win.from) {
+			assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: while sealed, only Unavailable: %v", r.name, e)
+			assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+			if e.cycle <= win.to {
+				continue // a cycle the seal came in the middle of: some names may have been checked
+			}
+			sealedCycles++
+			assert.True(t, e.Outage, "%s: every name failed: an outage: %v", r.name, e)
+			assert.Equal(t, []string{"app/api", "app/db"}, e.Names)
+		}
+		assert.GreaterOrEqual(t, sealedCycles, 2, "%s: Unavailable is reported in every sealed cycle", r.name)
 	}
+
+	wins = around(func() { srv.Unseal(t) })
 	for _, r := range runs {
-		// The cycle in progress during the unseal may still have found
-		// the server sealed; the ones after report nothing.
-		mark := marks[r.name]
-		r.w.settle(t, mark+2)
-		for _, e := range r.w.since(mark) {
-			if e.cycle == mark {
+		// Cycles during the unseal may still have found the server
+		// sealed; the ones after report nothing.
+		win := wins[r.name]
+		r.w.settle(t, win.to+2)
+		for _, e := range r.w.since(win.from) {
+			if e.cycle <= win.to {
 				assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: %v", r.name, e)
 				continue
 			}
@@ -320,16 +323,17 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	}
 
 	// The state kept through the outage still tells a rotation from none.
+	wins = around(func() {
+		for _, r := range runs {
+			put(t, r.store, "app/db", d("password", "second"), nil)
+		}
+	})
 	for _, r := range runs {
-		put(t, r.store, "app/db", d("password", "second"), nil)
-		marks[r.name] = r.w.mark()
-	}
-	for _, r := range runs {
-		mark := marks[r.name]
-		changed := r.w.await(t, mark, secretstore.Changed, "app/db")
+		win := wins[r.name]
+		changed := r.w.await(t, win, secretstore.Changed, "app/db")
 		assert.Equal(t, r.version(2), changed.Version)
 		r.w.settle(t, changed.cycle)
-		assert.Equal(t, []string{"changed app/db"}, describe(r.w.since(mark)), r.name)
+		assert.Equal(t, []string{"changed app/db"}, describe(r.w.since(win.from)), r.name)
 	}
 }
 
