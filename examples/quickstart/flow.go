@@ -20,6 +20,7 @@ import (
 	// program imports the ones its store configs may name.
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/memory"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
 // DefaultStoreConfig is the store used without -store: in memory, with

@@ -21,6 +21,16 @@
 //	go run ./examples/quickstart -store store.json   # any registered backend
 //	go run ./examples/quickstart -v                  # and every debug log line on stderr
 //
+// A store.json for a local `vault server -dev` (KV v2 at "secret"), with
+// VAULT_TOKEN set to its root token:
+//
+//	{"type": "vault", "defaultScope": "openhorizon", "vault": {
+//	  "address": "http://127.0.0.1:8200", "mount": "secret",
+//	  "auth": {"method": "token", "tokenEnv": "VAULT_TOKEN"}}}
+//
+// The run writes its secrets under secret/openhorizon/myorg/ and deletes
+// them before it exits. The -h output shows a config for each backend.
+//
 // It exits with status 0 when every step did what it should, and 1 with a
 // message naming the failed step otherwise.
 package main
@@ -40,6 +50,18 @@ import (
 // runTimeout bounds a whole run; each wait inside has its own, shorter limit.
 const runTimeout = 60 * time.Second
 
+// Store configs the usage shows, besides DefaultStoreConfig.
+const (
+	// awssmStoreConfigExample uses AWS Secrets Manager with the SDK's
+	// default credential chain.
+	awssmStoreConfigExample = `{"type": "awssm", "defaultScope": "openhorizon", "awssm": {"region": "eu-west-1"}}`
+	// vaultStoreConfigExample uses a local `vault server -dev`: KV v2 at
+	// "secret", token auth with the token read from VAULT_TOKEN (a config
+	// file should not hold it).
+	vaultStoreConfigExample = `{"type": "vault", "defaultScope": "openhorizon", "vault": {` +
+		`"address": "http://127.0.0.1:8200", "mount": "secret", "auth": {"method": "token", "tokenEnv": "VAULT_TOKEN"}}}`
+)
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -48,15 +70,18 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	storePath := fs.String("store", "", "`file` holding a JSON store config, e.g.\n"+
-		`{"type": "awssm", "defaultScope": "openhorizon", "awssm": {"region": "eu-west-1"}}`+"\n"+
-		"(default: "+DefaultStoreConfig+")")
+	storePath := fs.String("store", "", "`file` holding a JSON store config, see below\n(default: "+DefaultStoreConfig+")")
 	verbose := fs.Bool("v", false, "also write every component's debug log to stderr (names, never values)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: quickstart [-store file] [-v]\n\n"+
 			"Runs the whole edgesecrets flow in one process: admin, deployer, agbot,\n"+
 			"agent and service. Store types: %v.\n\n", registeredBackends())
 		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nStore configs, one per backend:\n"+
+			"  memory: %s\n  awssm:  %s\n  vault:  %s\n"+
+			"          (a local `vault server -dev`, VAULT_TOKEN set to its root token;\n"+
+			"          the run writes under secret/openhorizon/myorg/ and deletes what it wrote)\n",
+			DefaultStoreConfig, awssmStoreConfigExample, vaultStoreConfigExample)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

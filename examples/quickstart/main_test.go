@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -124,7 +126,10 @@ func TestQuickstartProgram(t *testing.T) {
 		_, stderr, code := exe(t, "-h")
 		assert.Equal(t, 0, code)
 		assert.Contains(t, stderr, "Usage: quickstart [-store file] [-v]")
-		assert.Contains(t, stderr, "awssm, memory")
+		assert.Contains(t, stderr, "Store types: awssm, memory, vault.")
+		for _, example := range []string{DefaultStoreConfig, awssmStoreConfigExample, vaultStoreConfigExample} {
+			assert.Contains(t, stderr, example)
+		}
 	})
 }
 
@@ -221,6 +226,45 @@ func TestFlowOnSecretsManager(t *testing.T) {
 	assert.Positive(t, endpoint.Calls(smmock.OpPutSecretValue), "the rotation went to Secrets Manager")
 	assert.Empty(t, endpoint.Names(), "the run deleted what it wrote")
 	assertCleanedUp(t, f)
+}
+
+// The store configs the usage shows are valid for their backends.
+func TestStoreConfigExamples(t *testing.T) {
+	for _, example := range []string{DefaultStoreConfig, awssmStoreConfigExample, vaultStoreConfigExample} {
+		_, err := secretstore.ParseConfig(strings.NewReader(example))
+		assert.NoError(t, err, example)
+	}
+}
+
+// TestFlowOnVault runs the flow against a real Vault dev server with the
+// usage's vault config (KV v2, token auth with the root token taken from
+// VAULT_TOKEN), pointed at this server and a fresh mount, and checks that
+// the run left the mount empty.
+func TestFlowOnVault(t *testing.T) {
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	mount := srv.EnableKV(t, 2)
+	t.Setenv("VAULT_TOKEN", srv.RootToken)
+	config := strings.NewReplacer(
+		`"http://127.0.0.1:8200"`, strconv.Quote(srv.Addr),
+		`"mount": "secret"`, `"mount": `+strconv.Quote(mount),
+	).Replace(vaultStoreConfigExample)
+	require.Contains(t, config, srv.Addr)
+	require.Contains(t, config, strconv.Quote(mount))
+
+	f, out, err := runFlow(t, Options{StoreConfig: config})
+	require.NoError(t, err, out)
+	want := append([]string{`hub       opened a "vault" store (scope "openhorizon")`}, narratedSteps[1:]...)
+	assertInOrder(t, out, want)
+	assert.Contains(t, out, "rotated the password of myorg/db/web-login: version 1 -> 2 (compare-and-set)",
+		"the rotation made a new KV v2 version")
+	assert.NotContains(t, out, srv.RootToken)
+	assertCleanedUp(t, f)
+
+	// Nothing is left on the mount: no secret, and no metadata of a
+	// deleted one.
+	left, err := srv.Client(t).Logical().ListWithContext(t.Context(), mount+"/metadata/")
+	require.NoError(t, err)
+	assert.Nil(t, left, "the mount is empty after the run")
 }
 
 // TestFlowFailures breaks the flow at one point and checks that it stops
