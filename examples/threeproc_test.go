@@ -430,16 +430,16 @@ func (a *adminAPI) do(ctx context.Context, method, name string, body []byte, wan
 func TestThreeProcessesVault(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)
-	section := map[string]any{"address": srv.Addr, "mount": mount, "parentPath": "openhorizon",
-		"auth": map[string]any{"method": "token", "tokenEnv": "VAULT_TOKEN"}}
-	cfg, err := json.Marshal(map[string]any{"type": "vault", "vault": section})
+	// The README's store.json, on this server's own KV v2 mount.
+	section := map[string]any{"address": srv.Addr, "mount": mount, "auth": map[string]any{"method": "token", "tokenEnv": "VAULT_TOKEN"}}
+	cfg, err := json.Marshal(map[string]any{"type": "vault", "defaultScope": "openhorizon", "vault": section})
 	require.NoError(t, err)
 	cfgPath := filepath.Join(t.TempDir(), "store.json")
 	require.NoError(t, os.WriteFile(cfgPath, cfg, 0o600))
 
 	// The administrator's own client of the same Vault.
 	section["auth"] = map[string]any{"method": "token", "token": srv.RootToken}
-	adminCfg, err := json.Marshal(map[string]any{"type": "vault", "vault": section})
+	adminCfg, err := json.Marshal(map[string]any{"type": "vault", "defaultScope": "openhorizon", "vault": section})
 	require.NoError(t, err)
 	parsed, err := secretstore.ParseConfig(bytes.NewReader(adminCfg))
 	require.NoError(t, err)
