@@ -18,9 +18,11 @@
 // 0600) with the /secrets API URL, the instance id and token, and the
 // directory of its secret files: a stand-in for the environment variables
 // and the read-only bind mount at /open-horizon-secrets a real agent gives
-// the container. The instance id is the service's container name. Nothing
-// secret is written anywhere else: the secret files live under the agentapi
-// root only.
+// the container. The instance id is the service's container name. Secret
+// values are written under the agentapi root only (messages are never
+// saved); -dir holds the agent's keys (0600) and its replay state (ids and
+// sequence numbers, kept so a replayed message stays refused after a
+// restart).
 package main
 
 import (
