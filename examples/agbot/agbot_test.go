@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+func put(t *testing.T, store secretstore.Store, name, value string) {
+	t.Helper()
+	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+}
+
+// The sample deployment loads, validates against the store, and resolves
+// to the bindings the tracker and the proposal use; while its secret is
+// missing, that is the only problem.
+func TestSampleDeployment(t *testing.T) {
+	dep, err := loadDeployment("deployment.json")
+	require.NoError(t, err)
+	assert.Equal(t, "myorg", dep.org)
+	store := memory.New()
+	checker, err := binding.NewStoreChecker(store, dep.org)
+	require.NoError(t, err)
+	validate := func() *binding.Report {
+		report, err := binding.Validate(t.Context(), dep.target, binding.Options{Resolver: dep.catalog, Checker: checker})
+		require.NoError(t, err)
+		return report
+	}
+
+	report := validate()
+	missing, other := dep.missingSecrets(report)
+	assert.Equal(t, []string{"myorg/web/api-key"}, missing)
+	assert.Empty(t, other)
+
+	put(t, store, "myorg/web/api-key", "v")
+	report = validate()
+	require.True(t, report.OK(), "%v", report.Problems)
+	bindings, err := dep.serviceBindings(report)
+	require.NoError(t, err)
+	assert.Equal(t, []agreement.ServiceBinding{{
+		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"},
+		Secrets: map[string]agreement.BoundSecret{"api_key": {VaultSecret: "myorg/web/api-key", Format: agreement.FormatRaw}},
+	}}, bindings)
+}
+
+// Problems other than missing secrets are not waited for.
+func TestMissingSecretsSplitsOtherProblems(t *testing.T) {
+	df := sampleFile(t)
+	df.DeploymentPolicy = json.RawMessage(strings.Replace(string(df.DeploymentPolicy),
+		`"bindings": { "api_key"`, `"bindings": { "extra": { "vaultSecret": "web/extra" }, "api_key"`, 1))
+	dep, err := df.decode()
+	require.NoError(t, err)
+	report, err := binding.Validate(t.Context(), dep.target, binding.Options{Resolver: dep.catalog, Checker: must(binding.NewStoreChecker(memory.New(), "myorg"))})
+	require.NoError(t, err)
+	missing, other := dep.missingSecrets(report)
+	assert.Equal(t, []string{"myorg/web/api-key"}, missing)
+	var codes []binding.Code
+	for _, p := range other {
+		codes = append(codes, p.Code)
+	}
+	assert.Equal(t, []binding.Code{binding.CodeSecretUndeclared}, codes)
+}
+
+func sampleFile(t *testing.T) deploymentFile {
+	t.Helper()
+	f, err := os.Open("deployment.json")
+	require.NoError(t, err)
+	defer f.Close()
+	var df deploymentFile
+	require.NoError(t, json.NewDecoder(f).Decode(&df))
+	return df
+}
+
+func TestDeploymentFileErrors(t *testing.T) {
+	sample := sampleFile(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*deploymentFile)
+		want []string
+	}{
+		{"everything missing", func(df *deploymentFile) { *df = deploymentFile{} }, []string{"org:", "services: none given", "deploymentPolicy or pattern: missing"}},
+		{"both kinds", func(df *deploymentFile) { df.Pattern = json.RawMessage(`{"services":[]}`) }, []string{"not both"}},
+		{"bad org and service", func(df *deploymentFile) {
+			df.Org = "a/b"
+			df.Services = append(df.Services, json.RawMessage(`{"org": 7}`))
+		}, []string{"org:", "services[1]:"}},
+		{"bad policy", func(df *deploymentFile) { df.DeploymentPolicy = json.RawMessage(`{"service": "x"}`) }, []string{"deploymentPolicy:"}},
+		{"duplicate service", func(df *deploymentFile) { df.Services = append(df.Services, df.Services[0]) }, []string{"services:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			df := sample
+			df.Services = slices.Clone(sample.Services)
+			tc.edit(&df)
+			_, err := df.decode()
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	_, err := loadDeployment(filepath.Join(t.TempDir(), "none.json"))
+	assert.Error(t, err)
+	path := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"org": "myorg", "unknown": 1}`), 0o600))
+	_, err = loadDeployment(path)
+	assert.ErrorContains(t, err, "unknown field")
+}
+
+func TestAdminHandler(t *testing.T) {
+	store := memory.New()
+	log, logs := logtest.NewLogger()
+	srv := httptest.NewServer(http.StripPrefix("", &adminHandler{store: store, token: "admin-token", log: log}))
+	t.Cleanup(srv.Close)
+	call := func(method, path, token, body string) (int, string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+
+	status, _ := call(http.MethodPut, "/admin/secrets/myorg/db", "", `{"password":"VALUE-1"}`)
+	assert.Equal(t, http.StatusUnauthorized, status)
+	status, _ = call(http.MethodPut, "/admin/secrets/myorg/db", "wrong", `{"password":"VALUE-1"}`)
+	assert.Equal(t, http.StatusUnauthorized, status)
+	_, err := store.Get(t.Context(), "myorg/db")
+	require.ErrorIs(t, err, secretstore.ErrNotFound, "refused requests write nothing")
+
+	status, body := call(http.MethodPut, "/admin/secrets/myorg/db", "admin-token", `{"password":"VALUE-1"}`)
+	assert.Equal(t, http.StatusOK, status)
+	assert.JSONEq(t, `{"changed":true}`, body)
+	s, err := store.Get(t.Context(), "myorg/db")
+	require.NoError(t, err)
+	assert.Equal(t, "VALUE-1", string(s.Data["password"]))
+	_, body = call(http.MethodPut, "/admin/secrets/myorg/db", "admin-token", `{"password":"VALUE-1"}`)
+	assert.JSONEq(t, `{"changed":false}`, body)
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"not JSON", http.MethodPut, "/admin/secrets/myorg/x", `VALUE-2`, http.StatusBadRequest},
+		{"not strings", http.MethodPut, "/admin/secrets/myorg/x", `{"k": 1}`, http.StatusBadRequest},
+		{"empty", http.MethodPut, "/admin/secrets/myorg/x", `{}`, http.StatusBadRequest},
+		{"empty key", http.MethodPut, "/admin/secrets/myorg/x", `{"": "VALUE-2"}`, http.StatusBadRequest},
+		{"too large", http.MethodPut, "/admin/secrets/myorg/x", `{"k": "` + strings.Repeat("V", maxAdminBody) + `"}`, http.StatusBadRequest},
+		{"bad name", http.MethodPut, "/admin/secrets/myorg//x", `{"k": "VALUE-2"}`, http.StatusBadRequest},
+		{"no name", http.MethodDelete, "/admin/secrets/", ``, http.StatusBadRequest},
+		{"method", http.MethodGet, "/admin/secrets/myorg/db", ``, http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(tc.method, tc.path, "admin-token", tc.body)
+			assert.Equal(t, tc.status, status, body)
+			assert.NotContains(t, body, "VALUE-")
+		})
+	}
+
+	status, _ = call(http.MethodDelete, "/admin/secrets/myorg/db", "admin-token", "")
+	assert.Equal(t, http.StatusNoContent, status)
+	_, err = store.Get(t.Context(), "myorg/db")
+	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.NotContains(t, logs.String(), "VALUE-")
+	assert.Contains(t, logs.String(), "myorg/db")
+}
+
+func TestPreload(t *testing.T) {
+	store := memory.New()
+	log, logs := logtest.NewLogger()
+	path := filepath.Join(t.TempDir(), "preload.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"myorg/a": {"k": "VALUE-a"}, "myorg/b": {"user": "u", "password": "VALUE-b"}}`), 0o600))
+	require.NoError(t, preload(t.Context(), store, path, log))
+	names, err := store.List(t.Context(), "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"myorg/a", "myorg/b"}, names)
+	s, err := store.Get(t.Context(), "myorg/b")
+	require.NoError(t, err)
+	assert.Equal(t, "VALUE-b", string(s.Data["password"]))
+	assert.NotContains(t, logs.String(), "VALUE-")
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"myorg/c": {"k": 7}}`), 0o600))
+	err = preload(t.Context(), store, path, log)
+	assert.ErrorContains(t, err, `secret "myorg/c"`)
+	require.NoError(t, os.WriteFile(path, []byte(`{"../c": {"k": "VALUE-c"}}`), 0o600))
+	err = preload(t.Context(), store, path, log)
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.NotContains(t, err.Error(), "VALUE-")
+}
+
+func FuzzDecodeData(f *testing.F) {
+	f.Add([]byte(`{"password":"pw","user":"u"}`))
+	f.Add([]byte(`{"":"x"}`))
+	f.Add([]byte(`{"k":"\u0000\ud800"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		data, err := decodeData(bytes.NewReader(b), maxAdminBody)
+		if err != nil {
+			if len(b) >= 16 { // shorter inputs may match the error's own words
+				assert.NotContains(t, err.Error(), string(b), "errors never quote the body")
+			}
+			return
+		}
+		require.NotEmpty(t, data)
+		for k := range data {
+			require.NotEmpty(t, k)
+		}
+	})
+}
+
+// queue records the updates the tracker queues.
+type queue struct {
+	mu      sync.Mutex
+	updates []agreement.Update
+}
+
+func (q *queue) Queue(_ context.Context, u agreement.Update) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.updates = append(q.updates, u)
+	return nil
+}
+
+func (q *queue) Forget(context.Context, string) error { return nil }
+
+// The proposal's bindings carry the content tags of what it sealed, so a
+// rotation between the read and the watcher's first look at the secret
+// still reaches the agent as an update, and no update is sent when the
+// agent has what the store holds.
+func TestProposalTagsDeliverEarlyRotations(t *testing.T) {
+	ctx := t.Context()
+	store := memory.New()
+	put(t, store, "myorg/web/api-key", "first")
+	put(t, store, "myorg/web/other", "only")
+	watcher, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	q := &queue{}
+	a := &agbot{log: slog.New(slog.DiscardHandler), reader: secretstore.NewReader(store, secretstore.ReaderOptions{})}
+	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{Reader: a.reader, Watcher: watcher, Outbox: q})
+	require.NoError(t, err)
+	binding := func(secret string) []agreement.ServiceBinding {
+		return []agreement.ServiceBinding{{
+			Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Container: "web"},
+			Secrets: map[string]agreement.BoundSecret{"s": {VaultSecret: secret, Format: agreement.FormatRaw}},
+		}}
+	}
+
+	p, tagged, err := a.readProposal(ctx, "agreement-1", binding("myorg/web/api-key"))
+	require.NoError(t, err)
+	assert.Equal(t, "first", string(p.Services[0].Secrets["s"].Data["value"]))
+	assert.False(t, tagged[0].Secrets["s"].Sent.IsZero())
+	require.NoError(t, a.tracker.Register("agreement-1", tagged))
+	_, tagged, err = a.readProposal(ctx, "agreement-2", binding("myorg/web/other"))
+	require.NoError(t, err)
+	require.NoError(t, a.tracker.Register("agreement-2", tagged))
+
+	put(t, store, "myorg/web/api-key", "second") // before the watcher's first look
+	for range 2 {
+		a.tracker.HandleEvents(ctx, watcher.Poll(ctx))
+	}
+	require.Len(t, q.updates, 1, "agreement-1 gets the value it missed; agreement-2 has the current one")
+	assert.Equal(t, "agreement-1", q.updates[0].AgreementID)
+	su, err := q.updates[0].Secrets()
+	require.NoError(t, err)
+	assert.Equal(t, "second", string(su.Services[0].Secrets["s"].Data["value"]))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func FuzzDeploymentFile(f *testing.F) {
+	sample, err := os.ReadFile("deployment.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sample)
+	f.Add([]byte(`{"org":"myorg","services":[{}],"pattern":{"services":[]}}`))
+	f.Add([]byte(`{"org":"..","services":[],"deploymentPolicy":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "d.json")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		d, err := loadDeployment(path)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, d.org)
+		require.NotNil(t, d.catalog)
+	})
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/safename"
+)
+
+// maxDeploymentFileSize bounds the -deployment file: a few service
+// definitions and one pattern or policy.
+const maxDeploymentFileSize = 4 * binding.MaxServiceDefinitionSize
+
+// deploymentFile is the -deployment file: the organisation, the service
+// definitions the deployment needs (the deployed services and their
+// dependencies, as the exchange would supply them), and a deployment
+// policy or a pattern with its secretBinding:
+//
+//	{"org": "myorg",
+//	 "services": [{"org": "myorg", "url": "com.example.web", ...}],
+//	 "deploymentPolicy": {"service": {...}, "secretBinding": [...]}}
+type deploymentFile struct {
+	Org              string            `json:"org"`
+	Services         []json.RawMessage `json:"services"`
+	DeploymentPolicy json.RawMessage   `json:"deploymentPolicy"`
+	Pattern          json.RawMessage   `json:"pattern"`
+}
+
+// deployment is what the agbot deploys to every node of its organisation
+// whose agent shows a valid identity.
+type deployment struct {
+	org     string
+	target  binding.Target
+	catalog *binding.Catalog
+}
+
+// loadDeployment reads and decodes the -deployment file. The service
+// definitions, policy and pattern go through the binding package's own
+// decoders and limits.
+func loadDeployment(path string) (*deployment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var df deploymentFile
+	if err := jsonproblem.Decode(f, maxDeploymentFileSize, &df); err != nil {
+		return nil, fmt.Errorf("deployment file %s: %w", path, err)
+	}
+	d, err := df.decode()
+	if err != nil {
+		return nil, fmt.Errorf("deployment file %s: %w", path, err)
+	}
+	return d, nil
+}
+
+func (df deploymentFile) decode() (*deployment, error) {
+	var problems []error
+	if err := safename.Check(df.Org); err != nil {
+		problems = append(problems, fmt.Errorf("org: %w", err))
+	}
+	var defs []*binding.ServiceDefinition
+	for i, raw := range df.Services {
+		def, err := binding.DecodeServiceDefinition(bytes.NewReader(raw))
+		if err != nil {
+			problems = append(problems, fmt.Errorf("services[%d]: %w", i, err))
+			continue
+		}
+		defs = append(defs, def)
+	}
+	if len(df.Services) == 0 {
+		problems = append(problems, errors.New("services: none given"))
+	}
+	var target binding.Target
+	switch {
+	case df.DeploymentPolicy != nil && df.Pattern != nil:
+		problems = append(problems, errors.New("give a deploymentPolicy or a pattern, not both"))
+	case df.DeploymentPolicy != nil:
+		p, err := binding.DecodeDeploymentPolicy(bytes.NewReader(df.DeploymentPolicy))
+		if err != nil {
+			problems = append(problems, fmt.Errorf("deploymentPolicy: %w", err))
+		} else {
+			target = p.Target()
+		}
+	case df.Pattern != nil:
+		p, err := binding.DecodePattern(bytes.NewReader(df.Pattern))
+		if err != nil {
+			problems = append(problems, fmt.Errorf("pattern: %w", err))
+		} else {
+			target = p.Target()
+		}
+	default:
+		problems = append(problems, errors.New("deploymentPolicy or pattern: missing"))
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	catalog, err := binding.NewCatalog(defs...)
+	if err != nil {
+		return nil, fmt.Errorf("services: %w", err)
+	}
+	return &deployment{org: df.Org, target: target, catalog: catalog}, nil
+}
+
+// serviceBindings groups the bindings a validation resolved by service
+// (container), with store names under the organisation: what the tracker
+// registers and the proposal carries.
+func (d *deployment) serviceBindings(report *binding.Report) ([]agreement.ServiceBinding, error) {
+	byService := map[agreement.ServiceRef]map[string]agreement.BoundSecret{}
+	for _, rb := range report.Resolved {
+		path, err := rb.VaultSecret.StorePath(d.org)
+		if err != nil {
+			return nil, err
+		}
+		if byService[rb.Service] == nil {
+			byService[rb.Service] = map[string]agreement.BoundSecret{}
+		}
+		byService[rb.Service][rb.ServiceSecret] = agreement.BoundSecret{VaultSecret: path, Format: rb.Format}
+	}
+	refs := slices.SortedFunc(maps.Keys(byService), func(a, b agreement.ServiceRef) int { return strings.Compare(a.String(), b.String()) })
+	out := make([]agreement.ServiceBinding, 0, len(refs))
+	for _, ref := range refs {
+		out = append(out, agreement.ServiceBinding{Service: ref, Secrets: byService[ref]})
+	}
+	return out, nil
+}
+
+// missingSecrets splits a report's errors: the store names of bound
+// secrets that do not exist, and every other error. A deployment held up
+// only by missing secrets waits for them.
+func (d *deployment) missingSecrets(report *binding.Report) (missing []string, other []binding.Problem) {
+	for _, p := range report.Errors() {
+		if p.Code != binding.CodeVaultSecretMissing {
+			other = append(other, p)
+			continue
+		}
+		name, err := binding.ParseVaultSecretName(p.VaultSecret)
+		if err == nil {
+			var path string
+			if path, err = name.StorePath(d.org); err == nil {
+				missing = append(missing, path)
+				continue
+			}
+		}
+		other = append(other, p)
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing), other
+}

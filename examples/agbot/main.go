@@ -1,0 +1,287 @@
+// Command agbot is the hub side of the edgesecrets example: an agreement
+// bot holding the secret store. Run it with the agent and service examples
+// (see the README and examples/threeproc_test.go):
+//
+//	agbot -deployment deployment.json [-store store.json] [-dir agbot-state]
+//
+// It serves, on a loopback address:
+//
+//	GET  /secrets/{name...}, /health      the binding existence API (admin token; /health open)
+//	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
+//	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
+//	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
+//
+// When an agent publishes its identity certificate on the relay, the agbot
+// verifies it, validates the deployment (binding.Validate, with the store
+// checking that bound secrets exist), and seals a proposal carrying the
+// secrets to the agent's certified key. A watcher polls the store; the
+// tracker turns a rotation into a sealed update, which the outbox delivers
+// until the agent replies, and a deleted secret into a cancellation.
+//
+// Agents register with a demo attestation keyed by a bootstrap token file
+// the agbot creates and the agent reads: a stand-in for a provider's
+// signed instance identity document. Everything is in memory (identity CA,
+// records, outbox) except the agbot's agreement keys in -dir; restart the
+// agents after restarting the agbot.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers "memory"
+	_ "github.com/edgesecrets/edgesecrets/secretstore/vault"  // registers "vault"
+)
+
+// Files in the state directory.
+const (
+	keysFile       = "agbot-keys.pem"
+	publicKeysFile = "agbot.pub"
+)
+
+type config struct {
+	listen, addrFile, dir     string
+	storeConfig, preload      string
+	deployment                string
+	adminTokenFile, bootToken string
+	watchInterval, backoff    time.Duration
+	replyTimeout, grace       time.Duration
+	logLevel                  string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.listen, "listen", "127.0.0.1:8081", "loopback `address` to serve on (port 0: any free port)")
+	flag.StringVar(&c.addrFile, "addr-file", "", "write the agbot's URL to this `file` once listening")
+	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), default token files")
+	flag.StringVar(&c.storeConfig, "store", "", "JSON secret store config `file` (memory, vault or awssm); default an in-memory store")
+	flag.StringVar(&c.preload, "preload", "", "JSON `file` of secrets to write into the memory store at start: {\"<name>\": {\"<key>\": \"<value>\"}}")
+	flag.StringVar(&c.deployment, "deployment", "", "deployment `file`: {\"org\", \"services\": [service definitions], \"deploymentPolicy\" or \"pattern\"} (required)")
+	flag.StringVar(&c.adminTokenFile, "admin-token-file", "", "admin token `file`, created if missing (default <dir>/admin-token)")
+	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "demo attestation bootstrap token `file` shared with agents, created if missing (default <dir>/bootstrap-token)")
+	flag.DurationVar(&c.watchInterval, "watch-interval", 5*time.Second, "how often the store is polled for rotated and deleted secrets (at least 1s)")
+	flag.DurationVar(&c.backoff, "update-backoff", 2*time.Second, "wait before resending an unanswered update; doubles each time")
+	flag.DurationVar(&c.replyTimeout, "reply-timeout", 10*time.Second, "how long to wait for an agent's reply to a message")
+	flag.DurationVar(&c.grace, "grace", 0, "grace period before cancelling agreements whose secret was deleted")
+	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
+	demo.SetUsage("agbot -deployment deployment.json [flags]",
+		"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
+			"identities, seals secrets to agents and delivers rotations through a relay.")
+	flag.Parse()
+	demo.Main("agbot", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
+}
+
+func run(c config, log *slog.Logger) error {
+	if c.deployment == "" {
+		return errors.New("-deployment is required (see -h)")
+	}
+	if c.adminTokenFile == "" {
+		c.adminTokenFile = filepath.Join(c.dir, "admin-token")
+	}
+	if c.bootToken == "" {
+		c.bootToken = filepath.Join(c.dir, "bootstrap-token")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	dep, err := loadDeployment(c.deployment)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	keys, err := loadOrCreateKeys(c.dir)
+	if err != nil {
+		return err
+	}
+	adminToken, err := demo.ReadOrCreateToken(c.adminTokenFile)
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	bootstrap, err := demo.ReadOrCreateToken(c.bootToken)
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	store, cfg, err := openStore(ctx, c.storeConfig, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	monitor := secretstore.NewMonitor(store)
+	if c.preload != "" {
+		if cfg.Type != "memory" {
+			return fmt.Errorf("-preload is for the memory store only, not %q", cfg.Type)
+		}
+		if err := preload(ctx, monitor, c.preload, log); err != nil {
+			return err
+		}
+	}
+
+	a := &agbot{
+		log: log, dep: dep, keys: keys,
+		reader:       secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: 5 * time.Second}),
+		seq:          demo.NewSequencer(),
+		replies:      agreement.NewMemoryReplayGuard(),
+		replyTimeout: c.replyTimeout,
+		retryDelay:   c.backoff,
+		attempts:     5,
+		ctx:          ctx,
+		byNode:       map[relay.Node]string{},
+		deploying:    map[relay.Node]bool{},
+		agreements:   map[string]*agreementState{},
+	}
+	if a.checker, err = binding.NewStoreChecker(monitor, dep.org); err != nil {
+		return err
+	}
+	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
+		Config: secretstore.WatcherConfig{Interval: c.watchInterval}, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	transport, err := agreement.NewSealingTransport(agreement.SealingTransportOptions{
+		Keys: keys, AgentKeys: a.agentKeys, Sender: a, ReplyGuard: a.replies,
+	})
+	if err != nil {
+		return err
+	}
+	outbox, err := agreement.NewOutbox(ctx, transport, agreement.OutboxOptions{Backoff: c.backoff, Logger: log})
+	if err != nil {
+		return err
+	}
+	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
+		Reader: a.reader, Watcher: watcher, Outbox: outbox,
+		Cancel: a.cancel, Retry: a.retry, GracePeriod: c.grace, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer a.tracker.Close()
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor(bootstrap), Logger: log})
+	if err != nil {
+		return err
+	}
+	a.verifier = issuer.Verifier()
+	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Logger: log})
+
+	handler, err := newMux(a, issuer, monitor, adminToken, log)
+	if err != nil {
+		return err
+	}
+	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	if err != nil {
+		return err
+	}
+	log.Info("agbot serving", slog.String("url", srv.URL), slog.String("store", cfg.Type), slog.String("org", dep.org),
+		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
+
+	done := make(chan struct{}, 2)
+	go func() { watcher.Run(ctx, a.tracker.HandleEvents); done <- struct{}{} }()
+	go func() { outbox.Run(ctx); done <- struct{}{} }()
+	<-ctx.Done()
+	log.Info("agbot stopping")
+	err = srv.Shutdown()
+	<-done
+	<-done
+	a.wait()
+	return err
+}
+
+// newMux routes the agbot's APIs.
+func newMux(a *agbot, issuer *identity.Issuer, monitor *secretstore.Monitor, adminToken string, log *slog.Logger) (http.Handler, error) {
+	existence, err := binding.NewHandler(binding.HandlerOptions{
+		Store: monitor,
+		Authenticate: func(r *http.Request) (binding.Caller, error) {
+			if !bearerIs(r, adminToken) {
+				return binding.Caller{}, errors.New("missing or wrong admin token")
+			}
+			return binding.Caller{Org: a.dep.org, Name: "admin"}, nil
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids, err := identity.NewHandler(identity.HandlerOptions{
+		Issuer: issuer,
+		AuthorizeRevoke: func(r *http.Request, _ identity.Identity) error {
+			if !bearerIs(r, adminToken) {
+				return identity.ErrUnauthenticated
+			}
+			return nil
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(binding.SecretsPath, existence)
+	mux.Handle(binding.HealthPath, existence)
+	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
+	mux.Handle("/relay/", a.relay)
+	mux.Handle(adminPathPrefix, &adminHandler{store: a.reader, token: adminToken, log: log})
+	return mux, nil
+}
+
+// openStore opens the store of the config file at path, or an in-memory
+// store when path is empty.
+func openStore(ctx context.Context, path string, log *slog.Logger) (secretstore.Store, secretstore.Config, error) {
+	r := strings.NewReader(`{"type": "memory"}`)
+	var cfg secretstore.Config
+	var err error
+	if path == "" {
+		cfg, err = secretstore.ParseConfig(r)
+	} else {
+		var f *os.File
+		if f, err = os.Open(path); err != nil {
+			return nil, cfg, err
+		}
+		cfg, err = secretstore.ParseConfig(f)
+		f.Close()
+	}
+	if err != nil {
+		return nil, cfg, fmt.Errorf("store config: %w", err)
+	}
+	store, err := secretstore.Open(ctx, cfg, secretstore.WithLogger(log))
+	if err != nil {
+		return nil, cfg, fmt.Errorf("opening the %q store: %w", cfg.Type, err)
+	}
+	return store, cfg, nil
+}
+
+// loadOrCreateKeys reads the agbot's agreement keys from dir, or generates
+// and writes them (0600), and writes the public keys for agents to pin.
+func loadOrCreateKeys(dir string) (*agreement.PrivateKeys, error) {
+	path := filepath.Join(dir, keysFile)
+	keys, _, err := demo.LoadOrCreateKeys(path)
+	if err != nil {
+		return nil, fmt.Errorf("agbot keys %s: %w", path, err)
+	}
+	pub, err := keys.Public().MarshalText()
+	if err != nil {
+		return nil, err
+	}
+	if err := demo.WritePrivateFile(filepath.Join(dir, publicKeysFile), pub); err != nil {
+		return nil, fmt.Errorf("agbot public keys: %w", err)
+	}
+	return keys, nil
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+var (
+	node    = relay.Node{Org: "myorg", Node: "node-1"}
+	service = agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Version: "1.0.0", Container: "web"}
+)
+
+// fixture is an agent wired to a real relay and store, and the agbot's
+// side of the conversation.
+type fixture struct {
+	t      *testing.T
+	agent  *agent
+	relay  *relay.Server
+	agbot  *agreement.PrivateKeys
+	logs   *logtest.Buffer
+	seq    uint64
+	guard  *agreement.MemoryReplayGuard
+	envDir string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	agentKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	log, logs := logtest.NewLogger()
+	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(dir, "secrets"), Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	server := relay.NewServer(relay.ServerOptions{})
+	srv := httptest.NewServer(server)
+	t.Cleanup(srv.Close)
+	client, err := relay.NewClient(srv.URL, srv.Client())
+	require.NoError(t, err)
+	f := &fixture{
+		t: t, relay: server, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(), envDir: filepath.Join(dir, "env"),
+		agent: &agent{
+			log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, relay: client, store: store,
+			tokens: newTokens(), guard: agreement.NewMemoryReplayGuard(), seq: demo.NewSequencer(),
+			envDir: filepath.Join(dir, "env"), apiURL: "http://127.0.0.1:1",
+		},
+	}
+	require.NoError(t, os.MkdirAll(f.envDir, 0o700))
+	return f
+}
+
+// deliver hands the agent an envelope through the relay and returns the
+// reply it sent, opened, or false when it sent none.
+func (f *fixture) deliver(envelope []byte) (agreement.Reply, bool) {
+	f.t.Helper()
+	id, replies, err := f.relay.Post(node, envelope)
+	require.NoError(f.t, err)
+	defer f.relay.Done(id)
+	f.agent.handle(f.t.Context(), relay.Message{ID: id, Envelope: envelope})
+	select {
+	case b := <-replies:
+		_, r, err := agreement.OpenReply(f.t.Context(), f.agbot, f.agent.keys.Public(), b, f.guard)
+		require.NoError(f.t, err)
+		return r, true
+	case <-time.After(100 * time.Millisecond):
+		return agreement.Reply{}, false
+	}
+}
+
+func (f *fixture) proposal(id, value string) []byte {
+	f.t.Helper()
+	f.seq++
+	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: service,
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}}
+	env, err := agreement.SealProposal(f.agbot, f.agent.keys.Public(), p, agreement.Header{Sequence: f.seq})
+	require.NoError(f.t, err)
+	return env
+}
+
+func (f *fixture) update(u agreement.Update) []byte {
+	f.t.Helper()
+	f.seq++
+	env, err := agreement.SealUpdate(f.agbot, f.agent.keys.Public(), u, agreement.Header{Sequence: f.seq})
+	require.NoError(f.t, err)
+	return env
+}
+
+func (f *fixture) secretsUpdate(id, value string) []byte {
+	f.t.Helper()
+	u, err := agreement.NewSecretsUpdate(id, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: service,
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}})
+	require.NoError(f.t, err)
+	return f.update(u)
+}
+
+func (f *fixture) file() (string, error) {
+	mount, err := f.agent.store.MountSource("web")
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(mount, "api_key"))
+	return string(b), err
+}
+
+func TestAgentLifecycle(t *testing.T) {
+	f := newFixture(t)
+
+	// A proposal: the secret file and the instance's environment.
+	proposal := f.proposal("agreement-1", "VALUE-1")
+	r, ok := f.deliver(proposal)
+	require.True(t, ok)
+	assert.True(t, r.Accepted, r.Reason)
+	assert.Equal(t, agreement.TypeProposal, r.InReplyTo.Type)
+	content, err := f.file()
+	require.NoError(t, err)
+	assert.Equal(t, "VALUE-1", content)
+	env, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
+	require.NoError(t, err)
+	mount, _ := f.agent.store.MountSource("web")
+	assert.Equal(t, demo.Env{API: "http://127.0.0.1:1", Instance: "web", Token: env.Token, Mount: mount}, env)
+	token, ok := f.agent.tokens.Token(t.Context(), "web")
+	require.True(t, ok)
+	assert.Equal(t, env.Token, token)
+
+	// The same envelope again (a replay by the relay): ignored.
+	_, ok = f.deliver(proposal)
+	assert.False(t, ok, "no reply to a replayed message")
+
+	// An update: the file is rewritten and listed as updated.
+	r, ok = f.deliver(f.secretsUpdate("agreement-1", "VALUE-2"))
+	require.True(t, ok)
+	assert.True(t, r.Accepted, r.Reason)
+	content, err = f.file()
+	require.NoError(t, err)
+	assert.Equal(t, "VALUE-2", content)
+	info, _ := f.agent.store.Instance("web")
+	assert.Equal(t, []string{"api_key"}, info.Updated)
+	env2, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
+	require.NoError(t, err)
+	assert.Equal(t, env.Token, env2.Token, "the instance keeps its token")
+
+	// An update of a kind the agent does not know: refused, saying why.
+	r, ok = f.deliver(f.update(agreement.Update{AgreementID: "agreement-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
+	require.True(t, ok)
+	assert.False(t, r.Accepted)
+	assert.Contains(t, r.Reason, `unknown update kind "restart"`)
+
+	// Cancelled: files wiped, environment and token withdrawn.
+	r, ok = f.deliver(f.update(agreement.Update{AgreementID: "agreement-1", Kind: demo.UpdateKindCancel, Payload: json.RawMessage(`{}`)}))
+	require.True(t, ok)
+	assert.True(t, r.Accepted, r.Reason)
+	_, err = f.file()
+	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.NoDirExists(t, mount)
+	_, err = os.Stat(filepath.Join(f.envDir, "web.json"))
+	assert.True(t, errors.Is(err, fs.ErrNotExist))
+	_, ok = f.agent.tokens.Token(t.Context(), "web")
+	assert.False(t, ok)
+
+	// An update for the ended agreement is refused.
+	r, ok = f.deliver(f.secretsUpdate("agreement-1", "VALUE-3"))
+	require.True(t, ok)
+	assert.False(t, r.Accepted)
+
+	assert.NotContains(t, f.logs.String(), "VALUE-")
+}
+
+// Messages the agent cannot trust are dropped: no reply, nothing written.
+func TestAgentIgnoresUntrustedMessages(t *testing.T) {
+	f := newFixture(t)
+	impostor, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	p := agreement.Proposal{AgreementID: "agreement-x", Services: []agreement.ServiceSecrets{{Service: service,
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("VALUE-x")}}}}}}
+	forged, err := agreement.SealProposal(impostor, f.agent.keys.Public(), p, agreement.Header{Sequence: 1})
+	require.NoError(t, err)
+	tampered := f.proposal("agreement-y", "VALUE-y")
+	tampered[len(tampered)/2] ^= 1
+
+	for name, env := range map[string][]byte{"not from the agbot": forged, "altered": tampered, "not an envelope": []byte("hello")} {
+		t.Run(name, func(t *testing.T) {
+			_, ok := f.deliver(env)
+			assert.False(t, ok)
+			assert.Empty(t, f.agent.store.InstanceIDs())
+			entries, err := os.ReadDir(f.envDir)
+			require.NoError(t, err)
+			assert.Empty(t, entries)
+		})
+	}
+	assert.NotContains(t, f.logs.String(), "VALUE-")
+}
+
+func TestInstanceID(t *testing.T) {
+	assert.Equal(t, "web", instanceID(service))
+	assert.Equal(t, "com.example.web", instanceID(agreement.ServiceRef{Org: "myorg", URL: "com.example.web"}))
+}

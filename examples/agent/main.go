@@ -1,0 +1,217 @@
+// Command agent is the node side of the edgesecrets example: an edge agent
+// that receives secrets sealed to its own keys and serves them to its
+// service instances. Run it with the agbot and service examples (see the
+// README and examples/threeproc_test.go):
+//
+//	agent -agbot http://127.0.0.1:8081 -agbot-keys agbot-state/agbot.pub \
+//	      -bootstrap-token-file agbot-state/bootstrap-token -node node-1
+//
+// It loads or generates its agreement keys (a 0600 file in -dir), registers
+// its identity with the agbot (demo attestation from the bootstrap token),
+// keeps the certificate renewed and published on the agbot's relay, and
+// polls the relay for sealed messages: it opens proposals and updates with
+// its keys (only messages signed by the pinned agbot keys open), applies
+// them to the on-node store (agentapi: one root-only directory per service
+// instance), and posts a sealed reply. A cancellation wipes the instance.
+//
+// For each service instance it writes an environment file (<env-dir>/<instance>.json,
+// 0600) with the /secrets API URL, the instance id and token, and the
+// directory of its secret files: a stand-in for the environment variables
+// and the read-only bind mount at /open-horizon-secrets a real agent gives
+// the container. The instance id is the service's container name. Secret
+// values are written under the agentapi root only (messages are never
+// saved); -dir holds the agent's keys (0600) and its replay state (ids and
+// sequence numbers, kept so a replayed message stays refused after a
+// restart).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+)
+
+// Files in -dir.
+const (
+	keysFile  = "agent-keys.pem" // the agent's agreement key set
+	guardFile = "replay.json"    // the replay guard's state
+)
+
+type config struct {
+	agbotURL, agbotKeys, bootToken string
+	dir, secretsDir, envDir        string
+	org, node, provider, instance  string
+	listen, addrFile               string
+	poll                           time.Duration
+	logLevel                       string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
+	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
+	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
+	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600) and replay state ("+guardFile+")")
+	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance (default <dir>/secrets)")
+	flag.StringVar(&c.envDir, "env-dir", "", "`directory` of the per-instance environment files the services read (default <dir>/env)")
+	flag.StringVar(&c.org, "org", "myorg", "the node's `organisation`")
+	flag.StringVar(&c.node, "node", "node-1", "the node `id`")
+	flag.StringVar(&c.provider, "provider", "demo", "the `provider` that vouches for this agent instance")
+	flag.StringVar(&c.instance, "instance-id", "", "this agent instance's `id` within the provider (default the node id)")
+	flag.StringVar(&c.listen, "listen", "127.0.0.1:8082", "loopback `address` of the services' /secrets API (port 0: any free port)")
+	flag.StringVar(&c.addrFile, "addr-file", "", "write the /secrets API URL to this `file` once listening")
+	flag.DurationVar(&c.poll, "poll", time.Second, "how often the relay is polled for messages")
+	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
+	demo.SetUsage("agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]",
+		"The node side of the edgesecrets example: registers its identity, opens sealed\n"+
+			"proposals and updates, stores the secrets per service instance and serves /secrets.")
+	flag.Parse()
+	demo.Main("agent", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
+}
+
+func run(c config, log *slog.Logger) error {
+	if c.agbotKeys == "" || c.bootToken == "" {
+		return errors.New("-agbot-keys and -bootstrap-token-file are required (see -h)")
+	}
+	if c.secretsDir == "" {
+		c.secretsDir = filepath.Join(c.dir, "secrets")
+	}
+	if c.envDir == "" {
+		c.envDir = filepath.Join(c.dir, "env")
+	}
+	if c.instance == "" {
+		c.instance = c.node
+	}
+	if c.poll <= 0 {
+		return errors.New("-poll must be positive")
+	}
+	me := identity.Identity{Provider: c.provider, Org: c.org, Node: c.node, InstanceID: c.instance}
+	if err := me.Validate(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	keys, created, err := demo.LoadOrCreateKeys(filepath.Join(c.dir, keysFile))
+	if err != nil {
+		return err
+	}
+	log.Info("agreement keys", slog.Bool("created", created), slog.Any("keys", keys))
+	pinned, err := os.ReadFile(c.agbotKeys)
+	if err != nil {
+		return fmt.Errorf("agbot keys: %w", err)
+	}
+	agbotKeys, err := agreement.ParsePublicKeys(pinned)
+	if err != nil {
+		return fmt.Errorf("agbot keys %s: %w", c.agbotKeys, err)
+	}
+	bootstrap, err := demo.ReadToken(c.bootToken)
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	relayClient, err := relay.NewClient(c.agbotURL, nil)
+	if err != nil {
+		return err
+	}
+	hub, err := identity.NewClient(identity.ClientOptions{BaseURL: c.agbotURL + "/identity"})
+	if err != nil {
+		return err
+	}
+	id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: hub, Logger: log}))
+	if err != nil {
+		return err
+	}
+
+	guard, err := openFileGuard(filepath.Join(c.dir, guardFile))
+	if err != nil {
+		return err
+	}
+	store, err := agentapi.Open(ctx, agentapi.Options{Root: c.secretsDir, StatusFiles: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	a := &agent{
+		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
+		relay: relayClient, store: store, tokens: newTokens(), envDir: c.envDir,
+		guard: guard, seq: demo.NewSequencer(), identity: id,
+	}
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	a.apiURL = srv.URL
+	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
+		return err
+	}
+	// Instances kept from an earlier run get fresh tokens; their services
+	// re-read the environment file when the old token is refused.
+	for _, inst := range store.InstanceIDs() {
+		if err := a.provide(inst); err != nil {
+			return err
+		}
+	}
+	log.Info("agent serving /secrets", slog.String("url", srv.URL), slog.String("instance", me.String()))
+
+	if err := a.register(ctx, bootstrap, me); err != nil {
+		return err
+	}
+	refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: id, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		if err := refresher.Run(ctx); !errors.Is(err, context.Canceled) {
+			cancel(fmt.Errorf("identity lost, restart the agent to register again: %w", err))
+		}
+	}()
+	a.poll(ctx, c.poll)
+	log.Info("agent stopping")
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// register registers the agent's identity, retrying while the agbot is
+// not reachable, and publishes the certificate on the relay.
+func (a *agent) register(ctx context.Context, bootstrap string, me identity.Identity) error {
+	delay := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cert, err := a.identity.Register(ctx, demo.Attest(bootstrap, me, time.Now()))
+		if err == nil {
+			a.log.Info("identity registered", slog.String("serial", cert.SerialNumber.Text(16)), slog.Time("not_after", cert.NotAfter))
+			return nil
+		}
+		if attempt == 10 || errors.Is(err, identity.ErrForbidden) || errors.Is(err, identity.ErrInvalid) {
+			return fmt.Errorf("registering the identity: %w", err)
+		}
+		a.log.Warn("registering the identity failed; retrying", slog.String("err", err.Error()))
+		if !demo.Sleep(ctx, delay) {
+			return ctx.Err()
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}

@@ -1,0 +1,199 @@
+// Package demo holds the little wiring the example programs (agbot, agent,
+// service) share: logging, a loopback HTTP server that publishes its URL,
+// token files, the demo attestation, the environment file an agent hands a
+// service, and envelope sequence numbers. Everything else they do is the
+// library's.
+//
+// It is for the examples only. Where it stands in for something a real
+// deployment has (a provider's attestation, a container's environment), the
+// doc comment says so.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/natefinch/atomic"
+)
+
+// NewLogger returns a text logger writing to w at level ("debug", "info",
+// "warn" or "error").
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// Server is a plain-HTTP server on a loopback address.
+type Server struct {
+	// URL is the server's base URL, "http://127.0.0.1:<port>".
+	URL string
+
+	srv  *http.Server
+	done chan error
+}
+
+// Listen starts serving h on addr, which must be a loopback address (the
+// examples speak plain HTTP), for example "127.0.0.1:0" for a free port.
+// When addrFile is not empty the server's URL is written to it once the
+// port is open, so a script or test can find it.
+func Listen(addr, addrFile string, h http.Handler, log *slog.Logger) (*Server, error) {
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		URL: "http://" + ln.Addr().String(),
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan error, 1),
+	}
+	if addrFile != "" {
+		if err := atomic.WriteFile(addrFile, strings.NewReader(s.URL+"\n")); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("writing the address file: %w", err)
+		}
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Shutdown stops the server, letting requests in flight finish for up to
+// five seconds.
+func (s *Server) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("listen address %q: the examples serve plain HTTP, so only loopback addresses are allowed", addr)
+	}
+	return nil
+}
+
+// ReadToken reads a token file: one line, surrounding white space ignored.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > 4<<10 {
+		return "", fmt.Errorf("token file %s: longer than 4 KiB", path)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("token file %s: want one token on one line", path)
+	}
+	return tok, nil
+}
+
+// ReadOrCreateToken reads the token file at path, or when there is none
+// creates it (mode 0600) with a new random token.
+func ReadOrCreateToken(path string) (string, error) {
+	tok, err := ReadToken(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return tok, err
+	}
+	tok = rand.Text()
+	return tok, WritePrivateFile(path, []byte(tok+"\n"))
+}
+
+// WritePrivateFile writes data to path atomically with mode 0600, creating
+// the parent directory (0700) if needed.
+func WritePrivateFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; the rename keeps that mode.
+	return atomic.ReplaceFile(tmp.Name(), path)
+}
+
+// UpdateKindCancel is the agreement update kind by which the example agbot
+// tells an agent that an agreement has ended (its payload is {}): the agent
+// removes the agreement's instances and their secret files. It stands in
+// for Open Horizon's own agreement cancellation; being an update, it is
+// sealed and signed like any other, so the relay cannot forge it.
+const UpdateKindCancel = "cancel"
+
+// SetUsage makes -h print the synopsis ("Usage: <synopsis>"), a
+// description and the flags.
+func SetUsage(synopsis, description string) {
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
+		flag.PrintDefaults()
+	}
+}
+
+// Main ends a program's main function: it makes the stderr logger at
+// level and calls run; on an error it prints "<name>: <error>" and exits
+// with status 1.
+func Main(name, level string, run func(*slog.Logger) error) {
+	log, err := NewLogger(os.Stderr, level)
+	if err == nil {
+		err = run(log)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Sleep waits for d or until ctx ends, and reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,123 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+)
+
+// Client is the agent's side of the relay.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client of the relay served at baseURL (the agbot's
+// URL). A nil hc means a client with a 30 s timeout.
+func NewClient(baseURL string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, errors.New("relay: the base URL must be an absolute http or https URL without credentials")
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: u.String(), http: hc}, nil
+}
+
+// PublishCertificate publishes the agent's PEM certificate chain for n.
+func (c *Client) PublishCertificate(ctx context.Context, n Node, chainPEM []byte) error {
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	_, err := c.do(ctx, http.MethodPut, nodePath(n, "certificate"), chainPEM, http.StatusNoContent)
+	return err
+}
+
+// Next returns the oldest message for n with an id above after, or false
+// when there is none.
+func (c *Client) Next(ctx context.Context, n Node, after uint64) (Message, bool, error) {
+	if err := n.Validate(); err != nil {
+		return Message{}, false, err
+	}
+	body, err := c.do(ctx, http.MethodGet, nodePath(n, "next")+"?after="+strconv.FormatUint(after, 10), nil, http.StatusOK, http.StatusNoContent)
+	if err != nil || body == nil {
+		return Message{}, false, err
+	}
+	m, err := DecodeMessage(body)
+	if err != nil {
+		return Message{}, false, err
+	}
+	if m.ID <= after {
+		return Message{}, false, fmt.Errorf("relay: message id %d is not above %d", m.ID, after)
+	}
+	return m, true, nil
+}
+
+// Reply posts a sealed reply to message id. A reply to a message the agbot
+// no longer waits for is dropped by the relay and is not an error.
+func (c *Client) Reply(ctx context.Context, id uint64, envelope []byte) error {
+	_, err := c.do(ctx, http.MethodPost, "/relay/messages/"+strconv.FormatUint(id, 10)+"/reply", envelope, http.StatusAccepted, http.StatusNotFound)
+	return err
+}
+
+// DecodeMessage decodes a Message strictly, at most MaxMessageBodySize
+// bytes. Errors never quote the input.
+func DecodeMessage(b []byte) (Message, error) {
+	var m Message
+	if err := jsonproblem.Decode(bytes.NewReader(b), MaxMessageBodySize, &m); err != nil {
+		return Message{}, fmt.Errorf("relay: message: %w", err)
+	}
+	if m.ID == 0 || len(m.Envelope) == 0 {
+		return Message{}, errors.New("relay: message: id or envelope missing")
+	}
+	if len(m.Envelope) > MaxEnvelopeSize {
+		return Message{}, errors.New("relay: message: envelope too large")
+	}
+	return m, nil
+}
+
+func nodePath(n Node, what string) string {
+	return "/relay/nodes/" + url.PathEscape(n.Org) + "/" + url.PathEscape(n.Node) + "/" + what
+}
+
+// do sends a request and returns the body of an answer with one of the
+// wanted statuses (nil for 204 and 404). Other answers are errors naming
+// the status only: the relay's error bodies are not trusted.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, want ...int) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %s %s: %w", method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	for _, st := range want {
+		if resp.StatusCode != st {
+			continue
+		}
+		if st == http.StatusNoContent || st == http.StatusNotFound {
+			return nil, nil
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxMessageBodySize+1))
+		if err != nil {
+			return nil, fmt.Errorf("relay: %s %s: reading the answer: %w", method, req.URL.Path, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("relay: %s %s: status %d", method, req.URL.Path, resp.StatusCode)
+}

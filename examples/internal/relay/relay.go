@@ -1,0 +1,83 @@
+// Package relay is the example agbot's agreement-message relay, standing in
+// for the Open Horizon exchange: the agbot posts sealed messages to a node's
+// mailbox, the node's agent polls for them and posts its sealed replies, and
+// the agent publishes its identity certificate chain there for the agbot to
+// find.
+//
+// The relay is an untrusted transport on purpose: it authenticates no one
+// and sees only envelopes and public certificates. Confidentiality and
+// integrity come from the agreement envelopes (sealed to the agent's
+// certified key, signed by the sender) and trust in the agent from the
+// identity Verifier the agbot calls before sealing. A forged or altered
+// message or reply fails to open and is ignored; what the relay can do is
+// drop or delay messages, as any network can.
+//
+//	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204
+//	GET  /relay/nodes/{org}/{node}/next?after=<id> the oldest message with an id above <id> → 200 Message | 204
+//	POST /relay/messages/{id}/reply                a sealed reply to message <id> → 202 | 404
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/edgesecrets/edgesecrets/internal/safename"
+)
+
+// Limits.
+const (
+	// MaxEnvelopeSize bounds a message or reply envelope: the agreement
+	// package's 1 MiB plaintext limit, base64-encoded, with room for the
+	// header.
+	MaxEnvelopeSize = 2 << 20
+	// MaxCertificateSize bounds a published certificate chain (the
+	// identity package accepts at most 32 KiB of PEM).
+	MaxCertificateSize = 32 << 10
+	// MaxMessageBodySize bounds the JSON of one Message: the envelope in
+	// base64 and the id.
+	MaxMessageBodySize = (MaxEnvelopeSize+2)/3*4 + 1<<10
+)
+
+// Node names an agent's node, the address of its mailbox.
+type Node struct {
+	Org  string
+	Node string
+}
+
+// String returns "<org>/<node>".
+func (n Node) String() string { return n.Org + "/" + n.Node }
+
+// Validate checks that both parts are single safe path elements.
+func (n Node) Validate() error {
+	var problems []error
+	if err := safename.Check(n.Org); err != nil {
+		problems = append(problems, fmt.Errorf("org: %w", err))
+	}
+	if err := safename.Check(n.Node); err != nil {
+		problems = append(problems, fmt.Errorf("node: %w", err))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return fmt.Errorf("relay: bad node: %w", err)
+	}
+	return nil
+}
+
+// Message is one sealed message in a mailbox. Its JSON form is
+//
+//	{"id": 7, "envelope": "<base64 of the agreement envelope>"}
+type Message struct {
+	// ID identifies the message; a reply names it. Ids increase.
+	ID uint64 `json:"id"`
+	// Envelope is the agreement envelope, as sealed (base64 in JSON: the
+	// relay does not look inside).
+	Envelope []byte `json:"envelope"`
+}
+
+func parseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a message id")
+	}
+	return id, nil
+}

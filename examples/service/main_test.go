@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/mock"
+)
+
+func hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}
+
+func newService(t *testing.T, env demo.Env) (*service, *bytes.Buffer, *logtest.Buffer) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "web.json")
+	if env != (demo.Env{}) {
+		require.NoError(t, demo.WriteEnv(path, env))
+	}
+	log, logs := logtest.NewLogger()
+	var out bytes.Buffer
+	return &service{envPath: path, out: &out, log: log, http: &http.Client{Timeout: 10 * time.Second}, seen: map[string]string{}}, &out, logs
+}
+
+// Against the real /secrets API (mock.DevAgent): the service reports its
+// mount, fetches and acknowledges an update, and sees its files go.
+func TestServiceAgainstTheAPI(t *testing.T) {
+	ctx := t.Context()
+	file := filepath.Join(t.TempDir(), "api_key")
+	require.NoError(t, os.WriteFile(file, []byte("VALUE-1"), 0o600))
+	agent, err := mock.NewDevAgent(ctx, mock.DevAgentOptions{SecretFiles: []string{file}, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { agent.Close() })
+	s, out, logs := newService(t, demo.Env{API: agent.URL(), Instance: agent.InstanceID(), Token: agent.Token(), Mount: agent.MountSource()})
+	tick := func() {
+		s.readEnv()
+		s.scanMount()
+		if s.hasEnv {
+			s.checkUpdates(ctx)
+		}
+	}
+
+	tick()
+	assert.Equal(t, "mount api_key "+hash("VALUE-1")+"\n", out.String())
+	out.Reset()
+	tick()
+	assert.Empty(t, out.String(), "nothing new")
+
+	_, err = agent.UpdateSecret(ctx, "api_key", []byte("VALUE-2"))
+	require.NoError(t, err)
+	tick()
+	assert.Equal(t, "mount api_key "+hash("VALUE-2")+"\nupdate api_key "+hash("VALUE-2")+"\nack api_key\n", out.String())
+	info, _ := agent.Store().Instance(agent.InstanceID())
+	assert.Empty(t, info.Updated, "acknowledged")
+	out.Reset()
+
+	require.NoError(t, agent.Close()) // wipes the instance
+	require.NoError(t, os.Remove(s.envPath))
+	tick()
+	assert.Equal(t, "removed api_key\n", out.String())
+	assert.NotContains(t, logs.String(), "VALUE-")
+	assert.NotContains(t, logs.String(), agent.Token())
+}
+
+func TestServiceRefusedOrConfused(t *testing.T) {
+	ctx := t.Context()
+	for name, handler := range map[string]http.HandlerFunc{
+		"token refused": func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) },
+		"not a list":    func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"VALUE-x": 1}`)) },
+		"answer for another secret": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/secrets" {
+				w.Write([]byte(`["api_key"]`))
+				return
+			}
+			w.Write([]byte(`{"other":{"details":"VkFMVUUteA=="}}`))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(handler)
+			t.Cleanup(srv.Close)
+			s, out, logs := newService(t, demo.Env{API: srv.URL, Instance: "web", Token: "t", Mount: t.TempDir()})
+			s.readEnv()
+			require.True(t, s.hasEnv)
+			s.checkUpdates(ctx)
+			assert.Empty(t, out.String(), "nothing fetched or acknowledged")
+			assert.Contains(t, logs.String(), `"level":"WARN"`)
+			assert.NotContains(t, logs.String(), "VALUE-x")
+		})
+	}
+}
+
+func TestServiceWaitsForItsEnvironment(t *testing.T) {
+	s, out, _ := newService(t, demo.Env{})
+	s.readEnv()
+	s.scanMount()
+	assert.False(t, s.hasEnv)
+	assert.Empty(t, out.String())
+}
+
+func FuzzDecodeSecret(f *testing.F) {
+	f.Add([]byte(`{"api_key":{"details":"VkFMVUU="}}`), "api_key")
+	f.Add([]byte(`{"api_key":{"details":"VkFMVUU="},"other":{"details":""}}`), "api_key")
+	f.Add([]byte(`{"api_key":{"details":"not base64"}}`), "api_key")
+	f.Fuzz(func(t *testing.T, body []byte, name string) {
+		content, err := decodeSecret(body, name)
+		if err != nil {
+			if len(body) >= 16 {
+				assert.NotContains(t, err.Error(), string(body), "errors never quote the answer")
+			}
+			return
+		}
+		assert.LessOrEqual(t, len(content), maxSecretBody)
+	})
+}
