@@ -67,12 +67,13 @@
 //
 // Every request needs HTTP Basic credentials: the instance id and its token
 // (looked up through [Tokens] and compared in constant time); a caller only
-// ever sees its own instance's secrets. Missing or bad credentials: 401.
-// Other methods: 405 with Allow. Paths outside the API: 404. Request bodies
-// over the limit: 413. A storage failure: 500. Every error body is
-// {"error":"<sentence>"}. Only names the instance's metadata lists are
-// served, and only from regular files: a symlink, FIFO or directory in
-// their place is never followed or read.
+// ever sees its own instance's secrets. A [TokenTable] holds the tokens of
+// instances that come and go; [StaticTokens] is a fixed table. Missing or
+// bad credentials: 401. Other methods: 405 with Allow. Paths outside the
+// API: 404. Request bodies over the limit: 413. A storage failure: 500.
+// Every error body is {"error":"<sentence>"}. Only names the instance's
+// metadata lists are served, and only from regular files: a symlink, FIFO
+// or directory in their place is never followed or read.
 // After the embedder reports a service restart ([Store.ServiceRestarted]),
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.

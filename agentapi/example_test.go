@@ -2,6 +2,7 @@ package agentapi_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -90,4 +91,60 @@ func Example() {
 	// 201
 	// 404 {"error":"no secrets have been updated"}
 	// removed: [web-1] <nil>
+}
+
+// An agent gives each service instance it starts a fresh token, serves the
+// /secrets API with the table, and deletes the token when it removes the
+// instance. Printing the table shows the instance ids only.
+func ExampleTokenTable() {
+	dir, err := os.MkdirTemp("", "agentapi-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := agentapi.Open(context.Background(), agentapi.Options{Root: filepath.Join(dir, "secrets")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	var tokens agentapi.TokenTable
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: &tokens})
+	if err != nil {
+		log.Fatal(err)
+	}
+	server := httptest.NewServer(handler)
+	defer server.Close()
+	list := func(id, token string) int {
+		req, _ := http.NewRequest("GET", server.URL+"/secrets", nil)
+		req.SetBasicAuth(id, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	// The agent starts two instances and hands each its id and token
+	// (with its mount) when it starts the container.
+	webToken := rand.Text()
+	if err := tokens.Set("web-1", webToken); err != nil {
+		log.Fatal(err)
+	}
+	if err := tokens.Set("db-1", rand.Text()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(&tokens)
+	fmt.Println("web-1 lists its updates:", list("web-1", webToken)) // 404: authenticated, nothing updated
+
+	// The agent removes the instance: its token no longer authenticates.
+	tokens.Delete("web-1")
+	fmt.Println("web-1 after removal:", list("web-1", webToken))
+	fmt.Println(tokens.IDs())
+	// Output:
+	// map[db-1:[redacted] web-1:[redacted]]
+	// web-1 lists its updates: 404
+	// web-1 after removal: 401
+	// [db-1]
 }

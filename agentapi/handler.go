@@ -1,7 +1,6 @@
 package agentapi
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -15,25 +14,6 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
-
-// Tokens looks up the token of a service instance: the same id and token
-// the instance uses for the agent's other service-facing APIs (Open
-// Horizon's ESS). Implementations must be safe for concurrent use.
-type Tokens interface {
-	// Token returns the instance's token, or false when the instance is
-	// unknown. An empty token never authenticates anyone.
-	Token(ctx context.Context, instanceID string) (token string, ok bool)
-}
-
-// StaticTokens is a fixed instance id → token table. It must not be
-// modified while a Handler uses it.
-type StaticTokens map[string]string
-
-// Token implements Tokens.
-func (t StaticTokens) Token(_ context.Context, instanceID string) (string, bool) {
-	tok, ok := t[instanceID]
-	return tok, ok
-}
 
 // DefaultMaxBodyBytes is the default limit on request bodies.
 const DefaultMaxBodyBytes = 4 << 10

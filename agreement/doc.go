@@ -39,7 +39,9 @@
 //
 // # Rotation
 //
-// On the agbot, a Tracker turns secretstore.Watcher events into secrets
+// ReadProposal reads an agreement's bound secrets (ServiceBinding) into its
+// Proposal and returns the bindings with the content tag of what it read
+// (BoundSecret.Sent), which Tracker.Register takes. On the agbot, a Tracker turns secretstore.Watcher events into secrets
 // updates for exactly the agreements bound to a changed secret, and an
 // Outbox delivers them: a newer update supersedes a pending one, attempts
 // are retried with backoff, and a rejected or unanswered update is recorded

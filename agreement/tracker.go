@@ -25,11 +25,11 @@ type BoundSecret struct {
 	// when empty) or FormatRaw.
 	Format string
 	// Sent is the tag of the content the agbot sealed into the proposal:
-	// Secret.ContentTag of what it read to build it. With it, the tracker
-	// sends the agreement an update whenever the store holds other content,
-	// also when the secret rotated before the watcher first looked at it,
-	// while the agbot was down, or before the agreement was registered with
-	// a secret already watched.
+	// Secret.ContentTag of what it read to build it (ReadProposal sets
+	// it). With it, the tracker sends the agreement an update whenever the
+	// store holds other content, also when the secret rotated before the
+	// watcher first looked at it, while the agbot was down, or before the
+	// agreement was registered with a secret already watched.
 	//
 	// Zero keeps the behaviour of agreements registered without it: the
 	// agreement is sent the secret on every Changed event of the watcher,
@@ -214,8 +214,9 @@ func NewTracker(opts TrackerOptions) (*Tracker, error) {
 // and watches the secrets they name. It validates every binding first and
 // reports every problem; on error nothing changes.
 //
-// Give each binding the Sent tag of the content sealed into the proposal
-// (or, after an agbot restart, the tag Bindings returned before it). If the
+// Give each binding the Sent tag of the content sealed into the proposal,
+// as ReadProposal returns it (or, after an agbot restart, the tag Bindings
+// returned before it). If the
 // watcher already holds an observation of a secret that differs from it,
 // the next cycle reports the secret Changed (Watcher.Retry) and the
 // agreement gets an update; so do agreements bound to that secret without

@@ -59,17 +59,17 @@ func ExampleTracker() {
 	}
 	defer tracker.Close()
 
-	// The agbot reads the secret to seal it into the proposal, and once the
-	// agent accepts, registers the agreement with the tag of that content.
-	sealed, err := reader.Get(ctx, "myorg/db")
+	// The agbot reads the bound secret into the proposal it seals, and once
+	// the agent accepts, registers the agreement with the tag of that
+	// content, which ReadProposal put in the bindings it returned.
+	_, sent, err := agreement.ReadProposal(ctx, reader, "agreement-1", []agreement.ServiceBinding{{
+		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
+		Secrets: map[string]agreement.BoundSecret{"db": {VaultSecret: "myorg/db"}},
+	}})
 	if err != nil {
 		panic(err)
 	}
-	err = tracker.Register("agreement-1", []agreement.ServiceBinding{{
-		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
-		Secrets: map[string]agreement.BoundSecret{"db": {VaultSecret: "myorg/db", Sent: sealed.ContentTag()}},
-	}})
-	if err != nil {
+	if err := tracker.Register("agreement-1", sent); err != nil {
 		panic(err)
 	}
 

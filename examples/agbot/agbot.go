@@ -159,14 +159,16 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		}
 		return
 	}
-	bindings, err := a.dep.serviceBindings(report)
+	bindings, err := report.ServiceBindings(a.dep.org)
 	if err != nil {
 		log.Error("deployment refused", slog.String("err", err.Error()))
 		return
 	}
 
 	ag := &agreementState{id: "agreement-" + strings.ToLower(rand.Text()[:16]), node: n, agentKey: agentKeys.EncryptionKeyID()}
-	p, bindings, err := a.readProposal(ctx, ag.id, bindings)
+	// The bindings come back with the content tag of each secret the
+	// proposal carries.
+	p, bindings, err := agreement.ReadProposal(ctx, a.reader, ag.id, bindings)
 	if err != nil {
 		var serr *secretstore.Error
 		if errors.Is(err, secretstore.ErrNotFound) && errors.As(err, &serr) {
@@ -238,29 +240,6 @@ func (a *agbot) propose(ctx context.Context, id string, n relay.Node, p agreemen
 		}
 		delay = min(2*delay, time.Minute)
 	}
-}
-
-// readProposal reads the bound secrets into the agreement's proposal, and
-// returns the bindings with the content tag of each secret it carries.
-func (a *agbot) readProposal(ctx context.Context, id string, bindings []agreement.ServiceBinding) (agreement.Proposal, []agreement.ServiceBinding, error) {
-	p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: id}
-	sent := make([]agreement.ServiceBinding, 0, len(bindings))
-	for _, sb := range bindings {
-		ss := agreement.ServiceSecrets{Service: sb.Service, Secrets: map[string]agreement.SecretDetails{}}
-		tagged := agreement.ServiceBinding{Service: sb.Service, Secrets: map[string]agreement.BoundSecret{}}
-		for name, b := range sb.Secrets {
-			s, err := a.reader.Get(ctx, b.VaultSecret)
-			if err != nil {
-				return agreement.Proposal{}, nil, fmt.Errorf("reading the secrets: %w", err)
-			}
-			ss.Secrets[name] = agreement.SecretDetails{Format: b.Format, Data: s.Data}
-			b.Sent = s.ContentTag()
-			tagged.Secrets[name] = b
-		}
-		p.Services = append(p.Services, ss)
-		sent = append(sent, tagged)
-	}
-	return p, sent, nil
 }
 
 // agentKeys is the sealing transport's AgentKeys: the verified keys of

@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,7 +52,7 @@ func TestSampleDeployment(t *testing.T) {
 	put(t, store, "myorg/web/api-key", "v")
 	report = validate()
 	require.True(t, report.OK(), "%v", report.Problems)
-	bindings, err := dep.serviceBindings(report)
+	bindings, err := report.ServiceBindings(dep.org)
 	require.NoError(t, err)
 	assert.Equal(t, []agreement.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"},
@@ -229,63 +226,6 @@ func FuzzDecodeData(f *testing.F) {
 			require.NotEmpty(t, k)
 		}
 	})
-}
-
-// queue records the updates the tracker queues.
-type queue struct {
-	mu      sync.Mutex
-	updates []agreement.Update
-}
-
-func (q *queue) Queue(_ context.Context, u agreement.Update) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.updates = append(q.updates, u)
-	return nil
-}
-
-func (q *queue) Forget(context.Context, string) error { return nil }
-
-// The proposal's bindings carry the content tags of what it sealed, so a
-// rotation between the read and the watcher's first look at the secret
-// still reaches the agent as an update, and no update is sent when the
-// agent has what the store holds.
-func TestProposalTagsDeliverEarlyRotations(t *testing.T) {
-	ctx := t.Context()
-	store := memory.New()
-	put(t, store, "myorg/web/api-key", "first")
-	put(t, store, "myorg/web/other", "only")
-	watcher, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{})
-	require.NoError(t, err)
-	q := &queue{}
-	a := &agbot{log: slog.New(slog.DiscardHandler), reader: secretstore.NewReader(store, secretstore.ReaderOptions{})}
-	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{Reader: a.reader, Watcher: watcher, Outbox: q})
-	require.NoError(t, err)
-	binding := func(secret string) []agreement.ServiceBinding {
-		return []agreement.ServiceBinding{{
-			Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Container: "web"},
-			Secrets: map[string]agreement.BoundSecret{"s": {VaultSecret: secret, Format: agreement.FormatRaw}},
-		}}
-	}
-
-	p, tagged, err := a.readProposal(ctx, "agreement-1", binding("myorg/web/api-key"))
-	require.NoError(t, err)
-	assert.Equal(t, "first", string(p.Services[0].Secrets["s"].Data["value"]))
-	assert.False(t, tagged[0].Secrets["s"].Sent.IsZero())
-	require.NoError(t, a.tracker.Register("agreement-1", tagged))
-	_, tagged, err = a.readProposal(ctx, "agreement-2", binding("myorg/web/other"))
-	require.NoError(t, err)
-	require.NoError(t, a.tracker.Register("agreement-2", tagged))
-
-	put(t, store, "myorg/web/api-key", "second") // before the watcher's first look
-	for range 2 {
-		a.tracker.HandleEvents(ctx, watcher.Poll(ctx))
-	}
-	require.Len(t, q.updates, 1, "agreement-1 gets the value it missed; agreement-2 has the current one")
-	assert.Equal(t, "agreement-1", q.updates[0].AgreementID)
-	su, err := q.updates[0].Secrets()
-	require.NoError(t, err)
-	assert.Equal(t, "second", string(su.Services[0].Secrets["s"].Data["value"]))
 }
 
 func must[T any](v T, err error) T {

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
-	"strings"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
@@ -109,29 +106,6 @@ func (df deploymentFile) decode() (*deployment, error) {
 		return nil, fmt.Errorf("services: %w", err)
 	}
 	return &deployment{org: df.Org, target: target, catalog: catalog}, nil
-}
-
-// serviceBindings groups the bindings a validation resolved by service
-// (container), with store names under the organisation: what the tracker
-// registers and the proposal carries.
-func (d *deployment) serviceBindings(report *binding.Report) ([]agreement.ServiceBinding, error) {
-	byService := map[agreement.ServiceRef]map[string]agreement.BoundSecret{}
-	for _, rb := range report.Resolved {
-		path, err := rb.VaultSecret.StorePath(d.org)
-		if err != nil {
-			return nil, err
-		}
-		if byService[rb.Service] == nil {
-			byService[rb.Service] = map[string]agreement.BoundSecret{}
-		}
-		byService[rb.Service][rb.ServiceSecret] = agreement.BoundSecret{VaultSecret: path, Format: rb.Format}
-	}
-	refs := slices.SortedFunc(maps.Keys(byService), func(a, b agreement.ServiceRef) int { return strings.Compare(a.String(), b.String()) })
-	out := make([]agreement.ServiceBinding, 0, len(refs))
-	for _, ref := range refs {
-		out = append(out, agreement.ServiceBinding{Service: ref, Secrets: byService[ref]})
-	}
-	return out, nil
 }
 
 // missingSecrets splits a report's errors: the store names of bound

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
@@ -30,7 +29,7 @@ type agent struct {
 	relay     *relay.Client
 	identity  *identity.Agent
 	store     *agentapi.Store
-	tokens    *tokens
+	tokens    *agentapi.TokenTable
 	guard     agreement.ReplayGuard
 	seq       *demo.Sequencer
 	envDir    string
@@ -140,8 +139,8 @@ func (a *agent) applyUpdate(ctx context.Context, u agreement.Update) error {
 		return err
 	case demo.UpdateKindCancel:
 		ids, err := a.store.RemoveAgreement(ctx, u.AgreementID)
+		a.tokens.Delete(ids...)
 		for _, id := range ids {
-			a.tokens.remove(id)
 			if rerr := os.Remove(a.envPath(id)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 				err = errors.Join(err, rerr)
 			}
@@ -190,8 +189,7 @@ func (a *agent) provide(instance string) error {
 	if err := demo.WriteEnv(a.envPath(instance), demo.Env{API: a.apiURL, Instance: instance, Token: token, Mount: mount}); err != nil {
 		return err
 	}
-	a.tokens.set(instance, token)
-	return nil
+	return a.tokens.Set(instance, token)
 }
 
 func (a *agent) envPath(instance string) string {
@@ -206,32 +204,4 @@ func instanceID(ref agreement.ServiceRef) string {
 		return ref.Container
 	}
 	return ref.URL
-}
-
-// tokens is the instance id → token table the /secrets handler checks.
-type tokens struct {
-	mu sync.RWMutex
-	m  map[string]string
-}
-
-func newTokens() *tokens { return &tokens{m: map[string]string{}} }
-
-// Token implements agentapi.Tokens.
-func (t *tokens) Token(_ context.Context, instance string) (string, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	tok, ok := t.m[instance]
-	return tok, ok
-}
-
-func (t *tokens) set(instance, token string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.m[instance] = token
-}
-
-func (t *tokens) remove(instance string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, instance)
 }

@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 		t: t, relay: server, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(), envDir: filepath.Join(dir, "env"),
 		agent: &agent{
 			log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, relay: client, store: store,
-			tokens: newTokens(), guard: agreement.NewMemoryReplayGuard(), seq: demo.NewSequencer(),
+			tokens: &agentapi.TokenTable{}, guard: agreement.NewMemoryReplayGuard(), seq: demo.NewSequencer(),
 			envDir: filepath.Join(dir, "env"), apiURL: "http://127.0.0.1:1",
 		},
 	}

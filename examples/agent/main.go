@@ -149,7 +149,7 @@ func run(c config, log *slog.Logger) error {
 	defer store.Close()
 	a := &agent{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
-		relay: relayClient, store: store, tokens: newTokens(), envDir: c.envDir,
+		relay: relayClient, store: store, tokens: &agentapi.TokenTable{}, envDir: c.envDir,
 		guard: guard, seq: demo.NewSequencer(), identity: id,
 	}
 	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})

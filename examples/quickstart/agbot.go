@@ -214,30 +214,19 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 	if err := report.Err(); err != nil {
 		return fmt.Errorf("agbot: the deployment is not valid: %w", err)
 	}
-	bindings, err := serviceBindings(report)
+	bindings, err := report.ServiceBindings(org)
 	if err != nil {
 		return err
 	}
-	names := storeNames(bindings)
-	values, err := secretstore.GetBatch(ctx, a.reader, names)
+	// The proposal carries what was read; the tracker, given its content
+	// tags, sends an update if the store holds anything else, whenever the
+	// watcher looks.
+	proposal, bindings, err := agreement.ReadProposal(ctx, a.reader, agreementID, bindings)
+	if errors.Is(err, secretstore.ErrNotFound) {
+		return fmt.Errorf("agbot: a secret was deleted after validation: %w", err)
+	}
 	if err != nil {
 		return err
-	}
-	proposal := agreement.Proposal{AgreementID: agreementID}
-	for _, sb := range bindings {
-		ss := agreement.ServiceSecrets{Service: sb.Service, Secrets: map[string]agreement.SecretDetails{}}
-		for name, b := range sb.Secrets {
-			s, ok := values[b.VaultSecret]
-			if !ok {
-				return fmt.Errorf("agbot: secret %s was deleted after validation", b.VaultSecret)
-			}
-			ss.Secrets[name] = agreement.SecretDetails{Format: b.Format, Data: s.Data}
-			// What the agent gets: the tracker sends an update if the
-			// store holds anything else, whenever the watcher looks.
-			b.Sent = s.ContentTag()
-			sb.Secrets[name] = b
-		}
-		proposal.Services = append(proposal.Services, ss)
 	}
 
 	a.mu.Lock()
@@ -253,31 +242,11 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 	if err := a.tracker.Register(agreementID, bindings); err != nil {
 		return err
 	}
-	a.say.sayf("agbot", "the agent accepted %s; the tracker watches %s", agreementID, strings.Join(names, ", "))
+	a.say.sayf("agbot", "the agent accepted %s; the tracker watches %s", agreementID, strings.Join(storeNames(bindings), ", "))
 	return nil
 }
 
-// serviceBindings groups a report's resolved bindings by service
-// (container), with store names.
-func serviceBindings(report *binding.Report) ([]agreement.ServiceBinding, error) {
-	var out []agreement.ServiceBinding
-	index := map[agreement.ServiceRef]int{}
-	for _, rb := range report.Resolved {
-		name, err := rb.VaultSecret.StorePath(org)
-		if err != nil {
-			return nil, err
-		}
-		i, ok := index[rb.Service]
-		if !ok {
-			i = len(out)
-			index[rb.Service] = i
-			out = append(out, agreement.ServiceBinding{Service: rb.Service, Secrets: map[string]agreement.BoundSecret{}})
-		}
-		out[i].Secrets[rb.ServiceSecret] = agreement.BoundSecret{VaultSecret: name, Format: rb.Format}
-	}
-	return out, nil
-}
-
+// storeNames returns the distinct store secrets of bindings, sorted.
 func storeNames(bindings []agreement.ServiceBinding) []string {
 	set := map[string]bool{}
 	for _, sb := range bindings {

@@ -27,7 +27,7 @@ type nodeAgent struct {
 	agbotKeys *agreement.PublicKeys // pinned: only the agbot's envelopes are opened
 	guard     *agreement.MemoryReplayGuard
 	store     *agentapi.Store
-	tokens    *tokenTable
+	tokens    *agentapi.TokenTable
 	api       *httptest.Server
 	newToken  func() string
 	say       *narrator
@@ -84,7 +84,7 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 			store.Close()
 		}
 	}()
-	tokens := &tokenTable{tokens: map[string]string{}}
+	tokens := &agentapi.TokenTable{}
 	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: tokens, Logger: log})
 	if err != nil {
 		return nil, err
@@ -209,7 +209,9 @@ func (a *nodeAgent) applyProposal(ctx context.Context, p agreement.Proposal) err
 		if s.mount, err = a.store.MountSource(s.instanceID); err != nil {
 			return err
 		}
-		a.tokens.set(s.instanceID, s.token)
+		if err := a.tokens.Set(s.instanceID, s.token); err != nil {
+			return err
+		}
 		a.say.sayf("agent", "opened the proposal of %s: wrote %s for instance %s; it is mounted at %s",
 			p.AgreementID, strings.Join(changes[s.instanceID], ", "), s.instanceID, agentapi.MountTarget)
 	}
@@ -250,7 +252,7 @@ func (a *nodeAgent) Cancel(ctx context.Context, agreementID string) error {
 	removed, err := a.store.RemoveAgreement(ctx, agreementID)
 	a.mu.Lock()
 	for _, s := range a.instances[agreementID] {
-		a.tokens.remove(s.instanceID)
+		a.tokens.Delete(s.instanceID)
 	}
 	delete(a.instances, agreementID)
 	a.ended[agreementID] = err == nil
@@ -284,31 +286,4 @@ func (a *nodeAgent) access(agreementID string) (serviceAccess, error) {
 func (a *nodeAgent) close() error {
 	a.api.Close()
 	return a.store.Close()
-}
-
-// tokenTable is the agent's instance id → token table for the /secrets
-// API. Unlike agentapi.StaticTokens it may change while the API serves.
-type tokenTable struct {
-	mu     sync.RWMutex
-	tokens map[string]string
-}
-
-// Token implements agentapi.Tokens.
-func (t *tokenTable) Token(_ context.Context, instanceID string) (string, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	token, ok := t.tokens[instanceID]
-	return token, ok
-}
-
-func (t *tokenTable) set(instanceID, token string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.tokens[instanceID] = token
-}
-
-func (t *tokenTable) remove(instanceID string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.tokens, instanceID)
 }

@@ -1,0 +1,161 @@
+package agentapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Tokens looks up the token of a service instance: the same id and token
+// the instance uses for the agent's other service-facing APIs (Open
+// Horizon's ESS). Implementations must be safe for concurrent use.
+type Tokens interface {
+	// Token returns the instance's token, or false when the instance is
+	// unknown. An empty token never authenticates anyone.
+	Token(ctx context.Context, instanceID string) (token string, ok bool)
+}
+
+// StaticTokens is a fixed instance id → token table. It must not be
+// modified while a Handler uses it; use a TokenTable for instances that
+// come and go.
+type StaticTokens map[string]string
+
+// Token implements Tokens.
+func (t StaticTokens) Token(_ context.Context, instanceID string) (string, bool) {
+	tok, ok := t[instanceID]
+	return tok, ok
+}
+
+// TokenTable is an instance id → token table that may change while a
+// Handler serves: an agent sets an instance's token when it starts the
+// instance's container and deletes it when it removes the instance. It is
+// safe for concurrent use: lookups take no lock, and Set and Delete copy
+// the table (a node runs few instances). The zero value is an empty table;
+// a TokenTable must not be copied after first use.
+//
+// A token should be unguessable; crypto/rand.Text makes a good one.
+// Printing the table (fmt with any verb, slog) shows instance ids only,
+// each token as [secretstore.Redacted].
+type TokenTable struct {
+	mu sync.Mutex // serialises writers
+	// byID is replaced on every change, never modified, so lookups (one
+	// per request) take no lock. Behind a pointer, it also keeps fmt,
+	// printing a struct that holds a TokenTable, to an address rather than
+	// the tokens.
+	byID atomic.Pointer[map[string]string]
+}
+
+// Token implements Tokens.
+func (t *TokenTable) Token(_ context.Context, instanceID string) (string, bool) {
+	m := t.byID.Load()
+	if m == nil {
+		return "", false
+	}
+	token, ok := (*m)[instanceID]
+	return token, ok
+}
+
+// Set gives an instance its token, replacing any token it had. The
+// instance id must pass CheckName and contain no colon (it is the HTTP
+// Basic user id) and the token must not be empty; otherwise the error
+// matches secretstore.ErrInvalid and the table is unchanged. The error
+// never contains the token.
+func (t *TokenTable) Set(instanceID, token string) error {
+	if err := checkInstanceID(instanceID); err != nil {
+		return fmt.Errorf("agentapi: token table: %w", err)
+	}
+	if token == "" {
+		return fmt.Errorf("agentapi: token table: instance %s: %w: the token is empty", quoteName(instanceID), secretstore.ErrInvalid)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := map[string]string{}
+	if old := t.byID.Load(); old != nil {
+		m = maps.Clone(*old)
+	}
+	m[instanceID] = token
+	t.byID.Store(&m)
+	return nil
+}
+
+// Delete removes the tokens of the instances, so they no longer
+// authenticate. Unknown ids are ignored.
+func (t *TokenTable) Delete(instanceIDs ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.byID.Load()
+	if old == nil {
+		return
+	}
+	m := maps.Clone(*old)
+	for _, id := range instanceIDs {
+		delete(m, id)
+	}
+	t.byID.Store(&m)
+}
+
+// IDs returns the instance ids that have a token, sorted.
+func (t *TokenTable) IDs() []string {
+	m := t.byID.Load()
+	if m == nil {
+		return []string{}
+	}
+	return slices.Sorted(maps.Keys(*m))
+}
+
+// Format implements fmt.Formatter: the instance ids with each token
+// redacted, for every verb. %v prints map[<id>:[redacted] ...]; %#v prints
+// &agentapi.TokenTable{"<id>":[redacted], ...}.
+func (t *TokenTable) Format(f fmt.State, verb rune) {
+	if t == nil {
+		io.WriteString(f, "<nil>")
+		return
+	}
+	ids := t.IDs()
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, "&agentapi.TokenTable{")
+		for i, id := range ids {
+			if i > 0 {
+				io.WriteString(f, ", ")
+			}
+			fmt.Fprintf(f, "%q:%s", id, secretstore.Redacted)
+		}
+		io.WriteString(f, "}")
+		return
+	}
+	io.WriteString(f, "map[")
+	for i, id := range ids {
+		if i > 0 {
+			io.WriteString(f, " ")
+		}
+		io.WriteString(f, id+":"+secretstore.Redacted)
+	}
+	io.WriteString(f, "]")
+}
+
+// String returns the %v form: instance ids, tokens redacted.
+func (t *TokenTable) String() string { return fmt.Sprint(t) }
+
+// GoString returns the %#v form: instance ids, tokens redacted.
+func (t *TokenTable) GoString() string { return fmt.Sprintf("%#v", t) }
+
+// LogValue implements slog.LogValuer: a group of instance ids, each
+// [secretstore.Redacted].
+func (t *TokenTable) LogValue() slog.Value {
+	if t == nil {
+		return slog.GroupValue()
+	}
+	ids := t.IDs()
+	attrs := make([]slog.Attr, len(ids))
+	for i, id := range ids {
+		attrs[i] = slog.String(id, secretstore.Redacted)
+	}
+	return slog.GroupValue(attrs...)
+}
