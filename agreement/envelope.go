@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -290,9 +291,9 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 	if limit := envelopeLimit(maxPlain); len(b) > limit {
 		return nil, fmt.Errorf("%w: envelope is %d bytes, limit %d", ErrTooLarge, len(b), limit)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("%w: envelope: %s", ErrMalformed, jsonproblem.Describe(err))
+	fields, err := objectMembers(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
 	}
 	for name := range fields {
 		switch name {
@@ -342,6 +343,42 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 		return nil, err
 	}
 	return &env, nil
+}
+
+// objectMembers splits one JSON object into its members. Unlike
+// json.Unmarshal into a map, it refuses a member named twice (the map would
+// silently keep the last), so an envelope has exactly one wire form; and
+// like it, it refuses anything after the object.
+func objectMembers(b []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil {
+		return nil, errors.New(jsonproblem.Describe(err))
+	} else if tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	members := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errors.New(jsonproblem.Describe(err))
+		}
+		name, _ := tok.(string) // inside an object, keys are strings
+		if _, dup := members[name]; dup {
+			return nil, fmt.Errorf("field %.40q appears twice", name)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, errors.New(jsonproblem.Describe(err))
+		}
+		members[name] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, errors.New(jsonproblem.Describe(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON object")
+	}
+	return members, nil
 }
 
 // checkVersion checks a version field holding exactly the JSON number 1.

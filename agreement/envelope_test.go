@@ -1,11 +1,13 @@
 package agreement
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -163,6 +165,17 @@ func TestOpenRejects(t *testing.T) {
 		}},
 		{"field name in another case", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m["Header"] = m[fieldHeader]; delete(m, fieldHeader) })}
+		}},
+		{"field given twice (one wire form per envelope)", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+			// The signed value last, so a decoder keeping the last member would accept it.
+			env := bytes.Replace(f.env, []byte(`{`), []byte(`{"`+fieldEnc+`":"AAAA",`), 1)
+			return openCall{env: env}
+		}},
+		{"data after the envelope", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+			return openCall{env: append(slices.Clone(f.env), []byte(` {}`)...)}
+		}},
+		{"JSON array instead of an object", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+			return openCall{env: []byte(`[1,2]`)}
 		}},
 		{"missing signature", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { delete(m, fieldSignature) })}
