@@ -777,15 +777,20 @@ func testContextCancel(t *testing.T, e *env) {
 		"Records": func() error {
 			return e.s.Records(ctx, func(delivery.Record) bool { t.Error("Records called fn with a cancelled context"); return true })
 		},
-		"Names":           func() error { _, err := e.s.Names(ctx, member); return err },
-		"MarkDue":         func() error { _, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(-100), true); return err },
-		"Due":             func() error { _, err := e.s.Due(ctx, member, at(10), time.Minute, 10); return err },
-		"Observations":    func() error { _, err := e.s.Observations(ctx, []string{"org/a"}); return err },
-		"PutObservations": func() error { return e.s.PutObservations(ctx, member, delivery.Observation{Name: "org/a", State: delivery.Missing}) },
-		"PutWait":         func() error { return e.s.PutWait(ctx, delivery.Wait{ID: "dep-2"}) },
-		"Waits":           func() error { _, err := e.s.Waits(ctx); return err },
-		"DeleteWait":      func() error { return e.s.DeleteWait(ctx, "dep-1") },
-		"NewEpoch":        func() error { _, err := e.s.NewEpoch(ctx); return err },
+		"Names": func() error { _, err := e.s.Names(ctx, member); return err },
+		"MarkDue": func() error {
+			_, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(-100), true)
+			return err
+		},
+		"Due":          func() error { _, err := e.s.Due(ctx, member, at(10), time.Minute, 10); return err },
+		"Observations": func() error { _, err := e.s.Observations(ctx, []string{"org/a"}); return err },
+		"PutObservations": func() error {
+			return e.s.PutObservations(ctx, member, delivery.Observation{Name: "org/a", State: delivery.Missing})
+		},
+		"PutWait":    func() error { return e.s.PutWait(ctx, delivery.Wait{ID: "dep-2"}) },
+		"Waits":      func() error { _, err := e.s.Waits(ctx); return err },
+		"DeleteWait": func() error { return e.s.DeleteWait(ctx, "dep-1") },
+		"NewEpoch":   func() error { _, err := e.s.NewEpoch(ctx); return err },
 	}
 	for name, call := range calls {
 		assert.ErrorIs(t, call(), context.Canceled, name)
@@ -814,8 +819,11 @@ func testClosed(t *testing.T, e *env) {
 		"Records": func() error {
 			return e.s.Records(ctx, func(delivery.Record) bool { t.Error("Records called fn on a closed state"); return true })
 		},
-		"Names":           func() error { _, err := e.s.Names(ctx, member); return err },
-		"MarkDue":         func() error { _, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(0), false); return err },
+		"Names": func() error { _, err := e.s.Names(ctx, member); return err },
+		"MarkDue": func() error {
+			_, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(0), false)
+			return err
+		},
 		"Due":             func() error { _, err := e.s.Due(ctx, member, at(10), time.Minute, 10); return err },
 		"Observations":    func() error { _, err := e.s.Observations(ctx, []string{"org/a"}); return err },
 		"PutObservations": func() error { return e.s.PutObservations(ctx, member, delivery.Observation{Name: "org/a"}) },
