@@ -356,7 +356,7 @@ func testDeepCopiesOut(t *testing.T, e *env) {
 	rec := record(t, "agr-1", "n", []string{"org/node/a", "org/a"}, []string{"org/b"})
 	rec.NextAttempt = at(0)
 	e.create(t, rec)
-	want := e.get(t, "agr-1")
+	want := e.get(t, "agr-1").Clone()
 
 	got := e.get(t, "agr-1")
 	mutate(&got)
@@ -367,7 +367,7 @@ func testDeepCopiesOut(t *testing.T, e *env) {
 
 	due := e.due(t, at(1), time.Minute, 10)
 	require.Len(t, due, 1)
-	want = e.get(t, "agr-1")
+	want = e.get(t, "agr-1").Clone()
 	mutate(&due[0])
 	assertRecord(t, want, e.get(t, "agr-1"), "changing a Due result changes nothing stored")
 
