@@ -43,13 +43,18 @@ var zeroUnix = time.Time{}.Unix()
 
 type encoder struct{ b []byte }
 
-func (e *encoder) byte(v byte)       { e.b = append(e.b, v) }
-func (e *encoder) uvarint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) varint(v int64)    { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) str(s string)      { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
-func (e *encoder) bool(v bool)       { e.byte(boolByte(v)) }
-func (e *encoder) strs(ss []string)  { e.uvarint(uint64(len(ss))); for _, s := range ss { e.str(s) } }
-func (e *encoder) time(t time.Time)  { e.varint(t.Unix() - zeroUnix); e.uvarint(uint64(t.Nanosecond())) }
+func (e *encoder) byte(v byte)      { e.b = append(e.b, v) }
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) bool(v bool)      { e.byte(boolByte(v)) }
+func (e *encoder) strs(ss []string) {
+	e.uvarint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+func (e *encoder) time(t time.Time)           { e.varint(t.Unix() - zeroUnix); e.uvarint(uint64(t.Nanosecond())) }
 func (e *encoder) content(c delivery.Content) { e.str(c.StoreName); e.tag(c.Tag) }
 
 func boolByte(v bool) byte {
