@@ -24,7 +24,12 @@ func (h *harness) MakeState(context.Context) (delivery.State, error) {
 	return boltstate.Open(h.path, boltstate.Options{})
 }
 
-func (h *harness) Reopen(_ context.Context, st delivery.State) (delivery.State, error) {
+func (h *harness) Reopen(ctx context.Context, st delivery.State) (delivery.State, error) {
+	// Every durable case reopens: check the file's structure and indexes
+	// each time.
+	if err := boltstate.Check(ctx, st.(*boltstate.State)); err != nil {
+		return nil, err
+	}
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
