@@ -35,8 +35,15 @@ func TestPrepareMigratesInOrder(t *testing.T) {
 
 	var ran []string
 	steps := []migration{
-		func(tx *bolt.Tx) error { ran = append(ran, "1→2"); _, err := tx.CreateBucket([]byte("v2")); return err },
-		func(tx *bolt.Tx) error { ran = append(ran, "2→3"); return tx.Bucket([]byte("v2")).Put([]byte("k"), []byte("v")) },
+		func(tx *bolt.Tx) error {
+			ran = append(ran, "1→2")
+			_, err := tx.CreateBucket([]byte("v2"))
+			return err
+		},
+		func(tx *bolt.Tx) error {
+			ran = append(ran, "2→3")
+			return tx.Bucket([]byte("v2")).Put([]byte("k"), []byte("v"))
+		},
 	}
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return prepare(tx, steps) }))
 	assert.Equal(t, []string{"1→2", "2→3"}, ran, "each step from the file's version runs once, in order")
