@@ -242,30 +242,11 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 	}
 	value := encodeRecord(rec, 1)
 	services := encodeServices(rec.Services)
-	names := delivery.StoreNames(rec.Services)
 	var exists bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		records := tx.Bucket(bucketRecords)
-		exists = records.Get([]byte(rec.ID)) != nil
-		if exists {
-			return nil
-		}
-		id := []byte(rec.ID)
-		if err := records.Put(id, value); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketServices).Put(id, services); err != nil {
-			return err
-		}
-		for _, n := range names {
-			if err := addIndex(tx.Bucket(bucketByName), n, id); err != nil {
-				return err
-			}
-		}
-		if err := addIndex(tx.Bucket(bucketByNode), rec.Node, id); err != nil {
-			return err
-		}
-		return putDue(tx, rec.NextAttempt, rec.ID)
+		var err error
+		exists, err = createTx(tx, rec, value, services)
+		return err
 	})
 	if err != nil {
 		return err
@@ -275,6 +256,31 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 	}
 	rec.Revision = 1
 	return nil
+}
+
+// createTx stores a new record and its index entries, unless its id is
+// taken.
+func createTx(tx *bolt.Tx, rec *delivery.Record, value, services []byte) (exists bool, err error) {
+	records := tx.Bucket(bucketRecords)
+	id := []byte(rec.ID)
+	if records.Get(id) != nil {
+		return true, nil
+	}
+	if err := records.Put(id, value); err != nil {
+		return false, err
+	}
+	if err := tx.Bucket(bucketServices).Put(id, services); err != nil {
+		return false, err
+	}
+	for _, n := range delivery.StoreNames(rec.Services) {
+		if err := addIndex(tx.Bucket(bucketByName), n, id); err != nil {
+			return false, err
+		}
+	}
+	if err := addIndex(tx.Bucket(bucketByNode), rec.Node, id); err != nil {
+		return false, err
+	}
+	return false, putDue(tx, rec.NextAttempt, rec.ID)
 }
 
 // Get implements delivery.State.
