@@ -155,15 +155,25 @@ func (s *State) txError(err error) error {
 
 // view runs fn in a read transaction.
 func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	return s.txError(s.db.View(fn))
+}
+
+// enter checks ctx and that s is open, and keeps it open until the caller
+// calls s.mu.RUnlock.
+func (s *State) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if s.closed {
+		s.mu.RUnlock()
 		return s.errUnavailable(nil)
 	}
-	return s.txError(s.db.View(fn))
+	return nil
 }
 
 // op is one write. Its fn may run twice (alone, after a batch it was in
@@ -177,14 +187,10 @@ type op struct {
 // update runs fn in a write transaction, group-committed with the writes
 // of other goroutines queued meanwhile: one fsync for all of them.
 func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return s.errUnavailable(nil)
-	}
 	o := &op{fn: fn, done: make(chan error, 1)}
 	s.ops <- o
 	return s.txError(<-o.done)
