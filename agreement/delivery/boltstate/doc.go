@@ -32,10 +32,11 @@
 // Every write is a transaction. Update of many records is one
 // transaction; concurrent calls are group-committed: a writer goroutine
 // takes every write waiting when it starts a transaction and commits them
-// together, so a fan-out of 10,000 single updates from the engine's
-// workers costs a few hundred fsyncs, not 10,000, while a lone write waits
-// for no one. When one write of a group fails, the others are committed
-// alone.
+// together: W goroutines writing at once share commits (640 single
+// updates from 64 goroutines took 18 in a test), while a lone write waits
+// for no one. A commit costs an fsync (milliseconds on a disk), so a
+// fan-out is fastest as few Updates of many records. When one write of a
+// group fails, the others are committed alone.
 //
 // # Schema
 //
