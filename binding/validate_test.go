@@ -19,11 +19,23 @@ const testOrg = "myorg"
 
 // device returns a device deployment with the named containers.
 func device(containers ...string) *DeploymentConfig {
-	d := &DeploymentConfig{Services: map[string]json.RawMessage{}}
+	d := &DeploymentConfig{Services: map[string]ContainerConfig{}}
 	for _, c := range containers {
-		d.Services[c] = json.RawMessage(`{"image":"example/` + c + `:1"}`)
+		d.Services[c] = ContainerConfig{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
 	}
 	return d
+}
+
+// cluster returns a cluster deployment declaring the secrets named.
+func cluster(secrets ...string) *ClusterDeploymentConfig {
+	c := &ClusterDeploymentConfig{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
+	for _, s := range secrets {
+		if c.Secrets == nil {
+			c.Secrets = map[string]ServiceSecret{}
+		}
+		c.Secrets[s] = ServiceSecret{}
+	}
+	return c
 }
 
 // svc returns a single-container amd64 definition in testOrg with the secrets named.
@@ -352,14 +364,14 @@ func TestValidateRules(t *testing.T) {
 		{
 			name: "secrets on a cluster-only service",
 			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) {
-				d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"b3BlcmF0b3I="`)
+				d.Deployment, d.ClusterDeployment = nil, cluster()
 			})},
 			target: Target{Services: top("com.example.a", "1.0.0")},
 			want:   []Code{CodeSecretsClusterOnly},
 		},
 		{
 			name: "secrets on a service with device and cluster deployments",
-			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.ClusterDeployment = json.RawMessage(`{"operatorYamlArchive":"eA=="}`) })},
+			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.ClusterDeployment = cluster() })},
 			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
 				sbEntry("com.example.a", bind("token", "tok"))}},
 			want: []Code{CodeSecretsMixedDeployment},
@@ -431,7 +443,7 @@ func TestValidateRules(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "problems: %v", rep.Problems)
 			for _, p := range rep.Problems {
-				assert.Equal(t, p.Code.Severity(), p.Severity)
+				assert.Contains(t, []Severity{p.Code.Severity(), CodeBindingUnused.Severity()}, p.Severity, "its own severity, or that of a binding no service needs")
 				assert.NotEmpty(t, p.Message)
 				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
 				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
@@ -524,13 +536,13 @@ func TestValidateService(t *testing.T) {
 	}{
 		{"device service with secrets", svc("com.example.a", "1.0.0", "token"), nil},
 		{"cluster-only service without secrets", with(svc("com.example.a", "1.0.0"), func(d *ServiceDefinition) {
-			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+			d.Deployment, d.ClusterDeployment = nil, cluster()
 		}), nil},
 		{"cluster-only service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
-			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+			d.Deployment, d.ClusterDeployment = nil, cluster()
 		}), []Code{CodeSecretsClusterOnly}},
 		{"mixed service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
-			d.ClusterDeployment = json.RawMessage(`"eA=="`)
+			d.ClusterDeployment = cluster()
 		}), []Code{CodeSecretsMixedDeployment}},
 		{"unsafe name and unknown format", with(svc("com.example.a", "1.0.0", "a/b"), func(d *ServiceDefinition) {
 			d.Secrets["ok"] = ServiceSecret{Format: "xml"}
@@ -546,10 +558,11 @@ func TestValidateService(t *testing.T) {
 
 func TestReportErr(t *testing.T) {
 	rep := &Report{}
-	rep.add(CodeBindingUnused, Problem{}, "entry %d is unused.", 1)
+	rep.add(PointDeployCheck, CodeBindingUnused, Problem{}, "entry %d is unused.", 1)
+	rep.add(PointPublish, CodeBindingUnused, Problem{}, "entry %d is unused.", 2)
 	assert.NoError(t, rep.Err())
-	rep.add(CodeSecretUnbound, Problem{}, "secret %q is unbound.", "a")
-	rep.add(CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
+	rep.add(PointDeployCheck, CodeSecretUnbound, Problem{}, "secret %q is unbound.", "a")
+	rep.add(PointDeployCheck, CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
 	err := rep.Err()
 	require.Error(t, err)
 	assert.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -558,6 +571,7 @@ func TestReportErr(t *testing.T) {
 	assert.Len(t, ve.Problems, 2)
 	assert.Equal(t, "binding: 2 problems:\n  - error secret_unbound: secret \"a\" is unbound.\n  - error vault_secret_missing: secret \"b\" is missing.", err.Error())
 	assert.Len(t, rep.Warnings(), 1)
+	assert.Len(t, rep.Notes(), 1)
 }
 
 func TestCatalogRejectsBadDefinitions(t *testing.T) {
