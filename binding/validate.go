@@ -104,6 +104,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 		if e.usable && !e.used {
 			v.add(CodeBindingUnused, e.problem(), "secretBinding entry %d matches no service deployed here or among its dependencies, so it is not needed.", e.index)
 		}
+		v.reportUndeclared(e)
 		v.settleSeverities(e)
 	}
 	if opts.Checker != nil {
@@ -184,6 +185,10 @@ type entry struct {
 	used     bool               // selected a service, version included
 	selected bool               // org, url and arch selected a service, whatever the version
 	needed   []bool             // per binding: binds a secret a selected service declares
+	// undeclared is, per binding, the first selected service (container)
+	// that does not declare the secret; reported when no service needs it.
+	undeclared   []*Problem
+	undeclaredIn []int // how many selected services (containers) lack it
 	// pending are problems whose severity depends on whether the entry or
 	// binding turns out to be needed; binding is -1 for the entry's own.
 	pending []pendingProblem
@@ -224,7 +229,8 @@ func (v *validation) add(c Code, p Problem, format string, args ...any) int {
 // checkEntry reports the problems an entry has on its own. Those that only
 // matter when the entry (or binding) is needed are settled after the walk.
 func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
-	e := &entry{index: index, sb: sb, vault: make([]*VaultSecretName, len(sb.Bindings)), needed: make([]bool, len(sb.Bindings))}
+	e := &entry{index: index, sb: sb, vault: make([]*VaultSecretName, len(sb.Bindings)),
+		needed: make([]bool, len(sb.Bindings)), undeclared: make([]*Problem, len(sb.Bindings)), undeclaredIn: make([]int, len(sb.Bindings))}
 	p := e.problem()
 	e.usable = true
 	pend := func(binding, problem int) {
@@ -274,6 +280,29 @@ func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
 		e.vault[i] = &name
 	}
 	return e
+}
+
+// reportUndeclared reports each binding of e for a secret that no service
+// the entry selects declares, as Open Horizon reports a binding no service
+// requires: once, however many services (architectures, versions) the entry
+// selects, and not at all when one of them needs it.
+func (v *validation) reportUndeclared(e *entry) {
+	for i, p := range e.undeclared {
+		if p == nil || e.needed[i] {
+			continue
+		}
+		b := e.sb.Bindings[i]
+		in := "service " + refString(p.Service)
+		if p.Service.Container != "" {
+			svc := p.Service
+			svc.Container = ""
+			in = fmt.Sprintf("container %q of service %s", p.Service.Container, refString(svc))
+		}
+		if n := e.undeclaredIn[i]; n > 1 {
+			in = fmt.Sprintf("%s or any of the %d other services it selects", in, n-1)
+		}
+		v.add(CodeSecretUndeclared, *p, "secretBinding entry %d binds secret %q, which %s does not declare, so the binding is not needed.", e.index, b.ServiceSecret, in)
+	}
 }
 
 // settleSeverities gives the entry's pending problems binding_unused's
@@ -552,12 +581,11 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
 			places, needContainer, declared := placesFor(containers, byName[b.ServiceSecret], narrow)
 			if !declared {
-				if narrow != "" {
+				if e.undeclared[i] == nil {
 					bp.Service.Container = narrow
-					v.add(CodeSecretUndeclared, bp, "secretBinding entry %d binds secret %q, which container %q of service %s does not declare, so the binding is not needed.", e.index, b.ServiceSecret, narrow, refString(ref))
-				} else {
-					v.add(CodeSecretUndeclared, bp, "secretBinding entry %d binds secret %q, which service %s does not declare, so the binding is not needed.", e.index, b.ServiceSecret, refString(ref))
+					e.undeclared[i] = &bp
 				}
+				e.undeclaredIn[i]++
 				continue
 			}
 			e.needed[i] = true
