@@ -271,6 +271,9 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	case len(in.RequiredServices) > MaxRequiredServices:
 		return badInput(what, "more than %d requiredServices", MaxRequiredServices)
 	}
+	if len(in.RequiredServices) == 0 {
+		in.RequiredServices = nil // [] and absent are the same
+	}
 	if in.Deployment != nil && in.Deployment.Services == nil {
 		in.Deployment = nil // "" in the exchange form: no device deployment
 	}
