@@ -203,14 +203,14 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			defs:   anaxWorld(topSecrets, depSecrets, "amd64"),
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top1, top2), sbDep(dep1)}},
 			point:  PointPublish, resolved: 3,
-			want:   []problem{{CodeSecretUnbound, SeverityError, "mysecret_both", "dep1"}},
+			want: []problem{{CodeSecretUnbound, SeverityError, "mysecret_both", "dep1"}},
 		},
 		{
 			name: "one binding missing for the top-level service", anax: "missing one secret binding for the top level service",
 			defs:   anaxWorld(topSecrets, depSecrets, "amd64"),
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top2), sbDep(dep1, dep2)}},
 			point:  PointPublish, resolved: 3,
-			want:   []problem{{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"}},
+			want: []problem{{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"}},
 		},
 		{
 			name: "fully qualified vault secret name", anax: "invalid vault secret name",
@@ -218,7 +218,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2), sbDep([2]string{"mysecret_dep1", "openhorizon/myorg/user/fred/sd1"}, dep2)}},
 			point: PointPublish, resolved: 3,
-			want:  []problem{{CodeVaultSecretInvalid, SeverityError, "mysecret_dep1", "dep1"}},
+			want: []problem{{CodeVaultSecretInvalid, SeverityError, "mysecret_dep1", "dep1"}},
 		},
 		{
 			name: "a binding the top-level service does not declare", anax: "extra secret binding for top level service",
@@ -226,7 +226,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2, [2]string{"mysecret_top3", "s3"}), sbDep(dep1, dep2)}},
 			point: PointPublish, resolved: 4,
-			want:  []problem{{CodeSecretUndeclared, SeverityNote, "mysecret_top3", "mysvc"}},
+			want: []problem{{CodeSecretUndeclared, SeverityNote, "mysecret_top3", "mysvc"}},
 		},
 		{
 			name: "an entry for a service not deployed", anax: "extra secret binding for a different service",
@@ -234,7 +234,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2), sbDep(dep1, dep2), anaxEntry("extra_url", "dep1", "amd64", "0.0.1", [2]string{"svc_secret", "vault_secret"})}},
 			point: PointPublish, resolved: 4,
-			want:  []problem{{CodeBindingUnused, SeverityNote, "", "dep1"}},
+			want: []problem{{CodeBindingUnused, SeverityNote, "", "dep1"}},
 		},
 		{
 			name: "no service needs any binding", anax: "Test_GroupSecretBindings: all extraneous",
