@@ -3,6 +3,7 @@ package binding
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -297,12 +298,32 @@ func TestHubURLs(t *testing.T) {
 
 // Fuzz tests: no panic, bounded work, and what decodes re-encodes.
 
+// addFixtureSeeds adds the Open Horizon fixtures matching pattern (a glob
+// under testdata/openhorizon) as seeds, placeholders substituted.
+func addFixtureSeeds(f *testing.F, pattern string) {
+	files, err := filepath.Glob(filepath.Join(ohDir, pattern))
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	vars := ohVars(f, map[string]string{"VERS": "1.0.0"})
+	for _, file := range files {
+		rel, err := filepath.Rel(ohDir, file)
+		require.NoError(f, err)
+		f.Add(expandOH(f, rel, vars))
+	}
+}
+
+// FuzzDecodeServiceDefinition: no panic, bounded work, and decode → encode
+// → decode gives the same definition (secrets of every place, containers'
+// other configuration, cluster deployment).
 func FuzzDecodeServiceDefinition(f *testing.F) {
 	f.Add(`{"org":"o","url":"u","version":"1","arch":"a","secrets":{"s":{"format":"raw"}},"deployment":{"services":{"c":{}}}}`)
-	f.Add(`{"deployment":"{\"services\":{\"c\":{}}}","clusterDeployment":"x"}`)
+	f.Add(`{"deployment":"{\"services\":{\"c\":{\"image\":\"<x>\",\"secrets\":{\"s\":{\"format\":\"value_only\"}}}}}","clusterDeployment":"{\"secrets\":{\"k\":{}}}"}`)
 	f.Add(`{"deployment":"","requiredServices":[{"org":"o","url":"d","version":"1"}]}`)
+	f.Add(`{"deployment":{"services":{"c":null,"d":{"secrets":null,"binds":[ 1, {"a" : "\u2028"} ]}}},"clusterDeployment":{"operatorYamlArchive":"x","secrets":{}}}`)
 	f.Add(`{"deployment":"\"nested\""}`)
 	f.Add(`[]`)
+	addFixtureSeeds(f, "*/*/*.json")
+	addFixtureSeeds(f, "anax/service_defs/*/*.json")
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := DecodeServiceDefinition(strings.NewReader(s))
 		if err != nil {
@@ -312,20 +333,31 @@ func FuzzDecodeServiceDefinition(f *testing.F) {
 		require.LessOrEqual(t, len(d.Secrets), MaxSecretsPerService)
 		require.LessOrEqual(t, len(d.Containers()), MaxContainers)
 		_ = d.DeploymentKind()
+		_ = d.SecretNames()
 		_ = ValidateService(d)
 		out, err := json.Marshal(d)
 		require.NoError(t, err)
-		_, err = DecodeServiceDefinition(strings.NewReader(string(out)))
+		back, err := DecodeServiceDefinition(strings.NewReader(string(out)))
 		require.NoError(t, err)
+		require.Equal(t, d, back)
 	})
 }
 
+// FuzzDecodeSecretBindings: no panic, bounded work, and each entry's decode
+// → encode → decode keeps its form (Open Horizon's "secrets" list or the
+// design's "bindings" object) and its content.
 func FuzzDecodeSecretBindings(f *testing.F) {
 	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","bindings":{"a":{"vaultSecret":"b"}}}]}`)
 	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","secrets":[{"a":"b"},{"c":"d","e":"f"}]}]}`)
+	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","enableNodeLevelSecrets":true,"secrets":[{"a":"b"},{"a":"c"}]}]}`)
+	f.Add(`{"secretBinding":[{"enableNodeLevelSecrets":true,"serviceContainer":"c","bindings":{"a":{"vaultSecret":"b"}}}]}`)
 	f.Add(`{"secretBinding":[{"bindings":{"a":{"vaultSecret":"b"},"a":{"vaultSecret":"c"}}}]}`)
+	f.Add(`{"secretBinding":[{"bindings":{"a":{"vaultSecret":"b"}},"secrets":[{"c":"d"}]}]}`)
 	f.Add(`{"service":{"name":"u","org":"o","serviceVersions":[{"version":"1"}]},"secretBinding":null}`)
 	f.Add(`{"secretBinding":[{"secrets":[[]]}]}`)
+	addFixtureSeeds(f, "anax/patterns/*.json")
+	addFixtureSeeds(f, "anax/deployment_policies/*.json")
+	addFixtureSeeds(f, "examples/helloSecretWorld/*.json")
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, decode := range []func(string) (Target, error){
 			func(s string) (Target, error) {
@@ -353,9 +385,15 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				require.LessOrEqual(t, len(sb.Bindings), MaxBindingsPerEntry)
 				out, err := json.Marshal(sb)
 				if err != nil {
+					require.Equal(t, FormDesign, sb.Form, "only the design form cannot hold a secret bound twice")
 					require.ErrorContains(t, err, "twice")
 					continue
 				}
+				var members map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal(out, &members))
+				_, list := members["secrets"]
+				_, object := members["bindings"]
+				require.Equal(t, sb.Form == FormOpenHorizon, list && !object, "written in its form")
 				var back SecretBinding
 				require.NoError(t, json.Unmarshal(out, &back))
 				require.Equal(t, sb, back)

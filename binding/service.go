@@ -367,8 +367,9 @@ func (c ClusterDeploymentConfig) MarshalJSON() ([]byte, error) {
 }
 
 // decodeSecretsHolder splits the JSON object raw (a container or a cluster
-// deployment) into its "secrets" and its other members, compacted so that
-// a decoded value encodes and decodes to itself. A null raw is empty.
+// deployment) into its "secrets" and its other members, in the form
+// encoding writes them so that a decoded value encodes and decodes to
+// itself. A null raw is empty.
 func decodeSecretsHolder(raw []byte, what string, secrets *map[string]ServiceSecret, config *map[string]json.RawMessage) error {
 	var members map[string]json.RawMessage
 	if err := unmarshal(raw, what, &members); err != nil {
@@ -384,11 +385,12 @@ func decodeSecretsHolder(raw []byte, what string, secrets *map[string]ServiceSec
 		}
 	}
 	for k, v := range members {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, v); err != nil { // cannot fail: v came from the decoder
+		// Marshal's form (compact, HTML-escaped), which encoding writes.
+		canonical, err := json.Marshal(v)
+		if err != nil { // cannot happen: v came from the decoder
 			return badInput(what, "member %q is not valid JSON", k)
 		}
-		members[k] = buf.Bytes()
+		members[k] = canonical
 	}
 	if len(members) > 0 {
 		*config = members
