@@ -69,9 +69,8 @@
 //   - compcheck.VerifySecretBindingForServiceCache and the publish commands
 //     (cli/exchange ValidateSecretBindingForSvcAndDep) return at the first
 //     service, top-level or dependency, with an unbound secret;
-//   - compcheck.VerifyVaultSecrets_strict (deploycheck, and the agbot
-//     through it) returns at the first vault secret that is missing or
-//     cannot be checked;
+//   - compcheck.VerifyVaultSecrets_strict (deploycheck) returns at the
+//     first vault secret that is missing or cannot be checked;
 //   - compcheck.GetSecretBindingForService returns at the first entry whose
 //     serviceVersionRange does not parse;
 //   - the agbot's ValidateAndExtractSecrets returns at the first secret it
