@@ -62,8 +62,9 @@ type Code string
 const (
 	// CodeFieldMissing: a secretBinding entry lacks serviceOrgid,
 	// serviceUrl or bindings, or a binding lacks its service secret or
-	// vault secret name. An error where the binding is needed; otherwise
-	// as CodeBindingUnused (Open Horizon sees an entry that matches nothing).
+	// vault secret name. A binding's missing name is an error where the
+	// binding is needed; an entry's missing field is reported as
+	// CodeBindingUnused is (Open Horizon sees an entry that matches nothing).
 	CodeFieldMissing Code = "binding_field_missing"
 	// CodeArchInvalid: serviceArch is not "", "*" or an architecture name.
 	// The entry matches nothing, so it is reported as CodeBindingUnused is.
@@ -197,8 +198,8 @@ func (p Problem) String() string {
 // ResolvedBinding is a binding Validate found to apply: the service
 // (container) receives the vault secret under the service secret name.
 type ResolvedBinding struct {
-	// Service includes the container the secret is mounted into (empty
-	// when the service has no device containers).
+	// Service includes the container the secret is mounted into; an empty
+	// Container is the service's cluster deployment.
 	Service       ServiceRef `json:"service"`
 	ServiceSecret string     `json:"serviceSecret"`
 	// Format is the declared format (FormatJSON when not declared).

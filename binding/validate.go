@@ -589,8 +589,10 @@ func (v *validation) bindService(def *ServiceDefinition) {
 				continue
 			}
 			e.needed[i] = true
+			if len(places) == 0 {
+				attempted[b.ServiceSecret] = true // no container to deliver it to: reported as such, or moot
+			}
 			if needContainer {
-				attempted[b.ServiceSecret] = true
 				if !requiredReported {
 					v.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s) for the secrets declared at the top of its definition.", e.index, refString(ref), listOrNone(containers))
 					requiredReported = true
@@ -724,7 +726,7 @@ func (v *validation) checkExistence(ctx context.Context) error {
 			}
 		}
 		p := Problem{Service: rb.Service, Binding: rb.Binding, ServiceSecret: rb.ServiceSecret, VaultSecret: rb.VaultSecret.String()}
-		of := placeRef(rb.Service, false)
+		of := placeRef(rb.Service, rb.Service.Container == "") // only the cluster deployment has none
 		switch {
 		case failed.code == CodeVaultSecretInvalid:
 			v.add(failed.code, p, "The store refused vault secret name %q, bound to secret %q of %s: %s.", failedName.String(), rb.ServiceSecret, of, failed.err)
