@@ -67,7 +67,8 @@ var (
 // ClusterSecretName(opts.AgreementID), labelled name=hzn-service-secrets,
 // with one data key per service secret holding what a device service's file
 // would (see "File content"): {"key":…,"value":…} for an Open Horizon
-// secret of the default format, the value alone for value_only. Apply it
+// secret of the default format (anax also escapes '<', '>' and '&' in that
+// JSON; the values are the same), the value alone for value_only. Apply it
 // with any Kubernetes client; the operator mounts or reads it.
 //
 // ss is the cluster service's secrets from the agreement (a ServiceSecrets

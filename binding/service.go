@@ -111,7 +111,7 @@ type ContainerConfig struct {
 	// Secrets are the secrets mounted into this container.
 	Secrets map[string]ServiceSecret
 	// Config holds the container's other members ("image", "binds", ...),
-	// each as compact JSON.
+	// each as JSON.
 	Config map[string]json.RawMessage
 }
 
@@ -120,8 +120,9 @@ type ContainerConfig struct {
 // operator as one Kubernetes Secret, and the rest of its configuration
 // ("operatorYamlArchive", ...), kept as it is.
 type ClusterDeploymentConfig struct {
+	// Secrets are the secrets handed to the operator.
 	Secrets map[string]ServiceSecret
-	// Config holds the other members, each as compact JSON.
+	// Config holds the other members, each as JSON.
 	Config map[string]json.RawMessage
 }
 
