@@ -147,6 +147,26 @@ func (inst *installation) mkdirTemp(pattern string) (string, error) {
 type template struct {
 	dataDir  string
 	password string // of the superuser
+	major    int    // PostgreSQL's major version
+}
+
+// minMajor is the oldest PostgreSQL pgtest runs: 13 has DROP DATABASE ...
+// WITH (FORCE) (Debian 11, bullseye, ships 13).
+const minMajor = 13
+
+// majorVersion reads the major version from `postgres --version` output:
+// "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)".
+func majorVersion(out string) (int, error) {
+	fields := strings.Fields(out)
+	if len(fields) < 3 {
+		return 0, fmt.Errorf("unexpected postgres --version output %q", out)
+	}
+	major, _, _ := strings.Cut(fields[2], ".")
+	v, err := strconv.Atoi(major)
+	if err != nil {
+		return 0, fmt.Errorf("unexpected postgres --version output %q", out)
+	}
+	return v, nil
 }
 
 // initdbArgs make the template: password authentication for every
@@ -176,6 +196,13 @@ func templateFor(ctx context.Context, inst *installation) (*template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s --version: %w", inst.program("postgres"), err)
 	}
+	major, err := majorVersion(string(version))
+	if err != nil {
+		return nil, err
+	}
+	if major < minMajor {
+		return nil, fmt.Errorf("%w: %s is PostgreSQL %d; pgtest needs %d or later", ErrUnavailable, inst.binDir, major, minMajor)
+	}
 	key := sha256.Sum256([]byte(strings.Join(append([]string{templateFormat, inst.binDir, string(version)}, initdbArgs...), "\x00")))
 	cache, err := cacheDir()
 	if err != nil {
@@ -197,6 +224,7 @@ func templateFor(ctx context.Context, inst *installation) (*template, error) {
 			}
 		}
 	}
+	tp.major = major
 	if templates.m == nil {
 		templates.m = map[string]*template{}
 	}

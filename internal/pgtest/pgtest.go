@@ -214,6 +214,11 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 		password: tp.password,
 	}
 	settings := maps.Clone(baseSettings)
+	if tp.major >= 14 {
+		// After a crash, one syncfs of the file system instead of an
+		// fsync of every file: three times faster here (BenchmarkKillStart).
+		settings["recovery_init_sync_method"] = "syncfs"
+	}
 	maps.Copy(settings, opts.Settings)
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
 		s.args = append(s.args, "-c", name+"="+settings[name])
@@ -307,8 +312,8 @@ func (s *Server) launch(ctx context.Context) error {
 	return nil
 }
 
-// waitReady tries to connect until the server accepts a login: after it
-// has listened, and after crash recovery.
+// waitReady waits until the postmaster says it is ready (after crash
+// recovery, if any) and accepts a login.
 func (s *Server) waitReady(ctx context.Context, p *process) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -328,12 +333,37 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), last)
 		case <-tick.C:
 		}
+		// Logging in only once it is ready keeps "the database system is
+		// starting up" out of the log.
+		if last = s.pidFileReady(p.cmd.Process.Pid); last != nil {
+			continue
+		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			return conn.Close(ctx)
 		}
 		last = err
 	}
+}
+
+// pidFileReady reports, as pg_ctl reads it, whether the data directory's
+// postmaster.pid names the postmaster pid and its status line says
+// "ready": its lines are the PID, the data directory, the start time, the
+// port, the socket directory, the listen address, the shared memory key
+// and the status.
+func (s *Server) pidFileReady(pid int) error {
+	b, err := os.ReadFile(filepath.Join(s.DataDir, "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 || strings.TrimSpace(lines[0]) != strconv.Itoa(pid) {
+		return errors.New("postmaster.pid not written yet")
+	}
+	if status := strings.TrimSpace(lines[7]); status != "ready" {
+		return fmt.Errorf("postmaster status %q", status)
+	}
+	return nil
 }
 
 // Start starts the server again on its data directory and address after
