@@ -1,0 +1,57 @@
+package pgtest_test
+
+import (
+	"testing"
+
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+)
+
+// The cost of each way to get a server or a database, for the report:
+//
+//	go test -run - -bench . -benchtime 10x ./internal/pgtest/
+
+// BenchmarkStartClose: a dedicated server from the cached template, until
+// it accepts logins, then closed (immediate shutdown, files removed).
+func BenchmarkStartClose(b *testing.B) {
+	for b.Loop() {
+		srv := pgtest.Start(b, pgtest.Options{})
+		if err := srv.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStopStart: a fast shutdown, then a start on the same data.
+func BenchmarkStopStart(b *testing.B) {
+	srv := pgtest.Start(b, pgtest.Options{})
+	for b.Loop() {
+		if err := srv.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.Start(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKillStart: a crash, then a start with crash recovery.
+func BenchmarkKillStart(b *testing.B) {
+	srv := pgtest.Start(b, pgtest.Options{})
+	for b.Loop() {
+		if err := srv.Kill(); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.Start(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewDatabase: a fresh database on the shared server (the drops,
+// when the benchmark ends, are not timed).
+func BenchmarkNewDatabase(b *testing.B) {
+	srv := pgtest.Shared(b)
+	for b.Loop() {
+		srv.CreateDatabase(b)
+	}
+}
