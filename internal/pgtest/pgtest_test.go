@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -243,46 +244,10 @@ func TestTwoServersRunAtOnce(t *testing.T) {
 }
 
 func TestWithoutPostgreSQLSkipsOrFailsInCI(t *testing.T) {
-	for _, tc := range []struct {
-		ci         string
-		wantFailed bool
-	}{
-		{ci: "true", wantFailed: true},
-		{ci: "", wantFailed: false},
-		{ci: "false", wantFailed: false},
-	} {
-		t.Run("CI="+tc.ci, func(t *testing.T) {
-			t.Setenv("CI", tc.ci)
-			t.Setenv(pgtest.EnvBinDir, filepath.Join(t.TempDir(), "no-postgres"))
-			ft := &fakeTB{TB: t}
-			func() {
-				defer func() { _ = recover() }()
-				pgtest.Start(ft, pgtest.Options{})
-			}()
-			assert.Equal(t, tc.wantFailed, ft.failed, "fails in CI")
-			assert.Equal(t, !tc.wantFailed, ft.skipped, "skips outside CI")
-			assert.Contains(t, ft.msg, "scripts/devpostgres.sh", "the message says how to get PostgreSQL")
-			assert.Contains(t, ft.msg, "no executable initdb", "the message says what is missing")
-		})
-	}
-	t.Setenv(pgtest.EnvBinDir, t.TempDir())
+	t.Setenv(pgtest.EnvBinDir, filepath.Join(t.TempDir(), "no-postgres"))
+	testkit.CheckUnavailable(t, func(tb testing.TB) { pgtest.Start(tb, pgtest.Options{}) },
+		"scripts/devpostgres.sh", "no executable initdb")
+
 	_, err := pgtest.StartServer(t.Context(), pgtest.Options{})
 	assert.ErrorIs(t, err, pgtest.ErrUnavailable)
-}
-
-// fakeTB records Skip and Fatal instead of ending the real test.
-type fakeTB struct {
-	testing.TB
-	skipped, failed bool
-	msg             string
-}
-
-func (f *fakeTB) Helper() {}
-func (f *fakeTB) Skipf(format string, args ...any) {
-	f.skipped, f.msg = true, fmt.Sprintf(format, args...)
-	panic("skip")
-}
-func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.failed, f.msg = true, fmt.Sprintf(format, args...)
-	panic("fatal")
 }

@@ -42,13 +42,10 @@ func shutdown(pid int, mode syscall.Signal) error {
 // makes itself a process group leader, so they cannot be signalled as one
 // group. These functions find them through /proc.
 
-// pauseTree stops (SIGSTOP) the postmaster, so it forks no more, then each
-// of its children, and returns once all are stopped.
+// pauseTree stops (SIGSTOP) the postmaster, then each of its children, and
+// returns once all are stopped.
 func pauseTree(pid int) error {
-	if err := stopAndWait(pid, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	kids, err := children(pid)
+	kids, err := freeze(pid)
 	if err != nil {
 		return err
 	}
@@ -60,19 +57,14 @@ func pauseTree(pid int) error {
 	return nil
 }
 
-// resumeTree continues (SIGCONT) the postmaster's children, then the
+// resumeTree continues (SIGCONT) the postmaster's children and the
 // postmaster. Continuing a running process does nothing.
 func resumeTree(pid int) error {
 	kids, err := children(pid)
 	if err != nil {
 		return err
 	}
-	for _, k := range kids {
-		if err := syscall.Kill(k, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-	}
-	return syscall.Kill(pid, syscall.SIGCONT)
+	return signalAll(append(kids, pid), syscall.SIGCONT)
 }
 
 // killTree kills (SIGKILL) the postmaster and all its children at once, as
@@ -80,25 +72,34 @@ func resumeTree(pid int) error {
 // reaps the postmaster; the children, reparented to init, may stay zombies
 // where init does not reap, which holds no resource PostgreSQL checks.
 func killTree(pid int) error {
-	// Freeze the postmaster first: it forks no new child, and reacts to
-	// no child's death, while we kill them.
-	if err := stopAndWait(pid, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	kids, err := children(pid)
+	kids, err := freeze(pid)
 	if err != nil {
 		return err
 	}
-	for _, k := range kids {
-		if err := syscall.Kill(k, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := signalAll(append(kids, pid), syscall.SIGKILL); err != nil {
 		return err
 	}
 	for _, k := range kids {
 		if err := waitState(k, "Z"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freeze stops the postmaster, so that it forks no new child and reacts to
+// no child's stop or death, and returns its children.
+func freeze(pid int) ([]int, error) {
+	if err := stopAndWait(pid, syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	return children(pid)
+}
+
+// signalAll sends sig to each process, skipping those already gone.
+func signalAll(pids []int, sig syscall.Signal) error {
+	for _, p := range pids {
+		if err := syscall.Kill(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return err
 		}
 	}
