@@ -3,7 +3,8 @@
 # (installing it with apt-get, through sudo when not root, if no
 # /usr/lib/postgresql/*/bin has it) and prints that bin directory, the newest
 # version when several are installed. internal/pgtest starts its throwaway
-# clusters from there.
+# clusters from there. A PostgreSQL installed otherwise is used when
+# EDGESECRETS_POSTGRES_BIN already names its bin directory.
 #
 #   EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)
 #
@@ -15,23 +16,36 @@ set -euo pipefail
 # The programs internal/pgtest runs from the bin directory.
 needed=(initdb postgres pg_dump)
 
+has_programs() {
+  local p
+  for p in "${needed[@]}"; do
+    [ -x "$1/$p" ] || return 1
+  done
+}
+
 find_bin() {
+  if [ -n "${EDGESECRETS_POSTGRES_BIN:-}" ]; then
+    has_programs "$EDGESECRETS_POSTGRES_BIN" && echo "$EDGESECRETS_POSTGRES_BIN"
+    return
+  fi
   local dir best=
   for dir in /usr/lib/postgresql/*/bin; do
-    [ -d "$dir" ] || continue
-    local ok=1 p
-    for p in "${needed[@]}"; do
-      [ -x "$dir/$p" ] || ok=
-    done
     # Keep the highest major version (the glob sorts 10 before 9).
-    if [ -n "$ok" ] && { [ -z "$best" ] || [ "$(version "$dir")" -gt "$(version "$best")" ]; }; then
+    if has_programs "$dir" && { [ -z "$best" ] || [ "$(version "$dir")" -gt "$(version "$best")" ]; }; then
       best=$dir
     fi
   done
   [ -n "$best" ] && echo "$best"
 }
 
-version() { basename "$(dirname "$1")" | tr -cd '0-9'; }
+# The major version a bin directory is for: 15 for /usr/lib/postgresql/15/bin,
+# 9 for .../9.6/bin.
+version() {
+  local v
+  v=$(basename "$(dirname "$1")")
+  v=${v%%.*}
+  case $v in '' | *[!0-9]*) echo 0 ;; *) echo "$v" ;; esac
+}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -45,6 +59,10 @@ as_root() {
 }
 
 if ! bin=$(find_bin); then
+  if [ -n "${EDGESECRETS_POSTGRES_BIN:-}" ]; then
+    echo "devpostgres: EDGESECRETS_POSTGRES_BIN=$EDGESECRETS_POSTGRES_BIN does not hold ${needed[*]}" >&2
+    exit 1
+  fi
   if ! command -v apt-get >/dev/null; then
     echo "devpostgres: no PostgreSQL server under /usr/lib/postgresql/*/bin and no apt-get to install one;" >&2
     echo "devpostgres: install PostgreSQL and set EDGESECRETS_POSTGRES_BIN to the directory holding initdb" >&2

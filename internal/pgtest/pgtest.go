@@ -132,7 +132,6 @@ type Server struct {
 
 	mu     sync.Mutex
 	proc   *process // nil while stopped
-	paused bool
 	closed bool
 }
 
@@ -300,7 +299,7 @@ func (s *Server) launch(ctx context.Context) error {
 		_ = cmd.Wait()
 		close(p.exited)
 	}()
-	s.proc, s.paused = p, false
+	s.proc = p
 	if err := s.waitReady(ctx, p); err != nil {
 		_ = s.killLocked()
 		out := s.logSince(logStart)
@@ -397,7 +396,7 @@ func (s *Server) shutdownLocked(mode syscall.Signal) error {
 	}
 	select {
 	case <-p.exited:
-		s.proc, s.paused = nil, false
+		s.proc = nil
 		return nil
 	case <-time.After(stopTimeout):
 		return errors.Join(fmt.Errorf("pgtest: postgres did not stop within %v; killed", stopTimeout), s.killLocked())
@@ -425,7 +424,7 @@ func (s *Server) killLocked() error {
 	case <-time.After(30 * time.Second):
 		return errors.Join(err, errors.New("pgtest: postgres did not exit after SIGKILL"))
 	}
-	s.proc, s.paused = nil, false
+	s.proc = nil
 	return err
 }
 
@@ -439,7 +438,6 @@ func (s *Server) Pause() error {
 	if s.proc == nil || !s.proc.running() {
 		return errors.New("pgtest: pausing a server that is not running")
 	}
-	s.paused = true
 	return pauseTree(s.proc.cmd.Process.Pid)
 }
 
@@ -450,7 +448,6 @@ func (s *Server) Resume() error {
 	if s.proc == nil || !s.proc.running() {
 		return errors.New("pgtest: resuming a server that is not running")
 	}
-	s.paused = false
 	return resumeTree(s.proc.cmd.Process.Pid)
 }
 
