@@ -75,6 +75,8 @@ const (
 	startTimeout = 2 * time.Minute
 	// stopTimeout bounds a fast shutdown before the server is killed.
 	stopTimeout = time.Minute
+	// adminTimeout bounds creating and dropping a database, and a dump.
+	adminTimeout = time.Minute
 )
 
 // baseSettings are the server settings pgtest starts every server with,
@@ -132,6 +134,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	proc   *process // nil while stopped
+	paused bool
 	closed bool
 }
 
@@ -299,7 +302,7 @@ func (s *Server) launch(ctx context.Context) error {
 		_ = cmd.Wait()
 		close(p.exited)
 	}()
-	s.proc = p
+	s.proc, s.paused = p, false
 	if err := s.waitReady(ctx, p); err != nil {
 		_ = s.killLocked()
 		out := s.logSince(logStart)
@@ -388,7 +391,7 @@ func (s *Server) Stop() error {
 func (s *Server) shutdownLocked(mode syscall.Signal) error {
 	p := s.proc
 	if p == nil || !p.running() {
-		s.proc = nil
+		s.proc, s.paused = nil, false
 		return nil
 	}
 	if err := shutdown(p.cmd.Process.Pid, mode); err != nil {
@@ -396,7 +399,7 @@ func (s *Server) shutdownLocked(mode syscall.Signal) error {
 	}
 	select {
 	case <-p.exited:
-		s.proc = nil
+		s.proc, s.paused = nil, false
 		return nil
 	case <-time.After(stopTimeout):
 		return errors.Join(fmt.Errorf("pgtest: postgres did not stop within %v; killed", stopTimeout), s.killLocked())
@@ -415,7 +418,7 @@ func (s *Server) Kill() error {
 func (s *Server) killLocked() error {
 	p := s.proc
 	if p == nil || !p.running() {
-		s.proc = nil
+		s.proc, s.paused = nil, false
 		return nil
 	}
 	err := killTree(p.cmd.Process.Pid)
@@ -424,7 +427,7 @@ func (s *Server) killLocked() error {
 	case <-time.After(30 * time.Second):
 		return errors.Join(err, errors.New("pgtest: postgres did not exit after SIGKILL"))
 	}
-	s.proc = nil
+	s.proc, s.paused = nil, false
 	return err
 }
 
@@ -438,6 +441,7 @@ func (s *Server) Pause() error {
 	if s.proc == nil || !s.proc.running() {
 		return errors.New("pgtest: pausing a server that is not running")
 	}
+	s.paused = true
 	return pauseTree(s.proc.cmd.Process.Pid)
 }
 
@@ -448,6 +452,7 @@ func (s *Server) Resume() error {
 	if s.proc == nil || !s.proc.running() {
 		return errors.New("pgtest: resuming a server that is not running")
 	}
+	s.paused = false
 	return resumeTree(s.proc.cmd.Process.Pid)
 }
 
@@ -500,23 +505,32 @@ func (s *Server) logSince(offset int64) string {
 func (s *Server) CreateDatabase(t testing.TB) *Database {
 	t.Helper()
 	db := s.database(fmt.Sprintf("test_%d", s.dbs.Add(1)))
-	if err := s.exec(context.Background(), "CREATE DATABASE "+db.Name); err != nil {
+	if err := s.exec("CREATE DATABASE " + db.Name); err != nil {
 		t.Fatalf("pgtest: creating database %s: %v", db.Name, err)
 	}
 	t.Cleanup(func() {
-		if !s.Running() {
-			return
+		if !s.answering() {
+			return // a stopped or paused server is the test's own, going away
 		}
 		// FORCE ends the sessions a test left open.
-		if err := s.exec(context.Background(), "DROP DATABASE "+db.Name+" WITH (FORCE)"); err != nil {
+		if err := s.exec("DROP DATABASE " + db.Name + " WITH (FORCE)"); err != nil {
 			t.Errorf("pgtest: dropping database %s: %v", db.Name, err)
 		}
 	})
 	return db
 }
 
+// answering reports whether the server runs and is not paused.
+func (s *Server) answering() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && s.proc.running() && !s.paused
+}
+
 // exec runs one statement in the default database.
-func (s *Server) exec(ctx context.Context, sql string) error {
+func (s *Server) exec(sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
 	conn, err := pgx.Connect(ctx, s.URL)
 	if err != nil {
 		return err
@@ -543,7 +557,9 @@ func (d *Database) Dump(t testing.TB) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(d.srv.Addr)
 	// The password goes through the environment, not the command line (ps).
-	cmd := exec.CommandContext(context.Background(), d.srv.inst.program("pg_dump"),
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, d.srv.inst.program("pg_dump"),
 		"--host="+host, "--port="+port, "--username="+superuser, "--no-password", "--dbname="+d.Name)
 	cmd.Env = append(cleanEnv(), "PGPASSWORD="+d.srv.password)
 	var stderr strings.Builder
