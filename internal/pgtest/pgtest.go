@@ -163,11 +163,15 @@ func Start(t testing.TB, opts Options) *Server {
 		fatalOrSkip(t, err)
 	}
 	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("pgtest: closing the server at %s: %v", s.Addr, err)
+		// Shut down, show the log, then remove it with the rest.
+		if err := s.halt(); err != nil {
+			t.Errorf("pgtest: shutting down the server at %s: %v", s.Addr, err)
 		}
 		if t.Failed() {
 			t.Logf("pgtest: log of the PostgreSQL server at %s:\n%s", s.Addr, s.Output())
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("pgtest: closing the server at %s: %v", s.Addr, err)
 		}
 	})
 	return s
@@ -474,6 +478,13 @@ func (s *Server) Close() error {
 	s.closed = true
 	err := s.shutdownLocked(immediateShutdown)
 	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+// halt shuts the server down at once, keeping its files.
+func (s *Server) halt() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdownLocked(immediateShutdown)
 }
 
 // Output returns the server's log so far (its last MiB): what the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,51 @@ func TestTwoServersRunAtOnce(t *testing.T) {
 	// Stopping one leaves the other serving.
 	require.NoError(t, a.Stop())
 	assert.Equal(t, []string{"in-b"}, readRows(t, b.URL))
+}
+
+func TestLogIsShownOnlyWhenTheTestFails(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		t.Run(fmt.Sprint("failed=", failed), func(t *testing.T) {
+			ft := &cleanupTB{TB: t, failed: failed}
+			srv := pgtest.Start(ft, pgtest.Options{})
+			u, err := url.Parse(srv.URL)
+			require.NoError(t, err)
+			password, _ := u.User.Password()
+			ft.runCleanups()
+
+			logged := strings.Join(ft.logs, "\n")
+			if !failed {
+				assert.Empty(t, logged, "a passing test's output is quiet")
+				return
+			}
+			assert.Contains(t, logged, "database system is ready to accept connections", "the server's log, on failure")
+			assert.Contains(t, logged, "received immediate shutdown request", "up to its end")
+			assert.NotContains(t, logged, password)
+			assert.NoDirExists(t, srv.DataDir, "removed after logging")
+		})
+	}
+}
+
+// cleanupTB runs its cleanups when told, records Logf, and reports the
+// failure state it was given.
+type cleanupTB struct {
+	testing.TB
+	failed   bool
+	logs     []string
+	cleanups []func()
+}
+
+func (c *cleanupTB) Helper()          {}
+func (c *cleanupTB) Failed() bool     { return c.failed }
+func (c *cleanupTB) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
+func (c *cleanupTB) Logf(format string, args ...any) {
+	c.logs = append(c.logs, fmt.Sprintf(format, args...))
+}
+
+func (c *cleanupTB) runCleanups() {
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		c.cleanups[i]()
+	}
 }
 
 func TestWithoutPostgreSQLSkipsOrFailsInCI(t *testing.T) {
