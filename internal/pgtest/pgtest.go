@@ -311,7 +311,7 @@ func (s *Server) launch(ctx context.Context) error {
 		_ = s.killLocked()
 		out := s.logSince(logStart)
 		if strings.Contains(out, "could not bind") || strings.Contains(out, "already in use") {
-			return errPortTaken
+			return fmt.Errorf("postgres could not listen on %s (%w)\n--- server log ---\n%s", s.Addr, errPortTaken, out)
 		}
 		return fmt.Errorf("postgres did not become ready: %w\n--- server log ---\n%s", err, out)
 	}
@@ -467,8 +467,9 @@ func (s *Server) Running() bool {
 	return s.proc != nil && s.proc.running()
 }
 
-// Close shuts the server down at once (an immediate shutdown: its data
-// are thrown away) and removes its directory. Later calls do nothing.
+// Close shuts the server down at once (an immediate shutdown, without a
+// checkpoint) and removes its directory, data and log. Later calls do
+// nothing.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
