@@ -21,29 +21,24 @@ func BenchmarkStartClose(b *testing.B) {
 	}
 }
 
-// BenchmarkStopStart: a fast shutdown, then a start on the same data.
-func BenchmarkStopStart(b *testing.B) {
-	srv := pgtest.Start(b, pgtest.Options{})
-	for b.Loop() {
-		if err := srv.Stop(); err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.Start(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkKillStart: a crash, then a start with crash recovery.
-func BenchmarkKillStart(b *testing.B) {
-	srv := pgtest.Start(b, pgtest.Options{})
-	for b.Loop() {
-		if err := srv.Kill(); err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.Start(b.Context()); err != nil {
-			b.Fatal(err)
-		}
+// BenchmarkRestart: a fast shutdown (Stop) or a crash (Kill), then a
+// start on the same data, with crash recovery after Kill.
+func BenchmarkRestart(b *testing.B) {
+	for name, halt := range map[string]func(*pgtest.Server) error{
+		"Stop": (*pgtest.Server).Stop,
+		"Kill": (*pgtest.Server).Kill,
+	} {
+		b.Run(name, func(b *testing.B) {
+			srv := pgtest.Start(b, pgtest.Options{})
+			for b.Loop() {
+				if err := halt(srv); err != nil {
+					b.Fatal(err)
+				}
+				if err := srv.Start(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -43,8 +43,8 @@ func TestMakeTemplateCachesAnInitialisedCluster(t *testing.T) {
 func TestMajorVersion(t *testing.T) {
 	for out, want := range map[string]int{
 		"postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n": 15,
-		"postgres (PostgreSQL) 17.2\n":                          17,
-		"postgres (PostgreSQL) 9.6.24\n":                        9,
+		"postgres (PostgreSQL) 17.2\n":                           17,
+		"postgres (PostgreSQL) 9.6.24\n":                         9,
 	} {
 		got, err := majorVersion(out)
 		require.NoError(t, err, out)

@@ -222,7 +222,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 	settings := maps.Clone(baseSettings)
 	if tp.major >= 14 {
 		// After a crash, one syncfs of the file system instead of an
-		// fsync of every file: three times faster here (BenchmarkKillStart).
+		// fsync of every file: three times faster here (BenchmarkRestart/Kill).
 		settings["recovery_init_sync_method"] = "syncfs"
 	}
 	maps.Copy(settings, opts.Settings)
@@ -439,24 +439,21 @@ func (s *Server) killLocked() error {
 // kernel still accepts connections on its port, but nothing answers, and
 // running queries hang. It returns once every process is stopped. Resume
 // undoes it; Stop, Kill and Close work on a paused server too.
-func (s *Server) Pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil || !s.proc.running() {
-		return errors.New("pgtest: pausing a server that is not running")
-	}
-	s.paused = true
-	return pauseTree(s.proc.cmd.Process.Pid)
-}
+func (s *Server) Pause() error { return s.setPaused(true) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
+func (s *Server) Resume() error { return s.setPaused(false) }
+
+func (s *Server) setPaused(paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil || !s.proc.running() {
-		return errors.New("pgtest: resuming a server that is not running")
+		return errors.New("pgtest: pausing or resuming a server that is not running")
 	}
-	s.paused = false
+	s.paused = paused
+	if paused {
+		return pauseTree(s.proc.cmd.Process.Pid)
+	}
 	return resumeTree(s.proc.cmd.Process.Pid)
 }
 
