@@ -136,10 +136,11 @@ func (a *Agent) Register(ctx context.Context, attestation Attestation) (*x509.Ce
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.hub.Register(ctx, &RegisterRequest{
-		Provider: a.id.Provider, Org: a.id.Org, Node: a.id.Node,
-		Attestation: attestation, CSR: string(csr), LifetimeSeconds: int64(a.lifetime / time.Second),
-	})
+	req, err := NewRegisterRequest(a.key.Signer, a.id, csr, attestation, a.clock.Now(), a.lifetime)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.hub.Register(ctx, req)
 	if err != nil {
 		return nil, err
 	}

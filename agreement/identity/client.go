@@ -169,6 +169,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 		reason = ErrRevoked
 	case reasonExpired:
 		reason = ErrExpired
+	case reasonReplayed:
+		if kind == ErrConflict {
+			// Its own kind, so that the error matches exactly one.
+			kind = ErrReplayed
+		}
 	}
 	return newError(op, id, kind, fmt.Sprintf("hub answered %d: %s", resp.StatusCode, msg), reason)
 }
