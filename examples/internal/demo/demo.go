@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/natefinch/atomic"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // NewLogger returns a text logger writing to w at level ("debug", "info",
@@ -156,12 +158,11 @@ func WritePrivateFile(path string, data []byte) error {
 	return atomic.ReplaceFile(tmp.Name(), path)
 }
 
-// UpdateKindCancel is the agreement update kind by which the example agbot
-// tells an agent that an agreement has ended (its payload is {}): the agent
-// removes the agreement's instances and their secret files. It stands in
-// for Open Horizon's own agreement cancellation; being an update, it is
-// sealed and signed like any other, so the relay cannot forge it.
-const UpdateKindCancel = "cancel"
+// UpdateKindCancel is agreement.UpdateKindCancel, kept while the example
+// agbot still names it here.
+//
+// Deprecated: use agreement.UpdateKindCancel.
+const UpdateKindCancel = agreement.UpdateKindCancel
 
 // SetUsage makes -h print the synopsis ("Usage: <synopsis>"), a
 // description and the flags.
