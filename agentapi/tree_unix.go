@@ -102,14 +102,50 @@ func (t *dirTree) openFD(rel string, flags int, perm fs.FileMode) (int, error) {
 			// Some seccomp filters answer EPERM for system calls they do
 			// not know; the walk decides.
 		default:
-			return -1, pathError("open", rel, err)
+			return -1, pathError("open", rel, t.explain(rel, err))
 		}
 	}
 	fd, err := t.walk(rel, flags, mode)
 	if err != nil {
-		return -1, pathError("open", rel, err)
+		return -1, pathError("open", rel, t.explain(rel, err))
 	}
 	return fd, nil
+}
+
+// explain turns ENOTDIR, which the kernel gives for a symlink where a
+// directory was opened without following it, into errSymlink when an
+// element of rel is one.
+func (t *dirTree) explain(rel string, err error) error {
+	if !errors.Is(err, unix.ENOTDIR) {
+		return err
+	}
+	dirfd := t.fd
+	elems := strings.Split(rel, "/")
+	for i, e := range elems {
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, e, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			break
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = errSymlink
+			break
+		}
+		if i == len(elems)-1 || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			break
+		}
+		fd, oerr := unix.Openat(dirfd, e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if dirfd != t.fd {
+			unix.Close(dirfd)
+		}
+		if oerr != nil {
+			return err
+		}
+		dirfd = fd
+	}
+	if dirfd != t.fd {
+		unix.Close(dirfd)
+	}
+	return err
 }
 
 // walk opens rel one element at a time, each with O_NOFOLLOW, for kernels
