@@ -45,6 +45,9 @@ func (o AgentOptions) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "{Instance:%s SigningKey:%s Files:%v Lifetime:%v}", o.Instance, keyPresence(o.SigningKey), o.Files != nil, o.Lifetime)
 }
 
+// MarshalJSON encodes what LogValue logs: never the signing key.
+func (o AgentOptions) MarshalJSON() ([]byte, error) { return logValueJSON(o.LogValue()) }
+
 // LogValue logs the options without the signing key.
 func (o AgentOptions) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("instance", o.Instance.String()), slog.String("signingKey", keyPresence(o.SigningKey)),

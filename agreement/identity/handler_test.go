@@ -68,7 +68,7 @@ func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
 	k := newAgentKeys(t)
 
-	body, err := json.Marshal(registerRequest(t, k, testID, "good", s.clock.Now()))
+	body, err := registerRequest(t, k, testID, "good", s.clock.Now()).Body()
 	require.NoError(t, err)
 	resp, raw := s.do(t, http.MethodPost, "/instance", body)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(raw))
@@ -127,7 +127,7 @@ func TestHandlerErrors(t *testing.T) {
 	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
 	k := newAgentKeys(t)
 	registerBody := func(att Attestation) []byte {
-		b, err := json.Marshal(registerRequest(t, k, testID, att, s.clock.Now()))
+		b, err := registerRequest(t, k, testID, att, s.clock.Now()).Body()
 		require.NoError(t, err)
 		return b
 	}
@@ -204,7 +204,7 @@ func TestHandlerUnderPrefix(t *testing.T) {
 	_, err = client.Refresh(context.Background(), testID, refreshRequest(t, k, testID, a, h.clock.Now()))
 	require.NoError(t, err)
 
-	body, err := json.Marshal(registerRequest(t, k, testID, "good", h.clock.Now()))
+	body, err := registerRequest(t, k, testID, "good", h.clock.Now()).Body()
 	require.NoError(t, err)
 	resp, err := srv.Client().Post(srv.URL+"/identity/instance", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,8 +35,9 @@ var errTooLarge = jsonproblem.ErrTooLarge
 
 // Attestation is the provider's attestation document for an instance (for
 // example a signed instance identity document). It is a bearer credential
-// while fresh, so printing it with fmt or slog shows "[redacted]"; its JSON
-// form carries the value. string(a) gives the value to an Attestor.
+// while fresh, so printing it with fmt, slog or encoding/json shows
+// "[redacted]"; only RegisterRequest.Body writes the value (the request
+// body the hub reads). string(a) gives the value to an Attestor.
 type Attestation string
 
 // String returns "[redacted]".
@@ -49,6 +51,21 @@ func (Attestation) Format(f fmt.State, _ rune) { io.WriteString(f, redacted) }
 
 // LogValue logs "[redacted]".
 func (Attestation) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON writes "[redacted]", so a value holding an attestation
+// (a RegisterRequest in a log record, an error report) never carries it.
+// Decoding reads the value.
+func (Attestation) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// Body returns the JSON body of POST /instance, the attestation included
+// (json.Marshal of the request redacts it).
+func (req *RegisterRequest) Body() ([]byte, error) {
+	type wire RegisterRequest // the same fields, without this method set
+	return json.Marshal(struct {
+		*wire
+		Attestation string `json:"attestation"`
+	}{(*wire)(req), string(req.Attestation)})
+}
 
 // RegisterRequest is the body of POST /instance: the node the agent claims
 // to be, the provider's attestation, a CSR (see NewCSR) naming the same
