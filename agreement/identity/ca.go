@@ -2,12 +2,12 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
