@@ -437,7 +437,7 @@ type metadata struct {
 	Acknowledged []string          `json:"acknowledged"`
 	// Sequence is the envelope sequence of the newest agreement message
 	// applied to the instance: a floor for the agreement's replay guard
-	// that is written with the files it protects (see agreementFloor).
+	// that is written with the files it protects (see loadAgreements).
 	Sequence uint64 `json:"sequence,omitempty"`
 	// Sealed is, in memory mode, the instance's files sealed to the
 	// agent's own keys (see sealFiles).

@@ -115,7 +115,7 @@ func (a *agent) handle(ctx context.Context, m relay.Message) {
 	case errors.Is(err, agreement.ErrReplay):
 		a.log.Debug("ignoring a replayed message", slog.Uint64("relay_id", m.ID))
 		return
-	case err != nil && got.Reply == nil:
+	case err != nil:
 		a.log.Warn("ignoring a message that does not open", slog.Uint64("relay_id", m.ID), slog.String("err", err.Error()))
 		return
 	}
