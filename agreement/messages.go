@@ -328,6 +328,9 @@ func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("pr
 const (
 	// UpdateKindSecrets carries a SecretsUpdate: only the changed secrets.
 	UpdateKindSecrets = "secrets"
+	// UpdateKindCancel ends the agreement: the agent removes the secrets
+	// of its services. Its payload is the empty object {}.
+	UpdateKindCancel = "cancel"
 )
 
 // Update is an agreement update: a generic kind and its payload, so the
