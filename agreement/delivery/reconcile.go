@@ -138,11 +138,15 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			}
 			return len(recs)
 		}
-		// Changed meanwhile (marked due, ended, answered): their new
-		// state is reconciled next.
+		// Changed meanwhile (marked due, ended, answered, notified): the
+		// work prepared for them is void. Have them looked at again now
+		// rather than when the lease runs out.
 		for _, id := range ce.IDs {
 			conflicted[id] = true
 		}
+		_, err := e.state.MarkDue(ctx, Selector{IDs: ce.IDs}, now, false)
+		e.noteState(err)
+		e.notify()
 	}
 	e.changedNow()
 	for _, j := range jobs {
@@ -729,6 +733,7 @@ const maxEditTries = 8
 // the record it is given alone. Records deleted meanwhile are skipped.
 func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) action) error {
 	defer e.changedNow()
+	defer e.notify()
 	for try := 1; len(recs) > 0; try++ {
 		var saves []*Record
 		var removes []string
