@@ -221,10 +221,10 @@ type Engine struct {
 	// watcher cycle.
 	absent map[string]ObservedState
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced whenever a record changes
-	health  Health        // counts and store problem of the last cycle
-	stateErr error        // the last State failure; nil once a call succeeded
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced whenever a record changes
+	health   Health        // counts and store problem of the last cycle
+	stateErr error         // the last State failure; nil once a call succeeded
 }
 
 // New returns an Engine, or an error naming every missing or invalid

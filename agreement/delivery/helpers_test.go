@@ -132,7 +132,9 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	return reply, nil
 }
 
-func instanceID(agreementID string, service int) string { return fmt.Sprintf("%s-%d", agreementID, service) }
+func instanceID(agreementID string, service int) string {
+	return fmt.Sprintf("%s-%d", agreementID, service)
+}
 
 func (a *testAgent) setDown(down bool) {
 	a.mu.Lock()
