@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"maps"
 	"slices"
@@ -208,25 +209,48 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	var due []*Record
+	// The limit earliest, kept in a max-heap: a large backlog costs one
+	// pass, not a sort per call.
+	due := &dueHeap{}
 	for _, r := range m.records {
-		if !r.NextAttempt.IsZero() && !r.NextAttempt.After(now) {
-			due = append(due, r)
+		if r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
+			continue
+		}
+		switch {
+		case limit <= 0 || due.Len() < limit:
+			heap.Push(due, r)
+		case dueOrder(r, (*due)[0]) < 0:
+			(*due)[0] = r
+			heap.Fix(due, 0)
 		}
 	}
-	slices.SortFunc(due, func(a, b *Record) int {
-		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
-	})
-	if limit > 0 && len(due) > limit {
-		due = due[:limit]
-	}
-	out := make([]Record, len(due))
-	for i, r := range due {
+	slices.SortFunc(*due, dueOrder)
+	out := make([]Record, len(*due))
+	for i, r := range *due {
 		r.NextAttempt = now.Add(lease)
 		r.Revision++
 		out[i] = r.Clone()
 	}
 	return out, nil
+}
+
+// dueOrder orders records by NextAttempt, then id.
+func dueOrder(a, b *Record) int {
+	return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
+}
+
+// dueHeap is a max-heap of records in dueOrder.
+type dueHeap []*Record
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return dueOrder(h[i], h[j]) > 0 }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(*Record)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
 }
 
 // Observations implements State.

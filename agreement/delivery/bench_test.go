@@ -1,0 +1,224 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// benchAgents is a fleet of agents that answer only with keys: during
+// setup they accept every message with a real sealed reply; once counting
+// is switched on they take each envelope without answering (an
+// asynchronous transport), so a benchmark measures the engine alone.
+type benchAgents struct {
+	agbot    *agreement.PublicKeys
+	keys     map[string]*agreement.PrivateKeys
+	counting atomic.Bool
+	sent     atomic.Int64
+	mu       sync.Mutex
+	arrived  chan struct{} // signalled when sent reaches target
+	target   int64
+}
+
+func newBenchAgents(b *testing.B, agbot *agreement.PublicKeys, n int, suite agreement.Suite) *benchAgents {
+	b.Helper()
+	a := &benchAgents{agbot: agbot, keys: make(map[string]*agreement.PrivateKeys, n)}
+	for i := range n {
+		k, err := agreement.GenerateKeys(suite)
+		require.NoError(b, err)
+		a.keys[benchNode(i)] = k
+	}
+	return a
+}
+
+func benchNode(i int) string { return fmt.Sprintf("node-%06d", i) }
+
+func (a *benchAgents) Keys(_ context.Context, node string) (*agreement.PublicKeys, error) {
+	return a.keys[node].Public(), nil
+}
+
+func (a *benchAgents) Send(_ context.Context, m delivery.Message) ([]byte, error) {
+	if a.counting.Load() {
+		if a.sent.Add(1) == a.target {
+			a.arrived <- struct{}{}
+		}
+		return nil, nil
+	}
+	h, err := agreement.PeekHeader(m.Envelope)
+	if err != nil {
+		return nil, err
+	}
+	r := agreement.NewReply(h, true, "")
+	return agreement.SealReply(a.keys[m.Node], a.agbot, r, agreement.Header{Sequence: h.Sequence})
+}
+
+// expect arms the signal for n more sends.
+func (a *benchAgents) expect(n int) {
+	a.target = a.sent.Load() + int64(n)
+}
+
+// benchEngine runs an engine with n agreements, all bound to org/db and in
+// sync, with counting switched on.
+func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, *memory.Store, *benchAgents, *agreement.PrivateKeys, func()) {
+	b.Helper()
+	ctx := context.Background()
+	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	require.NoError(b, err)
+	agents := newBenchAgents(b, keys.Public(), n, suite)
+	agents.arrived = make(chan struct{}, 1)
+	store := memory.New()
+	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
+	require.NoError(b, err)
+	e, err := delivery.New(delivery.Options{
+		Store: store, State: delivery.NewMemoryState(), Keys: keys, Agents: agents, Transport: agents,
+		Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
+	})
+	require.NoError(b, err)
+	for i := range n {
+		require.NoError(b, e.Register(ctx, testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "org/db")))
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Run(runCtx)
+	}()
+	for i := range n {
+		_, err := e.Wait(ctx, fmt.Sprintf("agr-%06d", i))
+		require.NoError(b, err)
+	}
+	agents.counting.Store(true)
+	return e, store, agents, keys, func() { cancel(); <-done }
+}
+
+// BenchmarkRotationFanOut measures one rotation fanned out to 10,000
+// agreements: the engine (watcher cycle, values read once, each update
+// sealed to its agent, stored in flight and handed to the transport)
+// against a bare loop of SealUpdate calls to the same agents, one after
+// another and on every core. Compare ns/agreement.
+func BenchmarkRotationFanOut(b *testing.B) {
+	const n = 10_000
+	b.Run("engine-memory-state", func(b *testing.B) {
+		e, store, agents, _, stop := benchEngine(b, n, agreement.DefaultSuite)
+		defer stop()
+		ctx := context.Background()
+		v := 0
+		b.ResetTimer()
+		for b.Loop() {
+			v++
+			agents.expect(n)
+			_, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": fmt.Appendf(nil, "v%d", v)}}, secretstore.PutOptions{})
+			require.NoError(b, err)
+			e.TriggerCycle()
+			<-agents.arrived
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/agreement")
+	})
+
+	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	require.NoError(b, err)
+	agents := newBenchAgents(b, keys.Public(), n, agreement.DefaultSuite)
+	publics := make([]*agreement.PublicKeys, 0, n)
+	for i := range n {
+		publics = append(publics, agents.keys[benchNode(i)].Public())
+	}
+	update := func(id string) agreement.Update {
+		u, err := agreement.NewSecretsUpdate(id, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
+			Service: agreement.ServiceRef{Org: "org", URL: "svc", Version: "1.0.0"},
+			Secrets: map[string]agreement.SecretDetails{"pw": {Data: secretstore.Data{"password": []byte("v1")}}},
+		}}})
+		require.NoError(b, err)
+		return u
+	}
+	b.Run("bare-seal-loop", func(b *testing.B) {
+		seq := uint64(0)
+		for b.Loop() {
+			for i, to := range publics {
+				seq++
+				if _, err := agreement.SealUpdate(keys, to, update(fmt.Sprintf("agr-%06d", i)), agreement.Header{Sequence: seq}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/agreement")
+	})
+	b.Run("bare-seal-loop-all-cores", func(b *testing.B) {
+		workers := runtime.GOMAXPROCS(0)
+		for b.Loop() {
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := w; i < n; i += workers {
+						if _, err := agreement.SealUpdate(keys, publics[i], update(fmt.Sprintf("agr-%06d", i)), agreement.Header{Sequence: uint64(i + 1)}); err != nil {
+							panic(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/agreement")
+	})
+}
+
+// BenchmarkMemoryPerAgreement measures the heap in use, after a GC, per
+// agreement registered with a MemoryState and in sync: the state's
+// records and indexes, the watcher's names and the engine's own. Each
+// agreement binds one secret to two candidates, a node-level one of its
+// own and an organisation-level one all share.
+func BenchmarkMemoryPerAgreement(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	for b.Loop() {
+		keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+		require.NoError(b, err)
+		agents := newBenchAgents(b, keys.Public(), n, agreement.SuiteX25519)
+		store := memory.New()
+		_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
+		require.NoError(b, err)
+		e, err := delivery.New(delivery.Options{
+			Store: store, State: delivery.NewMemoryState(), Keys: keys, Agents: agents, Transport: agents,
+			Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
+		})
+		require.NoError(b, err)
+		before := heapInUse()
+		for i := range n {
+			require.NoError(b, e.Register(ctx, testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "node/"+benchNode(i)+"/db", "org/db")))
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = e.Run(runCtx)
+		}()
+		for i := range n {
+			_, err := e.Wait(ctx, fmt.Sprintf("agr-%06d", i))
+			require.NoError(b, err)
+		}
+		registered := heapInUse()
+		cancel()
+		<-done
+		b.ReportMetric(float64(registered-before)/n, "B/agreement")
+		runtime.KeepAlive(e)
+		runtime.KeepAlive(agents)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
