@@ -10,29 +10,106 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
 // MemoryState is a State kept in memory, for tests and for agbots that
 // may lose their delivery state on restart. The zero value is not ready;
 // use NewMemoryState. It ignores member ids: one engine uses it.
+//
+// It keeps each record compact (its bindings as slices, not maps) and
+// indexes nothing but how many records bind each store name: MarkDue
+// looks at every record, which an agbot does once per watcher cycle.
 type MemoryState struct {
 	mu      sync.Mutex
-	records map[string]*Record
-	byName  map[string]map[string]struct{} // store name → record ids
-	byNode  map[string]map[string]struct{} // node → record ids
+	records map[string]*memRecord
+	names   map[string]int // store name → records binding it
 	obs     map[string]Observation
 	waits   map[string]Wait
 	epoch   uint64
 	closed  bool
 }
 
+// memRecord is a stored record: rec without its Services, which are kept
+// as services.
+type memRecord struct {
+	rec      Record
+	services []memService
+}
+
+type memService struct {
+	ref     agreement.ServiceRef
+	secrets []memSecret // sorted by name
+}
+
+type memSecret struct {
+	name, format string
+	storeNames   []string
+}
+
+func compactServices(services []binding.ServiceBinding) []memService {
+	out := make([]memService, len(services))
+	for i, sb := range services {
+		out[i] = memService{ref: sb.Service, secrets: make([]memSecret, 0, len(sb.Secrets))}
+		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
+			b := sb.Secrets[name]
+			out[i].secrets = append(out[i].secrets, memSecret{name: name, format: b.Format, storeNames: slices.Clone(b.StoreNames)})
+		}
+	}
+	return out
+}
+
+// record returns a deep copy of the stored record.
+func (m *memRecord) record() Record {
+	r := m.rec.Clone()
+	if m.services != nil {
+		r.Services = make([]binding.ServiceBinding, len(m.services))
+		for i, ms := range m.services {
+			secrets := make(map[string]binding.BoundSecret, len(ms.secrets))
+			for _, sec := range ms.secrets {
+				secrets[sec.name] = binding.BoundSecret{StoreNames: slices.Clone(sec.storeNames), Format: sec.format}
+			}
+			r.Services[i] = binding.ServiceBinding{Service: ms.ref, Secrets: secrets}
+		}
+	}
+	return r
+}
+
+// binds reports whether the record binds any of names.
+func (m *memRecord) binds(names map[string]bool) bool {
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if names[n] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// storeNames calls fn with each distinct store name of the record.
+func (m *memRecord) storeNames(fn func(string)) {
+	var seen []string
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if !slices.Contains(seen, n) {
+					seen = append(seen, n)
+					fn(n)
+				}
+			}
+		}
+	}
+}
+
 // NewMemoryState returns an empty MemoryState.
 func NewMemoryState() *MemoryState {
 	return &MemoryState{
-		records: map[string]*Record{},
-		byName:  map[string]map[string]struct{}{},
-		byNode:  map[string]map[string]struct{}{},
+		records: map[string]*memRecord{},
+		names:   map[string]int{},
 		obs:     map[string]Observation{},
 		waits:   map[string]Wait{},
 	}
@@ -61,12 +138,13 @@ func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
 		return ErrExists
 	}
 	rec.Revision = 1
-	c := rec.Clone()
-	m.records[rec.ID] = &c
-	for _, n := range StoreNames(rec.Services) {
-		addIndex(m.byName, n, rec.ID)
-	}
-	addIndex(m.byNode, rec.Node, rec.ID)
+	stored := &memRecord{services: compactServices(rec.Services)}
+	services := rec.Services
+	rec.Services = nil
+	stored.rec = rec.Clone()
+	rec.Services = services
+	m.records[rec.ID] = stored
+	stored.storeNames(func(n string) { m.names[n]++ })
 	return nil
 }
 
@@ -81,7 +159,7 @@ func (m *MemoryState) Get(ctx context.Context, id string) (Record, error) {
 	if !ok {
 		return Record{}, ErrNotFound
 	}
-	return r.Clone(), nil
+	return r.record(), nil
 }
 
 // Update implements State.
@@ -94,15 +172,16 @@ func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 	var conflicts []string
 	for _, rec := range recs {
 		stored, ok := m.records[rec.ID]
-		if !ok || stored.Revision != rec.Revision {
+		if !ok || stored.rec.Revision != rec.Revision {
 			conflicts = append(conflicts, rec.ID)
 			continue
 		}
 		rec.Revision++
-		c := rec.Clone()
-		// Services never change after Create; the indexes stay valid.
-		c.Services = stored.Services
-		m.records[rec.ID] = &c
+		// Services never change after Create.
+		services := rec.Services
+		rec.Services = nil
+		stored.rec = rec.Clone()
+		rec.Services = services
 	}
 	if len(conflicts) > 0 {
 		return &ConflictError{IDs: conflicts}
@@ -122,10 +201,11 @@ func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
 		if !ok {
 			continue
 		}
-		for _, n := range StoreNames(r.Services) {
-			dropIndex(m.byName, n, id)
-		}
-		dropIndex(m.byNode, r.Node, id)
+		r.storeNames(func(n string) {
+			if m.names[n]--; m.names[n] <= 0 {
+				delete(m.names, n)
+			}
+		})
 		delete(m.records, id)
 	}
 	return nil
@@ -162,7 +242,7 @@ func (m *MemoryState) Names(ctx context.Context, _ string) ([]string, error) {
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	return slices.Sorted(maps.Keys(m.byName)), nil
+	return slices.Sorted(maps.Keys(m.names)), nil
 }
 
 // MarkDue implements State.
@@ -172,22 +252,27 @@ func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 	if err := m.check(ctx); err != nil {
 		return 0, err
 	}
-	ids := map[string]struct{}{}
-	for _, id := range sel.IDs {
-		ids[id] = struct{}{}
-	}
-	for _, n := range sel.Nodes {
-		maps.Copy(ids, m.byNode[n])
-	}
-	for _, n := range sel.StoreNames {
-		maps.Copy(ids, m.byName[n])
+	nodes := setOf(sel.Nodes)
+	names := setOf(sel.StoreNames)
+	selected := func(m *memRecord) bool { return nodes[m.rec.Node] || m.binds(names) }
+	var recs []*memRecord
+	if len(nodes) == 0 && len(names) == 0 {
+		for _, id := range sel.IDs {
+			if r, ok := m.records[id]; ok {
+				recs = append(recs, r)
+			}
+		}
+	} else {
+		ids := setOf(sel.IDs)
+		for id, r := range m.records {
+			if ids[id] || selected(r) {
+				recs = append(recs, r)
+			}
+		}
 	}
 	changed := 0
-	for id := range ids {
-		r, ok := m.records[id]
-		if !ok {
-			continue
-		}
+	for _, mr := range recs {
+		r := &mr.rec
 		if r.NextAttempt.IsZero() || r.NextAttempt.After(at) || (resetAttempts && r.Attempts != 0) {
 			if r.NextAttempt.IsZero() || r.NextAttempt.After(at) {
 				r.NextAttempt = at
@@ -212,7 +297,8 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 	// The limit earliest, kept in a max-heap: a large backlog costs one
 	// pass, not a sort per call.
 	due := &dueHeap{}
-	for _, r := range m.records {
+	for _, mr := range m.records {
+		r := &mr.rec
 		if r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
 			continue
 		}
@@ -229,7 +315,7 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 	for i, r := range *due {
 		r.NextAttempt = now.Add(lease)
 		r.Revision++
-		out[i] = r.Clone()
+		out[i] = m.records[r.ID].record()
 	}
 	return out, nil
 }
@@ -354,20 +440,13 @@ func StoreNames(services []binding.ServiceBinding) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-func addIndex(idx map[string]map[string]struct{}, key, id string) {
-	set := idx[key]
-	if set == nil {
-		set = map[string]struct{}{}
-		idx[key] = set
+func setOf(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
 	}
-	set[id] = struct{}{}
-}
-
-func dropIndex(idx map[string]map[string]struct{}, key, id string) {
-	if set := idx[key]; set != nil {
-		delete(set, id)
-		if len(set) == 0 {
-			delete(idx, key)
-		}
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
 	}
+	return set
 }
