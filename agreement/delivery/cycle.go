@@ -254,7 +254,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 		st := e.absent[n]
 		o, had := stored[n]
 		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: now}
-		if had && (o.State == Missing || o.State == Forbidden) {
+		if had && (o.State == Missing || o.State == Forbidden) && now.Sub(o.CheckedAt) <= e.continuity() {
 			fresh.Since = o.Since // the grace period goes on
 		} else {
 			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
@@ -283,6 +283,13 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 	}
 	e.changedNow()
 }
+
+// continuity is the longest time between two healthy cycles that see a
+// name missing or forbidden for its grace period to go on: across a
+// restart or a spell of unhealthy cycles it does, but an observation
+// older than that (a name watched again after a long time) starts it
+// afresh.
+func (e *Engine) continuity() time.Duration { return e.cfg.grace + 2*e.cfg.Interval }
 
 // readyWaits calls OnReady for each waiting deployment whose secrets all
 // exist, and forgets it.

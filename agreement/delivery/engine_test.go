@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -640,4 +641,99 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestAnOldAbsenceStartsAFreshGracePeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.agent("node-1")
+		h.agent("node-2")
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+		h.delete("org/db")
+		cycles(7)
+		require.Len(t, h.cancelled()["agr-1"], 1)
+		_, err := h.engine.Status(context.Background(), "agr-1")
+		require.ErrorIs(t, err, delivery.ErrNotFound)
+
+		// An hour later a new agreement binds the name, still missing: its
+		// grace period starts now, not when the name was last seen.
+		time.Sleep(time.Hour)
+		h.register("agr-2", "node-2", "org/db")
+		cycles(4)
+		assert.NotContains(t, h.cancelled(), "agr-2")
+		cycles(3)
+		assert.Len(t, h.cancelled()["agr-2"], 1)
+	})
+}
+
+func TestNewRejectsMissingAndInvalidOptionsNamingEach(t *testing.T) {
+	_, err := delivery.New(delivery.Options{})
+	require.Error(t, err)
+	for _, want := range []string{"missing Store", "missing State", "missing Keys", "missing Agents", "missing Transport"} {
+		assert.ErrorContains(t, err, want)
+	}
+
+	f := newFleet()
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	valid := delivery.Options{Store: mock.NewStore(nil), State: delivery.NewMemoryState(), Keys: keys, Agents: f, Transport: f}
+	_, err = delivery.New(valid)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name   string
+		change func(*delivery.Options)
+		want   string
+	}{
+		{"a reader as the store", func(o *delivery.Options) { o.Store = secretstore.NewReader(o.Store, secretstore.ReaderOptions{}) }, "*secretstore.Reader"},
+		{"interval below a second", func(o *delivery.Options) { o.Interval = 10 * time.Millisecond }, "Interval"},
+		{"negative grace", func(o *delivery.Options) { o.Grace = -time.Minute }, "NoGrace"},
+		{"negative budget", func(o *delivery.Options) { o.Budget.Count = -1 }, "Budget.Count"},
+		{"budget over 100%", func(o *delivery.Options) { o.Budget.Percent = 150 }, "Budget.Percent"},
+		{"negative reply timeout", func(o *delivery.Options) { o.ReplyTimeout = -time.Second }, "ReplyTimeout"},
+		{"max delay below initial", func(o *delivery.Options) { o.InitialDelay, o.MaxDelay = time.Minute, time.Second }, "MaxDelay"},
+		{"negative workers", func(o *delivery.Options) { o.Workers = -1 }, "Workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid
+			tc.change(&o)
+			_, err := delivery.New(o)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestRegisterValidatesAndIsIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		ctx := context.Background()
+		bad := delivery.Agreement{ID: "has space", Services: []binding.ServiceBinding{
+			{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: map[string]binding.BoundSecret{
+				"../up":   {StoreNames: []string{"org/a"}},
+				"none":    {},
+				"badfmt":  {StoreNames: []string{"org/a"}, Format: "yaml"},
+				"twice":   {StoreNames: []string{"org/a", "org/a"}},
+				"badname": {StoreNames: []string{"/abs"}},
+			}},
+			{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: map[string]binding.BoundSecret{"x": {StoreNames: []string{"org/x"}}}},
+		}}
+		err := h.engine.Register(ctx, bad)
+		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		for _, want := range []string{"spaces", "node is empty", `"../up"`, `"none" is bound to no store secret`, `unknown format "yaml"`,
+			`names store secret "org/a" twice`, `"/abs"`, "listed twice"} {
+			assert.ErrorContains(t, err, want)
+		}
+		assert.ErrorContains(t, h.engine.Register(ctx, delivery.Agreement{ID: "a", Node: "n"}), "no services")
+
+		h.register("agr-1", "node-1", "org/a", "org/b")
+		h.register("agr-1", "node-1", "org/a", "org/b") // the same again: nothing happens
+		err = h.engine.Register(ctx, testAgreement("agr-1", "node-1", "org/b"))
+		assert.ErrorIs(t, err, delivery.ErrExists)
+		err = h.engine.Register(ctx, testAgreement("agr-1", "node-2", "org/a", "org/b"))
+		assert.ErrorIs(t, err, delivery.ErrExists)
+	})
 }
