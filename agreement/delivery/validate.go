@@ -153,7 +153,7 @@ func checkAgreement(a Agreement) error {
 				}
 			}
 			switch b.Format {
-			case "", agreement.FormatJSON, agreement.FormatRaw:
+			case "", agreement.FormatJSON, agreement.FormatRaw, agreement.FormatValueOnly:
 			default:
 				bad("service %s: secret %q has unknown format %.32q", svc, name, b.Format)
 			}
