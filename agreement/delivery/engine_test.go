@@ -737,3 +737,83 @@ func TestRegisterValidatesAndIsIdempotent(t *testing.T) {
 		assert.ErrorIs(t, err, delivery.ErrExists)
 	})
 }
+
+func TestAnUpdateCarriesOnlyTheSecretsThatChanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.agent("node-1")
+		for _, n := range []string{"org/a", "org/b", "org/c"} {
+			h.put(n, canary+n+"1")
+		}
+		a := delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{
+			{Service: agreement.ServiceRef{Org: "org", URL: "web", Version: "1"}, Secrets: map[string]binding.BoundSecret{
+				"a": {StoreNames: []string{"org/a"}}, "b": {StoreNames: []string{"org/b"}},
+			}},
+			{Service: agreement.ServiceRef{Org: "org", URL: "db", Version: "1"}, Secrets: map[string]binding.BoundSecret{
+				"b": {StoreNames: []string{"org/b"}}, "c": {StoreNames: []string{"org/c"}, Format: agreement.FormatRaw},
+			}},
+		}}
+		require.NoError(t, h.engine.Register(context.Background(), a))
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+
+		h.put("org/b", canary+"b2")
+		cycles(1)
+		h.wait("agr-1", time.Minute)
+		assert.Equal(t, []string{"web:b", "db:b"}, agent.lastCarried())
+		got, _ := agent.serviceFile("agr-1", 1, "b")
+		assert.Equal(t, `{"password":"`+canary+`b2"}`, got)
+		got, _ = agent.serviceFile("agr-1", 1, "c")
+		assert.Equal(t, canary+"org/c1", got, "raw format: the value's bytes")
+
+		h.put("org/c", canary+"c2")
+		cycles(1)
+		h.wait("agr-1", time.Minute)
+		assert.Equal(t, []string{"db:c"}, agent.lastCarried())
+	})
+}
+
+func TestADownlevelAgentIsReportedDivergedAndKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(o *delivery.Options) { o.DivergedAfter = 10 * time.Minute })
+		agent := h.agent("node-1")
+		agent.async = true // it takes the messages and never answers
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db")
+		h.start()
+		defer h.stop()
+
+		time.Sleep(9 * time.Minute)
+		synctest.Wait()
+		assert.False(t, h.status("agr-1").Diverged)
+		sends := h.fleet.sends.Load()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		st := h.status("agr-1")
+		assert.True(t, st.Diverged)
+		assert.Contains(t, st.LastError, "no reply within")
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		assert.Greater(t, h.fleet.sends.Load(), sends+50, "still tried")
+		assert.Equal(t, delivery.PhaseActive, h.status("agr-1").Phase)
+		assert.Equal(t, 1, h.engine.Health(context.Background()).Diverged)
+		assert.Empty(t, h.cancelled())
+	})
+}
+
+func TestAStateOutageIsReportedAndSurvived(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.agent("node-1")
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+
+		require.NoError(t, h.state.Close())
+		cycles(2)
+		assert.Contains(t, h.engine.Health(context.Background()).StateProblem, "state unavailable")
+	})
+}
