@@ -50,7 +50,7 @@ type testAgent struct {
 	rejectUpdates string   // a reason to reject secrets updates with
 	opened        []agreement.Header
 	carried       []string // service:secret names of the last secrets update
-	dropped       int // envelopes that did not open (replays)
+	dropped       int      // envelopes that did not open (replays)
 }
 
 func newTestAgent(t testing.TB, node string, agbot *agreement.PublicKeys) *testAgent {
