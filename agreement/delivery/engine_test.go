@@ -51,12 +51,8 @@ func TestRegisterProposesAndRotationUpdates(t *testing.T) {
 func TestUnreachableAgentConvergesWhenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, func(o *delivery.Options) { o.DivergedAfter = 5 * time.Minute })
-		agent := h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
+		agent := h.deployOne()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		agent.setDown(true)
 		h.put("org/db", canary+"v2")
@@ -86,12 +82,8 @@ func TestUnreachableAgentConvergesWhenBack(t *testing.T) {
 func TestDeletionWhileAgentUnreachableWipesItsFilesWhenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		agent := h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
+		agent := h.deployOne()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		agent.setDown(true)
 		h.delete("org/db")
@@ -121,11 +113,7 @@ func TestDeletionWhileAgentUnreachableWipesItsFilesWhenBack(t *testing.T) {
 func TestEngineRestartMidRotationDeliversWithoutTouchingTheAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, func(o *delivery.Options) { o.ReplyTimeout = time.Hour })
-		agent := h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
-		h.wait("agr-1", time.Minute)
+		agent := h.deployOne()
 
 		// The agent applies the update, but its reply never comes back:
 		// the agbot is killed with the update unacknowledged.
@@ -482,12 +470,8 @@ func TestDuplicateReplayedAndLateRepliesChangeNothing(t *testing.T) {
 func TestRejectedUpdatesNeverCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		agent := h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
+		agent := h.deployOne()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		agent.setRejectUpdates("updates are disabled on this node")
 		h.put("org/db", canary+"v2")
@@ -513,11 +497,7 @@ func TestRejectedUpdatesNeverCancel(t *testing.T) {
 func TestGracePeriodSurvivesARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
-		h.wait("agr-1", time.Minute)
+		h.deployOne()
 		synctest.Wait()
 
 		h.delete("org/db")
@@ -616,12 +596,8 @@ func TestEndBeforeAnythingWasSentDeletesAtOnce(t *testing.T) {
 func TestNewAgentKeysAreProposedTheAgreementAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
+		h.deployOne()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		fresh := h.agent("node-1") // reinstalled: new keys, nothing stored
 		require.NoError(t, h.engine.Resync(context.Background(), "node-1"))
@@ -805,12 +781,8 @@ func TestADownlevelAgentIsReportedDivergedAndKept(t *testing.T) {
 func TestAStateOutageIsReportedAndSurvived(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		h.agent("node-1")
-		h.put("org/db", canary+"v1")
-		h.register("agr-1", "node-1", "org/db")
-		h.start()
+		h.deployOne()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		require.NoError(t, h.state.Close())
 		cycles(2)

@@ -375,6 +375,18 @@ func (h *harness) delete(name string) {
 	require.NoError(h.t, h.store.Inner().Delete(context.Background(), name))
 }
 
+// deployOne starts the engine with agreement agr-1 on node-1 bound to
+// org/db, holding canary+"v1", and waits until its agent holds it.
+func (h *harness) deployOne() *testAgent {
+	h.t.Helper()
+	agent := h.agent("node-1")
+	h.put("org/db", canary+"v1")
+	h.register("agr-1", "node-1", "org/db")
+	h.start()
+	h.wait("agr-1", time.Minute)
+	return agent
+}
+
 // register registers an agreement of one service with one secret "pw"
 // bound to the candidate store names.
 func (h *harness) register(id, node string, names ...string) {

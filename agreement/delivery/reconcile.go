@@ -179,25 +179,32 @@ type batch struct {
 
 	mu    sync.Mutex
 	obs   map[string]Observation
-	reads map[string]*valueRead
-	keys  map[string]*agentKeys
+	reads map[string]*memo[*secretstore.Secret]
+	keys  map[string]*memo[*agreement.PublicKeys]
 	fresh []Observation // observations the reads corrected, to store
 }
 
-type valueRead struct {
-	once   sync.Once
-	secret *secretstore.Secret
-	err    error
-}
-
-type agentKeys struct {
+// memo is a result fetched once per batch.
+type memo[T any] struct {
 	once sync.Once
-	keys *agreement.PublicKeys
+	val  T
 	err  error
 }
 
+// memoOf returns the memo of key in m, adding it if need be.
+func memoOf[T any](b *batch, m map[string]*memo[T], key string) *memo[T] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	x, ok := m[key]
+	if !ok {
+		x = &memo[T]{}
+		m[key] = x
+	}
+	return x
+}
+
 func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *batch {
-	b := &batch{e: e, now: now, reads: map[string]*valueRead{}, keys: map[string]*agentKeys{}}
+	b := &batch{e: e, now: now, reads: map[string]*memo[*secretstore.Secret]{}, keys: map[string]*memo[*agreement.PublicKeys]{}}
 	var names []string
 	for i := range recs {
 		if recs[i].Phase == PhaseActive {
@@ -218,8 +225,8 @@ func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *ba
 // wipe clears the values the batch read.
 func (b *batch) wipe() {
 	for _, r := range b.reads {
-		if r.secret != nil {
-			for _, v := range r.secret.Data {
+		if r.val != nil {
+			for _, v := range r.val.Data {
 				clear(v)
 			}
 		}
@@ -235,20 +242,14 @@ func (b *batch) observation(name string) Observation {
 // agentKeys returns the verified keys of node's agent, asked once per
 // batch.
 func (b *batch) agentKeys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
-	b.mu.Lock()
-	k, ok := b.keys[node]
-	if !ok {
-		k = &agentKeys{}
-		b.keys[node] = k
-	}
-	b.mu.Unlock()
+	k := memoOf(b, b.keys, node)
 	k.once.Do(func() {
-		k.keys, k.err = b.e.agents.Keys(ctx, node)
-		if k.err == nil && k.keys == nil {
+		k.val, k.err = b.e.agents.Keys(ctx, node)
+		if k.err == nil && k.val == nil {
 			k.err = errors.New("no keys")
 		}
 	})
-	return k.keys, k.err
+	return k.val, k.err
 }
 
 // read returns the named secret's current value, read once per batch
@@ -256,13 +257,7 @@ func (b *batch) agentKeys(ctx context.Context, node string) (*agreement.PublicKe
 // is read again from the store; if the fresh read still differs, it is
 // the newer content: it becomes the name's observation and is used.
 func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, error) {
-	b.mu.Lock()
-	r, ok := b.reads[name]
-	if !ok {
-		r = &valueRead{}
-		b.reads[name] = r
-	}
-	b.mu.Unlock()
+	r := memoOf(b, b.reads, name)
 	r.once.Do(func() {
 		e := b.e
 		o := b.observation(name)
@@ -281,9 +276,9 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 			b.fresh = append(b.fresh, fresh)
 			b.mu.Unlock()
 		}
-		r.secret, r.err = s, err
+		r.val, r.err = s, err
 	})
-	return r.secret, r.err
+	return r.val, r.err
 }
 
 // absentError says that every candidate of a binding is missing or
