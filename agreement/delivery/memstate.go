@@ -18,13 +18,15 @@ import (
 // may lose their delivery state on restart. The zero value is not ready;
 // use NewMemoryState. It ignores member ids: one engine uses it.
 //
-// It keeps each record compact (its bindings as slices, not maps) and
-// indexes nothing but how many records bind each store name: MarkDue
-// looks at every record, which an agbot does once per watcher cycle.
+// It keeps each record compact (its bindings as slices, not maps), a queue
+// of the records by NextAttempt for Due, and how many records bind each
+// store name; MarkDue looks at every record, which an agbot does about
+// once per watcher cycle.
 type MemoryState struct {
 	mu      sync.Mutex
 	records map[string]*memRecord
 	names   map[string]int // store name → records binding it
+	due     dueQueue       // records with a NextAttempt, earliest first
 	obs     map[string]Observation
 	waits   map[string]Wait
 	epoch   uint64
@@ -36,6 +38,7 @@ type MemoryState struct {
 type memRecord struct {
 	rec      Record
 	services []memService
+	slot     int // index in MemoryState.due; -1 when not in it
 }
 
 type memService struct {
@@ -138,12 +141,13 @@ func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
 		return ErrExists
 	}
 	rec.Revision = 1
-	stored := &memRecord{services: compactServices(rec.Services)}
+	stored := &memRecord{services: compactServices(rec.Services), slot: -1}
 	services := rec.Services
 	rec.Services = nil
 	stored.rec = rec.Clone()
 	rec.Services = services
 	m.records[rec.ID] = stored
+	m.schedule(stored)
 	stored.storeNames(func(n string) { m.names[n]++ })
 	return nil
 }
@@ -182,6 +186,7 @@ func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 		rec.Services = nil
 		stored.rec = rec.Clone()
 		rec.Services = services
+		m.schedule(stored)
 	}
 	if len(conflicts) > 0 {
 		return &ConflictError{IDs: conflicts}
@@ -206,6 +211,9 @@ func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
 				delete(m.names, n)
 			}
 		})
+		if r.slot >= 0 {
+			heap.Remove(&m.due, r.slot)
+		}
 		delete(m.records, id)
 	}
 	return nil
@@ -281,6 +289,7 @@ func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 				r.Attempts = 0
 			}
 			r.Revision++
+			m.schedule(mr)
 			changed++
 		}
 	}
@@ -294,48 +303,56 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	// The limit earliest, kept in a max-heap: a large backlog costs one
-	// pass, not a sort per call.
-	due := &dueHeap{}
-	for _, mr := range m.records {
-		r := &mr.rec
-		if r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
-			continue
-		}
-		switch {
-		case limit <= 0 || due.Len() < limit:
-			heap.Push(due, r)
-		case dueOrder(r, (*due)[0]) < 0:
-			(*due)[0] = r
-			heap.Fix(due, 0)
-		}
+	var taken []*memRecord
+	for (limit <= 0 || len(taken) < limit) && m.due.Len() > 0 && !m.due[0].rec.NextAttempt.After(now) {
+		taken = append(taken, heap.Pop(&m.due).(*memRecord))
 	}
-	slices.SortFunc(*due, dueOrder)
-	out := make([]Record, len(*due))
-	for i, r := range *due {
-		r.NextAttempt = now.Add(lease)
-		r.Revision++
-		out[i] = m.records[r.ID].record()
+	out := make([]Record, len(taken))
+	for i, r := range taken {
+		r.rec.NextAttempt = now.Add(lease)
+		r.rec.Revision++
+		m.schedule(r)
+		out[i] = r.record()
 	}
 	return out, nil
 }
 
-// dueOrder orders records by NextAttempt, then id.
-func dueOrder(a, b *Record) int {
-	return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
+// schedule puts r where its NextAttempt belongs in the due queue.
+func (m *MemoryState) schedule(r *memRecord) {
+	switch {
+	case r.rec.NextAttempt.IsZero() && r.slot >= 0:
+		heap.Remove(&m.due, r.slot)
+	case r.rec.NextAttempt.IsZero():
+	case r.slot >= 0:
+		heap.Fix(&m.due, r.slot)
+	default:
+		heap.Push(&m.due, r)
+	}
 }
 
-// dueHeap is a max-heap of records in dueOrder.
-type dueHeap []*Record
+// dueQueue is a min-heap of records by NextAttempt, then id.
+type dueQueue []*memRecord
 
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return dueOrder(h[i], h[j]) > 0 }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)        { *h = append(*h, x.(*Record)) }
-func (h *dueHeap) Pop() any {
-	old := *h
+func (q dueQueue) Len() int { return len(q) }
+func (q dueQueue) Less(i, j int) bool {
+	a, b := &q[i].rec, &q[j].rec
+	return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID)) < 0
+}
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].slot, q[j].slot = i, j
+}
+func (q *dueQueue) Push(x any) {
+	r := x.(*memRecord)
+	r.slot = len(*q)
+	*q = append(*q, r)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
 	r := old[len(old)-1]
-	*h = old[:len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	r.slot = -1
 	return r
 }
 

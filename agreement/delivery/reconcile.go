@@ -10,6 +10,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -84,19 +85,11 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	defer b.wipe()
 
 	jobs := make([]*job, len(recs))
-	var next sync.Mutex
-	i := 0
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(e.cfg.workers, len(recs)) {
 		wg.Go(func() {
-			for {
-				next.Lock()
-				k := i
-				i++
-				next.Unlock()
-				if k >= len(recs) {
-					return
-				}
+			for k := int(next.Add(1) - 1); k < len(recs); k = int(next.Add(1) - 1) {
 				jobs[k] = b.prepare(ctx, &recs[k])
 			}
 		})
