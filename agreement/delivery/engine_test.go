@@ -789,3 +789,23 @@ func TestAStateOutageIsReportedAndSurvived(t *testing.T) {
 		assert.Contains(t, h.engine.Health(context.Background()).StateProblem, "state unavailable")
 	})
 }
+
+func TestResyncDeliversAtOnceWhenTheAgentIsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(o *delivery.Options) { o.MaxDelay = time.Hour })
+		agent := h.deployOne()
+		defer h.stop()
+
+		agent.setDown(true)
+		h.put("org/db", canary+"v2")
+		time.Sleep(3 * time.Hour) // the backoff is at its cap: an hour
+		synctest.Wait()
+		require.False(t, h.status("agr-1").InSync)
+
+		agent.setDown(false)
+		require.NoError(t, h.engine.Resync(context.Background(), "node-1"))
+		h.wait("agr-1", 5*time.Second)
+		got, _ := agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v2"), got)
+	})
+}
