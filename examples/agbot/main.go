@@ -180,7 +180,7 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	a.verifier = issuer.Verifier()
-	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Logger: log})
+	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: keys, Logger: log})
 
 	handler, err := newMux(a, issuer, monitor, adminToken, log)
 	if err != nil {

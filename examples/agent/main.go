@@ -20,9 +20,12 @@
 // and the read-only bind mount at /open-horizon-secrets a real agent gives
 // the container. The instance id is the service's container name. Secret
 // values are written under the agentapi root only (messages are never
-// saved); -dir holds the agent's keys (0600) and its replay state (ids and
-// sequence numbers, kept so a replayed message stays refused after a
-// restart).
+// saved), together with the agreements' replay state (sequence numbers,
+// kept so a replayed message stays refused after a restart); -dir holds the
+// agent's keys (0600). With -memory-dir (a tmpfs) the secret files live
+// only in memory and the root keeps a copy sealed to the agent's keys,
+// restored after a restart or reboot. The /secrets API is served with
+// timeouts, size limits and a connection bound (demo.Listen).
 package main
 
 import (
@@ -45,14 +48,12 @@ import (
 )
 
 // Files in -dir.
-const (
-	keysFile  = "agent-keys.pem" // the agent's agreement key set
-	guardFile = "replay.json"    // the replay guard's state
-)
+const keysFile = "agent-keys.pem" // the agent's agreement key set
 
 type config struct {
 	agbotURL, agbotKeys, bootToken string
 	dir, secretsDir, envDir        string
+	memoryDir                      string
 	org, node, provider, instance  string
 	listen, addrFile               string
 	poll                           time.Duration
@@ -64,8 +65,9 @@ func main() {
 	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
-	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600) and replay state ("+guardFile+")")
-	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance (default <dir>/secrets)")
+	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
+	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance, and of the replay state (default <dir>/secrets)")
+	flag.StringVar(&c.memoryDir, "memory-dir", "", "`directory` on a tmpfs (mode 0700) for the secret files: no value is then written to persistent storage; the secrets dir keeps a copy sealed to the agent's keys")
 	flag.StringVar(&c.envDir, "env-dir", "", "`directory` of the per-instance environment files the services read (default <dir>/env)")
 	flag.StringVar(&c.org, "org", "myorg", "the node's `organisation`")
 	flag.StringVar(&c.node, "node", "node-1", "the node `id`")
@@ -138,30 +140,28 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 
-	guard, err := openFileGuard(filepath.Join(c.dir, guardFile))
-	if err != nil {
-		return err
+	tokens := &agentapi.TokenTable{}
+	storeOpts := agentapi.Options{Root: c.secretsDir, StatusFiles: true, Tokens: tokens, Logger: log}
+	if c.memoryDir != "" {
+		storeOpts.MemoryDir, storeOpts.SealKeys = c.memoryDir, keys
 	}
-	store, err := agentapi.Open(ctx, agentapi.Options{Root: c.secretsDir, StatusFiles: true, Logger: log})
+	store, err := agentapi.Open(ctx, storeOpts)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	a := &agent{
+	a, err := newAgent(store, tokens, agentOptions{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
-		relay: relayClient, store: store, tokens: &agentapi.TokenTable{}, envDir: c.envDir,
-		guard: guard, seq: demo.NewSequencer(), identity: id,
-	}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})
+		relay: relayClient, identity: id, envDir: c.envDir,
+	})
 	if err != nil {
 		return err
 	}
-	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	srv, err := a.serveAPI(c.listen, c.addrFile)
 	if err != nil {
 		return err
 	}
 	defer srv.Shutdown()
-	a.apiURL = srv.URL
 	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
 		return err
 	}
