@@ -30,10 +30,12 @@ func ExampleWatcher() {
 	if err := w.Watch("db/password", "api/token"); err != nil {
 		panic(err)
 	}
-	show := func(events []secretstore.Event) {
-		for _, e := range events {
+	show := func(c secretstore.Cycle) {
+		for _, e := range c.Events {
 			fmt.Println(e.Kind, e.Name, e.Initial)
 		}
+		fmt.Printf("%d watched, %d answered, credentials checked %t, store failure: %v\n",
+			c.Watched, c.Answered, c.CredentialsChecked, c.StoreFailure())
 	}
 
 	// A program runs the loop: go w.Run(ctx, handle). Here, cycle by cycle:
@@ -44,5 +46,8 @@ func ExampleWatcher() {
 	// Output:
 	// deleted api/token true
 	// appeared db/password true
+	// 2 watched, 2 answered, credentials checked true, store failure: <nil>
 	// changed db/password false
+	// 2 watched, 2 answered, credentials checked true, store failure: <nil>
+	// 2 watched, 2 answered, credentials checked true, store failure: <nil>
 }
