@@ -88,6 +88,25 @@ func CheckCredentials(ctx context.Context, store Store) error {
 	return ErrNoCredentialCheck
 }
 
+// CredentialCheckError makes the result of a backend's credential check
+// keep CredentialChecker's promise: nil, context errors and errors of kind
+// ErrPermission or ErrUnavailable are returned unchanged; an error of any
+// other kind (the store answered, but in a way that says nothing about the
+// credentials) becomes one of kind ErrUnavailable with the same cause.
+// Backends pass their check's error through it.
+func CredentialCheckError(err error) error {
+	switch KindOf(err) {
+	case nil, ErrPermission, ErrUnavailable:
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return NewError(e.Op, e.Name, ErrUnavailable, e.Err)
+	}
+	// Not an *Error: keep its text but not its kind.
+	return NewError(OpCheckCredentials, "", ErrUnavailable, errors.New(err.Error()))
+}
+
 // GetBatch reads several secrets, in one call when store implements
 // BatchGetter and one Get per name otherwise. Missing secrets are absent from
 // the result; any other error aborts the read.
