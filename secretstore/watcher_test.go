@@ -771,11 +771,13 @@ func BenchmarkWatcherCycle(b *testing.B) {
 	cases := []struct {
 		name        string
 		noVersions  bool
+		noCheck     bool // hide the memory store's credential check
 		concurrency int
 	}{
-		{"versions/concurrency=1", false, 1},
-		{"versions/concurrency=4", false, 4},
-		{"checksum/concurrency=1", true, 1},
+		{"versions/concurrency=1", false, false, 1},
+		{"versions/concurrency=1/no-credential-check", false, true, 1},
+		{"versions/concurrency=4", false, false, 4},
+		{"checksum/concurrency=1", true, false, 1},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -784,6 +786,9 @@ func BenchmarkWatcherCycle(b *testing.B) {
 				fs := newFaultStore(mem)
 				fs.noVersions = true
 				store = fs
+			}
+			if c.noCheck {
+				store = storeOnly{mem}
 			}
 			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Concurrency: c.concurrency})
 			require.NoError(b, err)
