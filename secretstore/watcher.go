@@ -597,8 +597,9 @@ func (w *Watcher) Poll(ctx context.Context) Cycle {
 }
 
 // noteCredentials logs a change of the credential check's result: an
-// error once when the store starts rejecting the caller (or cannot be
-// asked), info once when it accepts the caller again. cycleMu is held.
+// error once when the store starts rejecting the caller, a warning once
+// when the check cannot tell, info once when the store accepts the caller
+// again. cycleMu is held.
 func (w *Watcher) noteCredentials(err error) {
 	prev := w.credErr
 	w.credErr = err

@@ -40,8 +40,8 @@
 // a token file nobody updates, a login Vault refuses) is an outage of the
 // store: logged at error level once, with its cause, named in the errors
 // of refused requests, and reported by Store.CheckCredentials, which asks
-// Vault about the token (auth/token/lookup-self). The backend ignores VAULT_* environment
-// variables: everything comes from Config.
+// Vault about the token (auth/token/lookup-self). The backend ignores
+// VAULT_* environment variables: everything comes from Config.
 //
 // A policy for a store on KV v2 mount "secret" with parentPath "edge":
 //
