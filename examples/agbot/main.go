@@ -194,7 +194,10 @@ func run(c config, log *slog.Logger) error {
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
 	done := make(chan struct{}, 2)
-	go func() { watcher.Run(ctx, a.tracker.HandleEvents); done <- struct{}{} }()
+	go func() {
+		watcher.Run(ctx, func(ctx context.Context, c secretstore.Cycle) { a.tracker.HandleEvents(ctx, c.Events) })
+		done <- struct{}{}
+	}()
 	go func() { outbox.Run(ctx); done <- struct{}{} }()
 	<-ctx.Done()
 	log.Info("agbot stopping")

@@ -157,7 +157,8 @@ func (a *agbot) runWatcher(ctx context.Context) error {
 	return a.watcher.Run(ctx, a.handleEvents)
 }
 
-func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
+func (a *agbot) handleEvents(ctx context.Context, c secretstore.Cycle) {
+	events := c.Events
 	for _, e := range events {
 		using := strings.Join(a.tracker.Agreements(e.Name), ", ")
 		switch {
