@@ -22,7 +22,7 @@ func TestDecode(t *testing.T) {
 		wantErr    string
 	}{
 		// hzn secretsmanager secret add sends both members
-		// (open-horizon/anax cli/secrets_manager/secrets_manager.go, SecretAdd).
+		// (open-horizon/anax cli/secrets_manager/secrets_manager.go, SecretAdd, lines 221-254).
 		{"hzn's body", `{"key":"name","value":"World"}`, Details{Key: "name", Value: "World"}, ""},
 		{"empty key", `{"key":"","value":"v"}`, Details{Value: "v"}, ""},
 		{"escapes", `{"key":"k","value":"line\n\u00e9<"}`, Details{Key: "k", Value: "line\né<"}, ""},
