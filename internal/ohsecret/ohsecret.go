@@ -76,7 +76,8 @@ func (d Details) Marshal() []byte {
 // Decode reads a request body {"key":"…","value":"…"} of at most limit
 // bytes. Both members are required (the key may be empty); anything else in
 // the object, another JSON type or trailing data is refused. Errors say
-// what was wrong without quoting the input.
+// what was wrong without quoting the input; a body over the limit matches
+// jsonproblem.ErrTooLarge.
 func Decode(r io.Reader, limit int) (Details, error) {
 	var body struct {
 		Key   *string `json:"key"`
@@ -84,7 +85,7 @@ func Decode(r io.Reader, limit int) (Details, error) {
 	}
 	if err := jsonproblem.Decode(r, limit, &body); err != nil {
 		if errors.Is(err, jsonproblem.ErrTooLarge) {
-			return Details{}, fmt.Errorf("secret body is larger than %d bytes", limit)
+			return Details{}, fmt.Errorf("secret body is larger than %d bytes (%w)", limit, jsonproblem.ErrTooLarge)
 		}
 		return Details{}, fmt.Errorf(`secret body: want {"key": "<key>", "value": "<value>"}: %w`, err)
 	}

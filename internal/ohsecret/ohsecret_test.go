@@ -3,6 +3,7 @@ package ohsecret
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -41,6 +43,7 @@ func TestDecode(t *testing.T) {
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), "42")
+				assert.Equal(t, strings.HasPrefix(tt.name, "too large"), errors.Is(err, jsonproblem.ErrTooLarge))
 				return
 			}
 			require.NoError(t, err)
