@@ -14,6 +14,14 @@
 // them to the on-node store (agentapi: one root-only directory per service
 // instance), and posts a sealed reply. A cancellation wipes the instance.
 //
+// With -profile openhorizon it serves Open Horizon's /api/v1/secrets
+// instead, as Open Horizon's agent serves it: over HTTPS, on a unix socket
+// (-ess-socket, default <dir>/ess/essapi.sock) and the loopback port, with a
+// fresh self-signed certificate in <dir>/ess/cert.pem that services trust
+// (curl --cacert <dir>/ess/cert.pem --unix-socket <dir>/ess/essapi.sock
+// https://localhost/api/v1/secrets); a service's HTTP Basic id and token
+// are those of its environment file.
+//
 // For each service instance it writes an environment file (<env-dir>/<instance>.json,
 // 0600) with the /secrets API URL, the instance id and token, and the
 // directory of its secret files: a stand-in for the environment variables
@@ -31,6 +39,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -55,6 +64,7 @@ type config struct {
 	dir, secretsDir, envDir        string
 	org, node, provider, instance  string
 	listen, addrFile               string
+	profile, essSocket             string
 	poll                           time.Duration
 	logLevel                       string
 }
@@ -73,6 +83,8 @@ func main() {
 	flag.StringVar(&c.instance, "instance-id", "", "this agent instance's `id` within the provider (default the node id)")
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:8082", "loopback `address` of the services' /secrets API (port 0: any free port)")
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the /secrets API URL to this `file` once listening")
+	flag.StringVar(&c.profile, "profile", "design", "the services' API `profile`: design (/secrets over HTTP) or openhorizon (/api/v1/secrets over HTTPS, as Open Horizon's agent serves it, with the certificate in <dir>/ess/"+demo.ESSCertFile+")")
+	flag.StringVar(&c.essSocket, "ess-socket", "", "with -profile openhorizon, also serve the API on this unix socket `path` (default <dir>/ess/"+demo.ESSSocketFile+")")
 	flag.DurationVar(&c.poll, "poll", time.Second, "how often the relay is polled for messages")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]",
@@ -152,16 +164,20 @@ func run(c config, log *slog.Logger) error {
 		relay: relayClient, store: store, tokens: &agentapi.TokenTable{}, envDir: c.envDir,
 		guard: guard, seq: demo.NewSequencer(), identity: id,
 	}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})
+	profile, err := agentapi.ParseProfile(c.profile)
 	if err != nil {
 		return err
 	}
-	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: profile, Tokens: a.tokens, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown()
-	a.apiURL = srv.URL
+	apiURL, shutdown, err := serveAPI(c, profile, handler, log)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
+	a.apiURL = apiURL
 	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
 		return err
 	}
@@ -172,7 +188,7 @@ func run(c config, log *slog.Logger) error {
 			return err
 		}
 	}
-	log.Info("agent serving /secrets", slog.String("url", srv.URL), slog.String("instance", me.String()))
+	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", profile.String()), slog.String("instance", me.String()))
 
 	if err := a.register(ctx, bootstrap, me); err != nil {
 		return err
@@ -193,6 +209,30 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// serveAPI serves the services' API: over HTTP in the design profile; in
+// the Open Horizon profile over HTTPS on the loopback port and a unix
+// socket, as Open Horizon's agent serves its ESS API, with a certificate
+// in <dir>/ess for services to trust. It returns the API's base URL.
+func serveAPI(c config, profile agentapi.Profile, h http.Handler, log *slog.Logger) (string, func() error, error) {
+	if profile != agentapi.ProfileOpenHorizon {
+		srv, err := demo.Listen(c.listen, c.addrFile, h, log)
+		if err != nil {
+			return "", nil, err
+		}
+		return srv.URL, srv.Shutdown, nil
+	}
+	dir := filepath.Join(c.dir, "ess")
+	if c.essSocket == "" {
+		c.essSocket = filepath.Join(dir, demo.ESSSocketFile)
+	}
+	ess, err := demo.ListenESS(demo.ESSOptions{Addr: c.listen, AddrFile: c.addrFile, Socket: c.essSocket, Dir: dir, Handler: h, Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	log.Info("ESS endpoint", slog.String("socket", ess.Socket), slog.String("cert", ess.CertFile))
+	return ess.URL, ess.Shutdown, nil
 }
 
 // register registers the agent's identity, retrying while the agbot is
