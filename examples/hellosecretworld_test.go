@@ -199,4 +199,3 @@ func (s script) stop() error {
 	<-s.done
 	return nil
 }
-
