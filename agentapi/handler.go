@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -50,6 +51,7 @@ type Handler struct {
 	store   *Store
 	auth    Authenticator
 	profile Profile
+	dialect dialect
 	prefix  string
 	maxBody int64
 	log     *slog.Logger
@@ -71,7 +73,7 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, auth: opts.Authenticator, profile: opts.Profile, prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	h := &Handler{store: store, auth: opts.Authenticator, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.auth == nil {
 		h.auth = TokenAuthenticator(opts.Tokens)
 	}
@@ -193,10 +195,36 @@ func secretBody(name string, content []byte) []byte {
 	return append(b, `"}}`...)
 }
 
-// acknowledge serves POST /secrets/{name}?received=true.
+// dialect is what the profiles' answers to the routes they share differ in.
+type dialect struct {
+	// fail writes an error answer.
+	fail func(h *Handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
+	// notMine is the answer for a name that is not a secret of the caller.
+	notMine func(name string) (status int, msg string)
+	// received reports whether the received parameter says true.
+	received func(v string) bool
+}
+
+var dialects = map[Profile]dialect{
+	ProfileDesign: {
+		fail: (*Handler).fail,
+		notMine: func(name string) (int, string) {
+			return http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name))
+		},
+		received: func(v string) bool { return v == "true" },
+	},
+	// anax's answers, resource/secret_api.go lines 237-250, 311-312.
+	ProfileOpenHorizon: {
+		fail:     (*Handler).failText,
+		notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
+		received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
+	},
+}
+
+// acknowledge serves POST .../secrets/{name}?received=true.
 func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
-	if v := r.URL.Query()["received"]; len(v) != 1 || v[0] != "true" {
-		h.fail(w, r, id, http.StatusBadRequest, "query parameter received must be true")
+	if v := r.URL.Query()["received"]; len(v) != 1 || !h.dialect.received(v[0]) {
+		h.dialect.fail(h, w, r, id, http.StatusBadRequest, "query parameter received must be true, once")
 		return
 	}
 	if err := h.store.Acknowledge(r.Context(), id, name); err != nil {
@@ -211,10 +239,11 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name s
 func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
 	switch {
 	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
-		h.fail(w, r, id, http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name)))
+		status, msg := h.dialect.notMine(name)
+		h.dialect.fail(h, w, r, id, status, msg)
 	default:
 		h.log.Error("secrets API: storage failure", "instance", id, "secret", name, "err", err)
-		h.fail(w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
+		h.dialect.fail(h, w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
 	}
 }
 

@@ -2,7 +2,6 @@ package agentapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -121,7 +120,7 @@ func (h *Handler) serveOpenHorizon(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		h.ohGetSecret(w, r, id, name)
 	case http.MethodPost:
-		h.ohAcknowledge(w, r, id, name)
+		h.acknowledge(w, r, id, name)
 	default:
 		w.Header().Set("Allow", http.MethodGet+", "+http.MethodPost)
 		h.failText(w, r, id, http.StatusMethodNotAllowed, "")
@@ -145,7 +144,7 @@ func (h *Handler) ohListUpdated(w http.ResponseWriter, r *http.Request, id strin
 func (h *Handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name string) {
 	content, err := h.store.ReadSecret(r.Context(), id, name)
 	if err != nil {
-		h.ohSecretError(w, r, id, name, err)
+		h.secretError(w, r, id, name, err)
 		return
 	}
 	d, err := ohsecret.FromFile(content)
@@ -156,36 +155,6 @@ func (h *Handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name s
 	}
 	writeJSON(w, http.StatusOK, d.Marshal())
 	h.log.Debug("secrets API", "instance", id, "method", r.Method, "secret", name, "status", http.StatusOK)
-}
-
-// ohAcknowledge serves POST /api/v1/secrets/{name}?received=true.
-func (h *Handler) ohAcknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
-	v := r.URL.Query()["received"]
-	if len(v) != 1 {
-		h.failText(w, r, id, http.StatusBadRequest, "query parameter received=true is required, once")
-		return
-	}
-	if received, err := strconv.ParseBool(v[0]); err != nil || !received {
-		h.failText(w, r, id, http.StatusBadRequest, "query parameter received must be true")
-		return
-	}
-	if err := h.store.Acknowledge(r.Context(), id, name); err != nil {
-		h.ohSecretError(w, r, id, name, err)
-		return
-	}
-	h.log.Debug("secrets API", "instance", id, "method", r.Method, "secret", name, "status", http.StatusCreated)
-	w.WriteHeader(http.StatusCreated)
-}
-
-// ohSecretError answers a failed read or acknowledgement of name.
-func (h *Handler) ohSecretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
-	switch {
-	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
-		h.failText(w, r, id, http.StatusNotFound, ohSecretNotFound)
-	default:
-		h.log.Error("secrets API: storage failure", "instance", id, "secret", name, "err", err)
-		h.failText(w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
-	}
 }
 
 // failText writes a plain-text answer, as anax does: an empty msg writes no

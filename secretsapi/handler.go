@@ -168,20 +168,14 @@ func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 	writeJSON(w, status, binding.Existence{Exists: exists})
 }
 
-// exists checks a secret with Stat, never reading its value.
+// exists checks a secret with Stat, never reading its value
+// (binding.StoreChecker).
 func (h *Handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
-	path, err := name.StorePath(org)
+	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
 	}
-	_, err = h.opts.Store.Stat(ctx, path)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, secretstore.ErrNotFound):
-		return false, nil
-	}
-	return false, err
+	return c.SecretExists(ctx, name)
 }
 
 // Messages of anax's agbot (agreementbot/secure_api.go lines 1094-1104).

@@ -76,9 +76,16 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, deniedMessage(caller, action, t))
 		return
 	}
-	switch action {
-	case ActionList:
+	if action == ActionList {
 		h.list(w, r, log, caller, t)
+		return
+	}
+	path, err := t.name.StorePath(t.org)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
+		return
+	}
+	switch action {
 	case ActionExists:
 		exists, err := h.exists(r.Context(), t.org, t.name)
 		if err != nil {
@@ -87,11 +94,11 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, binding.Existence{Exists: exists})
 	case ActionRead:
-		h.read(w, r, log, t)
+		h.read(w, r, log, t, path)
 	case ActionWrite:
-		h.write(w, r, log, t)
+		h.write(w, r, log, path)
 	case ActionDelete:
-		h.delete(w, r, log, t)
+		h.delete(w, r, log, t, path)
 	}
 }
 
@@ -151,12 +158,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 }
 
 // read serves GET on a secret: {"key":…,"value":…}.
-func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target) {
-	path, err := t.name.StorePath(t.org)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
-		return
-	}
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	s, err := h.opts.Store.Get(r.Context(), path)
 	if errors.Is(err, secretstore.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
@@ -179,12 +181,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // write serves PUT and POST on a secret: the body {"key":…,"value":…}
 // becomes the secret's data. Its labels (Vault custom_metadata, AWS tags)
 // are kept.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target) {
-	path, err := t.name.StorePath(t.org)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
-		return
-	}
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
 	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -216,7 +213,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger
 // delete serves DELETE on a secret: 404 when it does not exist, as anax
 // answers (agreementbot/secrets/vault/vault.go deleteSecret lists it
 // first).
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target) {
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	exists, err := h.exists(r.Context(), t.org, t.name)
 	if err != nil {
 		h.storeFailure(w, r, log, err, ohError)
@@ -226,7 +223,6 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logge
 		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
 		return
 	}
-	path, _ := t.name.StorePath(t.org) // exists checked it
 	if err := h.opts.Store.Delete(r.Context(), path); err != nil {
 		h.storeFailure(w, r, log, err, ohError)
 		return

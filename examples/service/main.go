@@ -121,17 +121,22 @@ func (s *service) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		s.readEnv()
-		s.scanMount()
-		if s.hasEnv {
-			s.checkUpdates(ctx)
-		}
+		s.once(ctx)
 		select {
 		case <-ctx.Done():
 			s.log.Info("service stopping")
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// once does one round: the environment, the mount, the updates.
+func (s *service) once(ctx context.Context) {
+	s.readEnv()
+	s.scanMount()
+	if s.hasEnv {
+		s.checkUpdates(ctx)
 	}
 }
 

@@ -50,13 +50,7 @@ func TestServiceAgainstTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { agent.Close() })
 	s, out, logs := newService(t, demo.Env{API: agent.URL(), Instance: agent.InstanceID(), Token: agent.Token(), Mount: agent.MountSource()})
-	tick := func() {
-		s.readEnv()
-		s.scanMount()
-		if s.hasEnv {
-			s.checkUpdates(ctx)
-		}
-	}
+	tick := func() { s.once(ctx) }
 
 	tick()
 	assert.Equal(t, "mount api_key "+hash("VALUE-1")+"\n", out.String())
@@ -138,13 +132,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	s.base = "https://localhost"
 	s.http, err = demo.ESSClient(ess.CertFile, ess.Socket)
 	require.NoError(t, err)
-	tick := func() {
-		s.readEnv()
-		s.scanMount()
-		if s.hasEnv {
-			s.checkUpdates(ctx)
-		}
-	}
+	tick := func() { s.once(ctx) }
 	tick()
 	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"World"}`)+"\n", out.String())
 	out.Reset()
