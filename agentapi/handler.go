@@ -143,7 +143,8 @@ func (h *Handler) authenticate(r *http.Request) (string, bool) {
 	if !ok || user == "" {
 		return "", false
 	}
-	return h.auth.Authenticate(r.Context(), user, password)
+	id, ok := h.auth.Authenticate(r.Context(), user, password)
+	return id, ok && id != ""
 }
 
 // readBody consumes the request body within the limit (the API uses
