@@ -57,7 +57,7 @@ func TestOpenHorizonRoutes(t *testing.T) {
 			wantJSON: `["deep/a/b/c/d/e","node/n1/key","token"]`},
 		{name: "own user's node directory (L197, L1591-1598)", method: "LIST", path: "/org/myorg/secrets/user/alice/node/n1", as: alice, status: 200, wantJSON: `["key"]`},
 		{name: "node directory (L196, L1541-1548)", method: "LIST", path: "/org/myorg/secrets/node/n1", as: alice, status: 200, wantJSON: `["cert"]`},
-		{name: "an empty directory is [] (secrets_manager.go L134-140)", method: "LIST", path: "/org/myorg/secrets/node/n9", as: alice, status: 200, wantJSON: `[]`},
+		{name: "an empty directory is [], not null (secrets_manager.go L136-144)", method: "LIST", path: "/org/myorg/secrets/node/n9", as: alice, status: 200, wantJSON: `[]`},
 		{name: "another user's directory as a user", method: "LIST", path: "/org/myorg/secrets/user/bob", as: alice, status: 403,
 			want: jsonString(`Permission denied, user "alice" cannot list secrets under "user/bob" in organization "myorg"`)},
 		{name: "another user's directory as an admin", method: "LIST", path: "/org/myorg/secrets/user/bob", as: admin, status: 200, wantJSON: `["node/n1/key","token"]`},

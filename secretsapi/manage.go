@@ -22,7 +22,7 @@ const (
 
 // ohError is the body of the Open Horizon routes' errors: a JSON string,
 // as anax's writeResponse writes its messages (and hzn unquotes them,
-// cli/secrets_manager/secrets_manager.go lines 148-152).
+// cli/secrets_manager/secrets_manager.go lines 132-135).
 func ohError(msg, _ string) any { return msg }
 
 // manage serves the Open Horizon secrets-manager routes under /org/. The
