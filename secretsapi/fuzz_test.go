@@ -2,6 +2,8 @@ package secretsapi_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,3 +80,77 @@ type stringBody struct{ *strings.Reader }
 func (stringBody) Close() error { return nil }
 
 func httpBody(s string) stringBody { return stringBody{strings.NewReader(s)} }
+
+// FuzzReadCredentials: whatever a request's Authorization and anax's
+// headers hold, credentials are read as anax reads them and never print
+// their secret.
+func FuzzReadCredentials(f *testing.F) {
+	for _, s := range []struct{ auth, org, user string }{
+		{"Basic bXlvcmcvYWxpY2U6cHc=", "", ""}, {"Bearer tok", "myorg", "alice"}, {"Bearer ", "", ""}, {"Basic !!", "", ""}, {"bearer x", "o", "u"},
+	} {
+		f.Add(s.auth, s.org, s.user)
+	}
+	f.Fuzz(func(t *testing.T, auth, org, user string) {
+		r := &http.Request{Header: http.Header{}}
+		r.Header.Set("Authorization", auth)
+		r.Header.Set(secretsapi.HeaderOrganization, org)
+		r.Header.Set(secretsapi.HeaderUserID, user)
+		c, ok := secretsapi.ReadCredentials(r)
+		if !ok {
+			return
+		}
+		if c.Bearer {
+			assert.Equal(t, secretsapi.Credentials{Org: r.Header.Get(secretsapi.HeaderOrganization), User: r.Header.Get(secretsapi.HeaderUserID),
+				Secret: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), Bearer: true}, c)
+		} else {
+			id, password, basic := r.BasicAuth()
+			require.True(t, basic)
+			assert.Equal(t, password, c.Secret)
+			assert.Equal(t, id, strings.TrimPrefix(c.Org+"/"+c.User, "/"))
+			assert.NotContains(t, c.User, "/"+c.Org, "the org is the part before the first slash")
+		}
+		// The printed forms do not depend on the secret.
+		other := c
+		other.Secret = "other"
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+			assert.Equal(t, fmt.Sprintf(verb, other), fmt.Sprintf(verb, c))
+		}
+		assert.Equal(t, other.LogValue().String(), c.LogValue().String())
+	})
+}
+
+// FuzzDeployCheck: any deploycheck body gets one of the route's answers,
+// and a 200 is anax's output.
+func FuzzDeployCheck(f *testing.F) {
+	for _, s := range []string{
+		`{"business_policy":{"service":{"name":"s","org":"myorg","arch":"*","serviceVersions":[{"version":"1.0.0"}]},"secretBinding":[{"serviceOrgid":"myorg","serviceUrl":"s","serviceArch":"amd64","serviceVersionRange":"[0.0.0,INFINITY)","secrets":[{"a":"user/bob/token"}]}]},"service":[{"org":"myorg","url":"s","version":"1.0.0","arch":"amd64","secrets":{"a":{}},"deployment":{"services":{"c":{}}}}]}`,
+		`{"pattern":{"services":[{"serviceUrl":"s","serviceOrgid":"myorg","serviceArch":"amd64","serviceVersions":[{"version":"1"}]}]},"node_arch":"arm"}`,
+		`{"node_id":"otherorg/n","pattern":{}}`, `{"pattern_id":"x"}`, `[]`, `{"service":[1]}`,
+	} {
+		f.Add(s)
+	}
+	h, _ := fuzzHandler(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		req := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: secretsapi.DeployCheckPath}, Header: http.Header{}, Body: httpBody(body)}
+		req = req.WithContext(context.Background())
+		req.SetBasicAuth("myorg/alice", "alice-pw")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case 200:
+			var a deployCheckAnswer
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &a))
+			assert.NotNil(t, a.Reason)
+		case 400, 403, 413:
+			var msg string
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &msg))
+		default:
+			t.Fatalf("status %d for %q", w.Code, body)
+		}
+		for name, value := range fixtureSecrets {
+			if !strings.HasPrefix(name, "myorg/user/alice/") {
+				assert.NotContains(t, w.Body.String(), value)
+			}
+		}
+	})
+}
