@@ -49,6 +49,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
@@ -71,7 +72,11 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
+	agbotURL := os.Getenv(binding.EnvAgbotURL)
+	if agbotURL == "" {
+		agbotURL = "http://127.0.0.1:8081"
+	}
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set)")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
 	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600) and replay state ("+guardFile+")")
