@@ -36,9 +36,9 @@ type cycleReport struct {
 	unavailable map[string]bool // not checked this cycle
 	outage      bool
 	storeErr    error
-	forbidden   int // checked and forbidden
-	fine        int // checked and present or missing: definite answers
-	credErr     error
+	forbidden   int   // checked and forbidden
+	fine        int   // checked and present or missing: definite answers
+	credErr     error // the store's credential check, when it has one
 }
 
 // healthy reports whether the cycle may confirm a revocation: the store's
@@ -84,12 +84,11 @@ func (e *Engine) cycle(ctx context.Context) {
 		}
 		return
 	}
-	rep := cycleReport{credErr: e.checkCredentials(ctx)}
-	events := e.watcher.Poll(ctx)
+	c := e.watcher.Poll(ctx)
 	if ctx.Err() != nil {
 		return
 	}
-	e.applyEvents(&rep, events)
+	rep := e.applyCycle(c)
 	e.setStoreProblem(rep)
 	e.observe(ctx, now, rep)
 	e.readyWaits(ctx, waits)
@@ -139,27 +138,15 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	return waits, nil
 }
 
-// credentialChecker is secretstore's optional credential check.
-type credentialChecker interface {
-	CheckCredentials(ctx context.Context) error
-}
-
-// checkCredentials runs the store's own credential check, if it has one.
-func (e *Engine) checkCredentials(ctx context.Context) error {
-	cc, ok := e.cfg.Store.(credentialChecker)
-	if !ok {
-		return nil
+// applyCycle updates the engine's view of the absent names from one
+// watcher cycle and reports what it learnt.
+func (e *Engine) applyCycle(c secretstore.Cycle) cycleReport {
+	rep := cycleReport{
+		watched: c.Watched, fine: c.Answered, forbidden: c.Forbidden, credErr: c.Credentials,
+		unavailable: map[string]bool{},
 	}
-	return cc.CheckCredentials(ctx)
-}
-
-// applyEvents updates the engine's view of the absent names from one
-// cycle's events and counts the cycle's answers.
-func (e *Engine) applyEvents(rep *cycleReport, events []secretstore.Event) {
-	rep.watched = len(e.watcher.Names())
-	rep.unavailable = map[string]bool{}
 	seen := map[string]bool{}
-	for _, ev := range events {
+	for _, ev := range c.Events {
 		switch ev.Kind {
 		case secretstore.Appeared, secretstore.Changed:
 			delete(e.absent, ev.Name)
@@ -179,12 +166,7 @@ func (e *Engine) applyEvents(rep *cycleReport, events []secretstore.Event) {
 			rep.storeErr = ev.Err
 		}
 	}
-	for n, st := range e.absent {
-		if st == Forbidden && !rep.unavailable[n] {
-			rep.forbidden++
-		}
-	}
-	rep.fine = rep.watched - len(rep.unavailable) - rep.forbidden
+	return rep
 }
 
 // setStoreProblem records the cycle's store problem for Health, and logs
