@@ -472,6 +472,25 @@ func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellat
 	}
 }
 
+// notifyPending calls the cancel hook for every decided cancellation it
+// has not returned for.
+func (e *Engine) notifyPending(ctx context.Context) {
+	pending := map[string]Cancellation{}
+	err := e.state.Records(ctx, func(r Record) bool {
+		if r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
+			pending[r.ID] = *r.Cancel
+		}
+		return true
+	})
+	e.noteState(err)
+	if err != nil {
+		// The cycles' reviews find them.
+		e.log.Error("could not look for cancellations to notify", slog.String("err", err.Error()))
+		return
+	}
+	e.notifyCancels(ctx, pending)
+}
+
 // evaluation is an agreement as the observations show it.
 type evaluation struct {
 	// desired is each slot's content: the first candidate observed

@@ -295,6 +295,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	e.log.Info("delivery engine running", slog.String("member", e.cfg.Member), slog.Uint64("epoch", e.epoch.Load()))
+	// Cancellations decided before a crash whose hook had not returned:
+	// call it before their agents acknowledge them and the records go.
+	e.notifyPending(ctx)
 
 	var wg sync.WaitGroup
 	sends := &sync.WaitGroup{}

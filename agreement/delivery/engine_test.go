@@ -809,3 +809,30 @@ func TestResyncDeliversAtOnceWhenTheAgentIsBack(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"v2"), got)
 	})
 }
+
+func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.deployOne()
+		h.stop()
+
+		// What a crash right after storing the decision leaves behind.
+		ctx := context.Background()
+		r, err := h.state.Get(ctx, "agr-1")
+		require.NoError(t, err)
+		r.Phase = delivery.PhaseCancelling
+		r.Cancel = &delivery.Cancellation{Reason: "store secret gone", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: time.Now()}
+		r.NextAttempt = time.Now()
+		require.NoError(t, h.state.Update(ctx, "", &r))
+
+		h.engine, err = delivery.New(h.opts)
+		require.NoError(t, err)
+		h.start()
+		defer h.stop()
+		cycles(3)
+		require.Len(t, h.cancelled()["agr-1"], 1, "called after the restart, once")
+		assert.Equal(t, "org/db", h.cancelled()["agr-1"][0].StoreName)
+		_, held := agent.file("agr-1", "pw")
+		assert.False(t, held)
+	})
+}
