@@ -825,10 +825,17 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		r.NextAttempt = time.Now()
 		require.NoError(t, h.state.Update(ctx, "", &r))
 
+		// A slow store holds up the first watcher cycle: the agent
+		// acknowledges the cancellation, and the record goes, before the
+		// cycle reviews the agreements.
+		h.store.SetLatency(secretstore.OpStat, 10*time.Second)
 		h.engine, err = delivery.New(h.opts)
 		require.NoError(t, err)
 		h.start()
 		defer h.stop()
+		synctest.Wait()
+		_, err = h.engine.Status(ctx, "agr-1")
+		require.ErrorIs(t, err, delivery.ErrNotFound, "acknowledged before the first cycle")
 		cycles(3)
 		require.Len(t, h.cancelled()["agr-1"], 1, "called after the restart, once")
 		assert.Equal(t, "org/db", h.cancelled()["agr-1"][0].StoreName)
