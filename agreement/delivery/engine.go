@@ -214,7 +214,7 @@ type Engine struct {
 	epochMu sync.Mutex // one State.NewEpoch at a time
 
 	wake     chan struct{} // the reconcile loop has work now
-	cycleNow chan struct{} // run a watcher cycle now (tests, WaitForSecrets)
+	cycleNow chan struct{} // run a watcher cycle now (benchmarks)
 
 	// absent is the watcher's current view of the names it found missing
 	// or forbidden (its Initial and transition events), owned by the
