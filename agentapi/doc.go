@@ -128,8 +128,8 @@
 //	POST /secrets/{name}?received=true 201, acknowledges the name (also when never fetched); 400 not a secret of the caller or received is not "true"
 //
 // Every request needs HTTP Basic credentials: the instance id and its token
-// (looked up through [Tokens] and compared in constant time); a caller only
-// ever sees its own instance's secrets. A [TokenTable] holds the tokens of
+// (looked up through [Tokens] and compared in constant time), or whatever an
+// [Authenticator] accepts; a caller only ever sees its own instance's secrets. A [TokenTable] holds the tokens of
 // instances that come and go; [StaticTokens] is a fixed table. Missing or
 // bad credentials: 401. Other methods: 405 with Allow. Paths outside the
 // API: 404. Request bodies over the limit: 413. A storage failure: 500.
@@ -139,6 +139,16 @@
 // After the embedder reports a service restart ([Store.ServiceRestarted]),
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.
+//
+// That is the design profile. HandlerOptions.Profile = [ProfileOpenHorizon]
+// serves instead the API Open Horizon's agent ships and its services call:
+// /api/v1/secrets and /api/v1/secrets/{name}, the body {"key":…,"value":…},
+// anax's status codes (403 for bad credentials, 404 for a name that is not
+// the caller's) and plain-text errors; see [Profile]. An [Authenticator]
+// checks credentials of another shape, such as Open Horizon's ESS id and
+// token. Open Horizon serves the API over HTTPS, on a unix socket
+// ($HZN_ESS_API_ADDRESS) with a certificate the agent mounts into the
+// container ($HZN_ESS_CERT); examples/agent does the same.
 //
 // # Logging and errors
 //

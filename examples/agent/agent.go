@@ -58,19 +58,35 @@ func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions
 	return a, err
 }
 
-// serveAPI serves the services' /secrets API on a hardened loopback
-// server (demo.Listen: timeouts, size limits, a connection bound).
-func (a *agent) serveAPI(listen, addrFile string) (*demo.Server, error) {
-	handler, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: a.log})
+// serveAPI serves the services' secrets API on hardened servers
+// (timeouts, size limits, a connection bound): the design profile on
+// loopback (demo.Listen), or Open Horizon's profile over HTTPS on a unix
+// socket and loopback (demo.ListenESS), as Open Horizon's agent serves its
+// ESS API. It returns the API's URL and how to shut it down.
+func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() error, error) {
+	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Tokens: a.tokens, Logger: a.log})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	srv, err := demo.Listen(listen, addrFile, handler, a.log)
+	if profile != agentapi.ProfileOpenHorizon {
+		srv, err := demo.Listen(c.listen, c.addrFile, h, a.log)
+		if err != nil {
+			return "", nil, err
+		}
+		a.apiURL = srv.URL
+		return srv.URL, srv.Shutdown, nil
+	}
+	dir := filepath.Join(c.dir, "ess")
+	if c.essSocket == "" {
+		c.essSocket = filepath.Join(dir, demo.ESSSocketFile)
+	}
+	ess, err := demo.ListenESS(demo.ESSOptions{Addr: c.listen, AddrFile: c.addrFile, Socket: c.essSocket, Dir: dir, Handler: h, Logger: a.log})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	a.apiURL = srv.URL
-	return srv, nil
+	a.log.Info("ESS endpoint", slog.String("socket", ess.Socket), slog.String("cert", ess.CertFile))
+	a.apiURL = ess.URL
+	return ess.URL, ess.Shutdown, nil
 }
 
 // poll publishes the current certificate when it changed and handles the

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 )
@@ -38,10 +39,10 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), attackTimeout)
 	defer cancel()
 	f := newFixture(t)
-	srv, err := f.agent.serveAPI("127.0.0.1:0", "")
+	apiURL, shutdown, err := f.agent.serveAPI(config{listen: "127.0.0.1:0"}, agentapi.ProfileDesign)
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown() })
-	addr := strings.TrimPrefix(srv.URL, "http://")
+	t.Cleanup(func() { shutdown() })
+	addr := strings.TrimPrefix(apiURL, "http://")
 
 	r, ok := f.deliver(f.proposal("agreement-1", "VALUE-1"))
 	require.True(t, ok)
@@ -89,7 +90,7 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 	// Legitimate requests answer, each within seconds.
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func() (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/secrets/api_key", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+"/secrets/api_key", nil)
 		if err != nil {
 			return 0, err
 		}

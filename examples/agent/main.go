@@ -14,6 +14,14 @@
 // them to the on-node store (agentapi: one root-only directory per service
 // instance), and posts a sealed reply. A cancellation wipes the instance.
 //
+// With -profile openhorizon it serves Open Horizon's /api/v1/secrets
+// instead, as Open Horizon's agent serves it: over HTTPS, on a unix socket
+// (-ess-socket, default <dir>/ess/essapi.sock) and the loopback port, with a
+// fresh self-signed certificate in <dir>/ess/cert.pem that services trust
+// (curl --cacert <dir>/ess/cert.pem --unix-socket <dir>/ess/essapi.sock
+// https://localhost/api/v1/secrets); a service's HTTP Basic id and token
+// are those of its environment file.
+//
 // For each service instance it writes an environment file (<env-dir>/<instance>.json,
 // 0600) with the /secrets API URL, the instance id and token, and the
 // directory of its secret files: a stand-in for the environment variables
@@ -43,6 +51,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
@@ -56,13 +65,18 @@ type config struct {
 	memoryDir                      string
 	org, node, provider, instance  string
 	listen, addrFile               string
+	profile, essSocket             string
 	poll                           time.Duration
 	logLevel                       string
 }
 
 func main() {
 	var c config
-	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
+	agbotURL := os.Getenv(binding.EnvAgbotURL)
+	if agbotURL == "" {
+		agbotURL = "http://127.0.0.1:8081"
+	}
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set)")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
 	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
@@ -75,6 +89,8 @@ func main() {
 	flag.StringVar(&c.instance, "instance-id", "", "this agent instance's `id` within the provider (default the node id)")
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:8082", "loopback `address` of the services' /secrets API (port 0: any free port)")
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the /secrets API URL to this `file` once listening")
+	flag.StringVar(&c.profile, "profile", "design", "the services' API `profile`: design (/secrets over HTTP) or openhorizon (/api/v1/secrets over HTTPS, as Open Horizon's agent serves it, with the certificate in <dir>/ess/"+demo.ESSCertFile+")")
+	flag.StringVar(&c.essSocket, "ess-socket", "", "with -profile openhorizon, also serve the API on this unix socket `path` (default <dir>/ess/"+demo.ESSSocketFile+")")
 	flag.DurationVar(&c.poll, "poll", time.Second, "how often the relay is polled for messages")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]",
@@ -157,11 +173,15 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv, err := a.serveAPI(c.listen, c.addrFile)
+	profile, err := agentapi.ParseProfile(c.profile)
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown()
+	apiURL, shutdown, err := a.serveAPI(c, profile)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
 	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
 		return err
 	}
@@ -172,7 +192,7 @@ func run(c config, log *slog.Logger) error {
 			return err
 		}
 	}
-	log.Info("agent serving /secrets", slog.String("url", srv.URL), slog.String("instance", me.String()))
+	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", profile.String()), slog.String("instance", me.String()))
 
 	if err := a.register(ctx, bootstrap, me); err != nil {
 		return err
@@ -194,6 +214,11 @@ func run(c config, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// serveAPI serves the services' API: over HTTP in the design profile; in
+// the Open Horizon profile over HTTPS on the loopback port and a unix
+// socket, as Open Horizon's agent serves its ESS API, with a certificate
+// in <dir>/ess for services to trust. It returns the API's base URL.
 
 // register registers the agent's identity, retrying while the agbot is
 // not reachable, and publishes the certificate on the relay.
