@@ -17,6 +17,7 @@ require (
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/natefinch/atomic v1.0.1
 	github.com/stretchr/testify v1.12.1
+	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.38.0
 	golang.org/x/time v0.12.0
 )

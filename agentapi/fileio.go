@@ -135,10 +135,12 @@ func (s *Store) wipeReplaced() {
 	}
 }
 
-// wipeReplacedBefore wipes the replaced files linked before t. s.mu is held.
+// wipeReplacedBefore wipes the replaced files linked at or before t (a
+// timer that fires exactly on time must find its file due, or it would set
+// itself again for now, forever). s.mu is held.
 func (s *Store) wipeReplacedBefore(t time.Time) {
 	i := 0
-	for ; i < len(s.replaced) && s.replaced[i].at.Before(t); i++ {
+	for ; i < len(s.replaced) && !s.replaced[i].at.After(t); i++ {
 		r := s.replaced[i]
 		if err := s.wipe(r.t, r.rel); err != nil {
 			// Open wipes tmp/ in any case.

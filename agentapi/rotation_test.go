@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -64,6 +65,28 @@ func TestRotationWipesAfterGrace(t *testing.T) {
 		got, err := io.ReadAll(io.NewSectionReader(held, 0, 1<<20))
 		return err == nil && bytes.Equal(got, make([]byte, len("token-of-B")))
 	}, 20*time.Second, 50*time.Millisecond)
+}
+
+// Under a fake clock the wipe timer fires exactly at its deadline; the
+// replaced content must be due then, not re-armed for "now" forever (which
+// hung every synctest bubble holding a Store).
+func TestRotationWipeTimerFiresOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := openStore(t, agentapi.Options{Rand: repeatReader(0)})
+		applyTwoServices(t, s)
+		held, err := os.Open(mountFile(t, s, "b", "token"))
+		require.NoError(t, err)
+		defer held.Close()
+		_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refB,
+			Secrets: map[string]agreement.SecretDetails{"token": rawSecret([]byte("token-of-B-2"))}}))
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second) // past the grace; a spinning timer never lets the bubble's clock get here
+		synctest.Wait()
+		got, err := io.ReadAll(io.NewSectionReader(held, 0, 1<<20))
+		require.NoError(t, err)
+		assert.Equal(t, make([]byte, len("token-of-B")), got, "the replaced content is overwritten once its grace has passed")
+	})
 }
 
 // A crash between linking the old file and the rename leaves a second link

@@ -1,0 +1,394 @@
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// NoGrace, as Options.Grace, cancels a revoked agreement as soon as the
+// revocation is seen in a healthy cycle. The zero Grace means
+// DefaultGrace.
+const NoGrace time.Duration = -1
+
+// Defaults of Options.
+const (
+	DefaultInterval      = time.Minute
+	DefaultGrace         = 5 * time.Minute
+	DefaultReplyTimeout  = time.Minute
+	DefaultInitialDelay  = time.Second
+	DefaultMaxDelay      = 5 * time.Minute
+	DefaultDivergedAfter = 15 * time.Minute
+	DefaultBudgetCount   = 10
+	DefaultBudgetPercent = 5
+	DefaultSenders       = 256
+)
+
+// Agents gives the engine the keys of the agent on a node.
+type Agents interface {
+	// Keys returns the public keys of the agent on node, from its verified
+	// identity certificate. It must fail for an identity that is revoked
+	// or expired: the engine never seals to one. When the keys differ
+	// from those an agreement's proposal was accepted with, the node has a
+	// new agent that knows nothing of the agreement, and the engine
+	// proposes it again.
+	Keys(ctx context.Context, node string) (*agreement.PublicKeys, error)
+}
+
+// Message is one sealed envelope for an agent.
+type Message struct {
+	// Node is the agreement's node, as registered.
+	Node string
+	// AgreementID is the agreement the envelope belongs to.
+	AgreementID string
+	// Envelope is sealed to the agent's keys: it can travel any link.
+	Envelope []byte
+}
+
+// Transport carries envelopes to agents.
+type Transport interface {
+	// Send hands m to the agent. It returns the agent's sealed reply when
+	// the link is synchronous, or nil when the reply will come later
+	// through Engine.HandleReply. An error means the envelope was not
+	// sent; the engine tries again after a backoff.
+	Send(ctx context.Context, m Message) (reply []byte, err error)
+}
+
+// Agreement is an agreement to register: its bindings already resolved to
+// store names for its node (binding.Report.Bindings).
+type Agreement struct {
+	ID       string
+	Node     string
+	Services []binding.ServiceBinding
+}
+
+// Budget bounds how many agreements one watcher cycle may cancel. Beyond
+// it, the cycle's cancellations are held (Status.Held, Health.Held) until
+// Engine.ReleaseHeld, or until the secrets come back. The zero Budget
+// means DefaultBudgetCount or DefaultBudgetPercent of the registered
+// agreements, whichever is larger.
+type Budget struct {
+	// Count is the number of cancellations a cycle may always make.
+	Count int
+	// Percent of the registered agreements a cycle may cancel, when that
+	// is more than Count.
+	Percent float64
+}
+
+// Options configure an Engine. Store, State, Keys, Agents and Transport
+// are required.
+type Options struct {
+	// Store is the agbot's secret store. The engine wraps it itself: a
+	// monitor (Health), a watcher over the bound names, and a coalescing
+	// reader for the values it seals, read when each message is sent.
+	Store secretstore.Store
+	// State keeps the engine's records; see State.
+	State State
+	// Keys are the agbot's: messages are signed with them and replies
+	// sealed to them.
+	Keys *agreement.PrivateKeys
+	// Agents gives the agents' verified keys.
+	Agents Agents
+	// Transport carries the envelopes.
+	Transport Transport
+
+	// OnCancel is called once for each cancellation the engine decides (a
+	// bound secret revoked: deleted or forbidden, confirmed as described
+	// in the package documentation). The engine already tells the agent;
+	// the hook is for the embedder's own bookkeeping (ending the agreement
+	// in the exchange, redeploying when the secret returns). Called at
+	// least once per decision: a crash between the decision and the
+	// hook's return calls it again after the restart.
+	OnCancel func(ctx context.Context, agreementID string, c Cancellation)
+	// OnReady is called once when every secret a deployment waits for
+	// (Engine.WaitForSecrets) exists.
+	OnReady func(ctx context.Context, deploymentID string)
+
+	// Interval is the watcher's polling interval; zero means
+	// DefaultInterval.
+	Interval time.Duration
+	// Grace is how long a revocation must last, seen in healthy cycles,
+	// before it cancels; zero means DefaultGrace, NoGrace none.
+	Grace time.Duration
+	// Budget bounds the cancellations of one cycle.
+	Budget Budget
+	// ReplyTimeout is how long the engine waits for an answer before it
+	// sends again; zero means DefaultReplyTimeout.
+	ReplyTimeout time.Duration
+	// InitialDelay and MaxDelay bound the backoff between attempts; zero
+	// means the defaults. The backoff is capped, never exhausted.
+	InitialDelay, MaxDelay time.Duration
+	// DivergedAfter is how long an agent may go without answering before
+	// its agreements are reported diverged; zero means the default.
+	DivergedAfter time.Duration
+	// Workers bounds the agreements being prepared at once: their values
+	// read and their messages sealed; zero means 4 × GOMAXPROCS.
+	Workers int
+	// Senders bounds the Transport.Send calls running at once, so that
+	// agents slow to answer a synchronous transport do not hold up the
+	// others; zero means DefaultSenders.
+	Senders int
+	// Member is this engine's id in a shared State; empty means a random
+	// one.
+	Member string
+	// EnvelopeOptions are passed to the seal and open calls, for example
+	// agreement.WithAllowedSuites.
+	EnvelopeOptions []agreement.Option
+	// Logger receives what the engine does, naming agreements, nodes and
+	// store names, never values. Nil discards.
+	Logger *slog.Logger
+}
+
+// Status is where one agreement stands.
+type Status struct {
+	ID    string
+	Node  string
+	Phase Phase
+	// InSync is true when the agent acknowledged the desired content of
+	// every slot (for PhaseActive).
+	InSync bool
+	// Slots give desired and acknowledged content per service secret.
+	Slots []Slot
+	// Waiting says why nothing is sent now, if so: the store unavailable,
+	// a bound secret missing, a cancellation held.
+	Waiting string
+	// Diverged: the agent has not answered for longer than
+	// Options.DivergedAfter. The engine keeps trying.
+	Diverged bool
+	// Held is a cancellation decided but held by the budget.
+	Held *Cancellation
+	// Cancel is set while the agreement is being cancelled.
+	Cancel      *Cancellation
+	Attempts    int
+	NextAttempt time.Time
+	LastError   string
+	Rejection   string
+	LastReply   time.Time
+}
+
+// Health is the engine's overall state, for an agbot's /health.
+type Health struct {
+	// LastStoreSuccess is the last successful interaction with the store
+	// (anax's lastVaultInteraction).
+	LastStoreSuccess time.Time
+	// StoreProblem says why the store is not healthy (an outage, the
+	// agbot's own credentials rejected); empty when it is.
+	StoreProblem string
+	// StateProblem says why the state is not usable (a database down):
+	// the engine delivers nothing until it is back.
+	StateProblem string
+	// Agreements counts the registered agreements, Pending those not in
+	// sync, Diverged those whose agents stopped answering, Held the
+	// cancellations held by the budget.
+	Agreements, Pending, Diverged, Held int
+}
+
+// Engine is the agbot's delivery engine; see the package documentation.
+// Create one with New, start it with Run, and register agreements with
+// Register. Its methods are safe for concurrent use, also before Run
+// starts and after it returns: what they record is acted on while Run
+// runs.
+type Engine struct {
+	cfg       settings
+	state     State
+	monitor   *secretstore.Monitor
+	reader    *secretstore.Reader
+	watcher   *secretstore.Watcher
+	keys      *agreement.PrivateKeys
+	agents    Agents
+	transport Transport
+	log       *slog.Logger
+
+	running atomic.Bool
+	epoch   atomic.Uint64
+	epochMu sync.Mutex // one State.NewEpoch at a time
+
+	wake     chan struct{} // the reconcile loop has work now
+	cycleNow chan struct{} // run a watcher cycle now (benchmarks)
+
+	// absent is the watcher's current view of the names it found missing
+	// or forbidden (its Initial and transition events), owned by the
+	// watcher cycle.
+	absent map[string]ObservedState
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced whenever a record changes
+	health   Health        // counts and store problem of the last cycle
+	stateErr error         // the last State failure; nil once a call succeeded
+}
+
+// New returns an Engine, or an error naming every missing or invalid
+// option.
+func New(opts Options) (*Engine, error) {
+	cfg, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Member == "" {
+		cfg.Member = "engine-" + rand.Text()[:12]
+	}
+	monitor := secretstore.NewMonitor(opts.Store)
+	// The watcher reads the backend through the monitor only: a cache
+	// would hide fresh data from its checksum fallback.
+	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
+		Config: secretstore.WatcherConfig{Interval: cfg.Interval},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %w", err)
+	}
+	return &Engine{
+		cfg:       cfg,
+		state:     opts.State,
+		monitor:   monitor,
+		reader:    secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: min(valueTTL, cfg.Interval/2)}),
+		watcher:   watcher,
+		keys:      opts.Keys,
+		agents:    opts.Agents,
+		transport: opts.Transport,
+		log:       log,
+		wake:      make(chan struct{}, 1),
+		cycleNow:  make(chan struct{}, 1),
+		absent:    map[string]ObservedState{},
+		changed:   make(chan struct{}),
+	}, nil
+}
+
+// valueTTL bounds how long a value read for one message serves the next
+// ones: long enough that a rotation fanned out to many agreements reads
+// the store once, short enough to matter little, since every value is
+// checked against the content tag observed before it is sent.
+const valueTTL = 10 * time.Second
+
+// Store returns the store the engine reads, with its monitor: give it to
+// the agbot's existence API (binding.NewHandler, binding.NewStoreChecker)
+// so that Health.LastStoreSuccess counts those calls too.
+func (e *Engine) Store() secretstore.Store { return e.monitor }
+
+// Run runs the watcher cycles and the reconcile loop until ctx ends, then
+// waits for the messages being sent and returns ctx's error. State and
+// store failures never end it: they are retried and reported by Health.
+// Only one Run may be active at a time.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("delivery: Run is already active")
+	}
+	defer e.running.Store(false)
+
+	// Every message of this run gets a sequence above every message of
+	// earlier runs, also those sent by a run that crashed.
+	if err := e.renewEpoch(ctx); err != nil {
+		return err
+	}
+	e.log.Info("delivery engine running", slog.String("member", e.cfg.Member), slog.Uint64("epoch", e.epoch.Load()))
+	// Cancellations decided before a crash whose hook had not returned:
+	// call it before their agents acknowledge them and the records go.
+	e.notifyPending(ctx)
+
+	var wg sync.WaitGroup
+	sends := &sync.WaitGroup{}
+	outcomes := make(chan outcome, e.cfg.senders)
+	wg.Go(func() { e.watchLoop(ctx) })
+	wg.Go(func() {
+		e.reconcileLoop(ctx, sends, outcomes)
+		sends.Wait()
+		close(outcomes)
+	})
+	wg.Go(func() { e.commitLoop(ctx, outcomes) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// renewEpoch takes a new epoch from the state, retrying until it answers
+// or ctx ends.
+func (e *Engine) renewEpoch(ctx context.Context) error {
+	e.epochMu.Lock()
+	defer e.epochMu.Unlock()
+	for attempt := 1; ; attempt++ {
+		epoch, err := e.state.NewEpoch(ctx)
+		e.noteState(err)
+		if err == nil {
+			e.epoch.Store(epoch)
+			return nil
+		}
+		e.log.Error("could not take a sequence epoch from the state; retrying", slog.String("err", err.Error()))
+		if !sleep(ctx, e.backoff(attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// notify wakes the reconcile loop.
+func (e *Engine) notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// changedNow tells the waiters of Wait that records changed.
+func (e *Engine) changedNow() {
+	e.mu.Lock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// changes returns a channel closed at the next change.
+func (e *Engine) changes() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+// noteState records the outcome of a State call for Health.
+func (e *Engine) noteState(err error) {
+	if err != nil && !errors.Is(err, ErrStateUnavailable) {
+		return // conflicts and not-found are answers
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stateErr = err
+}
+
+// backoff returns the wait after the attempts-th attempt that did not
+// succeed: InitialDelay doubling up to MaxDelay, less up to a tenth of
+// jitter so that agreements that failed together spread out. It never
+// gives up: the wait only stops growing.
+func (e *Engine) backoff(attempts int) time.Duration {
+	d := e.cfg.InitialDelay
+	for i := 1; i < attempts && d < e.cfg.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.MaxDelay)
+	if d >= 10 {
+		d -= mathrand.N(d / 10)
+	}
+	return d
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,469 @@
+package delivery
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
+)
+
+// MemoryState is a State kept in memory, for tests and for agbots that
+// may lose their delivery state on restart. The zero value is not ready;
+// use NewMemoryState. It ignores member ids: one engine uses it.
+//
+// It keeps each record compact (its bindings as slices, not maps), a queue
+// of the records by NextAttempt for Due, and how many records bind each
+// store name; MarkDue looks at every record, which an agbot does about
+// once per watcher cycle.
+type MemoryState struct {
+	mu      sync.Mutex
+	records map[string]*memRecord
+	names   map[string]int // store name → records binding it
+	due     dueQueue       // records with a NextAttempt, earliest first
+	obs     map[string]Observation
+	waits   map[string]Wait
+	epoch   uint64
+	closed  bool
+}
+
+// memRecord is a stored record: rec without its Services, which are kept
+// as services.
+type memRecord struct {
+	rec      Record
+	services []memService
+	slot     int // index in MemoryState.due; -1 when not in it
+}
+
+type memService struct {
+	ref     agreement.ServiceRef
+	secrets []memSecret // sorted by name
+}
+
+type memSecret struct {
+	name, format string
+	storeNames   []string
+}
+
+func compactServices(services []binding.ServiceBinding) []memService {
+	out := make([]memService, len(services))
+	for i, sb := range services {
+		out[i] = memService{ref: sb.Service, secrets: make([]memSecret, 0, len(sb.Secrets))}
+		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
+			b := sb.Secrets[name]
+			out[i].secrets = append(out[i].secrets, memSecret{name: name, format: b.Format, storeNames: slices.Clone(b.StoreNames)})
+		}
+	}
+	return out
+}
+
+// record returns a deep copy of the stored record.
+func (m *memRecord) record() Record {
+	r := m.rec.Clone()
+	if m.services != nil {
+		r.Services = make([]binding.ServiceBinding, len(m.services))
+		for i, ms := range m.services {
+			secrets := make(map[string]binding.BoundSecret, len(ms.secrets))
+			for _, sec := range ms.secrets {
+				secrets[sec.name] = binding.BoundSecret{StoreNames: slices.Clone(sec.storeNames), Format: sec.format}
+			}
+			r.Services[i] = binding.ServiceBinding{Service: ms.ref, Secrets: secrets}
+		}
+	}
+	return r
+}
+
+// binds reports whether the record binds any of names.
+func (m *memRecord) binds(names map[string]bool) bool {
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if names[n] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// storeNames calls fn with each distinct store name of the record.
+func (m *memRecord) storeNames(fn func(string)) {
+	var seen []string
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if !slices.Contains(seen, n) {
+					seen = append(seen, n)
+					fn(n)
+				}
+			}
+		}
+	}
+}
+
+// NewMemoryState returns an empty MemoryState.
+func NewMemoryState() *MemoryState {
+	return &MemoryState{
+		records: map[string]*memRecord{},
+		names:   map[string]int{},
+		obs:     map[string]Observation{},
+		waits:   map[string]Wait{},
+	}
+}
+
+var _ State = (*MemoryState)(nil)
+
+func (m *MemoryState) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.closed {
+		return ErrStateUnavailable
+	}
+	return nil
+}
+
+// Create implements State.
+func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if _, ok := m.records[rec.ID]; ok {
+		return ErrExists
+	}
+	rec.Revision = 1
+	stored := &memRecord{services: compactServices(rec.Services), slot: -1}
+	services := rec.Services
+	rec.Services = nil
+	stored.rec = rec.Clone()
+	rec.Services = services
+	m.records[rec.ID] = stored
+	m.schedule(stored)
+	stored.storeNames(func(n string) { m.names[n]++ })
+	return nil
+}
+
+// Get implements State.
+func (m *MemoryState) Get(ctx context.Context, id string) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return Record{}, err
+	}
+	r, ok := m.records[id]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r.record(), nil
+}
+
+// Update implements State.
+func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	var conflicts []string
+	for _, rec := range recs {
+		stored, ok := m.records[rec.ID]
+		if !ok || stored.rec.Revision != rec.Revision {
+			conflicts = append(conflicts, rec.ID)
+			continue
+		}
+		rec.Revision++
+		// Services never change after Create.
+		services := rec.Services
+		rec.Services = nil
+		stored.rec = rec.Clone()
+		rec.Services = services
+		m.schedule(stored)
+	}
+	if len(conflicts) > 0 {
+		return &ConflictError{IDs: conflicts}
+	}
+	return nil
+}
+
+// Delete implements State.
+func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		r, ok := m.records[id]
+		if !ok {
+			continue
+		}
+		r.storeNames(func(n string) {
+			if m.names[n]--; m.names[n] <= 0 {
+				delete(m.names, n)
+			}
+		})
+		if r.slot >= 0 {
+			heap.Remove(&m.due, r.slot)
+		}
+		delete(m.records, id)
+	}
+	return nil
+}
+
+// Records implements State.
+func (m *MemoryState) Records(ctx context.Context, fn func(Record) bool) error {
+	m.mu.Lock()
+	if err := m.check(ctx); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	ids := slices.Sorted(maps.Keys(m.records))
+	m.mu.Unlock()
+	for _, id := range ids {
+		r, err := m.Get(ctx, id)
+		if err == ErrNotFound {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Names implements State.
+func (m *MemoryState) Names(ctx context.Context, _ string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(m.names)), nil
+}
+
+// MarkDue implements State.
+func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	nodes := setOf(sel.Nodes)
+	names := setOf(sel.StoreNames)
+	selected := func(m *memRecord) bool { return nodes[m.rec.Node] || m.binds(names) }
+	var recs []*memRecord
+	if len(nodes) == 0 && len(names) == 0 {
+		for _, id := range sel.IDs {
+			if r, ok := m.records[id]; ok {
+				recs = append(recs, r)
+			}
+		}
+	} else {
+		ids := setOf(sel.IDs)
+		for id, r := range m.records {
+			if ids[id] || selected(r) {
+				recs = append(recs, r)
+			}
+		}
+	}
+	changed := 0
+	for _, mr := range recs {
+		r := &mr.rec
+		if r.NextAttempt.IsZero() || r.NextAttempt.After(at) || (resetAttempts && r.Attempts != 0) {
+			if r.NextAttempt.IsZero() || r.NextAttempt.After(at) {
+				r.NextAttempt = at
+			}
+			if resetAttempts {
+				r.Attempts = 0
+			}
+			r.Revision++
+			m.schedule(mr)
+			changed++
+		}
+	}
+	return changed, nil
+}
+
+// Due implements State.
+func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	var taken []*memRecord
+	for (limit <= 0 || len(taken) < limit) && m.due.Len() > 0 && !m.due[0].rec.NextAttempt.After(now) {
+		taken = append(taken, heap.Pop(&m.due).(*memRecord))
+	}
+	out := make([]Record, len(taken))
+	for i, r := range taken {
+		r.rec.NextAttempt = now.Add(lease)
+		r.rec.Revision++
+		m.schedule(r)
+		out[i] = r.record()
+	}
+	return out, nil
+}
+
+// schedule puts r where its NextAttempt belongs in the due queue.
+func (m *MemoryState) schedule(r *memRecord) {
+	switch {
+	case r.rec.NextAttempt.IsZero() && r.slot >= 0:
+		heap.Remove(&m.due, r.slot)
+	case r.rec.NextAttempt.IsZero():
+	case r.slot >= 0:
+		heap.Fix(&m.due, r.slot)
+	default:
+		heap.Push(&m.due, r)
+	}
+}
+
+// dueQueue is a min-heap of records by NextAttempt, then id.
+type dueQueue []*memRecord
+
+func (q dueQueue) Len() int { return len(q) }
+func (q dueQueue) Less(i, j int) bool {
+	a, b := &q[i].rec, &q[j].rec
+	return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID)) < 0
+}
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].slot, q[j].slot = i, j
+}
+func (q *dueQueue) Push(x any) {
+	r := x.(*memRecord)
+	r.slot = len(*q)
+	*q = append(*q, r)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	r.slot = -1
+	return r
+}
+
+// Observations implements State.
+func (m *MemoryState) Observations(ctx context.Context, names []string) (map[string]Observation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[string]Observation, len(names))
+	for _, n := range names {
+		if o, ok := m.obs[n]; ok {
+			out[n] = o
+		}
+	}
+	return out, nil
+}
+
+// PutObservations implements State.
+func (m *MemoryState) PutObservations(ctx context.Context, _ string, obs ...Observation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	for _, o := range obs {
+		m.obs[o.Name] = o
+	}
+	return nil
+}
+
+// PutWait implements State.
+func (m *MemoryState) PutWait(ctx context.Context, w Wait) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	w.StoreNames = slices.Clone(w.StoreNames)
+	m.waits[w.ID] = w
+	return nil
+}
+
+// Waits implements State.
+func (m *MemoryState) Waits(ctx context.Context) ([]Wait, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]Wait, 0, len(m.waits))
+	for _, id := range slices.Sorted(maps.Keys(m.waits)) {
+		w := m.waits[id]
+		w.StoreNames = slices.Clone(w.StoreNames)
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// DeleteWait implements State.
+func (m *MemoryState) DeleteWait(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	delete(m.waits, id)
+	return nil
+}
+
+// NewEpoch implements State.
+func (m *MemoryState) NewEpoch(ctx context.Context) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	m.epoch++
+	return m.epoch, nil
+}
+
+// Close implements State. Later calls fail with ErrStateUnavailable.
+func (m *MemoryState) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// StoreNames returns the distinct candidate store names of services,
+// sorted.
+func StoreNames(services []binding.ServiceBinding) []string {
+	set := map[string]struct{}{}
+	for _, sb := range services {
+		for _, b := range sb.Secrets {
+			for _, n := range b.StoreNames {
+				set[n] = struct{}{}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func setOf(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return set
+}

@@ -1,0 +1,54 @@
+package delivery
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+)
+
+// Clone returns a deep copy of r.
+func (r Record) Clone() Record {
+	r.Services = cloneServices(r.Services)
+	r.Slots = slices.Clone(r.Slots)
+	if r.Cancel != nil {
+		c := *r.Cancel
+		r.Cancel = &c
+	}
+	if r.Held != nil {
+		c := *r.Held
+		r.Held = &c
+	}
+	if r.InFlight != nil {
+		s := *r.InFlight
+		s.Contents = maps.Clone(s.Contents)
+		r.InFlight = &s
+	}
+	return r
+}
+
+func cloneServices(services []binding.ServiceBinding) []binding.ServiceBinding {
+	if services == nil {
+		return nil
+	}
+	out := make([]binding.ServiceBinding, len(services))
+	for i, sb := range services {
+		secrets := make(map[string]binding.BoundSecret, len(sb.Secrets))
+		for name, b := range sb.Secrets {
+			b.StoreNames = slices.Clone(b.StoreNames)
+			secrets[name] = b
+		}
+		out[i] = binding.ServiceBinding{Service: sb.Service, Secrets: secrets}
+	}
+	return out
+}
+
+// joinIDs lists ids for an error message, at most ten of them.
+func joinIDs(ids []string) string {
+	const most = 10
+	if len(ids) <= most {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:most], ", ") + ", …"
+}
