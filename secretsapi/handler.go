@@ -24,7 +24,7 @@ type Options struct {
 	// Store is the agbot's secret store, used with the agbot's own
 	// credentials once the policy allows a request. Nil means the hub has
 	// no secret store: every secrets request answers 503.
-	Store secretstore.Store
+	Store *secretstore.Store
 	// Authenticator verifies the caller of every request but /health.
 	// Required.
 	Authenticator Authenticator
@@ -32,9 +32,7 @@ type Options struct {
 	// not carry (an exchange client). Optional: without it, deploycheck
 	// requests must carry every service definition.
 	Resolver binding.Resolver
-	// LastVaultInteraction feeds /health. Default: Store's LastSuccess
-	// method when it has one (a *secretstore.Monitor does); pass
-	// monitor.LastSuccess when the monitor is wrapped by other middleware.
+	// LastVaultInteraction feeds /health. Default: Store.LastSuccess.
 	LastVaultInteraction func() time.Time
 	// LastDBHeartbeat feeds /health's lastDBHeartbeat: the agbot's last
 	// database heartbeat, for an agbot that keeps one. Default: 0 (none).
@@ -69,10 +67,8 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if opts.LastVaultInteraction == nil {
-		if ls, ok := opts.Store.(interface{ LastSuccess() time.Time }); ok {
-			opts.LastVaultInteraction = ls.LastSuccess
-		}
+	if opts.LastVaultInteraction == nil && opts.Store != nil {
+		opts.LastVaultInteraction = opts.Store.LastSuccess
 	}
 	if opts.Configuration.Arch == "" {
 		opts.Configuration.Arch = runtime.GOARCH

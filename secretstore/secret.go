@@ -156,11 +156,6 @@ type Secret struct {
 	UpdatedAt time.Time
 }
 
-// Metadata returns the secret's metadata, without its data.
-func (s *Secret) Metadata() Metadata {
-	return Metadata{Name: s.Name, Version: s.Version, UpdatedAt: s.UpdatedAt, Labels: maps.Clone(s.Labels)}
-}
-
 // Clone returns a deep copy of s.
 func (s *Secret) Clone() *Secret {
 	if s == nil {
@@ -200,14 +195,10 @@ func (s Secret) LogValue() slog.Value {
 }
 
 // Metadata is what Stat returns: everything about a secret but its values.
+// Its fields mean what Secret's do.
 type Metadata struct {
 	Name      string
 	Version   string
 	UpdatedAt time.Time
 	Labels    map[string]string
-}
-
-// LabelsEqual reports whether two label sets are the same. Nil and empty are equal.
-func LabelsEqual(a, b map[string]string) bool {
-	return len(a) == len(b) && maps.Equal(a, b)
 }

@@ -17,6 +17,7 @@ import (
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
 )
 
@@ -68,7 +69,7 @@ func (e *env) awsConfig() aws.Config {
 }
 
 // store returns a store over the endpoint; opts.AWSConfig is filled in.
-func (e *env) store(opts awssm.Options) *awssm.Store {
+func (e *env) store(opts awssm.Options) *secretstore.Store {
 	e.t.Helper()
 	cfg := e.awsConfig()
 	opts.AWSConfig = &cfg
@@ -78,7 +79,7 @@ func (e *env) store(opts awssm.Options) *awssm.Store {
 	return s
 }
 
-func (e *env) put(s *awssm.Store, name string, data secretstore.Data, labels map[string]string) {
+func (e *env) put(s *secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
 	e.t.Helper()
 	_, err := s.Put(e.t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(e.t, err, "put %q", name)
@@ -105,8 +106,11 @@ type harness struct {
 	opts awssm.Options
 }
 
-func (h *harness) MakeStore(context.Context) (secretstore.Store, error) {
-	return h.e.store(h.opts), nil
+func (h *harness) MakeDriver(ctx context.Context) (driver.Store, error) {
+	opts := h.opts
+	cfg := h.e.awsConfig()
+	opts.AWSConfig = &cfg
+	return awssm.NewDriver(ctx, opts)
 }
 
 func (h *harness) BackendWrites() int64 { return h.e.srv.Writes() }

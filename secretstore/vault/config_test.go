@@ -114,13 +114,13 @@ func TestSensitiveNeverPrints(t *testing.T) {
 func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 	cfg, err := parse(t, `{"type":"vault","vault":{"address":"http://127.0.0.1:1","auth":{"method":"approle","roleID":"r","secretIDFile":"/nonexistent/secret-id"}}}`)
 	require.NoError(t, err)
-	_, err = secretstore.Open(t.Context(), cfg)
+	_, err = secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "auth.secretIDFile")
 	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
 
 	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
-	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}})
+	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
 }
@@ -130,7 +130,7 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 	_, err := vault.New(t.Context(), vault.Config{
 		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
 		Auth: vault.Auth{Method: vault.MethodToken, Token: "tok-never-printed"},
-	})
+	}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "tok-never-printed")
