@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,14 @@ func NewHandler(opts Options) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
+	if wait, ok := preferredWait(r.Header); ok && p != binding.HealthPath {
+		// The caller waits this long (RFC 7240): answer 503 by then
+		// rather than an answer it no longer reads.
+		ctx, cancel := context.WithTimeoutCause(r.Context(), wait, errWaitElapsed)
+		defer cancel()
+		r = r.WithContext(ctx)
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+	}
 	switch {
 	case p == binding.HealthPath:
 		h.health(w, r)
@@ -180,13 +189,42 @@ const (
 	msgUnavailable = "The secrets provider is not ready. The caller should retry this API call a small number of times with a short delay between calls to ensure that the secrets provider is unavailable."
 )
 
+// errWaitElapsed ends a request's context when the wait its caller
+// preferred has elapsed.
+var errWaitElapsed = errors.New("the wait the caller preferred elapsed")
+
+// maxPreferredWait caps a Prefer: wait the handler honours.
+const maxPreferredWait = 10 * time.Minute
+
+// preferredWait returns the wait a request's Prefer header asks for
+// (RFC 7240: "Prefer: wait=<seconds>", among other preferences), when it
+// asks for one of at least a second.
+func preferredWait(hdr http.Header) (time.Duration, bool) {
+	for _, v := range hdr.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			token, value, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(token), "wait") {
+				continue
+			}
+			secs, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 32)
+			if err != nil || secs == 0 {
+				return 0, false
+			}
+			return min(time.Duration(secs)*time.Second, maxPreferredWait), true
+		}
+	}
+	return 0, false
+}
+
 // storeFailure answers a store error: 503 when the store is unavailable or
-// refuses the agbot, 400 when it refuses the name, 500 otherwise.
+// refuses the agbot, or did not answer within the wait the caller
+// preferred; 400 when it refuses the name; 500 otherwise.
 func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, body func(msg, code string) any) {
+	waited := errors.Is(context.Cause(r.Context()), errWaitElapsed)
 	switch {
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil && !waited:
 		// The caller went away; nobody reads an answer.
-	case errors.Is(err, secretstore.ErrUnavailable):
+	case errors.Is(err, secretstore.ErrUnavailable) || waited:
 		log.Warn("secret store unavailable", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, binding.APIErrStoreUnavailable))
 	case errors.Is(err, secretstore.ErrPermission):

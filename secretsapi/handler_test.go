@@ -427,3 +427,22 @@ func TestCredentialsNeverPrint(t *testing.T) {
 		assert.NotContains(t, s, "canary-pw")
 	}
 }
+
+// A Prefer: wait bounds the store calls of a request: a store that takes
+// longer gets a 503 in time; the handler says it applied the preference.
+func TestPreferredWaitBoundsTheStore(t *testing.T) {
+	f := newFixture(t, secretsapi.Options{})
+	f.store.SetLatency(secretstore.OpStat, time.Hour)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", f.server.URL+"/secrets/hw-secret-name", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("myorg/alice", "alice-pw")
+	req.Header.Set("Prefer", "respond-async, wait=1")
+	start := time.Now()
+	resp, err := f.server.Client().Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "wait=1", resp.Header.Get("Preference-Applied"))
+	assert.Less(t, time.Since(start), 10*time.Second, "answered at the preferred wait, not after the store")
+	assert.GreaterOrEqual(t, time.Since(start), time.Second)
+}
