@@ -1,6 +1,7 @@
 package vault_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +277,40 @@ path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
 	assert.Equal(t, []string{"db/password", "kv-probe"}, names)
 	_, err = reader.Put(t.Context(), &secretstore.Secret{Name: "db/password", Data: d("v", "new")}, secretstore.PutOptions{})
 	require.ErrorIs(t, err, secretstore.ErrPermission)
+}
+
+// A program's own vault/api client: the store uses it as it is (token,
+// address), detects the KV version through it, hands it back through As,
+// and leaves it working after Close. Connection and login settings in the
+// config would be ignored, so they are refused.
+func TestCallerClient(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	mount := srv.EnableKV(t, 2)
+	raw := srv.Client(t)
+	ctx := t.Context()
+	s, err := vault.New(ctx, vault.Config{Mount: mount, ParentPath: "edge", Scope: "org1"}, vault.Options{Client: raw})
+	require.NoError(t, err)
+	put(t, s, "db", d("k", "v"), map[string]string{"team": "edge"})
+	sec, err := raw.KVv2(mount).Get(ctx, "edge/org1/db")
+	require.NoError(t, err, "written where the config says, through the caller's client")
+	assert.Equal(t, "v", sec.Data["k"])
+	md, err := s.Stat(ctx, "db")
+	require.NoError(t, err)
+	assert.NotEmpty(t, md.Version, "KV v2 detected through the client")
+
+	var got *api.Client
+	require.True(t, s.As(&got))
+	assert.Same(t, raw, got)
+	var wrong *http.Client
+	assert.False(t, s.As(&wrong))
+
+	require.NoError(t, s.Close())
+	_, err = raw.Sys().HealthWithContext(ctx)
+	assert.NoError(t, err, "the caller's client still works after Close")
+
+	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "T"}},
+		vault.Options{Client: raw})
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorContains(t, err, "vault.address is set by Options.Client")
+	assert.ErrorContains(t, err, "vault.auth is set by Options.Client")
 }
