@@ -20,9 +20,9 @@
 //   - Delete removes the secret's metadata and all its versions.
 //
 // On KV v1 there are no versions and no metadata: Version is empty,
-// UpdatedAt zero, a Put with labels or IfVersion fails with ErrInvalid,
-// CreateOnly is checked by a read before the write (not atomic), and a
-// secret needs at least one key.
+// UpdatedAt zero, a Put with labels or IfVersion fails with ErrInvalid
+// (IfVersion on a missing secret: ErrConflict), CreateOnly is checked by a
+// read before the write (not atomic), and a secret needs at least one key.
 //
 // Values are bytes: valid UTF-8 is stored as a JSON string, anything else
 // as {"edgesecrets:base64": "..."} (see BinaryKey). A Put that would change
