@@ -246,8 +246,10 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseSize))
+	if cerr := resp.Body.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -157,7 +157,7 @@ func redactJSON(raw json.RawMessage) (json.RawMessage, error) {
 // (tokens, keys), so every verb prints the type, scope and section names
 // only.
 func (c Config) Format(f fmt.State, verb rune) {
-	fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
+	_, _ = fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
 }
 
 // LogValue implements slog.LogValuer with the same redaction as Format.

@@ -96,7 +96,7 @@ type Secret struct {
 // Format implements fmt.Formatter: every verb prints key names, labels and
 // version only.
 func (s Secret) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{Data:%v Labels:%v Version:%s UpdatedAt:%s}",
+	_, _ = fmt.Fprintf(f, "{Data:%v Labels:%v Version:%s UpdatedAt:%s}",
 		slices.Sorted(maps.Keys(s.Data)), s.Labels, s.Version, s.UpdatedAt.Format(time.RFC3339Nano))
 }
 

@@ -20,7 +20,6 @@ import (
 type breakingHarness struct {
 	harness
 	breaks []string
-	opts   storetest.Options
 }
 
 func (h *breakingHarness) MakeDriver(context.Context) (driver.Store, error) {

@@ -144,10 +144,10 @@ func (s Sensitive) GoString() string { return fmt.Sprintf("%q", s.String()) }
 // Format prints the redacted form for every verb.
 func (s Sensitive) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		fmt.Fprint(f, s.GoString())
+		_, _ = fmt.Fprint(f, s.GoString())
 		return
 	}
-	fmt.Fprint(f, s.String())
+	_, _ = fmt.Fprint(f, s.String())
 }
 
 // LogValue implements slog.LogValuer.
