@@ -73,6 +73,9 @@ func (e *env) store(opts awssm.Options) *secretstore.Store {
 	e.t.Helper()
 	cfg := e.awsConfig()
 	opts.AWSConfig = &cfg
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = time.Millisecond // quick retries
+	}
 	s, err := awssm.New(e.t.Context(), opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = s.Close() })
