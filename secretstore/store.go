@@ -268,23 +268,39 @@ var errNoAnswer = errors.New("the driver returned nothing")
 
 // Get returns the current version of the named secret, or an error
 // matching ErrNotFound.
-func (s *Store) Get(ctx context.Context, name string) (sec *Secret, err error) {
-	defer func() { s.record(OpGet, err) }()
-	if err := s.start(ctx, OpGet, name); err != nil {
+func (s *Store) Get(ctx context.Context, name string) (*Secret, error) {
+	got, err := s.read(ctx, OpGet, name, s.drv.Get)
+	if err != nil {
 		return nil, err
 	}
-	var got *driver.Secret
-	err = s.retry(ctx, OpGet, name, func(ctx context.Context) (err error) {
-		got, err = s.drv.Get(ctx, s.path(name))
+	return toSecret(name, got), nil
+}
+
+// Stat returns the secret's metadata without reading its values when the
+// backend allows (Vault KV v2 metadata, AWS DescribeSecret).
+func (s *Store) Stat(ctx context.Context, name string) (Metadata, error) {
+	got, err := s.read(ctx, OpStat, name, s.drv.Stat)
+	if err != nil {
+		return Metadata{}, err
+	}
+	return toMetadata(name, got), nil
+}
+
+// read makes one read of the driver's (Get or Stat) for op on name, with
+// the checks, retries and count every call has.
+func (s *Store) read(ctx context.Context, op, name string, read func(context.Context, string) (*driver.Secret, error)) (got *driver.Secret, err error) {
+	defer func() { s.record(op, err) }()
+	if err := s.start(ctx, op, name); err != nil {
+		return nil, err
+	}
+	err = s.retry(ctx, op, name, func(ctx context.Context) (err error) {
+		got, err = read(ctx, s.path(name))
 		if err == nil && got == nil {
 			err = &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return toSecret(name, got), nil
+	return got, err
 }
 
 // start validates name and checks that the store is open.
@@ -293,27 +309,6 @@ func (s *Store) start(ctx context.Context, op, name string) error {
 		return err
 	}
 	return s.live(ctx, op, name)
-}
-
-// Stat returns the secret's metadata without reading its values when the
-// backend allows (Vault KV v2 metadata, AWS DescribeSecret).
-func (s *Store) Stat(ctx context.Context, name string) (md Metadata, err error) {
-	defer func() { s.record(OpStat, err) }()
-	if err := s.start(ctx, OpStat, name); err != nil {
-		return Metadata{}, err
-	}
-	var got *driver.Secret
-	err = s.retry(ctx, OpStat, name, func(ctx context.Context) (err error) {
-		got, err = s.drv.Stat(ctx, s.path(name))
-		if err == nil && got == nil {
-			err = &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
-		}
-		return err
-	})
-	if err != nil {
-		return Metadata{}, err
-	}
-	return toMetadata(name, got), nil
 }
 
 // Put replaces the secret's data and labels (creating it if needed) and
