@@ -162,7 +162,7 @@ func (s *Store) retry(ctx context.Context, op, name string, attempt func(context
 		}
 		err = wrapError(ctx, op, name, err)
 		if !errors.Is(err, ErrUnavailable) {
-			if last != nil && KindOf(err) == nil && ctx.Err() == context.DeadlineExceeded {
+			if last != nil && KindOf(err) == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The deadline ended an attempt after others had failed:
 				// the store was unavailable until the caller's bound.
 				return last
@@ -192,6 +192,9 @@ func tried(err error, n int) error {
 	var e *Error
 	if n < 2 || !errors.As(err, &e) {
 		return err
+	}
+	if e.Err == nil {
+		return &Error{Op: e.Op, Name: e.Name, Kind: e.Kind, Err: fmt.Errorf("attempt %d", n)}
 	}
 	return &Error{Op: e.Op, Name: e.Name, Kind: e.Kind, Err: fmt.Errorf("%w (attempt %d)", e.Err, n)}
 }
