@@ -3,6 +3,7 @@ package awssm_test
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
@@ -34,19 +34,38 @@ type env struct {
 	t      testing.TB
 	srv    *smmock.Server
 	url    string
-	clock  *clockwork.FakeClock
+	clock  *serverClock
 	client *secretsmanager.Client
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c := clockwork.NewFakeClockAt(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	c := &serverClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	srv := smmock.New(smmock.Options{Now: c.Now, Credentials: map[string]string{testKeyID: testSecretKey}})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	e := &env{t: t, srv: srv, url: ts.URL, clock: c}
 	e.client = secretsmanager.NewFromConfig(e.awsConfig())
 	return e
+}
+
+// serverClock is the endpoint's clock, which the tests move: the endpoint
+// serves over loopback HTTP, which testing/synctest does not fake.
+type serverClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *serverClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *serverClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // fastRetryer is the SDK's standard retryer with a 1 ms backoff and no
