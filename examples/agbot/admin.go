@@ -37,7 +37,7 @@ const (
 // Every request needs "Authorization: Bearer <admin token>".
 type adminHandler struct {
 	store  *secretstore.Store
-	reader *secretstore.Reader // whose cached copy a write drops
+	reader *secretstore.Reader // whose cached copy a write drops; may be nil
 	token  string
 	log    *slog.Logger
 }
@@ -56,7 +56,7 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		changed, err := h.store.Put(r.Context(), &secretstore.Secret{Name: name, Data: data}, secretstore.PutOptions{})
-		h.reader.Invalidate(name)
+		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -65,7 +65,7 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"changed": changed})
 	case http.MethodDelete:
 		err := h.store.Delete(r.Context(), name)
-		h.reader.Invalidate(name)
+		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -75,6 +75,13 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "PUT, DELETE")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use PUT or DELETE"})
+	}
+}
+
+// invalidate drops the reader's cached copy of name.
+func (h *adminHandler) invalidate(name string) {
+	if h.reader != nil {
+		h.reader.Invalidate(name)
 	}
 }
 
