@@ -170,7 +170,7 @@ func (c Config) LogValue() slog.Value {
 }
 
 // DecodeSection decodes the section named after the config's type into
-// dst, a pointer to a struct, and reports every problem in it: members whose
+// dst, usually a pointer to a struct, and reports every problem in it: members whose
 // values do not fit their fields and unknown members (a near miss named
 // with the field it misspells), in nested objects too. Members that fit are
 // decoded whatever the problems of others, so the backend can check their
@@ -187,7 +187,11 @@ func (c Config) DecodeSection(dst any) error {
 	}
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("secretstore: DecodeSection needs a pointer to a struct, not %T", dst)
+		// A map or other value: nothing is unknown to it.
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return &ConfigError{Problems: []string{c.Type + ": " + jsonProblem(err)}}
+		}
+		return nil
 	}
 	if problems := decodeEach(c.Type, raw, v); len(problems) > 0 {
 		return &ConfigError{Problems: problems}
