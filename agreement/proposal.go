@@ -15,9 +15,10 @@ import (
 // sent an update whenever the store holds other content, also for a
 // rotation between this read and the watcher's first look.
 //
-// Each distinct store secret is read once, with one secretstore.GetBatch
-// call: give it the agbot's *secretstore.Reader so that agreements over
-// the same secrets share reads. services is not modified.
+// Each distinct store secret is read once, with one GetBatch call: give
+// it the agbot's *secretstore.Reader (a *secretstore.Store works too) so
+// that agreements over the same secrets share reads. services is not
+// modified.
 //
 // Errors: bindings that Register would refuse match secretstore.ErrInvalid
 // and nothing is read. Store secrets that do not exist (deleted since the
@@ -27,12 +28,14 @@ import (
 // fit its format (FormatRaw needs exactly one key) matches
 // ErrInvalidMessage. Any other read error is returned as the store gave it.
 // No error contains a secret value.
-func ReadProposal(ctx context.Context, store secretstore.Store, agreementID string, services []ServiceBinding) (Proposal, []ServiceBinding, error) {
+func ReadProposal(ctx context.Context, store interface {
+	GetBatch(ctx context.Context, names []string) (map[string]*secretstore.Secret, error)
+}, agreementID string, services []ServiceBinding) (Proposal, []ServiceBinding, error) {
 	if err := checkBindings(agreementID, services); err != nil {
 		return Proposal{}, nil, fmt.Errorf("agreement: proposal: %w: %w", secretstore.ErrInvalid, err)
 	}
 	names := vaultSecrets(services)
-	values, err := secretstore.GetBatch(ctx, store, names)
+	values, err := store.GetBatch(ctx, names)
 	if err != nil {
 		return Proposal{}, nil, fmt.Errorf("agreement: reading the secrets of agreement %q: %w", agreementID, err)
 	}

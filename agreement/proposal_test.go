@@ -53,7 +53,7 @@ func TestReadProposal(t *testing.T) {
 	}
 	store, stored := proposalStore(t)
 
-	p, sent, err := agreement.ReadProposal(context.Background(), store, "ag-1", bindings)
+	p, sent, err := agreement.ReadProposal(context.Background(), store.Store, "ag-1", bindings)
 	require.NoError(t, err)
 
 	assert.Equal(t, agreement.Proposal{Version: agreement.MessageVersion, AgreementID: "ag-1", Services: []agreement.ServiceSecrets{
@@ -79,10 +79,11 @@ func TestReadProposal(t *testing.T) {
 		}},
 	}, sent)
 
-	// Each distinct store secret is read once; nothing else is read.
-	assert.Equal(t, 1, store.CountName(secretstore.OpGet, "acme/db"))
-	assert.Equal(t, 1, store.CountName(secretstore.OpGet, "acme/tls"))
-	assert.Equal(t, 2, store.Count(mock.AnyOp))
+	// Each distinct store secret is read once, in one batch; nothing else
+	// is read.
+	require.Equal(t, 1, store.Count(mock.AnyOp))
+	require.Equal(t, 1, store.Count(mock.OpGetBatch))
+	assert.ElementsMatch(t, []string{"acme/db", "acme/tls"}, store.Calls()[0].Names)
 	// The caller's bindings keep their zero tags.
 	assert.True(t, bindings[0].Secrets["db"].Sent.IsZero())
 	assert.True(t, bindings[1].Secrets["password"].Sent.IsZero())
@@ -152,7 +153,7 @@ func TestReadProposalErrors(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(store)
 			}
-			p, sent, err := agreement.ReadProposal(context.Background(), store, tt.agreementID, tt.bindings)
+			p, sent, err := agreement.ReadProposal(context.Background(), store.Store, tt.agreementID, tt.bindings)
 			require.ErrorIs(t, err, tt.kind)
 			for _, want := range tt.wantErr {
 				assert.ErrorContains(t, err, want)
@@ -160,7 +161,12 @@ func TestReadProposalErrors(t *testing.T) {
 			assert.NotContains(t, err.Error(), "CANARY")
 			assert.Zero(t, p)
 			assert.Nil(t, sent)
-			assert.Equal(t, tt.reads, store.Count(mock.AnyOp))
+			if tt.reads == 0 {
+				assert.Zero(t, store.Count(mock.AnyOp), "nothing read")
+			} else {
+				require.Equal(t, 1, store.Count(mock.AnyOp), "one batch")
+				assert.Len(t, store.Calls()[0].Names, tt.reads, "each distinct secret asked for once")
+			}
 			if tt.missing != "" {
 				var serr *secretstore.Error
 				require.True(t, errors.As(err, &serr))

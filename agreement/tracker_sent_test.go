@@ -8,36 +8,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// unversioned is a store without versions (Vault KV v1): Stat and Get
-// report no Version, so the watcher and the agbot fall back to checksums.
-type unversioned struct{ secretstore.Store }
-
-func (u unversioned) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	md, err := u.Store.Stat(ctx, name)
-	md.Version = ""
-	return md, err
-}
-
-func (u unversioned) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
-	s, err := u.Store.Get(ctx, name)
-	if err == nil {
-		s.Version = ""
-	}
-	return s, err
-}
-
 // storeKinds are the two ways a content tag is made: store versions, and
-// checksums of the data for stores without versions.
+// checksums of the data for stores without versions (Vault KV v1), whose
+// Stat and Get report no Version, so the watcher and the agbot fall back
+// to checksums.
 var storeKinds = []struct {
 	name string
-	view func(*memory.Store) secretstore.Store
+	view func(*secretstore.Store) *secretstore.Store
 }{
-	{"versions", func(m *memory.Store) secretstore.Store { return m }},
-	{"checksums", func(m *memory.Store) secretstore.Store { return unversioned{m} }},
+	{"versions", func(m *secretstore.Store) *secretstore.Store { return m }},
+	{"checksums", func(m *secretstore.Store) *secretstore.Store {
+		s := mock.NewStore(m)
+		s.SetVersionless(true)
+		return s.Store
+	}},
 }
 
 // eachStoreKind runs test once per store kind, with a fresh env.
@@ -252,7 +241,7 @@ func TestTrackerSentMixed(t *testing.T) {
 // never the checksum tags of a store without versions.
 func TestTrackerSentLogsNoChecksum(t *testing.T) {
 	mem := memory.New()
-	e := newTrackerEnvOver(t, 0, mem, unversioned{mem})
+	e := newTrackerEnvOver(t, 0, mem, storeKinds[1].view(mem))
 	e.put("s1", "v1")
 	v1 := e.read("s1")
 	e.put("s1", "v2")

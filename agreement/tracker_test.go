@@ -87,8 +87,8 @@ type cancelCall struct {
 
 type trackerEnv struct {
 	t       *testing.T
-	mem     *memory.Store
-	mon     *secretstore.Monitor
+	mem     *secretstore.Store
+	mon     *secretstore.Store
 	reader  *flakyReader
 	watcher *secretstore.Watcher
 	queue   *recordingQueue
@@ -108,14 +108,14 @@ func newTrackerEnv(t *testing.T, grace time.Duration) *trackerEnv {
 
 // newTrackerEnvOver returns an env whose agbot reads backend, a view of
 // mem (the store the tests write to).
-func newTrackerEnvOver(t *testing.T, grace time.Duration, mem *memory.Store, backend secretstore.Store) *trackerEnv {
+func newTrackerEnvOver(t *testing.T, grace time.Duration, mem, backend *secretstore.Store) *trackerEnv {
 	e := &trackerEnv{t: t, mem: mem, queue: &recordingQueue{}, clock: clockwork.NewFakeClock()}
 	var logger *slog.Logger
 	logger, e.logs = logtest.NewLogger()
-	e.mon = secretstore.NewMonitor(backend)
+	e.mon = backend
 	e.reader = &flakyReader{Reader: secretstore.NewReader(e.mon, secretstore.ReaderOptions{TTL: time.Hour})}
 	var err error
-	e.watcher, err = secretstore.NewWatcher(e.mon, secretstore.WatcherOptions{Clock: e.clock})
+	e.watcher, err = secretstore.NewWatcher(e.mon, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	e.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
 		Reader:      e.reader,
@@ -457,7 +457,7 @@ func TestRotationEndToEnd(t *testing.T) {
 	defer cancel()
 	clock := clockwork.NewFakeClock()
 	mem := memory.New()
-	mon := secretstore.NewMonitor(mem)
+	mon := mem
 	reader := secretstore.NewReader(mon, secretstore.ReaderOptions{TTL: time.Hour})
 	name := func(i int) string { return fmt.Sprintf("org/app/secret%02d", i) }
 	for i := range secrets {
@@ -501,7 +501,7 @@ func TestRotationEndToEnd(t *testing.T) {
 	}
 	outbox, err := agreement.NewOutbox(ctx, newSealingTransport(t, agbot, link), agreement.OutboxOptions{Clock: clock, Senders: 16})
 	require.NoError(t, err)
-	watcher, err := secretstore.NewWatcher(mon, secretstore.WatcherOptions{Clock: clock})
+	watcher, err := secretstore.NewWatcher(mon, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	var cancelMu sync.Mutex
 	var cancelled []string
@@ -534,14 +534,12 @@ func TestRotationEndToEnd(t *testing.T) {
 	assert.Len(t, watcher.Names(), secrets)
 	assert.Equal(t, int64(secrets), mon.Stats()[secretstore.OpGet].Calls, "proposals: one read per distinct secret")
 
-	watchDone := make(chan error, 1)
 	outboxDone := make(chan error, 1)
-	go func() {
-		watchDone <- watcher.Run(ctx, func(ctx context.Context, c secretstore.Cycle) { tracker.HandleEvents(ctx, c.Events) })
-	}()
 	go func() { outboxDone <- outbox.Run(ctx) }()
-	require.Eventually(t, func() bool { return mon.Stats()[secretstore.OpStat].Calls == secrets }, waitFor, time.Millisecond,
-		"the first cycle has seen every secret")
+	// The watcher's cycles, as Run would make them.
+	first := watcher.Poll(ctx)
+	require.Equal(t, secrets, first.Answered, "the first cycle has seen every secret")
+	tracker.HandleEvents(ctx, first.Events)
 
 	rotatedNames := map[string]string{}
 	for _, i := range rotated {
@@ -550,7 +548,7 @@ func TestRotationEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 	}
 	readsBefore := mon.Stats()[secretstore.OpGet].Calls
-	advanceWhenWaiting(t, clock, watcher.Interval())
+	tracker.HandleEvents(ctx, watcher.Poll(ctx).Events)
 
 	// What each agreement must receive, from the binding table alone.
 	want := map[string]map[string]map[string]string{}
@@ -621,6 +619,5 @@ func TestRotationEndToEnd(t *testing.T) {
 	cancelMu.Unlock()
 
 	cancel()
-	assert.ErrorIs(t, <-watchDone, context.Canceled)
 	assert.ErrorIs(t, <-outboxDone, context.Canceled)
 }

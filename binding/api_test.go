@@ -32,11 +32,13 @@ type scriptedAgbot struct {
 	mu       sync.Mutex
 	answers  []answer
 	requests []string // "<method> <escaped path> <authorization>"
+	prefer   []string // the Prefer header of each request
 }
 
 func (s *scriptedAgbot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Authorization"))
+	s.prefer = append(s.prefer, r.Header.Get("Prefer"))
 	a := s.answers[min(len(s.requests), len(s.answers))-1]
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -103,6 +105,33 @@ func TestClientRoutes(t *testing.T) {
 			assert.Equal(t, []string{tt.want}, agbot.asked())
 		})
 	}
+}
+
+// With a deadline, each request says how long the caller waits (Prefer:
+// wait, RFC 7240), and 503s are retried only while the deadline leaves
+// room for another attempt after the pause; the 503 is the answer then.
+func TestClientBoundByTheDeadline(t *testing.T) {
+	c, agbot := newScripted(t, "", ClientOptions{MaxAttempts: 100, RetryDelay: 300 * time.Millisecond}, answer{503, `{"code":"store_unavailable"}`})
+	ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.SecretExists(ctx, mustName(t, "db"))
+	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2500*time.Millisecond)
+	asked := len(agbot.asked())
+	assert.GreaterOrEqual(t, asked, 2, "retried while time was left")
+	assert.Less(t, asked, 100, "not every attempt")
+	agbot.mu.Lock()
+	assert.Equal(t, "wait=2", agbot.prefer[0], "the first request may wait 2 whole seconds")
+	agbot.mu.Unlock()
+
+	c, agbot = newScripted(t, "", ClientOptions{MaxAttempts: 2}, answer{200, `{"exists":true}`})
+	_, err = c.SecretExists(t.Context(), mustName(t, "db"))
+	require.NoError(t, err)
+	agbot.mu.Lock()
+	assert.Equal(t, []string{""}, agbot.prefer, "no deadline, no preference")
+	agbot.mu.Unlock()
 }
 
 func TestClientMapsAnswers(t *testing.T) {

@@ -20,7 +20,7 @@ func BenchmarkValidateFixture(b *testing.B) {
 		b.Fatal(err)
 	}
 	target := pol.Target()
-	checker, _ := NewStoreChecker(store, testOrg)
+	checker, _ := NewStoreChecker(store.Store, testOrg)
 	for _, bc := range []struct {
 		name    string
 		checker ExistenceChecker

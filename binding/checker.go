@@ -15,14 +15,14 @@ var errNoStore = errors.New("no secret store is configured")
 // StoreChecker is the ExistenceChecker of an agbot that holds the store: it
 // looks vault secrets up under "<org>/" with Stat, so no value is read.
 type StoreChecker struct {
-	store secretstore.Store
+	store *secretstore.Store
 	org   string
 }
 
 // NewStoreChecker returns a checker for org's secrets in store. A nil store
 // is allowed and makes every check fail with secretstore.ErrUnavailable
 // (the hub has no vault). org must be a single safe path element.
-func NewStoreChecker(store secretstore.Store, org string) (*StoreChecker, error) {
+func NewStoreChecker(store *secretstore.Store, org string) (*StoreChecker, error) {
 	if err := safename.Check(org); err != nil {
 		return nil, fmt.Errorf("binding: organisation %s", err)
 	}

@@ -118,6 +118,13 @@ func checkServiceURL(what, raw string) (*url.URL, error) {
 // the store refused it. Errors match secretstore kinds: ErrUnavailable (503
 // after the retries, 5xx, network, an answer without an existence result),
 // ErrPermission (401, 403, store_forbidden), ErrInvalid (400).
+//
+// A deadline on ctx bounds the whole call, retries included: each request
+// tells the agbot how long the caller waits (Prefer: wait=<seconds>, RFC
+// 7240), which secretsapi's handler honours by answering 503 in time
+// rather than late; a 503 is tried again only while the deadline leaves
+// room for the pause and another attempt; and a 503 answered before the
+// deadline is what the call returns, not the deadline's error.
 func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
 	segs := strings.Split(name.String(), "/")
 	for i, s := range segs {
@@ -131,10 +138,15 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 	fail := func(kind error, format string, args ...any) (bool, error) {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), kind, fmt.Errorf(format, args...))
 	}
+	var unavailable error // the last 503's error
 	for attempt := 1; ; attempt++ {
+		began := time.Now()
 		status, body, err := fetch(ctx, c.opts, method, u)
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil && unavailable != nil:
+				return false, unavailable
+			case ctx.Err() != nil:
 				return false, ctx.Err()
 			}
 			return fail(secretstore.ErrUnavailable, "agbot API: %w", err)
@@ -157,8 +169,9 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			if summary == APIErrStoreForbidden {
 				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
-			if attempt >= c.opts.MaxAttempts {
-				return fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
+			_, unavailable = fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
+			if attempt >= c.opts.MaxAttempts || !timeLeft(ctx, c.opts.RetryDelay+max(time.Since(began), time.Second)) {
+				return false, unavailable
 			}
 			c.log.Debug("agbot API unavailable, retrying", "vaultSecret", name.String(), "attempt", attempt, "answer", summary)
 			t := time.NewTimer(c.opts.RetryDelay)
@@ -176,6 +189,12 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			return fail(kind, "agbot API answered %d (%s)%s", status, answerSummary(body), c.routeHint())
 		}
 	}
+}
+
+// timeLeft reports whether ctx's deadline, if any, is at least d away.
+func timeLeft(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= d
 }
 
 // routeHint says, after an answer that was not the API's, which route was
@@ -211,6 +230,11 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 		return 0, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if deadline, ok := ctx.Deadline(); ok {
+		if wait := time.Until(deadline) / time.Second; wait >= 1 {
+			req.Header.Set("Prefer", "wait="+strconv.Itoa(int(wait)))
+		}
+	}
 	if opts.Authorize != nil {
 		opts.Authorize(req)
 	}
@@ -222,8 +246,10 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseSize))
+	if cerr := resp.Body.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return 0, nil, err
 	}

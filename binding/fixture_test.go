@@ -43,7 +43,7 @@ func loadFixtures(t testing.TB) (*Catalog, *faultStore) {
 
 func TestFixtureReports(t *testing.T) {
 	cat, store := loadFixtures(t)
-	checker, err := NewStoreChecker(store, testOrg)
+	checker, err := NewStoreChecker(store.Store, testOrg)
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -87,7 +87,7 @@ func TestFixtureReports(t *testing.T) {
 			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			rep, err := Validate(context.Background(), c.target(t, f), Options{Resolver: cat, Checker: checker, Logger: logger})
 			require.NoError(t, err)
-			assert.Zero(t, store.gets.Load(), "existence is checked with Stat only")
+			assert.Zero(t, store.getCalls(), "existence is checked with Stat only")
 			assert.Contains(t, logs.String(), "vaultSecret=")
 			assert.NotContains(t, logs.String(), "s3cr3t", "no value is logged")
 			assert.Equal(t, c.codes, rep.Codes())

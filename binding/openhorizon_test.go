@@ -117,7 +117,7 @@ func e2eHub(t testing.TB) []*ServiceDefinition {
 // secret add -o <org> ... --secretKey <key> -d <detail> <name> -O)`), each
 // as Open Horizon keeps it: {"key": <key>, "value": <detail>} under
 // "<org>/<name>".
-func e2eStore(t testing.TB) *memory.Store {
+func e2eStore(t testing.TB) *secretstore.Store {
 	t.Helper()
 	script := string(readOH(t, "anax/setup_secrets.sh"))
 	vars := map[string]string{}

@@ -84,12 +84,12 @@ func TestNodeLevelResolution(t *testing.T) {
 
 			// The check for this node, as deploycheck runs it.
 			store := newStore(t, c.stored...)
-			checker, err := NewStoreChecker(store, org)
+			checker, err := NewStoreChecker(store.Store, org)
 			require.NoError(t, err)
 			rep, err = Validate(context.Background(), target, Options{Resolver: cat, Checker: checker, Node: c.node})
 			require.NoError(t, err)
 			assert.Equal(t, c.codes, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
-			assert.LessOrEqual(t, store.stats.Load(), int64(len(c.want)), "each candidate is asked about once at most")
+			assert.LessOrEqual(t, store.statCalls(), int64(len(c.want)), "each candidate is asked about once at most")
 			for _, p := range rep.Problems {
 				assert.Equal(t, c.vault, p.VaultSecret)
 				assert.Contains(t, p.Message, `"`+strings.TrimPrefix(c.want[0], org+"/")+`"`, "names the first candidate")
@@ -103,7 +103,7 @@ func TestNodeSecretFallbackSeverity(t *testing.T) {
 	require.NoError(t, err)
 	entry := sbEntry("com.example.a", bind("token", "db"))
 	entry.EnableNodeLevelSecrets = true
-	checker, err := NewStoreChecker(newStore(t, "myorg/db"), testOrg)
+	checker, err := NewStoreChecker(newStore(t, "myorg/db").Store, testOrg)
 	require.NoError(t, err)
 	for point, want := range map[Point]Severity{PointDeployCheck: SeverityWarning, PointAgreement: SeverityNote} {
 		rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{entry}},

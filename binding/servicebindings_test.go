@@ -125,7 +125,7 @@ func TestReportServiceBindingsFromValidate(t *testing.T) {
 	cat, err := NewCatalog(multi)
 	require.NoError(t, err)
 	store := newStore(t, testOrg+"/db", testOrg+"/user/alice/db", testOrg+"/node/n1/cert")
-	checker, err := NewStoreChecker(store, testOrg)
+	checker, err := NewStoreChecker(store.Store, testOrg)
 	require.NoError(t, err)
 	rep, err := Validate(context.Background(), Target{Services: top("com.example.multi", "1.0.0"), SecretBindings: []SecretBinding{
 		with2(sbEntry("com.example.multi", bind("pw", "db"), bind("cert", "node/n1/cert")), func(e *SecretBinding) { e.ServiceContainer = "web" }),
@@ -146,7 +146,7 @@ func TestReportServiceBindingsFromValidate(t *testing.T) {
 		}},
 		{Service: ref("worker"), Secrets: map[string]agreement.BoundSecret{"pw": {VaultSecret: testOrg + "/user/alice/db", Format: FormatJSON}}},
 	}, got)
-	assert.Zero(t, store.gets.Load(), "no value is read")
+	assert.Zero(t, store.getCalls(), "no value is read")
 
 	// Every store secret exists, so the agbot's read finds them all.
 	p, sent, err := agreement.ReadProposal(context.Background(), store, "ag-1", got)

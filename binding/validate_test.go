@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 const testOrg = "myorg"
@@ -65,37 +65,36 @@ func top(url, version string) []ServiceRef {
 	return []ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
 }
 
-// faultStore is a memory store whose Stat can be made to fail, counting
-// Stat and Get calls (existence checks must never Get).
+// faultStore is a store whose Stat can be made to fail, counting Stat and
+// Get calls (existence checks must never Get).
 type faultStore struct {
-	*memory.Store
-	statErr error
-	stats   atomic.Int64
-	gets    atomic.Int64
+	*secretstore.Store
+	d        *testkit.Driver
+	statErr  error // set before the calls it is for
+	seedGets int   // the Gets of the Puts that filled the store
 }
 
-func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
-	f.gets.Add(1)
-	return f.Store.Get(ctx, name)
-}
-
-func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	f.stats.Add(1)
-	if f.statErr != nil {
-		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, f.statErr, nil)
-	}
-	return f.Store.Stat(ctx, name)
-}
+func (f *faultStore) statCalls() int64 { return int64(f.d.Calls("stat", "")) }
+func (f *faultStore) getCalls() int64  { return int64(f.d.Calls("get", "") - f.seedGets) }
 
 // newStore returns a store holding the named secrets (store paths).
 func newStore(t testing.TB, paths ...string) *faultStore {
 	t.Helper()
-	m := memory.New()
+	d := testkit.NewDriver()
+	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
+	require.NoError(t, err)
 	for _, p := range paths {
-		_, err := m.Put(context.Background(), &secretstore.Secret{Name: p, Data: secretstore.Data{"password": []byte("s3cr3t-" + p)}}, secretstore.PutOptions{})
+		_, err := s.Put(context.Background(), &secretstore.Secret{Name: p, Data: secretstore.Data{"password": []byte("s3cr3t-" + p)}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 	}
-	return &faultStore{Store: m}
+	f := &faultStore{Store: s, d: d, seedGets: d.Calls("get", "")}
+	d.SetHook(func(op string) error {
+		if op == "stat" && f.statErr != nil {
+			return &driver.Error{Kind: f.statErr}
+		}
+		return nil
+	})
+	return f
 }
 
 func TestValidateRules(t *testing.T) {
@@ -436,7 +435,7 @@ func TestValidateRules(t *testing.T) {
 			store.statErr = c.statErr
 			opts := Options{Resolver: cat}
 			if !c.noCheck {
-				opts.Checker, err = NewStoreChecker(store, testOrg)
+				opts.Checker, err = NewStoreChecker(store.Store, testOrg)
 				require.NoError(t, err)
 			}
 			rep, err := Validate(context.Background(), c.target, opts)
@@ -449,7 +448,7 @@ func TestValidateRules(t *testing.T) {
 				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
 			}
 			if c.maxStats > 0 {
-				assert.LessOrEqual(t, store.stats.Load(), c.maxStats)
+				assert.LessOrEqual(t, store.statCalls(), c.maxStats)
 			}
 			if c.check != nil {
 				c.check(t, rep)
@@ -744,7 +743,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 	a := svc("com.example.a", "1.0.0", "token")
 	cat, err := NewCatalog(a)
 	require.NoError(t, err)
-	checker, err := NewStoreChecker(newStore(t), testOrg)
+	checker, err := NewStoreChecker(newStore(t).Store, testOrg)
 	require.NoError(t, err)
 	type sev struct {
 		code     Code

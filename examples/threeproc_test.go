@@ -443,7 +443,7 @@ func TestThreeProcessesVault(t *testing.T) {
 	require.NoError(t, err)
 	parsed, err := secretstore.ParseConfig(bytes.NewReader(adminCfg))
 	require.NoError(t, err)
-	store, err := secretstore.Open(t.Context(), parsed)
+	store, err := secretstore.Open(t.Context(), parsed, secretstore.OpenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 
@@ -456,7 +456,7 @@ func TestThreeProcessesVault(t *testing.T) {
 }
 
 // storeAdmin writes with a secretstore backend of its own.
-type storeAdmin struct{ store secretstore.Store }
+type storeAdmin struct{ store *secretstore.Store }
 
 func (a storeAdmin) put(ctx context.Context, name, value string) error {
 	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})

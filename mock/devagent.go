@@ -91,7 +91,9 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	a := &DevAgent{id: opts.InstanceID, token: opts.Token, serveDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			a.cleanup(ctx)
+			// The error being returned says what went wrong; a failure to
+			// clean up after it is joined to it.
+			err = errors.Join(err, a.cleanup(ctx))
 		}
 	}()
 	dir := opts.Dir
@@ -125,7 +127,9 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	go func() {
 		defer close(a.serveDone)
-		a.server.Serve(a.listener)
+		if err := a.server.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) && opts.Logger != nil {
+			opts.Logger.Error("dev agent: serving stopped", "err", err)
+		}
 	}()
 	return a, nil
 }

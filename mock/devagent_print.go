@@ -13,7 +13,7 @@ import (
 
 // Format prints the options with the token redacted.
 func (o DevAgentOptions) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{SecretFiles:%v InstanceID:%s Token:%s Dir:%s Addr:%s GroupReadable:%t Group:%d StatusFiles:%t}",
+	_, _ = fmt.Fprintf(f, "{SecretFiles:%v InstanceID:%s Token:%s Dir:%s Addr:%s GroupReadable:%t Group:%d StatusFiles:%t}",
 		o.SecretFiles, o.InstanceID, redactedUnlessEmpty(o.Token), o.Dir, o.Addr, o.GroupReadable, o.Group, o.StatusFiles)
 }
 
@@ -31,7 +31,7 @@ func (o DevAgentOptions) MarshalJSON() ([]byte, error) {
 
 // Format prints the agent's instance and URL, never its token.
 func (a *DevAgent) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL(), secretstore.Redacted)
+	_, _ = fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL(), secretstore.Redacted)
 }
 
 // LogValue logs the agent's instance and URL, never its token.

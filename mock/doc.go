@@ -1,14 +1,15 @@
 // Package mock holds test doubles for programs that embed edgesecrets, so
 // their unit tests run without a Vault server, an AWS account or an edge node.
 //
-// [Store] wraps any secretstore.Store (an in-memory one by default). It
-// records every call, counts calls per operation and per secret name, and
-// injects faults: the next N calls of an operation fail with a given error
-// kind, calls take an added latency (cut short when the caller's context
-// ends), an "unavailable" switch makes the whole store look down, and a hook
-// can block or fail single calls. Use it to check that code retries,
-// reports ErrUnavailable distinctly from ErrNotFound, or reads the store no
-// more often than it should.
+// [Store] is a *secretstore.Store (its Store field) over any other (an
+// in-memory one by default). It records every call that reaches it,
+// counts calls per operation and per secret name, and injects faults: the
+// next N calls of an operation fail with a given error kind, calls take an
+// added latency (cut short when the caller's context ends), an
+// "unavailable" switch makes the whole store look down, a hook can block or
+// fail single calls, and reads can hide versions. Use it to check that code
+// handles failures, reports ErrUnavailable distinctly from ErrNotFound, or
+// reads the store no more often than it should.
 //
 // The package also provides a development agent that serves the
 // service-facing secrets API from local files, so a service container can be

@@ -11,7 +11,7 @@ import (
 
 // readWithRetry is the code under test: it retries a read once when the
 // store is unavailable.
-func readWithRetry(ctx context.Context, store secretstore.Store, name string) (*secretstore.Secret, error) {
+func readWithRetry(ctx context.Context, store *secretstore.Store, name string) (*secretstore.Secret, error) {
 	s, err := store.Get(ctx, name)
 	if errors.Is(err, secretstore.ErrUnavailable) {
 		s, err = store.Get(ctx, name)
@@ -24,20 +24,20 @@ func readWithRetry(ctx context.Context, store secretstore.Store, name string) (*
 func ExampleStore() {
 	ctx := context.Background()
 	store := mock.NewStore(nil) // an in-memory store underneath
-	_, _ = store.Put(ctx, &secretstore.Secret{
+	_, _ = store.Inner().Put(ctx, &secretstore.Secret{
 		Name: "db/password",
 		Data: secretstore.Data{"password": []byte("s3cr3t")},
 	}, secretstore.PutOptions{})
 
 	store.FailNext(secretstore.OpGet, 1, secretstore.ErrUnavailable)
-	s, err := readWithRetry(ctx, store, "db/password")
+	s, err := readWithRetry(ctx, store.Store, "db/password")
 
 	fmt.Println("error:", err)
 	fmt.Println("secret:", s.Name, s.Data)
 	fmt.Println("backend reads:", store.Count(secretstore.OpGet))
 
 	store.SetUnavailable(true)
-	_, err = readWithRetry(ctx, store, "db/password")
+	_, err = readWithRetry(ctx, store.Store, "db/password")
 	fmt.Println("error:", err)
 	// Output:
 	// error: <nil>

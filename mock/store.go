@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 // Operations a Store records besides the secretstore Op constants.
 const (
-	// OpGetBatch is recorded for a GetBatch passed on to a wrapped store
-	// that implements secretstore.BatchGetter. On other stores a GetBatch
-	// is recorded as one Get per name, which is what the backend sees.
+	// OpGetBatch is recorded for a GetBatch, passed on to the wrapped
+	// store's GetBatch.
 	OpGetBatch = "getbatch"
 	// OpClose is recorded for Close.
 	OpClose = "close"
@@ -39,10 +39,17 @@ type Call struct {
 	Names []string
 }
 
-// Store is a secretstore.Store that passes every call to the store it wraps,
-// after recording the call and applying any fault set up for it. The zero
-// value is not usable; call NewStore. It is safe for concurrent use, and
-// faults may be changed while calls are running.
+// Store is a *secretstore.Store over a driver that passes every call to
+// the store it wraps, after recording the call and applying any fault set
+// up for it. Pass its Store field where a *secretstore.Store is wanted.
+// The zero value is not usable; call NewStore. It is safe for concurrent
+// use, and faults may be changed while calls are running.
+//
+// It records what the backend would see: a call refused before reaching a
+// backend (an invalid name, a closed store) is not recorded, and a Put is
+// recorded as the Get it makes to compare, then, when something changed,
+// the Put. The portable store does not retry here: each fault fails the
+// call it is used up by.
 //
 // For each call, in this order: the call is recorded; the latency set for
 // its operation elapses (or the context ends, which fails the call with the
@@ -51,13 +58,20 @@ type Call struct {
 // one is used up and the call fails with its kind; otherwise the wrapped
 // store serves the call. Close is recorded and passed on without faults.
 type Store struct {
-	inner secretstore.Store
+	*secretstore.Store
+	d *recorder
+}
+
+// recorder is the driver: the state of the faults and the calls.
+type recorder struct {
+	inner *secretstore.Store
 
 	mu          sync.Mutex
 	calls       []Call
 	failures    map[string]failure
 	latency     map[string]time.Duration
 	unavailable bool
+	versionless bool
 	hook        func(context.Context, Call) error
 }
 
@@ -67,21 +81,26 @@ type failure struct {
 }
 
 var (
-	_ secretstore.BatchGetter       = (*Store)(nil)
-	_ secretstore.CredentialChecker = (*Store)(nil)
+	_ driver.BatchGetter       = (*recorder)(nil)
+	_ driver.CredentialChecker = (*recorder)(nil)
 )
 
 // NewStore wraps inner, or a new empty memory store when inner is nil.
-func NewStore(inner secretstore.Store) *Store {
+func NewStore(inner *secretstore.Store) *Store {
 	if inner == nil {
 		inner = memory.New()
 	}
-	return &Store{inner: inner, failures: map[string]failure{}, latency: map[string]time.Duration{}}
+	d := &recorder{inner: inner, failures: map[string]failure{}, latency: map[string]time.Duration{}}
+	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
+	if err != nil {
+		panic("mock: " + err.Error()) // constant, valid options
+	}
+	return &Store{Store: s, d: d}
 }
 
 // Inner returns the wrapped store, to set up or inspect data without
 // recording calls or meeting faults.
-func (s *Store) Inner() secretstore.Store { return s.inner }
+func (s *Store) Inner() *secretstore.Store { return s.d.inner }
 
 // FailNext makes the next n calls of op (a secretstore Op constant,
 // OpGetBatch, or AnyOp for calls of any operation) fail with an error of
@@ -89,34 +108,45 @@ func (s *Store) Inner() secretstore.Store { return s.inner }
 // was pending for op; n <= 0 clears it. Failures pending for the call's own
 // operation are used before those set for AnyOp.
 func (s *Store) FailNext(op string, n int, kind error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	d := s.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if n <= 0 {
-		delete(s.failures, op)
+		delete(d.failures, op)
 		return
 	}
-	s.failures[op] = failure{n: n, kind: kind}
+	d.failures[op] = failure{n: n, kind: kind}
 }
 
 // SetLatency makes every call of op (or of any operation, for AnyOp) wait
 // d before it proceeds. A latency set for the call's own operation takes
 // precedence over the AnyOp one; d <= 0 removes the setting.
 func (s *Store) SetLatency(op string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	r := s.d
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if d <= 0 {
-		delete(s.latency, op)
+		delete(r.latency, op)
 		return
 	}
-	s.latency[op] = d
+	r.latency[op] = d
 }
 
 // SetUnavailable switches the store down (every call but Close fails with
 // ErrUnavailable) or back up.
 func (s *Store) SetUnavailable(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unavailable = down
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.d.unavailable = down
+}
+
+// SetVersionless makes reads report no Version (Get, Stat, GetBatch), as a
+// store without versions does (Vault KV v1), so code's fallback to
+// checksums of the data can be tested; or turns that off.
+func (s *Store) SetVersionless(on bool) {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.d.versionless = on
 }
 
 // SetHook installs h, called for every call but Close after the latency
@@ -124,16 +154,16 @@ func (s *Store) SetUnavailable(down bool) {
 // that error, unchanged. h may block (to hold a call in flight) and should
 // then return when ctx ends. A nil h removes the hook.
 func (s *Store) SetHook(h func(ctx context.Context, c Call) error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hook = h
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.d.hook = h
 }
 
 // Calls returns the calls recorded so far, oldest first.
 func (s *Store) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	return slices.Clone(s.d.calls)
 }
 
 // Count returns how many calls of op (all calls, for AnyOp) were recorded.
@@ -147,10 +177,10 @@ func (s *Store) CountName(op, name string) int {
 }
 
 func (s *Store) count(match func(Call) bool) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
 	n := 0
-	for _, c := range s.calls {
+	for _, c := range s.d.calls {
 		if match(c) {
 			n++
 		}
@@ -158,21 +188,24 @@ func (s *Store) count(match func(Call) bool) int {
 	return n
 }
 
-// Reset forgets the recorded calls and removes every fault and the hook.
+// Reset forgets the recorded calls and removes every fault, the hook and
+// SetVersionless.
 // The wrapped store's data is untouched.
 func (s *Store) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = nil
-	clear(s.failures)
-	clear(s.latency)
-	s.unavailable = false
-	s.hook = nil
+	d := s.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = nil
+	clear(d.failures)
+	clear(d.latency)
+	d.unavailable = false
+	d.versionless = false
+	d.hook = nil
 }
 
 // begin records c and applies the faults set up for it. A non-nil error
 // means the call must fail with it without reaching the wrapped store.
-func (s *Store) begin(ctx context.Context, c Call) error {
+func (s *recorder) begin(ctx context.Context, c Call) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	d, ok := s.latency[c.Op]
@@ -217,84 +250,98 @@ func (s *Store) begin(ctx context.Context, c Call) error {
 	return nil
 }
 
-// CheckCredentials implements secretstore.CredentialChecker: the check is
+// CheckCredentials implements driver.CredentialChecker: the check is
 // recorded as secretstore.OpCheckCredentials and meets the faults set up
 // for it like any call (FailNext(secretstore.OpCheckCredentials, ...),
-// SetUnavailable, AnyOp failures), then runs the wrapped store's check;
-// a wrapped store without one gives secretstore.ErrNoCredentialCheck.
-func (s *Store) CheckCredentials(ctx context.Context) error {
+// SetUnavailable, AnyOp failures), then runs the wrapped store's check.
+func (s *recorder) CheckCredentials(ctx context.Context) error {
 	if err := s.begin(ctx, Call{Op: secretstore.OpCheckCredentials}); err != nil {
 		return err
 	}
-	return secretstore.CheckCredentials(ctx, s.inner)
+	return s.inner.CheckCredentials(ctx)
 }
 
-// Get implements secretstore.Store.
-func (s *Store) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+// toDriver copies a secret into the driver's form.
+func (s *recorder) toDriver(sec *secretstore.Secret) *driver.Secret {
+	return &driver.Secret{Data: sec.Data, Labels: sec.Labels, Version: s.version(sec.Version), UpdatedAt: sec.UpdatedAt}
+}
+
+// version is v, or nothing when versions are hidden.
+func (s *recorder) version(v string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.versionless {
+		return ""
+	}
+	return v
+}
+
+func (s *recorder) Get(ctx context.Context, name string) (*driver.Secret, error) {
 	if err := s.begin(ctx, Call{Op: secretstore.OpGet, Name: name}); err != nil {
 		return nil, err
 	}
-	return s.inner.Get(ctx, name)
+	sec, err := s.inner.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.toDriver(sec), nil
 }
 
-// Stat implements secretstore.Store.
-func (s *Store) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
+func (s *recorder) Stat(ctx context.Context, name string) (*driver.Secret, error) {
 	if err := s.begin(ctx, Call{Op: secretstore.OpStat, Name: name}); err != nil {
-		return secretstore.Metadata{}, err
+		return nil, err
 	}
-	return s.inner.Stat(ctx, name)
+	md, err := s.inner.Stat(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &driver.Secret{Labels: md.Labels, Version: s.version(md.Version), UpdatedAt: md.UpdatedAt}, nil
 }
 
-// Put implements secretstore.Store.
-func (s *Store) Put(ctx context.Context, secret *secretstore.Secret, opts secretstore.PutOptions) (bool, error) {
-	var name string
-	if secret != nil {
-		name = secret.Name
+func (s *recorder) Put(ctx context.Context, w *driver.Write) error {
+	if err := s.begin(ctx, Call{Op: secretstore.OpPut, Name: w.Name}); err != nil {
+		return err
 	}
-	if err := s.begin(ctx, Call{Op: secretstore.OpPut, Name: name}); err != nil {
-		return false, err
-	}
-	return s.inner.Put(ctx, secret, opts)
+	_, err := s.inner.Put(ctx, &secretstore.Secret{Name: w.Name, Data: w.Data, Labels: w.Labels},
+		secretstore.PutOptions{IfVersion: w.IfVersion, CreateOnly: w.CreateOnly})
+	return err
 }
 
-// Delete implements secretstore.Store.
-func (s *Store) Delete(ctx context.Context, name string) error {
+func (s *recorder) Delete(ctx context.Context, name string) error {
 	if err := s.begin(ctx, Call{Op: secretstore.OpDelete, Name: name}); err != nil {
 		return err
 	}
 	return s.inner.Delete(ctx, name)
 }
 
-// List implements secretstore.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+func (s *recorder) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := s.begin(ctx, Call{Op: secretstore.OpList, Name: prefix}); err != nil {
 		return nil, err
 	}
 	return s.inner.List(ctx, prefix)
 }
 
-// GetBatch implements secretstore.BatchGetter. When the wrapped store reads
-// batches in one call, the batch is one OpGetBatch call here too; otherwise
-// it is one Get per distinct name, each recorded and subject to faults.
-func (s *Store) GetBatch(ctx context.Context, names []string) (map[string]*secretstore.Secret, error) {
-	bg, ok := s.inner.(secretstore.BatchGetter)
-	if !ok {
-		return secretstore.GetBatch(ctx, storeOnly{s}, names)
-	}
+// GetBatch implements driver.BatchGetter: one OpGetBatch call, passed on
+// to the wrapped store's GetBatch.
+func (s *recorder) GetBatch(ctx context.Context, names []string) (map[string]*driver.Secret, error) {
 	if err := s.begin(ctx, Call{Op: OpGetBatch, Names: slices.Clone(names)}); err != nil {
 		return nil, err
 	}
-	return bg.GetBatch(ctx, names)
+	got, err := s.inner.GetBatch(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*driver.Secret, len(got))
+	for n, sec := range got {
+		out[n] = s.toDriver(sec)
+	}
+	return out, nil
 }
 
 // Close records the call and closes the wrapped store.
-func (s *Store) Close() error {
+func (s *recorder) Close() error {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Op: OpClose})
 	s.mu.Unlock()
 	return s.inner.Close()
 }
-
-// storeOnly hides Store's GetBatch so secretstore.GetBatch falls back to
-// one Get per name through the mock.
-type storeOnly struct{ secretstore.Store }

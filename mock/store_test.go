@@ -15,27 +15,31 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 func secret(name, value string) *secretstore.Secret {
 	return &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte(value)}}
 }
 
-var (
-	call = testkit.Call
-	ops  = testkit.Ops
-)
+var ops = testkit.Ops
+
+// call runs one operation through s by its Op name (testkit.Call).
+func call(ctx context.Context, s *mock.Store, op, name string) error {
+	return testkit.Call(ctx, s.Store, op, name)
+}
 
 func TestNewStoreWrapsMemoryByDefault(t *testing.T) {
 	s := mock.NewStore(nil)
-	require.IsType(t, &memory.Store{}, s.Inner())
 	changed, err := s.Put(t.Context(), secret("a", "1"), secretstore.PutOptions{})
 	require.NoError(t, err)
 	assert.True(t, changed)
 	got, err := s.Get(t.Context(), "a")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("1"), []byte(got.Data["k"]))
+	inner, err := s.Inner().Get(t.Context(), "a")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("1"), []byte(inner.Data["k"]), "the data is in the wrapped store")
 }
 
 func TestStoreRecordsCalls(t *testing.T) {
@@ -52,6 +56,7 @@ func TestStoreRecordsCalls(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	assert.Equal(t, []mock.Call{
+		{Op: secretstore.OpGet, Name: "db/pw"}, // the Put's read, to compare
 		{Op: secretstore.OpPut, Name: "db/pw"},
 		{Op: secretstore.OpGet, Name: "db/pw"},
 		{Op: secretstore.OpGet, Name: "db/pw"},
@@ -59,19 +64,22 @@ func TestStoreRecordsCalls(t *testing.T) {
 		{Op: secretstore.OpStat, Name: "db/pw"},
 		{Op: secretstore.OpList, Name: "db/"},
 		{Op: secretstore.OpDelete, Name: "db/pw"},
-		{Op: secretstore.OpPut, Name: ""},
+		// The nil Put was refused before any backend: not recorded.
 		{Op: mock.OpClose},
 	}, s.Calls())
 
 	for op, want := range map[string]int{
-		secretstore.OpGet: 3, secretstore.OpPut: 2, secretstore.OpStat: 1, secretstore.OpList: 1,
+		secretstore.OpGet: 4, secretstore.OpPut: 1, secretstore.OpStat: 1, secretstore.OpList: 1,
 		secretstore.OpDelete: 1, mock.OpClose: 1, mock.OpGetBatch: 0, mock.AnyOp: 9,
 	} {
 		assert.Equal(t, want, s.Count(op), "Count(%q)", op)
 	}
-	assert.Equal(t, 2, s.CountName(secretstore.OpGet, "db/pw"))
+	assert.Equal(t, 3, s.CountName(secretstore.OpGet, "db/pw"))
 	assert.Equal(t, 1, s.CountName(secretstore.OpGet, "missing"))
-	assert.Equal(t, 5, s.CountName(mock.AnyOp, "db/pw"))
+	assert.Equal(t, 6, s.CountName(mock.AnyOp, "db/pw"))
+
+	_, err := s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "closed")
 
 	calls := s.Calls()
 	calls[0].Name = "changed"
@@ -85,13 +93,18 @@ func TestFailNext(t *testing.T) {
 				ctx := t.Context()
 				// The inner mock records what reaches the wrapped store.
 				backend := mock.NewStore(nil)
-				require.NoError(t, call(ctx, backend, secretstore.OpPut, "x"))
-				s := mock.NewStore(backend)
+				_, err := backend.Put(ctx, secret("x", "old"), secretstore.PutOptions{}) // so each Put through s changes it
+				require.NoError(t, err)
+				s := mock.NewStore(backend.Store)
 				s.FailNext(op, 2, kind)
 				before := backend.Count(op)
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
+					if op == secretstore.OpDelete && kind == secretstore.ErrNotFound {
+						require.NoError(t, err, "deleting a missing secret is no error")
+						continue
+					}
 					require.ErrorIs(t, err, kind, "call %d fails with the injected kind", i)
 					assert.ErrorIs(t, err, mock.ErrInjected)
 					assert.Equal(t, kind, secretstore.KindOf(err))
@@ -251,7 +264,10 @@ func TestHook(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done)
 
-		assert.Same(t, errBoom, call(ctx, s, secretstore.OpGet, "fail"), "the hook's error is returned unchanged")
+		err := call(ctx, s, secretstore.OpGet, "fail")
+		assert.ErrorIs(t, err, errBoom, "the hook's error fails the call")
+		assert.ErrorIs(t, err, secretstore.ErrUnavailable, "an error of no kind is ErrUnavailable")
+		assert.Contains(t, err.Error(), `get "fail"`)
 		assert.Equal(t, []mock.Call{{Op: secretstore.OpGet, Name: "x"}, {Op: secretstore.OpGet, Name: "fail"}}, seen)
 
 		s.SetHook(nil)
@@ -264,40 +280,25 @@ var errBoom = errors.New("boom")
 func TestGetBatch(t *testing.T) {
 	ctx := t.Context()
 	names := []string{"a", "b", "missing", "a"}
+	d := testkit.NewDriver()
+	inner, err := secretstore.New(testkit.Batching(d), secretstore.Options{})
+	require.NoError(t, err)
+	s := mock.NewStore(inner)
+	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
+	s.Reset()
+	got, err := s.GetBatch(ctx, names)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
+	assert.EqualValues(t, 1, d.Batches(), "one backend batch")
+	assert.Equal(t, 1, s.Count(mock.OpGetBatch))
+	assert.Zero(t, s.Count(secretstore.OpGet))
+	assert.ElementsMatch(t, []string{"a", "b", "missing"}, s.Calls()[0].Names, "each distinct name once")
 
-	t.Run("wrapped store without batches", func(t *testing.T) {
-		s := mock.NewStore(nil)
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
-		got, err := s.GetBatch(ctx, names)
-		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
-		assert.Equal(t, 3, s.Count(secretstore.OpGet), "one Get per distinct name")
-		assert.Zero(t, s.Count(mock.OpGetBatch))
-
-		s.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
-		_, err = s.GetBatch(ctx, names)
-		assert.ErrorIs(t, err, secretstore.ErrPermission, "faults apply to each Get")
-	})
-
-	t.Run("wrapped store with batches", func(t *testing.T) {
-		inner := testkit.NewBatchStore()
-		s := mock.NewStore(inner)
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
-		got, err := s.GetBatch(ctx, names)
-		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
-		assert.EqualValues(t, 1, inner.Batches(), "one backend batch")
-		assert.Equal(t, 1, s.Count(mock.OpGetBatch))
-		assert.Zero(t, s.Count(secretstore.OpGet))
-		assert.Equal(t, names, s.Calls()[2].Names)
-
-		s.FailNext(mock.OpGetBatch, 1, secretstore.ErrUnavailable)
-		_, err = s.GetBatch(ctx, names)
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.EqualValues(t, 1, inner.Batches(), "the failed batch did not reach the store")
-	})
+	s.FailNext(mock.OpGetBatch, 1, secretstore.ErrUnavailable)
+	_, err = s.GetBatch(ctx, names)
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.EqualValues(t, 1, d.Batches(), "the failed batch did not reach the store")
 }
 
 func keys(m map[string]*secretstore.Secret) []string {
@@ -328,7 +329,7 @@ func TestReset(t *testing.T) {
 func TestCheckCredentialsFaults(t *testing.T) {
 	cases := []struct {
 		name  string
-		inner secretstore.Store
+		inner *secretstore.Store
 		setup func(*mock.Store)
 		want  []error // per check, in order; nil entries pass
 	}{
@@ -343,8 +344,8 @@ func TestCheckCredentialsFaults(t *testing.T) {
 		{"any-op spell", nil, func(s *mock.Store) {
 			s.FailNext(mock.AnyOp, 1, secretstore.ErrPermission)
 		}, []error{secretstore.ErrPermission, nil}},
-		{"wrapped store without a check", storeWithoutCheck{memory.New()}, func(*mock.Store) {},
-			[]error{secretstore.ErrNoCredentialCheck}},
+		{"wrapped store without a check", storeWithoutCheck(t), func(*mock.Store) {},
+			[]error{errors.ErrUnsupported}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -357,7 +358,7 @@ func TestCheckCredentialsFaults(t *testing.T) {
 					continue
 				}
 				require.ErrorIs(t, err, want, "check %d", i)
-				if want != secretstore.ErrNoCredentialCheck {
+				if want != errors.ErrUnsupported {
 					assert.ErrorIs(t, err, mock.ErrInjected)
 				}
 			}
@@ -367,5 +368,9 @@ func TestCheckCredentialsFaults(t *testing.T) {
 	}
 }
 
-// storeWithoutCheck hides memory's credential check.
-type storeWithoutCheck struct{ secretstore.Store }
+// storeWithoutCheck returns a store whose driver has no credential check.
+func storeWithoutCheck(t *testing.T) *secretstore.Store {
+	s, err := secretstore.New(struct{ driver.Store }{testkit.NewDriver()}, secretstore.Options{})
+	require.NoError(t, err)
+	return s
+}

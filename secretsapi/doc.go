@@ -41,7 +41,10 @@
 // then the store: 404 (GET, DELETE of a missing secret), 503 store
 // unavailable or refusing the agbot (clients retry a few times), 400 a name
 // the store refuses, 500 anything else; 413 for a body over
-// Options.MaxBodyBytes. A secret's data is mapped onto {"key","value"}:
+// Options.MaxBodyBytes. A request carrying "Prefer: wait=<seconds>" (RFC
+// 7240, as binding's client sends under a deadline) is answered within
+// that wait: a store that has not answered by then is a 503, and the
+// answer says "Preference-Applied: wait=<seconds>". A secret's data is mapped onto {"key","value"}:
 // what a PUT wrote is {"key","value"} again; a secret with one entry gives
 // its name and value; any other gives an empty key and its data as a JSON
 // object in the value.

@@ -36,7 +36,7 @@ func ExampleNewHandler() {
 		return secretsapi.Caller{Org: c.Org, ID: c.User, Role: u.role}, nil
 	})
 	handler, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:         secretstore.NewMonitor(memory.New()), // also feeds /health
+		Store:         memory.New(), // its LastSuccess feeds /health
 		Authenticator: hook,
 	})
 	if err != nil {

@@ -28,7 +28,7 @@ func fuzzHandler(f *testing.F) (*secretsapi.Handler, *mock.Store) {
 		require.NoError(f, err)
 	}
 	store := mock.NewStore(inner)
-	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticator: authenticate, MaxBodyBytes: 1 << 10})
+	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store.Store, Authenticator: authenticate, MaxBodyBytes: 1 << 10})
 	require.NoError(f, err)
 	return h, store
 }

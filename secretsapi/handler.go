@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ type Options struct {
 	// Store is the agbot's secret store, used with the agbot's own
 	// credentials once the policy allows a request. Nil means the hub has
 	// no secret store: every secrets request answers 503.
-	Store secretstore.Store
+	Store *secretstore.Store
 	// Authenticator verifies the caller of every request but /health.
 	// Required.
 	Authenticator Authenticator
@@ -32,9 +33,7 @@ type Options struct {
 	// not carry (an exchange client). Optional: without it, deploycheck
 	// requests must carry every service definition.
 	Resolver binding.Resolver
-	// LastVaultInteraction feeds /health. Default: Store's LastSuccess
-	// method when it has one (a *secretstore.Monitor does); pass
-	// monitor.LastSuccess when the monitor is wrapped by other middleware.
+	// LastVaultInteraction feeds /health. Default: Store.LastSuccess.
 	LastVaultInteraction func() time.Time
 	// LastDBHeartbeat feeds /health's lastDBHeartbeat: the agbot's last
 	// database heartbeat, for an agbot that keeps one. Default: 0 (none).
@@ -69,10 +68,8 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if opts.LastVaultInteraction == nil {
-		if ls, ok := opts.Store.(interface{ LastSuccess() time.Time }); ok {
-			opts.LastVaultInteraction = ls.LastSuccess
-		}
+	if opts.LastVaultInteraction == nil && opts.Store != nil {
+		opts.LastVaultInteraction = opts.Store.LastSuccess
 	}
 	if opts.Configuration.Arch == "" {
 		opts.Configuration.Arch = runtime.GOARCH
@@ -87,6 +84,14 @@ func NewHandler(opts Options) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
+	if wait, ok := preferredWait(r.Header); ok && p != binding.HealthPath {
+		// The caller waits this long (RFC 7240): answer 503 by then
+		// rather than an answer it no longer reads.
+		ctx, cancel := context.WithTimeoutCause(r.Context(), wait, errWaitElapsed)
+		defer cancel()
+		r = r.WithContext(ctx)
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+	}
 	switch {
 	case p == binding.HealthPath:
 		h.health(w, r)
@@ -184,13 +189,42 @@ const (
 	msgUnavailable = "The secrets provider is not ready. The caller should retry this API call a small number of times with a short delay between calls to ensure that the secrets provider is unavailable."
 )
 
+// errWaitElapsed ends a request's context when the wait its caller
+// preferred has elapsed.
+var errWaitElapsed = errors.New("the wait the caller preferred elapsed")
+
+// maxPreferredWait caps a Prefer: wait the handler honours.
+const maxPreferredWait = 10 * time.Minute
+
+// preferredWait returns the wait a request's Prefer header asks for
+// (RFC 7240: "Prefer: wait=<seconds>", among other preferences), when it
+// asks for one of at least a second.
+func preferredWait(hdr http.Header) (time.Duration, bool) {
+	for _, v := range hdr.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			token, value, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(token), "wait") {
+				continue
+			}
+			secs, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 32)
+			if err != nil || secs == 0 {
+				return 0, false
+			}
+			return min(time.Duration(secs)*time.Second, maxPreferredWait), true
+		}
+	}
+	return 0, false
+}
+
 // storeFailure answers a store error: 503 when the store is unavailable or
-// refuses the agbot, 400 when it refuses the name, 500 otherwise.
+// refuses the agbot, or did not answer within the wait the caller
+// preferred; 400 when it refuses the name; 500 otherwise.
 func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, body func(msg, code string) any) {
+	waited := errors.Is(context.Cause(r.Context()), errWaitElapsed)
 	switch {
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil && !waited:
 		// The caller went away; nobody reads an answer.
-	case errors.Is(err, secretstore.ErrUnavailable):
+	case errors.Is(err, secretstore.ErrUnavailable) || waited:
 		log.Warn("secret store unavailable", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, binding.APIErrStoreUnavailable))
 	case errors.Is(err, secretstore.ErrPermission):

@@ -396,19 +396,21 @@ func TestBodyLimit(t *testing.T) {
 // apicommon/status.go Info), without credentials.
 func TestHealth(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	mon := secretstore.NewMonitor(memory.New(), secretstore.WithMonitorClock(func() time.Time { return now }))
-	f := newFixture(t, secretsapi.Options{Store: mon, LastDBHeartbeat: func() time.Time { return now.Add(time.Second) },
+	f := newFixture(t, secretsapi.Options{Store: memory.New(), LastDBHeartbeat: func() time.Time { return now.Add(time.Second) },
 		Configuration: binding.HealthConfiguration{ExchangeAPI: "https://hub/edge-exchange/v1/", Arch: "arm64"}})
 	r := f.do(t, "GET", "/health", "", "")
 	require.Equal(t, 200, r.status)
 	assert.JSONEq(t, `{"configuration":{"exchange_api":"https://hub/edge-exchange/v1/","required_minimum_exchange_version":"","preferred_exchange_version":"","mms_api":"","architecture":"arm64","horizon_version":""},
 		"liveHealth":{"lastDBHeartbeat":1700000001,"lastVaultInteraction":0}}`, r.body)
 
+	before := time.Now().Unix()
 	f.do(t, "LIST", "/org/myorg/secrets/nope", "myorg/alice", "") // an answer, even "missing", counts
+	after := time.Now().Unix()
 	r = f.do(t, "GET", "/health", "", "")
 	var h binding.Health
 	require.NoError(t, json.Unmarshal([]byte(r.body), &h))
-	assert.Equal(t, uint64(now.Unix()), h.LiveHealth.LastVaultInteraction)
+	assert.GreaterOrEqual(t, h.LiveHealth.LastVaultInteraction, uint64(before))
+	assert.LessOrEqual(t, h.LiveHealth.LastVaultInteraction, uint64(after))
 	assert.Equal(t, 405, f.do(t, "POST", "/health", "", "").status)
 
 	r = newBareFixture(t).do(t, "GET", "/health", "", "")
@@ -424,4 +426,23 @@ func TestCredentialsNeverPrint(t *testing.T) {
 	for _, s := range []string{fmtAll(c), f.logs.String()} {
 		assert.NotContains(t, s, "canary-pw")
 	}
+}
+
+// A Prefer: wait bounds the store calls of a request: a store that takes
+// longer gets a 503 in time; the handler says it applied the preference.
+func TestPreferredWaitBoundsTheStore(t *testing.T) {
+	f := newFixture(t, secretsapi.Options{})
+	f.store.SetLatency(secretstore.OpStat, time.Hour)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", f.server.URL+"/secrets/hw-secret-name", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("myorg/alice", "alice-pw")
+	req.Header.Set("Prefer", "respond-async, wait=1")
+	start := time.Now()
+	resp, err := f.server.Client().Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "wait=1", resp.Header.Get("Preference-Applied"))
+	assert.Less(t, time.Since(start), 10*time.Second, "answered at the preferred wait, not after the store")
+	assert.GreaterOrEqual(t, time.Since(start), time.Second)
 }

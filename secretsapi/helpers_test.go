@@ -87,7 +87,7 @@ func newFixture(t *testing.T, opts secretsapi.Options) *fixture {
 	store := mock.NewStore(inner)
 	log, logs := logtest.NewLogger()
 	if opts.Store == nil {
-		opts.Store = store
+		opts.Store = store.Store
 	}
 	if opts.Authenticator == nil {
 		opts.Authenticator = authenticate

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -156,7 +157,7 @@ func redactJSON(raw json.RawMessage) (json.RawMessage, error) {
 // (tokens, keys), so every verb prints the type, scope and section names
 // only.
 func (c Config) Format(f fmt.State, verb rune) {
-	fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
+	_, _ = fmt.Fprintf(f, "{Type:%s DefaultScope:%s Sections:%v}", c.Type, c.DefaultScope, slices.Sorted(maps.Keys(c.Sections)))
 }
 
 // LogValue implements slog.LogValuer with the same redaction as Format.
@@ -168,22 +169,32 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// DecodeSection decodes the section named after the config's type into dst,
-// rejecting unknown fields so typos are reported. A missing section leaves
-// dst unchanged. Problems are returned one per line, prefixed with the
-// section name.
+// DecodeSection decodes the section named after the config's type into
+// dst, usually a pointer to a struct, and reports every problem in it: members whose
+// values do not fit their fields and unknown members (a near miss named
+// with the field it misspells), in nested objects too. Members that fit are
+// decoded whatever the problems of others, so the backend can check their
+// values as well. A missing section leaves dst unchanged. Problems come in a
+// *ConfigError, each prefixed with the section's path, as in
+// `vault.auth: unknown field "tokn" (did you mean "token"?)`.
 func (c Config) DecodeSection(dst any) error {
 	raw, ok := c.Sections[c.Type]
-	if !ok || len(raw) == 0 || string(raw) == "null" {
+	if !ok || len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil
 	}
 	if !isJSONObject(raw) {
-		return fmt.Errorf("%s: the section must be a JSON object", c.Type)
+		return &ConfigError{Problems: []string{c.Type + ": the section must be a JSON object"}}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return fmt.Errorf("%s: %s", c.Type, jsonProblem(err))
+	v := reflect.ValueOf(dst)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		// A map or other value: nothing is unknown to it.
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return &ConfigError{Problems: []string{c.Type + ": " + jsonProblem(err)}}
+		}
+		return nil
+	}
+	if problems := decodeEach(c.Type, raw, v); len(problems) > 0 {
+		return &ConfigError{Problems: problems}
 	}
 	return nil
 }
@@ -199,7 +210,7 @@ func (c Config) Validate() error {
 	case !typeKnown:
 		problems = append(problems, fmt.Sprintf("type %q is not registered; registered types: %s", c.Type, strings.Join(Backends(), ", ")))
 	}
-	if _, err := NewScope(c.DefaultScope); err != nil {
+	if _, err := cleanScope(c.DefaultScope); err != nil {
 		problems = append(problems, "defaultScope: "+err.Error())
 	}
 	problems = append(problems, sectionProblems(c.Sections, c.Type)...)
@@ -233,6 +244,13 @@ func (e *ConfigError) Unwrap() error { return ErrInvalid }
 // problemLines flattens an error (possibly an errors.Join or a
 // *ConfigError) into one problem per line.
 func problemLines(err error) []string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var lines []string
+		for _, e := range joined.Unwrap() {
+			lines = append(lines, problemLines(e)...)
+		}
+		return lines
+	}
 	var ce *ConfigError
 	if errors.As(err, &ce) {
 		return ce.Problems
@@ -247,22 +265,24 @@ func problemLines(err error) []string {
 }
 
 // sectionProblems reports top-level members that cannot be backend
-// sections: misspellings of "type" and "defaultScope" (member names are
-// case-sensitive here, unlike encoding/json's default) and non-object values,
-// which would otherwise be kept as sections and silently ignored. The
-// section of the selected type is left to its backend's Validate.
+// sections: near misses of "type", "defaultScope" or a registered type
+// (member names are case-sensitive here, unlike encoding/json's default),
+// and non-object values, which would otherwise be kept as sections and
+// silently ignored. An object under another name is kept: the section of
+// a backend this program does not link. The section of the selected type
+// is left to its backend's Validate.
 func sectionProblems(sections map[string]json.RawMessage, typ string) []string {
+	known := append([]string{"type", "defaultScope"}, Backends()...)
 	var problems []string
 	for _, k := range slices.Sorted(maps.Keys(sections)) {
-		switch {
-		case k == typ:
-		case strings.EqualFold(k, "type"), strings.EqualFold(k, "defaultScope"):
-			want := "type"
-			if !strings.EqualFold(k, want) {
-				want = "defaultScope"
-			}
-			problems = append(problems, fmt.Sprintf("unknown field %q (did you mean %q?)", k, want))
-		case !isJSONObject(sections[k]):
+		if k == typ || slices.Contains(known, k) {
+			continue
+		}
+		if s := suggest(k, known); s != "" {
+			problems = append(problems, unknownField(k, []string{s}))
+			continue
+		}
+		if !isJSONObject(sections[k]) {
 			problems = append(problems, fmt.Sprintf("%q is not a backend section: top-level members other than \"type\" and \"defaultScope\" must be JSON objects", k))
 		}
 	}
@@ -284,7 +304,7 @@ type Backend interface {
 	// problem, one per line (errors.Join or a *ConfigError), or nil.
 	Validate(cfg Config) error
 	// Open returns a ready store for a config that passed Validate.
-	Open(ctx context.Context, cfg Config, opts OpenOptions) (Store, error)
+	Open(ctx context.Context, cfg Config, opts OpenOptions) (*Store, error)
 }
 
 // OpenOptions carry what a config file cannot: a logger and similar
@@ -292,14 +312,6 @@ type Backend interface {
 type OpenOptions struct {
 	// Logger receives the backend's diagnostics. Nil discards them.
 	Logger *slog.Logger
-}
-
-// OpenOption sets an OpenOptions field.
-type OpenOption func(*OpenOptions)
-
-// WithLogger makes the backend log to l.
-func WithLogger(l *slog.Logger) OpenOption {
-	return func(o *OpenOptions) { o.Logger = l }
 }
 
 // The backend registry, the package's only mutable state (as database/sql's
@@ -347,21 +359,13 @@ func lookupBackend(typ string) (Backend, bool) {
 // must be imported (for its init) by the program, for example
 //
 //	import _ "github.com/edgesecrets/edgesecrets/secretstore/memory"
-func Open(ctx context.Context, cfg Config, opts ...OpenOption) (Store, error) {
+func Open(ctx context.Context, cfg Config, opts OpenOptions) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var o OpenOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	b, _ := lookupBackend(cfg.Type)
-	s, err := b.Open(ctx, cfg, o)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return b.Open(ctx, cfg, opts)
 }

@@ -42,10 +42,7 @@ func init() { secretstore.Register(ootType, oot) }
 
 func (b *ootBackend) Validate(cfg secretstore.Config) error {
 	var c ootConfig
-	if err := cfg.DecodeSection(&c); err != nil {
-		return err
-	}
-	var errs []error
+	errs := []error{cfg.DecodeSection(&c)}
 	if c.Greeting == "" {
 		errs = append(errs, errors.New(ootType+".greeting is required"))
 	}
@@ -55,7 +52,7 @@ func (b *ootBackend) Validate(cfg secretstore.Config) error {
 	return errors.Join(errs...)
 }
 
-func (b *ootBackend) Open(_ context.Context, cfg secretstore.Config, opts secretstore.OpenOptions) (secretstore.Store, error) {
+func (b *ootBackend) Open(_ context.Context, cfg secretstore.Config, opts secretstore.OpenOptions) (*secretstore.Store, error) {
 	var c ootConfig
 	if err := cfg.DecodeSection(&c); err != nil {
 		return nil, err
@@ -101,7 +98,12 @@ var configCases = []struct {
 	{"unknown field in memory section", `{"type":"memory","memory":{"path":"/tmp"}}`, []string{`memory: unknown field "path"`}},
 	{"memory section not an object", `{"type":"memory","memory":[1]}`, []string{"memory: the section must be a JSON object"}},
 	{"wrong type in a section", `{"type":"oot-test","oot-test":{"greeting":5,"port":1}}`,
-		[]string{`oot-test: field "greeting": expected string, got JSON number`}},
+		[]string{`oot-test: field "greeting": expected string, got JSON number`, "oot-test.greeting is required"}},
+	{"an unknown field hides nothing", `{"type":"oot-test","oot-test":{"greting":"hi","port":300,"retries":"x","prot":1}}`,
+		[]string{`oot-test: unknown field "greting" (did you mean "greeting"?)`, `oot-test: field "port": expected uint8`,
+			`oot-test: field "retries": invalid use of ,string struct tag`, `oot-test: unknown field "prot" (did you mean "port"?)`,
+			"oot-test.greeting is required", "oot-test.port is required"}},
+	{"misspelt section", `{"type":"memory","memroy":{}}`, []string{`unknown field "memroy" (did you mean "memory"?)`}},
 	{"not an object", `[{"type":"memory"}]`, []string{"config must be a JSON object"}},
 	{"type not a string", `{"type":7}`, []string{`"type": expected string, got JSON number`}},
 	{"empty", ``, []string{"config is empty"}},
@@ -215,7 +217,7 @@ func TestDecodeSection(t *testing.T) {
 		{"absent section leaves dst unchanged", "", ootConfig{Greeting: "default"}, ""},
 		{"null section leaves dst unchanged", "null", ootConfig{Greeting: "default"}, ""},
 		{"decodes", `{"greeting":"hi","port":9}`, ootConfig{Greeting: "hi", Port: 9}, ""},
-		{"unknown field", `{"greting":"hi"}`, ootConfig{}, `oot-test: unknown field "greting"`},
+		{"unknown field", `{"greting":"hi"}`, ootConfig{}, `oot-test: unknown field "greting" (did you mean "greeting"?)`},
 		{"not an object", `"hi"`, ootConfig{}, "oot-test: the section must be a JSON object"},
 		{"overflow", `{"port":300}`, ootConfig{}, `oot-test: field "port": expected uint8, got JSON number`},
 	}
@@ -228,8 +230,9 @@ func TestDecodeSection(t *testing.T) {
 			dst := ootConfig{Greeting: "default"}
 			err := cfg.DecodeSection(&dst)
 			if c.problem != "" {
-				require.Error(t, err)
-				assert.Equal(t, c.problem, err.Error())
+				var ce *secretstore.ConfigError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, []string{c.problem}, ce.Problems)
 				return
 			}
 			require.NoError(t, err)
@@ -263,7 +266,7 @@ func TestOpenOutOfTreeBackend(t *testing.T) {
 	cfg, err := secretstore.ParseConfig(strings.NewReader(`{"type":"oot-test","oot-test":{"greeting":"hello","port":8,"retries":"2"}}`))
 	require.NoError(t, err)
 	logger := slog.New(slog.DiscardHandler)
-	store, err := secretstore.Open(ctx, cfg, secretstore.WithLogger(logger))
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{Logger: logger})
 	require.NoError(t, err)
 	defer store.Close()
 	gotLogger, gotCfg := oot.seen()
@@ -274,16 +277,16 @@ func TestOpenOutOfTreeBackend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, names)
 
-	_, err = secretstore.Open(ctx, cfg)
+	_, err = secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	require.NoError(t, err)
 	gotLogger, _ = oot.seen()
-	assert.NotNil(t, gotLogger, "without WithLogger the backend gets a discarding logger, not nil")
+	assert.NotNil(t, gotLogger, "without a Logger the backend gets a discarding logger, not nil")
 
 	cfg.Sections[ootType] = json.RawMessage(`{"greeting":"unreachable","port":1}`)
-	_, err = secretstore.Open(ctx, cfg)
+	_, err = secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "the backend's Open error is returned")
 
-	_, err = secretstore.Open(ctx, secretstore.Config{Type: ootType, DefaultScope: "a//b"})
+	_, err = secretstore.Open(ctx, secretstore.Config{Type: ootType, DefaultScope: "a//b"}, secretstore.OpenOptions{})
 	var ce *secretstore.ConfigError
 	require.ErrorAs(t, err, &ce, "Open validates a config built in code")
 	assert.Len(t, ce.Problems, 3)
@@ -293,9 +296,8 @@ func TestOpenMemoryScope(t *testing.T) {
 	ctx := t.Context()
 	cfg, err := secretstore.ParseConfig(strings.NewReader(`{"type":"memory","defaultScope":"org1"}`))
 	require.NoError(t, err)
-	store, err := secretstore.Open(ctx, cfg)
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	require.NoError(t, err)
-	require.IsType(t, &memory.Store{}, store)
 	put(t, store, "db", "v")
 	got, err := store.Get(ctx, "db")
 	require.NoError(t, err)
@@ -320,8 +322,9 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		require.Contains(t, secretstore.Backends(), cfg.Type)
-		_, err = secretstore.NewScope(cfg.DefaultScope)
-		require.NoError(t, err)
+		if sc := strings.Trim(cfg.DefaultScope, "/"); sc != "" {
+			require.NoError(t, secretstore.ValidateName(sc))
+		}
 
 		out, err := cfg.MarshalWithCredentials()
 		require.NoError(t, err)

@@ -137,10 +137,10 @@ func (t ContentTag) String() string {
 // checksum never prints, also inside a struct printed with %+v or %#v.
 func (t ContentTag) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		fmt.Fprintf(f, "secretstore.ContentTag(%q)", t.String())
+		_, _ = fmt.Fprintf(f, "secretstore.ContentTag(%q)", t.String())
 		return
 	}
-	io.WriteString(f, t.String())
+	_, _ = io.WriteString(f, t.String())
 }
 
 // GoString returns the %#v form, without a checksum.

@@ -4,10 +4,18 @@
 // A [Store] holds [Secret]s by slash-separated name relative to a scope:
 // Get, Stat (metadata only), Put (full replace; compare-and-set and
 // create-only through [PutOptions]; a write that changes nothing never
-// reaches the backend), idempotent Delete, and List by prefix. Errors match
-// one kind each with errors.Is: [ErrNotFound], [ErrPermission],
-// [ErrUnavailable], [ErrConflict], [ErrInvalid]; they name the operation and
-// the secret, never a value.
+// reaches the backend), idempotent Delete, List by prefix, GetBatch, and
+// CheckCredentials. Errors match one kind each with errors.Is:
+// [ErrNotFound], [ErrPermission], [ErrUnavailable], [ErrConflict],
+// [ErrInvalid]; they name the operation and the secret, never a value.
+//
+// Store is a concrete type over a backend's driver (package
+// secretstore/driver), as Go CDK's blob.Bucket is over a driver.Bucket: the
+// rules every store shares are enforced here once (names, closed stores,
+// unchanged writes, copies, error wrapping, call counts), and a backend
+// implements only what is its own. Store is also the one retry layer: a
+// call failing with ErrUnavailable is tried again, within the caller's
+// context deadline ([Options]).
 //
 // A Secret's values never print: fmt (every verb), log/slog and
 // encoding/json show key names with [Redacted]. Code that must carry values
@@ -17,22 +25,24 @@
 // builds one from a JSON [Config]:
 //
 //	import _ "github.com/edgesecrets/edgesecrets/secretstore/vault"
-//	store, err := secretstore.Open(ctx, cfg)
+//	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 //
 // The in-tree backends are secretstore/memory, secretstore/vault and
-// secretstore/awssm; an out-of-tree backend implements [Backend], calls
-// [Register] from its init function and proves itself with
-// secretstore/storetest.
+// secretstore/awssm, each with a constructor of its own (memory.New,
+// vault.New, awssm.New) returning a *Store; an out-of-tree backend
+// implements driver.Store, wraps it with [New], registers a [Backend] from
+// its init function and proves itself with secretstore/storetest.
 //
-// Middleware wraps any Store: [Monitor] records the last successful backend
-// interaction (the agbot's /health) and counts calls; [Reader] coalesces
-// concurrent reads of one name and serves repeats for a short TTL, so an
-// agbot making N agreements over M secrets reads the backend O(M) times.
-// [Watcher] polls Stat for a changing set of names and reports rotation,
-// deletion, revocation and outages, one [Cycle] at a time.
-//
-// A store that can tell whether it accepts the caller's own credentials
-// (a Vault token, AWS keys) implements [CredentialChecker]; the watcher runs
-// the check every cycle, so an expired token (every name refused) is never
+// A Store records when the backend last answered (LastSuccess, the
+// agbot's /health) and counts calls (Stats). [Reader] coalesces concurrent
+// reads of one name and serves repeats for a short TTL, so an agbot making
+// N agreements over M secrets reads the backend O(M) times. [Watcher]
+// polls the metadata of a changing set of names (listing it in pages where
+// the backend can, as AWS does) and reports rotation, deletion, revocation
+// and outages, one [Cycle] at a time; every cycle runs the store's
+// credential check, so an expired token (every name refused) is never
 // mistaken for revoked secrets.
+//
+// Tests of this package and its backends run time through testing/synctest
+// where they can; no type here takes a clock.
 package secretstore

@@ -1,27 +1,34 @@
 package secretstore
 
 import (
+	"context"
 	"errors"
 	"strconv"
+
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // Error kinds. Every error a Store returns matches at most one of them with
 // errors.Is; a context error (canceled, deadline) matches the context error
-// instead.
+// instead. They are the values of package driver's kinds, so an error a
+// backend makes with driver.ErrNotFound matches ErrNotFound.
 var (
 	// ErrNotFound: the secret does not exist (or its latest version is
 	// deleted, or it is scheduled for deletion).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = driver.ErrNotFound
 	// ErrPermission: the store refused the caller (HTTP 403, access denied).
-	ErrPermission = errors.New("permission denied")
+	ErrPermission = driver.ErrPermission
 	// ErrUnavailable: the store could not be reached or could not serve the
 	// request: absent, sealed, network failure, 5xx, throttled after retries.
-	ErrUnavailable = errors.New("store unavailable")
+	ErrUnavailable = driver.ErrUnavailable
 	// ErrConflict: a compare-and-set or create-only write lost.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = driver.ErrConflict
 	// ErrInvalid: a bad secret name, bad data or bad configuration.
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = driver.ErrInvalid
 )
+
+// kinds lists the error kinds in the order KindOf tries them.
+var kinds = []error{ErrNotFound, ErrPermission, ErrUnavailable, ErrConflict, ErrInvalid}
 
 // Operation names used in Error.Op.
 const (
@@ -31,11 +38,11 @@ const (
 	OpDelete = "delete"
 	OpList   = "list"
 	OpOpen   = "open"
-	// OpCheckCredentials is a credential check (CredentialChecker).
+	// OpCheckCredentials is a credential check (Store.CheckCredentials).
 	OpCheckCredentials = "check-credentials"
 )
 
-// Error is the error type stores return. It names the operation and the
+// Error is the error type a Store returns. It names the operation and the
 // secret, carries one of the error kinds, and may wrap a cause.
 //
 // Backends build causes from status codes and error codes, never from request
@@ -87,10 +94,54 @@ func (e *Error) Unwrap() []error {
 
 // KindOf returns the error kind err matches, or nil if it matches none.
 func KindOf(err error) error {
-	for _, k := range []error{ErrNotFound, ErrPermission, ErrUnavailable, ErrConflict, ErrInvalid} {
+	for _, k := range kinds {
 		if errors.Is(err, k) {
 			return k
 		}
 	}
 	return nil
+}
+
+// isContextError reports whether err is a context's cancellation or deadline.
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// wrapError turns what a driver returned for op on name into an *Error:
+// the kind and cause of a *driver.Error (or of an *Error, from a driver
+// over another Store), the context's error when ctx is done and the store
+// gave no answer, and ErrUnavailable for anything unclassified.
+func wrapError(ctx context.Context, op, name string, err error) error {
+	var kind, cause error
+	var de *driver.Error
+	var se *Error
+	switch {
+	case errors.As(err, &de):
+		kind, cause = de.Kind, de.Err
+	case errors.As(err, &se):
+		kind, cause = se.Kind, se.Err
+	default:
+		kind, cause = KindOf(err), err
+	}
+	if kind != nil && KindOf(kind) != kind {
+		kind, cause = nil, err // not one of ours: unclassified
+	}
+	if cause == kind {
+		cause = nil
+	}
+	switch kind {
+	case ErrNotFound, ErrPermission, ErrConflict, ErrInvalid:
+		return &Error{Op: op, Name: name, Kind: kind, Err: cause}
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &Error{Op: op, Name: name, Err: ctxErr}
+	}
+	switch {
+	case kind == nil && cause == nil:
+		cause = errors.New("the store failed without saying why")
+	case isContextError(cause):
+		// A deadline of the driver's own, not the caller's.
+		cause = errors.New("the store did not answer in time")
+	}
+	return &Error{Op: op, Name: name, Kind: ErrUnavailable, Err: cause}
 }

@@ -23,7 +23,7 @@ func ExampleOpen() {
 		fmt.Println(err)
 		return
 	}
-	store, err := secretstore.Open(ctx, cfg)
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -104,10 +104,10 @@ func ExampleReader() {
 	ctx := context.Background()
 	backend := mock.NewStore(nil)
 	for _, name := range []string{"db/password", "api/token"} {
-		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
+		_, _ = backend.Inner().Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
 
-	reader := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: 30 * time.Second})
+	reader := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 30 * time.Second})
 	for range 50 { // 50 agreements, each binding both secrets
 		_, _ = reader.Get(ctx, "db/password")
 		_, _ = reader.Get(ctx, "api/token")
@@ -122,21 +122,21 @@ func ExampleReader() {
 	// backend reads: 3
 }
 
-// A Monitor records when the backend last answered, for a health endpoint.
-func ExampleMonitor() {
+// A Store counts its calls and notes when the backend last answered, for
+// a health endpoint; a mock.Store here makes the backend fail on demand.
+func ExampleStore_LastSuccess() {
 	ctx := context.Background()
 	backend := mock.NewStore(nil)
-	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	m := secretstore.NewMonitor(backend, secretstore.WithMonitorClock(func() time.Time { return now }))
+	store := backend.Store
 
-	_, _ = m.Get(ctx, "db/password") // not found: the backend answered
-	now = now.Add(time.Minute)
+	_, _ = store.Get(ctx, "db/password") // not found: the backend answered
+	answered := store.LastSuccess()
 	backend.SetUnavailable(true)
-	_, _ = m.Get(ctx, "db/password") // unavailable: no interaction
+	_, _ = store.Get(ctx, "db/password") // unavailable: no interaction
 
-	fmt.Println("lastVaultInteraction:", m.LastSuccess().Unix())
-	fmt.Printf("%+v\n", m.Stats()[secretstore.OpGet])
+	fmt.Println("lastVaultInteraction set:", !answered.IsZero(), "unchanged:", store.LastSuccess().Equal(answered))
+	fmt.Printf("%+v\n", store.Stats()[secretstore.OpGet])
 	// Output:
-	// lastVaultInteraction: 1777629600
+	// lastVaultInteraction set: true unchanged: true
 	// {Calls:2 Errors:2}
 }

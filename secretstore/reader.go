@@ -8,21 +8,21 @@ import (
 	"time"
 )
 
-// Reader is Store middleware for read-heavy callers such as an agbot making
-// many agreements over few secrets. Concurrent Gets of one name share one
+// Reader reads a Store for read-heavy callers such as an agbot making many
+// agreements over few secrets. Concurrent Gets of one name share one
 // backend call, and a successful Get is served again from memory for TTL, so
 // N agreements over M distinct secrets cost O(M) backend reads.
 //
-// Errors are never cached. Put and Delete through the Reader, and
-// Invalidate, drop the cached copy and keep a read that was in flight at the
-// time from being cached. Concurrent Stats of one name share one call but
-// are not cached, so change detection always sees the backend.
+// Errors are never cached. Invalidate drops the cached copy and keeps a
+// read that was in flight at the time from being cached: call it after
+// writing the secret, or when a Watcher reports it changed. Concurrent
+// Stats of one name share one call but are not cached, so change
+// detection always sees the backend.
 //
 // Every caller gets its own deep copy of the secret.
 type Reader struct {
-	Store
-	ttl time.Duration
-	now func() time.Time
+	store *Store
+	ttl   time.Duration
 
 	mu     sync.Mutex
 	epoch  uint64 // bumped by every invalidation; a GetBatch from an older epoch is not cached
@@ -48,24 +48,17 @@ type ReaderOptions struct {
 	// TTL is how long a successful Get is served from memory. Zero disables
 	// caching; concurrent reads are still coalesced.
 	TTL time.Duration
-	// Now replaces time.Now, for tests.
-	Now func() time.Time
 }
 
-// NewReader wraps store.
-func NewReader(store Store, opts ReaderOptions) *Reader {
-	r := &Reader{
-		Store: store,
+// NewReader returns a Reader of store.
+func NewReader(store *Store, opts ReaderOptions) *Reader {
+	return &Reader{
+		store: store,
 		ttl:   max(opts.TTL, 0),
-		now:   opts.Now,
 		cache: map[string]cached{},
 		gets:  map[string]*flight[*Secret]{},
 		stats: map[string]*flight[Metadata]{},
 	}
-	if r.now == nil {
-		r.now = time.Now
-	}
-	return r
 }
 
 // Get returns the named secret from the cache, from a read already in
@@ -74,7 +67,7 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 	for {
 		r.mu.Lock()
 		if c, ok := r.cache[name]; ok {
-			if r.now().Before(c.expires) {
+			if time.Now().Before(c.expires) {
 				r.mu.Unlock()
 				return c.secret.Clone(), nil
 			}
@@ -84,7 +77,7 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 		r.mu.Unlock()
 		if leader {
 			s, err := lead(r, r.gets, OpGet, name, f,
-				func() (*Secret, error) { return r.Store.Get(ctx, name) },
+				func() (*Secret, error) { return r.store.Get(ctx, name) },
 				func(s *Secret) {
 					if r.ttl > 0 {
 						r.put(name, s.Clone())
@@ -110,7 +103,7 @@ func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 		retry := false
 		if leader {
 			md, err = lead(r, r.stats, OpStat, name, f,
-				func() (Metadata, error) { return r.Store.Stat(ctx, name) }, nil)
+				func() (Metadata, error) { return r.store.Stat(ctx, name) }, nil)
 		} else {
 			md, err, retry = wait(ctx, OpStat, name, f)
 		}
@@ -123,14 +116,14 @@ func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 }
 
 // GetBatch serves cached names from memory and reads the rest with one
-// GetBatch on the wrapped store, caching what it returns.
+// Store.GetBatch, caching what it returns.
 func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secret, error) {
 	out := make(map[string]*Secret, len(names))
 	var missing []string
 	seen := make(map[string]bool, len(names))
 	r.mu.Lock()
 	epoch := r.epoch
-	now := r.now()
+	now := time.Now()
 	for _, n := range names {
 		if seen[n] {
 			continue
@@ -146,7 +139,7 @@ func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secr
 	if len(missing) == 0 {
 		return out, nil
 	}
-	got, err := GetBatch(ctx, r.Store, missing)
+	got, err := r.store.GetBatch(ctx, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -159,28 +152,6 @@ func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secr
 		out[n] = s
 	}
 	return out, nil
-}
-
-// CheckCredentials passes the credential check on to the wrapped store
-// (see CredentialChecker); its result is never cached or shared.
-func (r *Reader) CheckCredentials(ctx context.Context) error {
-	return CheckCredentials(ctx, r.Store)
-}
-
-// Put writes through and invalidates the name.
-func (r *Reader) Put(ctx context.Context, s *Secret, opts PutOptions) (bool, error) {
-	changed, err := r.Store.Put(ctx, s, opts)
-	if s != nil {
-		r.Invalidate(s.Name)
-	}
-	return changed, err
-}
-
-// Delete deletes through and invalidates the name.
-func (r *Reader) Delete(ctx context.Context, name string) error {
-	err := r.Store.Delete(ctx, name)
-	r.Invalidate(name)
-	return err
 }
 
 // Invalidate drops any cached copy of name, and makes reads already in
@@ -200,7 +171,7 @@ func (r *Reader) Invalidate(name string) {
 // put caches s; r.mu must be held. Expired entries are swept now and then so
 // the cache does not grow with names no longer read.
 func (r *Reader) put(name string, s *Secret) {
-	now := r.now()
+	now := time.Now()
 	r.cache[name] = cached{secret: s, expires: now.Add(r.ttl)}
 	if r.sweepN++; r.sweepN >= 1024 {
 		r.sweepN = 0

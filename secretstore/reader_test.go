@@ -16,7 +16,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // holdReads makes every call to backend wait at g.
@@ -59,7 +59,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	t.Run("with TTL", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		seed(t, backend)
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Minute, Now: newFakeClock().Now})
+		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
 		run(t, r)
 		assert.LessOrEqual(t, backend.Count(secretstore.OpGet), names, "at most one backend read per name")
 		for i := range names {
@@ -73,7 +73,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 			seed(t, backend)
 			var g testgate.Gate
 			holdReads(backend, &g)
-			r := secretstore.NewReader(backend, secretstore.ReaderOptions{})
+			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{})
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
@@ -86,48 +86,49 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 }
 
 func TestReaderTTL(t *testing.T) {
-	ctx := t.Context()
-	clock := newFakeClock()
-	backend := mock.NewStore(nil)
-	put(t, backend.Inner(), "x", "1")
-	const ttl = 30 * time.Second
-	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: ttl, Now: clock.Now})
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		backend := mock.NewStore(nil)
+		put(t, backend.Inner(), "x", "1")
+		const ttl = 30 * time.Second
+		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: ttl})
 
-	steps := []struct {
-		advance   time.Duration
-		change    string // new backend value written before the read, or ""
-		wantValue string
-		wantReads int
-	}{
-		{0, "", "1", 1},
-		{0, "", "1", 1},
-		{ttl - time.Nanosecond, "2", "1", 1}, // still fresh: the cached copy is served
-		{time.Nanosecond, "", "2", 2},        // expired: read again
-		{ttl / 2, "", "2", 2},
-	}
-	for i, st := range steps {
-		clock.Advance(st.advance)
-		if st.change != "" {
-			put(t, backend.Inner(), "x", st.change)
+		steps := []struct {
+			advance   time.Duration
+			change    string // new backend value written before the read, or ""
+			wantValue string
+			wantReads int
+		}{
+			{0, "", "1", 1},
+			{0, "", "1", 1},
+			{ttl - time.Nanosecond, "2", "1", 1}, // still fresh: the cached copy is served
+			{time.Nanosecond, "", "2", 2},        // expired: read again
+			{ttl / 2, "", "2", 2},
 		}
-		s, err := r.Get(ctx, "x")
-		require.NoError(t, err, "step %d", i)
-		assert.Equal(t, st.wantValue, value(s), "step %d", i)
-		assert.Equal(t, st.wantReads, backend.Count(secretstore.OpGet), "step %d", i)
-	}
+		for i, st := range steps {
+			time.Sleep(st.advance)
+			if st.change != "" {
+				put(t, backend.Inner(), "x", st.change)
+			}
+			s, err := r.Get(ctx, "x")
+			require.NoError(t, err, "step %d", i)
+			assert.Equal(t, st.wantValue, value(s), "step %d", i)
+			assert.Equal(t, st.wantReads, backend.Count(secretstore.OpGet), "step %d", i)
+		}
+	})
 }
 
 func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner(), "x", "1")
-	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: 0})
+	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 0})
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
 		require.NoError(t, err)
 		assert.Equal(t, i+1, backend.Count(secretstore.OpGet))
 	}
-	r = secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: -time.Second})
+	r = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: -time.Second})
 	_, _ = r.Get(ctx, "x")
 	_, _ = r.Get(ctx, "x")
 	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "a negative TTL disables caching too")
@@ -146,7 +147,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
 			backend := mock.NewStore(nil)
-			r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 			if c.inject != nil {
 				put(t, backend.Inner(), "x", "1")
 				backend.FailNext(secretstore.OpGet, 1, c.inject)
@@ -168,10 +169,11 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 	}
 }
 
-// heldStore reads the wrapped store at once, then holds the result until the
-// test releases it, so a test decides when each read completes.
+// heldStore is a driver that reads the wrapped one at once, then holds the
+// result until the test releases it, so a test decides when each read
+// completes.
 type heldStore struct {
-	secretstore.Store
+	driver.Store
 	reads chan heldRead
 }
 
@@ -180,20 +182,28 @@ type heldRead struct {
 	release chan struct{}
 }
 
-func (h *heldStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
+func (h *heldStore) Get(ctx context.Context, name string) (*driver.Secret, error) {
 	s, err := h.Store.Get(ctx, name)
 	r := heldRead{name: name, release: make(chan struct{})}
 	select {
 	case h.reads <- r:
 	case <-ctx.Done():
-		return nil, secretstore.NewError(secretstore.OpGet, name, nil, ctx.Err())
+		return nil, ctx.Err()
 	}
 	select {
 	case <-r.release:
 		return s, err
 	case <-ctx.Done():
-		return nil, secretstore.NewError(secretstore.OpGet, name, nil, ctx.Err())
+		return nil, ctx.Err()
 	}
+}
+
+// newHeld returns a store whose reads are held, and a store over the same
+// data whose reads are not.
+func newHeld(t *testing.T) (held *secretstore.Store, reads chan heldRead, direct *secretstore.Store) {
+	d := testkit.NewDriver()
+	reads = make(chan heldRead)
+	return newStore(t, &heldStore{Store: d, reads: reads}), reads, newStore(t, d)
 }
 
 // getAsync runs r.Get in a goroutine and returns a channel for its result.
@@ -216,19 +226,18 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 		t.Run(fmt.Sprintf("fresh read completes first=%v", rereadFirst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
-				mem := memory.New()
+				heldStore, reads, mem := newHeld(t)
 				put(t, mem, "x", "old")
-				held := &heldStore{Store: mem, reads: make(chan heldRead)}
-				backend := mock.NewStore(held)
-				r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+				backend := mock.NewStore(heldStore)
+				r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 
 				a := getAsync(ctx, r, "x")
-				readA := <-held.reads // A has read "old" and is in flight
+				readA := <-reads // A has read "old" and is in flight
 				put(t, mem, "x", "new")
 				r.Invalidate("x")
 
 				c := getAsync(ctx, r, "x")
-				readC := <-held.reads // C does not join A's stale read: it reads again
+				readC := <-reads // C does not join A's stale read: it reads again
 				if rereadFirst {
 					close(readC.release)
 					assert.Equal(t, "new", value((<-c).s))
@@ -244,7 +253,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				d := getAsync(ctx, r, "x")
 				synctest.Wait()
 				select {
-				case rd := <-held.reads:
+				case rd := <-reads:
 					t.Errorf("Get read the backend again (%s) instead of the cached fresh value", rd.name)
 					close(rd.release)
 				default:
@@ -260,20 +269,19 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 	t.Run("no reader after the invalidation", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := t.Context()
-			mem := memory.New()
+			held, reads, mem := newHeld(t)
 			put(t, mem, "x", "old")
-			held := &heldStore{Store: mem, reads: make(chan heldRead)}
 			r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
 
 			a := getAsync(ctx, r, "x")
-			readA := <-held.reads
+			readA := <-reads
 			put(t, mem, "x", "new")
 			r.Invalidate("x")
 			close(readA.release)
 			assert.Equal(t, "old", value((<-a).s))
 
 			b := getAsync(ctx, r, "x")
-			readB := <-held.reads // the old value was not cached: B reads the backend
+			readB := <-reads // the old value was not cached: B reads the backend
 			close(readB.release)
 			assert.Equal(t, "new", value((<-b).s))
 		})
@@ -282,15 +290,14 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 
 func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.New()
+		heldStore, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
-		held := &heldStore{Store: mem, reads: make(chan heldRead)}
-		backend := mock.NewStore(held)
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+		backend := mock.NewStore(heldStore)
+		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 
 		leaderCtx, cancelLeader := context.WithCancel(t.Context())
 		leader := getAsync(leaderCtx, r, "x")
-		<-held.reads // the leader's read is in flight; never released
+		<-reads // the leader's read is in flight; never released
 		waiter := getAsync(t.Context(), r, "x")
 		synctest.Wait() // the waiter has joined the leader's read
 		assert.Equal(t, 1, backend.Count(secretstore.OpGet))
@@ -299,7 +306,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		got := <-leader
 		assert.ErrorIs(t, got.err, context.Canceled, "the leader sees its own cancellation")
 
-		retry := <-held.reads // the waiter reads again on its own context
+		retry := <-reads // the waiter reads again on its own context
 		close(retry.release)
 		got = <-waiter
 		require.NoError(t, got.err, "the waiter is not failed by the leader's cancellation")
@@ -310,13 +317,12 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 
 func TestReaderWaiterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.New()
+		held, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
-		held := &heldStore{Store: mem, reads: make(chan heldRead)}
 		r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
 
 		leader := getAsync(t.Context(), r, "x")
-		read := <-held.reads
+		read := <-reads
 		waiterCtx, cancelWaiter := context.WithCancel(t.Context())
 		waiter := getAsync(waiterCtx, r, "x")
 		synctest.Wait()
@@ -333,21 +339,21 @@ func TestReaderWaiterCancel(t *testing.T) {
 	})
 }
 
-// panicStore panics on Get once released.
+// panicStore is a driver that panics on Get once released.
 type panicStore struct {
-	secretstore.Store
+	driver.Store
 	release chan struct{}
 }
 
-func (p *panicStore) Get(context.Context, string) (*secretstore.Secret, error) {
+func (p *panicStore) Get(context.Context, string) (*driver.Secret, error) {
 	<-p.release
 	panic("backend bug")
 }
 
 func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ps := &panicStore{Store: memory.New(), release: make(chan struct{})}
-		r := secretstore.NewReader(ps, secretstore.ReaderOptions{TTL: time.Hour})
+		ps := &panicStore{Store: testkit.NewDriver(), release: make(chan struct{})}
+		r := secretstore.NewReader(newStore(t, ps), secretstore.ReaderOptions{TTL: time.Hour})
 		panicked := make(chan any, 1)
 		go func() {
 			defer func() { panicked <- recover() }()
@@ -363,40 +369,29 @@ func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 	})
 }
 
-func TestReaderWritesInvalidate(t *testing.T) {
+func TestReaderInvalidate(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
-	put(t, r, "x", "1")
-	s, err := r.Get(ctx, "x")
-	require.NoError(t, err)
-	assert.Equal(t, "1", value(s))
-
-	put(t, r, "x", "2")
-	s, err = r.Get(ctx, "x")
-	require.NoError(t, err)
-	assert.Equal(t, "2", value(s), "Put through the Reader drops the cached copy")
-
-	require.NoError(t, r.Delete(ctx, "x"))
-	_, err = r.Get(ctx, "x")
-	assert.ErrorIs(t, err, secretstore.ErrNotFound, "Delete through the Reader drops the cached copy")
-
+	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 	put(t, backend.Inner(), "y", "1")
-	_, err = r.Get(ctx, "y")
+	_, err := r.Get(ctx, "y")
 	require.NoError(t, err)
 	put(t, backend.Inner(), "y", "2")
+	s, err := r.Get(ctx, "y")
+	require.NoError(t, err)
+	assert.Equal(t, "1", value(s), "the cached copy")
 	r.Invalidate("y")
 	s, err = r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "2", value(s), "Invalidate drops the cached copy")
-	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "each Get after an invalidation read the backend")
+	assert.Equal(t, 2, backend.Count(secretstore.OpGet), "each Get after an invalidation read the backend")
 }
 
 func TestReaderReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner(), "x", "1")
-	r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 	for range 3 {
 		s, err := r.Get(ctx, "x")
 		require.NoError(t, err)
@@ -412,7 +407,7 @@ func TestReaderStat(t *testing.T) {
 		backend := mock.NewStore(nil)
 		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour})
+		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 		var g testgate.Gate
 		holdReads(backend, &g)
 
@@ -447,61 +442,61 @@ func TestReaderGetBatch(t *testing.T) {
 	names := []string{"a", "b", "missing", "b"}
 
 	t.Run("store without batches", func(t *testing.T) {
-		backend := mock.NewStore(nil)
-		put(t, backend.Inner(), "a", "1")
-		put(t, backend.Inner(), "b", "2")
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		d := testkit.NewDriver()
+		store := newStore(t, d)
+		put(t, store, "a", "1")
+		put(t, store, "b", "2")
+		r := secretstore.NewReader(store, secretstore.ReaderOptions{TTL: time.Hour})
 		_, err := r.Get(ctx, "a")
 		require.NoError(t, err)
+		gets := d.CallsByName("get")
 
 		got, err := r.GetBatch(ctx, names)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
-		assert.Equal(t, []mock.Call{
-			{Op: secretstore.OpGet, Name: "a"},
-			{Op: secretstore.OpGet, Name: "b"},
-			{Op: secretstore.OpGet, Name: "missing"},
-		}, backend.Calls(), "cached a is not read again; b is read once")
+		assert.Equal(t, map[string]int{"a": gets["a"], "b": gets["b"] + 1, "missing": 1}, d.CallsByName("get"),
+			"cached a is not read again; b is read once")
 
 		got, err = r.GetBatch(ctx, names)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
-		assert.Equal(t, 4, backend.Count(secretstore.OpGet), "only the missing name is read again")
+		assert.Equal(t, 2, d.Calls("get", "missing"), "only the missing name is read again")
 		_, err = r.Get(ctx, "b")
 		require.NoError(t, err)
-		assert.Equal(t, 4, backend.Count(secretstore.OpGet), "GetBatch results are cached for Get")
+		assert.Equal(t, gets["b"]+1, d.Calls("get", "b"), "GetBatch results are cached for Get")
 
 		got["a"].Data["v"][0] = 'X'
 		s, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		assert.Equal(t, "1", value(s), "GetBatch returns copies")
 
-		backend.FailNext(secretstore.OpGet, 1, secretstore.ErrUnavailable)
+		d.Fail(secretstore.ErrUnavailable, "c")
 		_, err = r.GetBatch(ctx, []string{"c", "d"})
 		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
 	})
 
 	t.Run("store with batches", func(t *testing.T) {
-		bm := testkit.NewBatchStore()
+		d := testkit.NewDriver()
+		bm := newStore(t, testkit.Batching(d))
 		put(t, bm, "a", "1")
 		put(t, bm, "b", "2")
-		backend := mock.NewStore(bm)
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		r := secretstore.NewReader(bm, secretstore.ReaderOptions{TTL: time.Hour})
 		got, err := r.GetBatch(ctx, names)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
-		require.Equal(t, 1, backend.Count(mock.OpGetBatch), "one backend call")
-		assert.Equal(t, []string{"a", "b", "missing"}, backend.Calls()[0].Names, "duplicates are not asked for")
+		require.EqualValues(t, 1, d.Batches(), "one backend call")
+		assert.Equal(t, 1, d.Calls("getbatch", "missing"), "duplicates are not asked for")
+		assert.Equal(t, 1, d.Calls("getbatch", "b"), "duplicates are not asked for")
 
 		_, err = r.GetBatch(ctx, []string{"a", "b"})
 		require.NoError(t, err)
-		assert.Equal(t, 1, backend.Count(mock.OpGetBatch), "all cached: no backend call")
+		assert.EqualValues(t, 1, d.Batches(), "all cached: no backend call")
 	})
 
 	t.Run("invalidation during a batch", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		put(t, backend.Inner(), "a", "old")
-		r := secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Hour, Now: newFakeClock().Now})
+		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 		backend.SetHook(func(context.Context, mock.Call) error {
 			backend.SetHook(nil)
 			r.Invalidate("a") // a watcher reports a change while the batch runs
@@ -541,9 +536,11 @@ func BenchmarkAgreementReads(b *testing.B) {
 					put(b, backend.Inner(), fmt.Sprintf("org/s%04d", i), "v")
 				}
 				backend.Reset()
-				var store secretstore.Store = backend
+				var store interface {
+					Get(context.Context, string) (*secretstore.Secret, error)
+				} = backend.Store
 				if withReader {
-					store = secretstore.NewReader(backend, secretstore.ReaderOptions{TTL: time.Minute})
+					store = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
 				}
 				var next atomic.Int64
 				b.ResetTimer()

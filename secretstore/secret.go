@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -26,25 +27,27 @@ type Data map[string][]byte
 // Format implements fmt.Formatter so that %v, %+v, %#v, %s, %q, %x and any
 // other verb print key names only.
 func (d Data) Format(f fmt.State, verb rune) {
+	var b strings.Builder
 	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, "secretstore.Data{")
+		b.WriteString("secretstore.Data{")
 		for i, k := range d.Keys() {
 			if i > 0 {
-				io.WriteString(f, ", ")
+				b.WriteString(", ")
 			}
-			fmt.Fprintf(f, "%q:%s", k, Redacted)
+			fmt.Fprintf(&b, "%q:%s", k, Redacted)
 		}
-		io.WriteString(f, "}")
-		return
-	}
-	io.WriteString(f, "map[")
-	for i, k := range d.Keys() {
-		if i > 0 {
-			io.WriteString(f, " ")
+		b.WriteString("}")
+	} else {
+		b.WriteString("map[")
+		for i, k := range d.Keys() {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(k + ":" + Redacted)
 		}
-		io.WriteString(f, k+":"+Redacted)
+		b.WriteString("]")
 	}
-	io.WriteString(f, "]")
+	_, _ = io.WriteString(f, b.String())
 }
 
 // String returns the key names with redacted values.
@@ -121,7 +124,7 @@ func (d Data) Sum256() [sha256.Size]byte {
 	for _, k := range d.Keys() {
 		binary.BigEndian.PutUint64(n[:], uint64(len(k)))
 		h.Write(n[:])
-		io.WriteString(h, k)
+		h.Write([]byte(k))
 		binary.BigEndian.PutUint64(n[:], uint64(len(d[k])))
 		h.Write(n[:])
 		h.Write(d[k])
@@ -156,11 +159,6 @@ type Secret struct {
 	UpdatedAt time.Time
 }
 
-// Metadata returns the secret's metadata, without its data.
-func (s *Secret) Metadata() Metadata {
-	return Metadata{Name: s.Name, Version: s.Version, UpdatedAt: s.UpdatedAt, Labels: maps.Clone(s.Labels)}
-}
-
 // Clone returns a deep copy of s.
 func (s *Secret) Clone() *Secret {
 	if s == nil {
@@ -175,11 +173,11 @@ func (s *Secret) Clone() *Secret {
 // Format implements fmt.Formatter: every verb prints metadata and key names only.
 func (s Secret) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		fmt.Fprintf(f, "secretstore.Secret{Name:%q, Data:%#v, Labels:%#v, Version:%q, UpdatedAt:%s}",
+		_, _ = fmt.Fprintf(f, "secretstore.Secret{Name:%q, Data:%#v, Labels:%#v, Version:%q, UpdatedAt:%s}",
 			s.Name, s.Data, s.Labels, s.Version, s.UpdatedAt.Format(time.RFC3339Nano))
 		return
 	}
-	fmt.Fprintf(f, "{Name:%s Data:%v Labels:%v Version:%s UpdatedAt:%s}",
+	_, _ = fmt.Fprintf(f, "{Name:%s Data:%v Labels:%v Version:%s UpdatedAt:%s}",
 		s.Name, s.Data, s.Labels, s.Version, s.UpdatedAt.Format(time.RFC3339Nano))
 }
 
@@ -200,14 +198,10 @@ func (s Secret) LogValue() slog.Value {
 }
 
 // Metadata is what Stat returns: everything about a secret but its values.
+// Its fields mean what Secret's do.
 type Metadata struct {
 	Name      string
 	Version   string
 	UpdatedAt time.Time
 	Labels    map[string]string
-}
-
-// LabelsEqual reports whether two label sets are the same. Nil and empty are equal.
-func LabelsEqual(a, b map[string]string) bool {
-	return len(a) == len(b) && maps.Equal(a, b)
 }

@@ -2,237 +2,648 @@ package secretstore
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// Store is the portable interface to a secret store. Backends (memory, vault,
-// awssm and out-of-tree ones) implement it; middleware wraps it.
+// Store is the portable secret store: a backend's driver (memory, vault,
+// awssm or out-of-tree) behind the rules every store shares, which Store
+// enforces itself. Backends return one from their constructors; Open
+// returns one from a config.
 //
 // Names are slash-separated paths relative to the store's scope; every
-// method rejects a name that fails ValidateName with ErrInvalid. All methods
-// are safe for concurrent use and honour context cancellation.
-type Store interface {
-	// Get returns the current version of the named secret, or an error
-	// matching ErrNotFound.
-	Get(ctx context.Context, name string) (*Secret, error)
-	// Stat returns the secret's metadata without reading its values.
-	Stat(ctx context.Context, name string) (Metadata, error)
-	// Put replaces the secret's data and labels (creating it if needed) and
-	// reports whether anything changed. A write that would change nothing
-	// returns false without calling the backend's write API. Secret.Version
-	// and Secret.UpdatedAt are ignored; use PutOptions.IfVersion for
-	// compare-and-set.
-	Put(ctx context.Context, secret *Secret, opts PutOptions) (changed bool, err error)
-	// Delete removes the secret. Deleting a missing secret is not an error.
-	Delete(ctx context.Context, name string) error
-	// List returns the names of all secrets whose name starts with prefix,
-	// at any depth, sorted. The prefix is a plain string prefix: "db/p"
-	// matches "db/password" and "db/pool/user". Paging is handled inside.
-	// An empty prefix lists everything.
-	List(ctx context.Context, prefix string) ([]string, error)
-	// Close releases the store's resources.
-	Close() error
+// method rejects a name that fails ValidateName with ErrInvalid. Errors
+// are *Error values naming the operation and the secret, of one kind each
+// (see ErrNotFound and the others), never holding a value. A call that
+// fails with ErrUnavailable is tried again, up to Options.MaxAttempts in
+// all, with a growing pause between attempts; a pause that would end
+// after the context's deadline is not started, so a caller bounds the
+// whole call, retries included, with a deadline and gets the store's
+// ErrUnavailable rather than a context error when attempts failed before
+// it. Values and labels are copied in and out: the caller may change what
+// it passed or got.
+//
+// Store also counts its calls and notes when the backend last answered
+// (LastSuccess, Stats), for the agbot's /health.
+//
+// All methods are safe for concurrent use.
+type Store struct {
+	drv         driver.Store
+	scope       string // "" or a valid name, no surrounding slashes
+	maxAttempts int
+	maxBackoff  time.Duration
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+
+	lastOK atomic.Int64 // unix nanoseconds; 0 = never
+	mu     sync.Mutex
+	stats  map[string]OpStats
+}
+
+// Options configure a Store.
+type Options struct {
+	// Scope is the path prefix every name is relative to: name n is the
+	// driver's "<Scope>/<n>". Empty means none; surrounding slashes are
+	// trimmed; otherwise it must be a valid name.
+	Scope string
+	// MaxAttempts is how often a call that fails with ErrUnavailable is
+	// tried in all: 1 turns retrying off; zero means 3.
+	MaxAttempts int
+	// MaxBackoff caps the pause between attempts, which starts at 100ms
+	// and doubles, with jitter. Zero means 2s.
+	MaxBackoff time.Duration
+}
+
+// Retry defaults.
+const (
+	defaultMaxAttempts = 3
+	defaultMaxBackoff  = 2 * time.Second
+	firstBackoff       = 100 * time.Millisecond
+	// maxMaxAttempts bounds MaxAttempts so a typo cannot make a call
+	// retry for hours.
+	maxMaxAttempts = 20
+)
+
+// New returns the portable Store over a backend's driver. Backend
+// packages call it from their constructors; programs call those, or Open.
+func New(d driver.Store, opts Options) (*Store, error) {
+	invalid := func(problem string) (*Store, error) {
+		return nil, &Error{Op: OpOpen, Kind: ErrInvalid, Err: errors.New(problem)}
+	}
+	if d == nil {
+		return invalid("the driver is nil")
+	}
+	scope, err := cleanScope(opts.Scope)
+	if err != nil {
+		return invalid(err.Error())
+	}
+	switch {
+	case opts.MaxAttempts < 0 || opts.MaxAttempts > maxMaxAttempts:
+		return invalid(fmt.Sprintf("MaxAttempts %d is outside 0..%d", opts.MaxAttempts, maxMaxAttempts))
+	case opts.MaxBackoff < 0:
+		return invalid("MaxBackoff is negative")
+	}
+	s := &Store{drv: d, scope: scope, maxAttempts: opts.MaxAttempts, maxBackoff: opts.MaxBackoff, stats: map[string]OpStats{}}
+	if s.maxAttempts == 0 {
+		s.maxAttempts = defaultMaxAttempts
+	}
+	if s.maxBackoff == 0 {
+		s.maxBackoff = defaultMaxBackoff
+	}
+	return s, nil
 }
 
 // PutOptions modify a Put. The zero value is an unconditional full replace.
 type PutOptions struct {
 	// IfVersion makes the write conditional: it succeeds only if the
 	// secret's current version equals IfVersion, else fails with ErrConflict.
-	// Backends without versions reject it with ErrInvalid.
+	// Stores without versions reject it with ErrInvalid.
 	IfVersion string
 	// CreateOnly makes the write fail with ErrConflict if the secret exists.
 	CreateOnly bool
 }
 
-// BatchGetter is implemented by stores that can read several secrets in one
-// backend call (AWS BatchGetSecretValue). Use GetBatch rather than calling it
-// directly.
-type BatchGetter interface {
-	// GetBatch returns the secrets that exist among names, keyed by name.
-	// Missing names are absent from the map; they are not an error.
-	GetBatch(ctx context.Context, names []string) (map[string]*Secret, error)
+// OpStats counts the calls of one operation.
+type OpStats struct {
+	Calls  int64
+	Errors int64
 }
 
-// CredentialChecker is implemented by stores that can tell whether the
-// backend accepts the caller's own credentials (a Vault token, AWS keys),
-// apart from any one secret. A caller that sees secrets refused or missing
-// asks it before concluding they were revoked: when the store rejects the
-// caller itself, every name reads Forbidden and nothing was learnt about
-// any secret. Use CheckCredentials rather than calling it directly.
-type CredentialChecker interface {
-	// CheckCredentials returns nil when the store accepts the caller's
-	// credentials; an error matching ErrPermission when it rejects them
-	// (expired, revoked, or they can no longer be renewed or obtained
-	// again), naming the cause and never the credential; an error matching
-	// ErrUnavailable when it cannot tell (the store did not answer); or a
-	// context error.
-	CheckCredentials(ctx context.Context) error
-}
-
-// ErrNoCredentialCheck is returned by CheckCredentials for a store that is
-// not a CredentialChecker. It matches errors.ErrUnsupported and none of the
-// error kinds.
-var ErrNoCredentialCheck = fmt.Errorf("secretstore: the store has no credential check: %w", errors.ErrUnsupported)
-
-// CheckCredentials runs store's credential check (see CredentialChecker),
-// or returns ErrNoCredentialCheck when store has none. Middleware of this
-// package (Monitor, Reader) passes the check on to the store it wraps.
-func CheckCredentials(ctx context.Context, store Store) error {
-	if cc, ok := store.(CredentialChecker); ok {
-		return cc.CheckCredentials(ctx)
+// path returns the driver's name for name.
+func (s *Store) path(name string) string {
+	if s.scope == "" {
+		return name
 	}
-	return ErrNoCredentialCheck
+	return s.scope + "/" + name
 }
 
-// CredentialCheckError makes the result of a backend's credential check
-// keep CredentialChecker's promise: nil, context errors and errors of kind
-// ErrPermission or ErrUnavailable are returned unchanged; an error of any
-// other kind (the store answered, but in a way that says nothing about the
-// credentials) becomes one of kind ErrUnavailable with the same cause.
-// Backends pass their check's error through it.
-func CredentialCheckError(err error) error {
-	switch KindOf(err) {
-	case nil, ErrPermission, ErrUnavailable:
+// rel returns the name of a driver name, and false when it lies outside
+// the scope.
+func (s *Store) rel(path string) (string, bool) {
+	if s.scope == "" {
+		return path, path != ""
+	}
+	rest, ok := strings.CutPrefix(path, s.scope+"/")
+	return rest, ok && rest != ""
+}
+
+// live checks that the store is open and ctx not done.
+func (s *Store) live(ctx context.Context, op, name string) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Name: name, Err: err}
+	}
+	if s.closed.Load() {
+		return &Error{Op: op, Name: name, Kind: ErrUnavailable, Err: errors.New("store is closed")}
+	}
+	return nil
+}
+
+// retry runs attempt until it succeeds, fails with an error of another
+// kind than ErrUnavailable, or the attempts or ctx's deadline run out, and
+// returns its error wrapped for op on name.
+func (s *Store) retry(ctx context.Context, op, name string, attempt func(context.Context) error) error {
+	var last error
+	for n := 1; ; n++ {
+		err := attempt(ctx)
+		if err == nil {
+			return nil
+		}
+		err = wrapError(ctx, op, name, err)
+		if !errors.Is(err, ErrUnavailable) {
+			if last != nil && KindOf(err) == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The deadline ended an attempt after others had failed:
+				// the store was unavailable until the caller's bound.
+				return last
+			}
+			return err
+		}
+		last = tried(err, n)
+		if n >= s.maxAttempts {
+			return last
+		}
+		wait := s.backoff(n)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return last
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &Error{Op: op, Name: name, Err: ctx.Err()}
+		case <-t.C:
+		}
+	}
+}
+
+// tried notes in err, an *Error, that it ended the n-th attempt.
+func tried(err error, n int) error {
+	var e *Error
+	if n < 2 || !errors.As(err, &e) {
 		return err
 	}
-	var e *Error
-	if errors.As(err, &e) {
-		return NewError(e.Op, e.Name, ErrUnavailable, e.Err)
+	if e.Err == nil {
+		return &Error{Op: e.Op, Name: e.Name, Kind: e.Kind, Err: fmt.Errorf("attempt %d", n)}
 	}
-	// Not an *Error: keep its text but not its kind.
-	return NewError(OpCheckCredentials, "", ErrUnavailable, errors.New(err.Error()))
+	return &Error{Op: e.Op, Name: e.Name, Kind: e.Kind, Err: fmt.Errorf("%w (attempt %d)", e.Err, n)}
 }
 
-// GetBatch reads several secrets, in one call when store implements
-// BatchGetter and one Get per name otherwise. Missing secrets are absent from
-// the result; any other error aborts the read.
-func GetBatch(ctx context.Context, store Store, names []string) (map[string]*Secret, error) {
-	if bg, ok := store.(BatchGetter); ok {
-		return bg.GetBatch(ctx, names)
+// backoff is the pause after the n-th failed attempt: 100ms doubling, at
+// most maxBackoff, with the upper half jittered.
+func (s *Store) backoff(n int) time.Duration {
+	d := firstBackoff << min(n-1, 20)
+	d = min(d, s.maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// record counts one call of op and notes an answer from the backend: no
+// error, or ErrNotFound, ErrConflict or ErrPermission. ErrUnavailable,
+// ErrInvalid (mostly refused before reaching the backend) and context
+// errors are not answers.
+func (s *Store) record(op string, err error) {
+	s.mu.Lock()
+	st := s.stats[op]
+	st.Calls++
+	if err != nil {
+		st.Errors++
 	}
-	out := make(map[string]*Secret, len(names))
-	seen := make(map[string]bool, len(names))
-	for _, name := range names {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		s, err := store.Get(ctx, name)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
+	s.stats[op] = st
+	s.mu.Unlock()
+	switch KindOf(err) {
+	case nil:
 		if err != nil {
+			return
+		}
+	case ErrNotFound, ErrConflict, ErrPermission:
+	default:
+		return
+	}
+	s.lastOK.Store(time.Now().UnixNano())
+}
+
+// LastSuccess returns the time of the last call the backend answered (no
+// error, or ErrNotFound, ErrConflict or ErrPermission), or the zero time
+// if there was none: the agbot's /health "lastVaultInteraction".
+func (s *Store) LastSuccess() time.Time {
+	ns := s.lastOK.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Stats returns the number of calls and of failed calls per operation,
+// keyed by Op name: a copy. A GetBatch counts as one OpGet, a watch
+// cycle's metadata listing as one OpStat.
+func (s *Store) Stats() map[string]OpStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.stats)
+}
+
+// toSecret copies what a driver returned into a Secret named name.
+func toSecret(name string, d *driver.Secret) *Secret {
+	data := Data(d.Data).Clone()
+	if data == nil {
+		data = Data{}
+	}
+	return &Secret{Name: name, Data: data, Labels: maps.Clone(d.Labels), Version: d.Version, UpdatedAt: d.UpdatedAt}
+}
+
+// toMetadata copies what a driver's Stat returned into Metadata for name.
+func toMetadata(name string, d *driver.Secret) Metadata {
+	return Metadata{Name: name, Version: d.Version, UpdatedAt: d.UpdatedAt, Labels: maps.Clone(d.Labels)}
+}
+
+// errNoAnswer is the cause when a driver returns neither a secret nor an error.
+var errNoAnswer = errors.New("the driver returned nothing")
+
+// Get returns the current version of the named secret, or an error
+// matching ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (*Secret, error) {
+	got, err := s.read(ctx, OpGet, name, s.drv.Get)
+	if err != nil {
+		return nil, err
+	}
+	return toSecret(name, got), nil
+}
+
+// Stat returns the secret's metadata without reading its values when the
+// backend allows (Vault KV v2 metadata, AWS DescribeSecret).
+func (s *Store) Stat(ctx context.Context, name string) (Metadata, error) {
+	got, err := s.read(ctx, OpStat, name, s.drv.Stat)
+	if err != nil {
+		return Metadata{}, err
+	}
+	return toMetadata(name, got), nil
+}
+
+// read makes one read of the driver's (Get or Stat) for op on name, with
+// the checks, retries and count every call has.
+func (s *Store) read(ctx context.Context, op, name string, read func(context.Context, string) (*driver.Secret, error)) (got *driver.Secret, err error) {
+	defer func() { s.record(op, err) }()
+	if err := s.start(ctx, op, name); err != nil {
+		return nil, err
+	}
+	err = s.retry(ctx, op, name, func(ctx context.Context) (err error) {
+		got, err = read(ctx, s.path(name))
+		if err == nil && got == nil {
+			err = &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+		}
+		return err
+	})
+	return got, err
+}
+
+// start validates name and checks that the store is open.
+func (s *Store) start(ctx context.Context, op, name string) error {
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	return s.live(ctx, op, name)
+}
+
+// Put replaces the secret's data and labels (creating it if needed) and
+// reports whether anything changed. It reads the secret first; a write
+// that would change nothing returns false without calling the backend's
+// write API, and a compare-and-set or create-only write that the read
+// shows to lose fails with ErrConflict without writing. Secret.Version and
+// Secret.UpdatedAt are ignored; use PutOptions.IfVersion for
+// compare-and-set.
+//
+// A Put whose write failed with ErrUnavailable is tried again: an
+// unconditional one from the read, so a write that landed though its
+// answer was lost is not written twice (and still reports a change); a
+// compare-and-set or create-only one by sending the same write again,
+// which a store with idempotency keys (AWS) recognises.
+func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed bool, err error) {
+	defer func() { s.record(OpPut, err) }()
+	if err := checkSecret(in); err != nil {
+		return false, err
+	}
+	name := in.Name
+	if err := s.live(ctx, OpPut, name); err != nil {
+		return false, err
+	}
+	path := s.path(name)
+	data, labels := in.Data.Clone(), maps.Clone(in.Labels)
+	conditional := opts.IfVersion != "" || opts.CreateOnly
+	token := newToken()
+	var sent *driver.Write // a write that failed and may have landed
+	err = s.retry(ctx, OpPut, name, func(ctx context.Context) error {
+		if sent != nil && conditional {
+			// Read again, the write would lose to itself: send it again,
+			// with its token.
+			err := s.drv.Put(ctx, sent)
+			changed = err == nil
+			return err
+		}
+		cur, err := s.current(ctx, path)
+		if err != nil {
+			return err
+		}
+		if err := putConflict(cur, opts); err != nil {
+			return err
+		}
+		if cur != nil && cur.Data != nil && data.Equal(cur.Data) && maps.Equal(labels, cur.Labels) {
+			changed = sent != nil // a lost answer to a write that landed
+			return nil
+		}
+		w := &driver.Write{Name: path, Data: data, Labels: labels, Current: cur, IfVersion: opts.IfVersion, CreateOnly: opts.CreateOnly, Token: token}
+		if err := s.drv.Put(ctx, w); err != nil {
+			sent = w
+			return err
+		}
+		changed = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return changed, nil
+}
+
+// current reads a secret for Put: nil when it is missing, and without
+// Data when its value cannot be read (ErrInvalid), which Put replaces.
+func (s *Store) current(ctx context.Context, path string) (*driver.Secret, error) {
+	cur, err := s.drv.Get(ctx, path)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case errors.Is(err, ErrInvalid):
+		md, serr := s.drv.Stat(ctx, path)
+		if serr != nil || md == nil {
 			return nil, err
 		}
-		out[name] = s
+		return &driver.Secret{Labels: md.Labels, Version: md.Version, UpdatedAt: md.UpdatedAt}, nil
+	case err != nil:
+		return nil, err
+	case cur == nil:
+		return nil, &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+	}
+	return cur, nil
+}
+
+// newToken returns a random idempotency key in the form of a UUID.
+func newToken() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// putConflict returns the error of a conditional Put that the current
+// secret cur (nil: missing) rules out, or nil.
+func putConflict(cur *driver.Secret, opts PutOptions) error {
+	conflict := func(why string) error { return &driver.Error{Kind: ErrConflict, Err: errors.New(why)} }
+	switch {
+	case opts.CreateOnly && cur != nil:
+		return conflict("secret exists and the write is create-only")
+	case opts.IfVersion == "":
+		return nil
+	case cur == nil:
+		return conflict("secret does not exist, so its version cannot match")
+	case cur.Version == "":
+		return &driver.Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
+	case cur.Version != opts.IfVersion:
+		return conflict("current version does not match the expected version")
+	}
+	return nil
+}
+
+// Delete removes the secret. Deleting a missing secret is not an error.
+func (s *Store) Delete(ctx context.Context, name string) (err error) {
+	defer func() { s.record(OpDelete, err) }()
+	if err := s.start(ctx, OpDelete, name); err != nil {
+		return err
+	}
+	return s.retry(ctx, OpDelete, name, func(ctx context.Context) error {
+		err := s.drv.Delete(ctx, s.path(name))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// List returns the names of all secrets whose name starts with prefix,
+// at any depth, sorted. The prefix is a plain string prefix: "db/p"
+// matches "db/password" and "db/pool/user". Paging is handled inside.
+// An empty prefix lists everything.
+func (s *Store) List(ctx context.Context, prefix string) (names []string, err error) {
+	defer func() { s.record(OpList, err) }()
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	if err := s.live(ctx, OpList, prefix); err != nil {
+		return nil, err
+	}
+	full := prefix
+	if s.scope != "" {
+		full = s.scope + "/" + prefix
+	}
+	var got []string
+	err = s.retry(ctx, OpList, prefix, func(ctx context.Context) (err error) {
+		got, err = s.drv.List(ctx, full)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	names = []string{}
+	for _, p := range got {
+		if n, ok := s.rel(p); ok && strings.HasPrefix(n, prefix) && ValidateName(n) == nil {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// GetBatch reads several secrets: in one backend call per batch when the
+// backend can (AWS BatchGetSecretValue), one Get per distinct name
+// otherwise. Missing secrets are absent from the result; an invalid name
+// or any other error aborts the read. It counts as one OpGet.
+func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*Secret, err error) {
+	defer func() { s.record(OpGet, err) }()
+	distinct, byPath, err := s.batchNames(ctx, OpGet, names)
+	if err != nil {
+		return nil, err
+	}
+	out = make(map[string]*Secret, len(distinct))
+	bg, ok := s.drv.(driver.BatchGetter)
+	if !ok {
+		for _, name := range distinct {
+			var got *driver.Secret
+			err := s.retry(ctx, OpGet, name, func(ctx context.Context) (err error) {
+				got, err = s.drv.Get(ctx, s.path(name))
+				return err
+			})
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return nil, err
+			case got != nil:
+				out[name] = toSecret(name, got)
+			}
+		}
+		return out, nil
+	}
+	var got map[string]*driver.Secret
+	err = s.retry(ctx, OpGet, batchName(distinct), func(ctx context.Context) (err error) {
+		got, err = bg.GetBatch(ctx, slices.Collect(maps.Keys(byPath)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for p, sec := range got {
+		if name, ok := byPath[p]; ok && sec != nil {
+			out[name] = toSecret(name, sec)
+		}
 	}
 	return out, nil
 }
 
-// MaxNameLength is the longest secret name ValidateName accepts, in bytes.
-const MaxNameLength = 512
-
-// ValidateName checks a secret name: non-empty, at most MaxNameLength bytes
-// of valid UTF-8 without control characters or backslashes, made of
-// slash-separated segments none of which is empty, "." or "..". So a name
-// can never be absolute or escape the scope it is joined to. Backends may
-// accept fewer names (AWS, for one, allows a narrower character set).
-func ValidateName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("name is empty")
-	case len(name) > MaxNameLength:
-		return fmt.Errorf("name is longer than %d bytes", MaxNameLength)
-	case !utf8.ValidString(name):
-		return errors.New("name is not valid UTF-8")
-	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '\\' }):
-		return errors.New("name contains a control character or backslash")
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		switch seg {
-		case "":
-			return errors.New("name has an empty path segment (leading, trailing or double slash)")
-		case ".", "..":
-			return fmt.Errorf("name has a %q path segment", seg)
+// batchNames validates names and returns them without duplicates, in
+// order, with the driver name of each.
+func (s *Store) batchNames(ctx context.Context, op string, names []string) ([]string, map[string]string, error) {
+	distinct := make([]string, 0, len(names))
+	byPath := make(map[string]string, len(names))
+	for _, name := range names {
+		if err := checkName(op, name); err != nil {
+			return nil, nil, err
+		}
+		if _, dup := byPath[s.path(name)]; !dup {
+			byPath[s.path(name)] = name
+			distinct = append(distinct, name)
 		}
 	}
-	return nil
+	if err := s.live(ctx, op, batchName(distinct)); err != nil {
+		return nil, nil, err
+	}
+	return distinct, byPath, nil
 }
 
-// CheckName returns an *Error of kind ErrInvalid for op when name fails
-// ValidateName, and nil otherwise. Backends call it first in every method.
-func CheckName(op, name string) error {
-	if err := ValidateName(name); err != nil {
-		return NewError(op, name, ErrInvalid, err)
+// batchName is the name in the error of a batch call: its only name, or
+// none.
+func batchName(names []string) string {
+	if len(names) == 1 {
+		return names[0]
 	}
-	return nil
+	return ""
 }
 
-// CheckPrefix validates a List prefix: empty, or a valid name optionally
-// followed by one slash.
-func CheckPrefix(prefix string) error {
-	p := strings.TrimSuffix(prefix, "/")
-	if prefix == "" {
-		return nil
+// statBatch reads the metadata of names in few backend calls when the
+// driver is a driver.BatchStater; ok is false when it is not. Names
+// absent from the result may be missing, refused or merely not listed.
+func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]Metadata, ok bool, err error) {
+	bs, ok := s.drv.(driver.BatchStater)
+	if !ok || len(names) == 0 {
+		return nil, false, nil
 	}
-	if err := ValidateName(p); err != nil {
-		return NewError(OpList, prefix, ErrInvalid, err)
+	defer func() { s.record(OpStat, err) }()
+	_, byPath, err := s.batchNames(ctx, OpStat, names)
+	if err != nil {
+		return nil, true, err
 	}
-	return nil
-}
-
-// CheckSecret validates a secret given to Put: its name, and non-empty data
-// and label keys.
-func CheckSecret(s *Secret) error {
-	if s == nil {
-		return NewError(OpPut, "", ErrInvalid, errors.New("secret is nil"))
-	}
-	if err := CheckName(OpPut, s.Name); err != nil {
+	var got map[string]*driver.Secret
+	err = s.retry(ctx, OpStat, "", func(ctx context.Context) (err error) {
+		got, err = bs.StatBatch(ctx, slices.Collect(maps.Keys(byPath)))
 		return err
+	})
+	if err != nil {
+		return nil, true, err
 	}
-	if _, ok := s.Data[""]; ok {
-		return NewError(OpPut, s.Name, ErrInvalid, errors.New("data has an empty key"))
+	out = make(map[string]Metadata, len(got))
+	for p, md := range got {
+		if name, ok := byPath[p]; ok && md != nil {
+			out[name] = toMetadata(name, md)
+		}
 	}
-	if _, ok := s.Labels[""]; ok {
-		return NewError(OpPut, s.Name, ErrInvalid, errors.New("labels have an empty key"))
-	}
-	return nil
+	return out, true, nil
 }
 
-// Scope maps names relative to a store's scope to backend paths and back.
-// The zero Scope maps names to themselves.
-type Scope string
-
-// NewScope validates scope (empty, or a valid name; surrounding slashes are
-// trimmed) and returns it.
-func NewScope(scope string) (Scope, error) {
-	s := strings.Trim(scope, "/")
-	if s == "" {
-		return "", nil
+// CheckCredentials tells whether the store accepts the caller's own
+// credentials (a Vault token, AWS keys), apart from any one secret. A
+// caller that sees secrets refused or missing asks it before concluding
+// they were revoked: when the store rejects the caller itself, every name
+// reads refused and nothing was learnt about any secret.
+//
+// It returns nil when the store accepts the credentials; an error matching
+// ErrPermission when it rejects them (expired, revoked, or they can no
+// longer be renewed or obtained again), naming the cause and never the
+// credential; an error matching ErrUnavailable when it cannot tell; a
+// context error; or, for a backend without such a check, an error matching
+// errors.ErrUnsupported and no kind, which is not counted as a call.
+func (s *Store) CheckCredentials(ctx context.Context) error {
+	const op = OpCheckCredentials
+	cc, ok := s.drv.(driver.CredentialChecker)
+	if !ok {
+		return errNoCheck()
 	}
-	if err := ValidateName(s); err != nil {
-		return "", fmt.Errorf("scope %q: %w", scope, err)
+	unsupported := false
+	err := s.live(ctx, op, "")
+	if err == nil {
+		err = s.retry(ctx, op, "", func(ctx context.Context) error {
+			err := cc.CheckCredentials(ctx)
+			if errors.Is(err, errors.ErrUnsupported) {
+				unsupported = true // a driver over a store without a check
+				return nil
+			}
+			return err
+		})
 	}
-	return Scope(s), nil
+	if unsupported {
+		return errNoCheck()
+	}
+	var e *Error
+	if errors.As(err, &e) && (e.Kind == ErrNotFound || e.Kind == ErrConflict || e.Kind == ErrInvalid) {
+		// The store answered, but nothing about the credentials: keep the
+		// cause's text, not its kind.
+		var cause error
+		if e.Err != nil {
+			cause = errors.New(e.Err.Error())
+		}
+		err = &Error{Op: op, Kind: ErrUnavailable, Err: cause}
+	}
+	s.record(op, err)
+	return err
 }
 
-// Path returns the backend path of name. The name must already be valid.
-func (s Scope) Path(name string) string {
-	if s == "" {
-		return name
-	}
-	return string(s) + "/" + name
+// errNoCheck is CheckCredentials' error for a store without a check.
+func errNoCheck() error {
+	return &Error{Op: OpCheckCredentials, Err: fmt.Errorf("the store has no credential check: %w", errors.ErrUnsupported)}
 }
 
-// Rel returns the name of a backend path, and false when path lies outside the scope.
-func (s Scope) Rel(path string) (string, bool) {
-	if s == "" {
-		return path, path != ""
-	}
-	rest, ok := strings.CutPrefix(path, string(s)+"/")
-	return rest, ok && rest != ""
+// As sets target to the backend's client when target is a pointer to its
+// type, and reports whether it did: **api.Client for Vault,
+// **secretsmanager.Client for AWS (see each backend's documentation). It
+// is the way to the backend's features that Store does not cover.
+func (s *Store) As(target any) bool {
+	a, ok := s.drv.(interface{ As(any) bool })
+	return ok && a.As(target)
+}
+
+// Close releases the store's resources. Later calls fail with
+// ErrUnavailable; Close itself may be called again and returns the first
+// call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.closeErr = s.drv.Close()
+	})
+	return s.closeErr
 }

@@ -1,6 +1,7 @@
 package secretstore_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -8,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
-	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
 )
 
@@ -40,21 +41,25 @@ func TestValidateName(t *testing.T) {
 		{"../up", `".." path segment`},
 		{"a/..", `".." path segment`},
 	}
+	d := testkit.NewDriver()
+	s := newStore(t, d)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := secretstore.ValidateName(c.name)
+			deleted := s.Delete(t.Context(), c.name)
 			if c.problem == "" {
 				assert.NoError(t, err)
-				assert.NoError(t, secretstore.CheckName(secretstore.OpGet, c.name))
+				assert.NoError(t, deleted)
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.problem)
-			checked := secretstore.CheckName(secretstore.OpDelete, c.name)
-			assert.ErrorIs(t, checked, secretstore.ErrInvalid)
-			assert.Contains(t, checked.Error(), "delete", "CheckName names the operation")
+			assert.ErrorIs(t, deleted, secretstore.ErrInvalid)
+			assert.Contains(t, deleted.Error(), "delete", "the error names the operation")
+			assert.Contains(t, deleted.Error(), c.problem)
 		})
 	}
+	assert.Zero(t, d.Calls("delete", strings.Repeat("x", secretstore.MaxNameLength+1)), "an invalid name never reaches the driver")
 	for _, n := range storetest.InvalidNames {
 		assert.Error(t, secretstore.ValidateName(n), "storetest.InvalidNames entry %q", n)
 	}
@@ -63,7 +68,8 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
-func TestCheckPrefix(t *testing.T) {
+func TestListPrefixes(t *testing.T) {
+	s := newStore(t, nil)
 	cases := []struct {
 		prefix string
 		ok     bool
@@ -72,7 +78,7 @@ func TestCheckPrefix(t *testing.T) {
 		{"/", false}, {"a//", false}, {"../", false}, {"a/../", false}, {"/a", false}, {"a\\", false},
 	}
 	for _, c := range cases {
-		err := secretstore.CheckPrefix(c.prefix)
+		_, err := s.List(t.Context(), c.prefix)
 		if c.ok {
 			assert.NoError(t, err, "prefix %q", c.prefix)
 		} else {
@@ -81,7 +87,7 @@ func TestCheckPrefix(t *testing.T) {
 	}
 }
 
-func TestCheckSecret(t *testing.T) {
+func TestPutChecksTheSecret(t *testing.T) {
 	cases := []struct {
 		name   string
 		secret *secretstore.Secret
@@ -96,7 +102,8 @@ func TestCheckSecret(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := secretstore.CheckSecret(c.secret)
+			d := testkit.NewDriver()
+			_, err := newStore(t, d).Put(t.Context(), c.secret, secretstore.PutOptions{})
 			if c.want == "" {
 				assert.NoError(t, err)
 				return
@@ -104,10 +111,13 @@ func TestCheckSecret(t *testing.T) {
 			assert.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "put")
+			assert.Zero(t, d.Calls("get", "")+d.Calls("put", ""), "nothing reached the driver")
 		})
 	}
 }
 
+// The scope maps names to the driver's names and back: every name the
+// driver sees is under it, and List shows only names under it, relative.
 func TestScope(t *testing.T) {
 	cases := []struct {
 		in, want string
@@ -115,82 +125,103 @@ func TestScope(t *testing.T) {
 	}{
 		{"", "", false},
 		{"/", "", false},
-		{"org1", "org1", false},
-		{"/org1/", "org1", false},
-		{"org1/team", "org1/team", false},
+		{"org1", "org1/", false},
+		{"/org1/", "org1/", false},
+		{"org1/team", "org1/team/", false},
 		{"a//b", "", true},
 		{"a/../b", "", true},
 		{"..", "", true},
 		{"x\x00", "", true},
 	}
 	for _, c := range cases {
-		sc, err := secretstore.NewScope(c.in)
+		d := testkit.NewDriver()
+		s, err := secretstore.New(d, secretstore.Options{Scope: c.in})
 		if c.bad {
-			assert.Error(t, err, "scope %q", c.in)
+			require.ErrorIs(t, err, secretstore.ErrInvalid, "scope %q", c.in)
 			assert.Contains(t, err.Error(), "scope")
 			continue
 		}
 		require.NoError(t, err, "scope %q", c.in)
-		assert.Equal(t, secretstore.Scope(c.want), sc, "scope %q", c.in)
+		put(t, s, "db/pw", "1")
+		assert.Equal(t, 1, d.Calls("put", c.want+"db/pw"), "scope %q: the driver's name", c.in)
+		got, err := s.Get(t.Context(), "db/pw")
+		require.NoError(t, err)
+		assert.Equal(t, "db/pw", got.Name)
 	}
 
-	paths := []struct {
-		scope, name, path string
-	}{
-		{"", "db", "db"},
-		{"org1", "db", "org1/db"},
-		{"org1", "a/b", "org1/a/b"},
+	d := testkit.NewDriver()
+	other := newStore(t, d)
+	for _, n := range []string{"org1/db", "org10/db", "org2/x", "org1/a/b"} {
+		put(t, other, n, "1")
 	}
-	for _, p := range paths {
-		sc := secretstore.Scope(p.scope)
-		assert.Equal(t, p.path, sc.Path(p.name))
-		rel, ok := sc.Rel(p.path)
-		assert.True(t, ok)
-		assert.Equal(t, p.name, rel, "Rel inverts Path")
-	}
-
-	outside := []struct{ scope, path string }{
-		{"org1", "org2/db"},
-		{"org1", "org10/db"},
-		{"org1", "org1"},
-		{"org1", "org1/"},
-		{"", ""},
-	}
-	for _, o := range outside {
-		_, ok := secretstore.Scope(o.scope).Rel(o.path)
-		assert.False(t, ok, "path %q is outside scope %q", o.path, o.scope)
-	}
+	s, err := secretstore.New(d, secretstore.Options{Scope: "org1"})
+	require.NoError(t, err)
+	names, err := s.List(t.Context(), "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/b", "db"}, names, "names outside the scope (org10 included) are not listed")
 }
 
 func TestGetBatch(t *testing.T) {
 	ctx := t.Context()
 	names := []string{"a", "missing", "b", "a", "missing"}
+	for _, batching := range []bool{false, true} {
+		d := testkit.NewDriver()
+		var drv driver.Store = d
+		if batching {
+			drv = testkit.Batching(d)
+		}
+		s := newStore(t, drv)
+		put(t, s, "a", "1")
+		put(t, s, "b", "2")
+		gets := d.Calls("get", "")
+		got, err := s.GetBatch(ctx, names)
+		require.NoError(t, err)
+		assert.Equal(t, "1", string(got["a"].Data["v"]))
+		assert.Equal(t, "2", string(got["b"].Data["v"]))
+		assert.Equal(t, "a", got["a"].Name)
+		assert.NotContains(t, got, "missing", "missing names are absent, not an error")
+		if batching {
+			assert.EqualValues(t, 1, d.Batches(), "a driver.BatchGetter is used")
+			assert.Equal(t, gets, d.Calls("get", ""))
+		} else {
+			assert.Equal(t, 3, d.Calls("get", "")-gets, "one Get per distinct name")
+		}
 
-	store := mock.NewStore(nil)
-	put(t, store, "a", "1")
-	put(t, store, "b", "2")
-	store.Reset()
-	got, err := secretstore.GetBatch(ctx, store.Inner(), names)
-	require.NoError(t, err)
-	assert.Equal(t, "1", string(got["a"].Data["v"]))
-	assert.Equal(t, "2", string(got["b"].Data["v"]))
-	assert.NotContains(t, got, "missing", "missing names are absent, not an error")
-
-	// Through the mock, which has GetBatch and passes it on as one Get per
-	// distinct name: duplicates are read once.
-	got, err = secretstore.GetBatch(ctx, store, names)
-	require.NoError(t, err)
-	assert.Len(t, got, 2)
-	assert.Equal(t, 3, store.Count(secretstore.OpGet))
-
-	store.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
-	_, err = secretstore.GetBatch(ctx, store, names)
-	assert.ErrorIs(t, err, secretstore.ErrPermission, "an error other than NotFound aborts the read")
-
-	bm := testkit.NewBatchStore()
-	put(t, bm, "a", "1")
-	got, err = secretstore.GetBatch(ctx, bm, names)
-	require.NoError(t, err)
-	assert.Len(t, got, 1)
-	assert.EqualValues(t, 1, bm.Batches(), "a BatchGetter is used")
+		d.Fail(secretstore.ErrPermission, "b")
+		_, err = s.GetBatch(ctx, names)
+		assert.ErrorIs(t, err, secretstore.ErrPermission, "an error other than NotFound aborts the read")
+	}
 }
+
+// A driver that returns neither a secret nor an error, or an error of no
+// kind, does not crash the store or leak its meaning.
+func TestOddDriverAnswers(t *testing.T) {
+	s := newStore(t, oddDriver{})
+	_, err := s.Get(t.Context(), "x")
+	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	_, err = s.Stat(t.Context(), "x")
+	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	err = s.Delete(t.Context(), "x")
+	require.ErrorIs(t, err, secretstore.ErrUnavailable, "an unclassified error is ErrUnavailable")
+	assert.Contains(t, err.Error(), "disk on fire")
+	assert.Contains(t, err.Error(), `delete "x"`)
+	_, err = s.List(t.Context(), "")
+	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.Contains(t, err.Error(), "the store did not answer in time", "a driver's own deadline is the store's trouble")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+}
+
+type oddDriver struct{ driver.Store }
+
+func (oddDriver) Get(context.Context, string) (*driver.Secret, error)  { return nil, nil }
+func (oddDriver) Stat(context.Context, string) (*driver.Secret, error) { return nil, nil }
+func (oddDriver) Delete(context.Context, string) error                 { return errDisk }
+func (oddDriver) List(context.Context, string) ([]string, error) {
+	return nil, context.DeadlineExceeded
+}
+
+var errDisk = errorString("disk on fire")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

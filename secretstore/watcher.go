@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 )
 
 // Watch intervals.
@@ -209,7 +207,7 @@ func (e Event) LogValue() slog.Value {
 // name Forbidden, the others answered, the credential check passing). A
 // Cycle holds names, counts and store errors, never values.
 type Cycle struct {
-	// At is when the cycle started, on the watcher's clock.
+	// At is when the cycle started.
 	At time.Time
 	// Events are the cycle's events (see Watcher): per-name events in name
 	// order, then at most one Unavailable event. Often none.
@@ -227,8 +225,8 @@ type Cycle struct {
 	// another error, or left out after OutageAfter cut the cycle short.
 	Unavailable int
 	// CredentialsChecked reports that the store has a credential check
-	// (CredentialChecker, also through Monitor and Reader) and the cycle
-	// ran it, once, after checking the names.
+	// (Store.CheckCredentials) and the cycle ran it, once, after checking
+	// the names.
 	CredentialsChecked bool
 	// Credentials is that check's result: nil when the store accepts the
 	// caller's credentials, else an error matching ErrPermission (rejected)
@@ -287,18 +285,16 @@ func credentialsString(err error) string {
 const opWatch = "watch"
 
 // WatcherOptions configure a Watcher. The zero value polls every
-// DefaultWatchInterval with the real clock.
+// DefaultWatchInterval.
 type WatcherOptions struct {
 	// Config holds the interval.
 	Config WatcherConfig
-	// Clock drives the ticker; nil means the real clock. Tests pass a
-	// clockwork.FakeClock.
-	Clock clockwork.Clock
 	// Heartbeat, if set, is called with the tick time on the watcher's
 	// goroutine before each cycle Run starts: a liveness signal. While a
 	// cycle overruns the interval it fires less often.
 	Heartbeat func(time.Time)
-	// Concurrency is how many Stat calls a cycle keeps in flight. Zero means 4.
+	// Concurrency is how many Stat calls a cycle keeps in flight when it
+	// asks name by name. Zero means 4.
 	Concurrency int
 	// OutageAfter is how many ErrUnavailable results in a row end a cycle
 	// early: the store is down, and checking thousands more names would
@@ -313,10 +309,15 @@ type WatcherOptions struct {
 }
 
 // Watcher detects rotation: it polls a store for a changing set of secret
-// names and reports what changed. Each cycle calls Stat once per watched
-// name; only when Stat returns an empty Version (a store without versions)
-// does it read the secret and keep the SHA-256 of its data (Data.Sum256),
-// never the data. It reports:
+// names and reports what changed. Each cycle reads every watched name's
+// metadata: in a few listing calls when the backend has them (AWS
+// ListSecrets, a page per 100 secrets), then with one Stat for each name
+// the listing left out and for three listed names in turn (a listing
+// shows a secret whose permission was taken away as present, so such a
+// refusal is reported within len(names)/3 cycles); otherwise with one
+// Stat per name, a few at a time (Vault has no bulk metadata read). Only when a secret has no Version (a
+// store without versions) does it read the secret and keep the SHA-256 of
+// its data (Data.Sum256), never the data. It reports:
 //
 //   - Changed when the version (or checksum) differs from the last one seen,
 //   - Deleted when the secret is missing (ErrNotFound),
@@ -334,7 +335,7 @@ type WatcherOptions struct {
 // names.
 //
 // After the names, a cycle runs the store's credential check once when the
-// store has one (CredentialChecker), and reports it with counts of how the
+// store has one (Store.CheckCredentials), and reports it with counts of how the
 // names fared in a Cycle, so a caller never mistakes the store refusing
 // the caller itself (every name Forbidden) for revoked secrets.
 //
@@ -344,26 +345,23 @@ type WatcherOptions struct {
 // Observed (the agreement tracker does, for agreements registered with the
 // tags they were sent).
 //
-// Give the watcher the backend (or a Monitor), not a Reader whose cache
-// would hide fresh data from the checksum fallback.
-//
 // Run delivers each cycle by calling a handler on the watcher's own
 // goroutine, with no lock held: the handler may call Watch, Unwatch,
 // Retry and Observed, and a slow handler only delays the next cycle.
 // Cycles never overlap: a cycle (or handler) slower than the interval makes
 // the next cycle start right after it, once, with no goroutines piling up.
 type Watcher struct {
-	store       Store
+	store       *Store
 	interval    time.Duration
-	clock       clockwork.Clock
 	heartbeat   func(time.Time)
 	concurrency int
 	outageAfter int
 	log         *slog.Logger
 
-	running atomic.Bool
-	cycleMu sync.Mutex // one cycle at a time
-	credErr error      // the last cycle's credential check result; guarded by cycleMu
+	running  atomic.Bool
+	cycleMu  sync.Mutex // one cycle at a time
+	credErr  error      // the last cycle's credential check result; guarded by cycleMu
+	spotNext int        // where the next cycle's spot checks start; guarded by cycleMu
 
 	mu      sync.Mutex
 	entries map[string]*watchEntry
@@ -405,7 +403,7 @@ type observation struct {
 
 // NewWatcher returns a watcher of store with no names. It validates
 // opts.Config.
-func NewWatcher(store Store, opts WatcherOptions) (*Watcher, error) {
+func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 	if store == nil {
 		return nil, NewError(OpOpen, "", ErrInvalid, errors.New("watcher: store is nil"))
 	}
@@ -415,16 +413,12 @@ func NewWatcher(store Store, opts WatcherOptions) (*Watcher, error) {
 	w := &Watcher{
 		store:       store,
 		interval:    opts.Config.interval(),
-		clock:       opts.Clock,
 		heartbeat:   opts.Heartbeat,
 		concurrency: opts.Concurrency,
 		outageAfter: opts.OutageAfter,
 		log:         opts.Logger,
 		entries:     map[string]*watchEntry{},
 		retry:       map[string]struct{}{},
-	}
-	if w.clock == nil {
-		w.clock = clockwork.NewRealClock()
 	}
 	if w.concurrency <= 0 {
 		w.concurrency = 4
@@ -527,9 +521,9 @@ func (w *Watcher) Run(ctx context.Context, handle func(context.Context, Cycle)) 
 	}
 	defer w.running.Store(false)
 
-	ticker := w.clock.NewTicker(w.interval)
+	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
-	tick := w.clock.Now()
+	tick := time.Now()
 	for {
 		if w.heartbeat != nil {
 			w.heartbeat(tick)
@@ -540,7 +534,7 @@ func (w *Watcher) Run(ctx context.Context, handle func(context.Context, Cycle)) 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case tick = <-ticker.Chan():
+		case tick = <-ticker.C:
 		}
 	}
 }
@@ -553,7 +547,7 @@ func (w *Watcher) Run(ctx context.Context, handle func(context.Context, Cycle)) 
 func (w *Watcher) Poll(ctx context.Context) Cycle {
 	w.cycleMu.Lock()
 	defer w.cycleMu.Unlock()
-	start := w.clock.Now()
+	start := time.Now()
 
 	w.mu.Lock()
 	if w.snap == nil {
@@ -571,7 +565,7 @@ func (w *Watcher) Poll(ctx context.Context) Cycle {
 	w.mu.Unlock()
 
 	w.check(ctx, snap)
-	cred := CheckCredentials(ctx, w.store)
+	cred := w.store.CheckCredentials(ctx)
 	if ctx.Err() != nil {
 		return Cycle{}
 	}
@@ -580,7 +574,7 @@ func (w *Watcher) Poll(ctx context.Context) Cycle {
 	c, unavailable, firstErr := w.apply(snap)
 	w.mu.Unlock()
 	c.At = start
-	if !errors.Is(cred, ErrNoCredentialCheck) {
+	if !errors.Is(cred, errors.ErrUnsupported) {
 		c.CredentialsChecked, c.Credentials = true, cred
 		w.noteCredentials(cred)
 	}
@@ -592,7 +586,7 @@ func (w *Watcher) Poll(ctx context.Context) Cycle {
 			slog.Int("names", len(unavailable)), slog.Int("watched", c.Watched),
 			slog.Bool("outage", outage), slog.String("err", errString(firstErr)))
 	}
-	w.log.Debug("watch cycle", slog.Any("cycle", c), slog.Duration("took", w.clock.Since(start)))
+	w.log.Debug("watch cycle", slog.Any("cycle", c), slog.Duration("took", time.Since(start)))
 	return c
 }
 
@@ -616,16 +610,58 @@ func (w *Watcher) noteCredentials(err error) {
 	}
 }
 
-// check observes every entry of snap, storing each result in entry.res.
+// check observes every entry of snap, storing each result in entry.res:
+// present names with a version from one listing when the store has one,
+// the others one by one.
 func (w *Watcher) check(ctx context.Context, snap []*watchEntry) {
+	for _, e := range snap {
+		e.res = observation{}
+	}
+	names := make([]string, len(snap))
+	for i, e := range snap {
+		names[i] = e.name
+	}
+	listed, ok, err := w.store.statBatch(ctx, names)
+	if ok && err != nil {
+		// Ask name by name: the answers say which names are refused, and
+		// an outage ends the cycle after OutageAfter of them.
+		w.log.Debug("listing the watched secrets failed; checking them one by one", slog.String("err", err.Error()))
+	}
+	rest := snap
+	if ok && err == nil {
+		// A few listed names in turn are asked about one by one too: a
+		// listing shows a secret whose permission was taken away (a
+		// resource policy denying it) as present.
+		spot := min(spotChecks, len(snap))
+		first := w.spotNext % len(snap)
+		w.spotNext = first + spot
+		rest = make([]*watchEntry, 0, len(snap)-len(listed)+spot)
+		for i, e := range snap {
+			md, found := listed[e.name]
+			spotted := (i-first+len(snap))%len(snap) < spot
+			if found && md.Version != "" && !spotted {
+				e.res = observation{state: statePresent, version: md.Version}
+			} else {
+				rest = append(rest, e)
+			}
+		}
+	}
+	w.checkEach(ctx, rest)
+}
+
+// spotChecks is how many listed names a cycle asks about one by one, in
+// turn, so that a permission taken from one secret is seen within
+// len(names)/spotChecks cycles also where a listing shows it present.
+const spotChecks = 3
+
+// checkEach observes every entry of snap with its own calls, a few at a
+// time, and stops after OutageAfter unavailable results in a row.
+func (w *Watcher) checkEach(ctx context.Context, snap []*watchEntry) {
 	var (
 		next       atomic.Int64 // index of the next entry to check
 		failsInRow atomic.Int64
 		stopped    atomic.Bool
 	)
-	for _, e := range snap {
-		e.res = observation{}
-	}
 	work := func() {
 		for !stopped.Load() && ctx.Err() == nil {
 			i := int(next.Add(1) - 1)

@@ -65,7 +65,7 @@ func ExampleCycle_StoreFailure() {
 	for _, name := range []string{"db/password", "api/token", "tls/key"} {
 		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
-	w, err := secretstore.NewWatcher(backend, secretstore.WatcherOptions{})
+	w, err := secretstore.NewWatcher(backend.Store, secretstore.WatcherOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -6,119 +6,49 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
-	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// faultStore wraps a Store, counts Stat and Get calls per name, and injects
-// per-name errors, a gate that holds every Stat, and versionless metadata.
+// faultStore is a store over a test driver, which counts Stat and Get
+// calls per name and injects per-name errors, a gate that holds every
+// Stat, and versionless metadata.
 type faultStore struct {
-	secretstore.Store
-
-	mu          sync.Mutex
-	faults      map[string]error // error kind per name
-	noVersions  bool             // Stat and Get report an empty Version, like a store without versions
-	gate        testgate.Gate    // holds every Stat while held
-	stats       map[string]int
-	gets        map[string]int
-	inflight    int
-	maxInflight int
+	*testkit.Driver
+	store *secretstore.Store
 }
 
-func newFaultStore(s secretstore.Store) *faultStore {
-	return &faultStore{Store: s, faults: map[string]error{}, stats: map[string]int{}, gets: map[string]int{}}
+func newFaultStore(t testing.TB) *faultStore {
+	d := testkit.NewDriver()
+	return &faultStore{Driver: d, store: newStore(t, d)}
 }
 
-func (f *faultStore) setFault(kind error, names ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, n := range names {
-		if kind == nil {
-			delete(f.faults, n)
-		} else {
-			f.faults[n] = kind
-		}
-	}
-}
-
-func (f *faultStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	f.mu.Lock()
-	f.stats[name]++
-	f.inflight++
-	f.maxInflight = max(f.maxInflight, f.inflight)
-	kind := f.faults[name]
-	noVersions := f.noVersions
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inflight--
-		f.mu.Unlock()
-	}()
-	if err := f.gate.Wait(ctx); err != nil {
-		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, nil, err)
-	}
-	if kind != nil {
-		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, kind, errors.New("injected"))
-	}
-	md, err := f.Store.Stat(ctx, name)
-	if noVersions {
-		md.Version = ""
-	}
-	return md, err
-}
-
-func (f *faultStore) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
-	f.mu.Lock()
-	f.gets[name]++
-	kind := f.faults[name]
-	noVersions := f.noVersions
-	f.mu.Unlock()
-	if kind != nil {
-		return nil, secretstore.NewError(secretstore.OpGet, name, kind, errors.New("injected"))
-	}
-	s, err := f.Store.Get(ctx, name)
-	if err == nil && noVersions {
-		s.Version = ""
-	}
-	return s, err
-}
+func (f *faultStore) setFault(kind error, names ...string) { f.Fail(kind, names...) }
 
 func (f *faultStore) statCalls() (total int, perName map[string]int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	perName = map[string]int{}
-	for n, c := range f.stats {
-		perName[n] = c
+	perName = f.CallsByName("stat")
+	for _, c := range perName {
 		total += c
 	}
 	return total, perName
 }
 
-func (f *faultStore) getCalls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range f.gets {
-		n += c
-	}
-	return n
-}
+func (f *faultStore) getCalls() int { return f.Calls("get", "") }
 
-func put(t testing.TB, s secretstore.Store, name, value string) {
+func put(t testing.TB, s *secretstore.Store, name, value string) {
 	t.Helper()
 	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
@@ -141,21 +71,19 @@ func summary(events []secretstore.Event) []string {
 	return out
 }
 
-// running is a Watcher driven by Run with a fake clock.
+// running is a Watcher driven by Run, in a synctest bubble.
 type running struct {
 	t      *testing.T
 	w      *secretstore.Watcher
-	clock  *clockwork.FakeClock
 	cycles chan secretstore.Cycle
 	beats  atomic.Int64
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startWatcher(t *testing.T, store secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
+func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
 	t.Helper()
-	r := &running{t: t, clock: clockwork.NewFakeClock(), cycles: make(chan secretstore.Cycle, 100), done: make(chan error, 1)}
-	opts.Clock = r.clock
+	r := &running{t: t, cycles: make(chan secretstore.Cycle, 100), done: make(chan error, 1)}
 	opts.Heartbeat = func(time.Time) { r.beats.Add(1) }
 	w, err := secretstore.NewWatcher(store, opts)
 	require.NoError(t, err)
@@ -168,14 +96,8 @@ func startWatcher(t *testing.T, store secretstore.Store, opts secretstore.Watche
 	return r
 }
 
-// tick advances the fake clock by one interval once the ticker exists.
-func (r *running) tick() {
-	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(r.t, r.clock.BlockUntilContext(ctx, 1))
-	r.clock.Advance(r.w.Interval())
-}
+// tick lets one interval pass.
+func (r *running) tick() { time.Sleep(r.w.Interval()) }
 
 // next returns the events of the next cycle.
 func (r *running) next() []secretstore.Event {
@@ -205,70 +127,72 @@ func (r *running) stop() {
 }
 
 func TestWatcherEventKinds(t *testing.T) {
-	mem := memory.New()
-	fs := newFaultStore(mem)
-	put(t, mem, "a", "1")
-	r := startWatcher(t, fs, secretstore.WatcherOptions{}, "a", "b")
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFaultStore(t)
+		mem := fs.store
+		put(t, mem, "a", "1")
+		r := startWatcher(t, fs.store, secretstore.WatcherOptions{}, "a", "b")
 
-	first := r.next()
-	assert.Equal(t, []string{"appeared a initial", "deleted b initial"}, summary(first))
-	md, err := mem.Stat(context.Background(), "a")
-	require.NoError(t, err)
-	assert.Equal(t, md.Version, first[0].Version, "Appeared carries the version")
+		first := r.next()
+		assert.Equal(t, []string{"appeared a initial", "deleted b initial"}, summary(first))
+		md, err := mem.Stat(context.Background(), "a")
+		require.NoError(t, err)
+		assert.Equal(t, md.Version, first[0].Version, "Appeared carries the version")
 
-	steps := []struct {
-		name   string
-		change func()
-		want   []string
-	}{
-		{"nothing changes", func() {}, nil},
-		{"new value", func() { put(t, mem, "a", "2") }, []string{"changed a"}},
-		{"deleted", func() { require.NoError(t, mem.Delete(context.Background(), "a")) }, []string{"deleted a"}},
-		{"missing one appears, no earlier content so no Changed", func() { put(t, mem, "b", "1") }, []string{"appeared b"}},
-		{"recreated with new content", func() { put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
-		{"access revoked", func() { fs.setFault(secretstore.ErrPermission, "a") }, []string{"forbidden a"}},
-		{"still revoked: no repeat", func() {}, nil},
-		{"access restored, same version", func() { fs.setFault(nil, "a") }, []string{"appeared a"}},
-		{"one name unavailable", func() { fs.setFault(secretstore.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
-		{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
-		{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
-	}
-	for i, s := range steps {
-		s.change()
-		r.tick()
-		// Wait for this cycle's Stats (2 names per cycle), so the next
-		// step's change cannot reach into this cycle.
-		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 2*(i+2) }, 10*time.Second, time.Millisecond)
-		got := r.next()
-		if s.want == nil {
-			assert.Empty(t, got, s.name)
-			continue
+		steps := []struct {
+			name   string
+			change func()
+			want   []string
+		}{
+			{"nothing changes", func() {}, nil},
+			{"new value", func() { put(t, mem, "a", "2") }, []string{"changed a"}},
+			{"deleted", func() { require.NoError(t, mem.Delete(context.Background(), "a")) }, []string{"deleted a"}},
+			{"missing one appears, no earlier content so no Changed", func() { put(t, mem, "b", "1") }, []string{"appeared b"}},
+			{"recreated with new content", func() { put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
+			{"access revoked", func() { fs.setFault(secretstore.ErrPermission, "a") }, []string{"forbidden a"}},
+			{"still revoked: no repeat", func() {}, nil},
+			{"access restored, same version", func() { fs.setFault(nil, "a") }, []string{"appeared a"}},
+			{"one name unavailable", func() { fs.setFault(secretstore.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
+			{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
+			{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
 		}
-		assert.Equal(t, s.want, summary(got), s.name)
-		for _, e := range got {
-			switch e.Kind {
-			case secretstore.Forbidden:
-				assert.ErrorIs(t, e.Err, secretstore.ErrPermission)
-			case secretstore.Unavailable:
-				assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
-			case secretstore.Changed:
-				md, err := mem.Stat(context.Background(), e.Name)
-				require.NoError(t, err)
-				assert.Equal(t, md.Version, e.Version)
+		for _, s := range steps {
+			s.change()
+			r.tick()
+			// The cycle is over once every goroutine waits, so the next
+			// step's change cannot reach into this cycle.
+			synctest.Wait()
+			got := r.next()
+			if s.want == nil {
+				assert.Empty(t, got, s.name)
+				continue
+			}
+			assert.Equal(t, s.want, summary(got), s.name)
+			for _, e := range got {
+				switch e.Kind {
+				case secretstore.Forbidden:
+					assert.ErrorIs(t, e.Err, secretstore.ErrPermission)
+				case secretstore.Unavailable:
+					assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+				case secretstore.Changed:
+					md, err := mem.Stat(context.Background(), e.Name)
+					require.NoError(t, err)
+					assert.Equal(t, md.Version, e.Version)
+				}
 			}
 		}
-	}
+	})
 }
 
 func TestWatcherMultiErrorCycle(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	fs := newFaultStore(mem)
+	fs := newFaultStore(t)
+	mem := fs.store
 	names := []string{"a", "b", "c", "d", "e", "f", "g"}
 	for _, n := range names {
 		put(t, mem, n, "1")
 	}
-	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 3})
+	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 3})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	require.Len(t, w.Poll(ctx).Events, len(names))
@@ -299,12 +223,12 @@ func TestWatcherOutage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem := memory.New()
-			fs := newFaultStore(mem)
+			fs := newFaultStore(t)
+			mem := fs.store
 			for _, n := range names {
 				put(t, mem, n, "1")
 			}
-			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1, OutageAfter: c.outageAfter})
+			w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 1, OutageAfter: c.outageAfter})
 			require.NoError(t, err)
 			require.NoError(t, w.Watch(names...))
 			require.Len(t, w.Poll(ctx).Events, 50)
@@ -330,46 +254,50 @@ func TestWatcherOutage(t *testing.T) {
 }
 
 func TestWatcherClosedStoreIsOutageNotDeletion(t *testing.T) {
-	ctx := context.Background()
-	mem := memory.New()
-	put(t, mem, "a", "1")
-	put(t, mem, "b", "1")
-	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a", "b")
-	require.Len(t, r.next(), 2)
-	require.NoError(t, mem.Close()) // every call now fails with ErrUnavailable
-	r.tick()
-	assert.Equal(t, []string{"unavailable a,b outage=true"}, summary(r.next()))
-	_ = ctx
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := newStore(t, nil)
+		put(t, mem, "a", "1")
+		put(t, mem, "b", "1")
+		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a", "b")
+		require.Len(t, r.next(), 2)
+		require.NoError(t, mem.Close()) // every call now fails with ErrUnavailable
+		r.tick()
+		assert.Equal(t, []string{"unavailable a,b outage=true"}, summary(r.next()))
+		_ = ctx
+	})
 }
 
 func TestWatcherOneStatPerDistinctName(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	fs := newFaultStore(mem)
+	fs := newFaultStore(t)
+	mem := fs.store
 	put(t, mem, "a", "1")
-	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "a", "b"))
 	require.NoError(t, w.Watch("b", "a"))
 	assert.Equal(t, []string{"a", "b"}, w.Names())
+	gets := fs.getCalls()
 	for range 3 {
 		w.Poll(ctx)
 	}
 	_, per := fs.statCalls()
 	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
-	assert.Zero(t, fs.getCalls(), "a store with versions is never read")
+	assert.Equal(t, gets, fs.getCalls(), "a store with versions is never read")
 }
 
 func TestWatcherChecksumFallback(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	fs := newFaultStore(mem)
-	fs.noVersions = true
+	fs := newFaultStore(t)
+	mem := fs.store
+	fs.HideVersions(true)
 	put(t, mem, "a", "1")
 	put(t, mem, "b", "1")
-	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
+	gets := fs.getCalls()
 	first := w.Poll(ctx).Events
 	require.Len(t, first, 2)
 	assert.Empty(t, first[0].Version, "no version, and the checksum is not exposed")
@@ -383,7 +311,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	ev := w.Poll(ctx).Events
 	assert.Equal(t, []string{"changed b"}, summary(ev))
 	assert.Empty(t, ev[0].Version)
-	assert.Equal(t, 3*2, fs.getCalls(), "one Get per name per cycle, only because Stat had no version")
+	assert.Equal(t, 3*2, fs.getCalls()-gets-2, "one Get per name per cycle, only because Stat had no version (and two to compare the Puts)")
 	_, per := fs.statCalls()
 	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
 
@@ -398,13 +326,13 @@ func TestWatcherObserved(t *testing.T) {
 	for _, noVersions := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noVersions=%t", noVersions), func(t *testing.T) {
 			ctx := context.Background()
-			mem := memory.New()
-			fs := newFaultStore(mem)
-			fs.noVersions = noVersions
-			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
+			fs := newFaultStore(t)
+			mem := fs.store
+			fs.HideVersions(noVersions)
+			w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
 			require.NoError(t, err)
 			read := func() secretstore.ContentTag {
-				s, err := fs.Get(ctx, "a")
+				s, err := fs.store.Get(ctx, "a")
 				require.NoError(t, err)
 				return s.ContentTag()
 			}
@@ -458,7 +386,7 @@ func TestWatcherObserved(t *testing.T) {
 
 func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
+	mem := newStore(t, nil)
 	put(t, mem, "a", "1")
 	w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{})
 	require.NoError(t, err)
@@ -470,7 +398,7 @@ func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 }
 
 func TestWatcherWatchValidatesAll(t *testing.T) {
-	w, err := secretstore.NewWatcher(memory.New(), secretstore.WatcherOptions{})
+	w, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	err = w.Watch("ok", "../escape")
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -480,72 +408,76 @@ func TestWatcherWatchValidatesAll(t *testing.T) {
 }
 
 func TestWatcherSlowCycle(t *testing.T) {
-	mem := memory.New()
-	fs := newFaultStore(mem)
-	names := []string{"a", "b", "c", "d", "e", "f"}
-	for _, n := range names {
-		put(t, mem, n, "1")
-	}
-	fs.gate.Hold()
-	r := startWatcher(t, fs, secretstore.WatcherOptions{Concurrency: 3}, names...)
-	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 3 }, 10*time.Second, time.Millisecond,
-		"the first cycle is stuck with 3 Stats in flight")
-	goroutines := runtime.NumGoroutine()
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFaultStore(t)
+		mem := fs.store
+		names := []string{"a", "b", "c", "d", "e", "f"}
+		for _, n := range names {
+			put(t, mem, n, "1")
+		}
+		fs.Gate.Hold()
+		r := startWatcher(t, fs.store, secretstore.WatcherOptions{Concurrency: 3}, names...)
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 3 }, 10*time.Second, time.Millisecond,
+			"the first cycle is stuck with 3 Stats in flight")
+		goroutines := runtime.NumGoroutine()
 
-	for range 20 {
-		r.tick() // 20 intervals pass while the first cycle is stuck
-	}
-	n, _ := fs.statCalls()
-	assert.Equal(t, 3, n, "no second cycle starts while one is running")
-	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "ticks during a slow cycle start no goroutines")
-	assert.Equal(t, int64(1), r.beats.Load(), "the loop is busy: no heartbeat until the cycle ends")
+		for range 20 {
+			r.tick() // 20 intervals pass while the first cycle is stuck
+		}
+		n, _ := fs.statCalls()
+		assert.Equal(t, 3, n, "no second cycle starts while one is running")
+		assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "ticks during a slow cycle start no goroutines")
+		assert.Equal(t, int64(1), r.beats.Load(), "the loop is busy: no heartbeat until the cycle ends")
 
-	fs.gate.Release()
-	require.Len(t, r.next(), 6)
-	// The ticks that came during the slow cycle collapse into one
-	// back-to-back cycle.
-	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 12 }, 10*time.Second, time.Millisecond)
-	require.Never(t, func() bool { n, _ := fs.statCalls(); return n > 12 }, 200*time.Millisecond, 5*time.Millisecond)
-	assert.Equal(t, int64(2), r.beats.Load())
-	fs.mu.Lock()
-	assert.LessOrEqual(t, fs.maxInflight, 3, "never more Stats in flight than Concurrency")
-	fs.mu.Unlock()
+		fs.Gate.Release()
+		require.Len(t, r.next(), 6)
+		// The ticks that came during the slow cycle collapse into one
+		// back-to-back cycle.
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 12 }, 10*time.Second, time.Millisecond)
+		require.Never(t, func() bool { n, _ := fs.statCalls(); return n > 12 }, 200*time.Millisecond, 5*time.Millisecond)
+		assert.Equal(t, int64(2), r.beats.Load())
+		assert.LessOrEqual(t, fs.MaxInflight(), 3, "never more Stats in flight than Concurrency")
 
-	r.tick()
-	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 18 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, int64(3), r.beats.Load())
+		r.tick()
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 18 }, 10*time.Second, time.Millisecond)
+		assert.Equal(t, int64(3), r.beats.Load())
+	})
 }
 
 func TestWatcherHeartbeatEachTick(t *testing.T) {
-	mem := memory.New()
-	put(t, mem, "a", "1")
-	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
-	r.next()
-	for i := range 5 {
-		r.tick()
-		want := int64(i + 2)
-		require.Eventually(t, func() bool { return r.beats.Load() == want }, 10*time.Second, time.Millisecond)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := newStore(t, nil)
+		put(t, mem, "a", "1")
+		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+		r.next()
+		for i := range 5 {
+			r.tick()
+			want := int64(i + 2)
+			require.Eventually(t, func() bool { return r.beats.Load() == want }, 10*time.Second, time.Millisecond)
+		}
+	})
 }
 
 func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
-	mem := memory.New()
-	fs := newFaultStore(mem)
-	put(t, mem, "a", "1")
-	fs.gate.Hold()
-	before := runtime.NumGoroutine()
-	r := startWatcher(t, fs, secretstore.WatcherOptions{}, "a")
-	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
-	r.cancel()
-	select {
-	case err := <-r.done:
-		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop")
-	}
-	r.done <- nil // for the cleanup
-	assert.Empty(t, r.cycles, "a cancelled cycle reports nothing")
-	assert.True(t, goroutinesSettle(before), "no goroutine left behind")
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFaultStore(t)
+		mem := fs.store
+		put(t, mem, "a", "1")
+		fs.Gate.Hold()
+		before := runtime.NumGoroutine()
+		r := startWatcher(t, fs.store, secretstore.WatcherOptions{}, "a")
+		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
+		r.cancel()
+		select {
+		case err := <-r.done:
+			assert.ErrorIs(t, err, context.Canceled)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not stop")
+		}
+		r.done <- nil // for the cleanup
+		assert.Empty(t, r.cycles, "a cancelled cycle reports nothing")
+		assert.True(t, goroutinesSettle(before), "no goroutine left behind")
+	})
 }
 
 // goroutinesSettle waits up to 10s for the goroutine count to drop to at
@@ -561,77 +493,81 @@ func goroutinesSettle(n int) bool {
 }
 
 func TestWatcherRunTwice(t *testing.T) {
-	mem := memory.New()
-	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
-	r.next()
-	err := r.w.Run(context.Background(), func(context.Context, secretstore.Cycle) {})
-	assert.ErrorContains(t, err, "already active")
-	assert.ErrorContains(t, r.w.Run(context.Background(), nil), "handler")
+	synctest.Test(t, func(t *testing.T) {
+		mem := newStore(t, nil)
+		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+		r.next()
+		err := r.w.Run(context.Background(), func(context.Context, secretstore.Cycle) {})
+		assert.ErrorContains(t, err, "already active")
+		assert.ErrorContains(t, r.w.Run(context.Background(), nil), "handler")
+	})
 }
 
 func TestWatcherHandlerMayChangeNames(t *testing.T) {
-	mem := memory.New()
-	put(t, mem, "a", "1")
-	put(t, mem, "b", "1")
-	clock := clockwork.NewFakeClock()
-	w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{Clock: clock})
-	require.NoError(t, err)
-	require.NoError(t, w.Watch("a"))
-	got := make(chan []string, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) {
-			// Called on the watcher's goroutine: changing the name set
-			// here must not deadlock.
-			w.Unwatch("a")
-			require.NoError(t, w.Watch("b"))
-			w.Retry("b")
-			got <- summary(c.Events)
-		})
-	}()
-	defer func() { cancel(); <-done }()
-	assert.Equal(t, []string{"appeared a initial"}, <-got)
-	require.NoError(t, clock.BlockUntilContext(ctx, 1))
-	clock.Advance(w.Interval())
-	select {
-	case s := <-got:
-		assert.Equal(t, []string{"appeared b initial"}, s)
-	case <-time.After(10 * time.Second):
-		t.Fatal("second cycle did not report")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := newStore(t, nil)
+		put(t, mem, "a", "1")
+		put(t, mem, "b", "1")
+		w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{})
+		require.NoError(t, err)
+		require.NoError(t, w.Watch("a"))
+		got := make(chan []string, 10)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) {
+				// Called on the watcher's goroutine: changing the name set
+				// here must not deadlock.
+				w.Unwatch("a")
+				require.NoError(t, w.Watch("b"))
+				w.Retry("b")
+				got <- summary(c.Events)
+			})
+		}()
+		defer func() { cancel(); <-done }()
+		assert.Equal(t, []string{"appeared a initial"}, <-got)
+		time.Sleep(w.Interval())
+		select {
+		case s := <-got:
+			assert.Equal(t, []string{"appeared b initial"}, s)
+		case <-time.After(10 * time.Second):
+			t.Fatal("second cycle did not report")
+		}
+	})
 }
 
 func TestWatcherUnwatchDuringCycle(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	fs := newFaultStore(mem)
+	fs := newFaultStore(t)
+	mem := fs.store
 	put(t, mem, "a", "1")
 	put(t, mem, "b", "1")
-	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1})
+	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 1})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
-	fs.gate.Hold()
+	fs.Gate.Hold()
 	res := make(chan []secretstore.Event)
 	go func() { res <- w.Poll(ctx).Events }()
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
 	w.Unwatch("b")
-	fs.gate.Release()
+	fs.Gate.Release()
 	assert.Equal(t, []string{"appeared a initial"}, summary(<-res))
 	require.NoError(t, w.Watch("b"))
 	assert.Equal(t, []string{"appeared b initial"}, summary(w.Poll(ctx).Events), "re-watched name starts afresh")
 }
 
 func TestWatcherChangedWithinOneInterval(t *testing.T) {
-	// The acceptance check used against real backends: a new version
-	// written between two ticks is reported at the next tick.
-	mem := memory.New()
-	put(t, mem, "db/password", "old")
-	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "db/password")
-	r.next()
-	put(t, mem, "db/password", "new")
-	r.tick()
-	assert.Equal(t, []string{"changed db/password"}, summary(r.next()))
+	synctest.Test(t, func(t *testing.T) {
+		// The acceptance check used against real backends: a new version
+		// written between two ticks is reported at the next tick.
+		mem := newStore(t, nil)
+		put(t, mem, "db/password", "old")
+		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "db/password")
+		r.next()
+		put(t, mem, "db/password", "new")
+		r.tick()
+		assert.Equal(t, []string{"changed db/password"}, summary(r.next()))
+	})
 }
 
 func TestWatcherConfig(t *testing.T) {
@@ -687,7 +623,7 @@ func TestWatcherConfigStruct(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.interval.String(), func(t *testing.T) {
-			w, err := secretstore.NewWatcher(memory.New(), secretstore.WatcherOptions{Config: secretstore.WatcherConfig{Interval: c.interval}})
+			w, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{Config: secretstore.WatcherConfig{Interval: c.interval}})
 			if c.wantErr != "" {
 				require.ErrorIs(t, err, secretstore.ErrInvalid)
 				assert.ErrorContains(t, err, c.wantErr)
@@ -759,19 +695,41 @@ func TestEventLogValueHasNoSecrets(t *testing.T) {
 // BenchmarkWatcherCycle measures one steady-state cycle (nothing changed)
 // over 10,000 names on the memory store, per name: with versions (Stat
 // only) at two concurrencies, and without versions (Stat + Get + SHA-256).
+// benchDriver serves prepared secrets as they are, allocating nothing, so
+// the benchmark measures the store and the watcher.
+type benchDriver struct {
+	driver.Store
+	secrets map[string]*driver.Secret
+}
+
+func (d benchDriver) Get(_ context.Context, name string) (*driver.Secret, error) {
+	if s, ok := d.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, &driver.Error{Kind: driver.ErrNotFound}
+}
+
+func (d benchDriver) Stat(ctx context.Context, name string) (*driver.Secret, error) {
+	return d.Get(ctx, name)
+}
+func (d benchDriver) CheckCredentials(context.Context) error { return nil }
+
 func BenchmarkWatcherCycle(b *testing.B) {
 	const names = 10000
 	ctx := context.Background()
-	mem := memory.New()
 	all := make([]string, names)
+	versioned := map[string]*driver.Secret{}
+	unversioned := map[string]*driver.Secret{}
 	for i := range all {
 		all[i] = fmt.Sprintf("org/app%03d/secret%05d", i%100, i)
-		put(b, mem, all[i], "value-of-some-length-0123456789")
+		data := map[string][]byte{"v": []byte("value-of-some-length-0123456789")}
+		versioned[all[i]] = &driver.Secret{Data: data, Version: strconv.Itoa(i + 1)}
+		unversioned[all[i]] = &driver.Secret{Data: data}
 	}
 	cases := []struct {
 		name        string
 		noVersions  bool
-		noCheck     bool // hide the memory store's credential check
+		noCheck     bool // hide the driver's credential check
 		concurrency int
 	}{
 		{"versions/concurrency=1", false, false, 1},
@@ -781,16 +739,15 @@ func BenchmarkWatcherCycle(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			var store secretstore.Store = mem
+			d := benchDriver{secrets: versioned}
 			if c.noVersions {
-				fs := newFaultStore(mem)
-				fs.noVersions = true
-				store = fs
+				d.secrets = unversioned
 			}
+			var drv driver.Store = d
 			if c.noCheck {
-				store = storeOnly{mem}
+				drv = struct{ driver.Store }{d}
 			}
-			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Concurrency: c.concurrency})
+			w, err := secretstore.NewWatcher(newStore(b, drv), secretstore.WatcherOptions{Concurrency: c.concurrency})
 			require.NoError(b, err)
 			require.NoError(b, w.Watch(all...))
 			require.Len(b, w.Poll(ctx).Events, names) // baseline
@@ -814,111 +771,105 @@ func BenchmarkWatcherCycle(b *testing.B) {
 	}
 }
 
-// refuse makes backend answer Stat (and Get) of the given names with
-// ErrPermission, as a policy that no longer grants them does.
-func refuse(backend *mock.Store, names ...string) {
-	backend.SetHook(func(_ context.Context, c mock.Call) error {
-		if slices.Contains(names, c.Name) && (c.Op == secretstore.OpStat || c.Op == secretstore.OpGet) {
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
-		}
-		return nil
-	})
-}
-
 // A cycle reports how every name fared and the credential check's result,
 // so a caller can tell the store refusing the caller itself (an expired
 // token) from one secret's permission removed.
 func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "gone"}
+	refused := &driver.Error{Kind: driver.ErrPermission, Err: errors.New("refused")}
+	down := &driver.Error{Kind: driver.ErrUnavailable, Err: errors.New("down")}
 	cases := []struct {
 		name    string
 		noCheck bool // the store has no credential check
-		fault   func(*mock.Store)
+		fault   func(*testkit.Driver)
 		// want: the second cycle's counts and events.
 		answered, forbidden, unavailable int
 		credentials                      error // nil: checked and accepted
 		storeFailure                     error // nil: none
 		events                           []string
 	}{
-		{name: "healthy", fault: func(*mock.Store) {},
+		{name: "healthy", fault: func(*testkit.Driver) {},
 			answered: 5},
-		{name: "one secret's permission removed", fault: func(s *mock.Store) { refuse(s, "b") },
+		{name: "one secret's permission removed", fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, "b") },
 			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
-		{name: "credentials rejected: every name refused", fault: func(s *mock.Store) {
-			s.FailNext(mock.AnyOp, 1000, secretstore.ErrPermission)
+		{name: "credentials rejected: every name refused", fault: func(d *testkit.Driver) {
+			d.Fail(secretstore.ErrPermission, names...)
+			d.SetCredentials(refused)
 		},
 			forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission,
 			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
-		{name: "store down", fault: func(s *mock.Store) { s.SetUnavailable(true) },
+		{name: "store down", fault: func(d *testkit.Driver) {
+			d.Fail(secretstore.ErrUnavailable, names...)
+			d.SetCredentials(down)
+		},
 			unavailable: 5, credentials: secretstore.ErrUnavailable, storeFailure: secretstore.ErrUnavailable,
 			events: []string{"unavailable a,b,c,d,gone outage=true"}},
-		{name: "credential check fails, names read fine", fault: func(s *mock.Store) {
-			s.FailNext(secretstore.OpCheckCredentials, 1, secretstore.ErrPermission)
-		},
+		{name: "credential check fails, names read fine", fault: func(d *testkit.Driver) { d.SetCredentials(refused) },
 			answered: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission},
-		{name: "no check: one name refused, others answered", noCheck: true, fault: func(s *mock.Store) { refuse(s, "b") },
+		{name: "no check: one name refused, others answered", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, "b") },
 			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
-		{name: "no check: every name refused", noCheck: true, fault: func(s *mock.Store) {
-			s.FailNext(mock.AnyOp, 1000, secretstore.ErrPermission)
-		},
+		{name: "no check: every name refused", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, names...) },
 			forbidden: 5, storeFailure: secretstore.ErrPermission,
 			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := t.Context()
-			backend := mock.NewStore(nil)
-			for _, n := range names[:4] {
-				put(t, backend.Inner(), n, "1")
-			}
-			var store secretstore.Store = backend
-			if c.noCheck {
-				store = storeOnly{backend}
-			}
-			clock := clockwork.NewFakeClock()
-			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Clock: clock, OutageAfter: -1})
-			require.NoError(t, err)
-			require.NoError(t, w.Watch(names...))
-			first := w.Poll(ctx)
-			require.Equal(t, 5, first.Answered, "a healthy first cycle")
-			require.Equal(t, !c.noCheck, first.CredentialsChecked)
-			require.NoError(t, first.StoreFailure())
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				d := testkit.NewDriver()
+				var drv driver.Store = d
+				if c.noCheck {
+					drv = struct{ driver.Store }{d}
+				}
+				store := newStore(t, drv)
+				for _, n := range names[:4] {
+					put(t, store, n, "1")
+				}
+				w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{OutageAfter: -1})
+				require.NoError(t, err)
+				require.NoError(t, w.Watch(names...))
+				first := w.Poll(ctx)
+				require.Equal(t, 5, first.Answered, "a healthy first cycle")
+				require.Equal(t, !c.noCheck, first.CredentialsChecked)
+				require.NoError(t, first.StoreFailure())
 
-			c.fault(backend)
-			checks := backend.Count(secretstore.OpCheckCredentials)
-			got := w.Poll(ctx)
-			assert.Equal(t, clock.Now(), got.At)
-			assert.Equal(t, 5, got.Watched)
-			assert.Equal(t, c.answered, got.Answered, "answered")
-			assert.Equal(t, c.forbidden, got.Forbidden, "forbidden")
-			assert.Equal(t, c.unavailable, got.Unavailable, "unavailable")
-			assert.Equal(t, got.Watched, got.Answered+got.Forbidden+got.Unavailable)
-			assert.Equal(t, c.events, nilIfEmpty(summary(got.Events)))
-			assert.Equal(t, !c.noCheck, got.CredentialsChecked)
-			if c.noCheck {
-				assert.Equal(t, checks, backend.Count(secretstore.OpCheckCredentials), "no check to run")
-				assert.NoError(t, got.Credentials)
-			} else {
-				assert.Equal(t, checks+1, backend.Count(secretstore.OpCheckCredentials), "one check per cycle")
-				if c.credentials == nil {
+				c.fault(d)
+				checks := d.Calls(secretstore.OpCheckCredentials, "")
+				time.Sleep(time.Minute)
+				got := w.Poll(ctx)
+				assert.Equal(t, time.Now(), got.At)
+				assert.Equal(t, 5, got.Watched)
+				assert.Equal(t, c.answered, got.Answered, "answered")
+				assert.Equal(t, c.forbidden, got.Forbidden, "forbidden")
+				assert.Equal(t, c.unavailable, got.Unavailable, "unavailable")
+				assert.Equal(t, got.Watched, got.Answered+got.Forbidden+got.Unavailable)
+				assert.Equal(t, c.events, nilIfEmpty(summary(got.Events)))
+				assert.Equal(t, !c.noCheck, got.CredentialsChecked)
+				if c.noCheck {
+					assert.Equal(t, checks, d.Calls(secretstore.OpCheckCredentials, ""), "no check to run")
 					assert.NoError(t, got.Credentials)
 				} else {
-					assert.ErrorIs(t, got.Credentials, c.credentials)
+					assert.Equal(t, checks+1, d.Calls(secretstore.OpCheckCredentials, ""), "one check per cycle")
+					if c.credentials == nil {
+						assert.NoError(t, got.Credentials)
+					} else {
+						assert.ErrorIs(t, got.Credentials, c.credentials)
+					}
 				}
-			}
-			if c.storeFailure == nil {
-				assert.NoError(t, got.StoreFailure())
-			} else {
-				assert.ErrorIs(t, got.StoreFailure(), c.storeFailure)
-			}
+				if c.storeFailure == nil {
+					assert.NoError(t, got.StoreFailure())
+				} else {
+					assert.ErrorIs(t, got.StoreFailure(), c.storeFailure)
+				}
 
-			// The next cycle counts the same states again, without
-			// repeating their events.
-			again := w.Poll(ctx)
-			assert.Equal(t, [3]int{c.answered, c.forbidden, c.unavailable}, [3]int{again.Answered, again.Forbidden, again.Unavailable})
-			for _, e := range again.Events {
-				assert.Equal(t, secretstore.Unavailable, e.Kind, "only Unavailable repeats")
-			}
+				// The next cycle counts the same states again, without
+				// repeating their events.
+				again := w.Poll(ctx)
+				assert.Equal(t, [3]int{c.answered, c.forbidden, c.unavailable}, [3]int{again.Answered, again.Forbidden, again.Unavailable})
+				for _, e := range again.Events {
+					assert.Equal(t, secretstore.Unavailable, e.Kind, "only Unavailable repeats")
+				}
+			})
 		})
 	}
 }
@@ -933,17 +884,19 @@ func nilIfEmpty(s []string) []string {
 // Run hands over every cycle, events or not, and a watcher with no names
 // still checks the credentials.
 func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
-	backend := mock.NewStore(nil)
-	r := startWatcher(t, backend, secretstore.WatcherOptions{})
-	for i := range 3 {
-		c := r.nextCycle()
-		assert.Empty(t, c.Events)
-		assert.Zero(t, c.Watched)
-		assert.True(t, c.CredentialsChecked)
-		assert.NoError(t, c.StoreFailure())
-		assert.Equal(t, i+1, backend.Count(secretstore.OpCheckCredentials))
-		r.tick()
-	}
+	synctest.Test(t, func(t *testing.T) {
+		backend := mock.NewStore(nil)
+		r := startWatcher(t, backend.Store, secretstore.WatcherOptions{})
+		for i := range 3 {
+			c := r.nextCycle()
+			assert.Empty(t, c.Events)
+			assert.Zero(t, c.Watched)
+			assert.True(t, c.CredentialsChecked)
+			assert.NoError(t, c.StoreFailure())
+			assert.Equal(t, i+1, backend.Count(secretstore.OpCheckCredentials))
+			r.tick()
+		}
+	})
 }
 
 // The credential check's changes are logged once each: an error when the
@@ -952,7 +905,7 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	logger, logs := logtest.NewLogger()
-	w, err := secretstore.NewWatcher(backend, secretstore.WatcherOptions{Logger: logger})
+	w, err := secretstore.NewWatcher(backend.Store, secretstore.WatcherOptions{Logger: logger})
 	require.NoError(t, err)
 	count := func(msg string) int { return strings.Count(logs.String(), msg) }
 	const rejected, accepted = `"level":"ERROR","msg":"secret store rejects the credentials`, `"msg":"secret store accepts the credentials again"`

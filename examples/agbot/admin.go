@@ -36,9 +36,10 @@ const (
 //
 // Every request needs "Authorization: Bearer <admin token>".
 type adminHandler struct {
-	store secretstore.Store
-	token string
-	log   *slog.Logger
+	store  *secretstore.Store
+	reader *secretstore.Reader // whose cached copy a write drops; may be nil
+	token  string
+	log    *slog.Logger
 }
 
 func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +56,7 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		changed, err := h.store.Put(r.Context(), &secretstore.Secret{Name: name, Data: data}, secretstore.PutOptions{})
+		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -62,7 +64,9 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Info("admin wrote a secret", slog.String("secret", name), slog.Any("keys", data.Keys()), slog.Bool("changed", changed))
 		writeJSON(w, http.StatusOK, map[string]bool{"changed": changed})
 	case http.MethodDelete:
-		if err := h.store.Delete(r.Context(), name); err != nil {
+		err := h.store.Delete(r.Context(), name)
+		h.invalidate(name)
+		if err != nil {
 			h.storeError(w, err)
 			return
 		}
@@ -71,6 +75,13 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "PUT, DELETE")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use PUT or DELETE"})
+	}
+}
+
+// invalidate drops the reader's cached copy of name.
+func (h *adminHandler) invalidate(name string) {
+	if h.reader != nil {
+		h.reader.Invalidate(name)
 	}
 }
 
@@ -115,7 +126,7 @@ func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
 // preload writes the secrets of a preload file into store:
 //
 //	{"<store name>": {"<key>": "<value>", ...}, ...}
-func preload(ctx context.Context, store secretstore.Store, path string, log *slog.Logger) error {
+func preload(ctx context.Context, store *secretstore.Store, path string, log *slog.Logger) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err

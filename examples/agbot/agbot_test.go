@@ -22,7 +22,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-func put(t *testing.T, store secretstore.Store, name, value string) {
+func put(t *testing.T, store *secretstore.Store, name, value string) {
 	t.Helper()
 	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)

@@ -134,7 +134,7 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	monitor := secretstore.NewMonitor(store)
+	monitor := store
 	if c.preload != "" {
 		if cfg.Type != "memory" {
 			return fmt.Errorf("-preload is for the memory store only, not %q", cfg.Type)
@@ -218,12 +218,11 @@ func run(c config, log *slog.Logger) error {
 }
 
 // newMux routes the agbot's APIs.
-func newMux(a *agbot, issuer *identity.Issuer, monitor *secretstore.Monitor, adminToken string, log *slog.Logger) (http.Handler, error) {
+func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminToken string, log *slog.Logger) (http.Handler, error) {
 	secrets, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:                a.reader,
-		Authenticator:        adminAuthenticator(a.dep.org, adminToken),
-		LastVaultInteraction: monitor.LastSuccess,
-		Logger:               log,
+		Store:         store,
+		Authenticator: adminAuthenticator(a.dep.org, adminToken),
+		Logger:        log,
 	})
 	if err != nil {
 		return nil, err
@@ -248,7 +247,7 @@ func newMux(a *agbot, issuer *identity.Issuer, monitor *secretstore.Monitor, adm
 	mux.Handle(secretsapi.DeployCheckPath, secrets)
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)
-	mux.Handle(adminPathPrefix, &adminHandler{store: a.reader, token: adminToken, log: log})
+	mux.Handle(adminPathPrefix, &adminHandler{store: store, reader: a.reader, token: adminToken, log: log})
 	return mux, nil
 }
 
@@ -271,7 +270,7 @@ func adminAuthenticator(org, token string) secretsapi.Authenticator {
 
 // openStore opens the store of the config file at path, or an in-memory
 // store when path is empty.
-func openStore(ctx context.Context, path string, log *slog.Logger) (secretstore.Store, secretstore.Config, error) {
+func openStore(ctx context.Context, path string, log *slog.Logger) (*secretstore.Store, secretstore.Config, error) {
 	r := strings.NewReader(`{"type": "memory"}`)
 	var cfg secretstore.Config
 	var err error
@@ -288,7 +287,7 @@ func openStore(ctx context.Context, path string, log *slog.Logger) (secretstore.
 	if err != nil {
 		return nil, cfg, fmt.Errorf("store config: %w", err)
 	}
-	store, err := secretstore.Open(ctx, cfg, secretstore.WithLogger(log))
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{Logger: log})
 	if err != nil {
 		return nil, cfg, fmt.Errorf("opening the %q store: %w", cfg.Type, err)
 	}

@@ -27,8 +27,8 @@ import (
 // agreements, and keeps their secrets current: watcher → tracker → outbox.
 type agbot struct {
 	keys     *agreement.PrivateKeys
-	monitor  *secretstore.Monitor // feeds /health "lastVaultInteraction"
-	reader   *secretstore.Reader  // N agreements over M secrets cost O(M) reads
+	monitor  *secretstore.Store  // its LastSuccess feeds /health "lastVaultInteraction"
+	reader   *secretstore.Reader // N agreements over M secrets cost O(M) reads
 	checker  *binding.StoreChecker
 	resolver binding.Resolver
 	verifier *identity.Verifier
@@ -62,7 +62,7 @@ type agentEndpoint interface {
 }
 
 type agbotOptions struct {
-	store    secretstore.Store
+	store    *secretstore.Store
 	verifier *identity.Verifier
 	resolver binding.Resolver // the exchange's service definitions
 	// authenticate checks a deployer's credentials for the agbot's API.
@@ -77,7 +77,7 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 	if err != nil {
 		return nil, err
 	}
-	monitor := secretstore.NewMonitor(opts.store)
+	monitor := opts.store
 	checker, err := binding.NewStoreChecker(monitor, org)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The watcher gets the monitor, not the reader: a cache would hide
+	// The watcher gets the store, not the reader: a cache would hide
 	// fresh data from it.
 	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{Config: interval, Logger: log})
 	if err != nil {

@@ -47,7 +47,7 @@ func demoSecrets(value func() string) []*demoSecret {
 // store (in production with Vault's or AWS's own tools); only the agbot
 // reads them.
 type admin struct {
-	store   secretstore.Store
+	store   *secretstore.Store
 	say     *narrator
 	mu      sync.Mutex
 	written map[string]bool // store names to delete at clean-up
@@ -106,7 +106,7 @@ func (p *provider) Attest(_ context.Context, req identity.AttestationRequest) (i
 
 // startHub opens the store, and starts the identity issuer and the agbot.
 func (f *flow) startHub(ctx context.Context) error {
-	store, err := secretstore.Open(ctx, f.storeConfig, secretstore.WithLogger(f.opts.Logger.With("component", "store")))
+	store, err := secretstore.Open(ctx, f.storeConfig, secretstore.OpenOptions{Logger: f.opts.Logger.With("component", "store")})
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func assertCleanedUp(t *testing.T, f *flow) {
 		assert.ErrorIs(t, err, os.ErrNotExist, "the work directory is removed")
 	}
 	if f.admin != nil {
-		store, err := secretstore.Open(context.Background(), f.storeConfig)
+		store, err := secretstore.Open(context.Background(), f.storeConfig, secretstore.OpenOptions{})
 		require.NoError(t, err)
 		defer store.Close()
 		for _, s := range f.secrets {

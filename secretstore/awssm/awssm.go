@@ -2,7 +2,6 @@ package awssm
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,16 +9,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-	smithyrand "github.com/aws/smithy-go/rand"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // API is the part of the Secrets Manager client the store uses.
@@ -62,11 +60,12 @@ const describeConcurrency = 8
 // Options configure New. The zero value uses the default AWS configuration
 // (environment, shared files, instance role) with no scope.
 type Options struct {
-	// Client is the Secrets Manager client. When nil, one is made from
-	// AWSConfig.
+	// Client is the Secrets Manager client, used as it is, its retryer
+	// included. When nil, one is made from AWSConfig without retries of
+	// its own: the store retries (MaxAttempts).
 	Client API
 	// AWSConfig configures the client New makes: region, credentials,
-	// BaseEndpoint (for an emulator), Retryer. When nil as well,
+	// BaseEndpoint (for an emulator). When nil as well,
 	// config.LoadDefaultConfig is used.
 	AWSConfig *aws.Config
 	// Scope is the name prefix every secret name is relative to: name n is
@@ -83,41 +82,54 @@ type Options struct {
 	KMSKeyID string
 	// ListPageSize is the ListSecrets page size, 1 to 100; 0 means 100.
 	ListPageSize int
+	// MaxAttempts is how often the store tries a call that failed with
+	// ErrUnavailable (throttling, 5xx, network), 1 to 20; 0 means 3, or 1
+	// with a Client of the caller's. MaxBackoff caps the pause between
+	// attempts; 0 means 2s. See secretstore.Options.
+	MaxAttempts int
+	MaxBackoff  time.Duration
 	// Logger receives diagnostics (operation, name, AWS error code, request
 	// id; never values). Nil discards them.
 	Logger *slog.Logger
 }
 
-// Store is a secretstore.Store over AWS Secrets Manager. It also implements
-// secretstore.BatchGetter and secretstore.CredentialChecker. It is safe for concurrent use.
-type Store struct {
+// store is the driver over AWS Secrets Manager.
+type store struct {
 	api      API
-	scope    secretstore.Scope
+	scope    string // the scope, for the credential check's filter
 	window   int
 	force    bool
 	kmsKeyID string
 	pageSize int
 	log      *slog.Logger
-	tokens   *smithyrand.UUID
-	closed   atomic.Bool
 }
 
 var (
-	_ secretstore.BatchGetter       = (*Store)(nil)
-	_ secretstore.CredentialChecker = (*Store)(nil)
+	_ driver.BatchGetter       = (*store)(nil)
+	_ driver.BatchStater       = (*store)(nil)
+	_ driver.CredentialChecker = (*store)(nil)
 )
 
 // New returns a store. Bad options are reported together in a
 // *secretstore.ConfigError, which matches secretstore.ErrInvalid.
-func New(ctx context.Context, opts Options) (*Store, error) {
+func New(ctx context.Context, opts Options) (*secretstore.Store, error) {
+	s, attempts, err := newDriver(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return secretstore.New(s, secretstore.Options{Scope: s.scope, MaxAttempts: attempts, MaxBackoff: opts.MaxBackoff})
+}
+
+// newDriver returns the driver opts describe, and how many attempts the
+// store should make.
+func newDriver(ctx context.Context, opts Options) (*store, int, error) {
 	scope, problems := checkOptions(opts)
 	if problems != nil {
-		return nil, &secretstore.ConfigError{Problems: problems}
+		return nil, 0, &secretstore.ConfigError{Problems: problems}
 	}
-	s := &Store{
+	s := &store{
 		api: opts.Client, scope: scope, window: opts.RecoveryWindowDays, force: opts.ForceDelete,
 		kmsKeyID: opts.KMSKeyID, pageSize: opts.ListPageSize, log: opts.Logger,
-		tokens: smithyrand.NewUUID(rand.Reader),
 	}
 	if s.pageSize == 0 {
 		s.pageSize = MaxListPageSize
@@ -125,38 +137,54 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.api == nil {
-		var cfg aws.Config
-		if opts.AWSConfig != nil {
-			cfg = opts.AWSConfig.Copy()
-		} else {
-			loaded, err := config.LoadDefaultConfig(ctx)
-			if err != nil {
-				return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, loadError(err))
-			}
-			cfg = loaded
+	attempts := opts.MaxAttempts
+	if s.api != nil {
+		if attempts == 0 {
+			attempts = 1 // the caller's client retries
 		}
-		if cfg.Region == "" {
-			return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid,
-				errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region"))
-		}
-		s.api = secretsmanager.NewFromConfig(cfg)
+		return s, attempts, nil
 	}
-	return s, nil
+	var cfg aws.Config
+	if opts.AWSConfig != nil {
+		cfg = opts.AWSConfig.Copy()
+	} else {
+		loaded, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, loadError(err))
+		}
+		cfg = loaded
+	}
+	if cfg.Region == "" {
+		return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid,
+			errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region"))
+	}
+	// One attempt per call: secretstore.Store retries, within the caller's
+	// deadline.
+	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	s.api = secretsmanager.NewFromConfig(cfg)
+	return s, attempts, nil
 }
 
-// checkOptions returns the validated scope and every problem with opts.
-func checkOptions(opts Options) (secretstore.Scope, []string) {
+// checkOptions returns the scope, trimmed, and every problem with opts.
+func checkOptions(opts Options) (string, []string) {
 	var problems []string
-	scope, err := secretstore.NewScope(opts.Scope)
-	if err != nil {
-		problems = append(problems, err.Error())
-	} else if err := checkAWSName(string(scope)); err != nil {
-		problems = append(problems, fmt.Sprintf("scope %q: %v", opts.Scope, err))
+	scope := strings.Trim(opts.Scope, "/")
+	if scope != "" {
+		if err := secretstore.ValidateName(scope); err != nil {
+			problems = append(problems, fmt.Sprintf("scope %q: %v", opts.Scope, err))
+		} else if err := checkAWSName(scope); err != nil {
+			problems = append(problems, fmt.Sprintf("scope %q: %v", opts.Scope, err))
+		}
 	}
 	problems = append(problems, deleteProblems(opts.RecoveryWindowDays, opts.ForceDelete)...)
 	if opts.ListPageSize < 0 || opts.ListPageSize > MaxListPageSize {
 		problems = append(problems, fmt.Sprintf("list page size %d is outside 1..%d", opts.ListPageSize, MaxListPageSize))
+	}
+	if opts.MaxAttempts < 0 || opts.MaxAttempts > MaxAttemptsLimit {
+		problems = append(problems, fmt.Sprintf("MaxAttempts %d is outside 1..%d (0 means the default)", opts.MaxAttempts, MaxAttemptsLimit))
+	}
+	if opts.MaxBackoff < 0 {
+		problems = append(problems, "MaxBackoff is negative")
 	}
 	return scope, problems
 }
@@ -174,165 +202,173 @@ func deleteProblems(days int, force bool) []string {
 	return problems
 }
 
-// Get implements secretstore.Store: DescribeSecret (labels, current
-// version, pending deletion) then GetSecretValue of that version.
-func (s *Store) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
-	path, err := s.path(ctx, secretstore.OpGet, name)
+// Get implements driver.Store: DescribeSecret (labels, current version,
+// pending deletion) then GetSecretValue of that version.
+func (s *store) Get(ctx context.Context, name string) (*driver.Secret, error) {
+	if err := checkPath(name); err != nil {
+		return nil, err
+	}
+	m, err := s.describe(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.describe(ctx, secretstore.OpGet, name, path)
+	if err := m.visible(); err != nil {
+		return nil, err
+	}
+	data, err := s.readValue(ctx, name, m.current)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.visible(secretstore.OpGet, name); err != nil {
-		return nil, err
-	}
-	data, err := s.readValue(ctx, secretstore.OpGet, name, path, m.current)
-	if err != nil {
-		return nil, err
-	}
-	return &secretstore.Secret{Name: name, Data: data, Labels: m.labels, Version: m.current, UpdatedAt: m.changed}, nil
+	return &driver.Secret{Data: data, Labels: m.labels, Version: m.current, UpdatedAt: m.changed}, nil
 }
 
-// Stat implements secretstore.Store with one DescribeSecret call; no value
-// is read. Version is the VersionId holding AWSCURRENT.
-func (s *Store) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	path, err := s.path(ctx, secretstore.OpStat, name)
+// Stat implements driver.Store with one DescribeSecret call; no value is
+// read. Version is the VersionId holding AWSCURRENT.
+func (s *store) Stat(ctx context.Context, name string) (*driver.Secret, error) {
+	if err := checkPath(name); err != nil {
+		return nil, err
+	}
+	m, err := s.describe(ctx, name)
 	if err != nil {
-		return secretstore.Metadata{}, err
+		return nil, err
 	}
-	m, err := s.describe(ctx, secretstore.OpStat, name, path)
-	if err != nil {
-		return secretstore.Metadata{}, err
+	if err := m.visible(); err != nil {
+		return nil, err
 	}
-	if err := m.visible(secretstore.OpStat, name); err != nil {
-		return secretstore.Metadata{}, err
-	}
-	return secretstore.Metadata{Name: name, Version: m.current, UpdatedAt: m.changed, Labels: m.labels}, nil
+	return &driver.Secret{Version: m.current, UpdatedAt: m.changed, Labels: m.labels}, nil
 }
 
-// Put implements secretstore.Store. See the package documentation for how
-// unchanged writes, secrets pending deletion, compare-and-set and retries
-// are handled.
-func (s *Store) Put(ctx context.Context, in *secretstore.Secret, opts secretstore.PutOptions) (bool, error) {
-	if err := secretstore.CheckSecret(in); err != nil {
-		return false, err
-	}
-	path, err := s.path(ctx, secretstore.OpPut, in.Name)
-	if err != nil {
-		return false, err
+// Put implements driver.Store. See the package documentation for how
+// secrets pending deletion, compare-and-set and retries are handled.
+func (s *store) Put(ctx context.Context, in *driver.Write) error {
+	if err := checkPath(in.Name); err != nil {
+		return err
 	}
 	if err := checkLabels(in.Labels); err != nil {
-		return false, secretstore.NewError(secretstore.OpPut, in.Name, secretstore.ErrInvalid, err)
+		return invalid(err)
 	}
 	value, err := encodeData(in.Data)
 	if err != nil {
-		return false, secretstore.NewError(secretstore.OpPut, in.Name, secretstore.ErrInvalid, err)
+		return invalid(err)
 	}
-	w := write{name: in.Name, path: path, value: value, data: in.Data, labels: in.Labels, opts: opts}
-	// A write races with others between reading and writing; when it loses
-	// in a way that a fresh read settles (the secret appeared, vanished or
-	// was scheduled for deletion meanwhile), it starts over.
+	w := write{Write: in, value: value}
+	// The first try trusts what the store read just before. A write races
+	// with others between reading and writing; when it loses in a way that
+	// a fresh look settles (the secret appeared, vanished or was scheduled
+	// for deletion meanwhile), it starts over.
+	cur := in.Current
 	var lastErr error
 	for range 3 {
-		changed, again, err := s.putOnce(ctx, w)
+		again, err := s.putOnce(ctx, w, cur)
 		if !again {
-			return changed, err
+			return err
 		}
-		lastErr = err
+		lastErr, cur = err, nil
 	}
-	return false, lastErr
+	return lastErr
 }
 
-// write is one Put's input, validated and encoded.
+// write is one Put's input, with the encoded value.
 type write struct {
-	name, path, value string
-	data              secretstore.Data
-	labels            map[string]string
-	opts              secretstore.PutOptions
+	*driver.Write
+	value string
 }
 
-// putOnce tries a Put once. again reports a lost race worth retrying, with
-// err describing it should it be the last try.
-func (s *Store) putOnce(ctx context.Context, w write) (changed, again bool, err error) {
-	conflict := func(why string) error {
-		return secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrConflict, errors.New(why))
+func invalid(err error) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: err} }
+func conflict(why string) error {
+	return &driver.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
+}
+
+// putOnce tries a Put once, from cur (what the store read just before;
+// nil: look). again reports a lost race worth retrying, with err
+// describing it should it be the last try.
+func (s *store) putOnce(ctx context.Context, w write, cur *driver.Secret) (again bool, err error) {
+	if cur != nil {
+		if w.CreateOnly {
+			return false, conflict("secret exists and the write is create-only")
+		}
+		m := metadata{current: cur.Version, labels: cur.Labels}
+		return s.update(ctx, w, m, cur.Data, false)
 	}
-	m, err := s.describe(ctx, secretstore.OpPut, w.name, w.path)
+	m, err := s.describe(ctx, w.Name)
 	if errors.Is(err, secretstore.ErrNotFound) {
-		if w.opts.IfVersion != "" {
-			return false, false, conflict("secret does not exist, so its version cannot match")
+		if w.IfVersion != "" {
+			return false, conflict("secret does not exist, so its version cannot match")
 		}
 		return s.create(ctx, w)
 	}
 	if err != nil {
-		return false, false, err
+		return false, err
+	}
+	if m.current == w.Token && !m.pending {
+		return false, nil // this Put's own write, landed though its answer was lost
 	}
 	restored := false
 	switch {
-	case m.pending && w.opts.IfVersion != "":
-		return false, false, conflict("secret is scheduled for deletion, so its version cannot match")
+	case m.pending && w.IfVersion != "":
+		return false, conflict("secret is scheduled for deletion, so its version cannot match")
 	case m.pending:
 		// A secret scheduled for deletion does not exist as far as the
 		// store's users can tell, so Put brings it back with the new
 		// content: restore, then write as usual.
-		if _, err := s.api.RestoreSecret(ctx, &secretsmanager.RestoreSecretInput{SecretId: &w.path}); err != nil {
-			return false, false, s.fail(ctx, secretstore.OpPut, w.name, err)
+		if _, err := s.api.RestoreSecret(ctx, &secretsmanager.RestoreSecretInput{SecretId: &w.Name}); err != nil {
+			return false, s.fail(ctx, "put", w.Name, err)
 		}
 		restored = true
-		s.log.DebugContext(ctx, "restored secret scheduled for deletion before writing it", "name", w.name)
-	case w.opts.CreateOnly:
-		return false, false, conflict("secret exists and the write is create-only")
-	case w.opts.IfVersion != "" && w.opts.IfVersion != m.current:
-		return false, false, conflict("current version does not match the expected version")
+		s.log.DebugContext(ctx, "restored secret scheduled for deletion before writing it", "name", w.Name)
+	case w.CreateOnly:
+		return false, conflict("secret exists and the write is create-only")
+	case w.IfVersion != "" && w.IfVersion != m.current:
+		return false, conflict("current version does not match the expected version")
 	}
-	changed, again, err = s.update(ctx, w, m, restored)
+	again, err = s.update(ctx, w, m, nil, restored)
 	if err != nil && !again && restored && !errors.Is(err, secretstore.ErrConflict) {
 		s.undoRestore(ctx, w)
 	}
-	return changed, again, err
+	return again, err
 }
 
-// update writes what differs between the secret described by m and w: the
-// value, the tags, or both. restored says the secret was just brought back
-// from pending deletion, which counts as a change.
-func (s *Store) update(ctx context.Context, w write, m metadata, restored bool) (changed, again bool, err error) {
+// update writes what differs between the secret described by m (whose
+// value is curData, or read when nil) and w: the value, the tags, or both.
+// restored says the secret was just brought back from pending deletion,
+// which counts as a change.
+func (s *store) update(ctx context.Context, w write, m metadata, curData map[string][]byte, restored bool) (again bool, err error) {
 	dataChanged := true
-	if m.current != "" {
-		cur, err := s.readValue(ctx, secretstore.OpPut, w.name, w.path, m.current)
+	switch {
+	case curData != nil:
+		dataChanged = !secretstore.Data(curData).Equal(w.Data)
+	case m.current != "":
+		cur, err := s.readValue(ctx, w.Name, m.current)
 		switch {
 		case errors.Is(err, secretstore.ErrNotFound):
-			return false, true, err
+			return true, err
 		case errors.Is(err, secretstore.ErrInvalid):
 			// Not a JSON object (written by another tool): replaced.
 		case err != nil:
-			return false, false, err
+			return false, err
 		default:
-			dataChanged = !cur.Equal(w.data)
+			dataChanged = !secretstore.Data(cur).Equal(w.Data)
 		}
 	}
-	labelsChanged := !secretstore.LabelsEqual(m.labels, w.labels)
+	labelsChanged := !maps.Equal(m.labels, w.Labels)
 	if !dataChanged && !labelsChanged && !restored {
-		return false, false, nil
+		return false, nil
 	}
 	if dataChanged {
 		var err error
-		if w.opts.IfVersion != "" || (restored && w.opts.CreateOnly) {
+		if w.IfVersion != "" || (restored && w.CreateOnly) {
 			err = s.swapValue(ctx, w, m.current)
 		} else {
 			err = s.putValue(ctx, w)
 		}
 		if err != nil {
-			return false, errors.Is(err, secretstore.ErrNotFound), err
+			return errors.Is(err, secretstore.ErrNotFound), err
 		}
 	}
 	if labelsChanged {
-		if err := s.syncTags(ctx, w, m.labels); err != nil {
-			return true, false, err
-		}
+		return false, s.syncTags(ctx, w, m.labels)
 	}
-	return true, false, nil
+	return false, nil
 }
 
 // undoTimeout bounds the DeleteSecret that undoes a restore after a failed Put.
@@ -341,23 +377,19 @@ const undoTimeout = 10 * time.Second
 // undoRestore schedules a secret restored by a failed Put for deletion again,
 // so the failure does not bring back its old value. It runs even when the
 // Put's context was cancelled.
-func (s *Store) undoRestore(ctx context.Context, w write) {
+func (s *store) undoRestore(ctx context.Context, w write) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
-	if err := s.Delete(ctx, w.name); err != nil {
-		s.log.WarnContext(ctx, "a failed Put restored a secret scheduled for deletion and could not delete it again", "name", w.name, "error", err)
+	if err := s.Delete(ctx, w.Name); err != nil {
+		s.log.WarnContext(ctx, "a failed Put restored a secret scheduled for deletion and could not delete it again", "name", w.Name, "error", err)
 	}
 }
 
 // create makes a new secret with its tags in one CreateSecret call.
-func (s *Store) create(ctx context.Context, w write) (changed, again bool, err error) {
-	token, err := s.token(w.name)
-	if err != nil {
-		return false, false, err
-	}
-	in := &secretsmanager.CreateSecretInput{Name: &w.path, SecretString: &w.value, ClientRequestToken: &token}
-	if len(w.labels) > 0 {
-		in.Tags = toTags(w.labels)
+func (s *store) create(ctx context.Context, w write) (again bool, err error) {
+	in := &secretsmanager.CreateSecretInput{Name: &w.Name, SecretString: &w.value, ClientRequestToken: &w.Token}
+	if len(w.Labels) > 0 {
+		in.Tags = toTags(w.Labels)
 	}
 	if s.kmsKeyID != "" {
 		in.KmsKeyId = &s.kmsKeyID
@@ -365,34 +397,31 @@ func (s *Store) create(ctx context.Context, w write) (changed, again bool, err e
 	_, err = s.api.CreateSecret(ctx, in)
 	switch code := codeOf(err); {
 	case err == nil:
-		return true, false, nil
-	case code == codeExists && w.opts.CreateOnly:
-		return false, false, secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrConflict, errors.New("secret exists and the write is create-only"))
+		return false, nil
+	case code == codeExists && w.CreateOnly:
+		return false, conflict("secret exists and the write is create-only")
 	case code == codeExists:
-		return false, true, s.fail(ctx, secretstore.OpPut, w.name, err) // created meanwhile: update it instead
+		return true, s.fail(ctx, "put", w.Name, err) // created meanwhile: update it instead
 	case code == codeInvalidRequest:
 		// The name is still being deleted (scheduled meanwhile, or a forced
 		// deletion AWS has not finished): a fresh look decides.
-		return false, true, secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrUnavailable, errors.New("the name is still being deleted by AWS; retry later"))
+		return true, &driver.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
 	}
-	return false, false, s.fail(ctx, secretstore.OpPut, w.name, err)
+	return false, s.fail(ctx, "put", w.Name, err)
 }
 
-// putValue writes a new AWSCURRENT version. The client request token makes
-// the SDK's retries of this call idempotent: a retry after a lost response
-// meets the version it already created and changes nothing.
-func (s *Store) putValue(ctx context.Context, w write) error {
-	token, err := s.token(w.name)
-	if err != nil {
-		return err
-	}
-	_, err = s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.path, SecretString: &w.value, ClientRequestToken: &token})
+// putValue writes a new AWSCURRENT version. The client request token (the
+// Put's idempotency key) makes a repeat of this call idempotent: a retry
+// after a lost response meets the version it already created and changes
+// nothing.
+func (s *store) putValue(ctx context.Context, w write) error {
+	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &w.Token})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// Scheduled for deletion or deleted meanwhile.
-		return secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrNotFound, errors.New("secret was deleted during the write"))
+		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
 	}
 	if err != nil {
-		return s.fail(ctx, secretstore.OpPut, w.name, err)
+		return s.fail(ctx, "put", w.Name, err)
 	}
 	return nil
 }
@@ -401,22 +430,19 @@ func (s *Store) putValue(ctx context.Context, w write) error {
 // version labelled PendingStage, then moves AWSCURRENT to it from base.
 // Secrets Manager refuses the move unless AWSCURRENT is still on base, so of
 // racing writers exactly one wins.
-func (s *Store) swapValue(ctx context.Context, w write, base string) error {
-	token, err := s.token(w.name)
-	if err != nil {
-		return err
-	}
-	conflict := secretstore.NewError(secretstore.OpPut, w.name, secretstore.ErrConflict, errors.New("current version does not match the expected version"))
-	_, err = s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
-		SecretId: &w.path, SecretString: &w.value, ClientRequestToken: &token, VersionStages: []string{PendingStage},
+func (s *store) swapValue(ctx context.Context, w write, base string) error {
+	token := w.Token
+	lost := conflict("current version does not match the expected version")
+	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
+		SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &token, VersionStages: []string{PendingStage},
 	})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
-		return conflict
+		return lost
 	}
 	if err != nil {
-		return s.fail(ctx, secretstore.OpPut, w.name, err)
+		return s.fail(ctx, "put", w.Name, err)
 	}
-	move := &secretsmanager.UpdateSecretVersionStageInput{SecretId: &w.path, VersionStage: aws.String("AWSCURRENT"), MoveToVersionId: &token}
+	move := &secretsmanager.UpdateSecretVersionStageInput{SecretId: &w.Name, VersionStage: aws.String("AWSCURRENT"), MoveToVersionId: &token}
 	if base != "" {
 		move.RemoveFromVersionId = &base
 	}
@@ -424,129 +450,188 @@ func (s *Store) swapValue(ctx context.Context, w write, base string) error {
 	switch codeOf(err) {
 	case "":
 		if err != nil {
-			return s.fail(ctx, secretstore.OpPut, w.name, err)
+			return s.fail(ctx, "put", w.Name, err)
 		}
 		return nil
 	case codeInvalidParameter, codeInvalidRequest, codeNotFound:
+		if m, err := s.describe(ctx, w.Name); err == nil && m.current == token {
+			return nil // moved by an earlier attempt of this Put, whose answer was lost
+		}
 		// AWSCURRENT moved away from base (or the secret went): lost. The
 		// losing version is left without labels, which makes it deprecated.
-		_, _ = s.api.UpdateSecretVersionStage(ctx, &secretsmanager.UpdateSecretVersionStageInput{
-			SecretId: &w.path, VersionStage: aws.String(PendingStage), RemoveFromVersionId: &token,
-		})
-		return conflict
+		if _, err := s.api.UpdateSecretVersionStage(ctx, &secretsmanager.UpdateSecretVersionStageInput{
+			SecretId: &w.Name, VersionStage: aws.String(PendingStage), RemoveFromVersionId: &token,
+		}); err != nil {
+			s.log.DebugContext(ctx, "could not take the pending label off a losing version; AWS deprecates it in time", "name", w.Name, "code", codeOf(err))
+		}
+		return lost
 	}
-	return s.fail(ctx, secretstore.OpPut, w.name, err)
+	return s.fail(ctx, "put", w.Name, err)
 }
 
 // syncTags makes the secret's tags equal labels: TagResource for new and
 // changed ones, UntagResource for removed ones.
-func (s *Store) syncTags(ctx context.Context, w write, old map[string]string) error {
+func (s *store) syncTags(ctx context.Context, w write, old map[string]string) error {
 	set := map[string]string{}
-	for k, v := range w.labels {
+	for k, v := range w.Labels {
 		if ov, ok := old[k]; !ok || ov != v {
 			set[k] = v
 		}
 	}
 	var remove []string
 	for k := range old {
-		if _, ok := w.labels[k]; !ok {
+		if _, ok := w.Labels[k]; !ok {
 			remove = append(remove, k)
 		}
 	}
 	slices.Sort(remove)
 	if len(set) > 0 {
-		if _, err := s.api.TagResource(ctx, &secretsmanager.TagResourceInput{SecretId: &w.path, Tags: toTags(set)}); err != nil {
-			return s.fail(ctx, secretstore.OpPut, w.name, err)
+		if _, err := s.api.TagResource(ctx, &secretsmanager.TagResourceInput{SecretId: &w.Name, Tags: toTags(set)}); err != nil {
+			return s.fail(ctx, "put", w.Name, err)
 		}
 	}
 	if len(remove) > 0 {
-		if _, err := s.api.UntagResource(ctx, &secretsmanager.UntagResourceInput{SecretId: &w.path, TagKeys: remove}); err != nil {
-			return s.fail(ctx, secretstore.OpPut, w.name, err)
+		if _, err := s.api.UntagResource(ctx, &secretsmanager.UntagResourceInput{SecretId: &w.Name, TagKeys: remove}); err != nil {
+			return s.fail(ctx, "put", w.Name, err)
 		}
 	}
 	return nil
 }
 
-// Delete implements secretstore.Store: DeleteSecret with the configured
+// Delete implements driver.Store: DeleteSecret with the configured
 // recovery window (or forced). A missing secret, or one already scheduled
 // for deletion, is not an error.
-func (s *Store) Delete(ctx context.Context, name string) error {
-	path, err := s.path(ctx, secretstore.OpDelete, name)
-	if err != nil {
+func (s *store) Delete(ctx context.Context, name string) error {
+	if err := checkPath(name); err != nil {
 		return err
 	}
-	in := &secretsmanager.DeleteSecretInput{SecretId: &path}
+	in := &secretsmanager.DeleteSecretInput{SecretId: &name}
 	switch {
 	case s.force:
 		in.ForceDeleteWithoutRecovery = aws.Bool(true)
 	case s.window > 0:
 		in.RecoveryWindowInDays = aws.Int64(int64(s.window))
 	}
-	_, err = s.api.DeleteSecret(ctx, in)
+	_, err := s.api.DeleteSecret(ctx, in)
 	switch codeOf(err) {
 	case "":
 		if err != nil {
-			return s.fail(ctx, secretstore.OpDelete, name, err)
+			return s.fail(ctx, "delete", name, err)
 		}
 		return nil
 	case codeNotFound:
 		return nil
 	case codeInvalidRequest:
 		// Refused: is it because the secret is already scheduled for deletion?
-		m, derr := s.describe(ctx, secretstore.OpDelete, name, path)
+		m, derr := s.describe(ctx, name)
 		if errors.Is(derr, secretstore.ErrNotFound) || (derr == nil && m.pending) {
 			return nil
 		}
 	}
-	return s.fail(ctx, secretstore.OpDelete, name, err)
+	return s.fail(ctx, "delete", name, err)
 }
 
-// List implements secretstore.Store with ListSecrets, filtered by name
-// prefix server-side and again here, following NextToken over every page.
-// Secrets scheduled for deletion are not listed. AWS documents ListSecrets
-// as eventually consistent: it may lag recent writes.
-func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := secretstore.CheckPrefix(prefix); err != nil {
-		return nil, err
-	}
+// List implements driver.Store with ListSecrets, filtered by name prefix
+// server-side, following NextToken over every page. Secrets scheduled for
+// deletion are not listed. AWS documents ListSecrets as eventually
+// consistent: it may lag recent writes.
+func (s *store) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := checkAWSName(prefix); err != nil {
-		return nil, secretstore.NewError(secretstore.OpList, prefix, secretstore.ErrInvalid, err)
+		return nil, invalid(err)
 	}
-	if err := s.live(ctx, secretstore.OpList, prefix); err != nil {
+	if len(prefix) > MaxNameLength {
+		return nil, nil // no AWS name is that long
+	}
+	var names []string
+	err := s.list(ctx, prefix, s.pageSize, func(e types.SecretListEntry) bool {
+		if e.DeletedDate == nil {
+			names = append(names, aws.ToString(e.Name))
+		}
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
-	full := prefix
-	if s.scope != "" {
-		full = string(s.scope) + "/" + prefix
+	return names, nil
+}
+
+// list runs ListSecrets filtered on the name prefix, page by page, giving
+// each entry to keep until it returns false.
+func (s *store) list(ctx context.Context, prefix string, pageSize int, keep func(types.SecretListEntry) bool) error {
+	in := &secretsmanager.ListSecretsInput{MaxResults: aws.Int32(int32(pageSize))}
+	if prefix != "" {
+		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{prefix}}}
 	}
-	if len(full) > MaxNameLength {
-		return []string{}, nil // no AWS name is that long
-	}
-	in := &secretsmanager.ListSecretsInput{MaxResults: aws.Int32(int32(s.pageSize))}
-	if full != "" {
-		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{full}}}
-	}
-	names := []string{}
 	pages := secretsmanager.NewListSecretsPaginator(s.api, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, s.fail(ctx, secretstore.OpList, prefix, err)
+			return s.fail(ctx, "list", prefix, err)
 		}
 		for _, e := range page.SecretList {
-			if e.DeletedDate != nil {
-				continue
-			}
-			if name, ok := s.scope.Rel(aws.ToString(e.Name)); ok && strings.HasPrefix(name, prefix) && secretstore.ValidateName(name) == nil {
-				names = append(names, name)
+			if !keep(e) {
+				return nil
 			}
 		}
 	}
-	slices.Sort(names)
-	return slices.Compact(names), nil
+	return nil
 }
 
-// CheckCredentials implements secretstore.CredentialChecker with one
+// StatBatch implements driver.BatchStater with ListSecrets, a page per
+// 100 secrets, filtered on the names' longest common prefix (the scope,
+// at least): the watcher's metadata of thousands of secrets in tens of
+// calls instead of one DescribeSecret each. Each entry's version is the
+// VersionId its SecretVersionsToStages gives AWSCURRENT. Secrets scheduled
+// for deletion, without a current version, or not listed yet (ListSecrets
+// is eventually consistent) are left out, and the watcher asks about them
+// one by one. Paging stops once every name has been seen.
+func (s *store) StatBatch(ctx context.Context, names []string) (map[string]*driver.Secret, error) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		if checkPath(n) == nil {
+			want[n] = true
+		}
+	}
+	out := make(map[string]*driver.Secret, len(want))
+	if len(want) == 0 {
+		return out, nil
+	}
+	prefix := commonPrefix(slices.Collect(maps.Keys(want)))
+	err := s.list(ctx, prefix, MaxListPageSize, func(e types.SecretListEntry) bool {
+		name := aws.ToString(e.Name)
+		if !want[name] || e.DeletedDate != nil {
+			return true
+		}
+		m := metadata{labels: fromTags(e.Tags), changed: changedAt(e.LastChangedDate, e.CreatedDate)}
+		m.current = currentVersion(e.SecretVersionsToStages)
+		if m.current != "" {
+			out[name] = &driver.Secret{Version: m.current, UpdatedAt: m.changed, Labels: m.labels}
+		}
+		return len(out) < len(want)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// commonPrefix returns the longest prefix all names share.
+func commonPrefix(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	p := names[0]
+	for _, n := range names[1:] {
+		i := 0
+		for i < len(p) && i < len(n) && p[i] == n[i] {
+			i++
+		}
+		p = p[:i]
+	}
+	return p
+}
+
+// CheckCredentials implements driver.CredentialChecker with one
 // ListSecrets call that returns at most one entry, filtered on the scope's
 // name prefix, reading no value.
 //
@@ -563,44 +648,33 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 // service and endpoint and cannot see a denial of Secrets Manager itself.
 //
 // Refusals are ErrPermission; throttling, 5xx, network failures and any
-// other answer are ErrUnavailable, after the SDK's retries. An identity
-// without secretsmanager:ListSecrets always fails the check: grant it.
-func (s *Store) CheckCredentials(ctx context.Context) error {
-	const op = secretstore.OpCheckCredentials
-	if err := s.live(ctx, op, ""); err != nil {
-		return err
-	}
+// other answer are ErrUnavailable. An identity without
+// secretsmanager:ListSecrets always fails the check: grant it.
+func (s *store) CheckCredentials(ctx context.Context) error {
 	in := &secretsmanager.ListSecretsInput{MaxResults: aws.Int32(1)}
 	if s.scope != "" {
-		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{string(s.scope) + "/"}}}
+		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{s.scope + "/"}}}
 	}
 	if _, err := s.api.ListSecrets(ctx, in); err != nil {
-		return secretstore.CredentialCheckError(s.fail(ctx, op, "", err))
+		return s.fail(ctx, secretstore.OpCheckCredentials, "", err)
 	}
 	return nil
 }
 
-// GetBatch implements secretstore.BatchGetter: values come from
+// GetBatch implements driver.BatchGetter: values come from
 // BatchGetSecretValue, up to BatchSize secrets per call, and labels from
 // one DescribeSecret per secret found (run a few at a time), since
 // BatchGetSecretValue returns no tags. Missing secrets and secrets
 // scheduled for deletion are absent from the result.
-func (s *Store) GetBatch(ctx context.Context, names []string) (map[string]*secretstore.Secret, error) {
-	byPath := map[string]string{}
-	var paths []string
+func (s *store) GetBatch(ctx context.Context, names []string) (map[string]*driver.Secret, error) {
 	for _, name := range names {
-		path, err := s.path(ctx, secretstore.OpGet, name)
-		if err != nil {
+		if err := checkPath(name); err != nil {
 			return nil, err
 		}
-		if _, dup := byPath[path]; !dup {
-			byPath[path] = name
-			paths = append(paths, path)
-		}
 	}
-	out := make(map[string]*secretstore.Secret, len(paths))
-	for chunk := range slices.Chunk(paths, BatchSize) {
-		if err := s.batchValues(ctx, chunk, byPath, out); err != nil {
+	out := make(map[string]*driver.Secret, len(names))
+	for chunk := range slices.Chunk(names, BatchSize) {
+		if err := s.batchValues(ctx, chunk, out); err != nil {
 			return nil, err
 		}
 	}
@@ -611,31 +685,30 @@ func (s *Store) GetBatch(ctx context.Context, names []string) (map[string]*secre
 }
 
 // batchValues reads one chunk of values into out, keyed by name.
-func (s *Store) batchValues(ctx context.Context, paths []string, byPath map[string]string, out map[string]*secretstore.Secret) error {
-	in := &secretsmanager.BatchGetSecretValueInput{SecretIdList: paths}
+func (s *store) batchValues(ctx context.Context, names []string, out map[string]*driver.Secret) error {
+	in := &secretsmanager.BatchGetSecretValueInput{SecretIdList: names}
 	for {
 		res, err := s.api.BatchGetSecretValue(ctx, in)
 		if err != nil {
-			return s.fail(ctx, secretstore.OpGet, byPath[paths[0]], err)
+			return s.fail(ctx, "get", names[0], err)
 		}
 		for _, e := range res.Errors {
 			code := aws.ToString(e.ErrorCode)
 			if code == codeNotFound || code == codeInvalidRequest {
 				continue // missing, or scheduled for deletion
 			}
-			name := byPath[aws.ToString(e.SecretId)]
-			return secretstore.NewError(secretstore.OpGet, name, kindOfCode(code, 0), &APIError{Operation: "BatchGetSecretValue", Code: code})
+			return &driver.Error{Kind: kindOfCode(code, 0), Err: &APIError{Operation: "BatchGetSecretValue", Code: code}}
 		}
 		for _, v := range res.SecretValues {
-			name, ok := byPath[aws.ToString(v.Name)]
-			if !ok {
+			name := aws.ToString(v.Name)
+			if !slices.Contains(names, name) {
 				continue
 			}
-			data, err := decodeValue(secretstore.OpGet, name, v.SecretString)
+			data, err := decodeValue(v.SecretString)
 			if err != nil {
 				return err
 			}
-			out[name] = &secretstore.Secret{Name: name, Data: data, Version: aws.ToString(v.VersionId)}
+			out[name] = &driver.Secret{Data: data, Version: aws.ToString(v.VersionId)}
 		}
 		if res.NextToken == nil {
 			return nil
@@ -646,7 +719,7 @@ func (s *Store) batchValues(ctx context.Context, paths []string, byPath map[stri
 
 // batchMetadata fills in labels and UpdatedAt with DescribeSecret, and
 // drops secrets deleted since their values were read.
-func (s *Store) batchMetadata(ctx context.Context, out map[string]*secretstore.Secret) error {
+func (s *store) batchMetadata(ctx context.Context, out map[string]*driver.Secret) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -658,9 +731,9 @@ func (s *Store) batchMetadata(ctx context.Context, out map[string]*secretstore.S
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			m, err := s.describe(ctx, secretstore.OpGet, name, s.scope.Path(name))
+			m, err := s.describe(ctx, name)
 			if err == nil {
-				err = m.visible(secretstore.OpGet, name)
+				err = m.visible()
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -680,11 +753,19 @@ func (s *Store) batchMetadata(ctx context.Context, out map[string]*secretstore.S
 	return firstErr
 }
 
-// Close implements secretstore.Store. Later calls fail with ErrUnavailable.
-func (s *Store) Close() error {
-	s.closed.Store(true)
-	return nil
+// As implements Store.As: a **secretsmanager.Client gets the store's
+// client, when it is one.
+func (s *store) As(target any) bool {
+	c, ok := s.api.(*secretsmanager.Client)
+	t, isTarget := target.(**secretsmanager.Client)
+	if ok && isTarget {
+		*t = c
+	}
+	return ok && isTarget
 }
+
+// Close implements driver.Store: nothing to release.
+func (s *store) Close() error { return nil }
 
 // metadata is what DescribeSecret tells about a secret.
 type metadata struct {
@@ -695,92 +776,83 @@ type metadata struct {
 }
 
 // visible returns a NotFound error for a secret the store's users cannot see.
-func (m metadata) visible(op, name string) error {
+func (m metadata) visible() error {
 	switch {
 	case m.pending:
-		return secretstore.NewError(op, name, secretstore.ErrNotFound, errors.New("secret is scheduled for deletion"))
+		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
 	case m.current == "":
-		return secretstore.NewError(op, name, secretstore.ErrNotFound, errors.New("secret has no current version"))
+		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
 	}
 	return nil
 }
 
-func (s *Store) describe(ctx context.Context, op, name, path string) (metadata, error) {
-	out, err := s.api.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: &path})
+func (s *store) describe(ctx context.Context, name string) (metadata, error) {
+	out, err := s.api.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: &name})
 	if err != nil {
-		return metadata{}, s.fail(ctx, op, name, err)
+		return metadata{}, s.fail(ctx, "describe", name, err)
 	}
-	m := metadata{pending: out.DeletedDate != nil, labels: fromTags(out.Tags)}
-	for id, stages := range out.VersionIdsToStages {
-		if slices.Contains(stages, "AWSCURRENT") {
-			m.current = id
+	return metadata{
+		pending: out.DeletedDate != nil,
+		labels:  fromTags(out.Tags),
+		current: currentVersion(out.VersionIdsToStages),
+		changed: changedAt(out.LastChangedDate, out.CreatedDate),
+	}, nil
+}
+
+// currentVersion returns the VersionId that holds AWSCURRENT, or "".
+func currentVersion(stages map[string][]string) string {
+	for id, st := range stages {
+		if slices.Contains(st, "AWSCURRENT") {
+			return id
 		}
 	}
+	return ""
+}
+
+// changedAt is the secret's UpdatedAt: its last change, else its creation.
+func changedAt(changed, created *time.Time) time.Time {
 	switch {
-	case out.LastChangedDate != nil:
-		m.changed = *out.LastChangedDate
-	case out.CreatedDate != nil:
-		m.changed = *out.CreatedDate
+	case changed != nil:
+		return *changed
+	case created != nil:
+		return *created
 	}
-	return m, nil
+	return time.Time{}
 }
 
 // readValue reads and decodes one version's value.
-func (s *Store) readValue(ctx context.Context, op, name, path, versionID string) (secretstore.Data, error) {
-	out, err := s.api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &path, VersionId: &versionID})
+func (s *store) readValue(ctx context.Context, name, versionID string) (map[string][]byte, error) {
+	out, err := s.api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &name, VersionId: &versionID})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// InvalidRequestException on a read means the secret was scheduled
 		// for deletion since it was described.
-		return nil, secretstore.NewError(op, name, secretstore.ErrNotFound, errors.New("secret was deleted while being read"))
+		return nil, &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
 	}
 	if err != nil {
-		return nil, s.fail(ctx, op, name, err)
+		return nil, s.fail(ctx, "get", name, err)
 	}
-	return decodeValue(op, name, out.SecretString)
+	return decodeValue(out.SecretString)
 }
 
-func decodeValue(op, name string, secretString *string) (secretstore.Data, error) {
+func decodeValue(secretString *string) (map[string][]byte, error) {
 	if secretString == nil {
-		return nil, secretstore.NewError(op, name, secretstore.ErrInvalid, errors.New("secret holds SecretBinary, not a JSON object in SecretString"))
+		return nil, invalid(errors.New("secret holds SecretBinary, not a JSON object in SecretString"))
 	}
 	data, err := decodeData(*secretString)
 	if err != nil {
-		return nil, secretstore.NewError(op, name, secretstore.ErrInvalid, err)
+		return nil, invalid(err)
 	}
 	return data, nil
 }
 
-// path validates name for op and returns its AWS secret name.
-func (s *Store) path(ctx context.Context, op, name string) (string, error) {
-	if err := secretstore.CheckName(op, name); err != nil {
-		return "", err
-	}
+// checkPath reports a scoped name AWS cannot hold: characters beyond its
+// set, or more than MaxNameLength characters.
+func checkPath(name string) error {
 	if err := checkAWSName(name); err != nil {
-		return "", secretstore.NewError(op, name, secretstore.ErrInvalid, err)
+		return invalid(err)
 	}
-	p := s.scope.Path(name)
-	if len(p) > MaxNameLength {
-		return "", secretstore.NewError(op, name, secretstore.ErrInvalid, fmt.Errorf("AWS secret name would be %d characters, over AWS's %d", len(p), MaxNameLength))
-	}
-	return p, s.live(ctx, op, name)
-}
-
-func (s *Store) live(ctx context.Context, op, name string) error {
-	if err := ctx.Err(); err != nil {
-		return secretstore.NewError(op, name, nil, err)
-	}
-	if s.closed.Load() {
-		return secretstore.NewError(op, name, secretstore.ErrUnavailable, errors.New("store is closed"))
+	if len(name) > MaxNameLength {
+		return invalid(fmt.Errorf("AWS secret name would be %d characters, over AWS's %d", len(name), MaxNameLength))
 	}
 	return nil
-}
-
-// token returns a new client request token for a Put of name (a UUID, which
-// becomes the new version's VersionId).
-func (s *Store) token(name string) (string, error) {
-	t, err := s.tokens.GetUUID()
-	if err != nil {
-		return "", secretstore.NewError(secretstore.OpPut, name, secretstore.ErrUnavailable, errors.New("no randomness for a client request token"))
-	}
-	return t, nil
 }

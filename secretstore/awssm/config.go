@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
@@ -43,11 +43,11 @@ type section struct {
 	ForceDelete        bool `json:"forceDelete"`
 	// KMSKeyID encrypts new secrets; default aws/secretsmanager.
 	KMSKeyID string `json:"kmsKeyId"`
-	// MaxAttempts is the SDK's attempts per call, retries included (1..20);
-	// default the SDK's 3.
+	// MaxAttempts is the store's attempts per call, retries included
+	// (1..20); default 3.
 	MaxAttempts int `json:"maxAttempts"`
-	// MaxBackoff caps the delay between retries, a duration such as "2s";
-	// default the SDK's 20s.
+	// MaxBackoff caps the pause between attempts, a duration such as "2s";
+	// default 2s.
 	MaxBackoff string `json:"maxBackoff"`
 }
 
@@ -80,7 +80,7 @@ func (c section) problems() []string {
 		add("%s", p)
 	}
 	if c.MaxAttempts < 0 || c.MaxAttempts > MaxAttemptsLimit {
-		add("maxAttempts %d is outside 1..%d (0 means the SDK default)", c.MaxAttempts, MaxAttemptsLimit)
+		add("maxAttempts %d is outside 1..%d (0 means the default of 3)", c.MaxAttempts, MaxAttemptsLimit)
 	}
 	if c.MaxBackoff != "" {
 		if d, err := time.ParseDuration(c.MaxBackoff); err != nil || d <= 0 {
@@ -101,19 +101,6 @@ func (c section) awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	if c.AccessKeyID != "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)))
-	}
-	if c.MaxAttempts > 0 || c.MaxBackoff != "" {
-		maxBackoff, _ := time.ParseDuration(c.MaxBackoff)
-		opts = append(opts, config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				if c.MaxAttempts > 0 {
-					o.MaxAttempts = c.MaxAttempts
-				}
-				if maxBackoff > 0 {
-					o.MaxBackoff = maxBackoff
-				}
-			})
-		}))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -142,35 +129,37 @@ type backend struct{}
 // name prefix, reporting every problem.
 func (backend) Validate(cfg secretstore.Config) error {
 	var c section
-	if err := cfg.DecodeSection(&c); err != nil {
-		return err
-	}
+	err := cfg.DecodeSection(&c)
 	problems := c.problems()
-	if sc, err := secretstore.NewScope(cfg.DefaultScope); err == nil {
-		if err := checkAWSName(string(sc)); err != nil {
+	if sc := strings.Trim(cfg.DefaultScope, "/"); sc != "" && secretstore.ValidateName(sc) == nil {
+		if err := checkAWSName(sc); err != nil {
 			problems = append(problems, "defaultScope: "+err.Error())
 		}
 	}
 	if problems != nil {
-		return &secretstore.ConfigError{Problems: problems}
+		return errors.Join(err, &secretstore.ConfigError{Problems: problems})
 	}
-	return nil
+	return err
 }
 
-// Open builds the AWS configuration from the section and returns a Store
+// Open builds the AWS configuration from the section and returns a store
 // scoped to defaultScope.
-func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstore.OpenOptions) (secretstore.Store, error) {
+func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstore.OpenOptions) (*secretstore.Store, error) {
 	if err := b.Validate(cfg); err != nil {
 		return nil, err
 	}
 	var c section
-	_ = cfg.DecodeSection(&c)
+	if err := cfg.DecodeSection(&c); err != nil {
+		return nil, err
+	}
 	awsCfg, err := c.awsConfig(ctx)
 	if err != nil {
 		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
 	}
+	maxBackoff, _ := time.ParseDuration(c.MaxBackoff) // validated
 	return New(ctx, Options{
 		AWSConfig: &awsCfg, Scope: cfg.DefaultScope, RecoveryWindowDays: c.RecoveryWindowDays,
-		ForceDelete: c.ForceDelete, KMSKeyID: c.KMSKeyID, Logger: oo.Logger,
+		ForceDelete: c.ForceDelete, KMSKeyID: c.KMSKeyID, MaxAttempts: c.MaxAttempts, MaxBackoff: maxBackoff,
+		Logger: oo.Logger,
 	})
 }

@@ -134,7 +134,7 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 	for _, n := range names {
 		e.put(s, n, d("k", "v-"+n), nil)
 	}
-	w, err := secretstore.NewWatcher(secretstore.NewMonitor(s), secretstore.WatcherOptions{})
+	w, err := secretstore.NewWatcher(s, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	ctx := t.Context()

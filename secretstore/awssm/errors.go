@@ -13,6 +13,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // APIError is the cause inside a *secretstore.Error when a Secrets Manager
@@ -142,21 +143,21 @@ func codeOf(err error) string {
 	return ""
 }
 
-// fail converts an SDK error into a *secretstore.Error for op on name:
-// context errors stay context errors; everything else gets a kind and an
-// APIError cause without request ids or bodies.
-func (s *Store) fail(ctx context.Context, op, name string, err error) error {
+// fail converts an SDK error of the call for op on name into a
+// *driver.Error: context errors stay context errors; everything else gets
+// a kind and an APIError cause without request ids or bodies.
+func (s *store) fail(ctx context.Context, op, name string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return secretstore.NewError(op, name, nil, ctxErr)
+		return ctxErr
 	}
 	for _, ce := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ce) {
-			return secretstore.NewError(op, name, nil, ce)
+			return &driver.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("secrets manager did not answer in time")}
 		}
 	}
 	cause, kind := classify(err)
 	s.log.DebugContext(ctx, "secrets manager call failed",
 		"op", op, "name", name, "awsOperation", cause.Operation, "code", cause.Code,
 		"status", cause.StatusCode, "attempts", cause.Attempts, "requestId", cause.RequestID)
-	return secretstore.NewError(op, name, kind, cause)
+	return &driver.Error{Kind: kind, Err: cause}
 }

@@ -84,7 +84,7 @@ func Example_config() {
 	if err != nil {
 		panic(err)
 	}
-	store, err := secretstore.Open(context.Background(), cfg)
+	store, err := secretstore.Open(context.Background(), cfg, secretstore.OpenOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -3,6 +3,7 @@ package awssm_test
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,12 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
 )
 
@@ -33,19 +34,38 @@ type env struct {
 	t      testing.TB
 	srv    *smmock.Server
 	url    string
-	clock  *clockwork.FakeClock
+	clock  *serverClock
 	client *secretsmanager.Client
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	c := clockwork.NewFakeClockAt(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	c := &serverClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	srv := smmock.New(smmock.Options{Now: c.Now, Credentials: map[string]string{testKeyID: testSecretKey}})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	e := &env{t: t, srv: srv, url: ts.URL, clock: c}
 	e.client = secretsmanager.NewFromConfig(e.awsConfig())
 	return e
+}
+
+// serverClock is the endpoint's clock, which the tests move: the endpoint
+// serves over loopback HTTP, which testing/synctest does not fake.
+type serverClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *serverClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *serverClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // fastRetryer is the SDK's standard retryer with a 1 ms backoff and no
@@ -68,17 +88,20 @@ func (e *env) awsConfig() aws.Config {
 }
 
 // store returns a store over the endpoint; opts.AWSConfig is filled in.
-func (e *env) store(opts awssm.Options) *awssm.Store {
+func (e *env) store(opts awssm.Options) *secretstore.Store {
 	e.t.Helper()
 	cfg := e.awsConfig()
 	opts.AWSConfig = &cfg
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = time.Millisecond // quick retries
+	}
 	s, err := awssm.New(e.t.Context(), opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
-func (e *env) put(s *awssm.Store, name string, data secretstore.Data, labels map[string]string) {
+func (e *env) put(s *secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
 	e.t.Helper()
 	_, err := s.Put(e.t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(e.t, err, "put %q", name)
@@ -105,8 +128,11 @@ type harness struct {
 	opts awssm.Options
 }
 
-func (h *harness) MakeStore(context.Context) (secretstore.Store, error) {
-	return h.e.store(h.opts), nil
+func (h *harness) MakeDriver(ctx context.Context) (driver.Store, error) {
+	opts := h.opts
+	cfg := h.e.awsConfig()
+	opts.AWSConfig = &cfg
+	return awssm.NewDriver(ctx, opts)
 }
 
 func (h *harness) BackendWrites() int64 { return h.e.srv.Writes() }

@@ -78,12 +78,12 @@ func TestValueEncoding(t *testing.T) {
 		assert.Contains(t, err.Error(), awssm.BinaryKeysField)
 		assert.Equal(t, writes, e.srv.Writes())
 	})
-	t.Run("too large rejected before any call", func(t *testing.T) {
-		calls := e.srv.AllCalls()
+	t.Run("too large rejected without a write", func(t *testing.T) {
+		writes := e.srv.Writes()
 		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), awssm.MaxSecretStringBytes)}}, secretstore.PutOptions{})
 		require.ErrorIs(t, err, secretstore.ErrInvalid)
 		assert.Contains(t, err.Error(), "65536")
-		assert.Equal(t, calls, e.srv.AllCalls())
+		assert.Equal(t, writes, e.srv.Writes())
 	})
 	t.Run("foreign JSON values", func(t *testing.T) {
 		_, err := e.client.CreateSecret(t.Context(), &secretsmanager.CreateSecretInput{Name: aws.String("org/foreign"), SecretString: aws.String(`{"port": 5432, "tls": true, "opts": {"a": [1, 2]}, "host": "db"}`)})
@@ -133,7 +133,7 @@ func TestPendingDeletion(t *testing.T) {
 	names, err := s.List(ctx, "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"other"}, names, "List omits secrets pending deletion")
-	batch, err := secretstore.GetBatch(ctx, s, []string{"app", "other"})
+	batch, err := s.GetBatch(ctx, []string{"app", "other"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"other"}, slices.Sorted(maps.Keys(batch)), "GetBatch omits secrets pending deletion")
 	require.NoError(t, s.Delete(ctx, "app"), "deleting a secret pending deletion again")
@@ -333,15 +333,15 @@ func TestThrottling(t *testing.T) {
 		defer e.srv.SetThrottling(false)
 		_, err := s.Get(ctx, "x")
 		require.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.Equal(t, int64(testAttempts), e.srv.Calls(smmock.OpDescribeSecret), "the SDK retried")
+		assert.Equal(t, int64(testAttempts), e.srv.Calls(smmock.OpDescribeSecret), "the store retried")
 		var ae *awssm.APIError
 		require.ErrorAs(t, err, &ae)
 		assert.Equal(t, "ThrottlingException", ae.Code)
-		assert.Equal(t, testAttempts, ae.Attempts)
+		assert.Zero(t, ae.Attempts, "the SDK made one attempt per call")
 		assert.NotEmpty(t, ae.RequestID, "the request id is kept for support")
 		assert.NotContains(t, err.Error(), ae.RequestID, "but not in the message")
 		assert.NotContains(t, err.Error(), "Rate exceeded", "AWS's message is not in the error")
-		assert.Equal(t, `secretstore: get "x": store unavailable: secretsmanager DescribeSecret: ThrottlingException (HTTP 400) after 3 attempts`, err.Error())
+		assert.Equal(t, `secretstore: get "x": store unavailable: secretsmanager DescribeSecret: ThrottlingException (HTTP 400) (attempt 3)`, err.Error())
 	})
 }
 
@@ -359,8 +359,8 @@ func TestErrorMapping(t *testing.T) {
 		{"ExpiredTokenException", 400, secretstore.ErrPermission, 1},
 		{"InternalServiceError", 500, secretstore.ErrUnavailable, testAttempts},
 		{"ServiceUnavailable", 503, secretstore.ErrUnavailable, testAttempts},
-		{"DecryptionFailure", 400, secretstore.ErrUnavailable, 1},
-		{"SomethingNew", 400, secretstore.ErrUnavailable, 1},
+		{"DecryptionFailure", 400, secretstore.ErrUnavailable, testAttempts},
+		{"SomethingNew", 400, secretstore.ErrUnavailable, testAttempts},
 		{"SomethingNew", 403, secretstore.ErrPermission, 1},
 		{"InvalidParameterException", 400, secretstore.ErrInvalid, 1},
 	} {
@@ -425,9 +425,9 @@ func TestIdempotentRetriedPut(t *testing.T) {
 		e.srv.ResetCounters()
 		e.srv.InjectFault(smmock.Fault{Op: smmock.OpPutSecretValue, Code: "InternalServiceError", Count: 1, AfterApply: true})
 		changed, err := s.Put(ctx, &secretstore.Secret{Name: "p", Data: d("k", "2")}, secretstore.PutOptions{})
-		require.NoError(t, err, "the SDK's retry meets the version its lost attempt created")
-		assert.True(t, changed)
-		assert.Equal(t, int64(2), e.srv.Calls(smmock.OpPutSecretValue), "sent twice")
+		require.NoError(t, err, "the store's next attempt reads what its lost attempt wrote")
+		assert.True(t, changed, "the write landed")
+		assert.Equal(t, int64(1), e.srv.Calls(smmock.OpPutSecretValue), "sent once")
 		info := e.info("p")
 		require.Len(t, info.Versions, 2, "but only one new version exists")
 		assert.Equal(t, []string{"AWSPREVIOUS"}, info.Versions[0].Stages)
@@ -440,10 +440,24 @@ func TestIdempotentRetriedPut(t *testing.T) {
 		e.srv.ResetCounters()
 		e.srv.InjectFault(smmock.Fault{Op: smmock.OpCreateSecret, Code: "InternalServiceError", Count: 1, AfterApply: true})
 		changed, err := s.Put(ctx, &secretstore.Secret{Name: "c", Data: d("k", "1"), Labels: map[string]string{"a": "b"}}, secretstore.PutOptions{CreateOnly: true})
-		require.NoError(t, err, "the retry is recognised rather than failing as ResourceExists")
+		require.NoError(t, err, "the write sent again is recognised by its token rather than failing as ResourceExists")
 		assert.True(t, changed)
-		assert.Equal(t, int64(2), e.srv.Calls(smmock.OpCreateSecret))
+		assert.Equal(t, int64(1), e.srv.Calls(smmock.OpCreateSecret), "the resent write saw its own version and created nothing")
 		assert.Len(t, e.info("c").Versions, 1)
+	})
+	t.Run("compare-and-set response lost", func(t *testing.T) {
+		e.put(s, "cas", d("k", "1"), nil)
+		base, err := s.Stat(ctx, "cas")
+		require.NoError(t, err)
+		e.srv.ResetCounters()
+		e.srv.InjectFault(smmock.Fault{Op: smmock.OpUpdateSecretVersionStage, Code: "InternalServiceError", Count: 1, AfterApply: true})
+		changed, err := s.Put(ctx, &secretstore.Secret{Name: "cas", Data: d("k", "2")}, secretstore.PutOptions{IfVersion: base.Version})
+		require.NoError(t, err, "the resent compare-and-set finds AWSCURRENT already on its own version")
+		assert.True(t, changed)
+		got, err := s.Get(ctx, "cas")
+		require.NoError(t, err)
+		assert.Equal(t, "2", string(got.Data["k"]))
+		assert.Len(t, e.info("cas").Versions, 2, "one new version")
 	})
 }
 
@@ -520,7 +534,7 @@ func TestGetBatch(t *testing.T) {
 	}
 	require.NoError(t, s.Delete(ctx, "b/07"))
 	e.srv.ResetCounters()
-	got, err := secretstore.GetBatch(ctx, s, append(names, "b/missing", "b/00"))
+	got, err := s.GetBatch(ctx, append(names, "b/missing", "b/00"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), e.srv.Calls(smmock.OpBatchGetSecretValue), "47 names in chunks of 20")
 	assert.Equal(t, int64(0), e.srv.Calls(smmock.OpGetSecretValue))
@@ -567,7 +581,7 @@ func TestOpenFromConfig(t *testing.T) {
 		"accessKeyId":%q,"secretAccessKey":%q,"recoveryWindowDays":7,"maxAttempts":2,"maxBackoff":"1ms"}}`, e.url, testKeyID, testSecretKey)
 	cfg, err := secretstore.ParseConfig(strings.NewReader(raw))
 	require.NoError(t, err)
-	st, err := secretstore.Open(t.Context(), cfg)
+	st, err := secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
 	require.NoError(t, err)
 	defer st.Close()
 	_, err = st.Put(t.Context(), &secretstore.Secret{Name: "db", Data: d("k", "v")}, secretstore.PutOptions{})
@@ -598,7 +612,7 @@ func TestConfigValidation(t *testing.T) {
 			"awssm: profile and static credentials exclude each other",
 			"awssm: recoveryWindowDays 1 is outside AWS's 7..30 days",
 			"awssm: forceDelete and recoveryWindowDays exclude each other",
-			"awssm: maxAttempts -1 is outside 1..20 (0 means the SDK default)",
+			"awssm: maxAttempts -1 is outside 1..20 (0 means the default of 3)",
 			`awssm: maxBackoff "soon" is not a positive duration such as 2s`,
 			"defaultScope: AWS secret names allow only ASCII letters, digits and / _ + = . @ -, not ' '",
 		}},

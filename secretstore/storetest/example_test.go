@@ -5,26 +5,27 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
 )
 
-// harness runs the suite on the memory backend. A real backend's harness
-// would make each store over a fresh mount or name prefix and count the
-// write requests its client sends.
-type harness struct{ stores []*memory.Store }
+// harness runs the suite on a map-backed test driver. A real backend's
+// harness makes each driver over a fresh mount or name prefix and counts
+// the write requests its client sends.
+type harness struct{ drivers []*testkit.Driver }
 
-func (h *harness) MakeStore(context.Context) (secretstore.Store, error) {
-	s := memory.New()
-	h.stores = append(h.stores, s)
-	return s, nil
+func (h *harness) MakeDriver(context.Context) (driver.Store, error) {
+	d := testkit.NewDriver()
+	h.drivers = append(h.drivers, d)
+	return testkit.Batching(d), nil
 }
 
 func (h *harness) BackendWrites() int64 {
 	var n int64
-	for _, s := range h.stores {
-		n += s.Writes()
+	for _, d := range h.drivers {
+		n += d.Writes()
 	}
 	return n
 }
@@ -44,7 +45,8 @@ func newHarness(context.Context, *testing.T) (storetest.Harness, error) { return
 func Example() {
 	ctx := context.Background()
 	h, _ := newHarness(ctx, nil)
-	store, _ := h.MakeStore(ctx)
+	drv, _ := h.MakeDriver(ctx)
+	store, _ := secretstore.New(drv, secretstore.Options{})
 	s := &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte("x")}}
 	_, _ = store.Put(ctx, s, secretstore.PutOptions{})
 	_, _ = store.Put(ctx, s, secretstore.PutOptions{})

@@ -1,7 +1,15 @@
 // Package storetest is the conformance suite every secretstore backend runs,
-// in the style of Go CDK's drivertest: a backend implements a Harness, and
-// Run executes the same cases against it. The memory backend runs it always;
-// the Vault and AWS backends run it against real endpoints.
+// in the style of Go CDK's drivertest: a backend implements a Harness that
+// makes its driver, and Run executes the same cases against it through the
+// portable secretstore.Store, which it wraps around the driver with a
+// scope. The memory backend runs it always; the Vault and AWS backends run
+// it against real endpoints.
+//
+// Some cases check rules the portable type enforces for every driver
+// (names, closed stores, contexts, copies, unchanged writes); the others
+// check what only the driver can get right: round trips, versions,
+// labels, replacement, deletion, listing across pages, atomic
+// compare-and-set under concurrent writers.
 //
 // A backend's test looks like
 //
@@ -14,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -23,16 +32,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
+
+// Scope is the scope Run gives the store it makes around each driver, so
+// a driver sees names as "storetest/<name>".
+const Scope = "storetest"
 
 // Harness gives the suite access to one backend instance.
 type Harness interface {
-	// MakeStore returns a store over an empty namespace of its own (a fresh
-	// scope, mount or prefix), so cases do not see each other's secrets.
-	MakeStore(ctx context.Context) (secretstore.Store, error)
+	// MakeDriver returns a driver over an empty namespace of its own (a
+	// fresh mount, path or prefix), so cases do not see each other's
+	// secrets.
+	MakeDriver(ctx context.Context) (driver.Store, error)
 	// BackendWrites returns how many write calls (create, update, delete
-	// requests) the backend has received from stores made by this harness.
-	// The suite uses it to prove that an unchanged Put writes nothing.
+	// requests) the backend has received from drivers made by this
+	// harness. The suite uses it to prove that an unchanged Put writes
+	// nothing.
 	BackendWrites() int64
 	// Close releases the harness.
 	Close()
@@ -85,6 +101,9 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 		{"InvalidSecretsRejected", testInvalidSecrets},
 		{"OddNamesRejectedOrRoundTripped", testOddNames},
 		{"ContextCancellation", testContextCancel},
+		{"ClosedStoreIsUnavailable", testClosed},
+		{"GetBatch", testGetBatch},
+		{"WatcherSeesChanges", testWatcher},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,7 +111,10 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 			h, err := newHarness(ctx, t)
 			require.NoError(t, err, "making harness")
 			t.Cleanup(h.Close)
-			st, err := h.MakeStore(ctx)
+			drv, err := h.MakeDriver(ctx)
+			require.NoError(t, err, "making driver")
+			// No retries: the suite sees every failure.
+			st, err := secretstore.New(drv, secretstore.Options{Scope: Scope, MaxAttempts: 1})
 			require.NoError(t, err, "making store")
 			t.Cleanup(func() { _ = st.Close() })
 			c.fn(t, &env{ctx: ctx, h: h, s: st, opts: opts})
@@ -103,7 +125,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 type env struct {
 	ctx  context.Context
 	h    Harness
-	s    secretstore.Store
+	s    *secretstore.Store
 	opts Options
 }
 
@@ -155,7 +177,7 @@ func testPutGetRoundTrip(t *testing.T, e *env) {
 	got := e.get(t, "app/db")
 	assert.Equal(t, "app/db", got.Name)
 	assert.True(t, data.Equal(got.Data), "data round trips")
-	assert.True(t, secretstore.LabelsEqual(labels, got.Labels), "labels round trip: got %v", got.Labels)
+	assert.True(t, maps.Equal(labels, got.Labels), "labels round trip: got %v", got.Labels)
 	if !e.opts.NoVersions {
 		assert.NotEmpty(t, got.Version, "version is set")
 		assert.False(t, got.UpdatedAt.IsZero(), "updatedAt is set")
@@ -165,7 +187,7 @@ func testPutGetRoundTrip(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Equal(t, "app/db", md.Name)
 	assert.Equal(t, got.Version, md.Version, "Stat and Get agree on the version")
-	assert.True(t, secretstore.LabelsEqual(labels, md.Labels), "Stat returns labels")
+	assert.True(t, maps.Equal(labels, md.Labels), "Stat returns labels")
 }
 
 func testBinaryValues(t *testing.T, e *env) {
@@ -385,7 +407,8 @@ func testConcurrentWriters(t *testing.T, e *env) {
 				if _, err := e.s.Put(e.ctx, &secretstore.Secret{Name: own, Data: d("r", fmt.Sprint(r))}, secretstore.PutOptions{}); err != nil {
 					errs <- err
 				}
-				if _, err := e.s.Put(e.ctx, &secretstore.Secret{Name: "conc/shared", Data: d("w", fmt.Sprint(w), "r", fmt.Sprint(r))}, secretstore.PutOptions{}); err != nil {
+				pair := fmt.Sprintf("%d/%d", w, r)
+				if _, err := e.s.Put(e.ctx, &secretstore.Secret{Name: "conc/shared", Data: d("w", fmt.Sprint(w), "r", fmt.Sprint(r), "pair", pair)}, secretstore.PutOptions{}); err != nil {
 					errs <- err
 				}
 			}
@@ -401,7 +424,8 @@ func testConcurrentWriters(t *testing.T, e *env) {
 		assert.Equal(t, fmt.Sprint(rounds-1), string(got.Data["r"]), "writer %d's last write won", w)
 	}
 	shared := e.get(t, "conc/shared")
-	assert.Len(t, shared.Data, 2, "shared secret holds one whole write, not a mix of keys")
+	assert.Len(t, shared.Data, 3, "shared secret holds one whole write")
+	assert.Equal(t, string(shared.Data["w"])+"/"+string(shared.Data["r"]), string(shared.Data["pair"]), "shared secret holds one whole write, not a mix of writes")
 }
 
 func testConcurrentCAS(t *testing.T, e *env) {
@@ -503,4 +527,90 @@ func testContextCancel(t *testing.T, e *env) {
 	_, err = e.s.List(ctx, "")
 	assert.ErrorIs(t, err, context.Canceled, "List")
 	assert.Equal(t, []byte("v"), []byte(e.get(t, "ctx").Data["k"]), "cancelled calls changed nothing")
+}
+
+func testClosed(t *testing.T, e *env) {
+	e.put(t, "closed", d("k", "v"), nil)
+	require.NoError(t, e.s.Close())
+	require.NoError(t, e.s.Close(), "Close is idempotent")
+	_, err := e.s.Get(e.ctx, "closed")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Get")
+	_, err = e.s.Stat(e.ctx, "closed")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Stat")
+	_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: "closed", Data: d("k", "w")}, secretstore.PutOptions{})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Put")
+	assert.ErrorIs(t, e.s.Delete(e.ctx, "closed"), secretstore.ErrUnavailable, "Delete")
+	_, err = e.s.List(e.ctx, "")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "List")
+	_, err = e.s.GetBatch(e.ctx, []string{"closed"})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "GetBatch")
+}
+
+func testGetBatch(t *testing.T, e *env) {
+	labels := e.labels(map[string]string{"l": "1"})
+	e.put(t, "batch/a", d("k", "a"), labels)
+	e.put(t, "batch/b", d("k", "b"), nil)
+	got, err := e.s.GetBatch(e.ctx, []string{"batch/a", "batch/missing", "batch/b", "batch/a"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"batch/a", "batch/b"}, slices.Sorted(maps.Keys(got)), "present names only, once each")
+	for _, name := range []string{"batch/a", "batch/b"} {
+		want := e.get(t, name)
+		require.NotNil(t, got[name], name)
+		assert.Equal(t, name, got[name].Name)
+		assert.True(t, want.Data.Equal(got[name].Data), "data of %s", name)
+		assert.True(t, maps.Equal(want.Labels, got[name].Labels), "labels of %s", name)
+		assert.Equal(t, want.Version, got[name].Version, "version of %s", name)
+	}
+	empty, err := e.s.GetBatch(e.ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+	_, err = e.s.GetBatch(e.ctx, []string{"batch/a", "../up"})
+	assert.ErrorIs(t, err, secretstore.ErrInvalid, "an invalid name fails the batch")
+}
+
+// testWatcher checks what the watcher reads of the driver (a batch of
+// metadata, when the driver lists it): every name's state in the first
+// cycle, and a change in the next.
+func testWatcher(t *testing.T, e *env) {
+	const n = 25
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("watch/s%02d", i)
+		names = append(names, name)
+		e.put(t, name, d("v", "1"), nil)
+	}
+	w, err := secretstore.NewWatcher(e.s, secretstore.WatcherOptions{OutageAfter: -1})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch(append(names, "watch/missing")...))
+	first := w.Poll(e.ctx)
+	require.NoError(t, first.StoreFailure())
+	assert.Equal(t, n+1, first.Watched)
+	assert.Equal(t, n+1, first.Answered)
+	kinds := map[string]secretstore.EventKind{}
+	for _, ev := range first.Events {
+		kinds[ev.Name] = ev.Kind
+		assert.True(t, ev.Initial, "first observation of %s", ev.Name)
+	}
+	for _, name := range names {
+		assert.Equal(t, secretstore.Appeared, kinds[name], name)
+	}
+	assert.Equal(t, secretstore.Deleted, kinds["watch/missing"])
+
+	// Names the watcher's few per-cycle spot checks (taken from the start
+	// of the sorted names) do not reach yet: the listing must show them.
+	e.put(t, names[20], d("v", "2"), nil)
+	require.NoError(t, e.s.Delete(e.ctx, names[21]))
+	second := w.Poll(e.ctx)
+	var got []string
+	for _, ev := range second.Events {
+		got = append(got, ev.Kind.String()+" "+ev.Name)
+	}
+	assert.Equal(t, []string{"changed " + names[20], "deleted " + names[21]}, got, "the second cycle sees the change and the deletion")
+	if !e.opts.NoVersions {
+		md, err := e.s.Stat(e.ctx, names[20])
+		require.NoError(t, err)
+		tag, ok := w.Observed(names[20])
+		require.True(t, ok)
+		assert.Equal(t, md.Version, tag.Version(), "the watcher observed the version Stat reports")
+	}
 }

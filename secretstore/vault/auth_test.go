@@ -100,7 +100,7 @@ func TestAppRoleRenewsAndLogsInAgainBeyondMaxTTL(t *testing.T) {
 	logger, logs := logtest.NewLogger()
 	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, c, readPolicy(t, c, mount), ttl, maxTTL)}
 	rec := &recorder{}
-	s := open(t, cfg, vault.WrapTransport(rec.wrap), vault.WithLogger(logger))
+	s := open(t, cfg, vault.Options{WrapTransport: rec.wrap, Logger: logger})
 	put(t, s, "app/db", d("password", "pw-0"), nil)
 	firstToken := rec.token()
 
@@ -131,7 +131,7 @@ func TestForbiddenRequestLogsInAgainOnlyForAnInvalidToken(t *testing.T) {
 	mount := srv.EnableKV(t, 2)
 	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, c, readPolicy(t, c, mount), time.Hour, time.Hour)}
 	rec := &recorder{}
-	s := open(t, cfg, vault.WrapTransport(rec.wrap))
+	s := open(t, cfg, vault.Options{WrapTransport: rec.wrap})
 	put(t, s, "app/x", d("k", "v"), nil)
 	require.EqualValues(t, 1, rec.logins.Load())
 
@@ -154,7 +154,7 @@ func TestAppRoleBadSecretIDIsPermissionDenied(t *testing.T) {
 	auth := appRole(t, c, readPolicy(t, c, mount), time.Hour, time.Hour)
 	auth.SecretIDFile = ""
 	auth.SecretID = "wrong-secret-id-value"
-	_, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth}, fastRetries)
+	_, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission)
 	assert.Contains(t, err.Error(), "vault refused the login")
 	assert.NotContains(t, err.Error(), "wrong-secret-id-value")
@@ -247,7 +247,7 @@ func TestJWTLogin(t *testing.T) {
 	wrongAud := es256(t, key, map[string]any{"sub": "agbot-1", "aud": "other", "iat": now, "exp": now + 600})
 	require.NoError(t, os.WriteFile(file, []byte(wrongAud), 0o600))
 	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file}}, fastRetries)
+		Auth: vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission, "a JWT for another audience is refused")
 	assert.NotContains(t, err.Error(), wrongAud[:20])
 }
@@ -331,6 +331,6 @@ func TestKubernetesLogin(t *testing.T) {
 	other := kube.issue(t, "other-ns", "agbot", "uid-2")
 	require.NoError(t, os.WriteFile(file, []byte(other), 0o600))
 	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}}, fastRetries)
+		Auth: vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission, "a service account of another namespace is refused")
 }

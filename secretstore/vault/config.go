@@ -70,11 +70,13 @@ type Config struct {
 	// TLSServerName overrides the name the server certificate must carry
 	// (and the SNI sent).
 	TLSServerName string `json:"tlsServerName,omitempty"`
-	// Timeout bounds each request to Vault including its retries, as a Go
-	// duration string ("30s"). Default 30s.
+	// Timeout bounds each request to Vault, as a Go duration string
+	// ("30s"). Default 30s. A caller bounds a whole call, retries
+	// included, with its context's deadline.
 	Timeout Duration `json:"timeout,omitempty"`
-	// MaxRetries is how often a request is retried on connection errors,
-	// 5xx and 429 (default 2; 0 disables retries).
+	// MaxRetries is how often the store tries a call again after it
+	// failed with ErrUnavailable (connection errors, sealed, 5xx, 429):
+	// default 2; 0 disables retries.
 	MaxRetries *int `json:"maxRetries,omitempty"`
 	// RateLimit caps requests per second to Vault; 0 means no limit.
 	RateLimit float64 `json:"rateLimit,omitempty"`
@@ -142,10 +144,10 @@ func (s Sensitive) GoString() string { return fmt.Sprintf("%q", s.String()) }
 // Format prints the redacted form for every verb.
 func (s Sensitive) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		fmt.Fprint(f, s.GoString())
+		_, _ = fmt.Fprint(f, s.GoString())
 		return
 	}
-	fmt.Fprint(f, s.String())
+	_, _ = fmt.Fprint(f, s.String())
 }
 
 // LogValue implements slog.LogValuer.
@@ -176,25 +178,47 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // Validate checks the config and returns a *secretstore.ConfigError listing
 // every problem, or nil.
-func (c Config) Validate() error {
-	p := c.problems()
+func (c Config) Validate() error { return c.validate(false) }
+
+// validate checks the config; with a caller's client, the settings the
+// client carries must be empty.
+func (c Config) validate(ownClient bool) error {
+	p := c.problems(ownClient)
 	if len(p) == 0 {
 		return nil
 	}
 	return &secretstore.ConfigError{Problems: p}
 }
 
-func (c Config) problems() []string {
+func (c Config) problems(ownClient bool) []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, "vault."+fmt.Sprintf(format, args...)) }
+	if ownClient {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"address", c.Address != ""}, {"namespace", c.Namespace != ""}, {"caBundle", c.CABundle != ""},
+			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != 0},
+			{"rateLimit", c.RateLimit != 0}, {"rateBurst", c.RateBurst != 0}, {"auth", c.Auth != Auth{}},
+		} {
+			if f.set {
+				add("%s is set by Options.Client: leave it empty", f.name)
+			}
+		}
+	}
 
 	plainHTTP := false
-	if c.Address == "" {
+	switch {
+	case ownClient:
+	case c.Address == "":
 		add("address is required")
-	} else if u, err := url.Parse(c.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		add("address must be an http:// or https:// URL with a host")
-	} else {
-		plainHTTP = u.Scheme == "http"
+	default:
+		if u, err := url.Parse(c.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("address must be an http:// or https:// URL with a host")
+		} else {
+			plainHTTP = u.Scheme == "http"
+		}
 	}
 	if c.Mount != "" && validPath(c.Mount) != nil {
 		add("mount: %v", validPath(c.Mount))
@@ -234,13 +258,15 @@ func (c Config) problems() []string {
 	if c.RateBurst > 0 && c.RateLimit == 0 {
 		add("rateBurst needs rateLimit")
 	}
-	if c.Scope != "" {
-		if _, err := secretstore.NewScope(c.Scope); err != nil {
-			add("scope: %v", err)
+	if sc := strings.Trim(c.Scope, "/"); sc != "" {
+		if err := secretstore.ValidateName(sc); err != nil {
+			add("scope %q: %v", c.Scope, err)
 		}
 	}
-	for _, s := range c.Auth.problems() {
-		add("%s", s)
+	if !ownClient {
+		for _, s := range c.Auth.problems() {
+			add("%s", s)
+		}
 	}
 	return p
 }

@@ -54,6 +54,37 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	assert.NotContains(t, msg, "s3cr3t-id", "a secret ID never appears in an error")
 }
 
+// Several mistakes in several sections of one config (the top level, the
+// vault section, its auth section), unknown fields among them: every one
+// is reported, each naming where it is. An unknown field hides nothing.
+func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
+	_, err := parse(t, `{"type":"vault","defaultScope":"../up","defualtScope":"org1","vaultt":{},
+		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxRetries":99,"rateLimit":"fast",
+			"auth":{"method":"token","tokn":"t0k3n-value","roleID":"r","mount":"/"}}}`)
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	var ce *secretstore.ConfigError
+	require.ErrorAs(t, err, &ce)
+	want := []string{
+		`defaultScope: scope "../up": name has a ".." path segment`,
+		`unknown field "defualtScope" (did you mean "defaultScope"?)`,
+		`unknown field "vaultt" (did you mean "vault"?)`,
+		`vault: unknown field "adress" (did you mean "address"?)`,
+		`vault: field "timeout": timeout must be a duration string such as "30s"`,
+		`vault: field "rateLimit": expected float64, got JSON string`,
+		`vault.auth: unknown field "tokn" (did you mean "token"?)`,
+		"vault.address is required",
+		`vault.kvVersion must be "1", "2" or "auto"`,
+		"vault.maxRetries must be between 0 and 10",
+		"vault.auth.method token needs exactly one of token, tokenFile, tokenEnv",
+		"vault.auth.mount is not used by method token",
+		"vault.auth.roleID is not used by method token (it belongs to approle)",
+		"vault.auth.mount: path is empty",
+		`vault.scope "../up": name has a ".." path segment`,
+	}
+	assert.ElementsMatch(t, want, ce.Problems, "every problem, once:\n%s", err)
+	assert.NotContains(t, err.Error(), "t0k3n-value", "no value of a field is repeated")
+}
+
 func TestConfigValidateTable(t *testing.T) {
 	ok := `"address":"https://vault.example:8200","auth":{"method":"token","tokenEnv":"VAULT_TOKEN"}`
 	for _, tc := range []struct {
@@ -114,13 +145,13 @@ func TestSensitiveNeverPrints(t *testing.T) {
 func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 	cfg, err := parse(t, `{"type":"vault","vault":{"address":"http://127.0.0.1:1","auth":{"method":"approle","roleID":"r","secretIDFile":"/nonexistent/secret-id"}}}`)
 	require.NoError(t, err)
-	_, err = secretstore.Open(t.Context(), cfg)
+	_, err = secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "auth.secretIDFile")
 	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
 
 	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
-	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}})
+	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
 }
@@ -130,7 +161,7 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 	_, err := vault.New(t.Context(), vault.Config{
 		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
 		Auth: vault.Auth{Method: vault.MethodToken, Token: "tok-never-printed"},
-	})
+	}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "tok-never-printed")

@@ -41,7 +41,7 @@ func Example_open() {
 		return
 	}
 	ctx := context.Background()
-	store, err := secretstore.Open(ctx, cfg)
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

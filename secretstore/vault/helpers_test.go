@@ -97,13 +97,15 @@ func rootConfig(srv *vaulttest.Server, mount string) vault.Config {
 	}
 }
 
-// fastRetries keeps retried failures short in tests.
-var fastRetries = vault.WithRetryWait(10*time.Millisecond, 50*time.Millisecond)
-
-// open opens a store and closes it when t ends.
-func open(t testing.TB, cfg vault.Config, opts ...vault.Option) *vault.Store {
+// open opens a store, with the options given or none, and closes it when
+// t ends.
+func open(t testing.TB, cfg vault.Config, opts ...vault.Options) *secretstore.Store {
 	t.Helper()
-	s, err := vault.New(t.Context(), cfg, append([]vault.Option{fastRetries}, opts...)...)
+	var o vault.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s, err := vault.New(t.Context(), cfg, o)
 	require.NoError(t, err, "opening the vault store")
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -117,7 +119,7 @@ func d(kv ...string) secretstore.Data {
 	return out
 }
 
-func put(t testing.TB, s secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
+func put(t testing.TB, s *secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
 	t.Helper()
 	_, err := s.Put(t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(t, err, "put %q", name)

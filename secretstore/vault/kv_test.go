@@ -1,6 +1,7 @@
 package vault_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +21,29 @@ func TestKVVersionAutoDetection(t *testing.T) {
 		mount := srv.EnableKV(t, v)
 		cfg := rootConfig(srv, mount)
 		cfg.KVVersion = vault.KVAuto
-		assert.Equal(t, v, open(t, cfg).KVVersion(), "mount %s", mount)
+		assert.Equal(t, v, kvVersion(t, open(t, cfg), open(t, cfg)), "mount %s", mount)
 	}
 	cfg := rootConfig(srv, "no-such-mount")
-	_, err := vault.New(t.Context(), cfg, fastRetries)
+	_, err := vault.New(t.Context(), cfg, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission, "vault answers 403 for a missing mount")
 	assert.Contains(t, err.Error(), `mount "no-such-mount": the mount does not exist or the token may not use it`)
 
 	cfg = rootConfig(srv, "sys")
-	_, err = vault.New(t.Context(), cfg, fastRetries)
+	_, err = vault.New(t.Context(), cfg, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid, "a non-KV mount is refused")
+}
+
+// kvVersion tells the KV version reader detected: a secret writer puts
+// has a version on KV v2 only.
+func kvVersion(t *testing.T, writer, reader *secretstore.Store) int {
+	t.Helper()
+	put(t, writer, "kv-probe", d("k", "v"), nil)
+	md, err := reader.Stat(t.Context(), "kv-probe")
+	require.NoError(t, err)
+	if md.Version == "" {
+		return 1
+	}
+	return 2
 }
 
 // The secret's path is mount/parentPath/defaultScope/name, as other Vault
@@ -41,7 +55,7 @@ func TestParentPathAndScopeMapping(t *testing.T) {
 		"address":"` + srv.Addr + `","mount":"` + mount + `","parentPath":"/edge/hub/",
 		"auth":{"method":"token","token":"` + srv.RootToken + `"}}}`))
 	require.NoError(t, err)
-	s, err := secretstore.Open(t.Context(), cfg)
+	s, err := secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 
@@ -98,7 +112,7 @@ func TestStatUsesOnlyTheMetadataEndpoint(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)
 	rec := &recorder{keep: true}
-	s := open(t, rootConfig(srv, mount), vault.WrapTransport(rec.wrap))
+	s := open(t, rootConfig(srv, mount), vault.Options{WrapTransport: rec.wrap})
 	put(t, s, "svc/api", d("token", "abc"), map[string]string{"owner": "ops"})
 	before := time.Now()
 	put(t, s, "svc/api", d("token", "def"), map[string]string{"owner": "ops"})
@@ -116,7 +130,7 @@ func TestLabelOnlyChangeKeepsTheVersion(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)
 	rec := &recorder{}
-	s := open(t, rootConfig(srv, mount), vault.WrapTransport(rec.wrap))
+	s := open(t, rootConfig(srv, mount), vault.Options{WrapTransport: rec.wrap})
 	put(t, s, "l", d("k", "v"), map[string]string{"a": "1"})
 	writes := rec.writes.Load()
 	put(t, s, "l", d("k", "v"), map[string]string{"a": "2"})
@@ -164,7 +178,7 @@ func TestKV1RejectsLabelsVersionsAndEmptySecrets(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 1)
 	rec := &recorder{}
-	s := open(t, rootConfig(srv, mount), vault.WrapTransport(rec.wrap))
+	s := open(t, rootConfig(srv, mount), vault.Options{WrapTransport: rec.wrap})
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name string
@@ -173,15 +187,16 @@ func TestKV1RejectsLabelsVersionsAndEmptySecrets(t *testing.T) {
 		want string
 	}{
 		{"labels", &secretstore.Secret{Name: "a", Data: d("k", "v"), Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{}, "labels need a KV v2 mount"},
-		{"if version", &secretstore.Secret{Name: "a", Data: d("k", "v")}, secretstore.PutOptions{IfVersion: "1"}, "IfVersion needs a KV v2 mount"},
+		{"if version", &secretstore.Secret{Name: "exists", Data: d("k", "w")}, secretstore.PutOptions{IfVersion: "1"}, "the store keeps no versions"},
 		{"no keys", &secretstore.Secret{Name: "a", Data: secretstore.Data{}}, secretstore.PutOptions{}, "without keys"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			writes := rec.requests.Load()
+			put(t, s, "exists", d("k", "v"), nil)
+			writes := rec.writes.Load()
 			_, err := s.Put(ctx, tc.in, tc.opts)
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, writes, rec.requests.Load(), "rejected before any request")
+			assert.Equal(t, writes, rec.writes.Load(), "rejected without a write")
 		})
 	}
 	put(t, s, "plain", d("k", "v"), nil)
@@ -203,7 +218,7 @@ func TestNamespaceHeaderIsSent(t *testing.T) {
 	cfg := rootConfig(srv, mount)
 	cfg.KVVersion = vault.KV2
 	cfg.Namespace = "team-a/"
-	s, err := vault.New(t.Context(), cfg, vault.WrapTransport(rec.wrap), fastRetries)
+	s, err := vault.New(t.Context(), cfg, vault.Options{WrapTransport: rec.wrap})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() })
 		_, _ = s.Get(t.Context(), "x")
@@ -252,14 +267,50 @@ path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
 	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KVAuto, ParentPath: "edge",
 		Auth: vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(tok.Auth.ClientToken)}}
 	reader := open(t, cfg)
-	assert.Equal(t, 2, reader.KVVersion(), "detected with the read-only token")
+	assert.Equal(t, 2, kvVersion(t, writer, reader), "detected with the read-only token")
 	_, err = reader.Get(t.Context(), "db/password")
 	require.NoError(t, err)
 	_, err = reader.Stat(t.Context(), "db/password")
 	require.NoError(t, err)
 	names, err := reader.List(t.Context(), "")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"db/password"}, names)
+	assert.Equal(t, []string{"db/password", "kv-probe"}, names)
 	_, err = reader.Put(t.Context(), &secretstore.Secret{Name: "db/password", Data: d("v", "new")}, secretstore.PutOptions{})
 	require.ErrorIs(t, err, secretstore.ErrPermission)
+}
+
+// A program's own vault/api client: the store uses it as it is (token,
+// address), detects the KV version through it, hands it back through As,
+// and leaves it working after Close. Connection and login settings in the
+// config would be ignored, so they are refused.
+func TestCallerClient(t *testing.T) {
+	srv := vaulttest.Shared(t)
+	mount := srv.EnableKV(t, 2)
+	raw := srv.Client(t)
+	ctx := t.Context()
+	s, err := vault.New(ctx, vault.Config{Mount: mount, ParentPath: "edge", Scope: "org1"}, vault.Options{Client: raw})
+	require.NoError(t, err)
+	put(t, s, "db", d("k", "v"), map[string]string{"team": "edge"})
+	sec, err := raw.KVv2(mount).Get(ctx, "edge/org1/db")
+	require.NoError(t, err, "written where the config says, through the caller's client")
+	assert.Equal(t, "v", sec.Data["k"])
+	md, err := s.Stat(ctx, "db")
+	require.NoError(t, err)
+	assert.NotEmpty(t, md.Version, "KV v2 detected through the client")
+
+	var got *api.Client
+	require.True(t, s.As(&got))
+	assert.Same(t, raw, got)
+	var wrong *http.Client
+	assert.False(t, s.As(&wrong))
+
+	require.NoError(t, s.Close())
+	_, err = raw.Sys().HealthWithContext(ctx)
+	assert.NoError(t, err, "the caller's client still works after Close")
+
+	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "T"}},
+		vault.Options{Client: raw})
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorContains(t, err, "vault.address is set by Options.Client")
+	assert.ErrorContains(t, err, "vault.auth is set by Options.Client")
 }

@@ -58,8 +58,8 @@ func TestRotationThroughVault(t *testing.T) {
 	cfg := rootConfig(srv, srv.EnableKV(t, 2))
 	admin := open(t, cfg) // writes as an administrator would, outside the agbot's counts
 	requests := &recorder{keep: true}
-	agbotStore := open(t, cfg, vault.WrapTransport(requests.wrap))
-	mon := secretstore.NewMonitor(agbotStore)
+	agbotStore := open(t, cfg, vault.Options{WrapTransport: requests.wrap})
+	mon := agbotStore
 	reader := secretstore.NewReader(mon, secretstore.ReaderOptions{TTL: time.Hour})
 
 	name := func(i int) string { return fmt.Sprintf("org/app/secret%d", i) }

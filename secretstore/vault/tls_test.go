@@ -32,7 +32,7 @@ func TestTLSWithCABundle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := rootConfig(srv, mount)
 			tc.setup(&cfg)
-			s, err := vault.New(t.Context(), cfg, fastRetries)
+			s, err := vault.New(t.Context(), cfg, vault.Options{})
 			if tc.wantErr != "" {
 				require.ErrorIs(t, err, secretstore.ErrUnavailable)
 				assert.Contains(t, err.Error(), tc.wantErr)
@@ -51,7 +51,7 @@ func TestTLSWithCABundle(t *testing.T) {
 
 func TestMissingCAFileIsInvalid(t *testing.T) {
 	_, err := vault.New(t.Context(), vault.Config{Address: "https://127.0.0.1:1", CAFile: "/nonexistent/ca.pem",
-		Auth: vault.Auth{Method: vault.MethodToken, Token: "t"}})
+		Auth: vault.Auth{Method: vault.MethodToken, Token: "t"}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "vault.caFile")
 	assert.Contains(t, err.Error(), "/nonexistent/ca.pem")

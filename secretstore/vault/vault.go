@@ -1,10 +1,11 @@
 // Package vault is the HashiCorp Vault backend of secretstore, built on the
 // official github.com/hashicorp/vault/api client and its api/auth helpers.
 //
-// It stores each secret as one entry of a KV secrets engine, version 1 or 2
-// (Config.KVVersion "auto" asks Vault which). A secret named n lives at
-// <mount>/<parentPath>/<defaultScope>/n; names are validated by
-// secretstore.ValidateName, so none can escape that prefix.
+// New returns a *secretstore.Store that keeps each secret as one entry of a
+// KV secrets engine, version 1 or 2 (Config.KVVersion "auto" asks Vault
+// which). A secret named n lives at <mount>/<parentPath>/<defaultScope>/n;
+// names are validated by secretstore.ValidateName, so none can escape that
+// prefix.
 //
 // On KV v2:
 //   - Version is the KV version number and UpdatedAt its creation time;
@@ -19,18 +20,21 @@
 //   - Delete removes the secret's metadata and all its versions.
 //
 // On KV v1 there are no versions and no metadata: Version is empty,
-// UpdatedAt zero, a Put with labels or IfVersion fails with ErrInvalid,
-// CreateOnly is checked by a read before the write (not atomic), and a
-// secret needs at least one key.
+// UpdatedAt zero, a Put with labels or IfVersion fails with ErrInvalid
+// (IfVersion on a missing secret: ErrConflict), CreateOnly is checked by a
+// read before the write (not atomic), and a secret needs at least one key.
 //
 // Values are bytes: valid UTF-8 is stored as a JSON string, anything else
 // as {"edgesecrets:base64": "..."} (see BinaryKey). A Put that would change
 // nothing reads the secret and writes nothing.
 //
 // Errors: 403 is ErrPermission; sealed, standby, unreachable, timeouts,
-// 5xx and 429 (after maxRetries) are ErrUnavailable; a lost check-and-set is
-// ErrConflict. Messages come from status codes and fixed phrases, never from
-// request or response bodies, and never contain a token.
+// 5xx and 429 are ErrUnavailable, which the store retries (Config.MaxRetries
+// times, within the caller's deadline: see secretstore.Store); a lost
+// check-and-set is ErrConflict. Messages come from status codes and fixed
+// phrases, never from request or response bodies, and never contain a
+// token. Each attempt is one request: the vault/api client the store makes
+// does not retry by itself.
 //
 // Authentication (token, AppRole, Kubernetes, JWT) happens in New; the token
 // is renewed with a LifetimeWatcher, a fresh login follows when renewal
@@ -39,9 +43,16 @@
 // replaced (one given by value or environment variable past its max TTL,
 // a token file nobody updates, a login Vault refuses) is an outage of the
 // store: logged at error level once, with its cause, named in the errors
-// of refused requests, and reported by Store.CheckCredentials, which asks
+// of refused requests, and reported by CheckCredentials, which asks
 // Vault about the token (auth/token/lookup-self). The backend ignores
 // VAULT_* environment variables: everything comes from Config.
+//
+// A program that has a vault/api client of its own, set up and kept logged
+// in its own way, gives it in Options.Client, as with Go CDK's
+// hashivault.OpenKeeper; the store then uses the client as it is, its
+// token, namespace, TLS settings and retries included. Either way,
+// Store.As(&client) with a **api.Client yields the client, for what the
+// store does not cover (sys/health, other secrets engines).
 //
 // A policy for a store on KV v2 mount "secret" with parentPath "edge":
 //
@@ -65,113 +76,128 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
-	"github.com/hashicorp/go-retryablehttp"
 	"github.com/hashicorp/vault/api"
 	"golang.org/x/time/rate"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // Type is the name the backend registers under.
 const Type = "vault"
 
-var _ secretstore.CredentialChecker = (*Store)(nil)
-
 func init() { secretstore.Register(Type, backend{}) }
 
-// Store is a secretstore.Store on a Vault KV mount, and a
-// secretstore.CredentialChecker. It is safe for concurrent use.
-type Store struct {
+// Options carry what a config file cannot.
+type Options struct {
+	// Client, when set, is the vault/api client the store uses as it is,
+	// logged in and kept so by its owner. Config's connection and login
+	// settings (address, namespace, caBundle, caFile, tlsServerName,
+	// timeout, rateLimit, rateBurst, auth) must then be empty. The client's
+	// own retries happen inside each of the store's attempts, which
+	// number maxRetries+1 when Config.MaxRetries is set and 1 otherwise.
+	Client *api.Client
+	// Logger receives logins, renewals and failures; never a token or a
+	// value. Nil discards.
+	Logger *slog.Logger
+	// WrapTransport wraps the HTTP transport of the client New makes,
+	// which already carries the configured TLS settings: to count or
+	// record requests in tests, or to add tracing.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// store is the driver on a Vault KV mount.
+type store struct {
 	client    *api.Client
-	transport *http.Transport
-	auth      *authenticator
-	now       func() time.Time
+	transport *http.Transport // nil for a caller's client
+	auth      *authenticator  // nil for a caller's client
 	addr      string
 	mount     string
-	kv        int               // 1 or 2
-	base      secretstore.Scope // parentPath/scope inside the mount
-	closed    atomic.Bool
+	kv        int    // 1 or 2
+	base      string // parentPath inside the mount, "" for none
 }
 
-// Option configures New.
-type Option func(*options)
-
-type options struct {
-	log      *slog.Logger
-	now      func() time.Time
-	wrap     func(http.RoundTripper) http.RoundTripper
-	retryMin time.Duration
-	retryMax time.Duration
-}
-
-// WithLogger makes the store log to l (logins, renewals, failures; never a
-// token or a value). Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithClock replaces time.Now, used to judge whether a KV v2 deletion_time
-// has been reached.
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
-
-// WrapTransport wraps the store's HTTP transport, which already carries the
-// configured TLS settings: to count or record requests in tests, or to add
-// tracing.
-func WrapTransport(wrap func(http.RoundTripper) http.RoundTripper) Option {
-	return func(o *options) { o.wrap = wrap }
-}
-
-// WithRetryWait sets the wait between retries of a failed request (default
-// 1s to 1.5s, vault/api's defaults).
-func WithRetryWait(minWait, maxWait time.Duration) Option {
-	return func(o *options) { o.retryMin, o.retryMax = minWait, maxWait }
-}
-
-// New validates cfg, logs in, detects the KV version when cfg.KVVersion is
-// "auto", and returns a ready store. Close it to stop token renewal.
-func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
+// New validates cfg, logs in (unless opts.Client is given), detects the
+// KV version when cfg.KVVersion is "auto", and returns a ready store.
+// Close it to stop token renewal.
+func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, error) {
+	d, err := newDriver(ctx, cfg, opts)
+	if err != nil {
 		return nil, err
 	}
-	o := options{log: slog.New(slog.DiscardHandler), now: time.Now}
-	for _, opt := range opts {
-		opt(&o)
+	attempts := DefaultMaxRetries + 1
+	switch {
+	case cfg.MaxRetries != nil:
+		attempts = *cfg.MaxRetries + 1
+	case opts.Client != nil:
+		attempts = 1
 	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
-	timeout := time.Duration(cfg.Timeout)
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	maxRetries := DefaultMaxRetries
-	if cfg.MaxRetries != nil {
-		maxRetries = *cfg.MaxRetries
-	}
-	base, err := secretstore.NewScope(joinPath(cfg.ParentPath, cfg.Scope))
+	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts})
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		_ = d.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// newDriver validates cfg and returns a logged-in driver.
+func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
+	if err := cfg.validate(opts.Client != nil); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	mount := strings.Trim(cfg.Mount, "/")
 	if mount == "" {
 		mount = DefaultMount
 	}
+	s := &store{addr: cfg.Address, mount: mount, base: joinPath(cfg.ParentPath)}
+	if opts.Client != nil {
+		s.client, s.addr = opts.Client, opts.Client.Address()
+	} else if err := s.connect(cfg, opts.WrapTransport, log); err != nil {
+		return nil, err
+	}
+	first, err := s.login(ctx)
+	if err == nil {
+		err = s.detectKV(ctx, cfg.KVVersion)
+	}
+	if err != nil {
+		s.closeIdle()
+		return nil, err
+	}
+	if s.auth != nil {
+		go s.auth.run(first)
+	}
+	return s, nil
+}
 
+// connect makes the store's own client from cfg.
+func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) error {
+	timeout := time.Duration(cfg.Timeout)
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	invalid := func(err error) error {
+		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+	}
 	tr, err := newTransport(cfg)
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		return invalid(err)
 	}
 	var rt http.RoundTripper = tr
-	if o.wrap != nil {
-		rt = o.wrap(rt)
+	if wrap != nil {
+		rt = wrap(rt)
 	}
 	apiCfg := &api.Config{
 		Address: cfg.Address,
@@ -180,11 +206,8 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 			// vault/api follows Vault's redirects itself.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		Timeout:      timeout,
-		MaxRetries:   maxRetries,
-		MinRetryWait: o.retryMin,
-		MaxRetryWait: o.retryMax,
-		Backoff:      retryablehttp.RateLimitLinearJitterBackoff,
+		Timeout:    timeout,
+		MaxRetries: 0, // secretstore.Store retries, within the caller's deadline
 	}
 	if cfg.RateLimit > 0 {
 		burst := cfg.RateBurst
@@ -195,7 +218,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 	}
 	client, err := api.NewClient(apiCfg)
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf("creating the vault client: %w", err))
+		return invalid(fmt.Errorf("creating the vault client: %w", err))
 	}
 	// NewClient reads VAULT_TOKEN, VAULT_NAMESPACE and VAULT_HEADERS; the
 	// store takes nothing from the environment but what Config names.
@@ -204,37 +227,28 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
 	if ns := strings.Trim(cfg.Namespace, "/"); ns != "" {
 		client.SetNamespace(ns)
 	}
-
-	s := &Store{
-		client:    client,
-		transport: tr,
-		now:       o.now,
-		addr:      cfg.Address,
-		mount:     mount,
-		base:      base,
-	}
-	s.auth, err = newAuthenticator(client, cfg.Auth, o.log, timeout)
-	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
-	}
-	first, err := s.auth.first(ctx, s.addr)
+	s.client, s.transport = client, tr
+	s.auth, err = newAuthenticator(client, cfg.Auth, log, timeout)
 	if err != nil {
 		tr.CloseIdleConnections()
-		return nil, err
+		return invalid(err)
 	}
-	switch cfg.KVVersion {
-	case KV1:
-		s.kv = 1
-	case KV2:
-		s.kv = 2
-	default:
-		if s.kv, err = s.detectKV(ctx); err != nil {
-			tr.CloseIdleConnections()
-			return nil, err
-		}
+	return nil
+}
+
+// login logs in the store's own client; a caller's client is left as it is.
+func (s *store) login(ctx context.Context) (*api.Secret, error) {
+	if s.auth == nil {
+		return nil, nil
 	}
-	go s.auth.run(first)
-	return s, nil
+	return s.auth.first(ctx, s.addr)
+}
+
+// closeIdle releases the idle connections of the store's own transport.
+func (s *store) closeIdle() {
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
 }
 
 // newTransport builds the HTTP transport with the configured TLS settings.
@@ -262,94 +276,108 @@ func newTransport(cfg Config) (*http.Transport, error) {
 	return tr, nil
 }
 
-// detectKV asks Vault which KV version the mount runs.
-func (s *Store) detectKV(ctx context.Context) (int, error) {
+// openError turns a driver error of New into the error New returns.
+func openError(err error) error {
+	var de *driver.Error
+	if errors.As(err, &de) {
+		return secretstore.NewError(secretstore.OpOpen, "", de.Kind, de.Err)
+	}
+	return secretstore.NewError(secretstore.OpOpen, "", nil, err) // a context error
+}
+
+// detectKV sets the KV version: the configured one, or for "auto" what
+// Vault says the mount runs.
+func (s *store) detectKV(ctx context.Context, configured string) error {
+	switch configured {
+	case KV1:
+		s.kv = 1
+		return nil
+	case KV2:
+		s.kv = 2
+		return nil
+	}
 	var sec *api.Secret
-	err := s.call(ctx, secretstore.OpOpen, "", func(ctx context.Context) (err error) {
+	err := s.call(ctx, func(ctx context.Context) (err error) {
 		sec, err = s.client.Logical().ReadWithContext(ctx, "sys/internal/ui/mounts/"+s.mount)
 		return err
 	})
 	if err != nil {
-		var se *secretstore.Error
-		if errors.As(err, &se) && se.Kind != nil && se.Kind != secretstore.ErrUnavailable {
+		var de *driver.Error
+		if errors.As(err, &de) && de.Kind != secretstore.ErrUnavailable {
 			// Vault answers 403 for a mount that does not exist, too.
-			se.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, se.Err)
+			de.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, de.Err)
 		}
-		return 0, err
+		return openError(err)
+	}
+	invalid := func(format string) error {
+		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf(format, s.mount))
 	}
 	if sec == nil || sec.Data == nil {
-		return 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf("mount %q not found", s.mount))
+		return invalid("mount %q not found")
 	}
 	if typ, _ := sec.Data["type"].(string); typ != "kv" && typ != "generic" {
-		return 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf("mount %q is not a KV secrets engine", s.mount))
+		return invalid("mount %q is not a KV secrets engine")
 	}
+	s.kv = 1
 	if o, ok := sec.Data["options"].(map[string]any); ok {
 		if v, _ := o["version"].(string); v == "2" {
-			return 2, nil
+			s.kv = 2
 		}
 	}
-	return 1, nil
+	return nil
 }
 
-// KVVersion returns the KV version of the store's mount, 1 or 2.
-func (s *Store) KVVersion() int { return s.kv }
-
-var errClosed = errors.New("store is closed")
-
-// call runs one Vault request for op on name. A 403 caused by a token that
-// is no longer valid leads to one fresh login and one retry. Errors come
-// back as *secretstore.Error.
-func (s *Store) call(ctx context.Context, op, name string, fn func(context.Context) error) error {
-	if s.closed.Load() {
-		return secretstore.NewError(op, name, secretstore.ErrUnavailable, errClosed)
+// call runs one Vault request. A 403 caused by a token that is no longer
+// valid leads to one fresh login and one retry. Errors come back as
+// *driver.Error, or as the context's error.
+func (s *store) call(ctx context.Context, fn func(context.Context) error) error {
+	gen := uint64(0)
+	if s.auth != nil {
+		gen = s.auth.generation()
 	}
-	if err := ctx.Err(); err != nil {
-		return secretstore.NewError(op, name, nil, err)
-	}
-	gen := s.auth.generation()
 	err := fn(ctx)
-	if err != nil && isForbidden(err) && ctx.Err() == nil && s.auth.recover(ctx, gen) {
+	if err != nil && s.auth != nil && isForbidden(err) && ctx.Err() == nil && s.auth.recover(ctx, gen) {
 		err = fn(ctx)
 	}
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
-		return secretstore.NewError(op, name, nil, ctx.Err())
+		return ctx.Err()
 	}
 	kind, cause := classify(err, s.addr)
-	if kind == secretstore.ErrPermission {
+	if kind == secretstore.ErrPermission && s.auth != nil {
 		if failure := s.auth.tokenFailure(); failure != nil {
 			cause = failure // the token, not a policy, is why
 		}
 	}
-	return secretstore.NewError(op, name, kind, cause)
+	return &driver.Error{Kind: kind, Err: cause}
 }
 
 // path returns the secret's path inside the mount.
-func (s *Store) path(name string) string { return s.base.Path(name) }
+func (s *store) path(name string) string { return joinPath(s.base, name) }
 
-func (s *Store) dataPath(name string) string {
+func (s *store) dataPath(name string) string {
 	if s.kv == 1 {
 		return s.mount + "/" + s.path(name)
 	}
 	return s.mount + "/data/" + s.path(name)
 }
 
-func (s *Store) metadataPath(name string) string { return s.mount + "/metadata/" + s.path(name) }
+func (s *store) metadataPath(name string) string { return s.mount + "/metadata/" + s.path(name) }
 
 // current is what a read of the data endpoint tells about a secret.
 type current struct {
 	exists  bool // a live latest version
-	data    secretstore.Data
+	data    map[string][]byte
 	labels  map[string]string
 	version kvVersion // KV v2: the latest version, also when deleted; 0 if none
 }
 
 // read reads the secret's data (and, on KV v2, its version and labels).
-func (s *Store) read(ctx context.Context, op, name string) (current, error) {
+func (s *store) read(ctx context.Context, name string) (current, error) {
 	var sec *api.Secret
-	err := s.call(ctx, op, name, func(ctx context.Context) (err error) {
+	err := s.call(ctx, func(ctx context.Context) (err error) {
 		sec, err = s.client.Logical().ReadWithContext(ctx, s.dataPath(name))
 		return err
 	})
@@ -360,7 +388,7 @@ func (s *Store) read(ctx context.Context, op, name string) (current, error) {
 		return current{exists: true, data: decodeData(sec.Data)}, nil
 	}
 	md, _ := sec.Data["metadata"].(map[string]any)
-	c := current{version: parseVersion(md, 0, s.now())}
+	c := current{version: parseVersion(md, 0, time.Now())}
 	c.labels = decodeLabels(md["custom_metadata"])
 	// Vault decides whether the latest version is deleted: it sends no data
 	// for a soft-deleted or destroyed one.
@@ -371,8 +399,8 @@ func (s *Store) read(ctx context.Context, op, name string) (current, error) {
 	return c, nil
 }
 
-func (c current) secret(name string) *secretstore.Secret {
-	s := &secretstore.Secret{Name: name, Data: c.data, Labels: c.labels}
+func (c current) secret() *driver.Secret {
+	s := &driver.Secret{Data: c.data, Labels: c.labels}
 	if c.version.number > 0 {
 		s.Version = strconv.Itoa(c.version.number)
 		s.UpdatedAt = c.version.createdAt
@@ -380,51 +408,43 @@ func (c current) secret(name string) *secretstore.Secret {
 	return s
 }
 
-func notFound(op, name string) error {
-	return secretstore.NewError(op, name, secretstore.ErrNotFound, nil)
-}
+var errNotFound = &driver.Error{Kind: secretstore.ErrNotFound}
 
-// Get implements secretstore.Store with one read of the data endpoint.
-func (s *Store) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
-	if err := secretstore.CheckName(secretstore.OpGet, name); err != nil {
-		return nil, err
-	}
-	c, err := s.read(ctx, secretstore.OpGet, name)
+// Get implements driver.Store with one read of the data endpoint.
+func (s *store) Get(ctx context.Context, name string) (*driver.Secret, error) {
+	c, err := s.read(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if !c.exists {
-		return nil, notFound(secretstore.OpGet, name)
+		return nil, errNotFound
 	}
-	return c.secret(name), nil
+	return c.secret(), nil
 }
 
-// Stat implements secretstore.Store. On KV v2 it reads only the metadata
+// Stat implements driver.Store. On KV v2 it reads only the metadata
 // endpoint; KV v1 has none, so it reads the secret and drops the values.
-func (s *Store) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	if err := secretstore.CheckName(secretstore.OpStat, name); err != nil {
-		return secretstore.Metadata{}, err
-	}
+func (s *store) Stat(ctx context.Context, name string) (*driver.Secret, error) {
 	if s.kv == 1 {
-		c, err := s.read(ctx, secretstore.OpStat, name)
+		c, err := s.read(ctx, name)
 		if err != nil {
-			return secretstore.Metadata{}, err
+			return nil, err
 		}
 		if !c.exists {
-			return secretstore.Metadata{}, notFound(secretstore.OpStat, name)
+			return nil, errNotFound
 		}
-		return secretstore.Metadata{Name: name}, nil
+		return &driver.Secret{}, nil
 	}
 	var sec *api.Secret
-	err := s.call(ctx, secretstore.OpStat, name, func(ctx context.Context) (err error) {
+	err := s.call(ctx, func(ctx context.Context) (err error) {
 		sec, err = s.client.Logical().ReadWithContext(ctx, s.metadataPath(name))
 		return err
 	})
 	if err != nil {
-		return secretstore.Metadata{}, err
+		return nil, err
 	}
 	if sec == nil || sec.Data == nil {
-		return secretstore.Metadata{}, notFound(secretstore.OpStat, name)
+		return nil, errNotFound
 	}
 	var cur int
 	if n, ok := sec.Data["current_version"].(json.Number); ok {
@@ -435,158 +455,126 @@ func (s *Store) Stat(ctx context.Context, name string) (secretstore.Metadata, er
 	versions, _ := sec.Data["versions"].(map[string]any)
 	vm, _ := versions[strconv.Itoa(cur)].(map[string]any)
 	if cur == 0 || vm == nil {
-		return secretstore.Metadata{}, notFound(secretstore.OpStat, name)
+		return nil, errNotFound
 	}
-	v := parseVersion(vm, cur, s.now())
+	v := parseVersion(vm, cur, time.Now())
 	if v.deleted {
-		return secretstore.Metadata{}, notFound(secretstore.OpStat, name)
+		return nil, errNotFound
 	}
-	return secretstore.Metadata{
-		Name:      name,
-		Version:   strconv.Itoa(cur),
-		UpdatedAt: v.createdAt,
-		Labels:    decodeLabels(sec.Data["custom_metadata"]),
-	}, nil
+	return &driver.Secret{Version: strconv.Itoa(cur), UpdatedAt: v.createdAt, Labels: decodeLabels(sec.Data["custom_metadata"])}, nil
 }
 
-// Put implements secretstore.Store. It reads the secret first and writes
-// nothing when data and labels are unchanged. On KV v2 a data change is one
-// write (with check-and-set for IfVersion and CreateOnly) and a label
-// change one metadata write, after the data; if that second write fails the
-// error says so and repeating the Put completes it.
-func (s *Store) Put(ctx context.Context, in *secretstore.Secret, opts secretstore.PutOptions) (bool, error) {
-	if err := secretstore.CheckSecret(in); err != nil {
-		return false, err
-	}
-	const op = secretstore.OpPut
-	invalid := func(err error) (bool, error) {
-		return false, secretstore.NewError(op, in.Name, secretstore.ErrInvalid, err)
-	}
-	conflict := func(msg string) (bool, error) {
-		return false, secretstore.NewError(op, in.Name, secretstore.ErrConflict, errors.New(msg))
-	}
+// Put implements driver.Store. On KV v2 a data change is one write (with
+// check-and-set for IfVersion and CreateOnly) and a label change one
+// metadata write, after the data; if that second write fails the error
+// says so, and the store's next attempt, or repeating the Put, completes
+// it.
+func (s *store) Put(ctx context.Context, w *driver.Write) error {
+	invalid := func(msg string) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
 	var ifVersion int
 	switch {
-	case s.kv == 1 && len(in.Labels) > 0:
-		return invalid(errors.New("labels need a KV v2 mount (KV v1 keeps no metadata)"))
-	case s.kv == 1 && opts.IfVersion != "":
-		return invalid(errors.New("IfVersion needs a KV v2 mount (KV v1 keeps no versions)"))
-	case s.kv == 1 && len(in.Data) == 0:
-		return invalid(errors.New("KV v1 cannot store a secret without keys"))
-	case opts.IfVersion != "":
-		n, err := strconv.Atoi(opts.IfVersion)
+	case s.kv == 1 && len(w.Labels) > 0:
+		return invalid("labels need a KV v2 mount (KV v1 keeps no metadata)")
+	case s.kv == 1 && w.IfVersion != "":
+		return invalid("IfVersion needs a KV v2 mount (KV v1 keeps no versions)")
+	case s.kv == 1 && len(w.Data) == 0:
+		return invalid("KV v1 cannot store a secret without keys")
+	case w.IfVersion != "":
+		n, err := strconv.Atoi(w.IfVersion)
 		if err != nil || n <= 0 {
-			return invalid(errors.New("IfVersion is not a KV v2 version number"))
+			return invalid("IfVersion is not a KV v2 version number")
 		}
 		ifVersion = n
 	}
-	if err := checkLabels(in.Labels); err != nil {
-		return invalid(err)
+	if err := checkLabels(w.Labels); err != nil {
+		return &driver.Error{Kind: secretstore.ErrInvalid, Err: err}
 	}
-
-	cur, err := s.read(ctx, op, in.Name)
-	if err != nil {
-		return false, err
-	}
-	dataChanged := !cur.exists || !cur.data.Equal(in.Data)
-	labelsChanged := !secretstore.LabelsEqual(cur.labels, in.Labels)
-	switch {
-	case opts.CreateOnly && cur.exists:
-		return conflict("secret exists and the write is create-only")
-	case ifVersion != 0 && (!cur.exists || cur.version.number != ifVersion):
-		return conflict("current version does not match the expected version")
-	case !dataChanged && !labelsChanged:
-		return false, nil
-	}
+	cur := w.Current
+	dataChanged := cur == nil || !secretstore.Data(cur.Data).Equal(w.Data)
+	labelsChanged := cur == nil && len(w.Labels) > 0 || cur != nil && !maps.Equal(cur.Labels, w.Labels)
 
 	if dataChanged {
 		var body map[string]any
 		if s.kv == 1 {
-			body = encodeData(in.Data)
+			body = encodeData(w.Data)
 		} else {
-			body = map[string]any{"data": encodeData(in.Data)}
+			body = map[string]any{"data": encodeData(w.Data)}
 			switch {
 			case ifVersion != 0:
 				body["options"] = map[string]any{"cas": ifVersion}
-			case opts.CreateOnly:
-				// The latest version number, deleted or not (0 if none).
-				body["options"] = map[string]any{"cas": cur.version.number}
+			case w.CreateOnly:
+				// The latest version number, deleted or not (0 if none): a
+				// secret whose latest version is deleted reads as missing.
+				latest, err := s.read(ctx, w.Name)
+				if err != nil {
+					return err
+				}
+				body["options"] = map[string]any{"cas": latest.version.number}
 			}
 		}
-		err := s.call(ctx, op, in.Name, func(ctx context.Context) error {
-			_, err := s.client.Logical().WriteWithContext(ctx, s.dataPath(in.Name), body)
+		err := s.call(ctx, func(ctx context.Context) error {
+			_, err := s.client.Logical().WriteWithContext(ctx, s.dataPath(w.Name), body)
 			return err
 		})
 		if err != nil {
-			return false, err
+			return err
 		}
 	}
 	if labelsChanged {
-		labels := make(map[string]any, len(in.Labels))
-		for k, v := range in.Labels {
+		labels := make(map[string]any, len(w.Labels))
+		for k, v := range w.Labels {
 			labels[k] = v
 		}
-		err := s.call(ctx, op, in.Name, func(ctx context.Context) error {
-			_, err := s.client.Logical().WriteWithContext(ctx, s.metadataPath(in.Name), map[string]any{"custom_metadata": labels})
+		err := s.call(ctx, func(ctx context.Context) error {
+			_, err := s.client.Logical().WriteWithContext(ctx, s.metadataPath(w.Name), map[string]any{"custom_metadata": labels})
 			return err
 		})
-		if err != nil {
-			if dataChanged {
-				var se *secretstore.Error
-				if errors.As(err, &se) {
-					se.Err = fmt.Errorf("data written but labels not (repeat the put): %w", se.Err)
-				}
-			}
-			return dataChanged, err
+		var de *driver.Error
+		if dataChanged && errors.As(err, &de) {
+			de.Err = fmt.Errorf("data written but labels not (repeat the put): %w", de.Err)
 		}
-	}
-	return true, nil
-}
-
-// Delete implements secretstore.Store. On KV v2 it deletes the secret's
-// metadata and every version, so the name is gone from List; on KV v1 it
-// deletes the entry. Deleting a missing secret succeeds.
-func (s *Store) Delete(ctx context.Context, name string) error {
-	if err := secretstore.CheckName(secretstore.OpDelete, name); err != nil {
 		return err
 	}
+	return nil
+}
+
+// Delete implements driver.Store. On KV v2 it deletes the secret's
+// metadata and every version, so the name is gone from List; on KV v1 it
+// deletes the entry. Deleting a missing secret succeeds.
+func (s *store) Delete(ctx context.Context, name string) error {
 	p := s.dataPath(name)
 	if s.kv == 2 {
 		p = s.metadataPath(name)
 	}
-	return s.call(ctx, secretstore.OpDelete, name, func(ctx context.Context) error {
+	return s.call(ctx, func(ctx context.Context) error {
 		_, err := s.client.Logical().DeleteWithContext(ctx, p)
 		return err
 	})
 }
 
-// List implements secretstore.Store. Vault lists one folder per request, so
-// List walks the folders under prefix; names come back sorted.
-func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := secretstore.CheckPrefix(prefix); err != nil {
-		return nil, err
-	}
+// List implements driver.Store. Vault lists one folder per request, so
+// List walks the folders under prefix.
+func (s *store) List(ctx context.Context, prefix string) ([]string, error) {
 	dir := prefix[:strings.LastIndex(prefix, "/")+1] // "" or ending in "/"
-	names := []string{}
+	var names []string
 	if err := s.walk(ctx, prefix, dir, &names); err != nil {
 		return nil, err
 	}
-	slices.Sort(names)
 	return names, nil
 }
 
-// walk lists folder dir (relative to the scope, "" or ending in "/") and
-// collects the names under it that start with prefix.
-func (s *Store) walk(ctx context.Context, prefix, dir string, names *[]string) error {
+// walk lists folder dir (a scoped name ending in "/", or "") and collects
+// the names under it that start with prefix.
+func (s *store) walk(ctx context.Context, prefix, dir string, names *[]string) error {
 	p := s.mount
 	if s.kv == 2 {
 		p += "/metadata"
 	}
-	if full := joinPath(string(s.base), strings.TrimSuffix(dir, "/")); full != "" {
+	if full := joinPath(s.base, strings.TrimSuffix(dir, "/")); full != "" {
 		p += "/" + full
 	}
 	var sec *api.Secret
-	err := s.call(ctx, secretstore.OpList, prefix, func(ctx context.Context) (err error) {
+	err := s.call(ctx, func(ctx context.Context) (err error) {
 		sec, err = s.client.Logical().ReadWithDataWithContext(ctx, p, map[string][]string{
 			"list":            {"true"},
 			"exclude_deleted": {"true"}, // KV v2; Vault ignores it elsewhere
@@ -617,14 +605,22 @@ func (s *Store) walk(ctx context.Context, prefix, dir string, names *[]string) e
 	return nil
 }
 
-// Close stops token renewal and releases idle connections. Later calls
-// fail with ErrUnavailable. Close is safe to call more than once.
-func (s *Store) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
-		return nil
+// As implements Store.As: a **api.Client gets the store's client.
+func (s *store) As(target any) bool {
+	if c, ok := target.(**api.Client); ok {
+		*c = s.client
+		return true
 	}
-	s.auth.close()
-	s.transport.CloseIdleConnections()
+	return false
+}
+
+// Close stops token renewal and releases idle connections. A caller's
+// client is left as it is.
+func (s *store) Close() error {
+	if s.auth != nil {
+		s.auth.close()
+	}
+	s.closeIdle()
 	return nil
 }
 
@@ -642,27 +638,19 @@ func joinPath(parts ...string) string {
 // backend registers the store with secretstore.
 type backend struct{}
 
-func (backend) decode(cfg secretstore.Config) (Config, error) {
+// Validate decodes the vault section and reports every problem in it.
+func (backend) Validate(cfg secretstore.Config) error {
+	var c Config
+	err := cfg.DecodeSection(&c)
+	c.Scope = cfg.DefaultScope
+	return errors.Join(err, c.Validate())
+}
+
+func (backend) Open(ctx context.Context, cfg secretstore.Config, o secretstore.OpenOptions) (*secretstore.Store, error) {
 	var c Config
 	if err := cfg.DecodeSection(&c); err != nil {
-		return c, err
+		return nil, err
 	}
 	c.Scope = cfg.DefaultScope
-	return c, nil
-}
-
-func (b backend) Validate(cfg secretstore.Config) error {
-	c, err := b.decode(cfg)
-	if err != nil {
-		return err
-	}
-	return c.Validate()
-}
-
-func (b backend) Open(ctx context.Context, cfg secretstore.Config, o secretstore.OpenOptions) (secretstore.Store, error) {
-	c, err := b.decode(cfg)
-	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
-	}
-	return New(ctx, c, WithLogger(o.Logger))
+	return New(ctx, c, Options{Logger: o.Logger})
 }

@@ -38,12 +38,12 @@ func (c cycleEvent) String() string {
 	return fmt.Sprintf("cycle %d: %s %s%s", c.cycle, c.Kind, c.Name, strings.Join(c.Names, ","))
 }
 
-// watchRun runs a secretstore.Watcher over a Monitor of a real Vault store
+// watchRun runs a secretstore.Watcher over a real Vault store
 // with the real clock, numbering its cycles by the heartbeat hook and
 // recording each cycle's events with that number.
 type watchRun struct {
 	w        *secretstore.Watcher
-	mon      *secretstore.Monitor
+	mon      *secretstore.Store
 	interval time.Duration
 	cycles   atomic.Int64 // cycles started (heartbeats)
 
@@ -56,11 +56,11 @@ type watchRun struct {
 
 // startWatch watches names in store, polling every watchInterval until t
 // ends.
-func startWatch(t *testing.T, store secretstore.Store, names ...string) *watchRun {
+func startWatch(t *testing.T, store *secretstore.Store, names ...string) *watchRun {
 	t.Helper()
 	cfg, err := secretstore.NewWatcherConfig(watchInterval)
 	require.NoError(t, err)
-	r := &watchRun{mon: secretstore.NewMonitor(store), interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
+	r := &watchRun{mon: store, interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
 	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Config: cfg, Heartbeat: r.heartbeat})
 	require.NoError(t, err)
 	require.NoError(t, r.w.Watch(names...))
@@ -253,7 +253,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	type run struct {
 		kvCase
-		store *vault.Store
+		store *secretstore.Store
 		w     *watchRun
 	}
 	var runs []*run

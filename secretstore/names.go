@@ -1,0 +1,94 @@
+package secretstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLength is the longest secret name ValidateName accepts, in bytes.
+const MaxNameLength = 512
+
+// ValidateName checks a secret name: non-empty, at most MaxNameLength bytes
+// of valid UTF-8 without control characters or backslashes, made of
+// slash-separated segments none of which is empty, "." or "..". So a name
+// can never be absolute or escape the scope it is joined to. Backends may
+// accept fewer names (AWS, for one, allows a narrower character set).
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("name is empty")
+	case len(name) > MaxNameLength:
+		return fmt.Errorf("name is longer than %d bytes", MaxNameLength)
+	case !utf8.ValidString(name):
+		return errors.New("name is not valid UTF-8")
+	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '\\' }):
+		return errors.New("name contains a control character or backslash")
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		switch seg {
+		case "":
+			return errors.New("name has an empty path segment (leading, trailing or double slash)")
+		case ".", "..":
+			return fmt.Errorf("name has a %q path segment", seg)
+		}
+	}
+	return nil
+}
+
+// checkName returns an *Error of kind ErrInvalid for op when name fails
+// ValidateName.
+func checkName(op, name string) error {
+	if err := ValidateName(name); err != nil {
+		return &Error{Op: op, Name: name, Kind: ErrInvalid, Err: err}
+	}
+	return nil
+}
+
+// checkPrefix validates a List prefix: empty, or a valid name optionally
+// followed by one slash.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if err := ValidateName(strings.TrimSuffix(prefix, "/")); err != nil {
+		return &Error{Op: OpList, Name: prefix, Kind: ErrInvalid, Err: err}
+	}
+	return nil
+}
+
+// checkSecret validates a secret given to Put: its name, and non-empty data
+// and label keys.
+func checkSecret(s *Secret) error {
+	invalid := func(name, problem string) error {
+		return &Error{Op: OpPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
+	}
+	if s == nil {
+		return invalid("", "secret is nil")
+	}
+	if err := checkName(OpPut, s.Name); err != nil {
+		return err
+	}
+	if _, ok := s.Data[""]; ok {
+		return invalid(s.Name, "data has an empty key")
+	}
+	if _, ok := s.Labels[""]; ok {
+		return invalid(s.Name, "labels have an empty key")
+	}
+	return nil
+}
+
+// cleanScope validates a scope (empty, or a valid name; surrounding
+// slashes are trimmed) and returns it trimmed.
+func cleanScope(scope string) (string, error) {
+	s := strings.Trim(scope, "/")
+	if s == "" {
+		return "", nil
+	}
+	if err := ValidateName(s); err != nil {
+		return "", fmt.Errorf("scope %q: %w", scope, err)
+	}
+	return s, nil
+}
