@@ -74,7 +74,7 @@ func (a *benchAgents) expect(n int) {
 
 // benchEngine runs an engine with n agreements, all bound to org/db and in
 // sync, with counting switched on.
-func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, *memory.Store, *benchAgents, *agreement.PrivateKeys, func()) {
+func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
 	b.Helper()
 	ctx := context.Background()
 	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)

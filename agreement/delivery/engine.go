@@ -91,7 +91,7 @@ type Options struct {
 	// Store is the agbot's secret store. The engine wraps it itself: a
 	// monitor (Health), a watcher over the bound names, and a coalescing
 	// reader for the values it seals, read when each message is sent.
-	Store secretstore.Store
+	Store *secretstore.Store
 	// State keeps the engine's records; see State.
 	State State
 	// Keys are the agbot's: messages are signed with them and replies
@@ -201,7 +201,7 @@ type Health struct {
 type Engine struct {
 	cfg       settings
 	state     State
-	monitor   *secretstore.Monitor
+	monitor   *secretstore.Store
 	reader    *secretstore.Reader
 	watcher   *secretstore.Watcher
 	keys      *agreement.PrivateKeys
@@ -241,7 +241,7 @@ func New(opts Options) (*Engine, error) {
 	if cfg.Member == "" {
 		cfg.Member = "engine-" + rand.Text()[:12]
 	}
-	monitor := secretstore.NewMonitor(opts.Store)
+	monitor := opts.Store
 	// The watcher reads the backend through the monitor only: a cache
 	// would hide fresh data from its checksum fallback.
 	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
@@ -277,7 +277,7 @@ const valueTTL = 10 * time.Second
 // Store returns the store the engine reads, with its monitor: give it to
 // the agbot's existence API (binding.NewHandler, binding.NewStoreChecker)
 // so that Health.LastStoreSuccess counts those calls too.
-func (e *Engine) Store() secretstore.Store { return e.monitor }
+func (e *Engine) Store() *secretstore.Store { return e.monitor }
 
 // Run runs the watcher cycles and the reconcile loop until ctx ends, then
 // waits for the messages being sent and returns ctx's error. State and

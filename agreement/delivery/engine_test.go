@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -219,23 +219,18 @@ func TestStoreWideForbiddenCancelsNothing(t *testing.T) {
 	})
 }
 
-// credStore is a store with a credential check that can be made to fail.
-type credStore struct {
-	*mock.Store
-	mu  sync.Mutex
-	err error
-}
-
-func (s *credStore) CheckCredentials(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-func (s *credStore) fail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.err = err
+// failCredentials makes s's credential check fail with err from now on,
+// and refuses the forbidden names as harness.forbid does.
+func failCredentials(s *mock.Store, err error, forbidden ...string) {
+	s.SetHook(func(_ context.Context, c mock.Call) error {
+		switch {
+		case c.Op == secretstore.OpCheckCredentials:
+			return err
+		case slices.Contains(forbidden, c.Name):
+			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
+		}
+		return nil
+	})
 }
 
 func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
@@ -252,19 +247,19 @@ func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t)
-				cs := &credStore{Store: h.store}
-				h.opts.Store, h.opts.Grace = cs, delivery.NoGrace
+				h.opts.Grace = delivery.NoGrace
 				var err error
 				h.engine, err = delivery.New(h.opts)
 				require.NoError(t, err)
 				agents := setupThree(h)
 				defer h.stop()
 
-				cs.fail(tc.err)
-				h.delete("org/a") // would be a revocation in a healthy cycle
+				var forbidden []string
 				if tc.forbid {
-					h.forbid("org/b", "org/c")
+					forbidden = []string{"org/b", "org/c"}
 				}
+				failCredentials(h.store, tc.err, forbidden...)
+				h.delete("org/a") // would be a revocation in a healthy cycle
 				cycles(30)
 				assert.Empty(t, h.cancelled(), "zero cancellations")
 				health := h.engine.Health(context.Background())
@@ -274,7 +269,7 @@ func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
 				assert.True(t, held)
 
 				// Once the check passes, the deletion is a revocation.
-				cs.fail(nil)
+				h.store.SetHook(nil)
 				h.forbid()
 				cycles(2)
 				assert.Len(t, h.cancelled()["agr-a"], 1)
@@ -656,7 +651,7 @@ func TestNewRejectsMissingAndInvalidOptionsNamingEach(t *testing.T) {
 	f := newFleet()
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
-	valid := delivery.Options{Store: mock.NewStore(nil), State: delivery.NewMemoryState(), Keys: keys, Agents: f, Transport: f}
+	valid := delivery.Options{Store: mock.NewStore(nil).Store, State: delivery.NewMemoryState(), Keys: keys, Agents: f, Transport: f}
 	_, err = delivery.New(valid)
 	require.NoError(t, err)
 
@@ -665,7 +660,6 @@ func TestNewRejectsMissingAndInvalidOptionsNamingEach(t *testing.T) {
 		change func(*delivery.Options)
 		want   string
 	}{
-		{"a reader as the store", func(o *delivery.Options) { o.Store = secretstore.NewReader(o.Store, secretstore.ReaderOptions{}) }, "*secretstore.Reader"},
 		{"interval below a second", func(o *delivery.Options) { o.Interval = 10 * time.Millisecond }, "Interval"},
 		{"negative grace", func(o *delivery.Options) { o.Grace = -time.Minute }, "NoGrace"},
 		{"negative budget", func(o *delivery.Options) { o.Budget.Count = -1 }, "Budget.Count"},

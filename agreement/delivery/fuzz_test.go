@@ -27,7 +27,7 @@ func FuzzHandleReply(f *testing.F) {
 	const seq = 1<<32 | 1
 	setup := func(t testing.TB) (*delivery.Engine, delivery.State) {
 		state := delivery.NewMemoryState()
-		e, err := delivery.New(delivery.Options{Store: mock.NewStore(nil), State: state, Keys: agbot, Agents: fl, Transport: fl})
+		e, err := delivery.New(delivery.Options{Store: mock.NewStore(nil).Store, State: state, Keys: agbot, Agents: fl, Transport: fl})
 		require.NoError(t, err)
 		require.NoError(t, e.Register(ctx, testAgreement("agr-1", "node-1", "org/db")))
 		r, err := state.Get(ctx, "agr-1")

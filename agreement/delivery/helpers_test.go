@@ -274,7 +274,7 @@ func newHarness(t *testing.T, configure ...func(*delivery.Options)) *harness {
 	h := &harness{t: t, store: mock.NewStore(nil), state: delivery.NewMemoryState(), keys: keys, fleet: newFleet(), logs: logs,
 		cancels: map[string][]delivery.Cancellation{}}
 	h.opts = delivery.Options{
-		Store: h.store, State: h.state, Keys: keys, Agents: h.fleet, Transport: h.fleet,
+		Store: h.store.Store, State: h.state, Keys: keys, Agents: h.fleet, Transport: h.fleet,
 		OnCancel: h.onCancel, OnReady: h.onReady,
 		Interval: testInterval, Grace: testGrace, InitialDelay: time.Second, MaxDelay: testMaxDelay,
 		ReplyTimeout: 10 * time.Second, Logger: logger,

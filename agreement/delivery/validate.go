@@ -33,9 +33,6 @@ func (opts Options) check() (settings, error) {
 	if opts.Store == nil {
 		bad("missing Store")
 	}
-	if _, ok := opts.Store.(*secretstore.Reader); ok {
-		bad("Store is a *secretstore.Reader: give the backend (or a Monitor); the engine reads values through a reader of its own and watches the backend itself, where a cache would hide rotations")
-	}
 	if opts.State == nil {
 		bad("missing State")
 	}

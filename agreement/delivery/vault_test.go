@@ -50,14 +50,14 @@ func vaultHarness(t *testing.T, mount, token string, grace time.Duration) *harne
 	env := "EDGESECRETS_DELIVERY_TEST_TOKEN"
 	t.Setenv(env, token)
 	s, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: env}}, vault.WithRetryWait(10*time.Millisecond, 50*time.Millisecond))
+		Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: env}}, vault.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	h := newHarness(t, func(o *delivery.Options) {
 		o.Interval, o.Grace, o.InitialDelay, o.MaxDelay, o.ReplyTimeout = time.Second, grace, 100*time.Millisecond, time.Second, 5*time.Second
 	})
 	h.store = mock.NewStore(s)
-	h.opts.Store = h.store
+	h.opts.Store = h.store.Store
 	h.engine, err = delivery.New(h.opts)
 	require.NoError(t, err)
 	return h
