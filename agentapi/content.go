@@ -28,6 +28,13 @@ func renderSecret(name string, d agreement.SecretDetails) ([]byte, error) {
 		for _, v := range d.Data {
 			return bytes.Clone(v), nil
 		}
+	case agreement.FormatValueOnly:
+		// Open Horizon's value_only: the "value" of a {"key","value"} secret.
+		v, ok := d.Data[agreement.ValueKey]
+		if !ok {
+			return nil, fmt.Errorf("secret %s: %w: format %q needs a %q key, got %d other keys", quoteName(name), secretstore.ErrInvalid, agreement.FormatValueOnly, agreement.ValueKey, len(d.Data))
+		}
+		return bytes.Clone(v), nil
 	case "", agreement.FormatJSON:
 		return renderJSON(name, d.Data)
 	}

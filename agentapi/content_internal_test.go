@@ -28,6 +28,10 @@ func FuzzRenderSecret(f *testing.F) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(value, raw))
 
+		only, err := renderSecret("s", agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: secretstore.Data{key: []byte("k"), agreement.ValueKey: value}})
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(value, only), "value_only writes the value key's bytes")
+
 		content, err := renderSecret("s", agreement.SecretDetails{Data: secretstore.Data{key: value}})
 		if !utf8.ValidString(key) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -52,4 +56,42 @@ func FuzzRenderSecret(f *testing.F) {
 		require.NoError(t, err)
 		assert.Equal(t, value, got)
 	})
+}
+
+// TestRenderOpenHorizonSecret renders the secret helloSecretWorld's
+// service reads (open-horizon/examples
+// edge/services/helloSecretWorld/horizon/hw_who, {"key":"name","value":"World"})
+// in each format. Open Horizon's agent writes the JSON form with
+// json.Marshal of {"key","value"} and value_only as the value's bytes
+// (anax resource/secrets_manager.go, WriteSecretContent).
+func TestRenderOpenHorizonSecret(t *testing.T) {
+	hwWho := secretstore.Data{"key": []byte("name"), "value": []byte("World")}
+	cases := []struct {
+		format  string
+		data    secretstore.Data
+		want    string
+		wantErr string
+	}{
+		{format: "", data: hwWho, want: `{"key":"name","value":"World"}`},
+		{format: agreement.FormatJSON, data: hwWho, want: `{"key":"name","value":"World"}`},
+		{format: agreement.FormatValueOnly, data: hwWho, want: "World"},
+		{format: agreement.FormatValueOnly, data: secretstore.Data{"value": {}}, want: ""},
+		{format: agreement.FormatValueOnly, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, wantErr: `format "value_only" needs a "value" key, got 1 other keys`},
+		{format: agreement.FormatRaw, data: hwWho, wantErr: `format "raw" needs exactly one key, got 2`},
+		{format: "yaml", data: hwWho, wantErr: `unknown format "yaml"`},
+	}
+	for _, c := range cases {
+		t.Run(c.format+"/"+c.want+c.wantErr, func(t *testing.T) {
+			got, err := renderSecret("hw_who", agreement.SecretDetails{Format: c.format, Data: c.data})
+			if c.wantErr != "" {
+				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				assert.ErrorContains(t, err, c.wantErr)
+				assert.NotContains(t, err.Error(), "s3cr3t-pw")
+				assert.NotContains(t, err.Error(), "World")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, string(got))
+		})
+	}
 }

@@ -43,7 +43,9 @@
 // # File content
 //
 // A secret of format [agreement.FormatRaw] is written as its single value's
-// bytes. A secret of format [agreement.FormatJSON] (the default) is written
+// bytes; one of format [agreement.FormatValueOnly] (Open Horizon's
+// "value_only") as the bytes of its "value" key. A secret of format
+// [agreement.FormatJSON] (the default) is written
 // as one compact JSON object with its keys in sorted order: a value that is
 // valid UTF-8 becomes a JSON string; any other value becomes an object
 // {"base64":"<standard base64 of the bytes>"}, so a consumer can tell binary

@@ -28,7 +28,14 @@ const (
 	FormatJSON = "json"
 	// FormatRaw: the secret has exactly one key; the file holds its value's bytes.
 	FormatRaw = "raw"
+	// FormatValueOnly is Open Horizon's "value_only": the file holds the
+	// bytes of the secret's "value" key only (an Open Horizon secret is
+	// {"key": ..., "value": ...}); the secret must have a "value" key.
+	FormatValueOnly = "value_only"
 )
+
+// ValueKey is the key whose value FormatValueOnly writes.
+const ValueKey = "value"
 
 // Limits of message fields, beyond the overall DefaultMaxMessageSize.
 const (
@@ -46,7 +53,8 @@ const (
 //
 //	{"format":"json","data":{"password":"czNjcjN0"}}
 type SecretDetails struct {
-	// Format is FormatJSON (the default when empty) or FormatRaw.
+	// Format is FormatJSON (the default when empty), FormatRaw or
+	// FormatValueOnly.
 	Format string
 	// Data holds the values.
 	Data secretstore.Data
@@ -61,7 +69,7 @@ type secretDetailsJSON struct {
 // details decodes the values. Errors name the key, never the value.
 func (w secretDetailsJSON) details() (SecretDetails, error) {
 	switch w.Format {
-	case "", FormatJSON, FormatRaw:
+	case "", FormatJSON, FormatRaw, FormatValueOnly:
 	default:
 		return SecretDetails{}, fmt.Errorf("secret details: unknown format %.32q", w.Format)
 	}
@@ -100,14 +108,19 @@ func (s *SecretDetails) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Validate checks the format and, for FormatRaw, that there is exactly one
-// key. Key names must be non-empty.
+// Validate checks the format and that the data fits it: exactly one key for
+// FormatRaw, a "value" key (ValueKey) for FormatValueOnly. Key names must be
+// non-empty.
 func (s SecretDetails) Validate() error {
 	switch s.Format {
 	case "", FormatJSON:
 	case FormatRaw:
 		if len(s.Data) != 1 {
 			return fmt.Errorf("format %q needs exactly one key, has %d", FormatRaw, len(s.Data))
+		}
+	case FormatValueOnly:
+		if _, ok := s.Data[ValueKey]; !ok {
+			return fmt.Errorf("format %q needs a %q key, has %d other keys", FormatValueOnly, ValueKey, len(s.Data))
 		}
 	default:
 		return fmt.Errorf("unknown format %.32q", s.Format)

@@ -23,6 +23,7 @@ func TestProposalSealOpen(t *testing.T) {
 			p := proposalWithSecrets("agr-1", 10, 300)
 			p.Version = 0 // filled in by SealProposal
 			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
+			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}}
 
 			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
 			require.NoError(t, err)
@@ -40,6 +41,36 @@ func TestProposalSealOpen(t *testing.T) {
 				assert.Equal(t, want.Format, got.Services[0].Secrets[name].Format, name)
 				assert.True(t, want.Data.Equal(got.Services[0].Secrets[name].Data), name)
 			}
+		})
+	}
+}
+
+func TestSecretDetailsValidate(t *testing.T) {
+	one := secretstore.Data{"password": []byte("x")}
+	oh := secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}
+	cases := []struct {
+		name    string
+		details SecretDetails
+		wantErr string
+	}{
+		{"default format", SecretDetails{Data: oh}, ""},
+		{"json", SecretDetails{Format: FormatJSON, Data: oh}, ""},
+		{"raw with one key", SecretDetails{Format: FormatRaw, Data: one}, ""},
+		{"raw with two keys", SecretDetails{Format: FormatRaw, Data: oh}, `format "raw" needs exactly one key, has 2`},
+		{"value_only with a value key", SecretDetails{Format: FormatValueOnly, Data: oh}, ""},
+		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{ValueKey: nil}}, ""},
+		{"value_only without a value key", SecretDetails{Format: FormatValueOnly, Data: one}, `format "value_only" needs a "value" key, has 1 other keys`},
+		{"unknown format", SecretDetails{Format: "yaml", Data: one}, `unknown format "yaml"`},
+		{"empty key", SecretDetails{Data: secretstore.Data{"": nil}}, "empty key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.details.Validate()
+			if c.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, c.wantErr)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package binding
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestDecodeServiceDefinition(t *testing.T) {
 		},
 		{
 			name: "cluster only",
-			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"","clusterDeployment":"eA=="}`,
+			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"","clusterDeployment":"{\"operatorYamlArchive\":\"eA==\"}"}`,
 			kind: DeployCluster,
 		},
 		{
@@ -94,6 +95,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"too many containers", decodeService, `{"deployment":{"services":{` + many(MaxContainers+1, func(i int) string { return fmt.Sprintf(`"c%d":{}`, i) }) + `}}}`, "containers"},
 		{"deployment string not JSON", decodeService, `{"deployment":"{services"}`, "deployment"},
 		{"deployment of wrong type", decodeService, `{"deployment":[1]}`, "deployment"},
+		{"cluster deployment string not JSON", decodeService, `{"clusterDeployment":"eA=="}`, "clusterDeployment: syntax error"},
+		{"container of wrong type", decodeService, `{"deployment":{"services":{"web":5}}}`, `container "web"`},
+		{"container with an empty name", decodeService, `{"deployment":{"services":{"":{}}}}`, "empty name"},
+		{"container secrets of wrong type", decodeService, `{"deployment":{"services":{"web":{"secrets":["a"]}}}}`, `container "web" secrets`},
+		{"too many container secrets", decodeService, `{"deployment":{"services":{"web":{"secrets":{` + many(MaxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}}}}`, `container "web": more than 256 secrets`},
+		{"cluster secrets of wrong type", decodeService, `{"clusterDeployment":{"secrets":{"a":"b"}}}`, "clusterDeployment secrets"},
 		{"binding value not an object", decodePolicy, `{"secretBinding":[{"bindings":{"db":"name"}}]}`, `bindings["db"] must be an object`},
 		{"binding object without vaultSecret", decodePolicy, `{"secretBinding":[{"bindings":{"db":{}}}]}`, `bindings["db"]`},
 		{"bindings not an object", decodePolicy, `{"secretBinding":[{"bindings":["db"]}]}`, "expected a JSON object"},
@@ -138,14 +145,24 @@ func TestSecretBindingForms(t *testing.T) {
 			json: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"[1,2)","serviceContainer":"c",
 				"bindings":{"zeta":{"vaultSecret":"z"},"alpha":{"vaultSecret":"user/a/x","note":"ignored"}},"unknown":true}`,
 			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "[1,2)", ServiceContainer: "c",
-				Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}},
+				Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, Form: FormDesign},
 		},
 		{
 			name: "Open Horizon list form",
 			json: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"[0.0.0,INFINITY)",
 				"secrets":[{"api_key":"cloud-api-key"},{"db_password":"user/johndoe/db-password"}]}`,
 			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "[0.0.0,INFINITY)",
-				Bindings: []Binding{{"api_key", "cloud-api-key"}, {"db_password", "user/johndoe/db-password"}}},
+				Bindings: []Binding{{"api_key", "cloud-api-key"}, {"db_password", "user/johndoe/db-password"}}, Form: FormOpenHorizon},
+		},
+		{
+			name: "Open Horizon form with enableNodeLevelSecrets and several members in one item",
+			json: `{"serviceOrgid":"o","serviceUrl":"u","enableNodeLevelSecrets":true,"secrets":[{"b":"2","a":"1"}]}`,
+			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", EnableNodeLevelSecrets: true, Bindings: []Binding{{"b", "2"}, {"a", "1"}}},
+		},
+		{
+			name: "design form with enableNodeLevelSecrets",
+			json: `{"serviceOrgid":"o","serviceUrl":"u","enableNodeLevelSecrets":true,"bindings":{"a":{"vaultSecret":"1"}}}`,
+			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", EnableNodeLevelSecrets: true, Bindings: []Binding{{"a", "1"}}, Form: FormDesign},
 		},
 		{
 			name: "both forms, and duplicates kept for the report",
@@ -170,25 +187,54 @@ func TestSecretBindingForms(t *testing.T) {
 
 func TestSecretBindingMarshal(t *testing.T) {
 	b := SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "1.0.0",
-		Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}}
-	out, err := json.Marshal(b)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0",
-		"bindings":{"zeta":{"vaultSecret":"z"},"alpha":{"vaultSecret":"user/a/x"}}}`, string(out))
-	assert.Less(t, strings.Index(string(out), "zeta"), strings.Index(string(out), "alpha"), "order kept")
-	var back SecretBinding
-	require.NoError(t, json.Unmarshal(out, &back))
-	assert.Equal(t, b, back)
-
-	b.ServiceContainer = "c"
-	b.Bindings = nil
-	out, err = json.Marshal(b)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","serviceContainer":"c","bindings":{}}`, string(out))
-
-	b.Bindings = []Binding{{"a", "1"}, {"a", "2"}}
-	_, err = json.Marshal(b)
-	assert.ErrorContains(t, err, `binds service secret "a" twice`)
+		Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, Form: FormDesign}
+	cases := []struct {
+		name    string
+		change  func(*SecretBinding)
+		want    string
+		wantErr string
+	}{
+		{name: "design form", want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0",
+			"bindings":{"zeta":{"vaultSecret":"z"},"alpha":{"vaultSecret":"user/a/x"}}}`},
+		{name: "design form with enableNodeLevelSecrets", change: func(b *SecretBinding) { b.EnableNodeLevelSecrets = true },
+			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":true,
+			"bindings":{"zeta":{"vaultSecret":"z"},"alpha":{"vaultSecret":"user/a/x"}}}`},
+		{name: "design form without bindings", change: func(b *SecretBinding) { b.ServiceContainer, b.Bindings = "c", nil },
+			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","serviceContainer":"c","bindings":{}}`},
+		{name: "design form cannot bind a secret twice", change: func(b *SecretBinding) { b.Bindings = []Binding{{"a", "1"}, {"a", "2"}} },
+			wantErr: `binds service secret "a" twice`},
+		{name: "Open Horizon form, as anax writes it", change: func(b *SecretBinding) { b.Form = FormOpenHorizon },
+			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":false,
+			"secrets":[{"zeta":"z"},{"alpha":"user/a/x"}]}`},
+		{name: "Open Horizon form binds a secret twice", change: func(b *SecretBinding) {
+			b.Form, b.EnableNodeLevelSecrets, b.Bindings = FormOpenHorizon, true, []Binding{{"a", "1"}, {"a", "2"}}
+		}, want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":true,
+			"secrets":[{"a":"1"},{"a":"2"}]}`},
+		{name: "Open Horizon form without bindings", change: func(b *SecretBinding) { b.Form, b.Bindings = FormOpenHorizon, nil },
+			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":false,"secrets":[]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := b
+			if c.change != nil {
+				c.change(&in)
+			}
+			out, err := json.Marshal(in)
+			if c.wantErr != "" {
+				assert.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.JSONEq(t, c.want, string(out))
+			if len(in.Bindings) == 2 {
+				first, second := strings.Index(string(out), `"`+in.Bindings[0].VaultSecret+`"`), strings.LastIndex(string(out), `"`+in.Bindings[1].VaultSecret+`"`)
+				assert.Less(t, first, second, "order kept")
+			}
+			var back SecretBinding
+			require.NoError(t, json.Unmarshal(out, &back))
+			assert.Equal(t, in, back, "decoding gives the same entry, form included")
+		})
+	}
 }
 
 func TestPatternAndPolicyTargets(t *testing.T) {
@@ -252,12 +298,32 @@ func TestHubURLs(t *testing.T) {
 
 // Fuzz tests: no panic, bounded work, and what decodes re-encodes.
 
+// addFixtureSeeds adds the Open Horizon fixtures matching pattern (a glob
+// under testdata/openhorizon) as seeds, placeholders substituted.
+func addFixtureSeeds(f *testing.F, pattern string) {
+	files, err := filepath.Glob(filepath.Join(ohDir, pattern))
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	vars := ohVars(f, map[string]string{"VERS": "1.0.0"})
+	for _, file := range files {
+		rel, err := filepath.Rel(ohDir, file)
+		require.NoError(f, err)
+		f.Add(expandOH(f, rel, vars))
+	}
+}
+
+// FuzzDecodeServiceDefinition: no panic, bounded work, and decode → encode
+// → decode gives the same definition (secrets of every place, containers'
+// other configuration, cluster deployment).
 func FuzzDecodeServiceDefinition(f *testing.F) {
 	f.Add(`{"org":"o","url":"u","version":"1","arch":"a","secrets":{"s":{"format":"raw"}},"deployment":{"services":{"c":{}}}}`)
-	f.Add(`{"deployment":"{\"services\":{\"c\":{}}}","clusterDeployment":"x"}`)
+	f.Add(`{"deployment":"{\"services\":{\"c\":{\"image\":\"<x>\",\"secrets\":{\"s\":{\"format\":\"value_only\"}}}}}","clusterDeployment":"{\"secrets\":{\"k\":{}}}"}`)
 	f.Add(`{"deployment":"","requiredServices":[{"org":"o","url":"d","version":"1"}]}`)
+	f.Add(`{"deployment":{"services":{"c":null,"d":{"secrets":null,"binds":[ 1, {"a" : "\u2028"} ]}}},"clusterDeployment":{"operatorYamlArchive":"x","secrets":{}}}`)
 	f.Add(`{"deployment":"\"nested\""}`)
 	f.Add(`[]`)
+	addFixtureSeeds(f, "*/*/*.json")
+	addFixtureSeeds(f, "anax/service_defs/*/*.json")
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := DecodeServiceDefinition(strings.NewReader(s))
 		if err != nil {
@@ -267,20 +333,31 @@ func FuzzDecodeServiceDefinition(f *testing.F) {
 		require.LessOrEqual(t, len(d.Secrets), MaxSecretsPerService)
 		require.LessOrEqual(t, len(d.Containers()), MaxContainers)
 		_ = d.DeploymentKind()
+		_ = d.SecretNames()
 		_ = ValidateService(d)
 		out, err := json.Marshal(d)
 		require.NoError(t, err)
-		_, err = DecodeServiceDefinition(strings.NewReader(string(out)))
+		back, err := DecodeServiceDefinition(strings.NewReader(string(out)))
 		require.NoError(t, err)
+		require.Equal(t, d, back)
 	})
 }
 
+// FuzzDecodeSecretBindings: no panic, bounded work, and each entry's decode
+// → encode → decode keeps its form (Open Horizon's "secrets" list or the
+// design's "bindings" object) and its content.
 func FuzzDecodeSecretBindings(f *testing.F) {
 	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","bindings":{"a":{"vaultSecret":"b"}}}]}`)
 	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","secrets":[{"a":"b"},{"c":"d","e":"f"}]}]}`)
+	f.Add(`{"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","enableNodeLevelSecrets":true,"secrets":[{"a":"b"},{"a":"c"}]}]}`)
+	f.Add(`{"secretBinding":[{"enableNodeLevelSecrets":true,"serviceContainer":"c","bindings":{"a":{"vaultSecret":"b"}}}]}`)
 	f.Add(`{"secretBinding":[{"bindings":{"a":{"vaultSecret":"b"},"a":{"vaultSecret":"c"}}}]}`)
+	f.Add(`{"secretBinding":[{"bindings":{"a":{"vaultSecret":"b"}},"secrets":[{"c":"d"}]}]}`)
 	f.Add(`{"service":{"name":"u","org":"o","serviceVersions":[{"version":"1"}]},"secretBinding":null}`)
 	f.Add(`{"secretBinding":[{"secrets":[[]]}]}`)
+	addFixtureSeeds(f, "anax/patterns/*.json")
+	addFixtureSeeds(f, "anax/deployment_policies/*.json")
+	addFixtureSeeds(f, "examples/helloSecretWorld/*.json")
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, decode := range []func(string) (Target, error){
 			func(s string) (Target, error) {
@@ -308,9 +385,15 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				require.LessOrEqual(t, len(sb.Bindings), MaxBindingsPerEntry)
 				out, err := json.Marshal(sb)
 				if err != nil {
+					require.Equal(t, FormDesign, sb.Form, "only the design form cannot hold a secret bound twice")
 					require.ErrorContains(t, err, "twice")
 					continue
 				}
+				var members map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal(out, &members))
+				_, list := members["secrets"]
+				_, object := members["bindings"]
+				require.Equal(t, sb.Form == FormOpenHorizon, list && !object, "written in its form")
 				var back SecretBinding
 				require.NoError(t, json.Unmarshal(out, &back))
 				require.Equal(t, sb, back)

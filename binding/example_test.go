@@ -21,13 +21,13 @@ func ExampleValidate() {
 	ctx := context.Background()
 	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
 		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
-		"secrets": {"db_password": {"type": "password"}, "api_key": {}},
-		"deployment": {"services": {"web": {"image": "example/web:1"}}}}`))
+		"deployment": {"services": {"web": {"image": "example/web:1",
+			"secrets": {"db_password": {"description": "database"}, "api_key": {"format": "value_only"}}}}}}`))
 	policy, _ := binding.DecodeDeploymentPolicy(strings.NewReader(`{
 		"service": {"name": "com.example.web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
 		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceArch": "amd64",
 			"serviceVersionRange": "[1.0.0,INFINITY)",
-			"secrets": [{"db_password": "user/alice/db"}, {"api_key": "web/api-key"}]}]}`))
+			"secrets": [{"db_password": "user/alice/db"}, {"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
 
 	store := memory.New()
 	store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: secretstore.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
@@ -43,18 +43,58 @@ func ExampleValidate() {
 	}
 	fmt.Println("deployable:", report.OK())
 	// Output:
+	// warning secret_undeclared: secretBinding entry 1 binds secret "debug", which service myorg/com.example.web_1.0.0_amd64 does not declare, so the binding is not needed.
 	// error vault_secret_missing: Vault secret "web/api-key", bound to secret "api_key" of myorg/com.example.web_1.0.0_amd64 container web, does not exist.
 	// deployable: false
 }
 
-// Publishing a service checks its own secret declarations.
-func ExampleValidateService() {
+// The same policy checked where `hzn exchange deployment addpolicy` checks
+// it: Open Horizon only warns about a missing vault secret there, and notes
+// a binding no service needs.
+func ExampleValidate_publish() {
+	ctx := context.Background()
 	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
-		"org": "myorg", "url": "com.example.op", "version": "1.0.0", "arch": "amd64",
-		"secrets": {"token": {}}, "clusterDeployment": {"operatorYamlArchive": "H4sI"}}`))
-	fmt.Println(binding.ValidateService(svc).Err())
+		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
+		"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"api_key": {}}}}}}`))
+	policy, _ := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+		"service": {"name": "com.example.web", "org": "myorg", "arch": "*", "serviceVersions": [{"version": "1.0.0"}]},
+		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "com.example.web",
+			"secrets": [{"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
+	catalog, _ := binding.NewCatalog(svc)
+	checker, _ := binding.NewStoreChecker(memory.New(), "myorg")
+	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker, Point: binding.PointPublish})
+	if err != nil {
+		panic(err)
+	}
+	for _, p := range report.Problems {
+		fmt.Println(p.Severity, p.Code)
+	}
+	fmt.Println("publishable:", report.OK())
 	// Output:
-	// binding: error secrets_cluster_only: Service myorg/com.example.op_1.0.0_amd64 declares secrets but has only a cluster deployment; secrets are supported on edge devices only.
+	// note secret_undeclared
+	// warning vault_secret_missing
+	// publishable: true
+}
+
+// Publishing a service checks its own secret declarations, wherever they
+// are made: a cluster service declares them in clusterDeployment.secrets.
+func ExampleValidateService() {
+	op, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
+		"org": "myorg", "url": "k8s-hello-secret", "version": "1.0.0", "arch": "amd64",
+		"clusterDeployment": {"operatorYamlArchive": "H4sI", "secrets": {
+			"secret1": {"description": "Secret 1"}, "secret2": {"format": "value_only"}}}}`))
+	fmt.Println(op.DeploymentKind(), op.SecretNames(), binding.ValidateService(op).OK())
+
+	bad, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
+		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
+		"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"../etc": {}, "db": {"format": "yaml"}}}}}}`))
+	for _, p := range binding.ValidateService(bad).Problems {
+		fmt.Println(p)
+	}
+	// Output:
+	// cluster [secret1 secret2] true
+	// error secret_name_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "../etc", whose name contains a slash or backslash; it must be a single safe file name.
+	// error secret_format_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "db" with format "yaml"; the format must be "json" (the default), "value_only" or "raw".
 }
 
 func ExampleParseVaultSecretName() {
@@ -151,4 +191,37 @@ func ExampleReport_ServiceBindings() {
 	// myorg/com.example.web@1.0.0[amd64]#web
 	//   db_password <- myorg/user/alice/db (json)
 	//   tls_key <- myorg/node/node-1/tls (raw)
+}
+
+// With enableNodeLevelSecrets a binding resolves per node: the node's own
+// secret first, the organisation's next. A secret two containers declare
+// is bound in both.
+func ExampleReport_Bindings() {
+	ctx := context.Background()
+	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
+		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
+		"deployment": {"services": {
+			"web": {"image": "example/web:1", "secrets": {"api_key": {"format": "value_only"}}},
+			"worker": {"image": "example/worker:1", "secrets": {"api_key": {}}}}}}`))
+	policy, _ := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+		"service": {"name": "com.example.web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceArch": "amd64",
+			"serviceVersionRange": "[0.0.0,INFINITY)", "enableNodeLevelSecrets": true,
+			"secrets": [{"api_key": "web/api-key"}]}]}`))
+	catalog, _ := binding.NewCatalog(svc)
+	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Point: binding.PointAgreement, Node: "node-1"})
+	if err != nil {
+		panic(err)
+	}
+	bindings, err := report.Bindings("myorg", "node-1")
+	if err != nil {
+		panic(err) // the report has errors: do not deploy
+	}
+	for _, sb := range bindings {
+		b := sb.Secrets["api_key"]
+		fmt.Println(sb.Service.Container, b.Format, b.StoreNames)
+	}
+	// Output:
+	// web value_only [myorg/node/node-1/web/api-key myorg/web/api-key]
+	// worker json [myorg/node/node-1/web/api-key myorg/web/api-key]
 }

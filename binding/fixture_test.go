@@ -70,8 +70,8 @@ func TestFixtureReports(t *testing.T) {
 			codes: []Code{
 				CodeVaultSecretInvalid,     // entry 1: tls_cert given as the fully qualified store path
 				CodeContainerRequired,      // entry 2: db 1.5.0 has two containers
-				CodeSecretUndeclared,       // entry 3: db declares no debug_password
 				CodeSecretsMixedDeployment, // mqtt also has a cluster deployment
+				CodeSecretUndeclared,       // entry 3: db declares no debug_password
 				CodeBindingUnused,          // entry 5: no legacy-logger in the tree
 				CodeVaultSecretMissing,     // entry 3: backup/token-old
 				CodeVaultSecretMissing,     // entry 4: node/edge-node-7/mqtt-creds

@@ -12,75 +12,159 @@ import (
 // Severity says whether a problem blocks deployment.
 type Severity string
 
-// Severities.
+// Severities, as Open Horizon's CLI prints them.
 const (
 	// SeverityError: the deployment (or publication) must not proceed.
 	SeverityError Severity = "error"
 	// SeverityWarning: worth telling the user; does not block.
 	SeverityWarning Severity = "warning"
+	// SeverityNote: for information; does not block.
+	SeverityNote Severity = "note"
 )
+
+// Point is where in Open Horizon's flow a validation runs. Open Horizon
+// gives some problems a different severity at each point (see
+// Code.SeverityAt); Validate follows it.
+type Point int
+
+// Validation points.
+const (
+	// PointDeployCheck: `hzn deploycheck secretbinding` (anax
+	// compcheck.SecretBindingCompatible). The zero value.
+	PointDeployCheck Point = iota
+	// PointPublish: `hzn exchange pattern publish` and `hzn exchange
+	// deployment addpolicy` (anax cli/exchange verifySecretBindingFor*).
+	PointPublish
+	// PointAgreement: the agbot checking a deployment for one node before it
+	// proposes an agreement (anax agreementbot ValidateAndExtractSecrets).
+	PointAgreement
+)
+
+// String returns "deploycheck", "publish" or "agreement".
+func (p Point) String() string {
+	switch p {
+	case PointDeployCheck:
+		return "deploycheck"
+	case PointPublish:
+		return "publish"
+	case PointAgreement:
+		return "agreement"
+	}
+	return fmt.Sprintf("Point(%d)", int(p))
+}
 
 // Code identifies the rule a problem breaks. Codes are stable: tools may
 // match on them.
 type Code string
 
-// Problem codes, one per rule.
+// Problem codes, one per rule. Severities are those at PointDeployCheck;
+// see Code.SeverityAt for the other points.
 const (
 	// CodeFieldMissing: a secretBinding entry lacks serviceOrgid,
 	// serviceUrl or bindings, or a binding lacks its service secret or
-	// vault secret name.
+	// vault secret name. A binding's missing name is an error where the
+	// binding is needed; an entry's missing field is reported as
+	// CodeBindingUnused is (Open Horizon sees an entry that matches nothing).
 	CodeFieldMissing Code = "binding_field_missing"
 	// CodeArchInvalid: serviceArch is not "", "*" or an architecture name.
+	// The entry matches nothing, so it is reported as CodeBindingUnused is.
 	CodeArchInvalid Code = "binding_arch_invalid"
-	// CodeVersionRangeInvalid: serviceVersionRange cannot be parsed.
+	// CodeVersionRangeInvalid: serviceVersionRange cannot be parsed. An
+	// error when the entry's organisation, URL and architecture select a
+	// deployed service (anax fails there too); otherwise as CodeBindingUnused.
 	CodeVersionRangeInvalid Code = "binding_version_range_invalid"
-	// CodeContainerRequired: the service has several containers and the
-	// entry has no serviceContainer.
+	// CodeContainerRequired: a secret declared at the top of a service
+	// definition (design form) is bound by an entry without
+	// serviceContainer, and the service has several containers.
 	CodeContainerRequired Code = "container_required"
 	// CodeContainerUnknown: serviceContainer names no container of the service.
 	CodeContainerUnknown Code = "container_unknown"
-	// CodeSecretUndeclared: a binding for a secret the service does not declare.
+	// CodeSecretUndeclared: a binding for a secret the service (or the
+	// container serviceContainer names) does not declare. Open Horizon
+	// calls it a binding no service requires: a warning at deploycheck, a
+	// note elsewhere.
 	CodeSecretUndeclared Code = "secret_undeclared"
 	// CodeSecretUnbound: a declared secret that no binding binds.
 	CodeSecretUnbound Code = "secret_unbound"
 	// CodeSecretNameInvalid: a service secret name is not a single safe
-	// path element (it becomes a file name).
+	// path element (it becomes a file name). In a binding no service needs,
+	// reported as CodeBindingUnused is.
 	CodeSecretNameInvalid Code = "secret_name_invalid"
-	// CodeSecretFormatInvalid: a declared secret's format is not "json" or "raw".
+	// CodeSecretFormatInvalid: a declared secret's format is not "json",
+	// "value_only" or "raw".
 	CodeSecretFormatInvalid Code = "secret_format_invalid"
 	// CodeVaultSecretInvalid: a vault secret name breaks the naming rules.
+	// In a binding no service needs, reported as CodeBindingUnused is.
 	CodeVaultSecretInvalid Code = "vault_secret_invalid"
-	// CodeVaultSecretMissing: the vault secret does not exist.
+	// CodeVaultSecretMissing: the vault secret does not exist (with
+	// enableNodeLevelSecrets: neither the node-level nor the other one).
+	// A warning at PointPublish.
 	CodeVaultSecretMissing Code = "vault_secret_missing"
+	// CodeNodeSecretFallback: with enableNodeLevelSecrets, the node-level
+	// secret does not exist for the node and the organisation- or
+	// user-level one is used. A warning at deploycheck, a note at the
+	// agreement.
+	CodeNodeSecretFallback Code = "node_secret_fallback"
 	// CodeStoreUnavailable: existence could not be checked because the
-	// store (or the agbot API) is absent or unavailable.
+	// store (or the agbot API) is absent or unavailable. A warning at
+	// PointPublish.
 	CodeStoreUnavailable Code = "store_unavailable"
-	// CodeStoreForbidden: the store refused the existence check.
+	// CodeStoreForbidden: the store refused the existence check. A warning
+	// at PointPublish.
 	CodeStoreForbidden Code = "store_forbidden"
 	// CodeBindingConflict: one service secret (of one container) is bound
-	// to different vault secrets.
+	// to different vault secrets; the first binding in document order
+	// applies, as in Open Horizon. Warning.
 	CodeBindingConflict Code = "binding_conflict"
 	// CodeBindingDuplicate: one service secret is bound twice to the same
-	// vault secret. Warning.
+	// vault secret. As CodeBindingUnused.
 	CodeBindingDuplicate Code = "binding_duplicate"
 	// CodeBindingUnused: a secretBinding entry matches no service of the
-	// deployment. Warning.
+	// deployment. A warning at deploycheck, a note elsewhere.
 	CodeBindingUnused Code = "binding_unused"
 	// CodeSecretsClusterOnly: a service with only a cluster deployment
-	// declares secrets, which only edge devices support.
+	// declares secrets at the top of its definition (design form); declare
+	// them in clusterDeployment.secrets.
 	CodeSecretsClusterOnly Code = "secrets_cluster_only"
 	// CodeSecretsMixedDeployment: a service with device and cluster
-	// deployments declares secrets; only device deployments get them. Warning.
+	// deployments declares secrets at the top of its definition (design
+	// form); only its device containers get them. Warning.
 	CodeSecretsMixedDeployment Code = "secrets_mixed_deployment"
 	// CodeServiceUnresolved: a deployed service or a dependency could not
 	// be found (or its version constraint is invalid).
 	CodeServiceUnresolved Code = "service_unresolved"
 )
 
-// Severity returns the code's severity.
-func (c Code) Severity() Severity {
+// Severity returns the code's severity at PointDeployCheck.
+func (c Code) Severity() Severity { return c.SeverityAt(PointDeployCheck) }
+
+// SeverityAt returns the code's severity at validation point p, as anax
+// decides it there:
+//
+//	code                                   publish   deploycheck   agreement
+//	binding_unused, secret_undeclared,
+//	binding_duplicate, node_secret_fallback note      warning       note
+//	vault_secret_missing, store_unavailable,
+//	store_forbidden                        warning   error         error
+//	binding_conflict,
+//	secrets_mixed_deployment               warning   warning       warning
+//	every other code                       error     error         error
+//
+// A problem of a binding or entry that no service needs (an invalid vault
+// name, a missing field) takes binding_unused's severity instead.
+func (c Code) SeverityAt(p Point) Severity {
 	switch c {
-	case CodeBindingDuplicate, CodeBindingUnused, CodeSecretsMixedDeployment:
+	case CodeBindingUnused, CodeSecretUndeclared, CodeBindingDuplicate, CodeNodeSecretFallback:
+		if p == PointDeployCheck {
+			return SeverityWarning
+		}
+		return SeverityNote
+	case CodeVaultSecretMissing, CodeStoreUnavailable, CodeStoreForbidden:
+		if p == PointPublish {
+			return SeverityWarning
+		}
+		return SeverityError
+	case CodeBindingConflict, CodeSecretsMixedDeployment:
 		return SeverityWarning
 	}
 	return SeverityError
@@ -114,13 +198,16 @@ func (p Problem) String() string {
 // ResolvedBinding is a binding Validate found to apply: the service
 // (container) receives the vault secret under the service secret name.
 type ResolvedBinding struct {
-	// Service includes the container the secret is mounted into (empty
-	// when the service has no device containers).
+	// Service includes the container the secret is mounted into; an empty
+	// Container is the service's cluster deployment.
 	Service       ServiceRef `json:"service"`
 	ServiceSecret string     `json:"serviceSecret"`
 	// Format is the declared format (FormatJSON when not declared).
 	Format      string          `json:"format"`
 	VaultSecret VaultSecretName `json:"vaultSecret"`
+	// NodeLevel is the entry's enableNodeLevelSecrets: the binding resolves
+	// per node (see Report.Bindings).
+	NodeLevel bool `json:"enableNodeLevelSecrets,omitempty"`
 	// Binding is the 1-based position of the secretBinding entry.
 	Binding int `json:"binding"`
 }
@@ -149,6 +236,9 @@ func (r *Report) Errors() []Problem { return r.bySeverity(SeverityError) }
 
 // Warnings returns the problems of severity warning.
 func (r *Report) Warnings() []Problem { return r.bySeverity(SeverityWarning) }
+
+// Notes returns the problems of severity note.
+func (r *Report) Notes() []Problem { return r.bySeverity(SeverityNote) }
 
 func (r *Report) bySeverity(s Severity) []Problem {
 	var out []Problem
@@ -241,8 +331,10 @@ func (e *ValidationError) Error() string {
 // Unwrap returns secretstore.ErrInvalid.
 func (e *ValidationError) Unwrap() error { return secretstore.ErrInvalid }
 
-// add appends a problem of code c with a message built from format.
-func (r *Report) add(c Code, p Problem, format string, args ...any) {
-	p.Code, p.Severity, p.Message = c, c.Severity(), fmt.Sprintf(format, args...)
+// add appends a problem of code c with its severity at point and a
+// message built from format, and returns its index in r.Problems.
+func (r *Report) add(at Point, c Code, p Problem, format string, args ...any) int {
+	p.Code, p.Severity, p.Message = c, c.SeverityAt(at), fmt.Sprintf(format, args...)
 	r.Problems = append(r.Problems, p)
+	return len(r.Problems) - 1
 }

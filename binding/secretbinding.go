@@ -33,18 +33,53 @@ type Binding struct {
 	VaultSecret string
 }
 
+// BindingForm says which JSON form a SecretBinding is written in.
+type BindingForm int
+
+// Binding forms.
+const (
+	// FormOpenHorizon is the form Open Horizon ships and anax writes:
+	//	"secrets": [{"<service secret>": "<vault secret>"}, ...]
+	// The zero value.
+	FormOpenHorizon BindingForm = iota
+	// FormDesign is the design text's form:
+	//	"bindings": {"<service secret>": {"vaultSecret": "<vault secret>"}}
+	FormDesign
+)
+
+// String returns "openhorizon" or "design".
+func (f BindingForm) String() string {
+	switch f {
+	case FormOpenHorizon:
+		return "openhorizon"
+	case FormDesign:
+		return "design"
+	}
+	return fmt.Sprintf("BindingForm(%d)", int(f))
+}
+
 // SecretBinding is one entry of a pattern's or deployment policy's
-// "secretBinding": it selects services and binds their secrets. Its JSON is
+// "secretBinding": it selects services and binds their secrets. Open
+// Horizon ships it as
+//
+//	{"serviceOrgid": "myorg", "serviceUrl": "com.example.db", "serviceArch": "amd64",
+//	 "serviceVersionRange": "[1.0.0,2.0.0)", "enableNodeLevelSecrets": true,
+//	 "secrets": [{"db_password": "user/alice/db"}]}
+//
+// and the design text as
 //
 //	{"serviceOrgid": "myorg", "serviceUrl": "com.example.db", "serviceArch": "amd64",
 //	 "serviceVersionRange": "[1.0.0,2.0.0)", "serviceContainer": "db",
 //	 "bindings": {"db_password": {"vaultSecret": "user/alice/db"}}}
 //
-// Decoding also accepts Open Horizon's shipped list form
-// "secrets": [{"db_password": "user/alice/db"}] (alone or beside
-// "bindings"), and ignores unknown fields as Open Horizon does. Bindings
-// keep the document's order, and a service secret bound twice is kept twice
-// so that Validate can report it.
+// Decoding accepts both forms, also side by side in one entry, and every
+// member of each "secrets" item (anax reads one member per item, chosen
+// at random by Go's map order); it ignores unknown fields as Open Horizon
+// does. Bindings keep the document's order, and a service secret bound
+// twice is kept twice so that Validate can report it. Encoding writes the
+// form the entry was decoded from (Form): an entry that used "bindings"
+// alone is written in the design form, any other in Open Horizon's form,
+// one binding per item.
 type SecretBinding struct {
 	// ServiceOrgid and ServiceURL select the service; both are required.
 	ServiceOrgid string
@@ -54,21 +89,30 @@ type SecretBinding struct {
 	// ServiceVersionRange selects versions (see ParseVersionRange); ""
 	// selects any, as in Open Horizon.
 	ServiceVersionRange string
-	// ServiceContainer names the container that receives the secrets;
-	// required when the service has several containers.
+	// ServiceContainer (design form only; Open Horizon has no such field)
+	// narrows the bindings to one container of the service. Without it,
+	// each secret goes to every container that declares it.
 	ServiceContainer string
+	// EnableNodeLevelSecrets makes each binding resolve, per node, to the
+	// node-level secret when it exists and to the organisation- or
+	// user-level one otherwise (see Report.Bindings).
+	EnableNodeLevelSecrets bool
 	// Bindings are the secret associations, in document order.
 	Bindings []Binding
+	// Form is the JSON form MarshalJSON writes: the one the entry was
+	// decoded from. The zero value is Open Horizon's.
+	Form BindingForm
 }
 
 type secretBindingJSON struct {
-	ServiceOrgid        string          `json:"serviceOrgid"`
-	ServiceURL          string          `json:"serviceUrl"`
-	ServiceArch         string          `json:"serviceArch"`
-	ServiceVersionRange string          `json:"serviceVersionRange"`
-	ServiceContainer    string          `json:"serviceContainer,omitempty"`
-	Bindings            json.RawMessage `json:"bindings,omitempty"`
-	Secrets             json.RawMessage `json:"secrets,omitempty"`
+	ServiceOrgid           string          `json:"serviceOrgid"`
+	ServiceURL             string          `json:"serviceUrl"`
+	ServiceArch            string          `json:"serviceArch"`
+	ServiceVersionRange    string          `json:"serviceVersionRange"`
+	EnableNodeLevelSecrets *bool           `json:"enableNodeLevelSecrets,omitempty"`
+	ServiceContainer       string          `json:"serviceContainer,omitempty"`
+	Bindings               json.RawMessage `json:"bindings,omitempty"`
+	Secrets                json.RawMessage `json:"secrets,omitempty"`
 }
 
 type vaultSecretJSON struct {
@@ -77,7 +121,7 @@ type vaultSecretJSON struct {
 
 const secretBindingWhat = "secretBinding entry"
 
-// UnmarshalJSON decodes the design form and Open Horizon's list form.
+// UnmarshalJSON decodes the design form and Open Horizon's form.
 func (b *SecretBinding) UnmarshalJSON(data []byte) error {
 	var in secretBindingJSON
 	if err := unmarshal(data, secretBindingWhat, &in); err != nil {
@@ -86,6 +130,10 @@ func (b *SecretBinding) UnmarshalJSON(data []byte) error {
 	out := SecretBinding{
 		ServiceOrgid: in.ServiceOrgid, ServiceURL: in.ServiceURL, ServiceArch: in.ServiceArch,
 		ServiceVersionRange: in.ServiceVersionRange, ServiceContainer: in.ServiceContainer,
+		EnableNodeLevelSecrets: in.EnableNodeLevelSecrets != nil && *in.EnableNodeLevelSecrets,
+	}
+	if !isNull(in.Bindings) && isNull(in.Secrets) {
+		out.Form = FormDesign
 	}
 	add := func(key string, vault string) error {
 		if len(out.Bindings) == MaxBindingsPerEntry {
@@ -126,36 +174,55 @@ func (b *SecretBinding) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the design form, bindings in order. A service secret
-// bound twice cannot be written as a JSON object and is an error.
+// MarshalJSON writes the entry in its Form, bindings in order. In the
+// design form a service secret bound twice cannot be written (a JSON
+// object) and is an error; Open Horizon's form writes one item per binding.
 func (b SecretBinding) MarshalJSON() ([]byte, error) {
-	head, err := json.Marshal(secretBindingJSON{
+	head := secretBindingJSON{
 		ServiceOrgid: b.ServiceOrgid, ServiceURL: b.ServiceURL, ServiceArch: b.ServiceArch,
 		ServiceVersionRange: b.ServiceVersionRange, ServiceContainer: b.ServiceContainer,
-	})
-	if err != nil {
-		return nil, err
+	}
+	if b.Form != FormDesign || b.EnableNodeLevelSecrets {
+		// anax always writes it; the design form has it only when set.
+		head.EnableNodeLevelSecrets = &b.EnableNodeLevelSecrets
 	}
 	var buf bytes.Buffer
-	buf.Write(head[:len(head)-1])
-	buf.WriteString(`,"bindings":{`)
+	buf.WriteByte('[')
 	seen := make(map[string]bool, len(b.Bindings))
 	for i, bd := range b.Bindings {
-		if seen[bd.ServiceSecret] {
-			return nil, fmt.Errorf("binding: secretBinding for %s/%s binds service secret %q twice", b.ServiceOrgid, b.ServiceURL, bd.ServiceSecret)
-		}
-		seen[bd.ServiceSecret] = true
 		if i > 0 {
 			buf.WriteByte(',')
 		}
 		k, _ := json.Marshal(bd.ServiceSecret)
-		v, _ := json.Marshal(vaultSecretJSON{VaultSecret: &bd.VaultSecret})
-		buf.Write(k)
-		buf.WriteByte(':')
-		buf.Write(v)
+		switch b.Form {
+		case FormDesign:
+			if seen[bd.ServiceSecret] {
+				return nil, fmt.Errorf("binding: secretBinding for %s/%s binds service secret %q twice, which the design form cannot hold", b.ServiceOrgid, b.ServiceURL, bd.ServiceSecret)
+			}
+			seen[bd.ServiceSecret] = true
+			v, _ := json.Marshal(vaultSecretJSON{VaultSecret: &bd.VaultSecret})
+			buf.Write(k)
+			buf.WriteByte(':')
+			buf.Write(v)
+		default:
+			v, _ := json.Marshal(bd.VaultSecret)
+			buf.WriteByte('{')
+			buf.Write(k)
+			buf.WriteByte(':')
+			buf.Write(v)
+			buf.WriteByte('}')
+		}
 	}
-	buf.WriteString("}}")
-	return buf.Bytes(), nil
+	buf.WriteByte(']')
+	list := buf.Bytes()
+	switch b.Form {
+	case FormDesign:
+		list[0], list[len(list)-1] = '{', '}'
+		head.Bindings = list
+	default:
+		head.Secrets = list
+	}
+	return json.Marshal(head)
 }
 
 func isNull(raw json.RawMessage) bool {

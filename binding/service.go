@@ -14,25 +14,44 @@ import (
 // Secret formats a service definition may ask for (agreement's).
 const (
 	// FormatJSON: the file holds the secret's key/value pairs as a JSON
-	// object. The default when "format" is empty.
+	// object; for an Open Horizon secret that is {"key":…,"value":…}, as
+	// anax writes it. The default when "format" is empty.
 	FormatJSON = agreement.FormatJSON
-	// FormatRaw: the secret has one key; the file holds its value's bytes.
+	// FormatValueOnly is Open Horizon's "value_only": the file holds the
+	// secret's "value" only.
+	FormatValueOnly = agreement.FormatValueOnly
+	// FormatRaw (ours): the secret has one key; the file holds its value's
+	// bytes.
 	FormatRaw = agreement.FormatRaw
 )
 
-// ServiceSecret declares one secret of a service: an entry of the service
-// definition's "secrets" object, keyed by the service secret name (which
-// becomes the file name under /open-horizon-secrets).
+// ServiceSecret declares one secret of a service, keyed by the service
+// secret name (which becomes the file name under /open-horizon-secrets):
 //
-//	"secrets": {"db_password": {"type": "basic-auth", "description": "...", "format": "json"}}
+//	"secrets": {"db_password": {"type": "basic-auth", "description": "...", "format": "value_only"}}
+//
+// Open Horizon declares secrets per container and for the cluster
+// deployment (ContainerConfig.Secrets, ClusterDeploymentConfig.Secrets);
+// the design form declares them at the top of the definition
+// (ServiceDefinition.Secrets). Open Horizon's internal members (svcOrg,
+// svcUrl, svcVersionRange) are ignored.
 type ServiceSecret struct {
 	// Type is a hint to the deployer ("basic-auth", "certificate"); not
 	// interpreted.
 	Type string `json:"type,omitempty"`
 	// Description tells the deployer what the secret is for.
 	Description string `json:"description,omitempty"`
-	// Format is FormatJSON (default when empty) or FormatRaw.
+	// Format is FormatJSON (the default when empty), FormatValueOnly or
+	// FormatRaw.
 	Format string `json:"format,omitempty"`
+}
+
+// format returns the declared format, FormatJSON when empty.
+func (s ServiceSecret) format() string {
+	if s.Format == "" {
+		return FormatJSON
+	}
+	return s.Format
 }
 
 // Limits on decoded documents. Larger input is refused by the decoders.
@@ -43,7 +62,8 @@ const (
 	MaxServiceDefinitionSize = 16 << 20
 	// MaxDocumentSize bounds a pattern, deployment policy or hub URL document.
 	MaxDocumentSize = 1 << 20
-	// MaxSecretsPerService bounds a service definition's "secrets".
+	// MaxSecretsPerService bounds the secrets of each place a service
+	// declares them (the top level, each container, the cluster deployment).
 	MaxSecretsPerService = 256
 	// MaxRequiredServices bounds a service definition's "requiredServices".
 	MaxRequiredServices = 256
@@ -79,28 +99,57 @@ func (d ServiceDependency) rangeText() string {
 }
 
 // DeploymentConfig is a service's device deployment: its containers, keyed
-// by container name (the names serviceContainer refers to). Each container's
-// own configuration is kept as raw JSON and not interpreted here.
+// by container name (the names serviceContainer refers to).
 type DeploymentConfig struct {
-	Services map[string]json.RawMessage `json:"services"`
+	Services map[string]ContainerConfig `json:"services"`
+}
+
+// ContainerConfig is one container of a device deployment: the secrets it
+// declares (deployment.services.<container>.secrets) and the rest of its
+// configuration, kept as it is and not interpreted here.
+type ContainerConfig struct {
+	// Secrets are the secrets mounted into this container.
+	Secrets map[string]ServiceSecret
+	// Config holds the container's other members ("image", "binds", ...),
+	// each as JSON.
+	Config map[string]json.RawMessage
+}
+
+// ClusterDeploymentConfig is a service's edge-cluster deployment: the
+// secrets it declares (clusterDeployment.secrets), which the agent hands the
+// operator as one Kubernetes Secret, and the rest of its configuration
+// ("operatorYamlArchive", ...), kept as it is.
+type ClusterDeploymentConfig struct {
+	// Secrets are the secrets handed to the operator.
+	Secrets map[string]ServiceSecret
+	// Config holds the other members, each as JSON.
+	Config map[string]json.RawMessage
 }
 
 // ServiceDefinition is the part of an Open Horizon service definition that
 // secret validation needs. Other fields are ignored on decode.
+//
+// Secrets are read from every place they are declared: each container of
+// the device deployment and the cluster deployment (as Open Horizon ships
+// them), and the top-level "secrets" of the design form.
 type ServiceDefinition struct {
-	Org              string                   `json:"org"`
-	URL              string                   `json:"url"`
-	Version          string                   `json:"version"`
-	Arch             string                   `json:"arch"`
-	RequiredServices []ServiceDependency      `json:"requiredServices,omitempty"`
-	Secrets          map[string]ServiceSecret `json:"secrets,omitempty"`
+	Org              string              `json:"org"`
+	URL              string              `json:"url"`
+	Version          string              `json:"version"`
+	Arch             string              `json:"arch"`
+	RequiredServices []ServiceDependency `json:"requiredServices,omitempty"`
+	// Secrets are the design form's service-level secrets: a binding
+	// delivers each to the container its serviceContainer names, or to the
+	// only container.
+	Secrets map[string]ServiceSecret `json:"secrets,omitempty"`
 	// Deployment is the device deployment; nil when the service has none.
 	// Decoding accepts the object form of hzn files and the
 	// JSON-in-a-string form of the exchange ("" meaning none).
 	Deployment *DeploymentConfig `json:"deployment,omitempty"`
-	// ClusterDeployment is the edge-cluster deployment, kept opaque. Absent,
+	// ClusterDeployment is the edge-cluster deployment; nil when the
+	// service has none. Both forms are accepted as for Deployment; absent,
 	// null, "" and {} mean none.
-	ClusterDeployment json.RawMessage `json:"clusterDeployment,omitempty"`
+	ClusterDeployment *ClusterDeploymentConfig `json:"clusterDeployment,omitempty"`
 }
 
 // DeploymentKind says where a service can run.
@@ -137,7 +186,7 @@ func (k DeploymentKind) String() string {
 // cluster deployment, both or neither.
 func (d *ServiceDefinition) DeploymentKind() DeploymentKind {
 	device := d.Deployment != nil && len(d.Deployment.Services) > 0
-	cluster := !emptyJSON(d.ClusterDeployment)
+	cluster := d.ClusterDeployment != nil
 	switch {
 	case device && cluster:
 		return DeployMixed
@@ -157,18 +206,55 @@ func (d *ServiceDefinition) Containers() []string {
 	return slices.Sorted(maps.Keys(d.Deployment.Services))
 }
 
+// SecretNames returns the name of every secret the service declares,
+// wherever it is declared, sorted and without repeats.
+func (d *ServiceDefinition) SecretNames() []string {
+	var names []string
+	for _, dc := range d.declarations() {
+		names = append(names, dc.name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // Ref returns the service's identity (without a container).
 func (d *ServiceDefinition) Ref() ServiceRef {
 	return ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
 }
 
-// emptyJSON reports whether raw is absent, null, "" or {}.
-func emptyJSON(raw json.RawMessage) bool {
-	switch string(bytes.TrimSpace(raw)) {
-	case "", "null", `""`, "{}":
-		return true
+// Where a service secret is declared.
+const (
+	declService   = iota // the design form's top-level "secrets"
+	declContainer        // deployment.services.<container>.secrets
+	declCluster          // clusterDeployment.secrets
+)
+
+// declaration is one declared secret: where, and how its file looks.
+type declaration struct {
+	place     int
+	container string // declContainer only
+	name      string
+	secret    ServiceSecret
+}
+
+// declarations lists every declared secret: service-level ones first, then
+// each container's (containers sorted), then the cluster deployment's, each
+// group sorted by name.
+func (d *ServiceDefinition) declarations() []declaration {
+	var out []declaration
+	add := func(place int, container string, secrets map[string]ServiceSecret) {
+		for _, name := range slices.Sorted(maps.Keys(secrets)) {
+			out = append(out, declaration{place: place, container: container, name: name, secret: secrets[name]})
+		}
 	}
-	return false
+	add(declService, "", d.Secrets)
+	for _, c := range d.Containers() {
+		add(declContainer, c, d.Deployment.Services[c].Secrets)
+	}
+	if d.ClusterDeployment != nil {
+		add(declCluster, "", d.ClusterDeployment.Secrets)
+	}
+	return out
 }
 
 // UnmarshalJSON decodes a service definition, ignoring fields it does not
@@ -186,14 +272,34 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	case len(in.RequiredServices) > MaxRequiredServices:
 		return badInput(what, "more than %d requiredServices", MaxRequiredServices)
 	}
+	if len(in.RequiredServices) == 0 {
+		in.RequiredServices = nil // [] and absent are the same
+	}
 	if in.Deployment != nil && in.Deployment.Services == nil {
 		in.Deployment = nil // "" in the exchange form: no device deployment
 	}
-	if emptyJSON(in.ClusterDeployment) {
-		in.ClusterDeployment = nil
+	if c := in.ClusterDeployment; c != nil && len(c.Secrets) == 0 && len(c.Config) == 0 {
+		in.ClusterDeployment = nil // "" or {}: no cluster deployment
 	}
 	*d = ServiceDefinition(in)
 	return nil
+}
+
+// unquoteDeployment returns the JSON of a deployment given as an object or
+// as a string holding one (the exchange form); nil for "", null or absent.
+func unquoteDeployment(b []byte, what string) ([]byte, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := unmarshal(b, what, &s); err != nil {
+			return nil, err
+		}
+		b = bytes.TrimSpace([]byte(s))
+	}
+	if len(b) == 0 || string(b) == "null" {
+		return nil, nil
+	}
+	return b, nil
 }
 
 // UnmarshalJSON reads a deployment given as an object, or as a string
@@ -201,28 +307,111 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 // MaxContainers.
 func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	const what = "deployment"
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := unmarshal(b, what, &s); err != nil {
-			return err
-		}
-		b = bytes.TrimSpace([]byte(s))
-	}
-	if len(b) == 0 || string(b) == "null" {
+	b, err := unquoteDeployment(b, what)
+	if err != nil || b == nil {
 		*c = DeploymentConfig{}
-		return nil
+		return err
 	}
-	type plain DeploymentConfig // without this method
-	var in plain
+	var in struct {
+		Services map[string]json.RawMessage `json:"services"`
+	}
 	if err := unmarshal(b, what, &in); err != nil {
 		return err
 	}
 	if len(in.Services) > MaxContainers {
 		return badInput(what, "more than %d containers", MaxContainers)
 	}
-	*c = DeploymentConfig(in)
+	out := DeploymentConfig{}
+	if in.Services != nil {
+		out.Services = make(map[string]ContainerConfig, len(in.Services))
+	}
+	for name, raw := range in.Services {
+		if name == "" {
+			return badInput(what, "a container has an empty name")
+		}
+		var cc ContainerConfig
+		if err := decodeSecretsHolder(raw, fmt.Sprintf("container %q", name), &cc.Secrets, &cc.Config); err != nil {
+			return err
+		}
+		out.Services[name] = cc
+	}
+	*c = out
 	return nil
+}
+
+// MarshalJSON writes the container's configuration with its "secrets".
+func (c ContainerConfig) MarshalJSON() ([]byte, error) {
+	return encodeSecretsHolder(c.Secrets, c.Config)
+}
+
+// UnmarshalJSON reads a cluster deployment given as an object, or as a
+// string holding the object's JSON (exchange form; "" means none).
+func (c *ClusterDeploymentConfig) UnmarshalJSON(b []byte) error {
+	const what = "clusterDeployment"
+	b, err := unquoteDeployment(b, what)
+	if err != nil || b == nil {
+		*c = ClusterDeploymentConfig{}
+		return err
+	}
+	var out ClusterDeploymentConfig
+	if err := decodeSecretsHolder(b, what, &out.Secrets, &out.Config); err != nil {
+		return err
+	}
+	*c = out
+	return nil
+}
+
+// MarshalJSON writes the cluster deployment's configuration with its
+// "secrets".
+func (c ClusterDeploymentConfig) MarshalJSON() ([]byte, error) {
+	return encodeSecretsHolder(c.Secrets, c.Config)
+}
+
+// decodeSecretsHolder splits the JSON object raw (a container or a cluster
+// deployment) into its "secrets" and its other members, in the form
+// encoding writes them so that a decoded value encodes and decodes to
+// itself. A null raw is empty.
+func decodeSecretsHolder(raw []byte, what string, secrets *map[string]ServiceSecret, config *map[string]json.RawMessage) error {
+	var members map[string]json.RawMessage
+	if err := unmarshal(raw, what, &members); err != nil {
+		return err
+	}
+	if s, ok := members["secrets"]; ok {
+		delete(members, "secrets")
+		if err := unmarshal(s, what+" secrets", secrets); err != nil {
+			return err
+		}
+		if len(*secrets) > MaxSecretsPerService {
+			return badInput(what, "more than %d secrets", MaxSecretsPerService)
+		}
+	}
+	for k, v := range members {
+		// Marshal's form (compact, HTML-escaped), which encoding writes.
+		canonical, err := json.Marshal(v)
+		if err != nil { // cannot happen: v came from the decoder
+			return badInput(what, "member %q is not valid JSON", k)
+		}
+		members[k] = canonical
+	}
+	if len(members) > 0 {
+		*config = members
+	}
+	return nil
+}
+
+// encodeSecretsHolder writes config's members and, when not nil, secrets
+// as one JSON object.
+func encodeSecretsHolder(secrets map[string]ServiceSecret, config map[string]json.RawMessage) ([]byte, error) {
+	members := make(map[string]any, len(config)+1)
+	for k, v := range config {
+		if k != "secrets" {
+			members[k] = v
+		}
+	}
+	if secrets != nil {
+		members["secrets"] = secrets
+	}
+	return json.Marshal(members)
 }
 
 // DecodeServiceDefinition reads one service definition of at most

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,8 +45,19 @@ type Options struct {
 	// Resolver supplies the service definitions. Required.
 	Resolver Resolver
 	// Checker checks that bound vault secrets exist. When nil, existence is
-	// not checked and Report.ExistenceChecked is false.
+	// not checked and Report.ExistenceChecked is false (as for a public
+	// pattern at publication, whose nodes' organisations are not known).
 	Checker ExistenceChecker
+	// Point is where in Open Horizon's flow the validation runs; it sets
+	// the severities (Code.SeverityAt). The zero value is PointDeployCheck.
+	Point Point
+	// Node is the id, within the organisation the Checker looks in, of the
+	// node the deployment is checked for. With it, a binding of an entry
+	// with enableNodeLevelSecrets is checked against the node-level secret
+	// first and the organisation- or user-level one next (see
+	// Report.Bindings); without it, against its name as written, as anax
+	// checks at publication. It must be a single safe path element.
+	Node string
 	// Logger receives debug lines naming services, secrets and bindings
 	// (never values). Default: discard.
 	Logger *slog.Logger
@@ -55,18 +65,30 @@ type Options struct {
 
 // Validate checks a pattern's or deployment policy's secret bindings against
 // the services it deploys and their whole dependency trees, and returns a
-// report of every problem (see the Code constants). It is the check behind
-// deploycheck, adding a deployment policy and publishing a pattern; build the
-// Target with Pattern.Target or DeploymentPolicy.Target.
+// report of every problem (see the Code constants) with the severities Open
+// Horizon gives them at opts.Point. It serves deploycheck, adding a
+// deployment policy, publishing a pattern and the agbot's check before an
+// agreement; build the Target with Pattern.Target or DeploymentPolicy.Target.
 //
-// Problems go into the report; the error is non-nil only when ctx ends or
-// opts lack a Resolver. Existence is checked once per distinct vault secret
-// with the checker; after the store reports itself unavailable (or
-// forbidden) the remaining secrets are reported as not checked rather than
-// asked for one by one.
+// Each declared secret is bound in every container that declares it (and
+// in the cluster deployment when that declares it); serviceContainer, when
+// given, narrows an entry to one container. Every entry that selects a
+// service applies; where two bind the same secret of the same container,
+// the first in document order wins, as in Open Horizon.
+//
+// Problems go into the report; the error is non-nil only when ctx ends,
+// opts lack a Resolver or opts.Node is not a safe name. Existence is checked
+// once per distinct vault secret with the checker; after the store reports
+// itself unavailable (or forbidden) the remaining secrets are reported as not
+// checked rather than asked for one by one.
 func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 	if opts.Resolver == nil {
 		return nil, errors.New("binding: Validate needs a Resolver")
+	}
+	if opts.Node != "" {
+		if err := safename.Check(opts.Node); err != nil {
+			return nil, fmt.Errorf("binding: Validate: %w: node id %s", secretstore.ErrInvalid, err)
+		}
 	}
 	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[ServiceRef]bool{}}
 	if v.log == nil {
@@ -80,8 +102,10 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	for _, e := range v.entries {
 		if e.usable && !e.used {
-			v.rep.add(CodeBindingUnused, e.problem(), "secretBinding entry %d matches no service deployed here or among its dependencies, so it is not needed.", e.index)
+			v.add(CodeBindingUnused, e.problem(), "secretBinding entry %d matches no service deployed here or among its dependencies, so it is not needed.", e.index)
 		}
+		v.reportUndeclared(e)
+		v.settleSeverities(e)
 	}
 	if opts.Checker != nil {
 		v.rep.ExistenceChecked = true
@@ -93,33 +117,51 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 		v.log.Debug("binding problem", "code", p.Code, "severity", p.Severity, "service", refString(p.Service),
 			"binding", p.Binding, "serviceSecret", p.ServiceSecret, "vaultSecret", p.VaultSecret)
 	}
-	v.log.Debug("secret bindings validated", "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
-		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()))
+	v.log.Debug("secret bindings validated", "point", opts.Point, "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
+		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()), "notes", len(v.rep.Notes()))
 	return v.rep, nil
 }
 
 // ValidateService checks a service definition on its own, as publishing a
-// service does: every secret name is a single safe path element, every
-// format is known, and secrets are only declared where device deployments
+// service does: every declared secret name (top level, each container, the
+// cluster deployment) is a single safe path element, every format is known,
+// and top-level (design form) secrets are declared where device containers
 // can receive them (cluster-only: error; device and cluster: warning).
 func ValidateService(def *ServiceDefinition) *Report {
 	rep := &Report{Problems: []Problem{}, Services: []ServiceRef{def.Ref()}}
-	checkDefinition(rep, def)
+	checkDefinition(rep, PointPublish, def)
 	return rep
 }
 
+// where names the place a declaration is made, for messages.
+func (d declaration) where(ref ServiceRef) string {
+	switch d.place {
+	case declContainer:
+		return fmt.Sprintf("Container %q of service %s", d.container, refString(ref))
+	case declCluster:
+		return "The cluster deployment of service " + refString(ref)
+	}
+	return "Service " + refString(ref)
+}
+
+// problem is the Problem about the declaration.
+func (d declaration) problem(ref ServiceRef) Problem {
+	ref.Container = d.container
+	return Problem{Service: ref, ServiceSecret: d.name}
+}
+
 // checkDefinition reports the service-level rules for def.
-func checkDefinition(rep *Report, def *ServiceDefinition) {
+func checkDefinition(rep *Report, at Point, def *ServiceDefinition) {
 	ref := def.Ref()
-	for _, name := range slices.Sorted(maps.Keys(def.Secrets)) {
-		p := Problem{Service: ref, ServiceSecret: name}
-		if err := safename.Check(name); err != nil {
-			rep.add(CodeSecretNameInvalid, p, "Service %s declares secret %q, whose name %s; it must be a single safe file name.", refString(ref), name, err)
+	for _, d := range def.declarations() {
+		p := d.problem(ref)
+		if err := safename.Check(d.name); err != nil {
+			rep.add(at, CodeSecretNameInvalid, p, "%s declares secret %q, whose name %s; it must be a single safe file name.", d.where(ref), d.name, err)
 		}
-		switch f := def.Secrets[name].Format; f {
-		case "", FormatJSON, FormatRaw:
+		switch f := d.secret.Format; f {
+		case "", FormatJSON, FormatValueOnly, FormatRaw:
 		default:
-			rep.add(CodeSecretFormatInvalid, p, "Service %s declares secret %q with format %q; the format must be %q or %q.", refString(ref), name, f, FormatJSON, FormatRaw)
+			rep.add(at, CodeSecretFormatInvalid, p, "%s declares secret %q with format %q; the format must be %q (the default), %q or %q.", d.where(ref), d.name, f, FormatJSON, FormatValueOnly, FormatRaw)
 		}
 	}
 	if len(def.Secrets) == 0 {
@@ -127,9 +169,9 @@ func checkDefinition(rep *Report, def *ServiceDefinition) {
 	}
 	switch def.DeploymentKind() {
 	case DeployCluster:
-		rep.add(CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets but has only a cluster deployment; secrets are supported on edge devices only.", refString(ref))
+		rep.add(at, CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets at the top of its definition but has only a cluster deployment; declare them in clusterDeployment.secrets.", refString(ref))
 	case DeployMixed:
-		rep.add(CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets and has a cluster deployment; only its device deployment will receive them.", refString(ref))
+		rep.add(at, CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets at the top of its definition and has a cluster deployment; only its device containers will receive them (declare the cluster's in clusterDeployment.secrets).", refString(ref))
 	}
 }
 
@@ -140,7 +182,21 @@ type entry struct {
 	usable   bool // selector valid: can match services
 	versions VersionRange
 	vault    []*VaultSecretName // parsed vault name per binding; nil when invalid
-	used     bool
+	used     bool               // selected a service, version included
+	selected bool               // org, url and arch selected a service, whatever the version
+	needed   []bool             // per binding: binds a secret a selected service declares
+	// undeclared is, per binding, the first selected service (container)
+	// that does not declare the secret; reported when no service needs it.
+	undeclared   []*Problem
+	undeclaredIn []int // how many selected services (containers) lack it
+	// pending are problems whose severity depends on whether the entry or
+	// binding turns out to be needed; binding is -1 for the entry's own.
+	pending []pendingProblem
+}
+
+type pendingProblem struct {
+	problem int // index in Report.Problems
+	binding int
 }
 
 func (e *entry) problem() Problem {
@@ -148,6 +204,13 @@ func (e *entry) problem() Problem {
 		Org: e.sb.ServiceOrgid, URL: e.sb.ServiceURL, Arch: e.sb.ServiceArch,
 		Version: e.sb.ServiceVersionRange, Container: e.sb.ServiceContainer,
 	}}
+}
+
+// selects reports whether the entry's organisation, URL and architecture
+// select def.
+func (e *entry) selects(def *ServiceDefinition) bool {
+	return e.sb.ServiceOrgid == def.Org && e.sb.ServiceURL == def.URL &&
+		checkArch(e.sb.ServiceArch) == nil && ArchMatches(e.sb.ServiceArch, def.Arch)
 }
 
 type validation struct {
@@ -158,31 +221,41 @@ type validation struct {
 	visited map[ServiceRef]bool
 }
 
-// checkEntry reports the problems an entry has on its own.
+// add reports a problem with its severity at the validation's point.
+func (v *validation) add(c Code, p Problem, format string, args ...any) int {
+	return v.rep.add(v.opts.Point, c, p, format, args...)
+}
+
+// checkEntry reports the problems an entry has on its own. Those that only
+// matter when the entry (or binding) is needed are settled after the walk.
 func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
-	e := &entry{index: index, sb: sb, vault: make([]*VaultSecretName, len(sb.Bindings))}
+	e := &entry{index: index, sb: sb, vault: make([]*VaultSecretName, len(sb.Bindings)),
+		needed: make([]bool, len(sb.Bindings)), undeclared: make([]*Problem, len(sb.Bindings)), undeclaredIn: make([]int, len(sb.Bindings))}
 	p := e.problem()
 	e.usable = true
+	pend := func(binding, problem int) {
+		e.pending = append(e.pending, pendingProblem{problem: problem, binding: binding})
+	}
 	if sb.ServiceOrgid == "" {
 		e.usable = false
-		v.rep.add(CodeFieldMissing, p, "secretBinding entry %d has no serviceOrgid.", index)
+		pend(-1, v.add(CodeFieldMissing, p, "secretBinding entry %d has no serviceOrgid.", index))
 	}
 	if sb.ServiceURL == "" {
 		e.usable = false
-		v.rep.add(CodeFieldMissing, p, "secretBinding entry %d has no serviceUrl.", index)
+		pend(-1, v.add(CodeFieldMissing, p, "secretBinding entry %d has no serviceUrl.", index))
 	}
 	if len(sb.Bindings) == 0 {
-		v.rep.add(CodeFieldMissing, p, "secretBinding entry %d binds no secrets.", index)
+		pend(-1, v.add(CodeFieldMissing, p, "secretBinding entry %d binds no secrets.", index))
 	}
 	if err := checkArch(sb.ServiceArch); err != nil {
 		e.usable = false
-		v.rep.add(CodeArchInvalid, p, "secretBinding entry %d has an invalid serviceArch: %s.", index, err)
+		pend(-1, v.add(CodeArchInvalid, p, "secretBinding entry %d has an invalid serviceArch: %s.", index, err))
 	}
 	if sb.ServiceVersionRange != "" {
 		r, err := ParseVersionRange(sb.ServiceVersionRange)
 		if err != nil {
 			e.usable = false
-			v.rep.add(CodeVersionRangeInvalid, p, "secretBinding entry %d has an invalid serviceVersionRange: %s.", index, err)
+			pend(-1, v.add(CodeVersionRangeInvalid, p, "secretBinding entry %d has an invalid serviceVersionRange: %s.", index, err))
 		}
 		e.versions = r
 	}
@@ -191,22 +264,63 @@ func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
 		bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
 		switch err := safename.Check(b.ServiceSecret); {
 		case b.ServiceSecret == "":
-			v.rep.add(CodeFieldMissing, bp, "secretBinding entry %d binds vault secret %q to an empty service secret name.", index, b.VaultSecret)
+			pend(i, v.add(CodeFieldMissing, bp, "secretBinding entry %d binds vault secret %q to an empty service secret name.", index, b.VaultSecret))
 		case err != nil:
-			v.rep.add(CodeSecretNameInvalid, bp, "secretBinding entry %d binds service secret %q, whose name %s; it must be a single safe file name.", index, b.ServiceSecret, err)
+			pend(i, v.add(CodeSecretNameInvalid, bp, "secretBinding entry %d binds service secret %q, whose name %s; it must be a single safe file name.", index, b.ServiceSecret, err))
 		}
 		if b.VaultSecret == "" {
-			v.rep.add(CodeFieldMissing, bp, "secretBinding entry %d binds service secret %q to no vault secret.", index, b.ServiceSecret)
+			pend(i, v.add(CodeFieldMissing, bp, "secretBinding entry %d binds service secret %q to no vault secret.", index, b.ServiceSecret))
 			continue
 		}
 		name, err := ParseVaultSecretName(b.VaultSecret)
 		if err != nil {
-			v.rep.add(CodeVaultSecretInvalid, bp, "secretBinding entry %d binds service secret %q to an invalid vault secret name: %s.", index, b.ServiceSecret, err)
+			pend(i, v.add(CodeVaultSecretInvalid, bp, "secretBinding entry %d binds service secret %q to an invalid vault secret name: %s.", index, b.ServiceSecret, err))
 			continue
 		}
 		e.vault[i] = &name
 	}
 	return e
+}
+
+// reportUndeclared reports each binding of e for a secret that no service
+// the entry selects declares, as Open Horizon reports a binding no service
+// requires: once, however many services (architectures, versions) the entry
+// selects, and not at all when one of them needs it.
+func (v *validation) reportUndeclared(e *entry) {
+	for i, p := range e.undeclared {
+		if p == nil || e.needed[i] {
+			continue
+		}
+		b := e.sb.Bindings[i]
+		in := "service " + refString(p.Service)
+		if p.Service.Container != "" {
+			svc := p.Service
+			svc.Container = ""
+			in = fmt.Sprintf("container %q of service %s", p.Service.Container, refString(svc))
+		}
+		if n := e.undeclaredIn[i]; n > 1 {
+			in = fmt.Sprintf("%s or any of the %d other services it selects", in, n-1)
+		}
+		v.add(CodeSecretUndeclared, *p, "secretBinding entry %d binds secret %q, which %s does not declare, so the binding is not needed.", e.index, b.ServiceSecret, in)
+	}
+}
+
+// settleSeverities gives the entry's pending problems binding_unused's
+// severity where Open Horizon would see an extraneous binding: a binding no
+// selected service declares, an entry that cannot select any service. An
+// invalid version range stays an error when the entry selects a deployed
+// service by organisation, URL and architecture, since anax fails there.
+func (v *validation) settleSeverities(e *entry) {
+	unneeded := CodeBindingUnused.SeverityAt(v.opts.Point)
+	for _, pp := range e.pending {
+		p := &v.rep.Problems[pp.problem]
+		switch {
+		case pp.binding >= 0 && e.needed[pp.binding]:
+		case pp.binding < 0 && p.Code == CodeVersionRangeInvalid && e.selected:
+		default:
+			p.Severity = unneeded
+		}
+	}
 }
 
 // walk visits the top-level services and their dependency trees breadth first.
@@ -231,7 +345,7 @@ func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
 		}
 		v.visited[ref] = true
 		v.rep.Services = append(v.rep.Services, ref)
-		checkDefinition(v.rep, def)
+		checkDefinition(v.rep, v.opts.Point, def)
 		v.bindService(def)
 		for _, dep := range def.RequiredServices {
 			d, err := v.resolveDependency(ctx, def, dep)
@@ -259,7 +373,7 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 		return nil, nil, false, ctxErr
 	}
 	if err != nil {
-		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Service %s could not be looked up: %s.", refString(ref), err)
+		v.add(CodeServiceUnresolved, Problem{Service: ref}, "Service %s could not be looked up: %s.", refString(ref), err)
 		return nil, nil, false, nil
 	}
 	for _, d := range found {
@@ -281,14 +395,14 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*ServiceDefinition, error) {
 	ref.Container = ""
 	if ref.Org == "" || ref.URL == "" {
-		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "A deployed service has no organisation or URL.")
+		v.add(CodeServiceUnresolved, Problem{Service: ref}, "A deployed service has no organisation or URL.")
 		return nil, nil
 	}
 	want := VersionRange{}
 	if ref.Version != "" {
 		ver, err := ParseVersion(ref.Version)
 		if err != nil {
-			v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", refString(ref), err)
+			v.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", refString(ref), err)
 			return nil, nil
 		}
 		want = exactVersion(ver)
@@ -299,7 +413,7 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.rep.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s was not found.", refString(ref))
+		v.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s was not found.", refString(ref))
 	}
 	return best, nil
 }
@@ -313,14 +427,14 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	p := Problem{Service: ref}
 	if ref.Org == "" || ref.URL == "" {
-		v.rep.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
+		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
 		return nil, nil
 	}
 	var want VersionRange
 	if ref.Version != "" {
 		r, err := ParseVersionRange(ref.Version)
 		if err != nil {
-			v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
+			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
 			return nil, nil
 		}
 		want = r
@@ -331,7 +445,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.rep.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.Ref()), ref.Org, ref.URL, want, ref.Arch)
+		v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.Ref()), ref.Org, ref.URL, want, ref.Arch)
 		return nil, nil
 	}
 	return best[0], nil
@@ -361,8 +475,59 @@ func highestPerArch(defs []*ServiceDefinition, versions []Version, want VersionR
 	return out
 }
 
-// bindService applies the matching entries to def: container choice,
-// declared secrets, conflicts, and finally the declared secrets left unbound.
+// place is where a bound secret is delivered: a device container, or the
+// cluster deployment (cluster true, container "").
+type place struct {
+	container string
+	cluster   bool
+	format    string
+}
+
+// placesFor returns where a binding of a secret declared by decls goes,
+// with serviceContainer narrow ("" for none): each declaring container
+// (narrow keeps only that one), the cluster deployment when it declares the
+// secret and nothing narrows, and for a service-level (design form)
+// declaration the narrowed or only container. needContainer is true when
+// only a service-level declaration applies and the service has several
+// containers to choose from; declared is false when nothing declares the
+// secret within the narrowing.
+func placesFor(containers []string, decls []declaration, narrow string) (places []place, needContainer, declared bool) {
+	var service *declaration
+	for i, d := range decls {
+		switch d.place {
+		case declContainer:
+			if narrow == "" || narrow == d.container {
+				places = append(places, place{container: d.container, format: d.secret.format()})
+			}
+		case declCluster:
+			if narrow == "" {
+				places = append(places, place{cluster: true, format: d.secret.format()})
+			}
+		case declService:
+			service = &decls[i]
+		}
+	}
+	if service == nil {
+		return places, false, len(places) > 0
+	}
+	target := narrow
+	if target == "" && len(containers) == 1 {
+		target = containers[0]
+	}
+	if target == "" {
+		// No container to choose (a cluster-only service, reported as such)
+		// or several: one is needed unless a container declares it too.
+		return places, len(containers) > 1 && len(places) == 0, true
+	}
+	if !slices.ContainsFunc(places, func(p place) bool { return !p.cluster && p.container == target }) {
+		places = append(places, place{container: target, format: service.secret.format()})
+	}
+	return places, false, true
+}
+
+// bindService applies the entries that select def: where each bound secret
+// goes, first-wins duplicates and conflicts, and finally the declared
+// secrets left unbound.
 func (v *validation) bindService(def *ServiceDefinition) {
 	ref := def.Ref()
 	ver, err := ParseVersion(def.Version)
@@ -370,77 +535,122 @@ func (v *validation) bindService(def *ServiceDefinition) {
 		return // lookup only yields parsable versions
 	}
 	containers := def.Containers()
+	decls := def.declarations()
+	byName := map[string][]declaration{}
+	for _, d := range decls {
+		byName[d.name] = append(byName[d.name], d)
+	}
+	type slot struct {
+		place
+		name string
+	}
 	type boundTo struct {
 		vault string
 		entry int
 	}
-	bound := map[[2]string]boundTo{} // [container, service secret]
-	covered := map[string]bool{}     // declared secrets some entry addresses
+	bound := map[slot]boundTo{}
+	attempted := map[string]bool{} // secrets an entry addressed but could not place
 	for _, e := range v.entries {
 		sb := e.sb
-		if !e.usable || sb.ServiceOrgid != def.Org || sb.ServiceURL != def.URL || !ArchMatches(sb.ServiceArch, def.Arch) || !e.versions.Contains(ver) {
+		if !e.selects(def) {
+			continue
+		}
+		e.selected = true
+		if !e.usable || !e.versions.Contains(ver) {
 			continue
 		}
 		e.used = true
 		p := Problem{Service: ref, Binding: e.index}
-		container := sb.ServiceContainer
-		containerOK := true
-		switch {
-		case container != "" && !slices.Contains(containers, container):
-			p.Service.Container = container
-			v.rep.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, container, refString(ref), listOrNone(containers))
-			containerOK = false
-		case container == "" && len(containers) > 1:
-			v.rep.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s).", e.index, refString(ref), listOrNone(containers))
-			containerOK = false
-		case container == "" && len(containers) == 1:
-			container = containers[0]
+		narrow := sb.ServiceContainer
+		if narrow != "" && !slices.Contains(containers, narrow) {
+			p.Service.Container = narrow
+			v.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, narrow, refString(ref), listOrNone(containers))
+			for i, b := range sb.Bindings {
+				if len(byName[b.ServiceSecret]) > 0 {
+					e.needed[i], attempted[b.ServiceSecret] = true, true
+				}
+			}
+			continue
 		}
-		p.Service.Container = container
+		requiredReported := false
 		for i, b := range sb.Bindings {
 			if b.ServiceSecret == "" || safename.Check(b.ServiceSecret) != nil {
 				continue // reported with the entry
 			}
 			bp := p
 			bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
-			decl, declared := def.Secrets[b.ServiceSecret]
+			places, needContainer, declared := placesFor(containers, byName[b.ServiceSecret], narrow)
 			if !declared {
-				v.rep.add(CodeSecretUndeclared, bp, "secretBinding entry %d binds secret %q, which service %s does not declare.", e.index, b.ServiceSecret, refString(ref))
-				continue
-			}
-			covered[b.ServiceSecret] = true
-			if !containerOK {
-				continue
-			}
-			key := [2]string{container, b.ServiceSecret}
-			if prev, dup := bound[key]; dup {
-				if prev.vault == b.VaultSecret {
-					v.rep.add(CodeBindingDuplicate, bp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, refString(p.Service), b.VaultSecret)
-				} else {
-					v.rep.add(CodeBindingConflict, bp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q.", e.index, b.ServiceSecret, refString(p.Service), b.VaultSecret, prev.entry, prev.vault)
+				if e.undeclared[i] == nil {
+					bp.Service.Container = narrow
+					e.undeclared[i] = &bp
 				}
+				e.undeclaredIn[i]++
 				continue
 			}
-			bound[key] = boundTo{vault: b.VaultSecret, entry: e.index}
-			if e.vault[i] != nil && len(containers) > 0 {
-				format := decl.Format
-				if format == "" {
-					format = FormatJSON
+			e.needed[i] = true
+			if len(places) == 0 {
+				attempted[b.ServiceSecret] = true // no container to deliver it to: reported as such, or moot
+			}
+			if needContainer {
+				if !requiredReported {
+					v.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s) for the secrets declared at the top of its definition.", e.index, refString(ref), listOrNone(containers))
+					requiredReported = true
 				}
-				v.rep.Resolved = append(v.rep.Resolved, ResolvedBinding{
-					Service: p.Service, ServiceSecret: b.ServiceSecret, Format: format, VaultSecret: *e.vault[i], Binding: e.index,
-				})
+			}
+			for _, pl := range places {
+				tp := bp
+				tp.Service.Container = pl.container
+				key := slot{place{container: pl.container, cluster: pl.cluster}, b.ServiceSecret}
+				if prev, dup := bound[key]; dup {
+					if prev.vault == b.VaultSecret {
+						v.add(CodeBindingDuplicate, tp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret)
+					} else {
+						v.add(CodeBindingConflict, tp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q, which applies.", e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret, prev.entry, prev.vault)
+					}
+					continue
+				}
+				bound[key] = boundTo{vault: b.VaultSecret, entry: e.index}
+				if e.vault[i] != nil {
+					v.rep.Resolved = append(v.rep.Resolved, ResolvedBinding{
+						Service: tp.Service, ServiceSecret: b.ServiceSecret, Format: pl.format, VaultSecret: *e.vault[i],
+						NodeLevel: sb.EnableNodeLevelSecrets, Binding: e.index,
+					})
+				}
 			}
 		}
 	}
-	if def.DeploymentKind() == DeployCluster {
-		return // reported as secrets_cluster_only; binding them is moot
-	}
-	for _, name := range slices.Sorted(maps.Keys(def.Secrets)) {
-		if !covered[name] && safename.Check(name) == nil { // an unsafe name is reported as such and cannot be bound
-			v.rep.add(CodeSecretUnbound, Problem{Service: ref, ServiceSecret: name}, "Service %s declares secret %q, and no secretBinding entry binds it.", refString(ref), name)
+	clusterOnly := def.DeploymentKind() == DeployCluster
+	for _, d := range decls {
+		if safename.Check(d.name) != nil || attempted[d.name] {
+			continue // an unsafe name is reported as such and cannot be bound
+		}
+		var covered bool
+		switch d.place {
+		case declService:
+			if clusterOnly {
+				continue // reported as secrets_cluster_only; binding them is moot
+			}
+			for k := range bound {
+				covered = covered || (!k.cluster && k.name == d.name)
+			}
+		case declContainer:
+			_, covered = bound[slot{place{container: d.container}, d.name}]
+		case declCluster:
+			_, covered = bound[slot{place{cluster: true}, d.name}]
+		}
+		if !covered {
+			v.add(CodeSecretUnbound, d.problem(ref), "%s declares secret %q, and no secretBinding entry binds it.", d.where(ref), d.name)
 		}
 	}
+}
+
+// placeRef writes a service (container) or its cluster deployment.
+func placeRef(s ServiceRef, cluster bool) string {
+	if cluster {
+		return "the cluster deployment of " + refString(s)
+	}
+	return refString(s)
 }
 
 func listOrNone(names []string) string {
@@ -454,58 +664,82 @@ func listOrNone(names []string) string {
 	return strings.Join(quoted, ", ")
 }
 
-// checkExistence asks the checker about each distinct resolved vault secret
-// once and reports every binding whose secret is missing or uncheckable.
+// existence is what a checker said about one vault secret.
+type existence struct {
+	exists bool
+	code   Code // "" when the check worked; the problem code otherwise
+	err    error
+}
+
+// checkExistence asks the checker about each distinct candidate vault
+// secret once and reports every binding whose secret is missing, falls back
+// from the node-level secret, or could not be checked.
 func (v *validation) checkExistence(ctx context.Context) error {
-	type outcome struct {
-		code Code
-		err  error
-	}
-	results := map[string]outcome{}
-	var stopped *outcome // set once the store is unavailable or forbidden
-	for _, rb := range v.rep.Resolved {
-		name := rb.VaultSecret.String()
-		if _, done := results[name]; done {
-			continue
+	results := map[string]existence{}
+	var stopped *existence // set once the store is unavailable or forbidden
+	check := func(name VaultSecretName) (existence, error) {
+		key := name.String()
+		if r, done := results[key]; done {
+			return r, nil
 		}
 		if stopped != nil {
-			results[name] = *stopped
-			continue
+			results[key] = *stopped
+			return *stopped, nil
 		}
-		exists, err := v.opts.Checker.SecretExists(ctx, rb.VaultSecret)
+		exists, err := v.opts.Checker.SecretExists(ctx, name)
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
+			return existence{}, ctxErr
 		}
-		var o outcome
+		r := existence{exists: exists, err: err}
 		switch {
-		case err == nil && exists:
 		case err == nil:
-			o.code = CodeVaultSecretMissing
 		case errors.Is(err, secretstore.ErrPermission):
-			o = outcome{CodeStoreForbidden, err}
+			r.code = CodeStoreForbidden
 		case errors.Is(err, secretstore.ErrInvalid):
-			o = outcome{CodeVaultSecretInvalid, err}
+			r.code = CodeVaultSecretInvalid
 		default:
-			o = outcome{CodeStoreUnavailable, err}
+			r.code = CodeStoreUnavailable
 		}
-		results[name] = o
-		if o.code == CodeStoreForbidden || o.code == CodeStoreUnavailable {
-			stopped = &outcome{o.code, fmt.Errorf("not checked after an earlier check failed: %w", err)}
+		results[key] = r
+		if r.code == CodeStoreForbidden || r.code == CodeStoreUnavailable {
+			stopped = &existence{code: r.code, err: fmt.Errorf("not checked after an earlier check failed: %w", err)}
 		}
-		v.log.Debug("vault secret checked", "vaultSecret", name, "exists", exists, "error", err)
+		v.log.Debug("vault secret checked", "vaultSecret", key, "exists", exists, "error", err)
+		return r, nil
 	}
 	for _, rb := range v.rep.Resolved {
-		o := results[rb.VaultSecret.String()]
+		cands := candidates(rb.VaultSecret, rb.NodeLevel, v.opts.Node)
+		found, failed := -1, existence{}
+		var failedName VaultSecretName
+		for i, c := range cands {
+			r, err := check(c)
+			if err != nil {
+				return err
+			}
+			if r.code != "" {
+				failed, failedName = r, c
+				break
+			}
+			if r.exists {
+				found = i
+				break
+			}
+		}
 		p := Problem{Service: rb.Service, Binding: rb.Binding, ServiceSecret: rb.ServiceSecret, VaultSecret: rb.VaultSecret.String()}
-		switch o.code {
-		case CodeVaultSecretMissing:
-			v.rep.add(o.code, p, "Vault secret %q, bound to secret %q of %s, does not exist.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service))
-		case CodeVaultSecretInvalid:
-			v.rep.add(o.code, p, "The store refused vault secret name %q, bound to secret %q of %s: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
-		case CodeStoreForbidden:
-			v.rep.add(o.code, p, "The store refused to say whether vault secret %q, bound to secret %q of %s, exists: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
-		case CodeStoreUnavailable:
-			v.rep.add(o.code, p, "Could not check vault secret %q, bound to secret %q of %s, because the store is unavailable: %s.", p.VaultSecret, rb.ServiceSecret, refString(rb.Service), o.err)
+		of := placeRef(rb.Service, rb.Service.Container == "") // only the cluster deployment has none
+		switch {
+		case failed.code == CodeVaultSecretInvalid:
+			v.add(failed.code, p, "The store refused vault secret name %q, bound to secret %q of %s: %s.", failedName.String(), rb.ServiceSecret, of, failed.err)
+		case failed.code == CodeStoreForbidden:
+			v.add(failed.code, p, "The store refused to say whether vault secret %q, bound to secret %q of %s, exists: %s.", failedName.String(), rb.ServiceSecret, of, failed.err)
+		case failed.code == CodeStoreUnavailable:
+			v.add(failed.code, p, "Could not check vault secret %q, bound to secret %q of %s, because the store is unavailable: %s.", failedName.String(), rb.ServiceSecret, of, failed.err)
+		case found < 0 && len(cands) > 1:
+			v.add(CodeVaultSecretMissing, p, "Neither vault secret %q nor %q, bound to secret %q of %s, exists.", cands[0].String(), cands[1].String(), rb.ServiceSecret, of)
+		case found < 0:
+			v.add(CodeVaultSecretMissing, p, "Vault secret %q, bound to secret %q of %s, does not exist.", p.VaultSecret, rb.ServiceSecret, of)
+		case found > 0:
+			v.add(CodeNodeSecretFallback, p, "Node-level vault secret %q, bound to secret %q of %s, does not exist; %q is used instead.", cands[0].String(), rb.ServiceSecret, of, cands[found].String())
 		}
 	}
 	return nil

@@ -19,11 +19,23 @@ const testOrg = "myorg"
 
 // device returns a device deployment with the named containers.
 func device(containers ...string) *DeploymentConfig {
-	d := &DeploymentConfig{Services: map[string]json.RawMessage{}}
+	d := &DeploymentConfig{Services: map[string]ContainerConfig{}}
 	for _, c := range containers {
-		d.Services[c] = json.RawMessage(`{"image":"example/` + c + `:1"}`)
+		d.Services[c] = ContainerConfig{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
 	}
 	return d
+}
+
+// cluster returns a cluster deployment declaring the secrets named.
+func cluster(secrets ...string) *ClusterDeploymentConfig {
+	c := &ClusterDeploymentConfig{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
+	for _, s := range secrets {
+		if c.Secrets == nil {
+			c.Secrets = map[string]ServiceSecret{}
+		}
+		c.Secrets[s] = ServiceSecret{}
+	}
+	return c
 }
 
 // svc returns a single-container amd64 definition in testOrg with the secrets named.
@@ -352,14 +364,14 @@ func TestValidateRules(t *testing.T) {
 		{
 			name: "secrets on a cluster-only service",
 			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) {
-				d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"b3BlcmF0b3I="`)
+				d.Deployment, d.ClusterDeployment = nil, cluster()
 			})},
 			target: Target{Services: top("com.example.a", "1.0.0")},
 			want:   []Code{CodeSecretsClusterOnly},
 		},
 		{
 			name: "secrets on a service with device and cluster deployments",
-			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.ClusterDeployment = json.RawMessage(`{"operatorYamlArchive":"eA=="}`) })},
+			defs: []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.ClusterDeployment = cluster() })},
 			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{
 				sbEntry("com.example.a", bind("token", "tok"))}},
 			want: []Code{CodeSecretsMixedDeployment},
@@ -431,7 +443,7 @@ func TestValidateRules(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "problems: %v", rep.Problems)
 			for _, p := range rep.Problems {
-				assert.Equal(t, p.Code.Severity(), p.Severity)
+				assert.Contains(t, []Severity{p.Code.Severity(), CodeBindingUnused.Severity()}, p.Severity, "its own severity, or that of a binding no service needs")
 				assert.NotEmpty(t, p.Message)
 				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
 				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
@@ -524,13 +536,13 @@ func TestValidateService(t *testing.T) {
 	}{
 		{"device service with secrets", svc("com.example.a", "1.0.0", "token"), nil},
 		{"cluster-only service without secrets", with(svc("com.example.a", "1.0.0"), func(d *ServiceDefinition) {
-			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+			d.Deployment, d.ClusterDeployment = nil, cluster()
 		}), nil},
 		{"cluster-only service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
-			d.Deployment, d.ClusterDeployment = nil, json.RawMessage(`"eA=="`)
+			d.Deployment, d.ClusterDeployment = nil, cluster()
 		}), []Code{CodeSecretsClusterOnly}},
 		{"mixed service with secrets", with(svc("com.example.a", "1.0.0", "token"), func(d *ServiceDefinition) {
-			d.ClusterDeployment = json.RawMessage(`"eA=="`)
+			d.ClusterDeployment = cluster()
 		}), []Code{CodeSecretsMixedDeployment}},
 		{"unsafe name and unknown format", with(svc("com.example.a", "1.0.0", "a/b"), func(d *ServiceDefinition) {
 			d.Secrets["ok"] = ServiceSecret{Format: "xml"}
@@ -546,10 +558,11 @@ func TestValidateService(t *testing.T) {
 
 func TestReportErr(t *testing.T) {
 	rep := &Report{}
-	rep.add(CodeBindingUnused, Problem{}, "entry %d is unused.", 1)
+	rep.add(PointDeployCheck, CodeBindingUnused, Problem{}, "entry %d is unused.", 1)
+	rep.add(PointPublish, CodeBindingUnused, Problem{}, "entry %d is unused.", 2)
 	assert.NoError(t, rep.Err())
-	rep.add(CodeSecretUnbound, Problem{}, "secret %q is unbound.", "a")
-	rep.add(CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
+	rep.add(PointDeployCheck, CodeSecretUnbound, Problem{}, "secret %q is unbound.", "a")
+	rep.add(PointDeployCheck, CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
 	err := rep.Err()
 	require.Error(t, err)
 	assert.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -558,6 +571,7 @@ func TestReportErr(t *testing.T) {
 	assert.Len(t, ve.Problems, 2)
 	assert.Equal(t, "binding: 2 problems:\n  - error secret_unbound: secret \"a\" is unbound.\n  - error vault_secret_missing: secret \"b\" is missing.", err.Error())
 	assert.Len(t, rep.Warnings(), 1)
+	assert.Len(t, rep.Notes(), 1)
 }
 
 func TestCatalogRejectsBadDefinitions(t *testing.T) {
@@ -566,5 +580,215 @@ func TestCatalogRejectsBadDefinitions(t *testing.T) {
 	require.Error(t, err)
 	for _, want := range []string{"definition 2", "duplicate", "definition 3", "definition 4 is nil", "definition 5", "needs org, url and arch"} {
 		assert.ErrorContains(t, err, want)
+	}
+}
+
+// ohDef returns an amd64 service in testOrg whose device containers declare
+// the secrets given (container → name → format) and, when cluster is not
+// nil, a cluster deployment declaring those.
+func ohDef(url string, containers map[string]map[string]string, cluster map[string]string) *ServiceDefinition {
+	d := &ServiceDefinition{Org: testOrg, URL: url, Version: "1.0.0", Arch: "amd64"}
+	secrets := func(m map[string]string) map[string]ServiceSecret {
+		if m == nil {
+			return nil
+		}
+		out := map[string]ServiceSecret{}
+		for name, format := range m {
+			out[name] = ServiceSecret{Format: format}
+		}
+		return out
+	}
+	if containers != nil {
+		d.Deployment = device()
+		for c, s := range containers {
+			d.Deployment.Services[c] = ContainerConfig{Secrets: secrets(s), Config: map[string]json.RawMessage{"image": json.RawMessage(`"x"`)}}
+		}
+	}
+	if cluster != nil {
+		d.ClusterDeployment = &ClusterDeploymentConfig{Secrets: secrets(cluster)}
+	}
+	return d
+}
+
+// TestValidateOpenHorizonShapes covers secrets declared per container and
+// for the cluster deployment: a binding goes to every container declaring
+// the secret (anax checks one container only), serviceContainer narrows,
+// and a cluster service's secrets are bound like any other.
+func TestValidateOpenHorizonShapes(t *testing.T) {
+	type res struct{ container, secret, format, vault string }
+	web := func(url string) Target {
+		return Target{Services: top(url, "1.0.0")}
+	}
+	cases := []struct {
+		name  string
+		def   *ServiceDefinition
+		sb    []SecretBinding
+		want  []Code
+		res   []res
+		point Point
+	}{
+		{
+			name: "a secret two containers declare goes to both, each in its format",
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatValueOnly}, "worker": {"pw": ""}, "cache": nil}, nil),
+			sb:   []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
+			res:  []res{{"web", "pw", FormatValueOnly, "db"}, {"worker", "pw", FormatJSON, "db"}},
+		},
+		{
+			name: "serviceContainer narrows: the other declaring container is left unbound",
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}, "worker": {"pw": ""}}, nil),
+			sb:   []SecretBinding{with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" })},
+			want: []Code{CodeSecretUnbound},
+			res:  []res{{"web", "pw", FormatJSON, "db"}},
+		},
+		{
+			name: "serviceContainer naming a container that does not declare the secret",
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}, "worker": nil}, nil),
+			sb:   []SecretBinding{with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "worker" })},
+			want: []Code{CodeSecretUnbound, CodeSecretUndeclared},
+		},
+		{
+			name: "per-container bindings in two entries",
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}, "worker": {"pw": ""}}, nil),
+			sb: []SecretBinding{
+				with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" }),
+				with2(sbEntry("com.example.oh", bind("pw", "user/alice/db")), func(e *SecretBinding) { e.ServiceContainer = "worker" }),
+			},
+			res: []res{{"web", "pw", FormatJSON, "db"}, {"worker", "pw", FormatJSON, "user/alice/db"}},
+		},
+		{
+			name: "a cluster service's secrets are bound, in the cluster deployment",
+			def:  ohDef("com.example.op", nil, map[string]string{"token": FormatValueOnly, "cert": ""}),
+			sb:   []SecretBinding{sbEntry("com.example.op", bind("token", "tok"))},
+			want: []Code{CodeSecretUnbound},
+			res:  []res{{"", "token", FormatValueOnly, "tok"}},
+		},
+		{
+			name: "device and cluster declare the same secret: both get it",
+			def:  ohDef("com.example.both", map[string]map[string]string{"web": {"token": ""}}, map[string]string{"token": FormatValueOnly}),
+			sb:   []SecretBinding{sbEntry("com.example.both", bind("token", "tok"))},
+			res:  []res{{"web", "token", FormatJSON, "tok"}, {"", "token", FormatValueOnly, "tok"}},
+		},
+		{
+			name: "serviceContainer on a cluster service names no container",
+			def:  ohDef("com.example.op", nil, map[string]string{"token": ""}),
+			sb:   []SecretBinding{with2(sbEntry("com.example.op", bind("token", "tok")), func(e *SecretBinding) { e.ServiceContainer = "op" })},
+			want: []Code{CodeContainerUnknown},
+		},
+		{
+			name: "declared at the top and by a container: the containers decide",
+			def: with(ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatRaw}, "worker": nil}, nil), func(d *ServiceDefinition) {
+				d.Secrets = map[string]ServiceSecret{"pw": {}}
+			}),
+			sb:  []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
+			res: []res{{"web", "pw", FormatRaw, "db"}},
+		},
+		{
+			name: "first binding wins, as in Open Horizon; a later conflicting one is a warning",
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}}, nil),
+			sb: []SecretBinding{
+				with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceVersionRange = "[1.0.0,2.0.0)" }),
+				sbEntry("com.example.oh", bind("pw", "other")),
+			},
+			want:  []Code{CodeBindingConflict},
+			res:   []res{{"web", "pw", FormatJSON, "db"}},
+			point: PointAgreement,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cat, err := NewCatalog(c.def)
+			require.NoError(t, err)
+			target := web(c.def.URL)
+			target.SecretBindings = c.sb
+			rep, err := Validate(context.Background(), target, Options{Resolver: cat, Point: c.point})
+			require.NoError(t, err)
+			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
+			var got []res
+			for _, rb := range rep.Resolved {
+				got = append(got, res{rb.Service.Container, rb.ServiceSecret, rb.Format, rb.VaultSecret.String()})
+			}
+			assert.Equal(t, c.res, got)
+			for _, p := range rep.Problems {
+				assert.True(t, strings.HasSuffix(p.Message, "."), p.Message)
+			}
+		})
+	}
+}
+
+// TestSeveritiesByPoint checks the severities anax gives at each point,
+// and that problems of bindings no service needs take binding_unused's.
+func TestSeveritiesByPoint(t *testing.T) {
+	table := []struct {
+		code                     Code
+		publish, check, agreeing Severity
+	}{
+		{CodeBindingUnused, SeverityNote, SeverityWarning, SeverityNote},
+		{CodeSecretUndeclared, SeverityNote, SeverityWarning, SeverityNote},
+		{CodeBindingDuplicate, SeverityNote, SeverityWarning, SeverityNote},
+		{CodeNodeSecretFallback, SeverityNote, SeverityWarning, SeverityNote},
+		{CodeVaultSecretMissing, SeverityWarning, SeverityError, SeverityError},
+		{CodeStoreUnavailable, SeverityWarning, SeverityError, SeverityError},
+		{CodeStoreForbidden, SeverityWarning, SeverityError, SeverityError},
+		{CodeBindingConflict, SeverityWarning, SeverityWarning, SeverityWarning},
+		{CodeSecretsMixedDeployment, SeverityWarning, SeverityWarning, SeverityWarning},
+		{CodeSecretUnbound, SeverityError, SeverityError, SeverityError},
+		{CodeVaultSecretInvalid, SeverityError, SeverityError, SeverityError},
+		{CodeContainerUnknown, SeverityError, SeverityError, SeverityError},
+	}
+	for _, r := range table {
+		assert.Equal(t, []Severity{r.publish, r.check, r.agreeing},
+			[]Severity{r.code.SeverityAt(PointPublish), r.code.SeverityAt(PointDeployCheck), r.code.SeverityAt(PointAgreement)}, string(r.code))
+		assert.Equal(t, r.check, r.code.Severity())
+	}
+
+	a := svc("com.example.a", "1.0.0", "token")
+	cat, err := NewCatalog(a)
+	require.NoError(t, err)
+	checker, err := NewStoreChecker(newStore(t), testOrg)
+	require.NoError(t, err)
+	type sev struct {
+		code     Code
+		severity Severity
+	}
+	cases := []struct {
+		name string
+		sb   []SecretBinding
+		want []sev
+	}{
+		{
+			name: "an invalid vault name: an error where needed, a note where not",
+			sb:   []SecretBinding{sbEntry("com.example.a", bind("token", "openhorizon/x"), bind("debug", "user/alice"))},
+			want: []sev{{CodeVaultSecretInvalid, SeverityError}, {CodeVaultSecretInvalid, SeverityNote}, {CodeSecretUndeclared, SeverityNote}},
+		},
+		{
+			name: "an invalid version range: an error where the entry selects a deployed service, a note elsewhere",
+			sb: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok")),
+				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
+				with2(sbEntry("com.example.gone", bind("x", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
+			},
+			want: []sev{{CodeVersionRangeInvalid, SeverityError}, {CodeVersionRangeInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+		},
+		{
+			name: "entries that cannot select anything are notes",
+			sb: []SecretBinding{
+				sbEntry("com.example.a", bind("token", "tok")),
+				{ServiceURL: "com.example.a", Bindings: []Binding{bind("token", "tok")}},
+				with2(sbEntry("com.example.a", bind("", "tok"), bind("../x", "tok")), func(e *SecretBinding) { e.ServiceArch = "amd 64" }),
+			},
+			want: []sev{{CodeFieldMissing, SeverityNote}, {CodeArchInvalid, SeverityNote}, {CodeFieldMissing, SeverityNote}, {CodeSecretNameInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0"), SecretBindings: c.sb},
+				Options{Resolver: cat, Checker: checker, Point: PointPublish})
+			require.NoError(t, err)
+			var got []sev
+			for _, p := range rep.Problems {
+				got = append(got, sev{p.Code, p.Severity})
+			}
+			assert.Equal(t, c.want, got, "%v", rep.Problems)
+		})
 	}
 }

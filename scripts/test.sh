@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's one test command (README, .ci/run): formatting, vet, and every
 # test under the race detector, including the Vault backend against a real
-# Vault dev server that scripts/devvault.sh builds (or reuses from its cache).
+# Vault dev server that scripts/devvault.sh builds (or reuses from its cache)
+# and the PostgreSQL tests against throwaway servers of the PostgreSQL that
+# scripts/devpostgres.sh finds (or installs from Debian's packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,10 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
+# PostgreSQL first: an install may ask for sudo, better now than after the
+# Vault build.
+EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)
+export EDGESECRETS_POSTGRES_BIN
 EDGESECRETS_VAULT_BIN=$(scripts/devvault.sh)
 export EDGESECRETS_VAULT_BIN
 

@@ -63,8 +63,8 @@ func TestSampleDeployment(t *testing.T) {
 // Problems other than missing secrets are not waited for.
 func TestMissingSecretsSplitsOtherProblems(t *testing.T) {
 	df := sampleFile(t)
-	df.DeploymentPolicy = json.RawMessage(strings.Replace(string(df.DeploymentPolicy),
-		`"bindings": { "api_key"`, `"bindings": { "extra": { "vaultSecret": "web/extra" }, "api_key"`, 1))
+	df.DeploymentPolicy = json.RawMessage(strings.Replace(string(df.DeploymentPolicy), `"secretBinding": [`,
+		`"secretBinding": [ { "serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceVersionRange": "[1.0.0", "secrets": [ { "api_key": "web/other" } ] },`, 1))
 	dep, err := df.decode()
 	require.NoError(t, err)
 	report, err := binding.Validate(t.Context(), dep.target, binding.Options{Resolver: dep.catalog, Checker: must(binding.NewStoreChecker(memory.New(), "myorg"))})
@@ -75,7 +75,7 @@ func TestMissingSecretsSplitsOtherProblems(t *testing.T) {
 	for _, p := range other {
 		codes = append(codes, p.Code)
 	}
-	assert.Equal(t, []binding.Code{binding.CodeSecretUndeclared}, codes)
+	assert.Equal(t, []binding.Code{binding.CodeVersionRangeInvalid}, codes)
 }
 
 func sampleFile(t *testing.T) deploymentFile {

@@ -1,7 +1,6 @@
 package vaulttest_test
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 )
 
@@ -86,44 +86,6 @@ func TestTLSServerNeedsItsCA(t *testing.T) {
 }
 
 func TestBinarySkipsOrFailsWithoutTheServer(t *testing.T) {
-	for _, tc := range []struct {
-		ci         string
-		wantFailed bool
-	}{
-		{ci: "true", wantFailed: true},
-		{ci: "", wantFailed: false},
-		{ci: "false", wantFailed: false},
-	} {
-		t.Run("CI="+tc.ci, func(t *testing.T) {
-			t.Setenv("CI", tc.ci)
-			t.Setenv(vaulttest.EnvBinary, "")
-			ft := &fakeTB{TB: t}
-			func() {
-				defer func() { _ = recover() }()
-				vaulttest.Binary(ft)
-			}()
-			assert.Equal(t, tc.wantFailed, ft.failed, "fails in CI")
-			assert.Equal(t, !tc.wantFailed, ft.skipped, "skips outside CI")
-			assert.Contains(t, ft.msg, "scripts/devvault.sh", "the message says how to get the binary")
-		})
-	}
+	t.Setenv(vaulttest.EnvBinary, "")
+	testkit.CheckUnavailable(t, func(tb testing.TB) { vaulttest.Binary(tb) }, "scripts/devvault.sh")
 }
-
-// fakeTB records Skip and Fatal instead of ending the real test.
-type fakeTB struct {
-	testing.TB
-	skipped, failed bool
-	msg             string
-}
-
-func (f *fakeTB) Helper() {}
-func (f *fakeTB) Skipf(format string, args ...any) {
-	f.skipped, f.msg = true, sprintf(format, args...)
-	panic("skip")
-}
-func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.failed, f.msg = true, sprintf(format, args...)
-	panic("fatal")
-}
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
