@@ -99,8 +99,12 @@ func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 		}
 		rec.Revision++
 		c := rec.Clone()
-		// Services never change after Create; the indexes stay valid.
+		// Services never change after Create: the name index stays valid.
 		c.Services = stored.Services
+		if c.Node != stored.Node {
+			dropIndex(m.byNode, stored.Node, rec.ID)
+			addIndex(m.byNode, c.Node, rec.ID)
+		}
 		m.records[rec.ID] = &c
 	}
 	if len(conflicts) > 0 {

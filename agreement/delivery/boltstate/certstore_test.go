@@ -1,0 +1,101 @@
+package boltstate_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+)
+
+var instance = identity.Identity{Provider: "openhorizon.factory1", Org: "org", Node: "node-1", InstanceID: "i-0123"}
+
+func TestCertStoreCompareAndSet(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.db")
+	st := openState(t, path)
+	cs := st.CertStore()
+
+	_, err := cs.Get(ctx, instance.Provider, instance.InstanceID)
+	require.ErrorIs(t, err, identity.ErrNotFound)
+
+	notAfter := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
+	rec, err := cs.Put(ctx, identity.Record{Instance: instance, CurrentSerial: "0a", NotAfter: notAfter})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), rec.Revision)
+
+	_, err = cs.Put(ctx, identity.Record{Instance: instance, CurrentSerial: "ff"})
+	require.ErrorIs(t, err, identity.ErrConflict, "revision 0 means create; the record exists")
+
+	rec.CurrentSerial, rec.PreviousSerial = "0b", "0a"
+	rec2, err := cs.Put(ctx, rec)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), rec2.Revision)
+	_, err = cs.Put(ctx, rec)
+	require.ErrorIs(t, err, identity.ErrConflict, "a stale revision loses")
+
+	other := identity.Identity{Provider: instance.Provider + "i", Org: "org", Node: "node-2", InstanceID: "-0123"}
+	_, err = cs.Put(ctx, identity.Record{Instance: other, CurrentSerial: "01"})
+	require.NoError(t, err, "instances whose provider and id concatenate alike are different keys")
+
+	require.NoError(t, st.Close())
+	st = openState(t, path)
+	cs = st.CertStore()
+	got, err := cs.Get(ctx, instance.Provider, instance.InstanceID)
+	require.NoError(t, err)
+	assert.Equal(t, rec2, got, "identity records survive a reopen, times to the nanosecond")
+
+	rec2.Revoked, rec2.RevokedAt = true, notAfter.Add(-time.Hour)
+	tomb, err := cs.Put(ctx, rec2)
+	require.NoError(t, err)
+	got, err = cs.Get(ctx, instance.Provider, instance.InstanceID)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, got, "a tombstone is kept")
+	require.NoError(t, boltstate.Check(ctx, st))
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = cs.Get(canceled, instance.Provider, instance.InstanceID)
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = cs.Put(canceled, got)
+	assert.ErrorIs(t, err, context.Canceled)
+
+	require.NoError(t, st.Close())
+	_, err = cs.Get(ctx, instance.Provider, instance.InstanceID)
+	assert.ErrorIs(t, err, identity.ErrUnavailable, "a closed state is unavailable")
+	_, err = cs.Put(ctx, got)
+	assert.ErrorIs(t, err, identity.ErrUnavailable)
+}
+
+func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
+	st := openState(t, filepath.Join(t.TempDir(), "state.db"))
+	cs := st.CertStore()
+	base, err := cs.Put(t.Context(), identity.Record{Instance: instance, CurrentSerial: "01"})
+	require.NoError(t, err)
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := base
+			r.CurrentSerial = string(rune('a' + i))
+			_, errs[i] = cs.Put(t.Context(), r)
+		})
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		if err == nil {
+			wins++
+			continue
+		}
+		assert.ErrorIs(t, err, identity.ErrConflict)
+	}
+	assert.Equal(t, 1, wins, "exactly one refresh of a revision wins")
+}

@@ -1,0 +1,764 @@
+package boltstate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
+
+// DefaultLockTimeout is how long Open waits for another process to let go
+// of the file when Options.LockTimeout is zero.
+const DefaultLockTimeout = time.Second
+
+// maxBatch bounds the writes one transaction commits.
+const maxBatch = 4096
+
+// recordsPage is how many records Records reads per read transaction; it
+// calls fn between transactions, so fn may use the State.
+const recordsPage = 256
+
+// Options configure Open.
+type Options struct {
+	// LockTimeout is how long Open waits while another process holds the
+	// file; zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Logger receives what Open does to the file (creating it, migrating
+	// it, tightening its mode). Nil discards.
+	Logger *slog.Logger
+}
+
+// State is the embedded delivery.State: one bbolt file. Safe for
+// concurrent use by one engine; the file's lock keeps other processes out.
+type State struct {
+	path string
+	db   *bolt.DB
+	log  *slog.Logger
+
+	// mu guards closed; readers and writers hold it shared so Close waits
+	// for them.
+	mu     sync.RWMutex
+	closed bool
+
+	ops        chan *op
+	writerDone chan struct{}
+}
+
+var _ delivery.State = (*State)(nil)
+
+// Open opens the state file at path, creating it (mode 0600, and its
+// directory, mode 0700) when it does not exist, and brings an older file
+// to the current schema. A file that another process holds is an error
+// after Options.LockTimeout.
+func Open(path string, opts Options) (*State, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	if path == "" {
+		return nil, errors.New("boltstate: no file name given")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("boltstate: creating the directory of %s: %w", path, err)
+	}
+	fi, statErr := os.Stat(path)
+	switch {
+	case statErr == nil && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("boltstate: %s is not a regular file", path)
+	case statErr == nil && fi.Mode().Perm()&0o077 != 0:
+		// The file holds no secret values, but who holds which agreement
+		// and identity is the hub's business alone.
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("boltstate: %s is readable by others (mode %v) and cannot be made 0600: %w", path, fi.Mode().Perm(), err)
+		}
+		log.Warn("boltstate: state file was readable by others; made it 0600", "path", path, "mode", fi.Mode().Perm().String())
+	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
+		return nil, fmt.Errorf("boltstate: %w", statErr)
+	}
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return nil, fmt.Errorf("boltstate: %s is in use by another process (it holds the file's lock; waited %v): stop that agbot or give this one another file", path, timeout)
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
+		return nil, fmt.Errorf("boltstate: %s is not a state file, or is damaged: %w", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("boltstate: opening %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return prepare(tx, migrations()) }); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("boltstate: %s: %w", path, err)
+	}
+	if statErr != nil {
+		log.Info("boltstate: created state file", "path", path, "schema", SchemaVersion)
+	}
+	s := &State{path: path, db: db, log: log, ops: make(chan *op, maxBatch), writerDone: make(chan struct{})}
+	go s.writer()
+	return s, nil
+}
+
+// Path returns the file's path.
+func (s *State) Path() string { return s.path }
+
+// Close waits for the calls under way, then closes the file. Later calls
+// fail with delivery.ErrStateUnavailable.
+func (s *State) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.ops)
+	<-s.writerDone
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("boltstate: closing %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// errUnavailable wraps a failure of the file (or its absence) so it
+// matches delivery.ErrStateUnavailable.
+func (s *State) errUnavailable(err error) error {
+	if err == nil {
+		return fmt.Errorf("boltstate %s: %w (closed)", s.path, delivery.ErrStateUnavailable)
+	}
+	return fmt.Errorf("boltstate %s: %w: %w", s.path, delivery.ErrStateUnavailable, err)
+}
+
+// txError classifies an error out of a transaction: a corrupt value is
+// said as such; any other failure of the file makes the state unavailable.
+func (s *State) txError(err error) error {
+	if err == nil || errors.Is(err, errCorrupt) {
+		return err
+	}
+	return s.errUnavailable(err)
+}
+
+// view runs fn in a read transaction.
+func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return s.errUnavailable(nil)
+	}
+	return s.txError(s.db.View(fn))
+}
+
+// op is one write. Its fn may run twice (alone, after a batch it was in
+// failed), so it keeps its results in variables it resets, and changes
+// nothing outside the transaction.
+type op struct {
+	fn   func(tx *bolt.Tx) error
+	done chan error
+}
+
+// update runs fn in a write transaction, group-committed with the writes
+// of other goroutines queued meanwhile: one fsync for all of them.
+func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return s.errUnavailable(nil)
+	}
+	o := &op{fn: fn, done: make(chan error, 1)}
+	s.ops <- o
+	return s.txError(<-o.done)
+}
+
+// writer commits queued writes: it takes every write waiting when it
+// starts a transaction, so a burst of single writes costs one commit
+// while a lone write waits for no one.
+func (s *State) writer() {
+	defer close(s.writerDone)
+	batch := make([]*op, 0, maxBatch)
+	for o := range s.ops {
+		batch = append(batch[:0], o)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-s.ops:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit runs a batch in one transaction. When one write fails, the
+// transaction is rolled back and each write runs alone, so one bad write
+// fails only its caller.
+func (s *State) commit(batch []*op) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range batch {
+			if err := o.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(batch) == 1 {
+		for _, o := range batch {
+			o.done <- err
+		}
+		return
+	}
+	for _, o := range batch {
+		o.done <- s.db.Update(o.fn)
+	}
+}
+
+// Create implements delivery.State.
+func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
+	if err := checkKey("agreement id", rec.ID); err != nil {
+		return err
+	}
+	value := encodeRecord(rec, 1)
+	services := encodeServices(rec.Services)
+	var exists bool
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		var err error
+		exists, err = createTx(tx, rec, value, services)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if exists {
+		return fmt.Errorf("boltstate: agreement %s: %w", rec.ID, delivery.ErrExists)
+	}
+	rec.Revision = 1
+	return nil
+}
+
+// createTx stores a new record and its index entries, unless its id is
+// taken.
+func createTx(tx *bolt.Tx, rec *delivery.Record, value, services []byte) (exists bool, err error) {
+	records := tx.Bucket(bucketRecords)
+	id := []byte(rec.ID)
+	if records.Get(id) != nil {
+		return true, nil
+	}
+	if err := records.Put(id, value); err != nil {
+		return false, err
+	}
+	if err := tx.Bucket(bucketServices).Put(id, services); err != nil {
+		return false, err
+	}
+	for _, n := range delivery.StoreNames(rec.Services) {
+		if err := addIndex(tx.Bucket(bucketByName), n, id); err != nil {
+			return false, err
+		}
+	}
+	if err := addIndex(tx.Bucket(bucketByNode), rec.Node, id); err != nil {
+		return false, err
+	}
+	return false, putDue(tx, rec.NextAttempt, rec.ID)
+}
+
+// Get implements delivery.State.
+func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
+	var r delivery.Record
+	var found bool
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		r, found, err = getRecord(tx, id)
+		return err
+	})
+	if err != nil {
+		return delivery.Record{}, err
+	}
+	if !found {
+		return delivery.Record{}, fmt.Errorf("boltstate: agreement %s: %w", id, delivery.ErrNotFound)
+	}
+	return r, nil
+}
+
+// getRecord reads a whole record.
+func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
+	v := tx.Bucket(bucketRecords).Get([]byte(id))
+	if v == nil {
+		return delivery.Record{}, false, nil
+	}
+	r, err := decodeRecord(id, v)
+	if err != nil {
+		return delivery.Record{}, false, fmt.Errorf("agreement %q: %w", id, err)
+	}
+	r.Services, err = decodeServices(tx.Bucket(bucketServices).Get([]byte(id)))
+	if err != nil {
+		return delivery.Record{}, false, fmt.Errorf("services of agreement %q: %w", id, err)
+	}
+	return r, true, nil
+}
+
+// Update implements delivery.State: one transaction for all of recs.
+// Services are kept as registered.
+func (s *State) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
+	values := make([][]byte, len(recs))
+	for i, r := range recs {
+		values[i] = encodeRecord(r, r.Revision+1)
+	}
+	var conflicts []string
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		conflicts = conflicts[:0]
+		records := tx.Bucket(bucketRecords)
+		for i, r := range recs {
+			id := []byte(r.ID)
+			old := records.Get(id)
+			if old == nil {
+				conflicts = append(conflicts, r.ID)
+				continue
+			}
+			h, err := readHead(old)
+			if err != nil {
+				return fmt.Errorf("agreement %q: %w", r.ID, err)
+			}
+			if h.revision != r.Revision {
+				conflicts = append(conflicts, r.ID)
+				continue
+			}
+			if err := records.Put(id, values[i]); err != nil {
+				return err
+			}
+			if err := reindex(tx, r.ID, h, r.Node, r.NextAttempt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(conflicts) == 0 {
+		for _, r := range recs {
+			r.Revision++
+		}
+		return nil
+	}
+	lost := make(map[string]bool, len(conflicts))
+	for _, id := range conflicts {
+		lost[id] = true
+	}
+	for _, r := range recs {
+		if !lost[r.ID] {
+			r.Revision++
+		}
+	}
+	return &delivery.ConflictError{IDs: slices.Clone(conflicts)}
+}
+
+// reindex moves a record's node and due index entries from what h says
+// to node and next.
+func reindex(tx *bolt.Tx, id string, h head, node string, next time.Time) error {
+	if h.node != node {
+		if err := dropIndex(tx.Bucket(bucketByNode), h.node, []byte(id)); err != nil {
+			return err
+		}
+		if err := addIndex(tx.Bucket(bucketByNode), node, []byte(id)); err != nil {
+			return err
+		}
+	}
+	if !h.next.Equal(next) {
+		if err := dropDue(tx, h.next, id); err != nil {
+			return err
+		}
+		return putDue(tx, next, id)
+	}
+	return nil
+}
+
+// Delete implements delivery.State.
+func (s *State) Delete(ctx context.Context, ids ...string) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			if err := deleteRecord(tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func deleteRecord(tx *bolt.Tx, id string) error {
+	key := []byte(id)
+	records := tx.Bucket(bucketRecords)
+	v := records.Get(key)
+	if v == nil {
+		return nil
+	}
+	h, err := readHead(v)
+	if err != nil {
+		return fmt.Errorf("agreement %q: %w", id, err)
+	}
+	services, err := decodeServices(tx.Bucket(bucketServices).Get(key))
+	if err != nil {
+		return fmt.Errorf("services of agreement %q: %w", id, err)
+	}
+	for _, n := range delivery.StoreNames(services) {
+		if err := dropIndex(tx.Bucket(bucketByName), n, key); err != nil {
+			return err
+		}
+	}
+	if err := dropIndex(tx.Bucket(bucketByNode), h.node, key); err != nil {
+		return err
+	}
+	if err := dropDue(tx, h.next, id); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketServices).Delete(key); err != nil {
+		return err
+	}
+	return records.Delete(key)
+}
+
+// Records implements delivery.State. It reads a page of records per
+// transaction and calls fn outside it, so fn may call the State.
+func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+	var after []byte
+	for {
+		var page []delivery.Record
+		err := s.view(ctx, func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketRecords).Cursor()
+			k, _ := c.First()
+			if after != nil {
+				k, _ = c.Seek(after)
+				if k != nil && bytes.Equal(k, after) {
+					k, _ = c.Next()
+				}
+			}
+			for ; k != nil && len(page) < recordsPage; k, _ = c.Next() {
+				r, _, err := getRecord(tx, string(k))
+				if err != nil {
+					return err
+				}
+				page = append(page, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if len(page) < recordsPage {
+			return nil
+		}
+		after = []byte(page[len(page)-1].ID)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// Names implements delivery.State: the keys of the name index.
+func (s *State) Names(ctx context.Context, _ string) ([]string, error) {
+	names := []string{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketByName).ForEach(func(k, _ []byte) error {
+			names = append(names, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// MarkDue implements delivery.State.
+func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+	var changed int
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		changed = 0
+		ids := map[string]struct{}{}
+		for _, id := range sel.IDs {
+			ids[id] = struct{}{}
+		}
+		for _, idx := range []struct {
+			bucket []byte
+			keys   []string
+		}{{bucketByNode, sel.Nodes}, {bucketByName, sel.StoreNames}} {
+			for _, key := range idx.keys {
+				if err := eachIndexed(tx.Bucket(idx.bucket), key, func(id []byte) { ids[string(id)] = struct{}{} }); err != nil {
+					return err
+				}
+			}
+		}
+		records := tx.Bucket(bucketRecords)
+		for id := range ids {
+			v := records.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			r, err := decodeRecord(id, v)
+			if err != nil {
+				return fmt.Errorf("agreement %q: %w", id, err)
+			}
+			h := head{revision: r.Revision, node: r.Node, next: r.NextAttempt}
+			moved := r.NextAttempt.IsZero() || r.NextAttempt.After(at)
+			reset := resetAttempts && r.Attempts != 0
+			if !moved && !reset {
+				continue
+			}
+			if moved {
+				r.NextAttempt = at
+			}
+			if reset {
+				r.Attempts = 0
+			}
+			if err := records.Put([]byte(id), encodeRecord(&r, r.Revision+1)); err != nil {
+				return err
+			}
+			if err := reindex(tx, id, h, r.Node, r.NextAttempt); err != nil {
+				return err
+			}
+			changed++
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Due implements delivery.State. It reads the due index from its start,
+// so its cost grows with the records it returns, not with those stored.
+func (s *State) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+	var out []delivery.Record
+	limitKey := dueKey(now, "")
+	claim := now.Add(lease)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		out = out[:0]
+		var ids []string
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil && (limit <= 0 || len(ids) < limit); k, _ = c.Next() {
+			if len(k) < 12 {
+				return fmt.Errorf("%w: due index key", errCorrupt)
+			}
+			if bytes.Compare(k[:12], limitKey) > 0 {
+				break
+			}
+			ids = append(ids, string(k[12:]))
+		}
+		records := tx.Bucket(bucketRecords)
+		for _, id := range ids {
+			r, found, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if !found || r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
+				return fmt.Errorf("%w: due index names agreement %q, due %v", errCorrupt, id, r.NextAttempt)
+			}
+			h := head{revision: r.Revision, node: r.Node, next: r.NextAttempt}
+			r.NextAttempt = claim
+			r.Revision++
+			if err := records.Put([]byte(id), encodeRecord(&r, r.Revision)); err != nil {
+				return err
+			}
+			if err := reindex(tx, id, h, r.Node, r.NextAttempt); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Observations implements delivery.State.
+func (s *State) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+	out := make(map[string]delivery.Observation, len(names))
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketObservations)
+		for _, n := range names {
+			v := b.Get([]byte(n))
+			if v == nil {
+				continue
+			}
+			o, err := decodeObservation(n, v)
+			if err != nil {
+				return fmt.Errorf("observation of %q: %w", n, err)
+			}
+			out[n] = o
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PutObservations implements delivery.State.
+func (s *State) PutObservations(ctx context.Context, _ string, obs ...delivery.Observation) error {
+	values := make([][]byte, len(obs))
+	for i, o := range obs {
+		if err := checkKey("observed store name", o.Name); err != nil {
+			return err
+		}
+		values[i] = encodeObservation(o)
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketObservations)
+		for i, o := range obs {
+			if err := b.Put([]byte(o.Name), values[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutWait implements delivery.State.
+func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
+	if err := checkKey("wait id", w.ID); err != nil {
+		return err
+	}
+	v := encodeWait(w)
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketWaits).Put([]byte(w.ID), v)
+	})
+}
+
+// Waits implements delivery.State.
+func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
+	out := []delivery.Wait{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketWaits).ForEach(func(k, v []byte) error {
+			w, err := decodeWait(string(k), v)
+			if err != nil {
+				return fmt.Errorf("wait %q: %w", k, err)
+			}
+			out = append(out, w)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteWait implements delivery.State.
+func (s *State) DeleteWait(ctx context.Context, id string) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketWaits).Delete([]byte(id))
+	})
+}
+
+// NewEpoch implements delivery.State: a counter in the file, committed
+// before it is returned.
+func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
+	var epoch uint64
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		epoch = 1
+		if v := meta.Get(keyEpoch); v != nil {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: epoch counter", errCorrupt)
+			}
+			epoch = beUint64(v) + 1
+		}
+		return putUint64(meta, keyEpoch, epoch)
+	})
+	return epoch, err
+}
+
+// checkKey says what is wrong with a key bbolt cannot store.
+func checkKey(what, k string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("boltstate: the %s is empty", what)
+	case len(k) > bolt.MaxKeySize-12: // room for a due index key's time
+		return fmt.Errorf("boltstate: the %s is %d bytes long; at most %d fit", what, len(k), bolt.MaxKeySize-12)
+	}
+	return nil
+}
+
+// addIndex adds id under key in an index bucket (a bucket per key). An
+// empty key (a record without a node) is not indexed: nothing selects it.
+func addIndex(idx *bolt.Bucket, key string, id []byte) error {
+	if key == "" {
+		return nil
+	}
+	b, err := idx.CreateBucketIfNotExists([]byte(key))
+	if err != nil {
+		return fmt.Errorf("index %q: %w", key, err)
+	}
+	return b.Put(id, nil)
+}
+
+// dropIndex removes id from key's bucket, and the bucket once empty.
+func dropIndex(idx *bolt.Bucket, key string, id []byte) error {
+	if key == "" {
+		return nil
+	}
+	b := idx.Bucket([]byte(key))
+	if b == nil {
+		return nil
+	}
+	if err := b.Delete(id); err != nil {
+		return err
+	}
+	if k, _ := b.Cursor().First(); k == nil {
+		return idx.DeleteBucket([]byte(key))
+	}
+	return nil
+}
+
+// eachIndexed calls fn with every id under key.
+func eachIndexed(idx *bolt.Bucket, key string, fn func(id []byte)) error {
+	if key == "" {
+		return nil
+	}
+	b := idx.Bucket([]byte(key))
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(id, _ []byte) error { fn(id); return nil })
+}
+
+func putDue(tx *bolt.Tx, next time.Time, id string) error {
+	if next.IsZero() {
+		return nil
+	}
+	return tx.Bucket(bucketDue).Put(dueKey(next, id), nil)
+}
+
+func dropDue(tx *bolt.Tx, next time.Time, id string) error {
+	if next.IsZero() {
+		return nil
+	}
+	return tx.Bucket(bucketDue).Delete(dueKey(next, id))
+}
