@@ -31,7 +31,7 @@ func (s *State) Join(ctx context.Context, member string) (delivery.MemberLease, 
 		previousLive *bool
 		sentAt       time.Time
 	)
-	err := s.call(ctx, "joining as "+quote(member), func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "joining as " + quote(member), member: member}, func(ctx context.Context) error {
 		sentAt = time.Now()
 		previous, previousLive = nil, nil
 		b := &pgx.Batch{}
@@ -73,8 +73,8 @@ func (s *State) lease(member string, inc uint64, sentAt time.Time) delivery.Memb
 // lapse: a lapsed lease is not renewed, since the other members may have
 // taken over its records and names meanwhile.
 func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
-	const op = "heartbeat"
-	inc, err := s.joined(op, member)
+	o := op{what: "heartbeat", member: member, rerun: true}
+	inc, err := s.joined(o)
 	if err != nil {
 		return delivery.MemberLease{}, err
 	}
@@ -82,7 +82,7 @@ func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLe
 		renewed bool
 		sentAt  time.Time
 	)
-	err = s.callMember(ctx, op, member, func(ctx context.Context) error {
+	err = s.call(ctx, o, func(ctx context.Context) error {
 		sentAt = time.Now()
 		tag, err := s.pool.Exec(ctx, s.q.heartbeat, member, int64(inc), s.period.Microseconds())
 		renewed = tag.RowsAffected() == 1
@@ -92,7 +92,7 @@ func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLe
 		return delivery.MemberLease{}, err
 	}
 	if !renewed {
-		return delivery.MemberLease{}, &leaseLostError{op: op, member: member}
+		return delivery.MemberLease{}, &leaseLostError{op: o.what, member: member}
 	}
 	return s.lease(member, inc, sentAt), nil
 }
@@ -105,7 +105,7 @@ func (s *State) Leave(ctx context.Context, member string) error {
 	if inc == 0 {
 		return nil
 	}
-	err := s.call(ctx, "leaving as "+quote(member), func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "leaving as " + quote(member), member: member, rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.leave, member, int64(inc))
 		return err
 	})

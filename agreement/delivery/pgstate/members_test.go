@@ -267,6 +267,24 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, a.Update(ctx, a.id, &again[0]))
 	})
 
+	t.Run("marked due while claimed", func(t *testing.T) {
+		require.NoError(t, a.Create(ctx, newRecord("marked", time.Now().Add(-time.Second), "org/marked")))
+		mine, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
+		require.NoError(t, err)
+		require.Len(t, mine, 1)
+		changed, err := b.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/marked"}}, time.Now(), false)
+		require.NoError(t, err)
+		require.Equal(t, 1, changed, "a change another member found marks the claimed record due")
+		theirs, err := b.Due(ctx, b.id, time.Now(), time.Hour, 0)
+		require.NoError(t, err)
+		assert.Empty(t, theirs, "a record due but validly claimed is not claimed by another member")
+		require.ErrorIs(t, a.Update(ctx, a.id, &mine[0]), delivery.ErrConflict, "the holder's copy is stale after the mark")
+		again, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"marked"}, idsOf(again), "the holder claims it again at once")
+		require.NoError(t, a.Update(ctx, a.id, &again[0]))
+	})
+
 	t.Run("unclaimed record", func(t *testing.T) {
 		require.NoError(t, a.Create(ctx, newRecord("free", time.Time{}, "org/free")))
 		r, err := b.Get(ctx, "free")

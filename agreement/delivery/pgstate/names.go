@@ -17,13 +17,13 @@ import (
 // the package documentation). The member must have joined through this
 // State and be live; otherwise the error matches delivery.ErrLeaseLost.
 func (s *State) Names(ctx context.Context, member string) ([]string, error) {
-	const op = "listing the names to poll"
-	inc, err := s.joined(op, member)
+	o := op{what: "listing the names to poll", member: member, rerun: true}
+	inc, err := s.joined(o)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	err = s.fenced(ctx, op, member, inc, func(b *pgx.Batch) {
+	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
 		names = names[:0]
 		b.Queue(s.q.names, member).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -48,7 +48,7 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]de
 	if len(names) == 0 {
 		return out, ctx.Err()
 	}
-	err := s.call(ctx, "reading observations", func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
 		clear(out)
 		rows, err := s.pool.Query(ctx, s.q.observations, names)
 		if err != nil {
@@ -88,11 +88,11 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]de
 // live; otherwise nothing is stored and the error matches
 // delivery.ErrLeaseLost.
 func (s *State) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
-	const op = "storing observations"
+	o := op{what: "storing observations", member: member, rerun: true}
 	if len(obs) == 0 {
 		return ctx.Err()
 	}
-	inc, err := s.joined(op, member)
+	inc, err := s.joined(o)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *State) PutObservations(ctx context.Context, member string, obs ...deliv
 		states[i], tags[i], since[i], checkedAt[i] = int16(o.State), o.Tag.Encode(), micro(o.Since), micro(o.CheckedAt)
 	}
 	stored := map[string]bool{}
-	err = s.fenced(ctx, op, member, inc, func(b *pgx.Batch) {
+	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
 		clear(stored)
 		b.Queue(s.q.putObservations, names, states, tags, since, checkedAt, member).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -156,7 +156,7 @@ func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
 	if c.err != nil {
 		return c.err
 	}
-	return s.call(ctx, "storing wait "+quote(w.ID), func(ctx context.Context) error {
+	return s.call(ctx, op{what: "storing wait " + quote(w.ID), rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.putWait, w.ID, nonNil(w.StoreNames), micro(w.CreatedAt))
 		return err
 	})
@@ -165,7 +165,7 @@ func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
 // Waits implements delivery.State.
 func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
 	var out []delivery.Wait
-	err := s.call(ctx, "listing waits", func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "listing waits", rerun: true}, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, s.q.waits)
 		if err != nil {
@@ -191,7 +191,7 @@ func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
 
 // DeleteWait implements delivery.State.
 func (s *State) DeleteWait(ctx context.Context, id string) error {
-	return s.call(ctx, "deleting wait "+quote(id), func(ctx context.Context) error {
+	return s.call(ctx, op{what: "deleting wait " + quote(id), rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.deleteWait, id)
 		return err
 	})
@@ -202,7 +202,7 @@ func (s *State) DeleteWait(ctx context.Context, id string) error {
 // may skip numbers, never repeat one).
 func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
 	var epoch int64
-	err := s.call(ctx, "taking an epoch", func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "taking an epoch", rerun: true}, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, s.q.newEpoch).Scan(&epoch)
 	})
 	return uint64(epoch), err

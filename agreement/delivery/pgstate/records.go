@@ -67,7 +67,7 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 		return err
 	}
 	var created int
-	err = s.call(ctx, "creating record "+quote(rec.ID), func(ctx context.Context) error {
+	err = s.call(ctx, op{what: "creating record " + quote(rec.ID)}, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, s.q.create, rec.ID, rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), services, data, names).Scan(&created)
 	})
 	if err != nil {
@@ -86,7 +86,7 @@ func quote(id string) string { return fmt.Sprintf("%q", id) }
 func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
 	var r delivery.Record
 	var missing bool
-	err := s.call(ctx, "reading record "+quote(id), func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "reading record " + quote(id), rerun: true}, func(ctx context.Context) error {
 		var err error
 		r, err = scanRecord(s.pool.QueryRow(ctx, s.q.get, id))
 		missing = errors.Is(err, pgx.ErrNoRows)
@@ -148,7 +148,7 @@ func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Rec
 	}
 	inc := s.incarnation(member)
 	stored := map[string]bool{}
-	err := s.fenced(ctx, "updating "+countOf(len(ids), "record"), member, inc, func(b *pgx.Batch) {
+	err := s.fenced(ctx, op{what: "updating " + countOf(len(ids), "record"), member: member}, inc, func(b *pgx.Batch) {
 		clear(stored)
 		b.Queue(s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -180,11 +180,11 @@ func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Rec
 // fenced runs the statements queue adds in one transaction, after fence
 // when member joined through this State (inc > 0), so that nothing is
 // written once its membership lapsed. queue is called again for a retry.
-func (s *State) fenced(ctx context.Context, op, member string, inc uint64, queue func(*pgx.Batch)) error {
-	return s.callMember(ctx, op, member, func(ctx context.Context) error {
+func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
+	return s.call(ctx, o, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if inc != 0 {
-			b.Queue(s.q.fence, member, int64(inc))
+			b.Queue(s.q.fence, o.member, int64(inc))
 		}
 		queue(b)
 		return s.pool.SendBatch(ctx, b).Close()
@@ -203,7 +203,7 @@ func (s *State) Delete(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return ctx.Err()
 	}
-	return s.call(ctx, "deleting "+countOf(len(ids), "record"), func(ctx context.Context) error {
+	return s.call(ctx, op{what: "deleting " + countOf(len(ids), "record"), rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.delete, ids)
 		return err
 	})
@@ -219,7 +219,7 @@ func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 	after := ""
 	for {
 		var page []delivery.Record
-		err := s.call(ctx, "listing records", func(ctx context.Context) error {
+		err := s.call(ctx, op{what: "listing records", rerun: true}, func(ctx context.Context) error {
 			page = page[:0]
 			rows, err := s.pool.Query(ctx, s.q.page, after, recordsPage)
 			if err != nil {
@@ -256,7 +256,7 @@ func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time
 		return 0, ctx.Err()
 	}
 	var changed int64
-	err := s.call(ctx, "marking records due", func(ctx context.Context) error {
+	err := s.call(ctx, op{what: "marking records due", rerun: true}, func(ctx context.Context) error {
 		tag, err := s.pool.Exec(ctx, s.q.markDue, nonNil(sel.IDs), nonNil(sel.Nodes), nonNil(sel.StoreNames), micro(at), resetAttempts)
 		changed = tag.RowsAffected()
 		return err
@@ -292,7 +292,7 @@ func (s *State) Due(ctx context.Context, member string, now time.Time, lease tim
 	}
 	var out []claimed
 	inc := s.incarnation(member)
-	err := s.fenced(ctx, "claiming due records", member, inc, func(b *pgx.Batch) {
+	err := s.fenced(ctx, op{what: "claiming due records", member: member}, inc, func(b *pgx.Batch) {
 		out = out[:0]
 		b.Queue(s.q.due, lim, micro(now), micro(now.Add(lease)), lease.Microseconds(), member).Query(func(rows pgx.Rows) error {
 			for rows.Next() {

@@ -104,13 +104,14 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.ConnectTimeout = s.timeout
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingIdle }
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, errors.New("pgstate: Options.URL is not a valid PostgreSQL connection string")
 	}
 	var version int
-	err = s.call(ctx, "migrating the schema", func(ctx context.Context) error {
+	err = s.call(ctx, op{what: "migrating the schema", rerun: true}, func(ctx context.Context) error {
 		return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 			var err error
 			version, err = migrate(ctx, c.Conn(), s.schema)
@@ -224,27 +225,41 @@ func classify(err error) failure {
 	return unknown
 }
 
+// pingIdle: a connection idle for longer is pinged before use. A server
+// restart leaves every idle connection of the pool dead, and a statement
+// sent on one fails without telling whether it ran; no restart is faster
+// than this, and a busy pool reuses its connections well within it.
+const pingIdle = 100 * time.Millisecond
+
 // maxTries bounds the tries of one call.
 const maxTries = 3
 
-// call runs fn, one statement or transaction, with the State's timeout.
-// It retries a call the database certainly did not run (a serialization
-// failure, a session the server ended, a connection that could not be
-// used), resetting the pool after connection trouble so that no broken
-// connection is handed out again: after a server restart, the pool's idle
-// connections are all dead. Errors: the caller's context error when it
-// ended; ErrStateUnavailable when the database did not answer (also after
-// Close); ErrLeaseLost when fence refused the member.
-func (s *State) call(ctx context.Context, op string, fn func(context.Context) error) error {
-	return s.callMember(ctx, op, "", fn)
+// op describes one call to the database.
+type op struct {
+	// what the call does, for errors.
+	what string
+	// member the call is made for, for errors; empty when none.
+	member string
+	// rerun: running the call twice does what running it once does
+	// (reads, upserts, deletes), so it is run again even when a broken
+	// connection leaves unknown whether the first run took effect.
+	rerun bool
 }
 
-func (s *State) callMember(ctx context.Context, op, member string, fn func(context.Context) error) error {
+// call runs fn, one statement or transaction, within the State's timeout.
+// It runs it again when the database certainly did not run it (a
+// serialization failure, a session the server ended, a connection that
+// could not be used), or when o.rerun and a connection broke under it,
+// and it resets the pool after connection trouble so that no broken
+// connection is handed out again. Errors: the caller's context error when
+// it ended; ErrStateUnavailable when the database did not answer (also
+// after Close); ErrLeaseLost when fence refused the member.
+func (s *State) call(ctx context.Context, o op, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed.Load() {
-		return &unavailableError{op: op, cause: errors.New("the state is closed")}
+		return &unavailableError{op: o.what, cause: errors.New("the state is closed")}
 	}
 	deadline, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -258,31 +273,35 @@ func (s *State) callMember(ctx context.Context, op, member string, fn func(conte
 		}
 		if deadline.Err() != nil {
 			s.pool.Reset()
-			return &unavailableError{op: op, cause: fmt.Errorf("no answer within %s", s.timeout)}
+			return &unavailableError{op: o.what, cause: fmt.Errorf("no answer within %s", s.timeout)}
 		}
 		if s.closed.Load() {
-			return &unavailableError{op: op, cause: errors.New("the state is closed")}
+			return &unavailableError{op: o.what, cause: errors.New("the state is closed")}
 		}
 		switch classify(err) {
 		case answer:
-			return fmt.Errorf("pgstate: %s: %w", op, err)
+			return fmt.Errorf("pgstate: %s: %w", o.what, err)
 		case lost:
-			return &leaseLostError{op: op, member: member}
+			return &leaseLostError{op: o.what, member: o.member}
 		case again:
 			if try < maxTries {
 				continue
 			}
-			return fmt.Errorf("pgstate: %s: %w", op, err)
+			return fmt.Errorf("pgstate: %s: %w", o.what, err)
 		case dropped:
 			s.pool.Reset()
 			if try < maxTries {
 				continue
 			}
-			return &unavailableError{op: op, cause: err}
+			return &unavailableError{op: o.what, cause: err}
 		default:
 			s.pool.Reset()
-			s.log.Warn("PostgreSQL connection failed during a call; its outcome is unknown", slog.String("call", op), slog.String("err", err.Error()))
-			return &unavailableError{op: op, cause: err}
+			if o.rerun && try < maxTries {
+				continue
+			}
+			s.log.Warn("PostgreSQL connection failed during a call; its outcome is unknown",
+				slog.String("call", o.what), slog.String("err", err.Error()))
+			return &unavailableError{op: o.what, cause: err}
 		}
 	}
 }
@@ -298,10 +317,10 @@ func (s *State) incarnation(member string) uint64 {
 // joined returns member's incarnation, or a lease-lost error when member
 // never joined through this State: names and observations are shares of
 // live members.
-func (s *State) joined(op, member string) (uint64, error) {
-	inc := s.incarnation(member)
+func (s *State) joined(o op) (uint64, error) {
+	inc := s.incarnation(o.member)
 	if inc == 0 {
-		return 0, &leaseLostError{op: op, member: member}
+		return 0, &leaseLostError{op: o.what, member: o.member}
 	}
 	return inc, nil
 }
