@@ -113,9 +113,10 @@ func (s *stamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// errBadInput marks a record, observation or wait the database cannot
-// hold as given.
-var errBadInput = errors.New("pgstate: bad input")
+// ErrBadInput: a record, observation, wait or member id names something
+// PostgreSQL text cannot hold exactly (invalid UTF-8 or a NUL byte).
+// Nothing of the call is stored.
+var ErrBadInput = errors.New("pgstate: bad input")
 
 // checker collects the first problem of the strings a record names: a
 // PostgreSQL text value holds valid UTF-8 without NUL bytes, and these
@@ -127,7 +128,7 @@ type checker struct {
 
 func (c *checker) check(field, s string) string {
 	if c.err == nil && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
-		c.err = fmt.Errorf("%w: %s: %s %q is not valid UTF-8 text (invalid bytes or a NUL byte)", errBadInput, c.what, field, s)
+		c.err = fmt.Errorf("%w: %s: %s %q is not valid UTF-8 text (invalid bytes or a NUL byte)", ErrBadInput, c.what, field, s)
 	}
 	return s
 }
