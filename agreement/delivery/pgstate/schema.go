@@ -62,7 +62,6 @@ CREATE TABLE {s}.agreements (
 );
 CREATE INDEX agreements_node ON {s}.agreements (node);
 CREATE INDEX agreements_due ON {s}.agreements (next_attempt, id) WHERE next_attempt IS NOT NULL;
-CREATE INDEX agreements_claimed ON {s}.agreements (lease_until) WHERE lease_owner IS NOT NULL;
 
 CREATE TABLE {s}.bindings (
 	store_name   text COLLATE "C" NOT NULL,
