@@ -132,8 +132,8 @@
 // it.
 //
 // A member that stops heartbeating loses its names and its claims to the
-// others LeasePeriod after its last heartbeat (claims sooner when Due's
-// lease is shorter); tests measure it.
+// others LeasePeriod after its last heartbeat, whatever lease Due gave its
+// claims; tests measure it.
 //
 // # Connection loss
 //
@@ -156,8 +156,6 @@
 // LeasePeriod/3; on any Heartbeat error, or when the last MemberLease.Until
 // passed, it stops sending (it can no longer prove its claims) and says so
 // in Health; on delivery.ErrLeaseLost it joins again; Leave when it stops.
-// It passes Due a lease no longer than the membership's Period so that a
-// dead member's claims pass within one lease period, and it treats a
-// *delivery.ConflictError from PutObservations as a partial success (the
-// names listed belong to another member now).
+// It treats a *delivery.ConflictError from PutObservations as a partial
+// success: the names listed belong to another member now.
 package pgstate
