@@ -240,27 +240,20 @@ func TestFencing(t *testing.T) {
 	const short = 300 * time.Millisecond
 
 	t.Run("claim taken", func(t *testing.T) {
-		require.NoError(t, a.Create(ctx, newRecord("taken", time.Now().Add(-time.Second), "org/taken")))
-		mine, err := a.Due(ctx, a.id, time.Now(), short, 0)
-		require.NoError(t, err)
-		require.Len(t, mine, 1)
+		mine := createAndClaim(t, a, "taken", short)
 		time.Sleep(short + 100*time.Millisecond)
 		theirs, err := b.Due(ctx, b.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		require.Len(t, theirs, 1, "an expired claim is taken")
-		mine[0].LastError = "stale"
-		require.ErrorIs(t, a.Update(ctx, a.id, &mine[0]), delivery.ErrConflict, "the member whose claim was taken stores nothing")
+		mine.LastError = "stale"
+		require.ErrorIs(t, a.Update(ctx, a.id, &mine), delivery.ErrConflict, "the member whose claim was taken stores nothing")
 		require.NoError(t, b.Update(ctx, b.id, &theirs[0]), "the new holder stores")
 	})
 
 	t.Run("own claim lapsed", func(t *testing.T) {
-		require.NoError(t, a.Create(ctx, newRecord("lapsed", time.Now().Add(-time.Second), "org/lapsed")))
-		mine, err := a.Due(ctx, a.id, time.Now(), short, 0)
-		require.NoError(t, err)
-		require.Len(t, mine, 1)
+		mine := createAndClaim(t, a, "lapsed", short)
 		time.Sleep(short + 100*time.Millisecond)
-		stale := mine[0].Clone()
-		err = a.Update(ctx, a.id, &stale)
+		err := a.Update(ctx, a.id, &mine)
 		assert.Equal(t, []string{"lapsed"}, conflictIDs(t, err), "a member does not store under a claim that lapsed, even when nobody took it")
 		again, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
@@ -269,17 +262,14 @@ func TestFencing(t *testing.T) {
 	})
 
 	t.Run("marked due while claimed", func(t *testing.T) {
-		require.NoError(t, a.Create(ctx, newRecord("marked", time.Now().Add(-time.Second), "org/marked")))
-		mine, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
-		require.NoError(t, err)
-		require.Len(t, mine, 1)
+		mine := createAndClaim(t, a, "marked", time.Hour)
 		changed, err := b.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/marked"}}, time.Now(), false)
 		require.NoError(t, err)
 		require.Equal(t, 1, changed, "a change another member found marks the claimed record due")
 		theirs, err := b.Due(ctx, b.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		assert.Empty(t, theirs, "a record due but validly claimed is not claimed by another member")
-		require.ErrorIs(t, a.Update(ctx, a.id, &mine[0]), delivery.ErrConflict, "the holder's copy is stale after the mark")
+		require.ErrorIs(t, a.Update(ctx, a.id, &mine), delivery.ErrConflict, "the holder's copy is stale after the mark")
 		again, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"marked"}, idsOf(again), "the holder claims it again at once")
@@ -295,12 +285,9 @@ func TestFencing(t *testing.T) {
 	})
 
 	t.Run("update releases the claim", func(t *testing.T) {
-		require.NoError(t, a.Create(ctx, newRecord("released", time.Now().Add(-time.Second), "org/released")))
-		mine, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
-		require.NoError(t, err)
-		require.Len(t, mine, 1)
-		mine[0].NextAttempt = time.Now().Add(-time.Millisecond)
-		require.NoError(t, a.Update(ctx, a.id, &mine[0]))
+		mine := createAndClaim(t, a, "released", time.Hour)
+		mine.NextAttempt = time.Now().Add(-time.Millisecond)
+		require.NoError(t, a.Update(ctx, a.id, &mine))
 		theirs, err := b.Due(ctx, b.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"released"}, idsOf(theirs), "the holder's Update released its claim")
@@ -333,13 +320,10 @@ func TestFencing(t *testing.T) {
 
 	t.Run("replaced incarnation", func(t *testing.T) {
 		zombie := joinAll(t, db.URL, pgstate.Options{LeasePeriod: time.Minute}, "agbot-z")[0]
-		require.NoError(t, zombie.Create(ctx, newRecord("zombie", time.Now().Add(-time.Second), "org/zombie")))
-		held, err := zombie.Due(ctx, zombie.id, time.Now(), time.Hour, 0)
-		require.NoError(t, err)
-		require.Len(t, held, 1)
+		held := createAndClaim(t, zombie, "zombie", time.Hour)
 		restarted := joinAll(t, db.URL, pgstate.Options{LeasePeriod: time.Minute}, "agbot-z")[0]
 
-		stale := held[0].Clone()
+		stale := held.Clone()
 		for what, err := range map[string]error{
 			"Heartbeat": second(zombie.Heartbeat(ctx, zombie.id)),
 			"Update":    zombie.Update(ctx, zombie.id, &stale),
@@ -348,8 +332,19 @@ func TestFencing(t *testing.T) {
 		} {
 			assert.ErrorIs(t, err, delivery.ErrLeaseLost, "the process whose incarnation was replaced: %s", what)
 		}
-		require.NoError(t, restarted.Update(ctx, restarted.id, &held[0]), "the new incarnation of the id holds its claims")
+		require.NoError(t, restarted.Update(ctx, restarted.id, &held), "the new incarnation of the id holds its claims")
 	})
+}
+
+// createAndClaim creates a record due now, bound to "org/"+id, and has m
+// claim it for lease.
+func createAndClaim(t *testing.T, m *member, id string, lease time.Duration) delivery.Record {
+	t.Helper()
+	require.NoError(t, m.Create(t.Context(), newRecord(id, time.Now().Add(-time.Second), "org/"+id)))
+	claimed, err := m.Due(t.Context(), m.id, time.Now(), lease, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, idsOf(claimed))
+	return claimed[0]
 }
 
 func idsOf(recs []delivery.Record) []string {

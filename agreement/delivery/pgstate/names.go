@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -22,20 +20,7 @@ func (s *State) Names(ctx context.Context, member string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
-		names = names[:0]
-		b.Queue(s.q.names, member).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var n string
-				if err := rows.Scan(&n); err != nil {
-					return err
-				}
-				names = append(names, n)
-			}
-			return rows.Err()
-		})
-	})
+	names, err := s.fencedStrings(ctx, o, inc, s.q.names, member)
 	if err != nil {
 		return nil, err
 	}
@@ -117,30 +102,11 @@ func (s *State) PutObservations(ctx context.Context, member string, obs ...deliv
 		o := last[n]
 		states[i], tags[i], since[i], checkedAt[i] = int16(o.State), o.Tag.Encode(), micro(o.Since), micro(o.CheckedAt)
 	}
-	stored := map[string]bool{}
-	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
-		clear(stored)
-		b.Queue(s.q.putObservations, names, states, tags, since, checkedAt, member).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var n string
-				if err := rows.Scan(&n); err != nil {
-					return err
-				}
-				stored[n] = true
-			}
-			return rows.Err()
-		})
-	})
+	stored, err := s.fencedStrings(ctx, o, inc, s.q.putObservations, names, states, tags, since, checkedAt, member)
 	if err != nil {
 		return err
 	}
-	var refused []string
-	for _, n := range names {
-		if !stored[n] {
-			refused = append(refused, n)
-		}
-	}
-	if len(refused) > 0 {
+	if refused := missing(names, stored); len(refused) > 0 {
 		return &delivery.ConflictError{IDs: refused}
 	}
 	return nil

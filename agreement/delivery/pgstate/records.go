@@ -146,32 +146,15 @@ func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Rec
 		attempts = append(attempts, int64(r.Attempts))
 		bodies = append(bodies, string(data))
 	}
-	inc := s.incarnation(member)
-	stored := map[string]bool{}
-	err := s.fenced(ctx, op{what: "updating " + countOf(len(ids), "record"), member: member}, inc, func(b *pgx.Batch) {
-		clear(stored)
-		b.Queue(s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				stored[id] = true
-			}
-			return rows.Err()
-		})
-	})
+	o := op{what: "updating " + countOf(len(ids), "record"), member: member}
+	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if stored[id] {
-			byID[id].Revision++
-		} else {
-			conflicts = append(conflicts, id)
-		}
+	for _, id := range stored {
+		byID[id].Revision++
 	}
-	if len(conflicts) > 0 {
+	if conflicts = append(conflicts, missing(ids, stored)...); len(conflicts) > 0 {
 		return &delivery.ConflictError{IDs: conflicts}
 	}
 	return nil
@@ -189,6 +172,41 @@ func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Ba
 		queue(b)
 		return s.pool.SendBatch(ctx, b).Close()
 	})
+}
+
+// fencedStrings runs query, which returns one text column, behind fence
+// and returns its rows.
+func (s *State) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
+	var out []string
+	err := s.fenced(ctx, o, inc, func(b *pgx.Batch) {
+		out = out[:0]
+		b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var v string
+				if err := rows.Scan(&v); err != nil {
+					return err
+				}
+				out = append(out, v)
+			}
+			return rows.Err()
+		})
+	})
+	return out, err
+}
+
+// missing returns the keys that are not in got, in order.
+func missing(keys, got []string) []string {
+	in := make(map[string]bool, len(got))
+	for _, k := range got {
+		in[k] = true
+	}
+	var out []string
+	for _, k := range keys {
+		if !in[k] {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func countOf(n int, what string) string {
