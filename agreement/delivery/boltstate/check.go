@@ -60,9 +60,6 @@ func (s *State) check(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("the %s has %d entries, the records call for %d", c.what, got, c.want))
 			}
 		}
-		if n := tx.Bucket(bucketServices).Stats().KeyN; n != tx.Bucket(bucketRecords).Stats().KeyN {
-			errs = append(errs, fmt.Errorf("%d services for %d records", n, tx.Bucket(bucketRecords).Stats().KeyN))
-		}
 		_ = tx.Bucket(bucketObservations).ForEach(func(k, v []byte) error {
 			if _, err := decodeObservation(string(k), v); err != nil {
 				errs = append(errs, fmt.Errorf("observation %q: %w", k, err))

@@ -248,20 +248,23 @@ func (d *decoder) done() error {
 	return d.err
 }
 
-// head is the part of a stored record that the indexes depend on, first
-// in its encoding so it is read without decoding the rest.
+// A stored record is: its format byte, its revision, its services (an
+// encodeServices value, length-prefixed, written by Create and copied by
+// every later write: services never change), its node and NextAttempt
+// (what the indexes need), then the rest. Its id is the key.
+
+// head is the part of a stored record read without decoding the rest.
 type head struct {
 	revision uint64
+	services []byte
 	node     string
 	next     time.Time
 }
 
-// encodeRecord encodes everything but ID (the key) and Services (kept
-// apart: they never change), with the given revision.
-func encodeRecord(r *delivery.Record, revision uint64) []byte {
+// encodeTail encodes what a write of r decides: everything after the
+// services.
+func encodeTail(r *delivery.Record) []byte {
 	e := encoder{b: make([]byte, 0, 256)}
-	e.byte(recordFormat)
-	e.uvarint(revision)
 	e.str(r.Node)
 	e.time(r.NextAttempt)
 
@@ -304,11 +307,27 @@ func encodeRecord(r *delivery.Record, revision uint64) []byte {
 	return e.b
 }
 
+// assemble makes a stored record of its parts.
+func assemble(revision uint64, services, tail []byte) []byte {
+	e := encoder{b: make([]byte, 0, 1+binary.MaxVarintLen64*2+len(services)+len(tail))}
+	e.byte(recordFormat)
+	e.uvarint(revision)
+	e.uvarint(uint64(len(services)))
+	e.b = append(e.b, services...)
+	e.b = append(e.b, tail...)
+	return e.b
+}
+
+// encodeRecord encodes r whole, with the given revision.
+func encodeRecord(r *delivery.Record, revision uint64) []byte {
+	return assemble(revision, encodeServices(r.Services), encodeTail(r))
+}
+
 func decodeHead(d *decoder) head {
 	if f := d.byte(); d.err == nil && f != recordFormat {
 		d.err = fmt.Errorf("%w: record format %d is not known to this version of edgesecrets", errCorrupt, f)
 	}
-	return head{revision: d.uvarint(), node: d.str(), next: d.time()}
+	return head{revision: d.uvarint(), services: d.raw(d.count()), node: d.str(), next: d.time()}
 }
 
 // readHead decodes the head of a stored record.
@@ -318,11 +337,18 @@ func readHead(v []byte) (head, error) {
 	return h, d.err
 }
 
-// decodeRecord decodes a stored record; id and services are kept apart.
-func decodeRecord(id string, v []byte) (delivery.Record, error) {
+// decodeRecord decodes a stored record, and returns its head too.
+func decodeRecord(id string, v []byte) (delivery.Record, head, error) {
 	d := decoder{b: v}
 	h := decodeHead(&d)
-	r := delivery.Record{ID: id, Node: h.node, NextAttempt: h.next, Revision: h.revision}
+	if d.err != nil {
+		return delivery.Record{}, head{}, d.err
+	}
+	services, err := decodeServices(h.services)
+	if err != nil {
+		return delivery.Record{}, head{}, fmt.Errorf("services: %w", err)
+	}
+	r := delivery.Record{ID: id, Node: h.node, NextAttempt: h.next, Revision: h.revision, Services: services}
 	if n := d.count(); n > 0 {
 		r.Slots = make([]delivery.Slot, n)
 		for i := range r.Slots {
@@ -361,9 +387,9 @@ func decodeRecord(id string, v []byte) (delivery.Record, error) {
 	r.CreatedAt = d.time()
 	r.UpdatedAt = d.time()
 	if err := d.done(); err != nil {
-		return delivery.Record{}, err
+		return delivery.Record{}, head{}, err
 	}
-	return r, nil
+	return r, h, nil
 }
 
 // encodeServices encodes a record's services, secrets sorted by name so

@@ -37,17 +37,20 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte{recordFormat})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		got, err := decodeRecord("id", v)
+		got, h, err := decodeRecord("id", v)
 		if err != nil {
 			require.ErrorIs(t, err, errCorrupt)
 			return
 		}
-		again, err := decodeRecord("id", encodeRecord(&got, got.Revision))
+		again, _, err := decodeRecord("id", encodeRecord(&got, got.Revision))
 		require.NoError(t, err)
 		require.Equal(t, got, again)
-		h, err := readHead(v)
+		spliced, _, err := decodeRecord("id", assemble(h.revision, h.services, encodeTail(&got)))
 		require.NoError(t, err)
-		require.Equal(t, got.Revision, h.revision)
+		require.Equal(t, got, spliced)
+		h2, err := readHead(v)
+		require.NoError(t, err)
+		require.Equal(t, h, h2)
 	})
 }
 
@@ -96,8 +99,7 @@ func FuzzDecodeSmallValues(f *testing.F) {
 
 func TestRecordEncodingRoundTrips(t *testing.T) {
 	r := seedRecord(t)
-	got, err := decodeRecord(r.ID, encodeRecord(&r, r.Revision))
+	got, _, err := decodeRecord(r.ID, encodeRecord(&r, r.Revision))
 	require.NoError(t, err)
-	got.Services = r.Services
-	require.Equal(t, r, got, "every field, times to the nanosecond")
+	require.Equal(t, r, got, "every field, services included, times to the nanosecond")
 }

@@ -12,12 +12,8 @@ import (
 var (
 	// bucketMeta holds keySchema and keyEpoch.
 	bucketMeta = []byte("meta")
-	// bucketRecords: agreement id → record (encodeRecord), without its
-	// services.
+	// bucketRecords: agreement id → record (assemble).
 	bucketRecords = []byte("records")
-	// bucketServices: agreement id → its services (encodeServices),
-	// written once by Create.
-	bucketServices = []byte("services")
 	// bucketByName: store name → a bucket of the ids of the records that
 	// bind it (any candidate). Its keys are Names.
 	bucketByName = []byte("by-name")
@@ -34,7 +30,7 @@ var (
 	// record (the CertStore).
 	bucketIdentities = []byte("identities")
 
-	allBuckets = [][]byte{bucketMeta, bucketRecords, bucketServices, bucketByName, bucketByNode, bucketDue, bucketObservations, bucketWaits, bucketIdentities}
+	allBuckets = [][]byte{bucketMeta, bucketRecords, bucketByName, bucketByNode, bucketDue, bucketObservations, bucketWaits, bucketIdentities}
 
 	keySchema = []byte("schema")
 	keyEpoch  = []byte("epoch")

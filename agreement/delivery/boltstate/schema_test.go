@@ -71,38 +71,36 @@ func TestPrepareFailedMigrationChangesNothing(t *testing.T) {
 }
 
 func TestOpenRefusesANewerFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(path, Options{})
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keySchema, 7) }))
-	require.NoError(t, db.Close())
-
-	_, err = Open(path, Options{})
+	path := alteredFile(t, func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keySchema, 7) })
+	_, err := Open(path, Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "schema version 7, written by a newer edgesecrets")
 	assert.Contains(t, err.Error(), path)
 
-	db, err = bolt.Open(path, 0o600, nil)
+	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
 	defer db.Close()
 	assert.Equal(t, uint64(7), schemaVersion(t, db), "the newer file is left as it was")
 }
 
 func TestOpenRefusesAFileMissingABucket(t *testing.T) {
+	path := alteredFile(t, func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDue) })
+	_, err := Open(path, Options{})
+	require.ErrorIs(t, err, errCorrupt)
+	assert.Contains(t, err.Error(), `bucket "due" is missing`)
+}
+
+// alteredFile makes a state file and changes it with fn, as a newer
+// version or damage would.
+func alteredFile(t *testing.T, fn func(tx *bolt.Tx) error) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	s, err := Open(path, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	db, err := bolt.Open(path, 0o600, nil)
 	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDue) }))
+	require.NoError(t, db.Update(fn))
 	require.NoError(t, db.Close())
-
-	_, err = Open(path, Options{})
-	require.ErrorIs(t, err, errCorrupt)
-	assert.Contains(t, err.Error(), `bucket "due" is missing`)
+	return path
 }

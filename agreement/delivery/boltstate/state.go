@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,6 +55,7 @@ type State struct {
 
 	ops        chan *op
 	writerDone chan struct{}
+	commits    atomic.Int64 // transactions committed by the writer, for tests
 }
 
 var _ delivery.State = (*State)(nil)
@@ -153,15 +155,25 @@ func (s *State) txError(err error) error {
 
 // view runs fn in a read transaction.
 func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	return s.txError(s.db.View(fn))
+}
+
+// enter checks ctx and that s is open, and keeps it open until the caller
+// calls s.mu.RUnlock.
+func (s *State) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	if s.closed {
+		s.mu.RUnlock()
 		return s.errUnavailable(nil)
 	}
-	return s.txError(s.db.View(fn))
+	return nil
 }
 
 // op is one write. Its fn may run twice (alone, after a batch it was in
@@ -175,14 +187,10 @@ type op struct {
 // update runs fn in a write transaction, group-committed with the writes
 // of other goroutines queued meanwhile: one fsync for all of them.
 func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return s.errUnavailable(nil)
-	}
 	o := &op{fn: fn, done: make(chan error, 1)}
 	s.ops <- o
 	return s.txError(<-o.done)
@@ -216,6 +224,7 @@ func (s *State) writer() {
 // transaction is rolled back and each write runs alone, so one bad write
 // fails only its caller.
 func (s *State) commit(batch []*op) {
+	s.commits.Add(1)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range batch {
 			if err := o.fn(tx); err != nil {
@@ -241,11 +250,10 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 		return err
 	}
 	value := encodeRecord(rec, 1)
-	services := encodeServices(rec.Services)
 	var exists bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		exists, err = createTx(tx, rec, value, services)
+		exists, err = createTx(tx, rec, value)
 		return err
 	})
 	if err != nil {
@@ -260,16 +268,13 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 
 // createTx stores a new record and its index entries, unless its id is
 // taken.
-func createTx(tx *bolt.Tx, rec *delivery.Record, value, services []byte) (exists bool, err error) {
+func createTx(tx *bolt.Tx, rec *delivery.Record, value []byte) (exists bool, err error) {
 	records := tx.Bucket(bucketRecords)
 	id := []byte(rec.ID)
 	if records.Get(id) != nil {
 		return true, nil
 	}
 	if err := records.Put(id, value); err != nil {
-		return false, err
-	}
-	if err := tx.Bucket(bucketServices).Put(id, services); err != nil {
 		return false, err
 	}
 	for _, n := range delivery.StoreNames(rec.Services) {
@@ -307,13 +312,9 @@ func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
 	if v == nil {
 		return delivery.Record{}, false, nil
 	}
-	r, err := decodeRecord(id, v)
+	r, _, err := decodeRecord(id, v)
 	if err != nil {
 		return delivery.Record{}, false, fmt.Errorf("agreement %q: %w", id, err)
-	}
-	r.Services, err = decodeServices(tx.Bucket(bucketServices).Get([]byte(id)))
-	if err != nil {
-		return delivery.Record{}, false, fmt.Errorf("services of agreement %q: %w", id, err)
 	}
 	return r, true, nil
 }
@@ -321,9 +322,9 @@ func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
 // Update implements delivery.State: one transaction for all of recs.
 // Services are kept as registered.
 func (s *State) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
-	values := make([][]byte, len(recs))
+	tails := make([][]byte, len(recs))
 	for i, r := range recs {
-		values[i] = encodeRecord(r, r.Revision+1)
+		tails[i] = encodeTail(r)
 	}
 	var conflicts []string
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -344,7 +345,7 @@ func (s *State) Update(ctx context.Context, _ string, recs ...*delivery.Record) 
 				conflicts = append(conflicts, r.ID)
 				continue
 			}
-			if err := records.Put(id, values[i]); err != nil {
+			if err := records.Put(id, assemble(r.Revision+1, h.services, tails[i])); err != nil {
 				return err
 			}
 			if err := reindex(tx, r.ID, h, r.Node, r.NextAttempt); err != nil {
@@ -413,15 +414,11 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 	if v == nil {
 		return nil
 	}
-	h, err := readHead(v)
+	r, h, err := decodeRecord(id, v)
 	if err != nil {
 		return fmt.Errorf("agreement %q: %w", id, err)
 	}
-	services, err := decodeServices(tx.Bucket(bucketServices).Get(key))
-	if err != nil {
-		return fmt.Errorf("services of agreement %q: %w", id, err)
-	}
-	for _, n := range delivery.StoreNames(services) {
+	for _, n := range delivery.StoreNames(r.Services) {
 		if err := dropIndex(tx.Bucket(bucketByName), n, key); err != nil {
 			return err
 		}
@@ -430,9 +427,6 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 		return err
 	}
 	if err := dropDue(tx, h.next, id); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketServices).Delete(key); err != nil {
 		return err
 	}
 	return records.Delete(key)
@@ -520,11 +514,10 @@ func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time
 			if v == nil {
 				continue
 			}
-			r, err := decodeRecord(id, v)
+			r, h, err := decodeRecord(id, v)
 			if err != nil {
 				return fmt.Errorf("agreement %q: %w", id, err)
 			}
-			h := head{revision: r.Revision, node: r.Node, next: r.NextAttempt}
 			moved := r.NextAttempt.IsZero() || r.NextAttempt.After(at)
 			reset := resetAttempts && r.Attempts != 0
 			if !moved && !reset {
@@ -536,7 +529,7 @@ func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time
 			if reset {
 				r.Attempts = 0
 			}
-			if err := records.Put([]byte(id), encodeRecord(&r, r.Revision+1)); err != nil {
+			if err := records.Put([]byte(id), assemble(r.Revision+1, h.services, encodeTail(&r))); err != nil {
 				return err
 			}
 			if err := reindex(tx, id, h, r.Node, r.NextAttempt); err != nil {
@@ -570,17 +563,20 @@ func (s *State) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 		}
 		records := tx.Bucket(bucketRecords)
 		for _, id := range ids {
-			r, found, err := getRecord(tx, id)
+			v := records.Get([]byte(id))
+			if v == nil {
+				return fmt.Errorf("%w: the due index names agreement %q, which is not stored", errCorrupt, id)
+			}
+			r, h, err := decodeRecord(id, v)
 			if err != nil {
-				return err
+				return fmt.Errorf("agreement %q: %w", id, err)
 			}
-			if !found || r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
-				return fmt.Errorf("%w: due index names agreement %q, due %v", errCorrupt, id, r.NextAttempt)
+			if r.NextAttempt.IsZero() || r.NextAttempt.After(now) {
+				return fmt.Errorf("%w: the due index names agreement %q, due %v", errCorrupt, id, r.NextAttempt)
 			}
-			h := head{revision: r.Revision, node: r.Node, next: r.NextAttempt}
 			r.NextAttempt = claim
 			r.Revision++
-			if err := records.Put([]byte(id), encodeRecord(&r, r.Revision)); err != nil {
+			if err := records.Put([]byte(id), assemble(r.Revision, h.services, encodeTail(&r))); err != nil {
 				return err
 			}
 			if err := reindex(tx, id, h, r.Node, r.NextAttempt); err != nil {

@@ -775,29 +775,7 @@ func testContextCancel(t *testing.T, e *env) {
 	cancel()
 	changed := want.Clone()
 	changed.LastError = "cancelled write"
-	calls := map[string]func() error{
-		"Create": func() error { return e.s.Create(ctx, simple(t, "agr-2", "n", "org/b")) },
-		"Get":    func() error { _, err := e.s.Get(ctx, "agr-1"); return err },
-		"Update": func() error { c := changed.Clone(); return e.s.Update(ctx, member, &c) },
-		"Delete": func() error { return e.s.Delete(ctx, "agr-1") },
-		"Records": func() error {
-			return e.s.Records(ctx, func(delivery.Record) bool { t.Error("Records called fn with a cancelled context"); return true })
-		},
-		"Names": func() error { _, err := e.s.Names(ctx, member); return err },
-		"MarkDue": func() error {
-			_, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(-100), true)
-			return err
-		},
-		"Due":          func() error { _, err := e.s.Due(ctx, member, at(10), time.Minute, 10); return err },
-		"Observations": func() error { _, err := e.s.Observations(ctx, []string{"org/a"}); return err },
-		"PutObservations": func() error {
-			return e.s.PutObservations(ctx, member, delivery.Observation{Name: "org/a", State: delivery.Missing})
-		},
-		"PutWait":    func() error { return e.s.PutWait(ctx, delivery.Wait{ID: "dep-2"}) },
-		"Waits":      func() error { _, err := e.s.Waits(ctx); return err },
-		"DeleteWait": func() error { return e.s.DeleteWait(ctx, "dep-1") },
-		"NewEpoch":   func() error { _, err := e.s.NewEpoch(ctx); return err },
-	}
+	calls := everyCall(t, e.s, ctx, changed, "Records called fn with a cancelled context")
 	for name, call := range calls {
 		assert.ErrorIs(t, call(), context.Canceled, name)
 	}
@@ -812,32 +790,40 @@ func testContextCancel(t *testing.T, e *env) {
 	assertObservation(t, obs, got["org/a"])
 }
 
+// everyCall returns a call of each State method with ctx, each of which
+// would change rec ("agr-1", bound to "org/a"), a wait "dep-1" or the
+// observation of "org/a", if it succeeded.
+func everyCall(t *testing.T, st delivery.State, ctx context.Context, rec delivery.Record, recordsCalled string) map[string]func() error {
+	return map[string]func() error{
+		"Create": func() error { return st.Create(ctx, simple(t, "agr-2", "n", "org/b")) },
+		"Get":    func() error { _, err := st.Get(ctx, "agr-1"); return err },
+		"Update": func() error { c := rec.Clone(); return st.Update(ctx, member, &c) },
+		"Delete": func() error { return st.Delete(ctx, "agr-1") },
+		"Records": func() error {
+			return st.Records(ctx, func(delivery.Record) bool { t.Error(recordsCalled); return true })
+		},
+		"Names": func() error { _, err := st.Names(ctx, member); return err },
+		"MarkDue": func() error {
+			_, err := st.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(-100), true)
+			return err
+		},
+		"Due":          func() error { _, err := st.Due(ctx, member, at(10), time.Minute, 10); return err },
+		"Observations": func() error { _, err := st.Observations(ctx, []string{"org/a"}); return err },
+		"PutObservations": func() error {
+			return st.PutObservations(ctx, member, delivery.Observation{Name: "org/a", State: delivery.Missing})
+		},
+		"PutWait":    func() error { return st.PutWait(ctx, delivery.Wait{ID: "dep-2"}) },
+		"Waits":      func() error { _, err := st.Waits(ctx); return err },
+		"DeleteWait": func() error { return st.DeleteWait(ctx, "dep-1") },
+		"NewEpoch":   func() error { _, err := st.NewEpoch(ctx); return err },
+	}
+}
+
 func testClosed(t *testing.T, e *env) {
 	rec := simple(t, "agr-1", "n", "org/a")
 	e.create(t, rec)
 	require.NoError(t, e.s.Close())
-	ctx := e.ctx
-	calls := map[string]func() error{
-		"Create": func() error { return e.s.Create(ctx, simple(t, "agr-2", "n", "org/b")) },
-		"Get":    func() error { _, err := e.s.Get(ctx, "agr-1"); return err },
-		"Update": func() error { c := rec.Clone(); return e.s.Update(ctx, member, &c) },
-		"Delete": func() error { return e.s.Delete(ctx, "agr-1") },
-		"Records": func() error {
-			return e.s.Records(ctx, func(delivery.Record) bool { t.Error("Records called fn on a closed state"); return true })
-		},
-		"Names": func() error { _, err := e.s.Names(ctx, member); return err },
-		"MarkDue": func() error {
-			_, err := e.s.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(0), false)
-			return err
-		},
-		"Due":             func() error { _, err := e.s.Due(ctx, member, at(10), time.Minute, 10); return err },
-		"Observations":    func() error { _, err := e.s.Observations(ctx, []string{"org/a"}); return err },
-		"PutObservations": func() error { return e.s.PutObservations(ctx, member, delivery.Observation{Name: "org/a"}) },
-		"PutWait":         func() error { return e.s.PutWait(ctx, delivery.Wait{ID: "dep-1"}) },
-		"Waits":           func() error { _, err := e.s.Waits(ctx); return err },
-		"DeleteWait":      func() error { return e.s.DeleteWait(ctx, "dep-1") },
-		"NewEpoch":        func() error { _, err := e.s.NewEpoch(ctx); return err },
-	}
+	calls := everyCall(t, e.s, e.ctx, *rec, "Records called fn on a closed state")
 	for name, call := range calls {
 		assert.ErrorIs(t, call(), delivery.ErrStateUnavailable, name)
 	}
