@@ -435,3 +435,45 @@ func TestConcurrentMembersNeverDeadlock(t *testing.T) {
 		assert.Equal(t, uint64(stored[id]), got.ReplySequence, "record %s: every stored Update counted once, none lost", id)
 	}
 }
+
+// TestChangeReachesEveryAgreement: the member that polls a name finds it
+// changed and marks its records due in the shared table; the members
+// claiming work then deliver every record bound to it, whichever they
+// are, and nothing else.
+func TestChangeReachesEveryAgreement(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.NewDatabase(t)
+	members := joinAll(t, db.URL, pgstate.Options{LeasePeriod: time.Minute}, memberIDs(3)...)
+	names := storeNames(5)
+	createRecords(t, members[0], 150, time.Time{}, names) // in sync: nothing due
+	owner := assertPartition(t, members, names)
+	rotated := names[2]
+	var finder *member
+	for _, m := range members {
+		if m.id == owner[rotated] {
+			finder = m
+		}
+	}
+	require.NoError(t, finder.PutObservations(ctx, finder.id, delivery.Observation{Name: rotated, State: delivery.Present, Tag: tag(t, "2"), Since: time.Now(), CheckedAt: time.Now()}))
+	marked, err := finder.MarkDue(ctx, delivery.Selector{StoreNames: []string{rotated}}, time.Now(), false)
+	require.NoError(t, err)
+	assert.Equal(t, 30, marked, "every record bound to the rotated name is marked")
+
+	claimedBy := map[string]int{}
+	for round := 0; round < 10 && len(claimedBy) < marked; round++ {
+		for i, m := range members {
+			recs, err := m.Due(ctx, m.id, time.Now(), time.Minute, 4)
+			require.NoError(t, err)
+			for _, r := range recs {
+				assert.Equal(t, rotated, r.Slots[0].Desired.StoreName, "only records bound to the rotated name are due")
+				claimedBy[r.ID] = i
+			}
+		}
+	}
+	assert.Len(t, claimedBy, marked, "every marked record is claimed once")
+	per := map[int]int{}
+	for _, i := range claimedBy {
+		per[i]++
+	}
+	assert.Len(t, per, 3, "each member delivers part of the change, whoever found it: %v", per)
+}
