@@ -48,6 +48,9 @@ var migrations = []migration{
 	{
 		description: "agreements, bindings, observations, waits, members, epochs and the lease rules",
 		sql: `
+-- fillfactor: room on each page for the new versions of its rows, so that
+-- an update that changes no indexed column (a reply stored) is a HOT
+-- update, without new index entries.
 CREATE TABLE {s}.agreements (
 	id                text COLLATE "C" PRIMARY KEY,
 	node              text COLLATE "C" NOT NULL,
@@ -59,7 +62,7 @@ CREATE TABLE {s}.agreements (
 	services          jsonb NOT NULL,
 	body              jsonb NOT NULL,
 	CHECK ((lease_owner IS NULL) = (lease_until IS NULL))
-);
+) WITH (fillfactor = 70);
 CREATE INDEX agreements_node ON {s}.agreements (node);
 CREATE INDEX agreements_due ON {s}.agreements (next_attempt, id) WHERE next_attempt IS NOT NULL;
 
