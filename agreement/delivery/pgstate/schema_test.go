@@ -66,6 +66,7 @@ func TestSchemaNewerRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 	require.ErrorIs(t, err, pgstate.ErrSchemaNewer)
+	assert.NotErrorIs(t, err, delivery.ErrStateUnavailable, "a newer schema is an answer, not an outage")
 	assert.Contains(t, err.Error(), "version 99")
 }
 

@@ -1,6 +1,7 @@
 package pgstate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,9 +83,9 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 		return nil, fmt.Errorf("pgstate: negative LeasePeriod (%s), Timeout (%s) or MaxConns (%d)", opts.LeasePeriod, opts.Timeout, opts.MaxConns)
 	}
 	s := &State{
-		schema:       cmpOr(opts.Schema, DefaultSchema),
-		period:       cmpOr(opts.LeasePeriod, DefaultLeasePeriod),
-		timeout:      cmpOr(opts.Timeout, DefaultTimeout),
+		schema:       cmp.Or(opts.Schema, DefaultSchema),
+		period:       cmp.Or(opts.LeasePeriod, DefaultLeasePeriod),
+		timeout:      cmp.Or(opts.Timeout, DefaultTimeout),
 		log:          opts.Logger,
 		incarnations: map[string]uint64{},
 	}
@@ -125,14 +126,6 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	s.log.Info("delivery state on PostgreSQL ready", slog.String("schema", s.schema), slog.Int("version", version),
 		slog.Duration("lease_period", s.period))
 	return s, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Schema returns the PostgreSQL schema holding the State's tables.
@@ -202,7 +195,7 @@ func classify(err error) failure {
 		bad     *corruptError
 		scanErr pgx.ScanArgError
 	)
-	if errors.As(err, &bad) || errors.As(err, &scanErr) {
+	if errors.As(err, &bad) || errors.As(err, &scanErr) || errors.Is(err, ErrSchemaNewer) {
 		return answer
 	}
 	if errors.As(err, &pgErr) {
