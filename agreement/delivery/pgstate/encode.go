@@ -160,7 +160,7 @@ func (c *checker) cancellation(v *delivery.Cancellation) *cancellation {
 // encodeBody returns the stored body of r, or an error naming the first
 // string that PostgreSQL could not keep exactly.
 func encodeBody(r *delivery.Record) ([]byte, error) {
-	c := &checker{what: fmt.Sprintf("record %q", r.ID)}
+	c := &checker{what: "record " + quote(r.ID)}
 	b := body{
 		Phase:         uint8(r.Phase),
 		Cancel:        c.cancellation(r.Cancel),
@@ -268,7 +268,7 @@ func decodeCancellation(c *cancellation) *delivery.Cancellation {
 // distinct store names they bind, or an error naming the first string
 // PostgreSQL could not keep exactly.
 func encodeServices(id string, services []binding.ServiceBinding) ([]byte, []string, error) {
-	c := &checker{what: fmt.Sprintf("record %q", id)}
+	c := &checker{what: "record " + quote(id)}
 	out := make([]service, len(services))
 	for i, sb := range services {
 		ref := sb.Service

@@ -52,7 +52,7 @@ func corrupt(id, part string, err error) error { return &corruptError{id: id, pa
 
 // Create implements delivery.State.
 func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
-	c := &checker{what: "record"}
+	c := &checker{what: "record " + quote(rec.ID)}
 	c.check("id", rec.ID)
 	c.check("node", rec.Node)
 	if c.err != nil {
@@ -129,7 +129,8 @@ func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Rec
 			conflicts = append(conflicts, r.ID)
 			continue
 		}
-		c := &checker{what: "record"}
+		c := &checker{what: "record " + quote(r.ID)}
+		c.check("id", r.ID)
 		c.check("node", r.Node)
 		if c.err != nil {
 			return c.err
