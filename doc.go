@@ -24,12 +24,16 @@
 //     Import one for its side effect of registering with secretstore.Open.
 //   - secretstore/storetest: the conformance suite for a backend of your own.
 //   - binding: service secrets, secret bindings, their validation report and
-//     the agbot's secret-existence API.
+//     the client of the agbot's secret-existence API.
+//   - secretsapi: the agbot's secrets-manager API (Open Horizon's routes, as
+//     hzn uses them) with its authorization policy, the existence route,
+//     deploycheck and /health.
 //   - agreement: keys, sealed envelopes, proposal/update/reply messages, the
 //     update outbox and the secret-to-agreement tracker (agbot side).
 //   - agreement/identity: agent identity certificates the agbot checks before
 //     sealing secrets to an agent.
-//   - agentapi: on-node secret files and the service-facing /secrets API.
+//   - agentapi: on-node secret files and the service-facing secrets API, in
+//     the design's profile or Open Horizon's (/api/v1/secrets).
 //   - mock: test doubles for embedders (a fault-injecting Store, a dev agent).
 //
 // This package holds documentation only.

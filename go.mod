@@ -18,6 +18,7 @@ require (
 	github.com/natefinch/atomic v1.0.1
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.4.3
+	golang.org/x/sys v0.38.0
 	golang.org/x/time v0.12.0
 )
 
@@ -51,6 +52,5 @@ require (
 	golang.org/x/crypto v0.45.0 // indirect
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

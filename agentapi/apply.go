@@ -75,6 +75,7 @@ func render(name string, d agreement.SecretDetails) (rendered, error) {
 // plan is the validated work of an apply for one instance.
 type plan struct {
 	meta  *metadata // the instance's metadata after the apply (a fresh copy)
+	seq   uint64    // the envelope sequence of the message applied, or 0
 	isNew bool
 	// regroup: a re-applied proposal changes the instance's group settings.
 	regroup bool
@@ -99,9 +100,18 @@ type plan struct {
 func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instances Instances) (Changes, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.applyProposal(ctx, p, instances, 0)
+}
+
+// applyProposal is ApplyProposal with s.mu held; seq, when not 0, is the
+// proposal's envelope sequence, recorded in each instance's metadata.
+func (s *Store) applyProposal(ctx context.Context, p agreement.Proposal, instances Instances, seq uint64) (Changes, error) {
 	plans, err := s.planProposal(p, instances)
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: proposal of agreement %s rejected: %w", quoteName(p.AgreementID), err)
+	}
+	for _, pl := range plans {
+		pl.seq = seq
 	}
 	changes, err := s.execute(ctx, plans, false)
 	if err != nil {
@@ -159,6 +169,7 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			pl.meta.Files = maps.Clone(old.Files)
 			pl.meta.Updated = slices.Clone(old.Updated)
 			pl.meta.Acknowledged = slices.Clone(old.Acknowledged)
+			pl.meta.Sequence, pl.meta.Sealed = old.Sequence, old.Sealed
 			pl.regroup = old.GroupReadable != pl.meta.GroupReadable || old.Group != pl.meta.Group
 			for name := range old.Files {
 				if _, ok := ss.Secrets[name]; !ok {
@@ -187,15 +198,23 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 // agreement, service or secret, or carrying an invalid secret, is rejected
 // and nothing is written; the error lists every problem.
 func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (Changes, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applyUpdate(ctx, u, 0)
+}
+
+// applyUpdate is ApplyUpdate with s.mu held; seq as in applyProposal.
+func (s *Store) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) (Changes, error) {
 	su, err := u.Secrets()
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", secretstore.ErrInvalid, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	plans, err := s.planUpdate(u.AgreementID, su)
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: update of agreement %s rejected: %w", quoteName(u.AgreementID), err)
+	}
+	for _, pl := range plans {
+		pl.seq = seq
 	}
 	changes, err := s.execute(ctx, plans, true)
 	if err != nil {
@@ -303,30 +322,38 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 	dir := m.dir()
 	if pl.isNew {
 		// A leftover of an earlier failed apply is wiped first.
-		if err := s.wipe(dir); err != nil {
+		if err := s.wipe(s.data, dir); err != nil {
 			return nil, err
 		}
 		for _, name := range pl.files {
 			m.Files[name.name] = ""
 		}
 	}
-	if err := s.makeDir(dir, m.dirMode(), m.gid()); err != nil {
+	if err := makeDir(s.data, dir, m.dirMode(), m.gid()); err != nil {
 		return nil, err
+	}
+	advanced := pl.seq > m.Sequence
+	if advanced {
+		m.Sequence = pl.seq
 	}
 	if pl.isNew {
 		// Metadata first: a crash from here on leaves files Open knows about.
 		if err := s.saveMetadata(m); err != nil {
-			s.wipe(dir)
+			s.wipe(s.data, dir)
 			return nil, err
 		}
 	}
 	updatedBefore := slices.Clone(m.Updated)
 	// From here on, whatever was written is recorded, even on failure.
 	defer func() {
-		if len(written) == 0 && len(pl.drop) == 0 && !pl.isNew && !pl.regroup {
+		filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
+		if !filesChanged && !pl.regroup && !advanced {
 			return
 		}
-		serr := s.syncDir(dir)
+		serr := syncDir(s.data, dir)
+		if serr == nil && s.memory() && filesChanged {
+			m.Sealed, serr = s.sealFiles(m)
+		}
 		if serr == nil {
 			serr = s.saveMetadata(m)
 		}
@@ -340,7 +367,7 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 		s.publish(m.ID, m)
 	}()
 	for _, name := range pl.drop {
-		if err := s.wipe(m.file(name)); err != nil {
+		if err := s.wipe(s.data, m.file(name)); err != nil {
 			return written, err
 		}
 		delete(m.Files, name)
@@ -350,16 +377,16 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 	for _, f := range pl.files {
 		rel := m.file(f.name)
 		if m.Files[f.name] == f.sum {
-			if fi, err := s.root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+			if mode, err := s.data.lstat(rel); err == nil && mode.IsRegular() {
 				if pl.regroup {
-					if err := s.fixMode(rel, fi.Mode().Perm(), m); err != nil {
+					if err := s.fixMode(rel, mode.Perm(), m); err != nil {
 						return written, err
 					}
 				}
 				continue
 			}
 		}
-		if err := s.writeFile(rel, f.content, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeSecretFile(s.data, rel, f.content, m.fileMode(), m.gid()); err != nil {
 			return written, err
 		}
 		m.Files[f.name] = f.sum
@@ -374,12 +401,12 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 // fixMode gives an unchanged file the mode and group of its instance.
 func (s *Store) fixMode(rel string, perm fs.FileMode, m *metadata) error {
 	if perm != m.fileMode() {
-		if err := s.root.Chmod(rel, m.fileMode()); err != nil {
+		if err := s.data.chmod(rel, m.fileMode()); err != nil {
 			return err
 		}
 	}
 	if m.gid() != noGroup {
-		return s.root.Lchown(rel, -1, m.gid())
+		return s.data.chgrp(rel, m.gid())
 	}
 	return nil
 }

@@ -26,19 +26,28 @@
 //	instances/<id>/          0700, or 0750 + group for Instance.GroupReadable
 //	instances/<id>/<secret>  0400, or 0440 + group; one file per service secret name
 //	status/<id>/             same modes; SECRETS_PROVIDED, SECRETS_UPDATED (Options.StatusFiles)
-//	meta/<id>                0600 JSON: agreement, service, SHA-256 per file, updated/acknowledged names
+//	meta/<id>                0600 JSON: agreement, service, SHA-256 per file, updated/acknowledged
+//	                         names, the sequence of the newest message applied
+//	agreements.json          0600 JSON: per agreement, the replay floor and the last reply sequence
 //	tmp/                     0700 staging area for atomic writes, emptied by Open
 //
 // The embedder bind-mounts [Store.MountSource] read-only at [MountTarget]
 // (/open-horizon-secrets) in the instance's container.
 //
 // Every file is written to tmp/ first, given its final mode and group,
-// fsynced, and moved into place with github.com/natefinch/atomic's
-// ReplaceFile, so a reader sees the old file or the new one and never a
-// partial one, a container never sees a staging file in its mount, and a
-// crash leaves at most a staging file that the next Open wipes. A file whose
-// content has the SHA-256 recorded in the metadata is not rewritten (its
-// modification time stays). Metadata is written the same way.
+// fsynced, and renamed into place, so a reader sees the old file or the new
+// one and never a partial one, a container never sees a staging file in its
+// mount, and a crash leaves at most a staging file that the next Open wipes.
+// A file whose content has the SHA-256 recorded in the metadata is not
+// rewritten (its modification time stays). Metadata is written the same
+// way.
+//
+// Nothing below the root is reached through a symlink: the root is opened
+// once, and every path below it is resolved relative to that descriptor
+// with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) on Linux 5.6 and later,
+// and one openat(O_NOFOLLOW) per path element elsewhere. A symlink planted
+// in place of an instance directory, one of the root's own directories or a
+// file is refused (reads fail, Open reports it), never followed.
 //
 // # File content
 //
@@ -52,12 +61,63 @@
 // values apart by their JSON type. Keys must be valid UTF-8. For binary
 // secrets prefer format raw.
 //
-// # Removal
+// # Removal and rotation
 //
 // [Store.Remove] overwrites every file of an instance in place with random
 // bytes of the same length, fsyncs it, unlinks it, and then removes the
-// instance's directories and metadata. Symlinks and other non-regular
-// entries are unlinked without being followed.
+// instance's directories and metadata; with [Options.Tokens] the
+// instance's token is deleted first, so its credentials stop working at
+// once. Symlinks and other non-regular entries are unlinked without being
+// followed. A rotation does the same to the content it replaces: the old
+// file is kept linked in tmp/ for two seconds (a reader that opened it just
+// before the rename still reads it whole) and then overwritten and
+// unlinked, so a descriptor held on it afterwards reads random bytes.
+//
+// # Receiving agreement messages
+//
+// A [Receiver] is the whole agent side of the protocol: [Receiver.Receive]
+// opens an envelope from the agbot, applies it (a proposal, an update of
+// kind [agreement.UpdateKindSecrets], or [agreement.UpdateKindCancel],
+// which removes the agreement's instances) and returns the sealed reply.
+// Its replay guard lives in the Store: one sequence floor per agreement,
+// shared by the proposal and every update, saved in agreements.json and
+// also in the metadata of every instance a message changed, written
+// together with its files. Open takes the larger of the two, so a lost,
+// truncated or corrupt agreements.json never lets an old envelope roll an
+// instance back. The message at exactly the floor (resent because its
+// reply was lost) is applied again, which changes nothing, and answered
+// again; older ones are refused without a reply. Reply sequences are saved
+// before a reply is returned, and never reused.
+//
+// # Plaintext never on disk
+//
+// With [Options.MemoryDir] (Linux) the instances' files and status files
+// live on a memory-backed filesystem and no secret value is ever written
+// to persistent storage, as Kubernetes does for secret volumes. The root
+// keeps the metadata (names, never digests) and, inside each instance's
+// metadata, a copy of its files sealed to the agent's own keys
+// ([Options.SealKeys], the agreement keys the agbot seals to): after an
+// agent restart or a node reboot, Open restores the files from it. Set it
+// up with a tmpfs the agent's user owns, mode 0700, not swapped out:
+//
+//	mount -t tmpfs -o size=64m,mode=0700,noswap,nosuid,nodev tmpfs /run/myagent/secrets
+//
+// (noswap needs Linux 6.4; on older kernels disable swap or use ramfs,
+// which is never swapped but has no size limit). Open refuses a MemoryDir
+// that is not tmpfs or ramfs, and a root written in the other mode. The
+// sealed copy is only as safe as the agent's key file: keep it on storage
+// the agent alone can read, or in a key store.
+//
+// # Serving the API
+//
+// Serve the Handler from an http.Server with ReadHeaderTimeout,
+// ReadTimeout, WriteTimeout and IdleTimeout set, MaxHeaderBytes small (the
+// API needs a few hundred bytes), and a bound on concurrent connections
+// well below the process's descriptor limit, so that clients holding
+// connections open can neither lock out the services nor starve the
+// agent's own state writes. The example agent does this with
+// examples/internal/demo.Listen (5 s, 30 s, 30 s, 60 s, 16 KiB, 256
+// connections; when full it closes the connection idle the longest).
 //
 // # The /secrets API
 //
@@ -68,8 +128,8 @@
 //	POST /secrets/{name}?received=true 201, acknowledges the name (also when never fetched); 400 not a secret of the caller or received is not "true"
 //
 // Every request needs HTTP Basic credentials: the instance id and its token
-// (looked up through [Tokens] and compared in constant time); a caller only
-// ever sees its own instance's secrets. A [TokenTable] holds the tokens of
+// (looked up through [Tokens] and compared in constant time), or whatever an
+// [Authenticator] accepts; a caller only ever sees its own instance's secrets. A [TokenTable] holds the tokens of
 // instances that come and go; [StaticTokens] is a fixed table. Missing or
 // bad credentials: 401. Other methods: 405 with Allow. Paths outside the
 // API: 404. Request bodies over the limit: 413. A storage failure: 500.
@@ -79,6 +139,16 @@
 // After the embedder reports a service restart ([Store.ServiceRestarted]),
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.
+//
+// That is the design profile. HandlerOptions.Profile = [ProfileOpenHorizon]
+// serves instead the API Open Horizon's agent ships and its services call:
+// /api/v1/secrets and /api/v1/secrets/{name}, the body {"key":…,"value":…},
+// anax's status codes (403 for bad credentials, 404 for a name that is not
+// the caller's) and plain-text errors; see [Profile]. An [Authenticator]
+// checks credentials of another shape, such as Open Horizon's ESS id and
+// token. Open Horizon serves the API over HTTPS, on a unix socket
+// ($HZN_ESS_API_ADDRESS) with a certificate the agent mounts into the
+// container ($HZN_ESS_CERT); examples/agent does the same.
 //
 // # Logging and errors
 //

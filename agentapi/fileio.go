@@ -9,11 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-
-	"github.com/natefinch/atomic"
+	"time"
 )
 
-// Directories under the root, and the status file names.
+// Directories under a tree, and the status file names.
 const (
 	dirInstances = "instances"
 	dirStatus    = "status"
@@ -33,21 +32,23 @@ const (
 // noGroup leaves a file's group as created.
 const noGroup = -1
 
-// writeFile replaces rel (a path relative to the root, slash-separated) with
-// content: the bytes go to a new staging file in tmp/ that gets its final
-// mode and group and is fsynced before natefinch/atomic moves it over rel.
-// A reader of rel sees the old content or the new, never a mix; on failure
-// the staging file is wiped and rel is untouched.
-func (s *Store) writeFile(rel string, content []byte, mode fs.FileMode, gid int) (err error) {
+// writeFile replaces rel (a slash-separated path in t) with content: the
+// bytes go to a new staging file in t's tmp/ that gets its final mode and
+// group and is fsynced before it is renamed over rel, relative to the
+// tree's descriptors (natefinch/atomic's ReplaceFile does the same rename,
+// but by path, which would follow a symlinked directory). A reader of rel
+// sees the old content or the new, never a mix; on failure the staging
+// file is wiped and rel is untouched.
+func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMode, gid int) (err error) {
 	staging := path.Join(dirTmp, rand.Text())
-	f, err := s.root.OpenFile(staging, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := t.open(staging, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating staging file for %s: %w", rel, err)
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			if werr := s.wipe(staging); werr != nil {
+			if werr := s.wipe(t, staging); werr != nil {
 				s.log.Warn("could not wipe staging file", "file", staging, "err", werr)
 			}
 		}
@@ -69,18 +70,94 @@ func (s *Store) writeFile(rel string, content []byte, mode fs.FileMode, gid int)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", rel, err)
 	}
-	if err := atomic.ReplaceFile(s.abs(staging), s.abs(rel)); err != nil {
+	if err := t.rename(staging, rel); err != nil {
 		return fmt.Errorf("moving %s into place: %w", rel, err)
 	}
 	return nil
 }
 
+// writeSecretFile is writeFile for a secret's file: the content it
+// replaces is overwritten before its inode is freed, as removal does, so a
+// descriptor held on the old file (a container that kept it open, a backup
+// tool) reads random bytes afterwards, not the old value. The old file is
+// first hard-linked into tmp/, the new file renamed into place, and the
+// link wiped replacedGrace later (see wipeReplaced), so a reader that
+// opened the old file just before the rename still reads it whole. A crash
+// meanwhile leaves the link in tmp/, which Open wipes. s.mu is held.
+func (s *Store) writeSecretFile(t *dirTree, rel string, content []byte, mode fs.FileMode, gid int) error {
+	replaced := ""
+	if m, err := t.lstat(rel); err == nil && m.IsRegular() {
+		replaced = path.Join(dirTmp, rand.Text())
+		if err := t.link(rel, replaced); err != nil {
+			return fmt.Errorf("keeping the replaced %s to wipe: %w", rel, err)
+		}
+	}
+	err := s.writeFile(t, rel, content, mode, gid)
+	switch {
+	case replaced == "":
+	case err != nil:
+		// rel still names the old file: only the link goes.
+		if werr := s.wipe(t, replaced); werr != nil {
+			s.log.Warn("could not remove a link to a secret file", "file", replaced, "err", werr)
+		}
+	default:
+		s.replaced = append(s.replaced, replacedFile{t: t, rel: replaced, at: time.Now()})
+		if s.wipeTimer == nil {
+			s.wipeTimer = time.AfterFunc(replacedGrace, s.wipeReplaced)
+		}
+	}
+	return err
+}
+
+// replacedGrace is how long the content a rotation replaced stays readable
+// through a descriptor opened before the rename, before it is overwritten.
+const replacedGrace = 2 * time.Second
+
+// replacedFile is the old content of a rotated file, linked in tmp/.
+type replacedFile struct {
+	t   *dirTree
+	rel string
+	at  time.Time
+}
+
+// wipeReplaced wipes the replaced files whose grace has passed and sets the
+// timer for the rest.
+func (s *Store) wipeReplaced() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wipeTimer = nil
+	if s.closed {
+		return
+	}
+	s.wipeReplacedBefore(time.Now().Add(-replacedGrace))
+	if len(s.replaced) > 0 {
+		s.wipeTimer = time.AfterFunc(time.Until(s.replaced[0].at.Add(replacedGrace)), s.wipeReplaced)
+	}
+}
+
+// wipeReplacedBefore wipes the replaced files linked at or before t (a
+// timer that fires exactly on time must find its file due, or it would set
+// itself again for now, forever). s.mu is held.
+func (s *Store) wipeReplacedBefore(t time.Time) {
+	i := 0
+	for ; i < len(s.replaced) && !s.replaced[i].at.After(t); i++ {
+		r := s.replaced[i]
+		if err := s.wipe(r.t, r.rel); err != nil {
+			// Open wipes tmp/ in any case.
+			s.log.Warn("could not wipe the content a rotation replaced", "file", r.rel, "err", err)
+		}
+	}
+	s.replaced = s.replaced[i:]
+}
+
 // wipe overwrites the regular file rel in place with random bytes of the
-// same length, fsyncs it and unlinks it. Anything else (a symlink, a
-// directory's entry that is not a file) is unlinked without being followed;
-// a directory is wiped recursively. A missing rel is not an error.
-func (s *Store) wipe(rel string) error {
-	fi, err := s.root.Lstat(rel)
+// same length, fsyncs it and unlinks it. A file with other hard links
+// (the old side of a rotation before its rename, interrupted by a crash)
+// is only unlinked: its content lives on under the other name. Anything
+// else (a symlink, a FIFO) is unlinked without being followed; a directory
+// is wiped recursively. A missing rel is not an error.
+func (s *Store) wipe(t *dirTree, rel string) error {
+	mode, err := t.lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -88,35 +165,47 @@ func (s *Store) wipe(rel string) error {
 		return err
 	}
 	switch {
-	case fi.IsDir():
-		return s.wipeDir(rel)
-	case !fi.Mode().IsRegular():
-		return s.root.Remove(rel)
+	case mode.IsDir():
+		return s.wipeDir(t, rel)
+	case !mode.IsRegular():
+		return t.remove(rel, false)
 	}
-	if fi.Mode().Perm()&0o200 == 0 {
+	if mode.Perm()&0o200 == 0 {
 		// 0400 files: the owner needs write permission to overwrite them.
-		if err := s.root.Chmod(rel, 0o600); err != nil {
+		if err := t.chmod(rel, 0o600); err != nil {
 			return fmt.Errorf("wiping %s: %w", rel, err)
 		}
 	}
-	f, st, err := s.openRegular(rel, os.O_WRONLY)
-	if err != nil {
+	if err := s.overwrite(t, rel); err != nil {
 		return fmt.Errorf("wiping %s: %w", rel, err)
 	}
-	defer f.Close()
-	if _, err := io.CopyN(f, s.rand, st.Size()); err != nil {
-		return fmt.Errorf("wiping %s: overwriting: %w", rel, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("wiping %s: syncing: %w", rel, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("wiping %s: %w", rel, err)
-	}
-	if err := s.root.Remove(rel); err != nil {
+	if err := t.remove(rel, false); err != nil {
 		return fmt.Errorf("wiping %s: unlinking: %w", rel, err)
 	}
 	return nil
+}
+
+// overwrite fills the regular file rel, unless it has other links, with
+// random bytes and syncs it. Readers of the store's API wait meanwhile
+// (see Store.reading), so they never read the random bytes.
+func (s *Store) overwrite(t *dirTree, rel string) error {
+	f, st, err := openRegular(t, rel, os.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if links(st) > 1 {
+		return nil
+	}
+	s.reading.Lock()
+	defer s.reading.Unlock()
+	if _, err := io.CopyN(f, s.rand, st.Size()); err != nil {
+		return fmt.Errorf("overwriting: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing: %w", err)
+	}
+	return f.Close()
 }
 
 // errNotRegular: the agent writes only regular files; anything else in its
@@ -124,77 +213,46 @@ func (s *Store) wipe(rel string) error {
 var errNotRegular = errors.New("not a regular file")
 
 // openRegular opens rel only if it is a regular file, never through a
-// symlink: os.Root follows links that stay inside the root, so a link
-// planted in one instance's directory could reach another's file.
-//
-// On unix, one open by absolute path with O_NOFOLLOW, then fstat: the
-// directories above the file are the store's own, under the root-only root
-// Open checked.
-func (s *Store) openRegular(rel string, flag int) (*os.File, fs.FileInfo, error) {
-	if openNoFollow != 0 {
-		f, err := os.OpenFile(s.abs(rel), flag|openNoFollow, 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		fi, err := f.Stat()
-		if err == nil && !fi.Mode().IsRegular() {
-			err = fmt.Errorf("%s: %w", rel, errNotRegular)
-		}
-		if err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		return f, fi, nil
+// symlink in any element (see dirTree).
+func openRegular(t *dirTree, rel string, flag int) (*os.File, fs.FileInfo, error) {
+	// O_NONBLOCK: a FIFO in the file's place must not block the open.
+	f, err := t.open(rel, flag|nonBlock, 0)
+	if err != nil {
+		return nil, nil, err
 	}
-	// Elsewhere: the opened file must be the very file Lstat saw; an update
-	// renaming a new file over rel in between makes it look again.
-	for range 8 {
-		before, err := s.root.Lstat(rel)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !before.Mode().IsRegular() {
-			return nil, nil, fmt.Errorf("%s: %w", rel, errNotRegular)
-		}
-		f, err := s.root.OpenFile(rel, flag, 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		if os.SameFile(before, fi) {
-			return f, fi, nil
-		}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w", rel, errNotRegular)
+	}
+	if err != nil {
 		f.Close()
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("%s: %w: it keeps being replaced while opened", rel, errNotRegular)
+	return f, fi, nil
 }
 
 // wipeDir wipes every entry of the directory rel, then removes it.
-func (s *Store) wipeDir(rel string) error {
-	entries, err := s.readDir(rel)
+func (s *Store) wipeDir(t *dirTree, rel string) error {
+	entries, err := readDir(t, rel)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, e := range entries {
-		errs = append(errs, s.wipe(path.Join(rel, e.Name())))
+		errs = append(errs, s.wipe(t, path.Join(rel, e.Name())))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := s.root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := t.remove(rel, true); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", rel, err)
 	}
 	return nil
 }
 
-// readDir lists the directory rel; a missing directory is empty.
-func (s *Store) readDir(rel string) ([]fs.DirEntry, error) {
-	entries, err := fs.ReadDir(s.root.FS(), rel)
+// readDir lists the directory rel of t; a missing directory is empty.
+func readDir(t *dirTree, rel string) ([]fs.DirEntry, error) {
+	entries, err := t.readDir(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -204,9 +262,10 @@ func (s *Store) readDir(rel string) ([]fs.DirEntry, error) {
 	return entries, nil
 }
 
-// syncDir fsyncs the directory rel so that renames and unlinks in it are durable.
-func (s *Store) syncDir(rel string) error {
-	d, err := s.root.Open(rel)
+// syncDir fsyncs the directory rel of t so that renames and unlinks in it
+// are durable.
+func syncDir(t *dirTree, rel string) error {
+	d, err := t.open(rel, os.O_RDONLY|dirOnly, 0)
 	if err != nil {
 		return err
 	}
@@ -217,30 +276,30 @@ func (s *Store) syncDir(rel string) error {
 	return nil
 }
 
-// makeDir creates the directory rel with mode and group, or, if it exists,
-// gives it that mode and group.
-func (s *Store) makeDir(rel string, mode fs.FileMode, gid int) error {
-	if err := s.root.Mkdir(rel, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+// makeDir creates the directory rel of t with mode and group, or, if it
+// exists, gives it that mode and group.
+func makeDir(t *dirTree, rel string, mode fs.FileMode, gid int) error {
+	if err := t.mkdir(rel, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("creating %s: %w", rel, err)
 	}
-	fi, err := s.root.Lstat(rel)
+	m, err := t.lstat(rel)
 	if err != nil {
 		return err
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s exists and is not a directory", rel)
+	if !m.IsDir() {
+		return fmt.Errorf("%s exists and is not a directory (a symlink is never followed)", rel)
 	}
 	// Mkdir's mode is filtered by the umask; set it exactly.
-	if err := s.root.Chmod(rel, mode); err != nil {
+	if err := t.chmod(rel, mode); err != nil {
 		return fmt.Errorf("setting the mode of %s: %w", rel, err)
 	}
 	if gid != noGroup {
-		if err := s.root.Lchown(rel, -1, gid); err != nil {
+		if err := t.chgrp(rel, gid); err != nil {
 			return fmt.Errorf("setting the group of %s: %w", rel, err)
 		}
 	}
 	return nil
 }
 
-// abs returns the absolute path of rel.
-func (s *Store) abs(rel string) string { return filepath.Join(s.path, filepath.FromSlash(rel)) }
+// abs returns the absolute path of rel in t.
+func (t *dirTree) abs(rel string) string { return filepath.Join(t.path, filepath.FromSlash(rel)) }

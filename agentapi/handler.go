@@ -1,8 +1,6 @@
 package agentapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -20,12 +19,21 @@ const DefaultMaxBodyBytes = 4 << 10
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
-	// Tokens authenticates callers. Required.
+	// Profile selects the routes, bodies and status codes: ProfileDesign
+	// (the default) or ProfileOpenHorizon (anax's /api/v1/secrets).
+	Profile Profile
+	// Tokens authenticates callers whose HTTP Basic user id is their
+	// instance id. Exactly one of Tokens and Authenticator is required.
 	Tokens Tokens
+	// Authenticator authenticates callers with any credentials scheme, for
+	// instance Open Horizon's ESS credentials (see Authenticator).
+	Authenticator Authenticator
 	// Prefix is the path the API is mounted under, without a trailing
-	// slash: with "/api", the handler serves /api/secrets and
-	// /api/secrets/{name}. Default: "" (the API at /secrets). Mounting the
-	// handler with http.StripPrefix works as well.
+	// slash: with "/api", the design profile serves /api/secrets and
+	// /api/secrets/{name}, the Open Horizon profile /api/api/v1/secrets...
+	// Default: "" (the design API at /secrets, Open Horizon's at
+	// /api/v1/secrets). Mounting the handler with http.StripPrefix works as
+	// well.
 	Prefix string
 	// MaxBodyBytes limits request bodies (the API reads none; a larger one
 	// is answered 413). Default: DefaultMaxBodyBytes.
@@ -36,29 +44,39 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 }
 
-// Handler serves the service-facing /secrets API for the instances of a
-// Store. See the package documentation for the routes and status codes.
+// Handler serves the service-facing secrets API for the instances of a
+// Store, in one of two profiles. See the package documentation for the
+// routes and status codes.
 type Handler struct {
 	store   *Store
-	tokens  Tokens
+	auth    Authenticator
+	profile Profile
+	dialect dialect
 	prefix  string
 	maxBody int64
 	log     *slog.Logger
 }
 
-// NewHandler returns the /secrets API for store.
+// NewHandler returns the secrets API for store.
 func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 	switch {
 	case store == nil:
 		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
-	case opts.Tokens == nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Tokens is nil", secretstore.ErrInvalid)
+	case opts.Tokens == nil && opts.Authenticator == nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Tokens is nil (set Tokens or Authenticator)", secretstore.ErrInvalid)
+	case opts.Tokens != nil && opts.Authenticator != nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: set HandlerOptions.Tokens or Authenticator, not both", secretstore.ErrInvalid)
+	case opts.Profile != ProfileDesign && opts.Profile != ProfileOpenHorizon:
+		return nil, fmt.Errorf("agentapi: handler: %w: unknown profile %d", secretstore.ErrInvalid, int(opts.Profile))
 	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
 		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", secretstore.ErrInvalid, opts.Prefix)
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, tokens: opts.Tokens, prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	h := &Handler{store: store, auth: opts.Authenticator, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	if h.auth == nil {
+		h.auth = TokenAuthenticator(opts.Tokens)
+	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}
@@ -77,16 +95,23 @@ const secretsPath = "/secrets"
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.profile == ProfileOpenHorizon {
+		h.serveOpenHorizon(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, h.prefix)
 	if !ok || (rest != secretsPath && !strings.HasPrefix(rest, secretsPath+"/")) {
 		h.fail(w, r, "", http.StatusNotFound, "no such API path; the API serves "+h.prefix+secretsPath)
 		return
 	}
-	id, ok := h.authenticate(w, r)
+	id, ok := h.authenticate(r)
 	if !ok {
+		w.Header().Set("WWW-Authenticate", `Basic realm="secrets", charset="UTF-8"`)
+		h.fail(w, r, "", http.StatusUnauthorized, "missing or bad credentials: use HTTP Basic with the instance id and token")
 		return
 	}
-	if !h.readBody(w, r, id) {
+	if !h.readBody(w, r) {
+		h.fail(w, r, id, http.StatusRequestEntityTooLarge, h.tooLarge())
 		return
 	}
 	if rest == secretsPath {
@@ -111,36 +136,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate checks the HTTP Basic credentials and returns the instance
-// id. Token comparison takes the same time whatever the tokens are, and
-// whether or not the id is known.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id, token, ok := r.BasicAuth()
-	if ok && id != "" {
-		want, known := h.tokens.Token(r.Context(), id)
-		known = known && want != ""
-		got, exp := sha256.Sum256([]byte(token)), sha256.Sum256([]byte(want))
-		if subtle.ConstantTimeCompare(got[:], exp[:]) == 1 && known {
-			return id, true
-		}
+// id. The presented user id is never logged: a client may have swapped the
+// id and token fields.
+func (h *Handler) authenticate(r *http.Request) (string, bool) {
+	user, password, ok := r.BasicAuth()
+	if !ok || user == "" {
+		return "", false
 	}
-	w.Header().Set("WWW-Authenticate", `Basic realm="secrets", charset="UTF-8"`)
-	// The presented user id is not logged: a client may have swapped the
-	// id and token fields.
-	h.fail(w, r, "", http.StatusUnauthorized, "missing or bad credentials: use HTTP Basic with the instance id and token")
-	return "", false
+	id, ok := h.auth.Authenticate(r.Context(), user, password)
+	return id, ok && id != ""
 }
 
-// readBody consumes the request body within the limit; the API uses none.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, id string) bool {
-	if r.ContentLength <= h.maxBody {
-		_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, h.maxBody))
-		var tooLarge *http.MaxBytesError
-		if !errors.As(err, &tooLarge) {
-			return true
-		}
+// readBody consumes the request body within the limit (the API uses
+// none) and reports whether it fit.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > h.maxBody {
+		return false
 	}
-	h.fail(w, r, id, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", h.maxBody))
-	return false
+	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, h.maxBody))
+	var tooLarge *http.MaxBytesError
+	return !errors.As(err, &tooLarge)
+}
+
+func (h *Handler) tooLarge() string {
+	return fmt.Sprintf("request body is larger than %d bytes", h.maxBody)
 }
 
 // listUpdated serves GET /secrets.
@@ -177,10 +196,36 @@ func secretBody(name string, content []byte) []byte {
 	return append(b, `"}}`...)
 }
 
-// acknowledge serves POST /secrets/{name}?received=true.
+// dialect is what the profiles' answers to the routes they share differ in.
+type dialect struct {
+	// fail writes an error answer.
+	fail func(h *Handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
+	// notMine is the answer for a name that is not a secret of the caller.
+	notMine func(name string) (status int, msg string)
+	// received reports whether the received parameter says true.
+	received func(v string) bool
+}
+
+var dialects = map[Profile]dialect{
+	ProfileDesign: {
+		fail: (*Handler).fail,
+		notMine: func(name string) (int, string) {
+			return http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name))
+		},
+		received: func(v string) bool { return v == "true" },
+	},
+	// anax's answers, resource/secret_api.go lines 237-250, 311-312.
+	ProfileOpenHorizon: {
+		fail:     (*Handler).failText,
+		notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
+		received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
+	},
+}
+
+// acknowledge serves POST .../secrets/{name}?received=true.
 func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
-	if v := r.URL.Query()["received"]; len(v) != 1 || v[0] != "true" {
-		h.fail(w, r, id, http.StatusBadRequest, "query parameter received must be true")
+	if v := r.URL.Query()["received"]; len(v) != 1 || !h.dialect.received(v[0]) {
+		h.dialect.fail(h, w, r, id, http.StatusBadRequest, "query parameter received must be true, once")
 		return
 	}
 	if err := h.store.Acknowledge(r.Context(), id, name); err != nil {
@@ -195,10 +240,11 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name s
 func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
 	switch {
 	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
-		h.fail(w, r, id, http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name)))
+		status, msg := h.dialect.notMine(name)
+		h.dialect.fail(h, w, r, id, status, msg)
 	default:
 		h.log.Error("secrets API: storage failure", "instance", id, "secret", name, "err", err)
-		h.fail(w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
+		h.dialect.fail(h, w, r, id, http.StatusInternalServerError, "the agent could not read its secret storage")
 	}
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -14,11 +12,11 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Remove deletes an instance: every file in its directory is overwritten in
-// place with random bytes of the same length, fsynced and unlinked; then its
-// directories and metadata are removed. Other instances are not touched.
-// Removing an unknown instance is not an error, so a teardown can be
-// retried.
+// Remove deletes an instance: its token (Options.Tokens) stops working,
+// every file in its directory is overwritten in place with random bytes of
+// the same length, fsynced and unlinked; then its directories and metadata
+// are removed. Other instances are not touched. Removing an unknown
+// instance is not an error, so a teardown can be retried.
 func (s *Store) Remove(ctx context.Context, instanceID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -33,40 +31,65 @@ func (s *Store) remove(ctx context.Context, id string) error {
 	if m == nil {
 		return nil
 	}
-	// Readers stop seeing the instance before its files go.
+	// Readers and callers stop seeing the instance before its files go.
 	s.publish(id, nil)
-	if err := s.wipe(m.dir()); err != nil {
+	if s.tokens != nil {
+		s.tokens.Delete(id)
+	}
+	if s.memory() {
+		// The sealed copy would bring the files back after a restart:
+		// mark the removal first, so Open finishes it instead.
+		marked := m.clone()
+		marked.Removing = true
+		if err := s.saveMetadata(marked); err != nil {
+			s.publish(id, m)
+			return fmt.Errorf("agentapi: removing instance %s: %w", quoteName(id), err)
+		}
+		m = marked
+	}
+	if err := s.finishRemoval(m); err != nil {
 		s.publish(id, m)
-		return fmt.Errorf("agentapi: removing instance %s: %w", quoteName(id), err)
-	}
-	if err := s.syncDir(dirInstances); err != nil {
-		s.log.Warn("could not sync the instances directory", "err", err)
-	}
-	// The metadata goes last: a crash before this point leaves an instance
-	// that Open finishes removing.
-	if err := s.removeRest(id); err != nil {
 		return fmt.Errorf("agentapi: removing instance %s: %w", quoteName(id), err)
 	}
 	s.log.Info("instance removed", "instance", id, "agreement", m.AgreementID, "secrets", len(m.Files))
 	return nil
 }
 
-// removeRest removes an instance's status directory and metadata.
-func (s *Store) removeRest(id string) error {
-	if err := s.wipe(path.Join(dirStatus, id)); err != nil {
+// finishRemoval wipes an instance's files and status directory, then
+// removes its metadata. The metadata goes last: a crash before that leaves
+// an instance that Open finishes removing.
+func (s *Store) finishRemoval(m *metadata) error {
+	if err := s.wipe(s.data, m.dir()); err != nil {
 		return err
 	}
-	if err := s.root.Remove(path.Join(dirMeta, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := syncDir(s.data, dirInstances); err != nil {
+		s.log.Warn("could not sync the instances directory", "err", err)
+	}
+	if err := s.wipe(s.data, m.statusDir()); err != nil {
 		return err
 	}
-	return s.syncDir(dirMeta)
+	if err := s.meta.remove(path.Join(dirMeta, m.ID), false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(s.meta, dirMeta)
 }
 
 // RemoveAgreement removes (as Remove does) every instance holding secrets
-// of the agreement, for example when it is cancelled, and returns their ids.
+// of the agreement, for example when it is cancelled, and returns their
+// ids. The agreement's replay state is kept, so none of its envelopes can
+// bring the instances back.
 func (s *Store) RemoveAgreement(ctx context.Context, agreementID string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ids, err := s.removeAgreement(ctx, agreementID)
+	if serr := s.endAgreement(agreementID); err == nil {
+		err = serr
+	}
+	return ids, err
+}
+
+// removeAgreement removes the agreement's instances. s.mu is held.
+func (s *Store) removeAgreement(ctx context.Context, agreementID string) ([]string, error) {
 	var ids []string
 	for id, m := range s.instances {
 		if m.AgreementID == agreementID {
@@ -182,22 +205,12 @@ func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte
 }
 
 // readSecretFile reads the file of one of m's secrets, never through a
-// symlink (see openRegular).
+// symlink (see dirTree), and never while a replaced or removed file is
+// being overwritten.
 func (s *Store) readSecretFile(m *metadata, name string) ([]byte, error) {
-	if openNoFollow != 0 {
-		return readRegularFile(s.instancesDir, m.ID+"/"+name)
-	}
-	rel := m.file(name)
-	f, fi, err := s.openRegular(rel, os.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	s.reading.RLock()
+	defer s.reading.RUnlock()
+	return s.data.readRegular(m.file(name))
 }
 
 // writeStatus brings the instance's status files up to date: provided
@@ -208,25 +221,25 @@ func (s *Store) writeStatus(m *metadata, provided, updated bool) error {
 		return nil
 	}
 	dir := m.statusDir()
-	if err := s.makeDir(dir, m.dirMode(), m.gid()); err != nil {
+	if err := makeDir(s.data, dir, m.dirMode(), m.gid()); err != nil {
 		return err
 	}
 	if provided {
-		if err := s.writeFile(path.Join(dir, StatusProvided), nil, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeFile(s.data, path.Join(dir, StatusProvided), nil, m.fileMode(), m.gid()); err != nil {
 			return err
 		}
 	}
 	file := path.Join(dir, StatusUpdated)
 	switch {
 	case len(m.Updated) == 0:
-		if err := s.root.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.data.remove(file, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	case updated:
 		content := strings.Join(m.Updated, "\n") + "\n"
-		if err := s.writeFile(file, []byte(content), m.fileMode(), m.gid()); err != nil {
+		if err := s.writeFile(s.data, file, []byte(content), m.fileMode(), m.gid()); err != nil {
 			return err
 		}
 	}
-	return s.syncDir(dir)
+	return syncDir(s.data, dir)
 }

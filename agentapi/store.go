@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -35,11 +36,28 @@ type Options struct {
 	// StatusFiles enables the SECRETS_PROVIDED and SECRETS_UPDATED status
 	// files in each instance's StatusDir.
 	StatusFiles bool
+	// Tokens, when set, is the token table the instances' services
+	// authenticate with (the Handler's Tokens): removing an instance
+	// deletes its token, so its credentials stop working at once.
+	Tokens *TokenTable
+	// MemoryDir, when set, keeps every secret's plaintext off persistent
+	// storage: the instances' files and status files live under this
+	// directory, which must be on a memory-backed filesystem (tmpfs or
+	// ramfs; Linux only) and pass the same checks as Root, while Root keeps
+	// only metadata and a copy of each instance's files sealed to SealKeys.
+	// After an agent restart or a node reboot (which empties the memory),
+	// Open restores the files from that copy. See the package
+	// documentation, "Plaintext never on disk".
+	MemoryDir string
+	// SealKeys are the agent's own agreement keys: the durable copy of the
+	// files is sealed to them (and signed by them), so only this agent can
+	// restore it. Required with MemoryDir.
+	SealKeys *agreement.PrivateKeys
 	// Logger receives instance ids, agreement ids, secret names and counts,
 	// never values. Default: discard.
 	Logger *slog.Logger
-	// Rand supplies the bytes that overwrite files on removal.
-	// Default: crypto/rand.Reader.
+	// Rand supplies the bytes that overwrite files on removal and
+	// rotation. Default: crypto/rand.Reader.
 	Rand io.Reader
 }
 
@@ -49,49 +67,62 @@ type Options struct {
 // disk writes. Only one Store (one process) may use a root at a time.
 type Store struct {
 	path string // absolute root path
-	root *os.Root
-	// instancesDir is the open instances/ directory: reads open files
-	// relative to it.
-	instancesDir *os.File
-	log          *slog.Logger
-	rand         io.Reader
-	statusFiles  bool
+	// meta is the storage root: meta/, tmp/ and the agreements' state.
+	meta *dirTree
+	// data holds instances/, status/ and tmp/: the root itself, or the
+	// memory-backed Options.MemoryDir.
+	data *dirTree
+	// sealKeys, in memory mode, seal each instance's files into its
+	// metadata (metadata.Sealed).
+	sealKeys    *agreement.PrivateKeys
+	tokens      *TokenTable
+	log         *slog.Logger
+	rand        io.Reader
+	statusFiles bool
 
-	// mu serialises changes (on disk and in memory).
+	// mu serialises changes (on disk and in memory) and guards the fields
+	// below it.
 	mu sync.Mutex
-	// view guards instances. Each *metadata in it is a published snapshot
-	// and is never modified; changes replace it.
-	view      sync.RWMutex
-	instances map[string]*metadata
+	// replaced are the old contents of rotated files, oldest first, to be
+	// wiped once their grace has passed (writeSecretFile).
+	replaced  []replacedFile
+	wipeTimer *time.Timer
+	closed    bool
+	// reading is held shared by API reads of a secret file and exclusively
+	// while a replaced or removed file is overwritten, so the API never
+	// serves the random bytes.
+	reading sync.RWMutex
+	// view guards instances and agreements. Each *metadata in instances is
+	// a published snapshot and is never modified; changes replace it.
+	view       sync.RWMutex
+	instances  map[string]*metadata
+	agreements map[string]agreementState
 }
+
+// memory reports whether the store keeps its secret files in memory.
+func (s *Store) memory() bool { return s.sealKeys != nil }
 
 // Open opens (creating if needed) the storage under opts.Root and reloads
 // the instances recorded there, so an agent restart keeps every instance's
-// files and updated/acknowledged names. It wipes what a crash may have left
-// behind: staging files, instance directories without metadata, files no
-// instance's metadata lists.
+// files, updated/acknowledged names and the agreements' replay state. It
+// wipes what a crash may have left behind: staging files, instance
+// directories without metadata, files no instance's metadata lists. In
+// memory mode it restores every instance's files from their sealed copy.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Root == "" {
 		return nil, fmt.Errorf("agentapi: open: %w: Options.Root is empty", secretstore.ErrInvalid)
 	}
-	abs, err := filepath.Abs(opts.Root)
-	if err != nil {
-		return nil, fmt.Errorf("agentapi: open %s: %w", opts.Root, err)
-	}
-	if err := prepareRoot(abs); err != nil {
-		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
-	}
-	root, err := os.OpenRoot(abs)
-	if err != nil {
-		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	if (opts.MemoryDir == "") != (opts.SealKeys == nil) {
+		return nil, fmt.Errorf("agentapi: open: %w: Options.MemoryDir and Options.SealKeys go together", secretstore.ErrInvalid)
 	}
 	s := &Store{
-		path:        abs,
-		root:        root,
+		sealKeys:    opts.SealKeys,
+		tokens:      opts.Tokens,
 		log:         opts.Logger,
 		rand:        opts.Rand,
 		statusFiles: opts.StatusFiles,
 		instances:   make(map[string]*metadata),
+		agreements:  make(map[string]agreementState),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -99,15 +130,41 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}
-	if err := s.load(ctx); err != nil {
-		root.Close()
-		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	var err error
+	if s.meta, err = openPrivateDir(opts.Root); err != nil {
+		return nil, fmt.Errorf("agentapi: open %s: %w", opts.Root, err)
 	}
-	if s.instancesDir, err = root.Open(dirInstances); err != nil {
-		root.Close()
-		return nil, fmt.Errorf("agentapi: open %s: %w", abs, err)
+	s.path, s.data = s.meta.path, s.meta
+	if opts.MemoryDir != "" {
+		if s.data, err = openPrivateDir(opts.MemoryDir); err == nil {
+			if err = s.data.checkMemoryBacked(); err != nil {
+				s.data.Close()
+				err = fmt.Errorf("%w: %w", secretstore.ErrInvalid, err)
+			}
+		}
+		if err != nil {
+			s.meta.Close()
+			return nil, fmt.Errorf("agentapi: open memory directory %s: %w", opts.MemoryDir, err)
+		}
+	}
+	if err := s.load(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("agentapi: open %s: %w", s.path, err)
 	}
 	return s, nil
+}
+
+// openPrivateDir prepares the directory at path (see prepareRoot) and opens
+// it as a tree.
+func openPrivateDir(dir string) (*dirTree, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareRoot(abs); err != nil {
+		return nil, err
+	}
+	return openTree(abs)
 }
 
 // prepareRoot creates the root directory if needed and checks it is private
@@ -141,19 +198,22 @@ func prepareRoot(abs string) error {
 	return nil
 }
 
-// load creates the fixed directories, wipes crash leftovers and reads every
-// instance's metadata.
+// load creates the fixed directories, wipes crash leftovers, reads every
+// instance's metadata and the agreements' state, and in memory mode
+// restores the instances' files.
 func (s *Store) load(ctx context.Context) error {
-	for _, d := range []string{dirInstances, dirStatus, dirMeta, dirTmp} {
-		if err := s.makeDir(d, 0o700, noGroup); err != nil {
+	for _, d := range s.fixedDirs() {
+		if err := makeDir(d.t, d.rel, 0o700, noGroup); err != nil {
 			return err
 		}
 	}
 	// Staging files of writes a crash interrupted hold (partial) secrets.
-	if err := wipeEntries[struct{}](s, dirTmp, nil); err != nil {
-		return err
+	for _, t := range s.trees() {
+		if err := wipeEntries[struct{}](s, t, dirTmp, nil); err != nil {
+			return err
+		}
 	}
-	entries, err := s.readDir(dirMeta)
+	entries, err := readDir(s.meta, dirMeta)
 	if err != nil {
 		return err
 	}
@@ -165,34 +225,72 @@ func (s *Store) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := s.checkMode(m); err != nil {
+			return err
+		}
 		s.instances[m.ID] = m
 	}
 	for id, m := range s.instances {
-		if _, err := s.root.Lstat(m.dir()); errors.Is(err, fs.ErrNotExist) {
-			// A crash interrupted Remove after the files were wiped.
-			if err := s.removeRest(id); err != nil {
+		_, err := s.data.lstat(m.dir())
+		missing := errors.Is(err, fs.ErrNotExist)
+		if m.Removing || missing && !s.memory() {
+			// A crash interrupted Remove (in memory mode, once it had
+			// marked the metadata).
+			if err := s.finishRemoval(m); err != nil {
 				return err
 			}
 			delete(s.instances, id)
 			s.log.Info("finished an interrupted removal", "instance", id, "agreement", m.AgreementID)
 			continue
 		}
-		if err := wipeEntries(s, m.dir(), m.Files); err != nil {
-			return err
+		if !missing {
+			if err := wipeEntries(s, s.data, m.dir(), m.Files); err != nil {
+				return err
+			}
+		}
+		if s.memory() {
+			s.restore(m)
 		}
 	}
 	for _, d := range []string{dirInstances, dirStatus} {
-		if err := wipeEntries(s, d, s.instances); err != nil {
+		if err := wipeEntries(s, s.data, d, s.instances); err != nil {
 			return err
 		}
 	}
-	s.log.Info("secret storage opened", "root", s.path, "instances", len(s.instances))
+	if err := s.loadAgreements(); err != nil {
+		return err
+	}
+	s.log.Info("secret storage opened", "root", s.path, "memory", s.memory(), "instances", len(s.instances))
 	return nil
 }
 
-// wipeEntries wipes every entry of the directory rel whose name is not a key of keep.
-func wipeEntries[V any](s *Store, rel string, keep map[string]V) error {
-	entries, err := s.readDir(rel)
+// treeDir is a directory of one of the store's trees.
+type treeDir struct {
+	t   *dirTree
+	rel string
+}
+
+// fixedDirs are the directories Open creates.
+func (s *Store) fixedDirs() []treeDir {
+	dirs := []treeDir{{s.data, dirInstances}, {s.data, dirStatus}, {s.data, dirTmp}, {s.meta, dirMeta}}
+	if s.memory() {
+		dirs = append(dirs, treeDir{s.meta, dirTmp})
+	}
+	return dirs
+}
+
+// trees are the store's trees, each once.
+func (s *Store) trees() []*dirTree {
+	if s.memory() {
+		return []*dirTree{s.meta, s.data}
+	}
+	return []*dirTree{s.meta}
+}
+
+// wipeEntries wipes every entry of the directory rel of t whose name is not
+// a key of keep.
+func wipeEntries[V any](s *Store, t *dirTree, rel string, keep map[string]V) error {
+	entries, err := readDir(t, rel)
 	if err != nil {
 		return err
 	}
@@ -201,15 +299,31 @@ func wipeEntries[V any](s *Store, rel string, keep map[string]V) error {
 			continue
 		}
 		s.log.Warn("wiping an entry no instance owns", "entry", path.Join(rel, e.Name()))
-		if err := s.wipe(path.Join(rel, e.Name())); err != nil {
+		if err := s.wipe(t, path.Join(rel, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Close releases the store. Files stay on disk for the next Open.
-func (s *Store) Close() error { return errors.Join(s.instancesDir.Close(), s.root.Close()) }
+// Close releases the store. Files stay on disk (or in memory) for the
+// next Open.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.wipeTimer != nil {
+		s.wipeTimer.Stop()
+		s.wipeTimer = nil
+	}
+	// What rotations replaced is wiped now, its grace cut short.
+	s.wipeReplacedBefore(time.Now().Add(time.Hour))
+	s.closed = true
+	s.mu.Unlock()
+	err := s.meta.Close()
+	if s.data != s.meta {
+		err = errors.Join(err, s.data.Close())
+	}
+	return err
+}
 
 // Root returns the absolute path of the storage root.
 func (s *Store) Root() string { return s.path }
@@ -221,7 +335,7 @@ func (s *Store) MountSource(instanceID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.abs(m.dir()), nil
+	return s.data.abs(m.dir()), nil
 }
 
 // StatusDir returns the instance's status directory, which holds the
@@ -233,7 +347,7 @@ func (s *Store) StatusDir(instanceID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.abs(m.statusDir()), nil
+	return s.data.abs(m.statusDir()), nil
 }
 
 // InstanceInfo describes one stored instance. It holds names, never values.
@@ -301,8 +415,9 @@ func (s *Store) publish(id string, m *metadata) {
 // metadataVersion is the version of the metadata file format.
 const metadataVersion = 1
 
-// maxMetadataBytes bounds a metadata file read at Open.
-const maxMetadataBytes = 1 << 20
+// maxMetadataBytes bounds a metadata file read at Open: names and digests,
+// and in memory mode the sealed files (a message holds at most 1 MiB).
+const maxMetadataBytes = 4 << 20
 
 // metadata is what the store records about one instance, in meta/<id>.
 type metadata struct {
@@ -313,10 +428,23 @@ type metadata struct {
 	GroupReadable bool                 `json:"groupReadable,omitempty"`
 	Group         int                  `json:"group,omitempty"`
 	// Files maps each service secret name to the hex SHA-256 of the
-	// content last written to its file; "" before the first write.
+	// content last written to its file; "" before the first write. In
+	// memory mode the file only lists the names: the digests are taken
+	// from the sealed copy at Open, so no fingerprint of a value is at
+	// rest.
 	Files        map[string]string `json:"files"`
 	Updated      []string          `json:"updated"`
 	Acknowledged []string          `json:"acknowledged"`
+	// Sequence is the envelope sequence of the newest agreement message
+	// applied to the instance: a floor for the agreement's replay guard
+	// that is written with the files it protects (see loadAgreements).
+	Sequence uint64 `json:"sequence,omitempty"`
+	// Sealed is, in memory mode, the instance's files sealed to the
+	// agent's own keys (see sealFiles).
+	Sealed []byte `json:"sealed,omitempty"`
+	// Removing marks an instance whose removal has begun (memory mode):
+	// Open finishes it rather than restoring the files.
+	Removing bool `json:"removing,omitempty"`
 }
 
 func (m *metadata) dir() string       { return path.Join(dirInstances, m.ID) }
@@ -393,14 +521,21 @@ func removeName(names []string, name string) []string {
 
 // saveMetadata persists m atomically.
 func (s *Store) saveMetadata(m *metadata) error {
-	b, err := json.Marshal(m)
+	onDisk := m
+	if s.memory() {
+		onDisk = m.clone()
+		for name := range onDisk.Files {
+			onDisk.Files[name] = ""
+		}
+	}
+	b, err := json.Marshal(onDisk)
 	if err != nil {
 		return err
 	}
-	if err := s.writeFile(path.Join(dirMeta, m.ID), b, 0o600, noGroup); err != nil {
+	if err := s.writeFile(s.meta, path.Join(dirMeta, m.ID), b, 0o600, noGroup); err != nil {
 		return fmt.Errorf("saving the metadata of instance %s: %w", quoteName(m.ID), err)
 	}
-	return s.syncDir(dirMeta)
+	return syncDir(s.meta, dirMeta)
 }
 
 // readMetadata reads and checks meta/<id>.
@@ -408,7 +543,7 @@ func (s *Store) readMetadata(id string) (*metadata, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("metadata of instance %s: %w: %s", quoteName(id), secretstore.ErrInvalid, fmt.Sprintf(format, args...))
 	}
-	f, err := s.root.Open(path.Join(dirMeta, id))
+	f, _, err := openRegular(s.meta, path.Join(dirMeta, id), os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

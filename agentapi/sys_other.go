@@ -2,21 +2,18 @@
 
 package agentapi
 
-import (
-	"errors"
-	"io/fs"
-	"os"
-)
+import "io/fs"
 
-// openNoFollow is not available: openRegular checks with Lstat instead.
-const openNoFollow = 0
+// No such open flags here.
+const (
+	nonBlock = 0
+	dirOnly  = 0
+)
 
 // fileOwner is not available on this platform: ownership is not checked.
 func fileOwner(fs.FileInfo) (uid, gid int, ok bool) { return 0, 0, false }
 
+// links is not available on this platform.
+func links(fs.FileInfo) uint64 { return 1 }
+
 func currentUID() int { return -1 }
-
-// errNoRawRead: readRegular falls back to openRegular.
-var errNoRawRead = errors.New("no raw read on this platform")
-
-func readRegularFile(*os.File, string) ([]byte, error) { return nil, errNoRawRead }

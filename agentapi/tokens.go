@@ -2,6 +2,7 @@ package agentapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,7 +25,8 @@ type Tokens interface {
 
 // StaticTokens is a fixed instance id → token table. It must not be
 // modified while a Handler uses it; use a TokenTable for instances that
-// come and go.
+// come and go. Printing it (fmt with any verb, slog, encoding/json) shows
+// instance ids only, each token as [secretstore.Redacted].
 type StaticTokens map[string]string
 
 // Token implements Tokens.
@@ -32,6 +34,24 @@ func (t StaticTokens) Token(_ context.Context, instanceID string) (string, bool)
 	tok, ok := t[instanceID]
 	return tok, ok
 }
+
+// Format implements fmt.Formatter: instance ids, tokens redacted.
+func (t StaticTokens) Format(f fmt.State, verb rune) {
+	formatTokens(f, verb, "agentapi.StaticTokens{", slices.Sorted(maps.Keys(t)))
+}
+
+// String returns the %v form: instance ids, tokens redacted.
+func (t StaticTokens) String() string { return fmt.Sprint(t) }
+
+// GoString returns the %#v form: instance ids, tokens redacted.
+func (t StaticTokens) GoString() string { return fmt.Sprintf("%#v", t) }
+
+// LogValue implements slog.LogValuer: a group of instance ids, each
+// [secretstore.Redacted].
+func (t StaticTokens) LogValue() slog.Value { return tokensLogValue(slices.Sorted(maps.Keys(t))) }
+
+// MarshalJSON implements json.Marshaler: {"<id>":"[redacted]",...}.
+func (t StaticTokens) MarshalJSON() ([]byte, error) { return tokensJSON(slices.Sorted(maps.Keys(t))) }
 
 // TokenTable is an instance id → token table that may change while a
 // Handler serves: an agent sets an instance's token when it starts the
@@ -118,9 +138,37 @@ func (t *TokenTable) Format(f fmt.State, verb rune) {
 		io.WriteString(f, "<nil>")
 		return
 	}
-	ids := t.IDs()
+	formatTokens(f, verb, "&agentapi.TokenTable{", t.IDs())
+}
+
+// String returns the %v form: instance ids, tokens redacted.
+func (t *TokenTable) String() string { return fmt.Sprint(t) }
+
+// GoString returns the %#v form: instance ids, tokens redacted.
+func (t *TokenTable) GoString() string { return fmt.Sprintf("%#v", t) }
+
+// LogValue implements slog.LogValuer: a group of instance ids, each
+// [secretstore.Redacted].
+func (t *TokenTable) LogValue() slog.Value {
+	if t == nil {
+		return slog.GroupValue()
+	}
+	return tokensLogValue(t.IDs())
+}
+
+// MarshalJSON implements json.Marshaler: {"<id>":"[redacted]",...}.
+func (t *TokenTable) MarshalJSON() ([]byte, error) {
+	if t == nil {
+		return []byte("null"), nil
+	}
+	return tokensJSON(t.IDs())
+}
+
+// formatTokens prints token table ids with redacted tokens: map[id:x ...],
+// or for %#v goPrefix"id":x, ...}.
+func formatTokens(f fmt.State, verb rune, goPrefix string, ids []string) {
 	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, "&agentapi.TokenTable{")
+		io.WriteString(f, goPrefix)
 		for i, id := range ids {
 			if i > 0 {
 				io.WriteString(f, ", ")
@@ -140,22 +188,18 @@ func (t *TokenTable) Format(f fmt.State, verb rune) {
 	io.WriteString(f, "]")
 }
 
-// String returns the %v form: instance ids, tokens redacted.
-func (t *TokenTable) String() string { return fmt.Sprint(t) }
-
-// GoString returns the %#v form: instance ids, tokens redacted.
-func (t *TokenTable) GoString() string { return fmt.Sprintf("%#v", t) }
-
-// LogValue implements slog.LogValuer: a group of instance ids, each
-// [secretstore.Redacted].
-func (t *TokenTable) LogValue() slog.Value {
-	if t == nil {
-		return slog.GroupValue()
-	}
-	ids := t.IDs()
+func tokensLogValue(ids []string) slog.Value {
 	attrs := make([]slog.Attr, len(ids))
 	for i, id := range ids {
 		attrs[i] = slog.String(id, secretstore.Redacted)
 	}
 	return slog.GroupValue(attrs...)
+}
+
+func tokensJSON(ids []string) ([]byte, error) {
+	m := make(map[string]string, len(ids))
+	for _, id := range ids {
+		m[id] = secretstore.Redacted
+	}
+	return json.Marshal(m)
 }

@@ -260,3 +260,42 @@ func BenchmarkTokenLookup(b *testing.B) {
 		})
 	}
 }
+
+// A StaticTokens table, alone or inside HandlerOptions, prints no token
+// through fmt, slog (text and JSON) or encoding/json.
+func TestStaticTokensPrintNoToken(t *testing.T) {
+	const canary = "CANARY-static-token"
+	table := agentapi.StaticTokens{"web-1": canary + "-1", "db-1": canary + "-2"}
+	opts := agentapi.HandlerOptions{Tokens: table, Prefix: "/api"}
+	var text, js bytes.Buffer
+	slog.New(slog.NewTextHandler(&text, nil)).Info("tokens", "table", table, "opts", opts)
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("tokens", "table", table, "opts", opts)
+	marshalled, err := json.Marshal(opts)
+	require.NoError(t, err)
+	printed := map[string]string{
+		"slog text": text.String(), "slog JSON": js.String(), "json.Marshal": string(marshalled),
+		"GoString": table.GoString(), "String": table.String(),
+	}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+		printed[verb] = fmt.Sprintf(verb, table)
+		printed["options "+verb] = fmt.Sprintf(verb, opts)
+	}
+	for how, out := range printed {
+		assert.NotContains(t, out, canary, how)
+		assert.NotContains(t, strings.ToLower(out), strings.ToLower(fmt.Sprintf("%x", canary)), how)
+	}
+	assert.Equal(t, "map[db-1:[redacted] web-1:[redacted]]", printed["%v"])
+	assert.Equal(t, `agentapi.StaticTokens{"db-1":[redacted], "web-1":[redacted]}`, printed["%#v"])
+	assert.Contains(t, printed["slog JSON"], `"table":{"db-1":"[redacted]","web-1":"[redacted]"}`)
+	assert.JSONEq(t, `{"db-1":"[redacted]","web-1":"[redacted]"}`, string(must(json.Marshal(table))))
+	tok, ok := table.Token(t.Context(), "web-1")
+	assert.True(t, ok)
+	assert.Equal(t, canary+"-1", tok, "the table still holds the token")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -341,6 +341,13 @@ func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("pr
 const (
 	// UpdateKindSecrets carries a SecretsUpdate: only the changed secrets.
 	UpdateKindSecrets = "secrets"
+	// UpdateKindCancel ends the agreement; its payload is {}. The agent
+	// removes the agreement's instances (their files are overwritten, then
+	// deleted) and their API tokens stop working. Being an update, it is
+	// sealed and signed like any other and takes a sequence from the same
+	// series as the agreement's proposal and updates, so a relay can neither
+	// forge it nor replay an older message after it.
+	UpdateKindCancel = "cancel"
 )
 
 // Update is an agreement update: a generic kind and its payload, so the

@@ -134,7 +134,7 @@ type TrackerOptions struct {
 // an agbot restart re-registers its agreements with what their agents
 // hold.
 //
-// Pass HandleEvents to secretstore.Watcher.Run.
+// Hand HandleEvents the events of each secretstore.Watcher cycle.
 type Tracker struct {
 	reader  SecretReader
 	watcher NameWatcher
@@ -371,9 +371,9 @@ func (t *Tracker) Close() {
 	}
 }
 
-// HandleEvents acts on one watcher cycle's events. It is the handler to
-// pass to secretstore.Watcher.Run, and runs on the watcher's goroutine;
-// calls must not overlap.
+// HandleEvents acts on one watcher cycle's events (secretstore.Cycle's
+// Events). Call it from the handler given to secretstore.Watcher.Run, on
+// the watcher's goroutine; calls must not overlap.
 func (t *Tracker) HandleEvents(ctx context.Context, events []secretstore.Event) {
 	present := map[string]bool{} // secrets seen present → Changed reported
 	for _, e := range events {

@@ -76,8 +76,9 @@ func ExampleTracker() {
 	// Rotated before the watcher's first look: the tracker still knows the
 	// agent holds the old content.
 	write("rotated")
-	// A program runs: go watcher.Run(ctx, tracker.HandleEvents). Here, one cycle:
-	tracker.HandleEvents(ctx, watcher.Poll(ctx))
+	// A program runs the watcher (watcher.Run) and hands each cycle's
+	// events to tracker.HandleEvents. Here, one cycle:
+	tracker.HandleEvents(ctx, watcher.Poll(ctx).Events)
 
 	u := <-delivered
 	su, err := u.Secrets()
@@ -90,7 +91,7 @@ func ExampleTracker() {
 	if err := store.Delete(ctx, "myorg/db"); err != nil {
 		panic(err)
 	}
-	tracker.HandleEvents(ctx, watcher.Poll(ctx))
+	tracker.HandleEvents(ctx, watcher.Poll(ctx).Events)
 	// Output:
 	// agreement-1 secrets web [db]
 	// {Version:1 AgreementID:agreement-1 Kind:secrets Payload:[108 bytes]}

@@ -143,7 +143,7 @@ func newTrackerEnvOver(t *testing.T, grace time.Duration, mem *memory.Store, bac
 // cycle runs one watcher cycle through the tracker.
 func (e *trackerEnv) cycle() []secretstore.Event {
 	ctx := context.Background()
-	ev := e.watcher.Poll(ctx)
+	ev := e.watcher.Poll(ctx).Events
 	e.tracker.HandleEvents(ctx, ev)
 	return ev
 }
@@ -536,7 +536,9 @@ func TestRotationEndToEnd(t *testing.T) {
 
 	watchDone := make(chan error, 1)
 	outboxDone := make(chan error, 1)
-	go func() { watchDone <- watcher.Run(ctx, tracker.HandleEvents) }()
+	go func() {
+		watchDone <- watcher.Run(ctx, func(ctx context.Context, c secretstore.Cycle) { tracker.HandleEvents(ctx, c.Events) })
+	}()
 	go func() { outboxDone <- outbox.Run(ctx) }()
 	require.Eventually(t, func() bool { return mon.Stats()[secretstore.OpStat].Calls == secrets }, waitFor, time.Millisecond,
 		"the first cycle has seen every secret")

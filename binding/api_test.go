@@ -1,17 +1,12 @@
 package binding
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,80 +16,55 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-const (
-	testUser     = "alice"
-	testPassword = "alice-password-never-logged"
-)
+// The client is tested here against a scripted agbot that records what it
+// is asked; package secretsapi tests it against the real handler, and
+// against anax's answers.
 
-// basicAuth is the test authentication hook: alice in testOrg.
-func basicAuth(r *http.Request) (Caller, error) {
-	user, pw, ok := r.BasicAuth()
-	if !ok || user != testUser || pw != testPassword {
-		return Caller{}, errors.New("bad credentials " + pw)
-	}
-	return Caller{Org: testOrg, Name: user}, nil
+// answer is one scripted response.
+type answer struct {
+	status int
+	body   string
 }
 
-// flakyStore fails the first failures Stat calls with ErrUnavailable.
-type flakyStore struct {
-	*faultStore
-	failures atomic.Int64
+// scriptedAgbot answers each request with the next scripted answer (the
+// last one repeats) and records the method, escaped path and credentials.
+type scriptedAgbot struct {
+	mu       sync.Mutex
+	answers  []answer
+	requests []string // "<method> <escaped path> <authorization>"
 }
 
-func (f *flakyStore) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
-	if f.failures.Add(-1) >= 0 {
-		f.stats.Add(1)
-		return secretstore.Metadata{}, secretstore.NewError(secretstore.OpStat, name, secretstore.ErrUnavailable, nil)
-	}
-	return f.faultStore.Stat(ctx, name)
+func (s *scriptedAgbot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Authorization"))
+	a := s.answers[min(len(s.requests), len(s.answers))-1]
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.status)
+	w.Write([]byte(a.body))
 }
 
-type apiFixture struct {
-	srv    *httptest.Server
-	logs   *syncBuffer
-	client *Client
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *scriptedAgbot) asked() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	return append([]string(nil), s.requests...)
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newAPI(t *testing.T, store secretstore.Store, hopts HandlerOptions, copts ClientOptions) *apiFixture {
+// newScripted serves the answers and returns a client with opts (Org,
+// MaxAttempts) pointed at prefix on it.
+func newScripted(t *testing.T, prefix string, opts ClientOptions, answers ...answer) (*Client, *scriptedAgbot) {
 	t.Helper()
-	logs := &syncBuffer{}
-	hopts.Store = store
-	if hopts.Authenticate == nil {
-		hopts.Authenticate = basicAuth
-	}
-	hopts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h, err := NewHandler(hopts)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	agbot := &scriptedAgbot{answers: answers}
+	srv := httptest.NewServer(agbot)
 	t.Cleanup(srv.Close)
-	if copts.Authorize == nil {
-		copts.Authorize = func(r *http.Request) { r.SetBasicAuth(testUser, testPassword) }
+	opts.HTTPClient = srv.Client()
+	opts.Authorize = func(r *http.Request) { r.SetBasicAuth("myorg/alice", "pw") }
+	if opts.RetryDelay == 0 {
+		opts.RetryDelay = time.Millisecond
 	}
-	if copts.RetryDelay == 0 {
-		copts.RetryDelay = time.Millisecond
-	}
-	copts.HTTPClient = srv.Client()
-	copts.Logger = hopts.Logger
-	c, err := NewClient(srv.URL, copts)
+	c, err := NewClient(srv.URL+prefix, opts)
 	require.NoError(t, err)
-	return &apiFixture{srv: srv, logs: logs, client: c}
+	return c, agbot
 }
 
 func mustName(t *testing.T, s string) VaultSecretName {
@@ -104,255 +74,180 @@ func mustName(t *testing.T, s string) VaultSecretName {
 	return n
 }
 
-func TestAPIHandlerAndClient(t *testing.T) {
-	store := newStore(t, testOrg+"/db", testOrg+"/user/alice/node/n1/cert", "otherorg/secret")
-	api := newAPI(t, store, HandlerOptions{}, ClientOptions{})
-	ctx := context.Background()
+const basicAlice = "Basic bXlvcmcvYWxpY2U6cHc=" // myorg/alice:pw
 
-	cases := []struct {
-		name    string
-		secret  string
-		want    bool
-		wantErr error
+// The request each route sends: the design's GET, and Open Horizon's LIST
+// as hzn sends it (anax cli/secrets_manager/secrets_manager.go lines 100-113,
+// "org/<org>/secrets/<name>" with cliutils.AgbotList; never a GET, which
+// would read the value: agreementbot/secure_api.go lines 1398-1405).
+func TestClientRoutes(t *testing.T) {
+	tests := []struct {
+		name, org, prefix, secret string
+		answer                    answer
+		want                      string
+		exists                    bool
 	}{
-		{"org secret exists", "db", true, nil},
-		{"user+node secret exists", "user/alice/node/n1/cert", true, nil},
-		{"missing secret", "nope", false, nil},
-		{"another org's secret is not visible", "secret", false, nil},
+		{"design route, exists", "", "", "db/password", answer{200, `{"exists":true}`}, "GET /secrets/db/password " + basicAlice, true},
+		{"design route, missing", "", "", "db", answer{404, `{"exists":false}`}, "GET /secrets/db " + basicAlice, false},
+		{"design route under a prefix, escaped", "", "/edge-agbot/", "user/alice/a b?#%", answer{200, `{"exists":true}`}, "GET /edge-agbot/secrets/user/alice/a%20b%3F%23%25 " + basicAlice, true},
+		{"Open Horizon route, exists (secure_api.go L1406-1413, L2301)", "myorg", "", "db/password", answer{200, "{\"exists\":true}\n"}, "LIST /org/myorg/secrets/db/password " + basicAlice, true},
+		{"Open Horizon route, missing: still 200 (secure_api.go L2303-2308)", "myorg", "", "hw-secret-name", answer{200, "{\"exists\":false}\n"}, "LIST /org/myorg/secrets/hw-secret-name " + basicAlice, false},
+		{"Open Horizon route, user+node scope (secure_api.go L198, L2072)", "myorg", "/api", "user/alice/node/n1/cert", answer{200, `{"exists":true}`}, "LIST /api/org/myorg/secrets/user/alice/node/n1/cert " + basicAlice, true},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := api.client.SecretExists(ctx, mustName(t, c.secret))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, agbot := newScripted(t, tt.prefix, ClientOptions{Org: tt.org}, tt.answer)
+			got, err := c.SecretExists(context.Background(), mustName(t, tt.secret))
 			require.NoError(t, err)
-			assert.Equal(t, c.want, got)
+			assert.Equal(t, tt.exists, got)
+			assert.Equal(t, []string{tt.want}, agbot.asked())
 		})
 	}
+}
 
-	// The raw wire answers are exactly the design's.
-	for path, want := range map[string]struct {
-		status int
-		body   string
+func TestClientMapsAnswers(t *testing.T) {
+	// anax's error bodies are JSON strings (agreementbot/api.go writeResponse).
+	const denied = `"Permission denied, user \"alice\" cannot list secret \"user/bob/x\" in organization \"myorg\""`
+	tests := []struct {
+		name      string
+		org       string
+		answers   []answer
+		attempts  int
+		want      bool
+		wantErr   error
+		wantMsg   string
+		wantCalls int
 	}{
-		"/secrets/db":                       {200, `{"exists":true}`},
-		"/secrets/nope":                     {404, `{"exists":false}`},
-		"/secrets/user%2Falice%2Fnode/n1/x": {404, `{"exists":false}`},
-		"/secrets/user/alice":               {400, `{"code":"invalid_name"}`},
-		"/secrets/openhorizon/myorg/db":     {400, `{"code":"invalid_name"}`},
-		"/secrets/":                         {400, `{"code":"invalid_name"}`},
-		"/health":                           {200, `{"lastVaultInteraction":0}`},
-		"/nothing":                          {404, `{"code":"not_found"}`},
-	} {
-		req, err := http.NewRequest(http.MethodGet, api.srv.URL+path, nil)
-		require.NoError(t, err)
-		req.SetBasicAuth(testUser, testPassword)
-		resp, err := api.srv.Client().Do(req)
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		assert.Equal(t, want.status, resp.StatusCode, path)
-		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), path)
-		if strings.Contains(want.body, "code") {
-			var e APIError
-			require.NoError(t, json.Unmarshal(body, &e), path)
-			assert.JSONEq(t, want.body, `{"code":"`+e.Code+`"}`, path)
-			assert.NotEmpty(t, e.Error, path)
-		} else if path != "/health" {
-			assert.JSONEq(t, want.body, string(body), path)
-		}
+		{"400 is ErrInvalid", "", []answer{{400, `{"error":"bad","code":"invalid_name"}`}}, 0, false, secretstore.ErrInvalid, "invalid_name", 1},
+		{"400 with anax's sentence", "myorg", []answer{{400, `"Incorrect secret name provided"`}}, 0, false, secretstore.ErrInvalid, `"Incorrect secret name provided"`, 1},
+		{"401 is ErrPermission", "", []answer{{401, `{"error":"x","code":"unauthorized"}`}}, 0, false, secretstore.ErrPermission, "401", 1},
+		{"403 is ErrPermission, anax's sentence kept", "myorg", []answer{{403, denied}}, 0, false, secretstore.ErrPermission, "cannot list secret", 1},
+		{"503 retried until it answers", "myorg", []answer{{503, `"The secrets provider is not ready."`}, {503, `"x"`}, {200, `{"exists":true}`}}, 3, true, nil, "", 3},
+		{"503 retried until the attempts run out", "", []answer{{503, `{"error":"x","code":"no_store"}`}}, 3, false, secretstore.ErrUnavailable, "503 (no_store) 3 times", 3},
+		{"503 store_forbidden is not retried", "", []answer{{503, `{"error":"x","code":"store_forbidden"}`}}, 4, false, secretstore.ErrPermission, "refused the agbot", 1},
+		{"500 is ErrUnavailable", "", []answer{{500, `{"error":"x","code":"internal"}`}}, 0, false, secretstore.ErrUnavailable, "500 (internal)", 1},
+		{"405 (an agbot without the route) is ErrUnavailable", "myorg", []answer{{405, ``}}, 0, false, secretstore.ErrUnavailable, "405 (no explanation)", 1},
+		{"404 without a result: not the API", "", []answer{{404, `404 page not found`}}, 0, false, secretstore.ErrUnavailable, "set ClientOptions.Org", 1},
+		{"200 without a result: not the API", "myorg", []answer{{200, `["a"]`}}, 0, false, secretstore.ErrUnavailable, "without an existence result", 1},
+		{"a long sentence is cut", "myorg", []answer{{403, `"` + strings.Repeat("x", 500) + `"`}}, 0, false, secretstore.ErrPermission, strings.Repeat("x", 200) + `..."`, 1},
 	}
-
-	assert.Zero(t, store.gets.Load(), "existence is checked with Stat only")
-	assert.Contains(t, api.logs.String(), "vaultSecret=db", "names are logged")
-	assert.NotContains(t, api.logs.String(), testPassword)
-	assert.NotContains(t, api.logs.String(), "s3cr3t")
-}
-
-func TestAPIClientMapsErrors(t *testing.T) {
-	ctx := context.Background()
-	t.Run("400 is ErrInvalid", func(t *testing.T) {
-		api := newAPI(t, newStore(t), HandlerOptions{}, ClientOptions{})
-		// The client parses names first, so send one the store refuses: too long with the org.
-		_, err := api.client.SecretExists(ctx, VaultSecretName{Secret: strings.Repeat("x", secretstore.MaxNameLength-2)})
-		assert.ErrorIs(t, err, secretstore.ErrInvalid)
-	})
-	t.Run("401 is ErrPermission, and the hook's error is neither sent nor logged", func(t *testing.T) {
-		api := newAPI(t, newStore(t, testOrg+"/db"), HandlerOptions{}, ClientOptions{Authorize: func(r *http.Request) { r.SetBasicAuth(testUser, "wrong-password") }})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrPermission)
-		assert.NotContains(t, err.Error(), "wrong-password")
-		assert.NotContains(t, api.logs.String(), "wrong-password")
-		assert.Contains(t, api.logs.String(), "refused")
-	})
-	t.Run("401 when the hook gives no valid org", func(t *testing.T) {
-		api := newAPI(t, newStore(t), HandlerOptions{Authenticate: func(*http.Request) (Caller, error) { return Caller{Org: "a/b"}, nil }}, ClientOptions{})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrPermission)
-	})
-	t.Run("503 without a store, after retrying", func(t *testing.T) {
-		api := newAPI(t, nil, HandlerOptions{}, ClientOptions{MaxAttempts: 3})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.ErrorContains(t, err, "503 (no_store) 3 times")
-	})
-	t.Run("503 store unavailable, retried until it answers", func(t *testing.T) {
-		flaky := &flakyStore{faultStore: newStore(t, testOrg+"/db")}
-		flaky.failures.Store(2)
-		api := newAPI(t, flaky, HandlerOptions{}, ClientOptions{MaxAttempts: 3})
-		got, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		require.NoError(t, err)
-		assert.True(t, got)
-		assert.Equal(t, int64(3), flaky.stats.Load(), "two 503s, then the answer")
-		assert.Contains(t, api.logs.String(), "retrying")
-	})
-	t.Run("503 store unavailable, retries exhausted", func(t *testing.T) {
-		flaky := &flakyStore{faultStore: newStore(t, testOrg+"/db")}
-		flaky.failures.Store(10)
-		api := newAPI(t, flaky, HandlerOptions{}, ClientOptions{MaxAttempts: 4})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.Equal(t, int64(4), flaky.stats.Load())
-	})
-	t.Run("503 store forbidden is ErrPermission without retry", func(t *testing.T) {
-		store := newStore(t, testOrg+"/db")
-		store.statErr = secretstore.ErrPermission
-		api := newAPI(t, store, HandlerOptions{}, ClientOptions{MaxAttempts: 4})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrPermission)
-		assert.Equal(t, int64(1), store.stats.Load())
-	})
-	t.Run("500 on an unexpected store error is ErrUnavailable", func(t *testing.T) {
-		store := newStore(t)
-		store.statErr = errors.New("weird")
-		api := newAPI(t, store, HandlerOptions{}, ClientOptions{})
-		_, err := api.client.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.ErrorContains(t, err, "500 (internal)")
-	})
-	t.Run("retry wait ends with the context", func(t *testing.T) {
-		api := newAPI(t, nil, HandlerOptions{}, ClientOptions{MaxAttempts: 100, RetryDelay: time.Hour})
-		cctx, cancel := context.WithCancel(ctx)
-		go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-		_, err := api.client.SecretExists(cctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, context.Canceled)
-	})
-	t.Run("a URL that is not the agbot API", func(t *testing.T) {
-		srv := httptest.NewServer(http.NotFoundHandler())
-		t.Cleanup(srv.Close)
-		c, err := NewClient(srv.URL, ClientOptions{HTTPClient: srv.Client()})
-		require.NoError(t, err)
-		_, err = c.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-		assert.ErrorContains(t, err, "check the agbot URL")
-	})
-	t.Run("network failure is ErrUnavailable", func(t *testing.T) {
-		srv := httptest.NewServer(http.NotFoundHandler())
-		srv.Close()
-		c, err := NewClient(srv.URL, ClientOptions{})
-		require.NoError(t, err)
-		_, err = c.SecretExists(ctx, mustName(t, "db"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-	})
-}
-
-func TestAPIMethodNotAllowed(t *testing.T) {
-	api := newAPI(t, newStore(t), HandlerOptions{}, ClientOptions{})
-	for _, path := range []string{"/secrets/db", "/health"} {
-		resp, err := api.srv.Client().Post(api.srv.URL+path, "application/json", strings.NewReader("{}"))
-		require.NoError(t, err)
-		var e APIError
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
-		resp.Body.Close()
-		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
-		assert.Equal(t, APIErrMethod, e.Code)
-		assert.Equal(t, "GET, HEAD", resp.Header.Get("Allow"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, agbot := newScripted(t, "", ClientOptions{Org: tt.org, MaxAttempts: tt.attempts}, tt.answers...)
+			got, err := c.SecretExists(context.Background(), mustName(t, "db"))
+			assert.Len(t, agbot.asked(), tt.wantCalls)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.ErrorContains(t, err, tt.wantMsg)
+			assert.NotContains(t, err.Error(), "pw")
+		})
 	}
 }
 
-func TestAPIHealth(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	mon := secretstore.NewMonitor(newStore(t, testOrg+"/db"), secretstore.WithMonitorClock(func() time.Time { return now }))
-	api := newAPI(t, mon, HandlerOptions{}, ClientOptions{})
-	ctx := context.Background()
-
-	h, err := api.client.Health(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, int64(0), h.LastVaultInteraction, "0 before any interaction")
-	assert.True(t, h.LastVaultInteractionTime().IsZero())
-
-	_, err = api.client.SecretExists(ctx, mustName(t, "missing")) // an answer, even "not found", counts
-	require.NoError(t, err)
-	h, err = api.client.Health(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, now.Unix(), h.LastVaultInteraction)
-	assert.Equal(t, now, h.LastVaultInteractionTime())
-
-	custom := newAPI(t, nil, HandlerOptions{LastVaultInteraction: func() time.Time { return now.Add(time.Minute) }}, ClientOptions{})
-	h, err = custom.client.Health(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, now.Add(time.Minute).Unix(), h.LastVaultInteraction)
+func TestClientRetryWaitEndsWithTheContext(t *testing.T) {
+	c, _ := newScripted(t, "", ClientOptions{MaxAttempts: 100, RetryDelay: time.Hour}, answer{503, `{"code":"store_unavailable"}`})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	_, err := c.SecretExists(ctx, mustName(t, "db"))
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
-func TestNewHandlerNeedsAuthentication(t *testing.T) {
-	_, err := NewHandler(HandlerOptions{})
-	assert.ErrorContains(t, err, "Authenticate")
+func TestClientNetworkFailure(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	c, err := NewClient(srv.URL, ClientOptions{})
+	require.NoError(t, err)
+	_, err = c.SecretExists(context.Background(), mustName(t, "db"))
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
 }
 
-func TestNewClientChecksURL(t *testing.T) {
+// GET /health in anax's shape (apicommon/status.go Info, HealthTimestamps;
+// agreementbot/api.go lines 678-700), and the earlier edgesecrets shape.
+func TestClientHealth(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       Health
+		vault      time.Time
+	}{
+		{"anax's shape", `{"configuration":{"exchange_api":"https://hub/edge-exchange/v1/","required_minimum_exchange_version":"2.90.1","preferred_exchange_version":"2.110.1","mms_api":"","architecture":"amd64","horizon_version":"2.31.0"},"liveHealth":{"lastDBHeartbeat":1700000001,"lastVaultInteraction":1700000000}}`,
+			Health{Configuration: &HealthConfiguration{ExchangeAPI: "https://hub/edge-exchange/v1/", MinExchVersion: "2.90.1", PrefExchVersion: "2.110.1", Arch: "amd64", HorizonVersion: "2.31.0"},
+				LiveHealth: &LiveHealth{LastDBHeartbeat: 1700000001, LastVaultInteraction: 1700000000}}, time.Unix(1700000000, 0)},
+		{"never talked to the store", `{"configuration":{},"liveHealth":{"lastDBHeartbeat":0,"lastVaultInteraction":0}}`,
+			Health{Configuration: &HealthConfiguration{}, LiveHealth: &LiveHealth{}}, time.Time{}},
+		{"the earlier edgesecrets shape", `{"lastVaultInteraction":1700000000}`, Health{LiveHealth: &LiveHealth{LastVaultInteraction: 1700000000}}, time.Unix(1700000000, 0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, agbot := newScripted(t, "/agbot", ClientOptions{}, answer{200, tt.body})
+			h, err := c.Health(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, h)
+			assert.Equal(t, tt.vault, h.LastVaultInteractionTime())
+			assert.Equal(t, []string{"GET /agbot/health " + basicAlice}, agbot.asked())
+		})
+	}
+	c, _ := newScripted(t, "", ClientOptions{}, answer{503, `"x"`})
+	_, err := c.Health(context.Background())
+	assert.ErrorContains(t, err, "answered 503")
+	c, _ = newScripted(t, "", ClientOptions{}, answer{200, `{"liveHealth":"s3cr3t"}`})
+	_, err = c.Health(context.Background())
+	assert.ErrorContains(t, err, "agbot health")
+	assert.NotContains(t, err.Error(), "s3cr3t")
+}
+
+func TestNewClientChecksOptions(t *testing.T) {
 	_, err := NewClient("https://user:pw@agbot/", ClientOptions{})
 	assert.ErrorContains(t, err, "credentials")
 	assert.NotContains(t, err.Error(), "pw")
-	c, err := NewClient("https://agbot:8083/api/", ClientOptions{})
+	_, err = NewClient("ftp://agbot/", ClientOptions{})
+	assert.ErrorContains(t, err, "http:// or https://")
+	_, err = NewClient("https://agbot/", ClientOptions{Org: "a/b"})
+	assert.ErrorContains(t, err, "ClientOptions.Org")
+	c, err := NewClient("https://agbot:8083/api/", ClientOptions{Org: "myorg"})
 	require.NoError(t, err)
 	assert.Equal(t, DefaultMaxAttempts, c.opts.MaxAttempts)
 	assert.Equal(t, DefaultRetryDelay, c.opts.RetryDelay)
 }
 
-func TestClientURLWithPrefixAndEscaping(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, r.URL.EscapedPath())
-		writeJSON(w, http.StatusOK, Existence{Exists: true})
-	}))
-	t.Cleanup(srv.Close)
-	c, err := NewClient(srv.URL+"/edge-agbot/", ClientOptions{HTTPClient: srv.Client()})
-	require.NoError(t, err)
-	_, err = c.SecretExists(context.Background(), mustName(t, "user/alice/a b?#%"))
-	require.NoError(t, err)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []string{"/edge-agbot/secrets/user/alice/a%20b%3F%23%25"}, got)
-}
-
-func TestHubClient(t *testing.T) {
-	store := newStore(t, testOrg+"/db")
-	h, err := NewHandler(HandlerOptions{Store: store, Authenticate: basicAuth})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/edge-agbot/", http.StripPrefix("/edge-agbot", h))
-	var srvURL string
-	mux.HandleFunc("GET /edge-exchange/v1/hubapis", func(w http.ResponseWriter, r *http.Request) {
-		if _, _, ok := r.BasicAuth(); !ok {
-			w.WriteHeader(http.StatusUnauthorized)
+// FuzzHealthDecode: Health decodes any JSON object without panicking and
+// encodes back to anax's shape.
+func FuzzHealthDecode(f *testing.F) {
+	for _, s := range []string{`{"configuration":{},"liveHealth":{"lastDBHeartbeat":1,"lastVaultInteraction":2}}`, `{"lastVaultInteraction":3}`, `{}`, `{"liveHealth":null,"lastVaultInteraction":-1}`, `[]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var h Health
+		if json.Unmarshal([]byte(s), &h) != nil {
 			return
 		}
-		writeJSON(w, http.StatusOK, HubURLs{Exchange: srvURL + "/edge-exchange/v1", AgreementBot: srvURL + "/edge-agbot/"})
+		b, err := json.Marshal(h)
+		require.NoError(t, err)
+		var back Health
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, h, back)
 	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	srvURL = srv.URL
+}
 
-	opts := ClientOptions{HTTPClient: srv.Client(), Authorize: func(r *http.Request) { r.SetBasicAuth(testUser, testPassword) }}
-	c, err := NewClientFromHub(context.Background(), srv.URL+"/edge-exchange/v1/hubapis", opts)
-	require.NoError(t, err)
-	ok, err := c.SecretExists(context.Background(), mustName(t, "db"))
-	require.NoError(t, err)
-	assert.True(t, ok)
-
-	_, err = FetchHubURLs(context.Background(), srv.URL+"/edge-exchange/v1/hubapis", ClientOptions{HTTPClient: srv.Client()})
-	assert.ErrorContains(t, err, "status 401")
-	_, err = FetchHubURLs(context.Background(), "ftp://x", opts)
-	assert.Error(t, err)
+// FuzzClientAnswer: whatever an agbot answers, the client returns a result
+// only for an existence body, and its errors carry a secretstore kind.
+func FuzzClientAnswer(f *testing.F) {
+	for _, a := range []answer{{200, `{"exists":true}`}, {404, `{"exists":false}`}, {400, `"bad"`}, {503, `{"code":"store_forbidden"}`}, {302, ``}, {200, `{"exists":null}`}} {
+		f.Add(a.status, a.body)
+	}
+	f.Fuzz(func(t *testing.T, status int, body string) {
+		if status < 200 || status > 599 {
+			return
+		}
+		c, _ := newScripted(t, "", ClientOptions{Org: "myorg", MaxAttempts: 2}, answer{status, body})
+		_, err := c.SecretExists(context.Background(), mustName(t, "db"))
+		if err == nil {
+			assert.Contains(t, []int{200, 404}, status)
+			return
+		}
+		assert.NotNil(t, secretstore.KindOf(err), "%v", err)
+	})
 }

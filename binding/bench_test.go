@@ -2,53 +2,9 @@ package binding
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 )
-
-// BenchmarkExistence compares one existence check made directly on the
-// store, through the handler in process, and through client and handler
-// over loopback HTTP.
-func BenchmarkExistence(b *testing.B) {
-	ctx := context.Background()
-	store := newStore(b, testOrg+"/db/password")
-	name, _ := ParseVaultSecretName("db/password")
-	h, err := NewHandler(HandlerOptions{Store: store, Authenticate: basicAuth})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("StoreChecker", func(b *testing.B) {
-		c, _ := NewStoreChecker(store, testOrg)
-		for b.Loop() {
-			if ok, err := c.SecretExists(ctx, name); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-		}
-	})
-	b.Run("Handler", func(b *testing.B) {
-		req := httptest.NewRequest(http.MethodGet, "/secrets/db/password", nil)
-		req.SetBasicAuth(testUser, testPassword)
-		for b.Loop() {
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, req)
-			if w.Code != http.StatusOK {
-				b.Fatal(w.Code)
-			}
-		}
-	})
-	b.Run("ClientOverLoopback", func(b *testing.B) {
-		srv := httptest.NewServer(h)
-		defer srv.Close()
-		c, _ := NewClient(srv.URL, ClientOptions{HTTPClient: srv.Client(), Authorize: func(r *http.Request) { r.SetBasicAuth(testUser, testPassword) }})
-		for b.Loop() {
-			if ok, err := c.SecretExists(ctx, name); !ok || err != nil {
-				b.Fatal(ok, err)
-			}
-		}
-	})
-}
 
 // BenchmarkValidateFixture validates the deployment-policy fixture (three
 // services, five entries) without and with existence checks on the store.

@@ -1,18 +1,19 @@
 package binding
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -30,11 +31,21 @@ const (
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
+	// Org selects the route. With Org set, the client asks Open Horizon's
+	// route, LIST /org/{Org}/secrets/<name>, which anax's agbot serves (and
+	// hzn calls); Org must then be the organisation of the secrets (and, for
+	// anax, of the credentials). Empty selects the design route,
+	// GET /secrets/<name>, where the agbot takes the organisation from the
+	// credentials.
+	Org string
 	// HTTPClient sends the requests. Default: a client with
 	// DefaultClientTimeout.
 	HTTPClient *http.Client
-	// Authorize adds the caller's credentials to each request (for
-	// instance r.SetBasicAuth). Credentials never go into the URL.
+	// Authorize adds the caller's credentials to each request. Open
+	// Horizon's agbot takes HTTP Basic with "<org>/<user>" and the password
+	// (r.SetBasicAuth(org+"/"+user, password)), or
+	// "Authorization: Bearer <token>" with the headers X-Organization and
+	// X-UserId. Credentials never go into the URL.
 	Authorize func(r *http.Request)
 	// MaxAttempts is how often a request answered with 503 is sent in all;
 	// 1 disables retrying. Default DefaultMaxAttempts.
@@ -45,10 +56,11 @@ type ClientOptions struct {
 	Logger *slog.Logger
 }
 
-// Client calls the agbot existence API, as the hzn CLI does for deploycheck,
-// adding a deployment policy and publishing a pattern. It implements
-// ExistenceChecker; the organisation is the one the agbot derives from the
-// caller's credentials. Safe for concurrent use.
+// Client calls the agbot's existence API, as the hzn CLI does for
+// deploycheck, adding a deployment policy and publishing a pattern. It
+// implements ExistenceChecker with the design route or Open Horizon's
+// (ClientOptions.Org), and never reads a secret's value to learn whether
+// it exists. Safe for concurrent use.
 type Client struct {
 	base *url.URL
 	opts ClientOptions
@@ -56,11 +68,17 @@ type Client struct {
 }
 
 // NewClient returns a client of the agbot API at agbotURL (an absolute
-// http or https URL, possibly with a path prefix, without credentials).
+// http or https URL, possibly with a path prefix, without credentials): for
+// Open Horizon, the value of HZN_AGBOT_URL (EnvAgbotURL).
 func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 	u, err := checkServiceURL("agbot", agbotURL)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Org != "" {
+		if err := safename.Check(opts.Org); err != nil {
+			return nil, fmt.Errorf("binding: ClientOptions.Org: organisation %w", err)
+		}
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: DefaultClientTimeout}
@@ -94,22 +112,27 @@ func checkServiceURL(what, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// SecretExists implements ExistenceChecker with GET /secrets/<name>. A 503
-// answer is retried up to MaxAttempts in all, RetryDelay apart, unless the
-// agbot says the store refused it. Errors match secretstore kinds:
-// ErrUnavailable (503 after the retries, 5xx, network), ErrPermission (401,
-// 403, store_forbidden), ErrInvalid (400).
+// SecretExists implements ExistenceChecker: GET /secrets/<name>, or with
+// ClientOptions.Org, LIST /org/{org}/secrets/<name>. A 503 answer is
+// retried up to MaxAttempts in all, RetryDelay apart, unless the agbot says
+// the store refused it. Errors match secretstore kinds: ErrUnavailable (503
+// after the retries, 5xx, network, an answer without an existence result),
+// ErrPermission (401, 403, store_forbidden), ErrInvalid (400).
 func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
 	segs := strings.Split(name.String(), "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	u := c.base.JoinPath(append([]string{strings.Trim(SecretsPath, "/")}, segs...)...)
+	method, route := http.MethodGet, []string{strings.Trim(SecretsPath, "/")}
+	if c.opts.Org != "" {
+		method, route = MethodList, []string{strings.Trim(OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
+	}
+	u := c.base.JoinPath(append(route, segs...)...)
 	fail := func(kind error, format string, args ...any) (bool, error) {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), kind, fmt.Errorf(format, args...))
 	}
 	for attempt := 1; ; attempt++ {
-		status, body, err := fetch(ctx, c.opts, u)
+		status, body, err := fetch(ctx, c.opts, method, u)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
@@ -122,22 +145,22 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 				Exists *bool `json:"exists"`
 			}
 			if json.Unmarshal(body, &e) != nil || e.Exists == nil {
-				return fail(secretstore.ErrUnavailable, "agbot API answered %d without an existence result; check the agbot URL", status)
+				return fail(secretstore.ErrUnavailable, "agbot API answered %d without an existence result; check the agbot URL%s", status, c.routeHint())
 			}
 			return *e.Exists, nil
 		case http.StatusBadRequest:
-			return fail(secretstore.ErrInvalid, "agbot API refused the name (%s)", apiCode(body))
+			return fail(secretstore.ErrInvalid, "agbot API refused the name (%s)", answerSummary(body))
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fail(secretstore.ErrPermission, "agbot API refused the caller's credentials (%d)", status)
+			return fail(secretstore.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
 		case http.StatusServiceUnavailable:
-			code := apiCode(body)
-			if code == APIErrStoreForbidden {
-				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", code)
+			summary := answerSummary(body)
+			if summary == APIErrStoreForbidden {
+				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
 			if attempt >= c.opts.MaxAttempts {
-				return fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", code, attempt)
+				return fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
 			}
-			c.log.Debug("agbot API unavailable, retrying", "vaultSecret", name.String(), "attempt", attempt, "code", code)
+			c.log.Debug("agbot API unavailable, retrying", "vaultSecret", name.String(), "attempt", attempt, "answer", summary)
 			t := time.NewTimer(c.opts.RetryDelay)
 			select {
 			case <-ctx.Done():
@@ -147,34 +170,43 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			}
 		default:
 			kind := secretstore.ErrInvalid
-			if status >= 500 {
+			if status >= 500 || status == http.StatusMethodNotAllowed {
 				kind = secretstore.ErrUnavailable
 			}
-			return fail(kind, "agbot API answered %d (%s)", status, apiCode(body))
+			return fail(kind, "agbot API answered %d (%s)%s", status, answerSummary(body), c.routeHint())
 		}
 	}
+}
+
+// routeHint says, after an answer that was not the API's, which route was
+// asked and what else to try.
+func (c *Client) routeHint() string {
+	if c.opts.Org == "" {
+		return " (asked the design route GET /secrets/<name>; for Open Horizon's agbot set ClientOptions.Org)"
+	}
+	return " (asked Open Horizon's route LIST /org/{org}/secrets/<name>; anax's agbot serves names of letters, digits, '_', '-' and '/')"
 }
 
 // Health calls GET /health.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	status, body, err := fetch(ctx, c.opts, c.base.JoinPath(strings.Trim(HealthPath, "/")))
+	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(HealthPath, "/")))
 	switch {
 	case err != nil:
 		return h, fmt.Errorf("binding: agbot health: %w", err)
 	case status != http.StatusOK:
 		return h, fmt.Errorf("binding: agbot health answered %d", status)
 	}
-	if err := unmarshal(body, "agbot health", &h); err != nil {
-		return h, err
+	if err := json.Unmarshal(body, &h); err != nil {
+		return Health{}, fmt.Errorf("binding: agbot health: %s", jsonproblem.Describe(err))
 	}
 	return h, nil
 }
 
-// fetch sends an authorised GET with opts and returns the status and at
-// most maxResponseSize bytes of the body.
-func fetch(ctx context.Context, opts ClientOptions, u *url.URL) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+// fetch sends an authorised request without a body and returns the status
+// and at most maxResponseSize bytes of the answer.
+func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -198,70 +230,22 @@ func fetch(ctx context.Context, opts ClientOptions, u *url.URL) (int, []byte, er
 	return resp.StatusCode, body, nil
 }
 
-// apiCode returns the code of an APIError body, or "no error code".
-func apiCode(body []byte) string {
+// answerSummary returns what an error answer says, for an error message:
+// the code of a design APIError body, the sentence of Open Horizon's JSON
+// string body (cut short), or "no explanation". The API's answers name
+// secrets and callers, never values.
+func answerSummary(body []byte) string {
 	var e APIError
-	if json.Unmarshal(body, &e) != nil || e.Code == "" {
-		return "no error code"
+	if json.Unmarshal(body, &e) == nil && e.Code != "" {
+		return e.Code
 	}
-	return e.Code
-}
-
-// HubURLs is Open Horizon's management hub URL document, served by the
-// exchange, from which the CLI learns the agbot's URL:
-//
-//	{"exchange": "...", "mms": "...", "management-console": "...", "agreement-bot": "..."}
-type HubURLs struct {
-	Exchange          string `json:"exchange"`
-	MMS               string `json:"mms"`
-	ManagementConsole string `json:"management-console"`
-	AgreementBot      string `json:"agreement-bot"`
-}
-
-// DecodeHubURLs reads a hub URL document of at most MaxDocumentSize bytes;
-// unknown fields are ignored.
-func DecodeHubURLs(r io.Reader) (HubURLs, error) {
-	var h HubURLs
-	err := decodeLimited(r, MaxDocumentSize, "hub URL document", &h)
-	return h, err
-}
-
-// AgbotURL returns the "agreement-bot" URL, checked to be an absolute http
-// or https URL without credentials.
-func (h HubURLs) AgbotURL() (*url.URL, error) {
-	if h.AgreementBot == "" {
-		return nil, errors.New(`binding: the hub URL document has no "agreement-bot" URL`)
+	var sentence string
+	if json.Unmarshal(body, &sentence) == nil && sentence != "" {
+		const max = 200
+		if len(sentence) > max {
+			sentence = strings.ToValidUTF8(sentence[:max], "") + "..."
+		}
+		return strconv.Quote(sentence)
 	}
-	return checkServiceURL("agreement-bot", h.AgreementBot)
-}
-
-// FetchHubURLs reads the hub URL document at docURL (the exchange resource
-// listing the hub's URLs), sending opts.Authorize's credentials.
-func FetchHubURLs(ctx context.Context, docURL string, opts ClientOptions) (HubURLs, error) {
-	u, err := checkServiceURL("hub URL document", docURL)
-	if err != nil {
-		return HubURLs{}, err
-	}
-	status, body, err := fetch(ctx, opts, u)
-	switch {
-	case err != nil:
-		return HubURLs{}, fmt.Errorf("binding: fetching the hub URL document: %w", err)
-	case status != http.StatusOK:
-		return HubURLs{}, fmt.Errorf("binding: fetching the hub URL document: status %d", status)
-	}
-	return DecodeHubURLs(bytes.NewReader(body))
-}
-
-// NewClientFromHub fetches the hub URL document at docURL and returns a
-// Client of its agbot, both requests using opts.
-func NewClientFromHub(ctx context.Context, docURL string, opts ClientOptions) (*Client, error) {
-	h, err := FetchHubURLs(ctx, docURL, opts)
-	if err != nil {
-		return nil, err
-	}
-	u, err := h.AgbotURL()
-	if err != nil {
-		return nil, err
-	}
-	return NewClient(u.String(), opts)
+	return "no explanation"
 }

@@ -113,7 +113,6 @@ func TestDecodeErrors(t *testing.T) {
 		{"pattern too many services", decodePattern, `{"services":[` + many(MaxTopLevelServices+1, func(int) string { return `{}` }) + `]}`, "service versions"},
 		{"pattern too many entries", decodePattern, `{"secretBinding":[` + many(MaxSecretBindings+1, func(int) string { return `{}` }) + `]}`, "secretBinding entries"},
 		{"pattern too big", decodePattern, `"` + strings.Repeat("a", MaxDocumentSize) + `"`, "larger than"},
-		{"hub document wrong type", decodeHub, `{"agreement-bot": 1}`, "expected string"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,7 +131,6 @@ func decodeService(s string) error {
 }
 func decodePolicy(s string) error  { _, err := DecodeDeploymentPolicy(strings.NewReader(s)); return err }
 func decodePattern(s string) error { _, err := DecodePattern(strings.NewReader(s)); return err }
-func decodeHub(s string) error     { _, err := DecodeHubURLs(strings.NewReader(s)); return err }
 
 func TestSecretBindingForms(t *testing.T) {
 	cases := []struct {
@@ -273,29 +271,6 @@ func TestServiceDefinitionRoundTrip(t *testing.T) {
 	assert.Equal(t, DeployMixed, back.DeploymentKind())
 }
 
-func TestHubURLs(t *testing.T) {
-	h, err := DecodeHubURLs(strings.NewReader(`{"exchange":"https://hub/edge-exchange/v1","mms":"https://hub/edge-css",
-		"management-console":"https://hub/ui","agreement-bot":"https://hub/edge-agbot/","vault":"ignored"}`))
-	require.NoError(t, err)
-	assert.Equal(t, HubURLs{Exchange: "https://hub/edge-exchange/v1", MMS: "https://hub/edge-css", ManagementConsole: "https://hub/ui", AgreementBot: "https://hub/edge-agbot/"}, h)
-	u, err := h.AgbotURL()
-	require.NoError(t, err)
-	assert.Equal(t, "https://hub/edge-agbot/", u.String())
-
-	for bad, want := range map[string]string{
-		"":                       "no \"agreement-bot\"",
-		"ftp://hub/":             "http:// or https://",
-		"https:///path":          "no host",
-		"https://u:p@hub/":       "credentials",
-		"://bad":                 "not a URL",
-		"hub.example.com/agbot/": "http:// or https://",
-	} {
-		_, err := HubURLs{AgreementBot: bad}.AgbotURL()
-		assert.ErrorContains(t, err, want, bad)
-		assert.NotContains(t, fmt.Sprint(err), ":p@", "credentials are not echoed")
-	}
-}
-
 // Fuzz tests: no panic, bounded work, and what decodes re-encodes.
 
 // addFixtureSeeds adds the Open Horizon fixtures matching pattern (a glob
@@ -398,22 +373,6 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				require.NoError(t, json.Unmarshal(out, &back))
 				require.Equal(t, sb, back)
 			}
-		}
-	})
-}
-
-func FuzzDecodeHubURLs(f *testing.F) {
-	f.Add(`{"exchange":"https://e","agreement-bot":"https://a/"}`)
-	f.Add(`{"agreement-bot":"http://u:p@a"}`)
-	f.Fuzz(func(t *testing.T, s string) {
-		h, err := DecodeHubURLs(strings.NewReader(s))
-		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
-			return
-		}
-		if u, err := h.AgbotURL(); err == nil {
-			require.Nil(t, u.User)
-			require.NotEmpty(t, u.Host)
 		}
 	})
 }

@@ -2,11 +2,8 @@ package binding_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 
@@ -113,42 +110,6 @@ func ExampleParseVaultSecretName() {
 	// node      myorg/node/n7/cert
 	// user+node myorg/user/alice/node/n7/cert
 	// invalid: vault secret name starts with "openhorizon/": give the name relative to the organisation, without the store prefix
-}
-
-// The agbot serves the existence API over its store; the CLI asks it through
-// the client, which is an ExistenceChecker for Validate.
-func ExampleNewHandler() {
-	ctx := context.Background()
-	store := memory.New()
-	store.Put(ctx, &secretstore.Secret{Name: "myorg/db/password", Data: secretstore.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
-
-	handler, _ := binding.NewHandler(binding.HandlerOptions{
-		Store: secretstore.NewMonitor(store), // also feeds /health
-		Authenticate: func(r *http.Request) (binding.Caller, error) {
-			user, _, ok := r.BasicAuth() // a real hook verifies the password with the exchange
-			if !ok {
-				return binding.Caller{}, errors.New("no credentials")
-			}
-			return binding.Caller{Org: "myorg", Name: user}, nil
-		},
-	})
-	agbot := httptest.NewServer(handler)
-	defer agbot.Close()
-
-	client, _ := binding.NewClient(agbot.URL, binding.ClientOptions{
-		Authorize: func(r *http.Request) { r.SetBasicAuth("alice", "password") },
-	})
-	for _, s := range []string{"db/password", "db/missing"} {
-		name, _ := binding.ParseVaultSecretName(s)
-		exists, err := client.SecretExists(ctx, name)
-		fmt.Println(s, exists, err)
-	}
-	health, _ := client.Health(ctx)
-	fmt.Println("talked to the store:", health.LastVaultInteraction > 0)
-	// Output:
-	// db/password true <nil>
-	// db/missing false <nil>
-	// talked to the store: true
 }
 
 // The agbot turns a clean validation into the bindings of the agreement:

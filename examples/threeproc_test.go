@@ -307,7 +307,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	assert.True(t, exists)
 	health, err := client.Health(ctx)
 	require.NoError(t, err)
-	assert.NotZero(t, health.LastVaultInteraction)
+	assert.False(t, health.LastVaultInteractionTime().IsZero())
 
 	// Deleted: the tracker cancels the agreement; the agent wipes the
 	// instance and withdraws its environment.

@@ -120,7 +120,9 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	if a.listener, err = net.Listen("tcp", opts.Addr); err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
-	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	// The settings agentapi's documentation asks of every /secrets server.
+	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	go func() {
 		defer close(a.serveDone)
 		a.server.Serve(a.listener)

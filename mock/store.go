@@ -29,7 +29,8 @@ var ErrInjected = errors.New("mock: injected fault")
 
 // Call is one recorded call.
 type Call struct {
-	// Op is a secretstore Op constant, OpGetBatch or OpClose.
+	// Op is a secretstore Op constant (OpCheckCredentials for a credential
+	// check), OpGetBatch or OpClose.
 	Op string
 	// Name is the secret name, or the prefix for a List; empty for
 	// OpGetBatch and OpClose.
@@ -65,7 +66,10 @@ type failure struct {
 	kind error
 }
 
-var _ secretstore.BatchGetter = (*Store)(nil)
+var (
+	_ secretstore.BatchGetter       = (*Store)(nil)
+	_ secretstore.CredentialChecker = (*Store)(nil)
+)
 
 // NewStore wraps inner, or a new empty memory store when inner is nil.
 func NewStore(inner secretstore.Store) *Store {
@@ -211,6 +215,18 @@ func (s *Store) begin(ctx context.Context, c Call) error {
 		return secretstore.NewError(c.Op, c.Name, f.kind, ErrInjected)
 	}
 	return nil
+}
+
+// CheckCredentials implements secretstore.CredentialChecker: the check is
+// recorded as secretstore.OpCheckCredentials and meets the faults set up
+// for it like any call (FailNext(secretstore.OpCheckCredentials, ...),
+// SetUnavailable, AnyOp failures), then runs the wrapped store's check;
+// a wrapped store without one gives secretstore.ErrNoCredentialCheck.
+func (s *Store) CheckCredentials(ctx context.Context) error {
+	if err := s.begin(ctx, Call{Op: secretstore.OpCheckCredentials}); err != nil {
+		return err
+	}
+	return secretstore.CheckCredentials(ctx, s.inner)
 }
 
 // Get implements secretstore.Store.

@@ -321,3 +321,51 @@ func TestReset(t *testing.T) {
 	assert.NoError(t, call(ctx, s, secretstore.OpGet, "a"), "faults are gone and the data is kept")
 	assert.Equal(t, 1, s.Count(mock.AnyOp))
 }
+
+// A credential check is recorded and meets faults like any call: a
+// rejection for a few checks, a store switched down, and pass-through to
+// the wrapped store's own check (or its absence).
+func TestCheckCredentialsFaults(t *testing.T) {
+	cases := []struct {
+		name  string
+		inner secretstore.Store
+		setup func(*mock.Store)
+		want  []error // per check, in order; nil entries pass
+	}{
+		{"passes through to memory", nil, func(*mock.Store) {}, []error{nil, nil}},
+		{"rejected twice, then accepted", nil, func(s *mock.Store) {
+			s.FailNext(secretstore.OpCheckCredentials, 2, secretstore.ErrPermission)
+		}, []error{secretstore.ErrPermission, secretstore.ErrPermission, nil}},
+		{"reads are not affected by a check's fault", nil, func(s *mock.Store) {
+			s.FailNext(secretstore.OpGet, 5, secretstore.ErrPermission)
+		}, []error{nil}},
+		{"store down", nil, func(s *mock.Store) { s.SetUnavailable(true) }, []error{secretstore.ErrUnavailable}},
+		{"any-op spell", nil, func(s *mock.Store) {
+			s.FailNext(mock.AnyOp, 1, secretstore.ErrPermission)
+		}, []error{secretstore.ErrPermission, nil}},
+		{"wrapped store without a check", storeWithoutCheck{memory.New()}, func(*mock.Store) {},
+			[]error{secretstore.ErrNoCredentialCheck}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := mock.NewStore(c.inner)
+			c.setup(s)
+			for i, want := range c.want {
+				err := s.CheckCredentials(t.Context())
+				if want == nil {
+					require.NoError(t, err, "check %d", i)
+					continue
+				}
+				require.ErrorIs(t, err, want, "check %d", i)
+				if want != secretstore.ErrNoCredentialCheck {
+					assert.ErrorIs(t, err, mock.ErrInjected)
+				}
+			}
+			assert.Equal(t, len(c.want), s.Count(secretstore.OpCheckCredentials), "every check is recorded")
+			assert.Equal(t, mock.Call{Op: secretstore.OpCheckCredentials}, s.Calls()[0])
+		})
+	}
+}
+
+// storeWithoutCheck hides memory's credential check.
+type storeWithoutCheck struct{ secretstore.Store }

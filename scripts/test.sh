@@ -14,6 +14,19 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
+# curl and jq run open-horizon/examples' helloSecretWorld script against the
+# example agent (examples/hellosecretworld_test.go). Installed from Debian's
+# packages when missing and we may; without them that test skips (fails in CI).
+if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo -n"; fi
+  if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+    $sudo apt-get install -y --no-install-recommends curl jq >&2 ||
+      { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends curl jq >&2; } ||
+      echo "test.sh: could not install curl and jq; the helloSecretWorld test will skip (or fail in CI)" >&2
+  fi
+fi
+
 # PostgreSQL first: an install may ask for sudo, better now than after the
 # Vault build.
 EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)

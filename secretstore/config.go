@@ -87,16 +87,69 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// MarshalJSON encodes the config in the form UnmarshalJSON reads.
+// MarshalJSON encodes the config with its credentials redacted: type and
+// defaultScope as they are, and each backend section with its structure and
+// member names kept but every string and number replaced by
+// [Redacted] (booleans and nulls stay). A struct holding a Config can so be
+// logged through slog's JSON handler, or encoded into an error report,
+// without writing a token out. MarshalWithCredentials writes the config as
+// it is.
 func (c Config) MarshalJSON() ([]byte, error) {
+	sections := make(map[string]json.RawMessage, len(c.Sections))
+	for k, v := range c.Sections {
+		red, err := redactJSON(v)
+		if err != nil {
+			return nil, fmt.Errorf("secretstore: config section %q: %w", k, err)
+		}
+		sections[k] = red
+	}
+	return c.marshal(sections)
+}
+
+// MarshalWithCredentials encodes the whole config, credentials included,
+// in the form ParseConfig reads: for writing a config file, never for a log
+// or an error.
+func (c Config) MarshalWithCredentials() ([]byte, error) { return c.marshal(c.Sections) }
+
+func (c Config) marshal(sections map[string]json.RawMessage) ([]byte, error) {
 	m := map[string]any{"type": c.Type}
 	if c.DefaultScope != "" {
 		m["defaultScope"] = c.DefaultScope
 	}
-	for k, v := range c.Sections {
+	for k, v := range sections {
 		m[k] = v
 	}
 	return json.Marshal(m)
+}
+
+// redactJSON returns raw with every string and number replaced by
+// Redacted, keeping objects, arrays, member names, booleans and nulls.
+func redactJSON(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New("not valid JSON")
+	}
+	var redact func(any) any
+	redact = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				v[k] = redact(e)
+			}
+			return v
+		case []any:
+			for i, e := range v {
+				v[i] = redact(e)
+			}
+			return v
+		case string, json.Number:
+			return Redacted
+		}
+		return v // bool, nil
+	}
+	return json.Marshal(redact(v))
 }
 
 // Format implements fmt.Formatter. Backend sections can hold credentials

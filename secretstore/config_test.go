@@ -143,10 +143,10 @@ func TestParseConfigFields(t *testing.T) {
 	assert.Equal(t, "org1", cfg.DefaultScope)
 	assert.JSONEq(t, `{"address":"https://v:8200"}`, string(cfg.Sections["vault"]), "sections of other types are kept")
 
-	out, err := json.Marshal(cfg)
+	out, err := cfg.MarshalWithCredentials()
 	require.NoError(t, err)
 	again, err := secretstore.ParseConfig(bytes.NewReader(out))
-	require.NoError(t, err, "MarshalJSON writes what ParseConfig reads")
+	require.NoError(t, err, "MarshalWithCredentials writes what ParseConfig reads")
 	assert.Equal(t, cfg.Type, again.Type)
 	assert.Equal(t, cfg.DefaultScope, again.DefaultScope)
 	assert.JSONEq(t, string(cfg.Sections["vault"]), string(again.Sections["vault"]))
@@ -323,10 +323,15 @@ func FuzzParseConfig(f *testing.F) {
 		_, err = secretstore.NewScope(cfg.DefaultScope)
 		require.NoError(t, err)
 
-		out, err := json.Marshal(cfg)
+		out, err := cfg.MarshalWithCredentials()
 		require.NoError(t, err)
 		again, err := secretstore.ParseConfig(bytes.NewReader(out))
-		require.NoError(t, err, "a valid config survives MarshalJSON")
+		require.NoError(t, err, "a valid config survives MarshalWithCredentials")
+		redacted, err := json.Marshal(cfg)
+		require.NoError(t, err)
+		var top map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(redacted, &top), "the redacted form is a JSON object")
+		require.Len(t, top, len(jsonMembers(t, out)), "with the same members")
 		require.Equal(t, cfg.Type, again.Type)
 		require.Equal(t, cfg.DefaultScope, again.DefaultScope)
 		require.Len(t, again.Sections, len(cfg.Sections))
@@ -339,9 +344,16 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
+// jsonMembers returns the top-level members of a JSON object.
+func jsonMembers(t *testing.T, b []byte) map[string]json.RawMessage {
+	var top map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &top))
+	return top
+}
+
 // A config's backend sections can hold credentials: printing the config
 // (fmt verbs, slog text and JSON) shows the type, scope and section names
-// only.
+// only, and encoding it (directly or inside another value) redacts them.
 func TestConfigNeverPrintsSections(t *testing.T) {
 	canary := "token-" + rand.Text()
 	cfg, err := secretstore.ParseConfig(strings.NewReader(
@@ -361,7 +373,25 @@ func TestConfigNeverPrintsSections(t *testing.T) {
 	assert.Contains(t, out.String(), "oot-test", "type is printed")
 	assert.Contains(t, out.String(), "vault", "section names are printed")
 
+	// A struct holding the config, as an application logs its settings:
+	// the JSON handler marshals it, and MarshalJSON redacts.
+	settings := struct {
+		Store secretstore.Config
+		Port  int
+	}{cfg, 8080}
+	var nested bytes.Buffer
+	slog.New(slog.NewJSONHandler(&nested, nil)).Info("settings", "settings", settings)
 	raw, err := json.Marshal(cfg)
 	require.NoError(t, err)
-	assert.Contains(t, string(raw), canary, "MarshalJSON still writes the whole config")
+	for _, out := range []string{nested.String(), string(raw)} {
+		for _, form := range leakForms([]byte(canary)) {
+			assert.NotContains(t, out, form)
+		}
+	}
+	assert.JSONEq(t, `{"type":"oot-test","defaultScope":"acme","oot-test":{"greeting":"[redacted]","port":"[redacted]"},"vault":{"token":"[redacted]"}}`, string(raw),
+		"structure and names are kept")
+
+	full, err := cfg.MarshalWithCredentials()
+	require.NoError(t, err)
+	assert.Contains(t, string(full), canary, "only MarshalWithCredentials writes the credentials")
 }

@@ -29,5 +29,10 @@
 // concurrent reads of one name and serves repeats for a short TTL, so an
 // agbot making N agreements over M secrets reads the backend O(M) times.
 // [Watcher] polls Stat for a changing set of names and reports rotation,
-// deletion, revocation and outages.
+// deletion, revocation and outages, one [Cycle] at a time.
+//
+// A store that can tell whether it accepts the caller's own credentials
+// (a Vault token, AWS keys) implements [CredentialChecker]; the watcher runs
+// the check every cycle, so an expired token (every name refused) is never
+// mistaken for revoked secrets.
 package secretstore

@@ -31,6 +31,8 @@ const (
 	OpDelete = "delete"
 	OpList   = "list"
 	OpOpen   = "open"
+	// OpCheckCredentials is a credential check (CredentialChecker).
+	OpCheckCredentials = "check-credentials"
 )
 
 // Error is the error type stores return. It names the operation and the

@@ -67,3 +67,43 @@ func TestErrorMessages(t *testing.T) {
 	assert.Nil(t, secretstore.KindOf(errors.New("plain")))
 	assert.Nil(t, secretstore.KindOf(nil))
 }
+
+// A credential check's result keeps its promise: refused, cannot tell,
+// or a context error; any other kind becomes ErrUnavailable with its cause.
+func TestCredentialCheckError(t *testing.T) {
+	cause := errors.New("HTTP 400")
+	op := secretstore.OpCheckCredentials
+	cases := []struct {
+		name string
+		in   error
+		kind error // nil: returned unchanged
+		text string
+	}{
+		{name: "nil", in: nil},
+		{name: "refused", in: secretstore.NewError(op, "", secretstore.ErrPermission, cause)},
+		{name: "cannot tell", in: secretstore.NewError(op, "", secretstore.ErrUnavailable, cause)},
+		{name: "context", in: secretstore.NewError(op, "", nil, context.Canceled)},
+		{name: "invalid", in: secretstore.NewError(op, "", secretstore.ErrInvalid, cause), kind: secretstore.ErrUnavailable,
+			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
+		{name: "not found", in: secretstore.NewError(op, "", secretstore.ErrNotFound, cause), kind: secretstore.ErrUnavailable,
+			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
+		{name: "foreign error with a kind", in: fmt.Errorf("odd: %w", secretstore.ErrConflict), kind: secretstore.ErrUnavailable,
+			text: "secretstore: check-credentials: store unavailable: odd: conflict"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := secretstore.CredentialCheckError(c.in)
+			if c.kind == nil {
+				assert.Equal(t, c.in, got)
+				return
+			}
+			assert.Equal(t, c.kind, secretstore.KindOf(got))
+			for _, other := range allKinds {
+				if other != c.kind {
+					assert.NotErrorIs(t, got, other, "one kind only")
+				}
+			}
+			assert.EqualError(t, got, c.text)
+		})
+	}
+}

@@ -15,7 +15,8 @@ import (
 // A call counts as a successful interaction when the backend answered: no
 // error, or an error of kind ErrNotFound, ErrConflict or ErrPermission.
 // ErrUnavailable, ErrInvalid (rejected before reaching the backend) and
-// context errors do not.
+// context errors do not. The credential check (CheckCredentials) is a call
+// like the others, recorded under OpCheckCredentials.
 type Monitor struct {
 	Store
 	now func() time.Time
@@ -129,4 +130,16 @@ func (m *Monitor) GetBatch(ctx context.Context, names []string) (map[string]*Sec
 	out, err := GetBatch(ctx, m.Store, names)
 	m.Record(OpGet, err)
 	return out, err
+}
+
+// CheckCredentials runs the wrapped store's credential check (see
+// CredentialChecker) and records it under OpCheckCredentials. For a store
+// without one it returns ErrNoCredentialCheck and records nothing: no
+// backend was asked.
+func (m *Monitor) CheckCredentials(ctx context.Context) error {
+	err := CheckCredentials(ctx, m.Store)
+	if !errors.Is(err, ErrNoCredentialCheck) {
+		m.Record(OpCheckCredentials, err)
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package secretstore_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -150,4 +151,90 @@ func TestMonitorConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, secretstore.OpStats{Calls: 500, Errors: 100}, m.Stats()[secretstore.OpGet])
+}
+
+// storeOnly hides every method of a store but the Store interface's, so
+// it has no credential check.
+type storeOnly struct{ secretstore.Store }
+
+// The credential check passes through Monitor and Reader to the backend,
+// uncached; the Monitor counts it like any call; a store without a check
+// reports ErrNoCredentialCheck, which no wrapper records.
+func TestCheckCredentialsThroughMiddleware(t *testing.T) {
+	wrappers := []struct {
+		name string
+		wrap func(secretstore.Store, *secretstore.Monitor) secretstore.Store
+	}{
+		{"bare", func(s secretstore.Store, _ *secretstore.Monitor) secretstore.Store { return s }},
+		{"monitor", func(_ secretstore.Store, m *secretstore.Monitor) secretstore.Store { return m }},
+		{"reader over monitor", func(_ secretstore.Store, m *secretstore.Monitor) secretstore.Store {
+			return secretstore.NewReader(m, secretstore.ReaderOptions{TTL: time.Hour})
+		}},
+	}
+	cases := []struct {
+		name      string
+		fail      error // kind injected into the backend's check; nil: none
+		noCheck   bool  // the backend has no credential check
+		want      error // nil: the check passes
+		answered  bool  // the Monitor counts it as an interaction
+		monitored bool  // the Monitor records it at all
+	}{
+		{name: "accepted", want: nil, answered: true, monitored: true},
+		{name: "rejected", fail: secretstore.ErrPermission, want: secretstore.ErrPermission, answered: true, monitored: true},
+		{name: "cannot tell", fail: secretstore.ErrUnavailable, want: secretstore.ErrUnavailable, monitored: true},
+		{name: "no check", noCheck: true, want: secretstore.ErrNoCredentialCheck},
+	}
+	for _, w := range wrappers {
+		for _, c := range cases {
+			t.Run(w.name+"/"+c.name, func(t *testing.T) {
+				backend := mock.NewStore(nil)
+				var store secretstore.Store = backend
+				if c.noCheck {
+					store = storeOnly{backend}
+				}
+				clock := newFakeClock()
+				m := secretstore.NewMonitor(store, secretstore.WithMonitorClock(clock.Now))
+				s := w.wrap(store, m)
+				if c.fail != nil {
+					backend.FailNext(secretstore.OpCheckCredentials, 1, c.fail)
+				}
+				for i := range 2 {
+					err := secretstore.CheckCredentials(t.Context(), s)
+					if i == 0 && w.name != "bare" {
+						assert.Equal(t, !c.answered, m.LastSuccess().IsZero(), "the first check counts as an interaction: %t", c.answered)
+					}
+					if i == 1 || c.fail == nil {
+						if c.noCheck {
+							require.ErrorIs(t, err, errors.ErrUnsupported)
+							assert.Nil(t, secretstore.KindOf(err), "no error kind: the store was not asked")
+						} else {
+							require.NoError(t, err, "check %d", i)
+						}
+						continue
+					}
+					require.ErrorIs(t, err, c.want)
+					assert.Contains(t, err.Error(), secretstore.OpCheckCredentials)
+				}
+				wantCalls := 2
+				if c.noCheck {
+					wantCalls = 0
+				}
+				assert.Equal(t, wantCalls, backend.Count(secretstore.OpCheckCredentials), "every check reaches the backend, none is cached")
+				if w.name == "bare" {
+					return
+				}
+				st := m.Stats()[secretstore.OpCheckCredentials]
+				if !c.monitored {
+					assert.Zero(t, st)
+					assert.True(t, m.LastSuccess().IsZero())
+					return
+				}
+				wantErrors := int64(0)
+				if c.fail != nil {
+					wantErrors = 1
+				}
+				assert.Equal(t, secretstore.OpStats{Calls: 2, Errors: wantErrors}, st)
+			})
+		}
+	}
 }

@@ -161,6 +161,12 @@ func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secr
 	return out, nil
 }
 
+// CheckCredentials passes the credential check on to the wrapped store
+// (see CredentialChecker); its result is never cached or shared.
+func (r *Reader) CheckCredentials(ctx context.Context) error {
+	return CheckCredentials(ctx, r.Store)
+}
+
 // Put writes through and invalidates the name.
 func (r *Reader) Put(ctx context.Context, s *Secret, opts PutOptions) (bool, error) {
 	changed, err := r.Store.Put(ctx, s, opts)

@@ -57,6 +57,56 @@ type BatchGetter interface {
 	GetBatch(ctx context.Context, names []string) (map[string]*Secret, error)
 }
 
+// CredentialChecker is implemented by stores that can tell whether the
+// backend accepts the caller's own credentials (a Vault token, AWS keys),
+// apart from any one secret. A caller that sees secrets refused or missing
+// asks it before concluding they were revoked: when the store rejects the
+// caller itself, every name reads Forbidden and nothing was learnt about
+// any secret. Use CheckCredentials rather than calling it directly.
+type CredentialChecker interface {
+	// CheckCredentials returns nil when the store accepts the caller's
+	// credentials; an error matching ErrPermission when it rejects them
+	// (expired, revoked, or they can no longer be renewed or obtained
+	// again), naming the cause and never the credential; an error matching
+	// ErrUnavailable when it cannot tell (the store did not answer); or a
+	// context error.
+	CheckCredentials(ctx context.Context) error
+}
+
+// ErrNoCredentialCheck is returned by CheckCredentials for a store that is
+// not a CredentialChecker. It matches errors.ErrUnsupported and none of the
+// error kinds.
+var ErrNoCredentialCheck = fmt.Errorf("secretstore: the store has no credential check: %w", errors.ErrUnsupported)
+
+// CheckCredentials runs store's credential check (see CredentialChecker),
+// or returns ErrNoCredentialCheck when store has none. Middleware of this
+// package (Monitor, Reader) passes the check on to the store it wraps.
+func CheckCredentials(ctx context.Context, store Store) error {
+	if cc, ok := store.(CredentialChecker); ok {
+		return cc.CheckCredentials(ctx)
+	}
+	return ErrNoCredentialCheck
+}
+
+// CredentialCheckError makes the result of a backend's credential check
+// keep CredentialChecker's promise: nil, context errors and errors of kind
+// ErrPermission or ErrUnavailable are returned unchanged; an error of any
+// other kind (the store answered, but in a way that says nothing about the
+// credentials) becomes one of kind ErrUnavailable with the same cause.
+// Backends pass their check's error through it.
+func CredentialCheckError(err error) error {
+	switch KindOf(err) {
+	case nil, ErrPermission, ErrUnavailable:
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return NewError(e.Op, e.Name, ErrUnavailable, e.Err)
+	}
+	// Not an *Error: keep its text but not its kind.
+	return NewError(OpCheckCredentials, "", ErrUnavailable, errors.New(err.Error()))
+}
+
 // GetBatch reads several secrets, in one call when store implements
 // BatchGetter and one Get per name otherwise. Missing secrets are absent from
 // the result; any other error aborts the read.

@@ -201,6 +201,91 @@ func (e Event) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
+// Cycle is the outcome of one watch cycle as a whole: its events, how
+// every watched name fared, and whether the store accepted the caller's
+// own credentials. It lets a caller tell trouble with the store itself
+// (an expired token: every name Forbidden and the credential check
+// failing) from trouble with one secret (its permission removed: that
+// name Forbidden, the others answered, the credential check passing). A
+// Cycle holds names, counts and store errors, never values.
+type Cycle struct {
+	// At is when the cycle started, on the watcher's clock.
+	At time.Time
+	// Events are the cycle's events (see Watcher): per-name events in name
+	// order, then at most one Unavailable event. Often none.
+	Events []Event
+	// Watched is how many names the cycle covered; names unwatched while
+	// it ran are left out. Watched = Answered + Forbidden + Unavailable.
+	Watched int
+	// Answered counts names the store answered normally this cycle:
+	// present, or missing (ErrNotFound).
+	Answered int
+	// Forbidden counts names the store refused this cycle (ErrPermission),
+	// whether or not the refusal is new.
+	Forbidden int
+	// Unavailable counts names not checked this cycle: ErrUnavailable or
+	// another error, or left out after OutageAfter cut the cycle short.
+	Unavailable int
+	// CredentialsChecked reports that the store has a credential check
+	// (CredentialChecker, also through Monitor and Reader) and the cycle
+	// ran it, once, after checking the names.
+	CredentialsChecked bool
+	// Credentials is that check's result: nil when the store accepts the
+	// caller's credentials, else an error matching ErrPermission (rejected)
+	// or ErrUnavailable (could not tell). Nil when CredentialsChecked is
+	// false.
+	Credentials error
+}
+
+// StoreFailure tells whether the cycle shows the store itself failing
+// rather than particular secrets. It returns the credential check's error
+// when the check failed; else, when names were watched and none was
+// answered, an error matching ErrUnavailable if any name could not be
+// checked and ErrPermission if every name was refused; else nil.
+//
+// A nil result does not make every Forbidden or Deleted event a
+// revocation (that takes confirmation over time), but a non-nil one means
+// this cycle's refusals say nothing about any secret. With a single
+// watched name and no credential check, a refused name and a refused
+// caller look alike, and StoreFailure reports the latter.
+func (c Cycle) StoreFailure() error {
+	if c.CredentialsChecked && c.Credentials != nil {
+		return c.Credentials
+	}
+	if c.Watched == 0 || c.Answered > 0 {
+		return nil
+	}
+	kind := ErrPermission
+	if c.Unavailable > 0 {
+		kind = ErrUnavailable
+	}
+	return NewError(opWatch, "", kind, fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable))
+}
+
+// LogValue implements slog.LogValuer: the counts, the credential check's
+// result and the number of events.
+func (c Cycle) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.Int("watched", c.Watched), slog.Int("answered", c.Answered),
+		slog.Int("forbidden", c.Forbidden), slog.Int("unavailable", c.Unavailable),
+		slog.Int("events", len(c.Events)),
+	}
+	if c.CredentialsChecked {
+		attrs = append(attrs, slog.String("credentials", credentialsString(c.Credentials)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func credentialsString(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return err.Error()
+}
+
+// opWatch names the watcher in the errors it makes itself.
+const opWatch = "watch"
+
 // WatcherOptions configure a Watcher. The zero value polls every
 // DefaultWatchInterval with the real clock.
 type WatcherOptions struct {
@@ -220,8 +305,10 @@ type WatcherOptions struct {
 	// only wait on thousands more timeouts. The unchecked names are
 	// reported Unavailable. Zero means 8; negative never ends early.
 	OutageAfter int
-	// Logger receives cycle summaries (debug) and store trouble (warn).
-	// Nil discards.
+	// Logger receives cycle summaries (debug), names the store could not
+	// be asked about (warn), and changes of the credential check's result:
+	// an error when the store starts rejecting the caller's credentials,
+	// info when it accepts them again. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -246,6 +333,11 @@ type WatcherOptions struct {
 // lasts; Unavailable is reported in every cycle that could not check some
 // names.
 //
+// After the names, a cycle runs the store's credential check once when the
+// store has one (CredentialChecker), and reports it with counts of how the
+// names fared in a Cycle, so a caller never mistakes the store refusing
+// the caller itself (every name Forbidden) for revoked secrets.
+//
 // A name's first observation only sets its baseline: a rotation between a
 // caller's own read and that observation is not reported as Changed.
 // Callers that know which content they used compare its ContentTag with
@@ -255,8 +347,8 @@ type WatcherOptions struct {
 // Give the watcher the backend (or a Monitor), not a Reader whose cache
 // would hide fresh data from the checksum fallback.
 //
-// Run delivers each cycle's events by calling a handler on the watcher's
-// own goroutine, with no lock held: the handler may call Watch, Unwatch,
+// Run delivers each cycle by calling a handler on the watcher's own
+// goroutine, with no lock held: the handler may call Watch, Unwatch,
 // Retry and Observed, and a slow handler only delays the next cycle.
 // Cycles never overlap: a cycle (or handler) slower than the interval makes
 // the next cycle start right after it, once, with no goroutines piling up.
@@ -271,6 +363,7 @@ type Watcher struct {
 
 	running atomic.Bool
 	cycleMu sync.Mutex // one cycle at a time
+	credErr error      // the last cycle's credential check result; guarded by cycleMu
 
 	mu      sync.Mutex
 	entries map[string]*watchEntry
@@ -355,7 +448,7 @@ func (w *Watcher) Interval() time.Duration { return w.interval }
 func (w *Watcher) Watch(names ...string) error {
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
-			return NewError("watch", n, ErrInvalid, err)
+			return NewError(opWatch, n, ErrInvalid, err)
 		}
 	}
 	w.mu.Lock()
@@ -421,12 +514,13 @@ func (w *Watcher) Retry(names ...string) {
 }
 
 // Run polls until ctx is done: one cycle at once, then one per tick,
-// calling handle with each cycle's events (never with none). It returns
-// ctx.Err() once ctx is done and the cycle in progress has stopped. Only
-// one Run may be active at a time.
-func (w *Watcher) Run(ctx context.Context, handle func(context.Context, []Event)) error {
+// calling handle with every cycle, events or not. It returns ctx.Err()
+// once ctx is done and the cycle in progress has stopped; a cycle cut
+// short by ctx is not handed to handle. Only one Run may be active at a
+// time.
+func (w *Watcher) Run(ctx context.Context, handle func(context.Context, Cycle)) error {
 	if handle == nil {
-		return errors.New("secretstore: watcher: Run needs an event handler")
+		return errors.New("secretstore: watcher: Run needs a cycle handler")
 	}
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("secretstore: watcher: Run is already active")
@@ -440,8 +534,8 @@ func (w *Watcher) Run(ctx context.Context, handle func(context.Context, []Event)
 		if w.heartbeat != nil {
 			w.heartbeat(tick)
 		}
-		if events := w.Poll(ctx); len(events) > 0 && ctx.Err() == nil {
-			handle(ctx, events)
+		if c := w.Poll(ctx); ctx.Err() == nil {
+			handle(ctx, c)
 		}
 		select {
 		case <-ctx.Done():
@@ -451,11 +545,12 @@ func (w *Watcher) Run(ctx context.Context, handle func(context.Context, []Event)
 	}
 }
 
-// Poll runs one cycle now and returns its events: per-name events in name
-// order, then at most one Unavailable event. It waits for a cycle in
-// progress to finish first. If ctx ends during the cycle, the cycle's
-// results are discarded and Poll returns nil.
-func (w *Watcher) Poll(ctx context.Context) []Event {
+// Poll runs one cycle now and returns it: per-name events in name order,
+// then at most one Unavailable event, the counts, and the credential
+// check's result. It waits for a cycle in progress to finish first. If
+// ctx ends during the cycle, its results are discarded and Poll returns
+// the zero Cycle.
+func (w *Watcher) Poll(ctx context.Context) Cycle {
 	w.cycleMu.Lock()
 	defer w.cycleMu.Unlock()
 	start := w.clock.Now()
@@ -474,29 +569,51 @@ func (w *Watcher) Poll(ctx context.Context) []Event {
 	}
 	clear(w.retry)
 	w.mu.Unlock()
-	if len(snap) == 0 {
-		return nil
-	}
 
 	w.check(ctx, snap)
+	cred := CheckCredentials(ctx, w.store)
 	if ctx.Err() != nil {
-		return nil
+		return Cycle{}
 	}
 
 	w.mu.Lock()
-	events, unavailable, live, firstErr := w.apply(snap)
+	c, unavailable, firstErr := w.apply(snap)
 	w.mu.Unlock()
+	c.At = start
+	if !errors.Is(cred, ErrNoCredentialCheck) {
+		c.CredentialsChecked, c.Credentials = true, cred
+		w.noteCredentials(cred)
+	}
 
 	if len(unavailable) > 0 {
-		outage := len(unavailable) == live
-		events = append(events, Event{Kind: Unavailable, Names: unavailable, Outage: outage, Err: firstErr})
+		outage := len(unavailable) == c.Watched
+		c.Events = append(c.Events, Event{Kind: Unavailable, Names: unavailable, Outage: outage, Err: firstErr})
 		w.log.Warn("secret store unavailable for watched secrets",
-			slog.Int("names", len(unavailable)), slog.Int("watched", len(snap)),
+			slog.Int("names", len(unavailable)), slog.Int("watched", c.Watched),
 			slog.Bool("outage", outage), slog.String("err", errString(firstErr)))
 	}
-	w.log.Debug("watch cycle", slog.Int("names", len(snap)), slog.Int("events", len(events)),
-		slog.Duration("took", w.clock.Since(start)))
-	return events
+	w.log.Debug("watch cycle", slog.Any("cycle", c), slog.Duration("took", w.clock.Since(start)))
+	return c
+}
+
+// noteCredentials logs a change of the credential check's result: an
+// error once when the store starts rejecting the caller, a warning once
+// when the check cannot tell, info once when the store accepts the caller
+// again. cycleMu is held.
+func (w *Watcher) noteCredentials(err error) {
+	prev := w.credErr
+	w.credErr = err
+	switch {
+	case err == nil && prev != nil:
+		w.log.Info("secret store accepts the credentials again")
+	case err != nil && (prev == nil || KindOf(prev) != KindOf(err)):
+		if errors.Is(err, ErrPermission) {
+			w.log.Error("secret store rejects the credentials: every secret reads as refused until they are renewed or replaced",
+				slog.String("err", err.Error()))
+		} else {
+			w.log.Warn("secret store cannot check the credentials", slog.String("err", errString(err)))
+		}
+	}
 }
 
 // check observes every entry of snap, storing each result in entry.res.
@@ -561,51 +678,55 @@ func (w *Watcher) observe(ctx context.Context, name string) observation {
 	return observation{state: stateUnavailable, err: err}
 }
 
-// apply turns this cycle's observations into events and new state, and
-// counts the entries still watched. w.mu is held, so Unwatch cannot race
-// with reading removed.
-func (w *Watcher) apply(snap []*watchEntry) (events []Event, unavailable []string, live int, firstErr error) {
+// apply turns this cycle's observations into a Cycle (events and counts)
+// and new state, and lists the names not checked. w.mu is held, so
+// Unwatch cannot race with reading removed.
+func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firstErr error) {
 	for _, e := range snap {
 		if e.removed {
 			continue
 		}
-		live++
+		c.Watched++
 		r := e.res
 		switch r.state {
 		case stateUnavailable, stateUnknown:
+			c.Unavailable++
 			unavailable = append(unavailable, e.name)
 			if firstErr == nil && r.err != nil {
 				firstErr = r.err
 			}
 			continue
 		case statePresent:
+			c.Answered++
 			tag := observedTag(r.version, r.sum)
 			differs := !e.tag.IsZero() && tag != e.tag
 			switch {
 			case !e.seen:
-				events = append(events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})
+				c.Events = append(c.Events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})
 			case e.state != statePresent:
-				events = append(events, Event{Kind: Appeared, Name: e.name, Version: r.version})
+				c.Events = append(c.Events, Event{Kind: Appeared, Name: e.name, Version: r.version})
 				if differs || e.force {
-					events = append(events, Event{Kind: Changed, Name: e.name, Version: r.version})
+					c.Events = append(c.Events, Event{Kind: Changed, Name: e.name, Version: r.version})
 				}
 			case differs || e.force:
-				events = append(events, Event{Kind: Changed, Name: e.name, Version: r.version})
+				c.Events = append(c.Events, Event{Kind: Changed, Name: e.name, Version: r.version})
 			}
 			e.tag = tag
 		case stateMissing:
+			c.Answered++
 			if !e.seen || e.state != stateMissing {
-				events = append(events, Event{Kind: Deleted, Name: e.name, Initial: !e.seen})
+				c.Events = append(c.Events, Event{Kind: Deleted, Name: e.name, Initial: !e.seen})
 			}
 		case stateForbidden:
+			c.Forbidden++
 			if !e.seen || e.state != stateForbidden {
-				events = append(events, Event{Kind: Forbidden, Name: e.name, Initial: !e.seen, Err: r.err})
+				c.Events = append(c.Events, Event{Kind: Forbidden, Name: e.name, Initial: !e.seen, Err: r.err})
 			}
 		}
 		e.seen, e.state, e.force = true, r.state, false
 		e.res = observation{}
 	}
-	return events, unavailable, live, firstErr
+	return c, unavailable, firstErr
 }
 
 func errString(err error) string {

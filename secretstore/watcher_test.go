@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -140,18 +143,18 @@ func summary(events []secretstore.Event) []string {
 
 // running is a Watcher driven by Run with a fake clock.
 type running struct {
-	t       *testing.T
-	w       *secretstore.Watcher
-	clock   *clockwork.FakeClock
-	batches chan []secretstore.Event
-	beats   atomic.Int64
-	cancel  context.CancelFunc
-	done    chan error
+	t      *testing.T
+	w      *secretstore.Watcher
+	clock  *clockwork.FakeClock
+	cycles chan secretstore.Cycle
+	beats  atomic.Int64
+	cancel context.CancelFunc
+	done   chan error
 }
 
 func startWatcher(t *testing.T, store secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
 	t.Helper()
-	r := &running{t: t, clock: clockwork.NewFakeClock(), batches: make(chan []secretstore.Event, 100), done: make(chan error, 1)}
+	r := &running{t: t, clock: clockwork.NewFakeClock(), cycles: make(chan secretstore.Cycle, 100), done: make(chan error, 1)}
 	opts.Clock = r.clock
 	opts.Heartbeat = func(time.Time) { r.beats.Add(1) }
 	w, err := secretstore.NewWatcher(store, opts)
@@ -160,7 +163,7 @@ func startWatcher(t *testing.T, store secretstore.Store, opts secretstore.Watche
 	r.w = w
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.done <- w.Run(ctx, func(_ context.Context, ev []secretstore.Event) { r.batches <- ev }) }()
+	go func() { r.done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) { r.cycles <- c }) }()
 	t.Cleanup(r.stop)
 	return r
 }
@@ -174,15 +177,21 @@ func (r *running) tick() {
 	r.clock.Advance(r.w.Interval())
 }
 
-// next returns the next batch of events.
+// next returns the events of the next cycle.
 func (r *running) next() []secretstore.Event {
 	r.t.Helper()
+	return r.nextCycle().Events
+}
+
+// nextCycle returns the next cycle.
+func (r *running) nextCycle() secretstore.Cycle {
+	r.t.Helper()
 	select {
-	case ev := <-r.batches:
-		return ev
+	case c := <-r.cycles:
+		return c
 	case <-time.After(10 * time.Second):
-		r.t.Fatal("no events within 10s")
-		return nil
+		r.t.Fatal("no cycle within 10s")
+		return secretstore.Cycle{}
 	}
 }
 
@@ -230,10 +239,11 @@ func TestWatcherEventKinds(t *testing.T) {
 		// Wait for this cycle's Stats (2 names per cycle), so the next
 		// step's change cannot reach into this cycle.
 		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 2*(i+2) }, 10*time.Second, time.Millisecond)
-		if s.want == nil {
-			continue // checked by the next step's batch being exactly its own events
-		}
 		got := r.next()
+		if s.want == nil {
+			assert.Empty(t, got, s.name)
+			continue
+		}
 		assert.Equal(t, s.want, summary(got), s.name)
 		for _, e := range got {
 			switch e.Kind {
@@ -261,13 +271,13 @@ func TestWatcherMultiErrorCycle(t *testing.T) {
 	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 3})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
-	require.Len(t, w.Poll(ctx), len(names))
+	require.Len(t, w.Poll(ctx).Events, len(names))
 
 	fs.setFault(secretstore.ErrPermission, "a", "c")
 	fs.setFault(secretstore.ErrUnavailable, "b", "f")
 	require.NoError(t, mem.Delete(ctx, "d"))
 	put(t, mem, "e", "2")
-	ev := w.Poll(ctx)
+	ev := w.Poll(ctx).Events
 	assert.Equal(t, []string{"forbidden a", "forbidden c", "deleted d", "changed e", "unavailable b,f outage=false"}, summary(ev),
 		"every errored name is reported in the cycle it failed")
 }
@@ -297,11 +307,11 @@ func TestWatcherOutage(t *testing.T) {
 			w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{Concurrency: 1, OutageAfter: c.outageAfter})
 			require.NoError(t, err)
 			require.NoError(t, w.Watch(names...))
-			require.Len(t, w.Poll(ctx), 50)
+			require.Len(t, w.Poll(ctx).Events, 50)
 			before, _ := fs.statCalls()
 
 			fs.setFault(secretstore.ErrUnavailable, names...)
-			ev := w.Poll(ctx)
+			ev := w.Poll(ctx).Events
 			require.Len(t, ev, 1, "an outage is one event, not one per name")
 			assert.Equal(t, secretstore.Unavailable, ev[0].Kind)
 			assert.True(t, ev[0].Outage)
@@ -312,9 +322,9 @@ func TestWatcherOutage(t *testing.T) {
 
 			// Recovery: state was kept, so nothing is reported until a real change.
 			fs.setFault(nil, names...)
-			assert.Empty(t, w.Poll(ctx))
+			assert.Empty(t, w.Poll(ctx).Events)
 			put(t, mem, names[7], "2")
-			assert.Equal(t, []string{"changed s/07"}, summary(w.Poll(ctx)))
+			assert.Equal(t, []string{"changed s/07"}, summary(w.Poll(ctx).Events))
 		})
 	}
 }
@@ -360,7 +370,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	w, err := secretstore.NewWatcher(fs, secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
-	first := w.Poll(ctx)
+	first := w.Poll(ctx).Events
 	require.Len(t, first, 2)
 	assert.Empty(t, first[0].Version, "no version, and the checksum is not exposed")
 
@@ -368,9 +378,9 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	// checksum is the same.
 	_, err = mem.Put(ctx, &secretstore.Secret{Name: "a", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"x": "y"}}, secretstore.PutOptions{})
 	require.NoError(t, err)
-	assert.Empty(t, w.Poll(ctx))
+	assert.Empty(t, w.Poll(ctx).Events)
 	put(t, mem, "b", "2")
-	ev := w.Poll(ctx)
+	ev := w.Poll(ctx).Events
 	assert.Equal(t, []string{"changed b"}, summary(ev))
 	assert.Empty(t, ev[0].Version)
 	assert.Equal(t, 3*2, fs.getCalls(), "one Get per name per cycle, only because Stat had no version")
@@ -378,7 +388,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
 
 	fs.setFault(secretstore.ErrPermission, "b")
-	assert.Equal(t, []string{"forbidden b"}, summary(w.Poll(ctx)))
+	assert.Equal(t, []string{"forbidden b"}, summary(w.Poll(ctx).Events))
 }
 
 // TestWatcherObserved: Observed gives the tag of the last present
@@ -416,7 +426,7 @@ func TestWatcherObserved(t *testing.T) {
 			put(t, mem, "a", "2")
 			unchanged, _ := observed()
 			assert.Equal(t, v1, unchanged, "an observation changes with a cycle only")
-			ev := w.Poll(ctx)
+			ev := w.Poll(ctx).Events
 			v2, ok := observed()
 			require.True(t, ok)
 			assert.NotEqual(t, v1, v2)
@@ -455,8 +465,8 @@ func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 	require.NoError(t, w.Watch("a", "b"))
 	w.Poll(ctx)
 	w.Retry("a", "b", "not-watched")
-	assert.Equal(t, []string{"changed a"}, summary(w.Poll(ctx)), "b is missing: nothing to report as changed")
-	assert.Empty(t, w.Poll(ctx), "Retry applies to one cycle")
+	assert.Equal(t, []string{"changed a"}, summary(w.Poll(ctx).Events), "b is missing: nothing to report as changed")
+	assert.Empty(t, w.Poll(ctx).Events, "Retry applies to one cycle")
 }
 
 func TestWatcherWatchValidatesAll(t *testing.T) {
@@ -534,7 +544,7 @@ func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
 		t.Fatal("Run did not stop")
 	}
 	r.done <- nil // for the cleanup
-	assert.Empty(t, r.batches, "a cancelled cycle reports nothing")
+	assert.Empty(t, r.cycles, "a cancelled cycle reports nothing")
 	assert.True(t, goroutinesSettle(before), "no goroutine left behind")
 }
 
@@ -554,7 +564,7 @@ func TestWatcherRunTwice(t *testing.T) {
 	mem := memory.New()
 	r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
 	r.next()
-	err := r.w.Run(context.Background(), func(context.Context, []secretstore.Event) {})
+	err := r.w.Run(context.Background(), func(context.Context, secretstore.Cycle) {})
 	assert.ErrorContains(t, err, "already active")
 	assert.ErrorContains(t, r.w.Run(context.Background(), nil), "handler")
 }
@@ -571,13 +581,13 @@ func TestWatcherHandlerMayChangeNames(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- w.Run(ctx, func(_ context.Context, ev []secretstore.Event) {
+		done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) {
 			// Called on the watcher's goroutine: changing the name set
 			// here must not deadlock.
 			w.Unwatch("a")
 			require.NoError(t, w.Watch("b"))
 			w.Retry("b")
-			got <- summary(ev)
+			got <- summary(c.Events)
 		})
 	}()
 	defer func() { cancel(); <-done }()
@@ -603,13 +613,13 @@ func TestWatcherUnwatchDuringCycle(t *testing.T) {
 	require.NoError(t, w.Watch("a", "b"))
 	fs.gate.Hold()
 	res := make(chan []secretstore.Event)
-	go func() { res <- w.Poll(ctx) }()
+	go func() { res <- w.Poll(ctx).Events }()
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
 	w.Unwatch("b")
 	fs.gate.Release()
 	assert.Equal(t, []string{"appeared a initial"}, summary(<-res))
 	require.NoError(t, w.Watch("b"))
-	assert.Equal(t, []string{"appeared b initial"}, summary(w.Poll(ctx)), "re-watched name starts afresh")
+	assert.Equal(t, []string{"appeared b initial"}, summary(w.Poll(ctx).Events), "re-watched name starts afresh")
 }
 
 func TestWatcherChangedWithinOneInterval(t *testing.T) {
@@ -761,11 +771,13 @@ func BenchmarkWatcherCycle(b *testing.B) {
 	cases := []struct {
 		name        string
 		noVersions  bool
+		noCheck     bool // hide the memory store's credential check
 		concurrency int
 	}{
-		{"versions/concurrency=1", false, 1},
-		{"versions/concurrency=4", false, 4},
-		{"checksum/concurrency=1", true, 1},
+		{"versions/concurrency=1", false, false, 1},
+		{"versions/concurrency=1/no-credential-check", false, true, 1},
+		{"versions/concurrency=4", false, false, 4},
+		{"checksum/concurrency=1", true, false, 1},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -775,17 +787,20 @@ func BenchmarkWatcherCycle(b *testing.B) {
 				fs.noVersions = true
 				store = fs
 			}
+			if c.noCheck {
+				store = storeOnly{mem}
+			}
 			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Concurrency: c.concurrency})
 			require.NoError(b, err)
 			require.NoError(b, w.Watch(all...))
-			require.Len(b, w.Poll(ctx), names) // baseline
+			require.Len(b, w.Poll(ctx).Events, names) // baseline
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			mallocs := ms.Mallocs
 			b.ResetTimer()
 			cycles := 0
 			for b.Loop() {
-				if ev := w.Poll(ctx); len(ev) != 0 {
+				if ev := w.Poll(ctx).Events; len(ev) != 0 {
 					b.Fatalf("steady state reported %d events", len(ev))
 				}
 				cycles++
@@ -796,5 +811,169 @@ func BenchmarkWatcherCycle(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perName, "ns/name")
 			b.ReportMetric(float64(ms.Mallocs-mallocs)/perName, "allocs/name")
 		})
+	}
+}
+
+// refuse makes backend answer Stat (and Get) of the given names with
+// ErrPermission, as a policy that no longer grants them does.
+func refuse(backend *mock.Store, names ...string) {
+	backend.SetHook(func(_ context.Context, c mock.Call) error {
+		if slices.Contains(names, c.Name) && (c.Op == secretstore.OpStat || c.Op == secretstore.OpGet) {
+			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
+		}
+		return nil
+	})
+}
+
+// A cycle reports how every name fared and the credential check's result,
+// so a caller can tell the store refusing the caller itself (an expired
+// token) from one secret's permission removed.
+func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "gone"}
+	cases := []struct {
+		name    string
+		noCheck bool // the store has no credential check
+		fault   func(*mock.Store)
+		// want: the second cycle's counts and events.
+		answered, forbidden, unavailable int
+		credentials                      error // nil: checked and accepted
+		storeFailure                     error // nil: none
+		events                           []string
+	}{
+		{name: "healthy", fault: func(*mock.Store) {},
+			answered: 5},
+		{name: "one secret's permission removed", fault: func(s *mock.Store) { refuse(s, "b") },
+			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
+		{name: "credentials rejected: every name refused", fault: func(s *mock.Store) {
+			s.FailNext(mock.AnyOp, 1000, secretstore.ErrPermission)
+		},
+			forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission,
+			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
+		{name: "store down", fault: func(s *mock.Store) { s.SetUnavailable(true) },
+			unavailable: 5, credentials: secretstore.ErrUnavailable, storeFailure: secretstore.ErrUnavailable,
+			events: []string{"unavailable a,b,c,d,gone outage=true"}},
+		{name: "credential check fails, names read fine", fault: func(s *mock.Store) {
+			s.FailNext(secretstore.OpCheckCredentials, 1, secretstore.ErrPermission)
+		},
+			answered: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission},
+		{name: "no check: one name refused, others answered", noCheck: true, fault: func(s *mock.Store) { refuse(s, "b") },
+			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
+		{name: "no check: every name refused", noCheck: true, fault: func(s *mock.Store) {
+			s.FailNext(mock.AnyOp, 1000, secretstore.ErrPermission)
+		},
+			forbidden: 5, storeFailure: secretstore.ErrPermission,
+			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			backend := mock.NewStore(nil)
+			for _, n := range names[:4] {
+				put(t, backend.Inner(), n, "1")
+			}
+			var store secretstore.Store = backend
+			if c.noCheck {
+				store = storeOnly{backend}
+			}
+			clock := clockwork.NewFakeClock()
+			w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Clock: clock, OutageAfter: -1})
+			require.NoError(t, err)
+			require.NoError(t, w.Watch(names...))
+			first := w.Poll(ctx)
+			require.Equal(t, 5, first.Answered, "a healthy first cycle")
+			require.Equal(t, !c.noCheck, first.CredentialsChecked)
+			require.NoError(t, first.StoreFailure())
+
+			c.fault(backend)
+			checks := backend.Count(secretstore.OpCheckCredentials)
+			got := w.Poll(ctx)
+			assert.Equal(t, clock.Now(), got.At)
+			assert.Equal(t, 5, got.Watched)
+			assert.Equal(t, c.answered, got.Answered, "answered")
+			assert.Equal(t, c.forbidden, got.Forbidden, "forbidden")
+			assert.Equal(t, c.unavailable, got.Unavailable, "unavailable")
+			assert.Equal(t, got.Watched, got.Answered+got.Forbidden+got.Unavailable)
+			assert.Equal(t, c.events, nilIfEmpty(summary(got.Events)))
+			assert.Equal(t, !c.noCheck, got.CredentialsChecked)
+			if c.noCheck {
+				assert.Equal(t, checks, backend.Count(secretstore.OpCheckCredentials), "no check to run")
+				assert.NoError(t, got.Credentials)
+			} else {
+				assert.Equal(t, checks+1, backend.Count(secretstore.OpCheckCredentials), "one check per cycle")
+				if c.credentials == nil {
+					assert.NoError(t, got.Credentials)
+				} else {
+					assert.ErrorIs(t, got.Credentials, c.credentials)
+				}
+			}
+			if c.storeFailure == nil {
+				assert.NoError(t, got.StoreFailure())
+			} else {
+				assert.ErrorIs(t, got.StoreFailure(), c.storeFailure)
+			}
+
+			// The next cycle counts the same states again, without
+			// repeating their events.
+			again := w.Poll(ctx)
+			assert.Equal(t, [3]int{c.answered, c.forbidden, c.unavailable}, [3]int{again.Answered, again.Forbidden, again.Unavailable})
+			for _, e := range again.Events {
+				assert.Equal(t, secretstore.Unavailable, e.Kind, "only Unavailable repeats")
+			}
+		})
+	}
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// Run hands over every cycle, events or not, and a watcher with no names
+// still checks the credentials.
+func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
+	backend := mock.NewStore(nil)
+	r := startWatcher(t, backend, secretstore.WatcherOptions{})
+	for i := range 3 {
+		c := r.nextCycle()
+		assert.Empty(t, c.Events)
+		assert.Zero(t, c.Watched)
+		assert.True(t, c.CredentialsChecked)
+		assert.NoError(t, c.StoreFailure())
+		assert.Equal(t, i+1, backend.Count(secretstore.OpCheckCredentials))
+		r.tick()
+	}
+}
+
+// The credential check's changes are logged once each: an error when the
+// store starts rejecting the credentials, info when it accepts them again.
+func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
+	ctx := t.Context()
+	backend := mock.NewStore(nil)
+	logger, logs := logtest.NewLogger()
+	w, err := secretstore.NewWatcher(backend, secretstore.WatcherOptions{Logger: logger})
+	require.NoError(t, err)
+	count := func(msg string) int { return strings.Count(logs.String(), msg) }
+	const rejected, accepted = `"level":"ERROR","msg":"secret store rejects the credentials`, `"msg":"secret store accepts the credentials again"`
+	steps := []struct {
+		fail               error
+		rejected, accepted int
+	}{
+		{nil, 0, 0},
+		{secretstore.ErrPermission, 1, 0},
+		{secretstore.ErrPermission, 1, 0},
+		{secretstore.ErrPermission, 1, 0},
+		{nil, 1, 1},
+		{nil, 1, 1},
+		{secretstore.ErrPermission, 2, 1},
+	}
+	for i, s := range steps {
+		if s.fail != nil {
+			backend.FailNext(secretstore.OpCheckCredentials, 1, s.fail)
+		}
+		w.Poll(ctx)
+		assert.Equal(t, s.rejected, count(rejected), "step %d: rejections logged", i)
+		assert.Equal(t, s.accepted, count(accepted), "step %d: recoveries logged", i)
 	}
 }

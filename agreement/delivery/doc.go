@@ -37,12 +37,29 @@
 //     passes in that cycle, and, for forbidden names, other names read
 //     fine in that cycle (a cycle where every name is forbidden is the
 //     agbot's credentials, not a revocation);
-//   - the condition lasted Options.Grace, seen in healthy cycles;
+//   - the condition lasted Options.Grace, seen in healthy cycles (the
+//     start of the grace period is stored, so a restart neither resets
+//     nor skips it; an absence no healthy cycle confirmed for longer than
+//     Grace plus two intervals, a name watched again after a long time,
+//     starts it afresh);
 //   - the cycle stays within Options.Budget; beyond it every cancellation
 //     of the cycle is held and Health says so.
 //
 // A store outage cancels nothing and delays nothing but the outage's own
 // reads: a first proposal waits for the store like any other message.
+// The cancel hook (Options.OnCancel) is called once per decision, after
+// the decision is stored; a held cancellation is no decision until
+// Engine.ReleaseHeld.
+//
+// # Replies
+//
+// A reply is applied only if it opens (sealed by the agent's current
+// keys, to the agbot's), its sequence is above the last reply accepted for
+// the agreement (Record.ReplySequence, stored with the record), and it
+// names the message in flight (agreement.Reply.InReplyTo). An accepted
+// message becomes what the agent holds; a rejected one is tried again
+// after a backoff and never cancels the agreement. Synchronous transports
+// return the reply from Send; others hand it to Engine.HandleReply.
 //
 // # Sequences
 //

@@ -2,7 +2,13 @@ package delivery
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -25,6 +31,7 @@ const (
 	DefaultDivergedAfter = 15 * time.Minute
 	DefaultBudgetCount   = 10
 	DefaultBudgetPercent = 5
+	DefaultSenders       = 256
 )
 
 // Agents gives the engine the keys of the agent on a node.
@@ -124,9 +131,13 @@ type Options struct {
 	// DivergedAfter is how long an agent may go without answering before
 	// its agreements are reported diverged; zero means the default.
 	DivergedAfter time.Duration
-	// Workers bounds the messages being sealed and sent at once; zero
-	// means 4 × GOMAXPROCS.
+	// Workers bounds the agreements being prepared at once: their values
+	// read and their messages sealed; zero means 4 × GOMAXPROCS.
 	Workers int
+	// Senders bounds the Transport.Send calls running at once, so that
+	// agents slow to answer a synchronous transport do not hold up the
+	// others; zero means DefaultSenders.
+	Senders int
 	// Member is this engine's id in a shared State; empty means a random
 	// one.
 	Member string
@@ -180,4 +191,204 @@ type Health struct {
 	// sync, Diverged those whose agents stopped answering, Held the
 	// cancellations held by the budget.
 	Agreements, Pending, Diverged, Held int
+}
+
+// Engine is the agbot's delivery engine; see the package documentation.
+// Create one with New, start it with Run, and register agreements with
+// Register. Its methods are safe for concurrent use, also before Run
+// starts and after it returns: what they record is acted on while Run
+// runs.
+type Engine struct {
+	cfg       settings
+	state     State
+	monitor   *secretstore.Monitor
+	reader    *secretstore.Reader
+	watcher   *secretstore.Watcher
+	keys      *agreement.PrivateKeys
+	agents    Agents
+	transport Transport
+	log       *slog.Logger
+
+	running atomic.Bool
+	epoch   atomic.Uint64
+	epochMu sync.Mutex // one State.NewEpoch at a time
+
+	wake     chan struct{} // the reconcile loop has work now
+	cycleNow chan struct{} // run a watcher cycle now (benchmarks)
+
+	// absent is the watcher's current view of the names it found missing
+	// or forbidden (its Initial and transition events), owned by the
+	// watcher cycle.
+	absent map[string]ObservedState
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced whenever a record changes
+	health   Health        // counts and store problem of the last cycle
+	stateErr error         // the last State failure; nil once a call succeeded
+}
+
+// New returns an Engine, or an error naming every missing or invalid
+// option.
+func New(opts Options) (*Engine, error) {
+	cfg, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Member == "" {
+		cfg.Member = "engine-" + rand.Text()[:12]
+	}
+	monitor := secretstore.NewMonitor(opts.Store)
+	// The watcher reads the backend through the monitor only: a cache
+	// would hide fresh data from its checksum fallback.
+	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
+		Config: secretstore.WatcherConfig{Interval: cfg.Interval},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %w", err)
+	}
+	return &Engine{
+		cfg:       cfg,
+		state:     opts.State,
+		monitor:   monitor,
+		reader:    secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: min(valueTTL, cfg.Interval/2)}),
+		watcher:   watcher,
+		keys:      opts.Keys,
+		agents:    opts.Agents,
+		transport: opts.Transport,
+		log:       log,
+		wake:      make(chan struct{}, 1),
+		cycleNow:  make(chan struct{}, 1),
+		absent:    map[string]ObservedState{},
+		changed:   make(chan struct{}),
+	}, nil
+}
+
+// valueTTL bounds how long a value read for one message serves the next
+// ones: long enough that a rotation fanned out to many agreements reads
+// the store once, short enough to matter little, since every value is
+// checked against the content tag observed before it is sent.
+const valueTTL = 10 * time.Second
+
+// Store returns the store the engine reads, with its monitor: give it to
+// the agbot's existence API (binding.NewHandler, binding.NewStoreChecker)
+// so that Health.LastStoreSuccess counts those calls too.
+func (e *Engine) Store() secretstore.Store { return e.monitor }
+
+// Run runs the watcher cycles and the reconcile loop until ctx ends, then
+// waits for the messages being sent and returns ctx's error. State and
+// store failures never end it: they are retried and reported by Health.
+// Only one Run may be active at a time.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("delivery: Run is already active")
+	}
+	defer e.running.Store(false)
+
+	// Every message of this run gets a sequence above every message of
+	// earlier runs, also those sent by a run that crashed.
+	if err := e.renewEpoch(ctx); err != nil {
+		return err
+	}
+	e.log.Info("delivery engine running", slog.String("member", e.cfg.Member), slog.Uint64("epoch", e.epoch.Load()))
+	// Cancellations decided before a crash whose hook had not returned:
+	// call it before their agents acknowledge them and the records go.
+	e.notifyPending(ctx)
+
+	var wg sync.WaitGroup
+	sends := &sync.WaitGroup{}
+	outcomes := make(chan outcome, e.cfg.senders)
+	wg.Go(func() { e.watchLoop(ctx) })
+	wg.Go(func() {
+		e.reconcileLoop(ctx, sends, outcomes)
+		sends.Wait()
+		close(outcomes)
+	})
+	wg.Go(func() { e.commitLoop(ctx, outcomes) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// renewEpoch takes a new epoch from the state, retrying until it answers
+// or ctx ends.
+func (e *Engine) renewEpoch(ctx context.Context) error {
+	e.epochMu.Lock()
+	defer e.epochMu.Unlock()
+	for attempt := 1; ; attempt++ {
+		epoch, err := e.state.NewEpoch(ctx)
+		e.noteState(err)
+		if err == nil {
+			e.epoch.Store(epoch)
+			return nil
+		}
+		e.log.Error("could not take a sequence epoch from the state; retrying", slog.String("err", err.Error()))
+		if !sleep(ctx, e.backoff(attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// notify wakes the reconcile loop.
+func (e *Engine) notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// changedNow tells the waiters of Wait that records changed.
+func (e *Engine) changedNow() {
+	e.mu.Lock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// changes returns a channel closed at the next change.
+func (e *Engine) changes() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+// noteState records the outcome of a State call for Health.
+func (e *Engine) noteState(err error) {
+	if err != nil && !errors.Is(err, ErrStateUnavailable) {
+		return // conflicts and not-found are answers
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stateErr = err
+}
+
+// backoff returns the wait after the attempts-th attempt that did not
+// succeed: InitialDelay doubling up to MaxDelay, less up to a tenth of
+// jitter so that agreements that failed together spread out. It never
+// gives up: the wait only stops growing.
+func (e *Engine) backoff(attempts int) time.Duration {
+	d := e.cfg.InitialDelay
+	for i := 1; i < attempts && d < e.cfg.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.MaxDelay)
+	if d >= 10 {
+		d -= mathrand.N(d / 10)
+	}
+	return d
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"maps"
 	"slices"
@@ -9,29 +10,109 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
 // MemoryState is a State kept in memory, for tests and for agbots that
 // may lose their delivery state on restart. The zero value is not ready;
 // use NewMemoryState. It ignores member ids: one engine uses it.
+//
+// It keeps each record compact (its bindings as slices, not maps), a queue
+// of the records by NextAttempt for Due, and how many records bind each
+// store name; MarkDue looks at every record, which an agbot does about
+// once per watcher cycle.
 type MemoryState struct {
 	mu      sync.Mutex
-	records map[string]*Record
-	byName  map[string]map[string]struct{} // store name → record ids
-	byNode  map[string]map[string]struct{} // node → record ids
+	records map[string]*memRecord
+	names   map[string]int // store name → records binding it
+	due     dueQueue       // records with a NextAttempt, earliest first
 	obs     map[string]Observation
 	waits   map[string]Wait
 	epoch   uint64
 	closed  bool
 }
 
+// memRecord is a stored record: rec without its Services, which are kept
+// as services.
+type memRecord struct {
+	rec      Record
+	services []memService
+	slot     int // index in MemoryState.due; -1 when not in it
+}
+
+type memService struct {
+	ref     agreement.ServiceRef
+	secrets []memSecret // sorted by name
+}
+
+type memSecret struct {
+	name, format string
+	storeNames   []string
+}
+
+func compactServices(services []binding.ServiceBinding) []memService {
+	out := make([]memService, len(services))
+	for i, sb := range services {
+		out[i] = memService{ref: sb.Service, secrets: make([]memSecret, 0, len(sb.Secrets))}
+		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
+			b := sb.Secrets[name]
+			out[i].secrets = append(out[i].secrets, memSecret{name: name, format: b.Format, storeNames: slices.Clone(b.StoreNames)})
+		}
+	}
+	return out
+}
+
+// record returns a deep copy of the stored record.
+func (m *memRecord) record() Record {
+	r := m.rec.Clone()
+	if m.services != nil {
+		r.Services = make([]binding.ServiceBinding, len(m.services))
+		for i, ms := range m.services {
+			secrets := make(map[string]binding.BoundSecret, len(ms.secrets))
+			for _, sec := range ms.secrets {
+				secrets[sec.name] = binding.BoundSecret{StoreNames: slices.Clone(sec.storeNames), Format: sec.format}
+			}
+			r.Services[i] = binding.ServiceBinding{Service: ms.ref, Secrets: secrets}
+		}
+	}
+	return r
+}
+
+// binds reports whether the record binds any of names.
+func (m *memRecord) binds(names map[string]bool) bool {
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if names[n] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// storeNames calls fn with each distinct store name of the record.
+func (m *memRecord) storeNames(fn func(string)) {
+	var seen []string
+	for _, ms := range m.services {
+		for _, sec := range ms.secrets {
+			for _, n := range sec.storeNames {
+				if !slices.Contains(seen, n) {
+					seen = append(seen, n)
+					fn(n)
+				}
+			}
+		}
+	}
+}
+
 // NewMemoryState returns an empty MemoryState.
 func NewMemoryState() *MemoryState {
 	return &MemoryState{
-		records: map[string]*Record{},
-		byName:  map[string]map[string]struct{}{},
-		byNode:  map[string]map[string]struct{}{},
+		records: map[string]*memRecord{},
+		names:   map[string]int{},
 		obs:     map[string]Observation{},
 		waits:   map[string]Wait{},
 	}
@@ -60,12 +141,14 @@ func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
 		return ErrExists
 	}
 	rec.Revision = 1
-	c := rec.Clone()
-	m.records[rec.ID] = &c
-	for _, n := range StoreNames(rec.Services) {
-		addIndex(m.byName, n, rec.ID)
-	}
-	addIndex(m.byNode, rec.Node, rec.ID)
+	stored := &memRecord{services: compactServices(rec.Services), slot: -1}
+	services := rec.Services
+	rec.Services = nil
+	stored.rec = rec.Clone()
+	rec.Services = services
+	m.records[rec.ID] = stored
+	m.schedule(stored)
+	stored.storeNames(func(n string) { m.names[n]++ })
 	return nil
 }
 
@@ -80,7 +163,7 @@ func (m *MemoryState) Get(ctx context.Context, id string) (Record, error) {
 	if !ok {
 		return Record{}, ErrNotFound
 	}
-	return r.Clone(), nil
+	return r.record(), nil
 }
 
 // Update implements State.
@@ -93,19 +176,17 @@ func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 	var conflicts []string
 	for _, rec := range recs {
 		stored, ok := m.records[rec.ID]
-		if !ok || stored.Revision != rec.Revision {
+		if !ok || stored.rec.Revision != rec.Revision {
 			conflicts = append(conflicts, rec.ID)
 			continue
 		}
 		rec.Revision++
-		c := rec.Clone()
-		// Services never change after Create: the name index stays valid.
-		c.Services = stored.Services
-		if c.Node != stored.Node {
-			dropIndex(m.byNode, stored.Node, rec.ID)
-			addIndex(m.byNode, c.Node, rec.ID)
-		}
-		m.records[rec.ID] = &c
+		// Services never change after Create.
+		services := rec.Services
+		rec.Services = nil
+		stored.rec = rec.Clone()
+		rec.Services = services
+		m.schedule(stored)
 	}
 	if len(conflicts) > 0 {
 		return &ConflictError{IDs: conflicts}
@@ -125,10 +206,14 @@ func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
 		if !ok {
 			continue
 		}
-		for _, n := range StoreNames(r.Services) {
-			dropIndex(m.byName, n, id)
+		r.storeNames(func(n string) {
+			if m.names[n]--; m.names[n] <= 0 {
+				delete(m.names, n)
+			}
+		})
+		if r.slot >= 0 {
+			heap.Remove(&m.due, r.slot)
 		}
-		dropIndex(m.byNode, r.Node, id)
 		delete(m.records, id)
 	}
 	return nil
@@ -165,7 +250,7 @@ func (m *MemoryState) Names(ctx context.Context, _ string) ([]string, error) {
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	return slices.Sorted(maps.Keys(m.byName)), nil
+	return slices.Sorted(maps.Keys(m.names)), nil
 }
 
 // MarkDue implements State.
@@ -175,22 +260,27 @@ func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 	if err := m.check(ctx); err != nil {
 		return 0, err
 	}
-	ids := map[string]struct{}{}
-	for _, id := range sel.IDs {
-		ids[id] = struct{}{}
-	}
-	for _, n := range sel.Nodes {
-		maps.Copy(ids, m.byNode[n])
-	}
-	for _, n := range sel.StoreNames {
-		maps.Copy(ids, m.byName[n])
+	nodes := setOf(sel.Nodes)
+	names := setOf(sel.StoreNames)
+	selected := func(m *memRecord) bool { return nodes[m.rec.Node] || m.binds(names) }
+	var recs []*memRecord
+	if len(nodes) == 0 && len(names) == 0 {
+		for _, id := range sel.IDs {
+			if r, ok := m.records[id]; ok {
+				recs = append(recs, r)
+			}
+		}
+	} else {
+		ids := setOf(sel.IDs)
+		for id, r := range m.records {
+			if ids[id] || selected(r) {
+				recs = append(recs, r)
+			}
+		}
 	}
 	changed := 0
-	for id := range ids {
-		r, ok := m.records[id]
-		if !ok {
-			continue
-		}
+	for _, mr := range recs {
+		r := &mr.rec
 		if r.NextAttempt.IsZero() || r.NextAttempt.After(at) || (resetAttempts && r.Attempts != 0) {
 			if r.NextAttempt.IsZero() || r.NextAttempt.After(at) {
 				r.NextAttempt = at
@@ -199,6 +289,7 @@ func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 				r.Attempts = 0
 			}
 			r.Revision++
+			m.schedule(mr)
 			changed++
 		}
 	}
@@ -212,25 +303,57 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	var due []*Record
-	for _, r := range m.records {
-		if !r.NextAttempt.IsZero() && !r.NextAttempt.After(now) {
-			due = append(due, r)
-		}
+	var taken []*memRecord
+	for (limit <= 0 || len(taken) < limit) && m.due.Len() > 0 && !m.due[0].rec.NextAttempt.After(now) {
+		taken = append(taken, heap.Pop(&m.due).(*memRecord))
 	}
-	slices.SortFunc(due, func(a, b *Record) int {
-		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
-	})
-	if limit > 0 && len(due) > limit {
-		due = due[:limit]
-	}
-	out := make([]Record, len(due))
-	for i, r := range due {
-		r.NextAttempt = now.Add(lease)
-		r.Revision++
-		out[i] = r.Clone()
+	out := make([]Record, len(taken))
+	for i, r := range taken {
+		r.rec.NextAttempt = now.Add(lease)
+		r.rec.Revision++
+		m.schedule(r)
+		out[i] = r.record()
 	}
 	return out, nil
+}
+
+// schedule puts r where its NextAttempt belongs in the due queue.
+func (m *MemoryState) schedule(r *memRecord) {
+	switch {
+	case r.rec.NextAttempt.IsZero() && r.slot >= 0:
+		heap.Remove(&m.due, r.slot)
+	case r.rec.NextAttempt.IsZero():
+	case r.slot >= 0:
+		heap.Fix(&m.due, r.slot)
+	default:
+		heap.Push(&m.due, r)
+	}
+}
+
+// dueQueue is a min-heap of records by NextAttempt, then id.
+type dueQueue []*memRecord
+
+func (q dueQueue) Len() int { return len(q) }
+func (q dueQueue) Less(i, j int) bool {
+	a, b := &q[i].rec, &q[j].rec
+	return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID)) < 0
+}
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].slot, q[j].slot = i, j
+}
+func (q *dueQueue) Push(x any) {
+	r := x.(*memRecord)
+	r.slot = len(*q)
+	*q = append(*q, r)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	r.slot = -1
+	return r
 }
 
 // Observations implements State.
@@ -334,20 +457,13 @@ func StoreNames(services []binding.ServiceBinding) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-func addIndex(idx map[string]map[string]struct{}, key, id string) {
-	set := idx[key]
-	if set == nil {
-		set = map[string]struct{}{}
-		idx[key] = set
+func setOf(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
 	}
-	set[id] = struct{}{}
-}
-
-func dropIndex(idx map[string]map[string]struct{}, key, id string) {
-	if set := idx[key]; set != nil {
-		delete(set, id)
-		if len(set) == 0 {
-			delete(idx, key)
-		}
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
 	}
+	return set
 }

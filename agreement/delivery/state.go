@@ -153,6 +153,11 @@ type Record struct {
 	// Attempts counts sends since the last accepted reply; it drives the
 	// backoff.
 	Attempts int
+	// Unanswered is when the oldest message the agent has not answered
+	// was sent; zero once the agent answered (accepting or rejecting).
+	// An agent silent for longer than Options.DivergedAfter is reported
+	// diverged.
+	Unanswered time.Time
 	// NextAttempt is when the engine next looks at the agreement; zero
 	// means nothing to do until something changes.
 	NextAttempt time.Time

@@ -45,6 +45,9 @@ func (o AgentOptions) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "{Instance:%s SigningKey:%s Files:%v Lifetime:%v}", o.Instance, keyPresence(o.SigningKey), o.Files != nil, o.Lifetime)
 }
 
+// MarshalJSON encodes what LogValue logs: never the signing key.
+func (o AgentOptions) MarshalJSON() ([]byte, error) { return logValueJSON(o.LogValue()) }
+
 // LogValue logs the options without the signing key.
 func (o AgentOptions) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("instance", o.Instance.String()), slog.String("signingKey", keyPresence(o.SigningKey)),
@@ -136,10 +139,11 @@ func (a *Agent) Register(ctx context.Context, attestation Attestation) (*x509.Ce
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.hub.Register(ctx, &RegisterRequest{
-		Provider: a.id.Provider, Org: a.id.Org, Node: a.id.Node,
-		Attestation: attestation, CSR: string(csr), LifetimeSeconds: int64(a.lifetime / time.Second),
-	})
+	req, err := NewRegisterRequest(a.key.Signer, a.id, csr, attestation, a.clock.Now(), a.lifetime)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.hub.Register(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -45,6 +46,10 @@ type CAOptions struct {
 func (o CAOptions) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "{CommonName:%q Lifetime:%v Certificate:%v Key:%s}", o.CommonName, o.Lifetime, o.Certificate != nil, keyPresence(o.Key))
 }
+
+// MarshalJSON encodes what LogValue logs: never the key, so a struct
+// holding the options can go through slog's JSON handler.
+func (o CAOptions) MarshalJSON() ([]byte, error) { return logValueJSON(o.LogValue()) }
 
 // LogValue logs the options without the key.
 func (o CAOptions) LogValue() slog.Value {
@@ -172,6 +177,16 @@ func randomSerial() (*big.Int, error) {
 type heldKey struct{ crypto.Signer }
 
 // keyPresence says whether a key is set, for Format methods.
+// logValueJSON encodes a LogValue group as a JSON object, so that a
+// type's MarshalJSON shows exactly what its LogValue does.
+func logValueJSON(v slog.Value) ([]byte, error) {
+	m := map[string]any{}
+	for _, a := range v.Group() {
+		m[a.Key] = a.Value.Resolve().Any()
+	}
+	return json.Marshal(m)
+}
+
 func keyPresence(k any) string {
 	if k == nil {
 		return "<nil>"

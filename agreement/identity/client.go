@@ -61,7 +61,14 @@ func NewClient(opts ClientOptions) (*Client, error) {
 
 // Register posts a registration (POST /instance).
 func (c *Client) Register(ctx context.Context, req *RegisterRequest) (*IdentityResponse, error) {
-	return c.identityCall(ctx, OpRegister, Identity{}, instancePath, req, http.StatusCreated)
+	if req == nil {
+		return nil, newError(OpRegister, Identity{}, ErrInvalid, "no request", nil)
+	}
+	body, err := req.Body()
+	if err != nil {
+		return nil, newError(OpRegister, Identity{}, ErrInvalid, "encoding the request", err)
+	}
+	return c.identityCall(ctx, OpRegister, Identity{}, instancePath, body, http.StatusCreated)
 }
 
 // Refresh posts a refresh (POST /instance/{provider}/{org}/{node}/{instanceId}).
@@ -69,7 +76,11 @@ func (c *Client) Refresh(ctx context.Context, id Identity, req *RefreshRequest) 
 	if err := id.Validate(); err != nil {
 		return nil, withOp(err, OpRefresh)
 	}
-	return c.identityCall(ctx, OpRefresh, id, id.Path(), req, http.StatusOK)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, newError(OpRefresh, id, ErrInvalid, "encoding the request", err)
+	}
+	return c.identityCall(ctx, OpRefresh, id, id.Path(), body, http.StatusOK)
 }
 
 // Revoke revokes an instance (DELETE /instance/{provider}/{org}/{node}/{instanceId}).
@@ -88,11 +99,7 @@ func (c *Client) Revoke(ctx context.Context, id Identity) error {
 	return nil
 }
 
-func (c *Client) identityCall(ctx context.Context, op string, id Identity, path string, body any, want int) (*IdentityResponse, error) {
-	payload, err := json.Marshal(body)
-	if err != nil {
-		return nil, newError(op, id, ErrInvalid, "encoding the request", err)
-	}
+func (c *Client) identityCall(ctx context.Context, op string, id Identity, path string, payload []byte, want int) (*IdentityResponse, error) {
 	resp, err := c.do(ctx, op, id, http.MethodPost, path, payload)
 	if err != nil {
 		return nil, err
@@ -169,6 +176,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 		reason = ErrRevoked
 	case reasonExpired:
 		reason = ErrExpired
+	case reasonReplayed:
+		if kind == ErrConflict {
+			// Its own kind, so that the error matches exactly one.
+			kind = ErrReplayed
+		}
 	}
 	return newError(op, id, kind, fmt.Sprintf("hub answered %d: %s", resp.StatusCode, msg), reason)
 }

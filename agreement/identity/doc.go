@@ -32,6 +32,12 @@
 // API), and Verifier, which the agbot calls before sealing and which
 // returns the agent's keys only for an active instance.
 //
+// Every register and refresh request carries a RequestProof: a random
+// nonce and the time, signed by the agent's key over the whole request. The
+// Issuer accepts a proof within its ProofWindow and only once (the
+// CertStore remembers the nonce, CertStore.UseNonce), so a request captured
+// on the way and replayed changes nothing and is refused with ErrReplayed.
+//
 // Keys are standard library types (crypto.Signer with an Ed25519 key,
 // crypto/hpke public keys), so the agreement package's key types adapt to
 // them directly. No private key, attestation document or plug-in error text

@@ -25,6 +25,11 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: the record store or the signer failed (503).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrReplayed: the request carries a proof (register or refresh) that
+	// the hub has already accepted once; it changes nothing (409, reason
+	// "replayed"). An agent never sees it for its own requests: each one
+	// carries a fresh nonce.
+	ErrReplayed = errors.New("replayed request")
 )
 
 // ErrRevoked is the reason, under ErrForbidden, for every refusal caused by
@@ -37,7 +42,7 @@ var ErrRevoked = errors.New("instance revoked")
 var ErrExpired = errors.New("certificate expired")
 
 // errorKinds lists the kinds in the order KindOf tries them.
-var errorKinds = [...]error{ErrInvalid, ErrUnauthenticated, ErrForbidden, ErrNotFound, ErrConflict, ErrUnavailable}
+var errorKinds = [...]error{ErrInvalid, ErrUnauthenticated, ErrForbidden, ErrNotFound, ErrConflict, ErrUnavailable, ErrReplayed}
 
 // KindOf returns the error kind err matches, or nil if it matches none.
 func KindOf(err error) error {

@@ -42,7 +42,7 @@ func FuzzParseCSR(f *testing.F) {
 
 func FuzzDecodeRegisterRequest(f *testing.F) {
 	k := newAgentKeys(f)
-	valid, err := json.Marshal(&RegisterRequest{Provider: "p", Org: "o", Node: "n", Attestation: "att-CANARY", CSR: k.csr(f, testID), LifetimeSeconds: 60})
+	valid, err := registerRequest(f, k, testID, "att-CANARY", t0).Body()
 	require.NoError(f, err)
 	f.Add(valid)
 	f.Add([]byte(`{"provider":"p","org":"o","node":"n","attestation":"x","csr":"y","lifetimeSeconds":-1}`))
@@ -140,7 +140,7 @@ func FuzzHandler(f *testing.F) {
 	require.NoError(f, err)
 	refresh, err := json.Marshal(refreshRequest(f, k, testID, registered, h.clock.Now()))
 	require.NoError(f, err)
-	register, err := json.Marshal(&RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(f, testID)})
+	register, err := registerRequest(f, k, testID, "good", t0).Body()
 	require.NoError(f, err)
 	f.Add("POST", "/instance", register)
 	f.Add("POST", testID.Path(), refresh)

@@ -30,9 +30,10 @@ type HandlerOptions struct {
 //	POST   /instance/{provider}/{org}/{node}/{instanceId}     refresh  → 200, IdentityResponse
 //	DELETE /instance/{provider}/{org}/{node}/{instanceId}     revoke   → 204
 //
-// Errors are JSON {"error":"<message>","reason":"revoked"|"expired"} with
-// 400 (bad input), 401 (no proof), 403 (refused), 404 (no such instance or
-// path), 405 (method), 409 (concurrent update), 413 (body over
+// Errors are JSON {"error":"<message>","reason":"revoked"|"expired"|"replayed"}
+// with 400 (bad input), 401 (no proof), 403 (refused), 404 (no such
+// instance or path), 405 (method), 409 (concurrent update, or reason
+// "replayed": a request whose proof was already used), 413 (body over
 // MaxBodyBytes), 503 (store or signer failed). Messages never carry key
 // material, attestation data or plug-in error text. Mount it at the root or
 // under a prefix with http.StripPrefix.
@@ -156,13 +157,15 @@ func mountPrefix(r *http.Request) string {
 // errorBody is the JSON of every error response.
 type errorBody struct {
 	Error string `json:"error"`
-	// Reason is "revoked" or "expired" when the refusal is for that reason.
+	// Reason is "revoked", "expired" or "replayed" when the refusal is
+	// for that reason.
 	Reason string `json:"reason,omitempty"`
 }
 
 const (
-	reasonRevoked = "revoked"
-	reasonExpired = "expired"
+	reasonRevoked  = "revoked"
+	reasonExpired  = "expired"
+	reasonReplayed = "replayed"
 )
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -178,6 +181,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 		body.Reason = reasonRevoked
 	case errors.Is(err, ErrExpired):
 		body.Reason = reasonExpired
+	case errors.Is(err, ErrReplayed):
+		body.Reason = reasonReplayed
 	}
 	h.reply(w, status, body)
 }
@@ -203,7 +208,7 @@ func StatusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrReplayed):
 		return http.StatusConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable

@@ -68,7 +68,7 @@ func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
 	k := newAgentKeys(t)
 
-	body, err := json.Marshal(&RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)})
+	body, err := registerRequest(t, k, testID, "good", s.clock.Now()).Body()
 	require.NoError(t, err)
 	resp, raw := s.do(t, http.MethodPost, "/instance", body)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(raw))
@@ -100,7 +100,7 @@ func TestHandlerUnknownSerialRevokesThen403(t *testing.T) {
 	ctx := context.Background()
 	s := newServer(t, HandlerOptions{})
 	k := newAgentKeys(t)
-	a, err := s.client.Register(ctx, &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)})
+	a, err := s.client.Register(ctx, registerRequest(t, k, testID, "good", s.clock.Now()))
 	require.NoError(t, err)
 	b, err := s.client.Refresh(ctx, testID, refreshRequest(t, k, testID, a, s.clock.Now()))
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestHandlerErrors(t *testing.T) {
 	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
 	k := newAgentKeys(t)
 	registerBody := func(att Attestation) []byte {
-		b, err := json.Marshal(&RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: att, CSR: k.csr(t, testID)})
+		b, err := registerRequest(t, k, testID, att, s.clock.Now()).Body()
 		require.NoError(t, err)
 		return b
 	}
@@ -199,12 +199,12 @@ func TestHandlerUnderPrefix(t *testing.T) {
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL + "/identity/"})
 	require.NoError(t, err)
 	k := newAgentKeys(t)
-	a, err := client.Register(context.Background(), &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)})
+	a, err := client.Register(context.Background(), registerRequest(t, k, testID, "good", h.clock.Now()))
 	require.NoError(t, err)
 	_, err = client.Refresh(context.Background(), testID, refreshRequest(t, k, testID, a, h.clock.Now()))
 	require.NoError(t, err)
 
-	body, err := json.Marshal(&RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)})
+	body, err := registerRequest(t, k, testID, "good", h.clock.Now()).Body()
 	require.NoError(t, err)
 	resp, err := srv.Client().Post(srv.URL+"/identity/instance", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)

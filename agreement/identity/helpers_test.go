@@ -162,11 +162,31 @@ var errDocumentRejected = errors.New("provider rejected document ref-7f3a")
 
 func (h *hub) register(t testing.TB, k agentKeys, id Identity) *IdentityResponse {
 	t.Helper()
-	resp, err := h.Register(context.Background(), &RegisterRequest{
-		Provider: id.Provider, Org: id.Org, Node: id.Node, Attestation: "good", CSR: k.csr(t, id),
-	})
+	resp, err := h.Register(context.Background(), registerRequest(t, k, id, "good", h.clock.Now()))
 	require.NoError(t, err)
 	return resp
+}
+
+// registerRequest builds a registration for id with attestation att and a
+// fresh proof by k made at now.
+func registerRequest(t testing.TB, k agentKeys, id Identity, att Attestation, now time.Time) *RegisterRequest {
+	t.Helper()
+	req, err := NewRegisterRequest(k.sign, id, []byte(k.csr(t, id)), att, now, 0)
+	require.NoError(t, err)
+	return req
+}
+
+// resign gives r, changed by a test, a fresh proof by key made at now.
+func resign(t testing.TB, key crypto.Signer, r *RegisterRequest, now time.Time) {
+	t.Helper()
+	csrDER, _ := decodeSinglePEM([]byte(r.CSR), pemTypeCSR)
+	p, err := newProof(key, now, func(p RequestProof) []byte {
+		c := *r
+		c.RequestProof = p
+		return registerProofMessage(&c, csrDER)
+	})
+	require.NoError(t, err)
+	r.RequestProof = p
 }
 
 func (h *hub) record(t testing.TB, id Identity) Record {

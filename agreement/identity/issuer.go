@@ -54,8 +54,10 @@ type Policy struct {
 	// AttestationFreshness is the oldest attestation accepted. Default
 	// 10 min.
 	AttestationFreshness time.Duration
-	// ProofWindow is how far a refresh proof's SignedAt may be from now,
-	// either way. Default 5 min.
+	// ProofWindow is how far a register or refresh proof's SignedAt may
+	// be from now, either way. Default 5 min. The CertStore remembers each
+	// accepted proof's nonce until SignedAt + ProofWindow, so no proof is
+	// accepted twice.
 	ProofWindow time.Duration
 	// ClockSkew is tolerated for times in the future (attestation
 	// IssuedAt) and backdates NotBefore. Default 1 min.
@@ -158,8 +160,10 @@ func (is *Issuer) Verifier() *Verifier {
 
 // Register checks a registration and issues the instance's first
 // certificate: the CSR passes ParseCSR; it names the claimed provider, org
-// and node; its HPKE KEM is allowed; the Attestor confirms the attestation
-// and it is fresh; the instance is not revoked (tombstone) or registered to
+// and node; its HPKE KEM is allowed; the proof is signed by the CSR's key
+// within the proof window; the Attestor confirms the attestation and it is
+// fresh; the proof's nonce was never used (else ErrReplayed, and nothing
+// changes); the instance is not revoked (tombstone) or registered to
 // another node. Registering an active instance again, with a fresh
 // attestation, replaces its record: earlier certificates stop verifying.
 // The record is written before the certificate is returned; if the write
@@ -185,6 +189,9 @@ func (is *Issuer) Register(ctx context.Context, req *RegisterRequest) (*Identity
 	if err := is.kems.check(csr.EncryptionKey); err != nil {
 		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
 	}
+	if err := is.checkProof(op, id, req.RequestProof, csr.SigningKey, registerProofMessage(req, csr.Raw)); err != nil {
+		return nil, err
+	}
 	conf, err := is.attestor.Attest(ctx, AttestationRequest{Instance: id, Attestation: req.Attestation, CSR: csr})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -200,6 +207,11 @@ func (is *Issuer) Register(ctx context.Context, req *RegisterRequest) (*Identity
 		return nil, newError(op, id, ErrForbidden, fmt.Sprintf("attestation issued at %s is in the future", conf.IssuedAt.UTC().Format(time.RFC3339)), nil)
 	case now.Sub(conf.IssuedAt) > is.policy.AttestationFreshness:
 		return nil, newError(op, id, ErrForbidden, fmt.Sprintf("attestation issued at %s is older than the %v freshness window", conf.IssuedAt.UTC().Format(time.RFC3339), is.policy.AttestationFreshness), nil)
+	}
+	// Only an attested request spends a nonce, so strangers cannot fill
+	// the store's nonce table.
+	if err := is.useNonce(ctx, op, id, req.RequestProof); err != nil {
+		return nil, err
 	}
 	rec, err := is.store.Get(ctx, id.Provider, id.InstanceID)
 	switch {
@@ -219,7 +231,8 @@ func (is *Issuer) Register(ctx context.Context, req *RegisterRequest) (*Identity
 
 // Refresh issues a new certificate to an instance that proves it holds its
 // current one (see RefreshRequest). id comes from the request path; the
-// certificate and the CSR must name exactly it. The presented serial drives
+// certificate and the CSR must name exactly it. A proof already used is
+// refused with ErrReplayed before anything changes. The presented serial drives
 // the record: the current serial shifts to previous and the new one becomes
 // current; the previous serial (the agent lost the last response) is
 // allowed and only current moves; any other serial means two holders of one
@@ -251,16 +264,12 @@ func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest)
 	if err != nil {
 		return nil, newError(op, id, ErrUnauthenticated, err.Error(), nil)
 	}
-	signedAt := time.Unix(req.SignedAt, 0)
-	if signedAt.Before(now.Add(-is.policy.ProofWindow)) || signedAt.After(now.Add(is.policy.ProofWindow)) {
-		return nil, newError(op, id, ErrUnauthenticated, fmt.Sprintf("refresh proof signed at %s is outside the %v window", signedAt.UTC().Format(time.RFC3339), is.policy.ProofWindow), nil)
-	}
 	csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
 	if err != nil {
 		return nil, newError(op, id, ErrInvalid, "CSR "+err.Error(), nil)
 	}
-	if !ed25519.Verify(current.SigningKey, refreshProofMessage(id, req.SignedAt, req.LifetimeSeconds, csrDER, leaf.Raw), req.Signature) {
-		return nil, newError(op, id, ErrUnauthenticated, "refresh proof signature does not verify with the certificate's key", nil)
+	if err := is.checkProof(op, id, req.RequestProof, current.SigningKey, refreshProofMessage(id, req.RequestProof, req.LifetimeSeconds, csrDER, leaf.Raw)); err != nil {
+		return nil, err
 	}
 	if current.Identity != id {
 		return nil, newError(op, id, ErrForbidden, "the certificate names instance "+current.Identity.String()+", not the one in the path", nil)
@@ -274,6 +283,11 @@ func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest)
 	}
 	if err := is.kems.check(csr.EncryptionKey); err != nil {
 		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
+	}
+	// Spent before the serial state machine runs: a replayed request must
+	// not shift serials or revoke the instance.
+	if err := is.useNonce(ctx, op, id, req.RequestProof); err != nil {
+		return nil, err
 	}
 	rec, err := activeRecord(ctx, is.store, op, id)
 	if err != nil {
@@ -296,6 +310,43 @@ func (is *Issuer) Refresh(ctx context.Context, id Identity, req *RefreshRequest)
 		next.CurrentSerial, next.PreviousSerial, next.NotAfter, next.UpdatedAt = serial, previous, notAfter, now
 		return next
 	})
+}
+
+// checkProof checks that a request proof was made within the proof window
+// and that its signature over msg verifies with key.
+func (is *Issuer) checkProof(op string, id Identity, p RequestProof, key ed25519.PublicKey, msg []byte) error {
+	now := is.clock.Now()
+	signedAt := time.Unix(p.SignedAt, 0)
+	if signedAt.Before(now.Add(-is.policy.ProofWindow)) || signedAt.After(now.Add(is.policy.ProofWindow)) {
+		return newError(op, id, ErrUnauthenticated, fmt.Sprintf("%s proof signed at %s is outside the %v window", op, signedAt.UTC().Format(time.RFC3339), is.policy.ProofWindow), nil)
+	}
+	if !ed25519.Verify(key, msg, p.Signature) {
+		whose := "the certificate's key"
+		if op == OpRegister {
+			whose = "the CSR's key"
+		}
+		return newError(op, id, ErrUnauthenticated, op+" proof signature does not verify with "+whose, nil)
+	}
+	return nil
+}
+
+// useNonce spends a checked proof's nonce: a proof already used is
+// refused with ErrReplayed.
+func (is *Issuer) useNonce(ctx context.Context, op string, id Identity, p RequestProof) error {
+	err := is.store.UseNonce(ctx, NonceUse{
+		Provider: id.Provider, InstanceID: id.InstanceID, Nonce: p.Nonce,
+		// One second more: SignedAt is truncated to seconds.
+		Expires: time.Unix(p.SignedAt, 0).Add(is.policy.ProofWindow + time.Second),
+		Now:     is.clock.Now(),
+	})
+	if errors.Is(err, ErrReplayed) {
+		is.log.WarnContext(ctx, "identity: refusing a replayed request", "op", op, "instance", id.String())
+		return newError(op, id, ErrReplayed, "this request was already used once; make a new one", nil)
+	}
+	if err != nil {
+		return storeError(op, id, err)
+	}
+	return nil
 }
 
 // revokeForSerial revokes id after a refresh presented serial, neither

@@ -72,9 +72,10 @@ func TestRegisterCapsLifetime(t *testing.T) {
 		asked int64
 		want  time.Duration
 	}{{0, time.Hour}, {600, 10 * time.Minute}, {7200, time.Hour}, {1 << 62, time.Hour}} {
-		resp, err := h.Register(context.Background(), &RegisterRequest{
-			Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID), LifetimeSeconds: tc.asked,
-		})
+		req := registerRequest(t, k, testID, "good", h.clock.Now())
+		req.LifetimeSeconds = tc.asked
+		resign(t, k.sign, req, h.clock.Now())
+		resp, err := h.Register(context.Background(), req)
 		require.NoError(t, err)
 		assert.Equal(t, h.clock.Now().Add(tc.want), leafOf(t, resp).NotAfter, "asked %d s", tc.asked)
 	}
@@ -83,8 +84,8 @@ func TestRegisterCapsLifetime(t *testing.T) {
 // TestRegisterRefusals: one failure per case; none leaves a record behind.
 func TestRegisterRefusals(t *testing.T) {
 	k := newAgentKeys(t)
-	good := func(t *testing.T) *RegisterRequest {
-		return &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)}
+	good := func(t *testing.T, h *hub) *RegisterRequest {
+		return registerRequest(t, k, testID, "good", h.clock.Now())
 	}
 	raw := func(mut func(*rawCSR)) func(t *testing.T, r *RegisterRequest) {
 		return func(t *testing.T, r *RegisterRequest) {
@@ -103,8 +104,10 @@ func TestRegisterRefusals(t *testing.T) {
 		hubOpts []hubOption
 		setup   func(t *testing.T, h *hub)
 		mutate  func(t *testing.T, r *RegisterRequest)
-		kind    error
-		msg     string
+		// keepProof: the proof is not made again after mutate.
+		keepProof bool
+		kind      error
+		msg       string
 	}{
 		{name: "bad CSR signature", kind: ErrInvalid, msg: "CSR signature does not verify",
 			mutate: func(t *testing.T, r *RegisterRequest) {
@@ -163,6 +166,18 @@ func TestRegisterRefusals(t *testing.T) {
 			setup: func(t *testing.T, h *hub) { h.attestedAt = func() time.Time { return time.Time{} } }},
 		{name: "attestor refusal", kind: ErrForbidden, msg: "the attestor refused the attestation",
 			mutate: func(t *testing.T, r *RegisterRequest) { r.Attestation = "forged" }},
+		{name: "proof signed by another key", kind: ErrUnauthenticated, msg: "register proof signature does not verify with the CSR's key", keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { resign(t, newAgentKeys(t).sign, r, t0) }},
+		{name: "attestation changed after signing", kind: ErrUnauthenticated, msg: "register proof signature does not verify", keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { r.Attestation = "good " }},
+		{name: "nonce changed after signing", kind: ErrUnauthenticated, msg: "register proof signature does not verify", keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { r.Nonce[0] ^= 1 }},
+		{name: "stale proof", kind: ErrUnauthenticated, msg: "register proof signed at 2026-03-01T11:54:00Z is outside the 5m0s window", keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { resign(t, k.sign, r, t0.Add(-6*time.Minute)) }},
+		{name: "short nonce", kind: ErrInvalid, msg: "nonce is 8 bytes, want 16 to 64", keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { r.Nonce = r.Nonce[:8] }},
+		{name: "no proof", kind: ErrInvalid, msg: `missing ["nonce" "signedAt" "signature"]`, keepProof: true,
+			mutate: func(t *testing.T, r *RegisterRequest) { r.RequestProof = RequestProof{} }},
 		{name: "record-store failure blocks issuing", kind: ErrUnavailable, msg: "record store failed",
 			hubOpts: []hubOption{func(o *IssuerOptions) { o.Store = &failingStore{CertStore: NewMemoryCertStore(), putErr: errDiskFull} }}},
 		{name: "record-store read failure", kind: ErrUnavailable, msg: "record store failed",
@@ -174,9 +189,12 @@ func TestRegisterRefusals(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, h)
 			}
-			req := good(t)
+			req := good(t, h)
 			if tc.mutate != nil {
 				tc.mutate(t, req)
+				if !tc.keepProof {
+					resign(t, k.sign, req, h.clock.Now())
+				}
 			}
 			resp, err := h.Register(context.Background(), req)
 			require.Error(t, err)
@@ -199,7 +217,7 @@ func TestRegisterRefusals(t *testing.T) {
 func TestRegisterAttestorErrorStaysAtTheHub(t *testing.T) {
 	h := newHub(t)
 	k := newAgentKeys(t)
-	_, err := h.Register(context.Background(), &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "forged", CSR: k.csr(t, testID)})
+	_, err := h.Register(context.Background(), registerRequest(t, k, testID, "forged", h.clock.Now()))
 	require.ErrorIs(t, err, errDocumentRejected, "the cause is kept for the hub's log")
 	assert.NotContains(t, publicMessage(err), "ref-7f3a", "but never shown to the caller")
 }
@@ -210,7 +228,7 @@ func TestRegisterAgainAfterRevokeIsRefused(t *testing.T) {
 	h.register(t, k, testID)
 	require.NoError(t, h.Revoke(context.Background(), testID))
 
-	_, err := h.Register(context.Background(), &RegisterRequest{Provider: testID.Provider, Org: testID.Org, Node: testID.Node, Attestation: "good", CSR: k.csr(t, testID)})
+	_, err := h.Register(context.Background(), registerRequest(t, k, testID, "good", h.clock.Now()))
 	require.ErrorIs(t, err, ErrForbidden)
 	require.ErrorIs(t, err, ErrRevoked)
 	assert.True(t, h.record(t, testID).Revoked, "the tombstone stays")
@@ -222,7 +240,7 @@ func TestRegisterInstanceOfAnotherNodeIsRefused(t *testing.T) {
 	first := h.register(t, k, testID)
 	other := testID
 	other.Node = "node-2"
-	_, err := h.Register(context.Background(), &RegisterRequest{Provider: other.Provider, Org: other.Org, Node: other.Node, Attestation: "good", CSR: k.csr(t, other)})
+	_, err := h.Register(context.Background(), registerRequest(t, k, other, "good", h.clock.Now()))
 	require.ErrorIs(t, err, ErrForbidden)
 	assert.Contains(t, err.Error(), `is registered to org "acme" node "node-1"`)
 	assert.Equal(t, first.Serial, h.record(t, testID).CurrentSerial, "the record is untouched")
@@ -348,6 +366,12 @@ func TestRefreshRefusals(t *testing.T) {
 				req.LifetimeSeconds = 60
 				return testID, req
 			}},
+		{name: "nonce changed after signing", kind: ErrUnauthenticated, msg: "refresh proof signature does not verify",
+			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {
+				req := refreshRequest(t, k, testID, a, h.clock.Now())
+				req.Nonce[3] ^= 1
+				return testID, req
+			}},
 		{name: "stale proof", kind: ErrUnauthenticated, msg: "outside the 5m0s window",
 			build: func(t *testing.T, h *hub, a *IdentityResponse) (Identity, *RefreshRequest) {
 				return testID, refreshRequest(t, k, testID, a, h.clock.Now().Add(-6*time.Minute))
@@ -363,7 +387,7 @@ func TestRefreshRefusals(t *testing.T) {
 				req.SignedAt = h.clock.Now().AddDate(400, 0, 0).Unix()
 				csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
 				require.NoError(t, err)
-				req.Signature = ed25519.Sign(k.sign, refreshProofMessage(testID, req.SignedAt, req.LifetimeSeconds, csrDER, leafOf(t, a).Raw))
+				req.Signature = ed25519.Sign(k.sign, refreshProofMessage(testID, req.RequestProof, req.LifetimeSeconds, csrDER, leafOf(t, a).Raw))
 				return testID, req
 			}},
 		{name: "certificate from another CA", kind: ErrUnauthenticated, msg: "does not chain to the hub CA",

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,7 @@ func keyForms(t *testing.T, key ed25519.PrivateKey) []string {
 	seed := key.Seed()
 	return []string{
 		fmt.Sprint([]byte(seed)), fmt.Sprintf("%x", seed), fmt.Sprintf("%X", seed), hex.EncodeToString(key),
-		base64.StdEncoding.EncodeToString(seed), base64.StdEncoding.EncodeToString(der)[:40],
+		base64.StdEncoding.EncodeToString(seed)[:40], base64.StdEncoding.EncodeToString(key)[:40], base64.StdEncoding.EncodeToString(der)[:40],
 		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))[30:80],
 		strings.Trim(fmt.Sprint([]byte(seed[:8])), "[]"),
 	}
@@ -64,11 +65,28 @@ func TestFmtNeverPrintsKeysOrAttestation(t *testing.T) {
 			fmt.Fprintf(&out, verb+"\n", v)
 		}
 	}
-	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&out, nil), slog.NewTextHandler(&out, nil)} {
+		logger := slog.New(h)
+		for _, v := range values {
+			logger.Info("value", "v", v)
+		}
+		// Inside a struct, the JSON handler marshals: MarshalJSON redacts.
+		logger.Info("nested", "v", struct {
+			Opts AgentOptions
+			CA   CAOptions
+			Req  RegisterRequest
+			Att  Attestation
+		}{opts, CAOptions{Key: caKey}, *req, req.Attestation})
+	}
 	for _, v := range values {
-		logger.Info("value", "v", v)
+		if b, err := json.Marshal(v); err == nil {
+			out.Write(b)
+		}
 	}
 	assertClean(t, out.String(), forbidden)
+	body, err := req.Body()
+	require.NoError(t, err)
+	assert.Contains(t, string(body), attestationCanary, "only the request body carries the attestation")
 	assert.Contains(t, out.String(), "[redacted]")
 	assert.Contains(t, out.String(), testID.String(), "the useful part is printed")
 }

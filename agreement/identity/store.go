@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -31,18 +32,51 @@ type Record struct {
 	Revision uint64
 }
 
-// CertStore keeps instance records. Implementations must be safe for
-// concurrent use; Put is compare-and-set so two refreshes of one instance
-// cannot both win.
+// CertStore keeps what the Issuer must remember: one Record per instance,
+// and the nonces of the request proofs it accepted, so no register or
+// refresh request can be used twice. Implementations must be safe for
+// concurrent use and, for a hub that restarts, durable (a bbolt file, a
+// PostgreSQL table): a store that forgets records makes every certificate
+// fail verification, one that forgets nonces within ProofWindow lets a
+// captured request be replayed. Errors other than the kinds named below are
+// reported as ErrUnavailable.
 type CertStore interface {
 	// Get returns the record for the instance, or an error matching
 	// ErrNotFound.
 	Get(ctx context.Context, provider, instanceID string) (Record, error)
 	// Put stores rec if the stored record's Revision equals rec.Revision
 	// (0: no record may exist yet), and returns it with its new Revision.
-	// A lost race is an error matching ErrConflict.
+	// A lost race is an error matching ErrConflict. Put is
+	// compare-and-set so two refreshes of one instance cannot both win.
 	Put(ctx context.Context, rec Record) (Record, error)
+	// UseNonce records that the Issuer accepted a proof carrying
+	// u.Nonce for the instance (u.Provider, u.InstanceID). If that nonce is
+	// already recorded for the instance, it records nothing and returns an
+	// error matching ErrReplayed: the check and the insert are one atomic
+	// step (a unique key, INSERT ... ON CONFLICT DO NOTHING), so of two
+	// concurrent uses exactly one succeeds. Nonces are random (16 to 64
+	// bytes); a store keeps each until u.Expires and may forget it after:
+	// the Issuer refuses proofs older than its window anyway. u.Now is the
+	// Issuer's clock, for stores that expire entries as they go.
+	UseNonce(ctx context.Context, u NonceUse) error
 }
+
+// NonceUse is one accepted request proof, for CertStore.UseNonce.
+type NonceUse struct {
+	// Provider and InstanceID name the instance the proof was for.
+	Provider, InstanceID string
+	// Nonce is the proof's random single-use value.
+	Nonce []byte
+	// Expires is when the proof leaves the Issuer's window; the store must
+	// remember the nonce until then.
+	Expires time.Time
+	// Now is the Issuer's current time.
+	Now time.Time
+}
+
+// MaxMemoryNonces bounds the nonces a MemoryCertStore remembers at once:
+// above it, UseNonce refuses with ErrUnavailable until some expire.
+const MaxMemoryNonces = 1 << 16
 
 // MemoryCertStore is the in-memory CertStore, the default. Its records are
 // lost when the process exits, so every certificate it knows about then
@@ -50,13 +84,21 @@ type CertStore interface {
 type MemoryCertStore struct {
 	mu      sync.Mutex
 	records map[instanceKey]Record
+	nonces  map[nonceKey]time.Time // → expiry
+	// sweepAt is the nonce count at which expired nonces are dropped next.
+	sweepAt int
 }
 
 type instanceKey struct{ provider, instanceID string }
 
+type nonceKey struct {
+	instanceKey
+	nonce string
+}
+
 // NewMemoryCertStore returns an empty MemoryCertStore.
 func NewMemoryCertStore() *MemoryCertStore {
-	return &MemoryCertStore{records: make(map[instanceKey]Record)}
+	return &MemoryCertStore{records: make(map[instanceKey]Record), nonces: make(map[nonceKey]time.Time), sweepAt: 64}
 }
 
 // Get implements CertStore.
@@ -87,4 +129,32 @@ func (s *MemoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
 	rec.Revision++
 	s.records[key] = rec
 	return rec, nil
+}
+
+// UseNonce implements CertStore.
+func (s *MemoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id := Identity{Provider: u.Provider, InstanceID: u.InstanceID}
+	key := nonceKey{instanceKey{u.Provider, u.InstanceID}, string(u.Nonce)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, used := s.nonces[key]; used {
+		return newError(OpStore, id, ErrReplayed, "nonce already used", nil)
+	}
+	if len(s.nonces) >= s.sweepAt {
+		for k, expires := range s.nonces {
+			if expires.Before(u.Now) {
+				delete(s.nonces, k)
+			}
+		}
+		// Sweep again once the table has doubled: amortised O(1) per use.
+		s.sweepAt = max(64, 2*len(s.nonces))
+	}
+	if len(s.nonces) >= MaxMemoryNonces {
+		return newError(OpStore, id, ErrUnavailable, fmt.Sprintf("%d request proofs are within their window; retry later", len(s.nonces)), nil)
+	}
+	s.nonces[key] = u.Expires
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,8 +35,9 @@ var errTooLarge = jsonproblem.ErrTooLarge
 
 // Attestation is the provider's attestation document for an instance (for
 // example a signed instance identity document). It is a bearer credential
-// while fresh, so printing it with fmt or slog shows "[redacted]"; its JSON
-// form carries the value. string(a) gives the value to an Attestor.
+// while fresh, so printing it with fmt, slog or encoding/json shows
+// "[redacted]"; only RegisterRequest.Body writes the value (the request
+// body the hub reads). string(a) gives the value to an Attestor.
 type Attestation string
 
 // String returns "[redacted]".
@@ -50,13 +52,31 @@ func (Attestation) Format(f fmt.State, _ rune) { io.WriteString(f, redacted) }
 // LogValue logs "[redacted]".
 func (Attestation) LogValue() slog.Value { return slog.StringValue(redacted) }
 
+// MarshalJSON writes "[redacted]", so a value holding an attestation
+// (a RegisterRequest in a log record, an error report) never carries it.
+// Decoding reads the value.
+func (Attestation) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// Body returns the JSON body of POST /instance, the attestation included
+// (json.Marshal of the request redacts it).
+func (req *RegisterRequest) Body() ([]byte, error) {
+	type wire RegisterRequest // the same fields, without this method set
+	return json.Marshal(struct {
+		*wire
+		Attestation string `json:"attestation"`
+	}{(*wire)(req), string(req.Attestation)})
+}
+
 // RegisterRequest is the body of POST /instance: the node the agent claims
-// to be, the provider's attestation, and a CSR (see NewCSR) naming the same
-// provider, org and node plus the instance id.
+// to be, the provider's attestation, a CSR (see NewCSR) naming the same
+// provider, org and node plus the instance id, and a proof that the request
+// is fresh and made by the holder of the CSR's key (see
+// NewRegisterRequest).
 //
 //	{"provider":"openhorizon.factory1","org":"acme","node":"node-1",
 //	 "attestation":"...","csr":"-----BEGIN CERTIFICATE REQUEST-----...",
-//	 "lifetimeSeconds":3600}
+//	 "lifetimeSeconds":3600,"nonce":"<base64>","signedAt":1767225600,
+//	 "signature":"<base64>"}
 type RegisterRequest struct {
 	// Provider, Org and Node are the claimed identity; the CSR must name
 	// the same.
@@ -70,7 +90,32 @@ type RegisterRequest struct {
 	// LifetimeSeconds asks for a certificate lifetime; 0 means the hub's
 	// maximum, and the hub caps larger values at its maximum.
 	LifetimeSeconds int64 `json:"lifetimeSeconds,omitempty"`
+	// Proof: see RequestProof.
+	RequestProof
 }
+
+// RequestProof makes a register or refresh request single-use: a random
+// nonce and the time, signed with the agent's key together with everything
+// else in the request. The hub accepts a proof only within its proof window
+// and only once (it remembers the nonce in its CertStore for that window),
+// so a captured request replayed byte for byte, or with another nonce or
+// time, changes nothing: ErrReplayed, or ErrUnauthenticated for an altered
+// one.
+type RequestProof struct {
+	// Nonce is 16 to 64 random bytes, new for every request.
+	Nonce []byte `json:"nonce"`
+	// SignedAt is when the proof was made, in Unix seconds.
+	SignedAt int64 `json:"signedAt"`
+	// Signature is the Ed25519 signature over the request (see
+	// NewRegisterRequest and NewRefreshRequest for the key).
+	Signature []byte `json:"signature"`
+}
+
+// Nonce lengths accepted in a RequestProof.
+const (
+	minNonceBytes = 16
+	maxNonceBytes = 64
+)
 
 // LogValue logs the request with the attestation redacted (a JSON log
 // handler would otherwise marshal its value).
@@ -82,29 +127,28 @@ func (req RegisterRequest) LogValue() slog.Value {
 // RefreshRequest is the body of POST /instance/{provider}/{org}/{node}/{instanceId}.
 //
 // Proof of the current certificate is a signature, made with the current
-// certificate's key, over the instance, the time, the lifetime asked for,
-// and SHA-256 digests of the new CSR and of the current certificate (see
-// NewRefreshRequest). We chose a signed request over mTLS because it
-// survives TLS-terminating proxies and load balancers in front of the hub,
-// needs no client-certificate setup on the listener, and works the same for
-// an in-process Issuer; SignedAt within the hub's proof window bounds replay,
-// and the hub API must be served over TLS as always.
+// certificate's key, over the instance, the time, a fresh nonce, the
+// lifetime asked for, and SHA-256 digests of the new CSR and of the current
+// certificate (see NewRefreshRequest). We chose a signed request over mTLS
+// because it survives TLS-terminating proxies and load balancers in front
+// of the hub, needs no client-certificate setup on the listener, and works
+// the same for an in-process Issuer; the hub accepts each proof once and
+// only within its proof window (RequestProof), and the hub API must be
+// served over TLS as always.
 //
 //	{"csr":"-----BEGIN CERTIFICATE REQUEST-----...",
-//	 "certificate":"-----BEGIN CERTIFICATE-----...",
-//	 "signedAt":1767225600,"lifetimeSeconds":3600,"signature":"<base64>"}
+//	 "certificate":"-----BEGIN CERTIFICATE-----...","lifetimeSeconds":3600,
+//	 "nonce":"<base64>","signedAt":1767225600,"signature":"<base64>"}
 type RefreshRequest struct {
 	// CSR is the PEM request for the new certificate. Its key may differ
 	// from the current one (key rotation).
 	CSR string `json:"csr"`
 	// Certificate is the PEM current certificate (the leaf only).
 	Certificate string `json:"certificate"`
-	// SignedAt is when the proof was made, in Unix seconds.
-	SignedAt int64 `json:"signedAt"`
 	// LifetimeSeconds is as in RegisterRequest.
 	LifetimeSeconds int64 `json:"lifetimeSeconds,omitempty"`
-	// Signature is the Ed25519 signature by the current certificate's key.
-	Signature []byte `json:"signature"`
+	// Proof: signed by the current certificate's key.
+	RequestProof
 }
 
 // IdentityResponse is the body of a successful register (201) or refresh
@@ -121,25 +165,87 @@ type IdentityResponse struct {
 	NotAfter time.Time `json:"notAfter"`
 }
 
-// refreshProofDomain separates refresh proofs from every other use of the
-// agent's key.
-const refreshProofDomain = "edgesecrets identity refresh v1"
+// Proof domains separate request proofs from every other use of the
+// agent's key, and register proofs from refresh proofs.
+const (
+	registerProofDomain = "edgesecrets identity register v2"
+	refreshProofDomain  = "edgesecrets identity refresh v2"
+)
 
-// refreshProofMessage is what a refresh proof signs. Identity elements
-// cannot hold '\n' (Validate), so the encoding is unambiguous.
-func refreshProofMessage(id Identity, signedAt, lifetimeSeconds int64, csrDER, certDER []byte) []byte {
-	csrSum := sha256.Sum256(csrDER)
-	certSum := sha256.Sum256(certDER)
+// proofMessage is what a request proof signs: the domain, then lines.
+// Identity elements cannot hold '\n' (Validate) and every other line is a
+// number or hex, so the encoding is unambiguous.
+func proofMessage(domain string, p RequestProof, lifetimeSeconds int64, lines ...string) []byte {
 	var b bytes.Buffer
-	for _, s := range []string{
-		refreshProofDomain, id.Provider, id.Org, id.Node, id.InstanceID,
-		strconv.FormatInt(signedAt, 10), strconv.FormatInt(lifetimeSeconds, 10),
-		hex.EncodeToString(csrSum[:]), hex.EncodeToString(certSum[:]),
-	} {
+	for _, s := range append([]string{domain,
+		strconv.FormatInt(p.SignedAt, 10), hex.EncodeToString(p.Nonce), strconv.FormatInt(lifetimeSeconds, 10),
+	}, lines...) {
 		b.WriteString(s)
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// digest is the hex SHA-256 of b, for a proof line.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// registerProofMessage is what a register proof signs: the claimed
+// provider, org and node, the CSR (which names the instance id) and the
+// attestation.
+func registerProofMessage(req *RegisterRequest, csrDER []byte) []byte {
+	return proofMessage(registerProofDomain, req.RequestProof, req.LifetimeSeconds,
+		req.Provider, req.Org, req.Node, digest(csrDER), digest([]byte(req.Attestation)))
+}
+
+// refreshProofMessage is what a refresh proof signs.
+func refreshProofMessage(id Identity, p RequestProof, lifetimeSeconds int64, csrDER, certDER []byte) []byte {
+	return proofMessage(refreshProofDomain, p, lifetimeSeconds,
+		id.Provider, id.Org, id.Node, id.InstanceID, digest(csrDER), digest(certDER))
+}
+
+// newProof signs msg(p) with key, over a fresh nonce and now.
+func newProof(key crypto.Signer, now time.Time, msg func(RequestProof) []byte) (RequestProof, error) {
+	p := RequestProof{Nonce: make([]byte, minNonceBytes), SignedAt: now.Unix()}
+	rand.Read(p.Nonce)
+	sig, err := key.Sign(rand.Reader, msg(p), crypto.Hash(0))
+	if err != nil {
+		return RequestProof{}, err
+	}
+	p.Signature = sig
+	return p, nil
+}
+
+// NewRegisterRequest builds a registration for id: the PEM CSR (NewCSR for
+// id), the provider's attestation, and the proof signed with signingKey
+// (the CSR's Ed25519 key) at time now. lifetime 0 asks for the hub's
+// maximum.
+func NewRegisterRequest(signingKey crypto.Signer, id Identity, csrPEM []byte, attestation Attestation, now time.Time, lifetime time.Duration) (*RegisterRequest, error) {
+	if err := id.Validate(); err != nil {
+		return nil, withOp(err, OpRegister)
+	}
+	if _, err := signingPublicKey(signingKey); err != nil {
+		return nil, newError(OpRegister, id, ErrInvalid, err.Error(), nil)
+	}
+	csrDER, err := decodeSinglePEM(csrPEM, pemTypeCSR)
+	if err != nil {
+		return nil, newError(OpRegister, id, ErrInvalid, err.Error(), nil)
+	}
+	req := &RegisterRequest{
+		Provider: id.Provider, Org: id.Org, Node: id.Node,
+		Attestation: attestation, CSR: string(csrPEM), LifetimeSeconds: int64(lifetime / time.Second),
+	}
+	req.RequestProof, err = newProof(signingKey, now, func(p RequestProof) []byte {
+		r := *req
+		r.RequestProof = p
+		return registerProofMessage(&r, csrDER)
+	})
+	if err != nil {
+		return nil, newError(OpRegister, id, ErrInvalid, "signing the register proof", err)
+	}
+	return req, nil
 }
 
 // NewRefreshRequest builds a refresh request for id: the new PEM CSR, the
@@ -167,11 +273,12 @@ func NewRefreshRequest(signingKey crypto.Signer, id Identity, current *x509.Cert
 	req := &RefreshRequest{
 		CSR:             string(csrPEM),
 		Certificate:     string(EncodeCertificatesPEM(current)),
-		SignedAt:        now.Unix(),
 		LifetimeSeconds: int64(lifetime / time.Second),
 	}
-	msg := refreshProofMessage(id, req.SignedAt, req.LifetimeSeconds, csrDER, current.Raw)
-	if req.Signature, err = signingKey.Sign(rand.Reader, msg, crypto.Hash(0)); err != nil {
+	req.RequestProof, err = newProof(signingKey, now, func(p RequestProof) []byte {
+		return refreshProofMessage(id, p, req.LifetimeSeconds, csrDER, current.Raw)
+	})
+	if err != nil {
 		return nil, newError(OpRefresh, id, ErrInvalid, "signing the refresh proof", err)
 	}
 	return req, nil
@@ -193,10 +300,25 @@ func (req *RegisterRequest) check() error {
 	case req.LifetimeSeconds < 0:
 		return newError(op, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
 	}
-	return missingFields(op, []field{
-		{"provider", req.Provider == ""}, {"org", req.Org == ""}, {"node", req.Node == ""},
-		{"attestation", req.Attestation == ""}, {"csr", req.CSR == ""},
-	})
+	return req.RequestProof.check(op, field{"provider", req.Provider == ""}, field{"org", req.Org == ""}, field{"node", req.Node == ""},
+		field{"attestation", req.Attestation == ""}, field{"csr", req.CSR == ""})
+}
+
+// check reports missing fields (the proof's and the request's, given) and
+// a malformed proof.
+func (p *RequestProof) check(op string, fields ...field) error {
+	if err := missingFields(op, append(fields,
+		field{"nonce", len(p.Nonce) == 0}, field{"signedAt", p.SignedAt == 0}, field{"signature", len(p.Signature) == 0},
+	)); err != nil {
+		return err
+	}
+	switch {
+	case len(p.Nonce) < minNonceBytes || len(p.Nonce) > maxNonceBytes:
+		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("nonce is %d bytes, want %d to %d", len(p.Nonce), minNonceBytes, maxNonceBytes), nil)
+	case len(p.Signature) != ed25519.SignatureSize:
+		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(p.Signature), ed25519.SignatureSize), nil)
+	}
+	return nil
 }
 
 // DecodeRefreshRequest decodes a JSON RefreshRequest of at most
@@ -208,19 +330,10 @@ func DecodeRefreshRequest(r io.Reader) (*RefreshRequest, error) {
 
 func (req *RefreshRequest) check() error {
 	const op = OpRefresh
-	if err := missingFields(op, []field{
-		{"csr", req.CSR == ""}, {"certificate", req.Certificate == ""},
-		{"signedAt", req.SignedAt == 0}, {"signature", len(req.Signature) == 0},
-	}); err != nil {
-		return err
-	}
-	switch {
-	case len(req.Signature) != ed25519.SignatureSize:
-		return newError(op, Identity{}, ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(req.Signature), ed25519.SignatureSize), nil)
-	case req.LifetimeSeconds < 0:
+	if req.LifetimeSeconds < 0 {
 		return newError(op, Identity{}, ErrInvalid, "lifetimeSeconds is negative", nil)
 	}
-	return nil
+	return req.RequestProof.check(op, field{"csr", req.CSR == ""}, field{"certificate", req.Certificate == ""})
 }
 
 // decodeRequest decodes a request body and checks its fields.

@@ -6,10 +6,17 @@
 //
 // It serves, on a loopback address:
 //
-//	GET  /secrets/{name...}, /health      the binding existence API (admin token; /health open)
+//	/org/{org}/secrets..., /allsecrets    Open Horizon's secrets-manager API, as hzn secretsmanager uses it (admin token)
+//	GET /deploycheck/secretbindingcompatible   hzn deploycheck secretbinding (admin token)
+//	GET /secrets/{name...}                the design's existence route (admin token)
+//	GET /health                           anax's health answer (open)
 //	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
 //	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
+//
+// The secrets APIs (package secretsapi) take the admin token as a bearer
+// token or as the password of "<org>/admin", so hzn works against them:
+// HZN_AGBOT_URL=<agbot URL> hzn secretsmanager secret add -u myorg/admin:<token> ...
 //
 // When an agent publishes its identity certificate on the relay, the agbot
 // verifies it, validates the deployment (binding.Validate, with the store
@@ -27,6 +34,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +52,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers "memory"
@@ -180,7 +189,7 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	a.verifier = issuer.Verifier()
-	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Logger: log})
+	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: keys, Logger: log})
 
 	handler, err := newMux(a, issuer, monitor, adminToken, log)
 	if err != nil {
@@ -194,7 +203,10 @@ func run(c config, log *slog.Logger) error {
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
 	done := make(chan struct{}, 2)
-	go func() { watcher.Run(ctx, a.tracker.HandleEvents); done <- struct{}{} }()
+	go func() {
+		watcher.Run(ctx, func(ctx context.Context, c secretstore.Cycle) { a.tracker.HandleEvents(ctx, c.Events) })
+		done <- struct{}{}
+	}()
 	go func() { outbox.Run(ctx); done <- struct{}{} }()
 	<-ctx.Done()
 	log.Info("agbot stopping")
@@ -207,15 +219,11 @@ func run(c config, log *slog.Logger) error {
 
 // newMux routes the agbot's APIs.
 func newMux(a *agbot, issuer *identity.Issuer, monitor *secretstore.Monitor, adminToken string, log *slog.Logger) (http.Handler, error) {
-	existence, err := binding.NewHandler(binding.HandlerOptions{
-		Store: monitor,
-		Authenticate: func(r *http.Request) (binding.Caller, error) {
-			if !bearerIs(r, adminToken) {
-				return binding.Caller{}, errors.New("missing or wrong admin token")
-			}
-			return binding.Caller{Org: a.dep.org, Name: "admin"}, nil
-		},
-		Logger: log,
+	secrets, err := secretsapi.NewHandler(secretsapi.Options{
+		Store:                a.reader,
+		Authenticator:        adminAuthenticator(a.dep.org, adminToken),
+		LastVaultInteraction: monitor.LastSuccess,
+		Logger:               log,
 	})
 	if err != nil {
 		return nil, err
@@ -234,12 +242,31 @@ func newMux(a *agbot, issuer *identity.Issuer, monitor *secretstore.Monitor, adm
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(binding.SecretsPath, existence)
-	mux.Handle(binding.HealthPath, existence)
+	mux.Handle(binding.SecretsPath, secrets)
+	mux.Handle(binding.OrgPath, secrets)
+	mux.Handle(binding.HealthPath, secrets)
+	mux.Handle(secretsapi.DeployCheckPath, secrets)
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)
 	mux.Handle(adminPathPrefix, &adminHandler{store: a.reader, token: adminToken, log: log})
 	return mux, nil
+}
+
+// adminAuthenticator is the demo's stand-in for the exchange: the admin
+// token makes its bearer the organisation's administrator, as a bearer
+// token (with or without anax's X-Organization and X-UserId) or as the
+// password of "<org>/admin" (hzn's -u <org>/admin:<token>).
+func adminAuthenticator(org, token string) secretsapi.Authenticator {
+	return secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+		user := c.User
+		if c.Bearer && user == "" {
+			user = "admin"
+		}
+		if c.Org != "" && c.Org != org || user != "admin" || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(token)) != 1 {
+			return secretsapi.Caller{}, errors.New("missing or wrong admin token")
+		}
+		return secretsapi.Caller{Org: org, ID: "admin", Role: secretsapi.RoleAdmin}, nil
+	})
 }
 
 // openStore opens the store of the config file at path, or an in-memory

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,26 +16,77 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // agent handles the agbot's messages for one node.
 type agent struct {
+	log      *slog.Logger
+	node     relay.Node
+	relay    *relay.Client
+	identity *identity.Agent
+	store    *agentapi.Store
+	tokens   *agentapi.TokenTable // the store's: removing an instance revokes its token
+	receiver *agentapi.Receiver
+	envDir   string
+	apiURL   string
+
+	published *x509.Certificate // the certificate last published on the relay
+	after     uint64            // the id of the last relay message handled
+}
+
+// agentOptions are what newAgent needs besides the store.
+type agentOptions struct {
 	log       *slog.Logger
 	keys      *agreement.PrivateKeys
 	agbotKeys *agreement.PublicKeys // pinned: the only sender accepted
 	node      relay.Node
 	relay     *relay.Client
 	identity  *identity.Agent
-	store     *agentapi.Store
-	tokens    *agentapi.TokenTable
-	guard     agreement.ReplayGuard
-	seq       *demo.Sequencer
 	envDir    string
-	apiURL    string
+}
 
-	published *x509.Certificate // the certificate last published on the relay
-	after     uint64            // the id of the last relay message handled
+// newAgent wires an agent to its store: the library's Receiver opens,
+// checks (replay floor kept in the store) and applies each message and
+// seals the reply; the agent assigns instances and hands each its
+// environment file.
+func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions) (*agent, error) {
+	a := &agent{log: o.log, node: o.node, relay: o.relay, identity: o.identity, store: store, tokens: tokens, envDir: o.envDir}
+	var err error
+	a.receiver, err = agentapi.NewReceiver(store, agentapi.ReceiverOptions{
+		Keys: o.keys, Agbot: o.agbotKeys, Assign: assign, Provision: a.provisionAll, Logger: o.log,
+	})
+	return a, err
+}
+
+// serveAPI serves the services' secrets API on hardened servers
+// (timeouts, size limits, a connection bound): the design profile on
+// loopback (demo.Listen), or Open Horizon's profile over HTTPS on a unix
+// socket and loopback (demo.ListenESS), as Open Horizon's agent serves its
+// ESS API. It returns the API's URL and how to shut it down.
+func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() error, error) {
+	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Tokens: a.tokens, Logger: a.log})
+	if err != nil {
+		return "", nil, err
+	}
+	if profile != agentapi.ProfileOpenHorizon {
+		srv, err := demo.Listen(c.listen, c.addrFile, h, a.log)
+		if err != nil {
+			return "", nil, err
+		}
+		a.apiURL = srv.URL
+		return srv.URL, srv.Shutdown, nil
+	}
+	dir := filepath.Join(c.dir, "ess")
+	if c.essSocket == "" {
+		c.essSocket = filepath.Join(dir, demo.ESSSocketFile)
+	}
+	ess, err := demo.ListenESS(demo.ESSOptions{Addr: c.listen, AddrFile: c.addrFile, Socket: c.essSocket, Dir: dir, Handler: h, Logger: a.log})
+	if err != nil {
+		return "", nil, err
+	}
+	a.log.Info("ESS endpoint", slog.String("socket", ess.Socket), slog.String("cert", ess.CertFile))
+	a.apiURL = ess.URL
+	return ess.URL, ess.Shutdown, nil
 }
 
 // poll publishes the current certificate when it changed and handles the
@@ -76,102 +126,54 @@ func (a *agent) poll(ctx context.Context, interval time.Duration) {
 // open (not from the pinned agbot, not for this agent, altered, replayed)
 // are logged and dropped without a reply.
 func (a *agent) handle(ctx context.Context, m relay.Message) {
-	peek, err := agreement.PeekHeader(m.Envelope)
-	if err != nil {
-		a.log.Warn("ignoring a relay message that is not an envelope", slog.Uint64("relay_id", m.ID), slog.String("err", err.Error()))
+	got, err := a.receiver.Receive(ctx, m.Envelope)
+	switch {
+	case errors.Is(err, agreement.ErrReplay):
+		a.log.Debug("ignoring a replayed message", slog.Uint64("relay_id", m.ID))
+		return
+	case err != nil:
+		a.log.Warn("ignoring a message that does not open", slog.Uint64("relay_id", m.ID), slog.String("err", err.Error()))
 		return
 	}
-	var h agreement.Header
-	switch peek.Type {
-	case agreement.TypeProposal:
-		var p agreement.Proposal
-		if h, p, err = agreement.OpenProposal(ctx, a.keys, a.agbotKeys, m.Envelope, a.guard); err != nil {
-			a.dropped(m.ID, err)
-			return
+	h := got.Header
+	if got.Err != nil {
+		// The reply says why when the message was at fault; local failures
+		// get a generic reason there and their detail here.
+		a.log.Warn("message not applied", slog.String("agreement", h.AgreementID), slog.String("type", string(h.Type)), slog.String("err", got.Err.Error()))
+	}
+	for _, id := range got.Removed {
+		if err := os.Remove(a.envPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			a.log.Warn("could not remove an instance's environment file", slog.String("instance", id), slog.String("err", err.Error()))
 		}
-		err = a.applyProposal(ctx, p)
-	case agreement.TypeUpdate:
-		var u agreement.Update
-		if h, u, err = agreement.OpenUpdate(ctx, a.keys, a.agbotKeys, m.Envelope, a.guard); err != nil {
-			a.dropped(m.ID, err)
-			return
-		}
-		err = a.applyUpdate(ctx, u)
-	default:
-		a.log.Warn("ignoring a relay message of an unexpected type", slog.Uint64("relay_id", m.ID), slog.String("type", string(peek.Type)))
+	}
+	if got.Kind == agreement.UpdateKindCancel && got.Err == nil {
+		a.log.Info("agreement cancelled; instances wiped", slog.String("agreement", h.AgreementID), slog.Any("instances", got.Removed))
+	}
+	if err := a.relay.Reply(ctx, m.ID, got.Reply); err != nil {
+		a.log.Warn("replying failed; the agbot will resend", slog.String("agreement", h.AgreementID), slog.String("err", err.Error()))
 		return
 	}
-	a.reply(ctx, m.ID, h, err)
+	a.log.Debug("replied", slog.String("agreement", h.AgreementID), slog.String("type", string(h.Type)), slog.Bool("accepted", got.Err == nil))
 }
 
-func (a *agent) dropped(id uint64, err error) {
-	if errors.Is(err, agreement.ErrReplay) {
-		a.log.Debug("ignoring a replayed message", slog.Uint64("relay_id", id))
-		return
-	}
-	a.log.Warn("ignoring a message that does not open", slog.Uint64("relay_id", id), slog.String("err", err.Error()))
-}
-
-// applyProposal stores a proposal's secrets, one instance per service
-// (container), and hands each instance its environment file.
-func (a *agent) applyProposal(ctx context.Context, p agreement.Proposal) error {
+// assign gives each service (container) of a proposal its instance.
+func assign(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
 	instances := agentapi.Instances{}
 	for _, ss := range p.Services {
 		instances[ss.Service] = agentapi.Instance{ID: instanceID(ss.Service)}
 	}
-	if _, err := a.store.ApplyProposal(ctx, p, instances); err != nil {
-		return err
-	}
+	return instances, nil
+}
+
+// provisionAll hands each instance of an applied proposal its environment
+// file and token.
+func (a *agent) provisionAll(_ context.Context, _ agreement.Proposal, instances agentapi.Instances) error {
 	for _, inst := range instances {
 		if err := a.provide(inst.ID); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// applyUpdate applies a secrets update, or removes the agreement's
-// instances on a cancellation.
-func (a *agent) applyUpdate(ctx context.Context, u agreement.Update) error {
-	switch u.Kind {
-	case agreement.UpdateKindSecrets:
-		_, err := a.store.ApplyUpdate(ctx, u)
-		return err
-	case demo.UpdateKindCancel:
-		ids, err := a.store.RemoveAgreement(ctx, u.AgreementID)
-		a.tokens.Delete(ids...)
-		for _, id := range ids {
-			if rerr := os.Remove(a.envPath(id)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = errors.Join(err, rerr)
-			}
-		}
-		if err == nil {
-			a.log.Info("agreement cancelled; instances wiped", slog.String("agreement", u.AgreementID), slog.Any("instances", ids))
-		}
-		return err
-	default:
-		return fmt.Errorf("%w: unknown update kind %q", secretstore.ErrInvalid, u.Kind)
-	}
-}
-
-// reply seals the outcome of a message to the agbot and posts it.
-func (a *agent) reply(ctx context.Context, relayID uint64, answered agreement.Header, applyErr error) {
-	outcome := agentapi.Reply(answered.AgreementID, applyErr)
-	if applyErr != nil {
-		// The reply says why when the message was at fault; local failures
-		// get a generic reason there and their detail here.
-		a.log.Warn("message not applied", slog.String("agreement", answered.AgreementID), slog.String("type", string(answered.Type)), slog.String("err", applyErr.Error()))
-	}
-	r := agreement.NewReply(answered, outcome.Accepted, outcome.Reason)
-	env, err := agreement.SealReply(a.keys, a.agbotKeys, r, agreement.Header{Sequence: a.seq.Next(answered.AgreementID, agreement.TypeReply)})
-	if err == nil {
-		err = a.relay.Reply(ctx, relayID, env)
-	}
-	if err != nil {
-		a.log.Warn("replying failed; the agbot will resend", slog.String("agreement", answered.AgreementID), slog.String("err", err.Error()))
-		return
-	}
-	a.log.Debug("replied", slog.String("agreement", answered.AgreementID), slog.String("type", string(answered.Type)), slog.Bool("accepted", r.Accepted))
 }
 
 // provide gives an instance a token, unless it has one, and writes its
@@ -181,11 +183,10 @@ func (a *agent) provide(instance string) error {
 	if err != nil {
 		return err
 	}
-	token, ok := a.tokens.Token(context.Background(), instance)
-	if ok {
+	if _, ok := a.tokens.Token(context.Background(), instance); ok {
 		return nil
 	}
-	token = rand.Text()
+	token := rand.Text()
 	if err := demo.WriteEnv(a.envPath(instance), demo.Env{API: a.apiURL, Instance: instance, Token: token, Mount: mount}); err != nil {
 		return err
 	}

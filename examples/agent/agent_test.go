@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
@@ -27,16 +29,19 @@ var (
 )
 
 // fixture is an agent wired to a real relay and store, and the agbot's
-// side of the conversation.
+// side of the conversation: its keys, an identity issuer, the relay.
 type fixture struct {
-	t      *testing.T
-	agent  *agent
-	relay  *relay.Server
-	agbot  *agreement.PrivateKeys
-	logs   *logtest.Buffer
-	seq    uint64
-	guard  *agreement.MemoryReplayGuard
-	envDir string
+	t       *testing.T
+	agent   *agent
+	keys    *agreement.PrivateKeys // the agent's
+	relay   *relay.Server
+	agbot   *agreement.PrivateKeys
+	logs    *logtest.Buffer
+	seq     uint64
+	guard   *agreement.MemoryReplayGuard
+	envDir  string
+	root    string
+	relayTS *httptest.Server
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -45,24 +50,38 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	agentKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
+		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
+			return identity.Confirmation{IssuedAt: time.Now()}, nil
+		})})
+	require.NoError(t, err)
+	id, err := identity.NewAgent(identity.AgentKeyOptions(agentKeys, identity.AgentOptions{
+		Instance: identity.Identity{Provider: "demo", Org: node.Org, Node: node.Node, InstanceID: node.Node}, Hub: issuer}))
+	require.NoError(t, err)
+	_, err = id.Register(t.Context(), "attested")
+	require.NoError(t, err)
+
 	dir := t.TempDir()
 	log, logs := logtest.NewLogger()
-	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(dir, "secrets"), Logger: log})
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	server := relay.NewServer(relay.ServerOptions{})
+	server := relay.NewServer(relay.ServerOptions{Verifier: issuer.Verifier(), Keys: agbotKeys})
 	srv := httptest.NewServer(server)
 	t.Cleanup(srv.Close)
 	client, err := relay.NewClient(srv.URL, srv.Client())
 	require.NoError(t, err)
+	require.NoError(t, client.PublishCertificate(t.Context(), node, identity.EncodeCertificatesPEM(id.CertificateChain()...)))
 	f := &fixture{
-		t: t, relay: server, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(), envDir: filepath.Join(dir, "env"),
-		agent: &agent{
-			log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, relay: client, store: store,
-			tokens: &agentapi.TokenTable{}, guard: agreement.NewMemoryReplayGuard(), seq: demo.NewSequencer(),
-			envDir: filepath.Join(dir, "env"), apiURL: "http://127.0.0.1:1",
-		},
+		t: t, keys: agentKeys, relay: server, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(),
+		envDir: filepath.Join(dir, "env"), root: filepath.Join(dir, "secrets"), relayTS: srv,
 	}
+	tokens := &agentapi.TokenTable{}
+	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: f.root, Tokens: tokens, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	f.agent, err = newAgent(store, tokens, agentOptions{
+		log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, relay: client, identity: id, envDir: f.envDir,
+	})
+	require.NoError(t, err)
+	f.agent.apiURL = "http://127.0.0.1:1"
 	require.NoError(t, os.MkdirAll(f.envDir, 0o700))
 	return f
 }
@@ -77,7 +96,7 @@ func (f *fixture) deliver(envelope []byte) (agreement.Reply, bool) {
 	f.agent.handle(f.t.Context(), relay.Message{ID: id, Envelope: envelope})
 	select {
 	case b := <-replies:
-		_, r, err := agreement.OpenReply(f.t.Context(), f.agbot, f.agent.keys.Public(), b, f.guard)
+		_, r, err := agreement.OpenReply(f.t.Context(), f.agbot, f.keys.Public(), b, f.guard)
 		require.NoError(f.t, err)
 		return r, true
 	case <-time.After(100 * time.Millisecond):
@@ -90,7 +109,7 @@ func (f *fixture) proposal(id, value string) []byte {
 	f.seq++
 	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: service,
 		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}}
-	env, err := agreement.SealProposal(f.agbot, f.agent.keys.Public(), p, agreement.Header{Sequence: f.seq})
+	env, err := agreement.SealProposal(f.agbot, f.keys.Public(), p, agreement.Header{Sequence: f.seq})
 	require.NoError(f.t, err)
 	return env
 }
@@ -98,7 +117,7 @@ func (f *fixture) proposal(id, value string) []byte {
 func (f *fixture) update(u agreement.Update) []byte {
 	f.t.Helper()
 	f.seq++
-	env, err := agreement.SealUpdate(f.agbot, f.agent.keys.Public(), u, agreement.Header{Sequence: f.seq})
+	env, err := agreement.SealUpdate(f.agbot, f.keys.Public(), u, agreement.Header{Sequence: f.seq})
 	require.NoError(f.t, err)
 	return env
 }
@@ -140,9 +159,11 @@ func TestAgentLifecycle(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, env.Token, token)
 
-	// The same envelope again (a replay by the relay): ignored.
-	_, ok = f.deliver(proposal)
-	assert.False(t, ok, "no reply to a replayed message")
+	// The same envelope again (the agbot's resend after a lost reply):
+	// answered again, nothing rewritten.
+	r, ok = f.deliver(proposal)
+	require.True(t, ok)
+	assert.True(t, r.Accepted, r.Reason)
 
 	// An update: the file is rewritten and listed as updated.
 	r, ok = f.deliver(f.secretsUpdate("agreement-1", "VALUE-2"))
@@ -151,6 +172,13 @@ func TestAgentLifecycle(t *testing.T) {
 	content, err = f.file()
 	require.NoError(t, err)
 	assert.Equal(t, "VALUE-2", content)
+	// The proposal replayed after the update (by the relay): older than
+	// the update, ignored without a reply.
+	_, ok = f.deliver(proposal)
+	assert.False(t, ok, "no reply to a replayed message")
+	content, err = f.file()
+	require.NoError(t, err)
+	assert.Equal(t, "VALUE-2", content, "no rollback")
 	info, _ := f.agent.store.Instance("web")
 	assert.Equal(t, []string{"api_key"}, info.Updated)
 	env2, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
@@ -164,7 +192,7 @@ func TestAgentLifecycle(t *testing.T) {
 	assert.Contains(t, r.Reason, `unknown update kind "restart"`)
 
 	// Cancelled: files wiped, environment and token withdrawn.
-	r, ok = f.deliver(f.update(agreement.Update{AgreementID: "agreement-1", Kind: demo.UpdateKindCancel, Payload: json.RawMessage(`{}`)}))
+	r, ok = f.deliver(f.update(agreement.Update{AgreementID: "agreement-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}))
 	require.True(t, ok)
 	assert.True(t, r.Accepted, r.Reason)
 	_, err = f.file()
@@ -190,15 +218,15 @@ func TestAgentIgnoresUntrustedMessages(t *testing.T) {
 	require.NoError(t, err)
 	p := agreement.Proposal{AgreementID: "agreement-x", Services: []agreement.ServiceSecrets{{Service: service,
 		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("VALUE-x")}}}}}}
-	forged, err := agreement.SealProposal(impostor, f.agent.keys.Public(), p, agreement.Header{Sequence: 1})
+	forged, err := agreement.SealProposal(impostor, f.keys.Public(), p, agreement.Header{Sequence: 1})
 	require.NoError(t, err)
 	tampered := f.proposal("agreement-y", "VALUE-y")
 	tampered[len(tampered)/2] ^= 1
 
 	for name, env := range map[string][]byte{"not from the agbot": forged, "altered": tampered, "not an envelope": []byte("hello")} {
 		t.Run(name, func(t *testing.T) {
-			_, ok := f.deliver(env)
-			assert.False(t, ok)
+			f.agent.handle(t.Context(), relay.Message{ID: 1, Envelope: env})
+			assert.Contains(t, f.logs.String(), "ignoring a message that does not open")
 			assert.Empty(t, f.agent.store.InstanceIDs())
 			entries, err := os.ReadDir(f.envDir)
 			require.NoError(t, err)

@@ -14,15 +14,26 @@
 // them to the on-node store (agentapi: one root-only directory per service
 // instance), and posts a sealed reply. A cancellation wipes the instance.
 //
+// With -profile openhorizon it serves Open Horizon's /api/v1/secrets
+// instead, as Open Horizon's agent serves it: over HTTPS, on a unix socket
+// (-ess-socket, default <dir>/ess/essapi.sock) and the loopback port, with a
+// fresh self-signed certificate in <dir>/ess/cert.pem that services trust
+// (curl --cacert <dir>/ess/cert.pem --unix-socket <dir>/ess/essapi.sock
+// https://localhost/api/v1/secrets); a service's HTTP Basic id and token
+// are those of its environment file.
+//
 // For each service instance it writes an environment file (<env-dir>/<instance>.json,
 // 0600) with the /secrets API URL, the instance id and token, and the
 // directory of its secret files: a stand-in for the environment variables
 // and the read-only bind mount at /open-horizon-secrets a real agent gives
 // the container. The instance id is the service's container name. Secret
 // values are written under the agentapi root only (messages are never
-// saved); -dir holds the agent's keys (0600) and its replay state (ids and
-// sequence numbers, kept so a replayed message stays refused after a
-// restart).
+// saved), together with the agreements' replay state (sequence numbers,
+// kept so a replayed message stays refused after a restart); -dir holds the
+// agent's keys (0600). With -memory-dir (a tmpfs) the secret files live
+// only in memory and the root keeps a copy sealed to the agent's keys,
+// restored after a restart or reboot. The /secrets API is served with
+// timeouts, size limits and a connection bound (demo.Listen).
 package main
 
 import (
@@ -40,32 +51,37 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
 
 // Files in -dir.
-const (
-	keysFile  = "agent-keys.pem" // the agent's agreement key set
-	guardFile = "replay.json"    // the replay guard's state
-)
+const keysFile = "agent-keys.pem" // the agent's agreement key set
 
 type config struct {
 	agbotURL, agbotKeys, bootToken string
 	dir, secretsDir, envDir        string
+	memoryDir                      string
 	org, node, provider, instance  string
 	listen, addrFile               string
+	profile, essSocket             string
 	poll                           time.Duration
 	logLevel                       string
 }
 
 func main() {
 	var c config
-	flag.StringVar(&c.agbotURL, "agbot", "http://127.0.0.1:8081", "the agbot's `URL`")
+	agbotURL := os.Getenv(binding.EnvAgbotURL)
+	if agbotURL == "" {
+		agbotURL = "http://127.0.0.1:8081"
+	}
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set)")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
-	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600) and replay state ("+guardFile+")")
-	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance (default <dir>/secrets)")
+	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
+	flag.StringVar(&c.secretsDir, "secrets-dir", "", "root `directory` of the secret files, one root-only directory per service instance, and of the replay state (default <dir>/secrets)")
+	flag.StringVar(&c.memoryDir, "memory-dir", "", "`directory` on a tmpfs (mode 0700) for the secret files: no value is then written to persistent storage; the secrets dir keeps a copy sealed to the agent's keys")
 	flag.StringVar(&c.envDir, "env-dir", "", "`directory` of the per-instance environment files the services read (default <dir>/env)")
 	flag.StringVar(&c.org, "org", "myorg", "the node's `organisation`")
 	flag.StringVar(&c.node, "node", "node-1", "the node `id`")
@@ -73,6 +89,8 @@ func main() {
 	flag.StringVar(&c.instance, "instance-id", "", "this agent instance's `id` within the provider (default the node id)")
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:8082", "loopback `address` of the services' /secrets API (port 0: any free port)")
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the /secrets API URL to this `file` once listening")
+	flag.StringVar(&c.profile, "profile", "design", "the services' API `profile`: design (/secrets over HTTP) or openhorizon (/api/v1/secrets over HTTPS, as Open Horizon's agent serves it, with the certificate in <dir>/ess/"+demo.ESSCertFile+")")
+	flag.StringVar(&c.essSocket, "ess-socket", "", "with -profile openhorizon, also serve the API on this unix socket `path` (default <dir>/ess/"+demo.ESSSocketFile+")")
 	flag.DurationVar(&c.poll, "poll", time.Second, "how often the relay is polled for messages")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agent -agbot-keys agbot.pub -bootstrap-token-file token [flags]",
@@ -138,30 +156,32 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 
-	guard, err := openFileGuard(filepath.Join(c.dir, guardFile))
-	if err != nil {
-		return err
+	tokens := &agentapi.TokenTable{}
+	storeOpts := agentapi.Options{Root: c.secretsDir, StatusFiles: true, Tokens: tokens, Logger: log}
+	if c.memoryDir != "" {
+		storeOpts.MemoryDir, storeOpts.SealKeys = c.memoryDir, keys
 	}
-	store, err := agentapi.Open(ctx, agentapi.Options{Root: c.secretsDir, StatusFiles: true, Logger: log})
+	store, err := agentapi.Open(ctx, storeOpts)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	a := &agent{
+	a, err := newAgent(store, tokens, agentOptions{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
-		relay: relayClient, store: store, tokens: &agentapi.TokenTable{}, envDir: c.envDir,
-		guard: guard, seq: demo.NewSequencer(), identity: id,
-	}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: a.tokens, Logger: log})
+		relay: relayClient, identity: id, envDir: c.envDir,
+	})
 	if err != nil {
 		return err
 	}
-	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	profile, err := agentapi.ParseProfile(c.profile)
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown()
-	a.apiURL = srv.URL
+	apiURL, shutdown, err := a.serveAPI(c, profile)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
 	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
 		return err
 	}
@@ -172,7 +192,7 @@ func run(c config, log *slog.Logger) error {
 			return err
 		}
 	}
-	log.Info("agent serving /secrets", slog.String("url", srv.URL), slog.String("instance", me.String()))
+	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", profile.String()), slog.String("instance", me.String()))
 
 	if err := a.register(ctx, bootstrap, me); err != nil {
 		return err
@@ -194,6 +214,11 @@ func run(c config, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// serveAPI serves the services' API: over HTTP in the design profile; in
+// the Open Horizon profile over HTTPS on the loopback port and a unix
+// socket, as Open Horizon's agent serves its ESS API, with a certificate
+// in <dir>/ess for services to trust. It returns the API's base URL.
 
 // register registers the agent's identity, retrying while the agbot is
 // not reachable, and publishes the certificate on the relay.

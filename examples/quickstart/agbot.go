@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -65,8 +65,8 @@ type agbotOptions struct {
 	store    secretstore.Store
 	verifier *identity.Verifier
 	resolver binding.Resolver // the exchange's service definitions
-	// authenticate checks a deployer's credentials for the existence API.
-	authenticate binding.Authenticator
+	// authenticate checks a deployer's credentials for the agbot's API.
+	authenticate secretsapi.Authenticator
 	say          *narrator
 	logger       *slog.Logger
 }
@@ -131,7 +131,7 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 	if err != nil {
 		return nil, err
 	}
-	handler, err := binding.NewHandler(binding.HandlerOptions{Store: monitor, Authenticate: opts.authenticate, Logger: log})
+	handler, err := secretsapi.NewHandler(secretsapi.Options{Store: monitor, Authenticator: opts.authenticate, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -139,16 +139,16 @@ func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
 	return a, nil
 }
 
-// basicAuthenticator is the existence API's authentication hook for one
-// deployer with a password. A real hook asks the exchange.
-func basicAuthenticator(user, password string) binding.Authenticator {
-	return func(r *http.Request) (binding.Caller, error) {
-		u, p, ok := r.BasicAuth()
-		if !ok || u != user || subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
-			return binding.Caller{}, errors.New("unknown user or wrong password")
+// basicAuthenticator is the agbot API's authentication hook for one
+// deployer, a user of the organisation, with a password. A real hook asks
+// the exchange.
+func basicAuthenticator(user, password string) secretsapi.Authenticator {
+	return secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+		if c.Org != "" && c.Org != org || c.User != user || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(password)) != 1 {
+			return secretsapi.Caller{}, errors.New("unknown user or wrong password")
 		}
-		return binding.Caller{Org: org, Name: u}, nil
-	}
+		return secretsapi.Caller{Org: org, ID: user, Role: secretsapi.RoleUser}, nil
+	})
 }
 
 // runWatcher polls the store until ctx ends, passing each cycle's events
@@ -157,7 +157,8 @@ func (a *agbot) runWatcher(ctx context.Context) error {
 	return a.watcher.Run(ctx, a.handleEvents)
 }
 
-func (a *agbot) handleEvents(ctx context.Context, events []secretstore.Event) {
+func (a *agbot) handleEvents(ctx context.Context, c secretstore.Cycle) {
+	events := c.Events
 	for _, e := range events {
 		using := strings.Join(a.tracker.Agreements(e.Name), ", ")
 		switch {

@@ -204,9 +204,12 @@ func (c *capture) addErr(err error) {
 
 // snapshotFiles reads every file under the run's work directory, noting
 // which are instances' secret files (instances/<id>/<name> under the
-// agent's root, as agentapi lays them out).
+// agent's root, as agentapi lays them out) or the content a rotation
+// replaced, kept in the root's tmp/ for a short grace before it is
+// overwritten (a reader that opened it just before still reads it whole).
 func (c *capture) snapshotFiles(t *testing.T, f *flow) {
 	instances := filepath.Join(f.agent.store.Root(), "instances")
+	staged := filepath.Join(f.agent.store.Root(), "tmp") + string(filepath.Separator)
 	err := filepath.WalkDir(f.workDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -217,6 +220,9 @@ func (c *capture) snapshotFiles(t *testing.T, f *flow) {
 		}
 		c.files[path] = b
 		if rel, err := filepath.Rel(instances, path); err == nil && !strings.HasPrefix(rel, "..") && strings.Count(rel, string(filepath.Separator)) == 1 {
+			c.mounted[path] = true
+		}
+		if strings.HasPrefix(path, staged) {
 			c.mounted[path] = true
 		}
 		return nil

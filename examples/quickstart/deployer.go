@@ -133,7 +133,7 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if health.LastVaultInteraction == 0 {
+	if health.LastVaultInteractionTime().IsZero() {
 		return fmt.Errorf("the agbot's /health reports no store interaction")
 	}
 	f.say.sayf("deployer", "agbot /health: last store interaction at %s", health.LastVaultInteractionTime().Format("15:04:05"))

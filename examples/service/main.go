@@ -5,6 +5,12 @@
 //
 //	service -env agent-state/env/web.json
 //
+// Against an agent serving Open Horizon's API (agent -profile openhorizon),
+// it calls /api/v1/secrets over HTTPS, trusting the agent's certificate,
+// on the agent's unix socket when given, as an Open Horizon service does:
+//
+//	service -profile openhorizon -cacert agent-state/ess/cert.pem -socket agent-state/ess/essapi.sock -env agent-state/env/web.json
+//
 // The environment file, written by the agent, stands in for the container's
 // environment and its /open-horizon-secrets mount. The service prints one
 // line per event on stdout, with a short SHA-256 of the content, never the
@@ -13,6 +19,7 @@
 //	mount <name> <hash>    a secret file appeared or changed in the mount
 //	removed <name>         a secret file is gone (the instance was wiped)
 //	update <name> <hash>   GET /secrets listed it; GET /secrets/<name> returned this content
+//	                       (Open Horizon profile: the secret's "value")
 //	ack <name>             POST /secrets/<name>?received=true was accepted
 package main
 
@@ -37,6 +44,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
@@ -52,6 +60,9 @@ const (
 
 func main() {
 	envPath := flag.String("env", "", "environment `file` the agent wrote for this service instance (required)")
+	profileName := flag.String("profile", "design", "the agent API's `profile`: design or openhorizon")
+	caCert := flag.String("cacert", "", "the agent's certificate `file` to trust, for an agent serving HTTPS (Open Horizon: $HZN_ESS_CERT)")
+	socket := flag.String("socket", "", "call the agent over this unix socket `path` (Open Horizon: $HZN_ESS_API_ADDRESS), as https://localhost")
 	poll := flag.Duration("poll", time.Second, "how often the mount and GET /secrets are checked")
 	logLevel := flag.String("log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("service -env <agent env-dir>/<instance>.json [flags]",
@@ -65,9 +76,25 @@ func main() {
 		if *poll <= 0 {
 			return errors.New("-poll must be positive")
 		}
+		profile, err := agentapi.ParseProfile(*profileName)
+		if err != nil {
+			return err
+		}
+		client := &http.Client{Timeout: 10 * time.Second}
+		switch {
+		case *caCert != "":
+			if client, err = demo.ESSClient(*caCert, *socket); err != nil {
+				return err
+			}
+		case *socket != "":
+			return errors.New("-socket needs -cacert: the agent serves HTTPS on its socket")
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		s := &service{envPath: *envPath, out: os.Stdout, log: log, http: &http.Client{Timeout: 10 * time.Second}, seen: map[string]string{}}
+		s := &service{envPath: *envPath, out: os.Stdout, log: log, http: client, seen: map[string]string{}, profile: profile}
+		if *socket != "" {
+			s.base = "https://localhost"
+		}
 		s.run(ctx, *poll)
 		return nil
 	})
@@ -79,6 +106,10 @@ type service struct {
 	out     io.Writer
 	log     *slog.Logger
 	http    *http.Client
+	profile agentapi.Profile
+	// base replaces the environment's API URL (a unix socket's
+	// https://localhost).
+	base string
 
 	env    demo.Env
 	hasEnv bool
@@ -90,17 +121,22 @@ func (s *service) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		s.readEnv()
-		s.scanMount()
-		if s.hasEnv {
-			s.checkUpdates(ctx)
-		}
+		s.once(ctx)
 		select {
 		case <-ctx.Done():
 			s.log.Info("service stopping")
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// once does one round: the environment, the mount, the updates.
+func (s *service) once(ctx context.Context) {
+	s.readEnv()
+	s.scanMount()
+	if s.hasEnv {
+		s.checkUpdates(ctx)
 	}
 }
 
@@ -162,14 +198,14 @@ func (s *service) scanMount() {
 // checkUpdates asks GET /secrets for updated secrets, fetches each and
 // acknowledges it.
 func (s *service) checkUpdates(ctx context.Context) {
-	status, body, err := s.call(ctx, http.MethodGet, "/secrets", maxListSize)
+	status, body, err := s.call(ctx, http.MethodGet, s.secretsPath(), maxListSize)
 	switch {
 	case err != nil:
 		s.log.Warn("GET /secrets failed", slog.String("err", err.Error()))
 		return
 	case status == http.StatusNotFound:
 		return // nothing updated
-	case status == http.StatusUnauthorized:
+	case status == http.StatusUnauthorized, status == http.StatusForbidden && s.profile == agentapi.ProfileOpenHorizon:
 		s.log.Warn("the agent refused the instance's token; re-reading the environment file")
 		return
 	case status != http.StatusOK:
@@ -188,7 +224,7 @@ func (s *service) checkUpdates(ctx context.Context) {
 			continue
 		}
 		fmt.Fprintf(s.out, "update %s %s\n", name, shortHash(content))
-		status, _, err := s.call(ctx, http.MethodPost, "/secrets/"+url.PathEscape(name)+"?received=true", maxListSize)
+		status, _, err := s.call(ctx, http.MethodPost, s.secretsPath()+"/"+url.PathEscape(name)+"?received=true", maxListSize)
 		if err != nil || status != http.StatusCreated {
 			s.log.Warn("acknowledging an updated secret failed", slog.String("secret", name), slog.Int("status", status), slog.Any("err", err))
 			continue
@@ -197,17 +233,45 @@ func (s *service) checkUpdates(ctx context.Context) {
 	}
 }
 
-// fetch returns the content of one secret from GET /secrets/<name>:
-// {"<name>": {"details": "<base64 of the file content>"}}.
+// secretsPath is the profile's list route.
+func (s *service) secretsPath() string {
+	if s.profile == agentapi.ProfileOpenHorizon {
+		return agentapi.OpenHorizonPath
+	}
+	return "/secrets"
+}
+
+// fetch returns one secret from GET /secrets/<name>: the file content from
+// {"<name>": {"details": "<base64 of the file content>"}}, or in the Open
+// Horizon profile the value from {"key": "…", "value": "…"}.
 func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
-	status, body, err := s.call(ctx, http.MethodGet, "/secrets/"+url.PathEscape(name), maxSecretBody)
+	status, body, err := s.call(ctx, http.MethodGet, s.secretsPath()+"/"+url.PathEscape(name), maxSecretBody)
 	if err != nil {
 		return nil, err
 	}
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("status %d", status)
 	}
+	if s.profile == agentapi.ProfileOpenHorizon {
+		return decodeKeyValue(body)
+	}
 	return decodeSecret(body, name)
+}
+
+// decodeKeyValue decodes the Open Horizon answer {"key":"…","value":"…"}
+// and returns the value. Errors never quote the answer.
+func decodeKeyValue(body []byte) ([]byte, error) {
+	var answer struct {
+		Key   *string `json:"key"`
+		Value *string `json:"value"`
+	}
+	if err := jsonproblem.Decode(bytes.NewReader(body), maxSecretBody, &answer); err != nil {
+		return nil, err
+	}
+	if answer.Key == nil || answer.Value == nil {
+		return nil, errors.New(`the answer lacks "key" or "value"`)
+	}
+	return []byte(*answer.Value), nil
 }
 
 // decodeSecret decodes the answer to GET /secrets/<name>, which must be
@@ -229,7 +293,11 @@ func decodeSecret(body []byte, name string) ([]byte, error) {
 // call sends an authenticated request to the agent's /secrets API and
 // returns the status and at most limit bytes of the body.
 func (s *service) call(ctx context.Context, method, path string, limit int64) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, s.env.API+path, nil)
+	base := s.env.API
+	if s.base != "" {
+		base = s.base
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,9 +16,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func hash(s string) string {
@@ -46,13 +50,7 @@ func TestServiceAgainstTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { agent.Close() })
 	s, out, logs := newService(t, demo.Env{API: agent.URL(), Instance: agent.InstanceID(), Token: agent.Token(), Mount: agent.MountSource()})
-	tick := func() {
-		s.readEnv()
-		s.scanMount()
-		if s.hasEnv {
-			s.checkUpdates(ctx)
-		}
-	}
+	tick := func() { s.once(ctx) }
 
 	tick()
 	assert.Equal(t, "mount api_key "+hash("VALUE-1")+"\n", out.String())
@@ -103,12 +101,92 @@ func TestServiceRefusedOrConfused(t *testing.T) {
 	}
 }
 
+// Against the agent's Open Horizon profile, served as the example agent
+// serves it (HTTPS on a unix socket, demo.ListenESS): the service reads the
+// {"key","value"} answer's value and acknowledges.
+func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "secrets")})
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	ref := agreement.ServiceRef{Org: "myorg", URL: "ibm.hello-secret", Version: "1.0.0", Arch: "amd64"}
+	hwWho := func(v string) map[string]agreement.SecretDetails {
+		return map[string]agreement.SecretDetails{"hw_who": {Data: secretstore.Data{"key": []byte("name"), "value": []byte(v)}}}
+	}
+	_, err = store.ApplyProposal(ctx, agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("World")}}},
+		agentapi.Instances{ref: {ID: "hello"}})
+	require.NoError(t, err)
+	var tokens agentapi.TokenTable
+	require.NoError(t, tokens.Set("hello", "t0ken"))
+	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Tokens: &tokens})
+	require.NoError(t, err)
+	ess, err := demo.ListenESS(demo.ESSOptions{Socket: filepath.Join(dir, demo.ESSSocketFile), Dir: dir, Handler: h})
+	require.NoError(t, err)
+	t.Cleanup(func() { ess.Shutdown() })
+	mount, err := store.MountSource("hello")
+	require.NoError(t, err)
+
+	s, out, logs := newService(t, demo.Env{API: "https://unused", Instance: "hello", Token: "t0ken", Mount: mount})
+	s.profile = agentapi.ProfileOpenHorizon
+	s.base = "https://localhost"
+	s.http, err = demo.ESSClient(ess.CertFile, ess.Socket)
+	require.NoError(t, err)
+	tick := func() { s.once(ctx) }
+	tick()
+	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"World"}`)+"\n", out.String())
+	out.Reset()
+
+	payload, err := json.Marshal(agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("Everyone")}}})
+	require.NoError(t, err)
+	_, err = store.ApplyUpdate(ctx, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload})
+	require.NoError(t, err)
+	tick()
+	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"Everyone"}`)+"\nupdate hw_who "+hash("Everyone")+"\nack hw_who\n", out.String())
+	info, _ := store.Instance("hello")
+	assert.Empty(t, info.Updated, "acknowledged")
+
+	// A refused token is 403 in this profile: the service re-reads its environment.
+	require.NoError(t, tokens.Set("hello", "new-token"))
+	_, err = store.ApplyUpdate(ctx, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets,
+		Payload: mustJSON(t, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("Again")}}})})
+	require.NoError(t, err)
+	out.Reset()
+	tick()
+	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"Again"}`)+"\n", out.String())
+	assert.Contains(t, logs.String(), "refused the instance's token")
+	assert.NotContains(t, logs.String(), "Everyone")
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
 func TestServiceWaitsForItsEnvironment(t *testing.T) {
 	s, out, _ := newService(t, demo.Env{})
 	s.readEnv()
 	s.scanMount()
 	assert.False(t, s.hasEnv)
 	assert.Empty(t, out.String())
+}
+
+func FuzzDecodeKeyValue(f *testing.F) {
+	f.Add([]byte(`{"key":"name","value":"World"}`))
+	f.Add([]byte(`{"key":"name"}`))
+	f.Add([]byte(`{"key":"","value":"v","x":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		value, err := decodeKeyValue(body)
+		if err != nil {
+			if len(body) >= 16 {
+				assert.NotContains(t, err.Error(), string(body), "errors never quote the answer")
+			}
+			return
+		}
+		assert.LessOrEqual(t, len(value), maxSecretBody)
+	})
 }
 
 func FuzzDecodeSecret(f *testing.F) {

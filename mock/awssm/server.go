@@ -100,6 +100,11 @@ type Options struct {
 type Fault struct {
 	// Op is the operation to fail; empty fails every operation.
 	Op string
+	// SecretID, when set, limits the fault to requests whose SecretId
+	// member names this secret (by name or ARN), as a resource policy
+	// denying one secret would: ListSecrets and BatchGetSecretValue, which
+	// name no single secret, never match.
+	SecretID string
 	// Code is the AWS error code returned, for example
 	// "AccessDeniedException" or "InternalServiceError". Default
 	// "InternalServiceError".
@@ -339,7 +344,7 @@ func (s *Server) call(op string, body []byte) (any, *apiError) {
 	if s.throttling {
 		return nil, &apiError{status: http.StatusBadRequest, code: "ThrottlingException", message: "Rate exceeded"}
 	}
-	fault := s.takeFault(op)
+	fault := s.takeFault(op, body)
 	if fault != nil && !fault.AfterApply {
 		return nil, faultError(fault)
 	}
@@ -360,11 +365,14 @@ func (s *Server) count(op string) {
 	}
 }
 
-// takeFault returns the first fault matching op and uses up one of its
-// counts. s.mu must be held.
-func (s *Server) takeFault(op string) *Fault {
+// takeFault returns the first fault matching op and body and uses up one
+// of its counts. s.mu must be held.
+func (s *Server) takeFault(op string, body []byte) *Fault {
 	for i, f := range s.faults {
 		if f.Op != "" && f.Op != op {
+			continue
+		}
+		if f.SecretID != "" && !s.names(body, f.SecretID) {
 			continue
 		}
 		hit := *f
@@ -376,6 +384,21 @@ func (s *Server) takeFault(op string) *Fault {
 		return &hit
 	}
 	return nil
+}
+
+// names reports whether the request body's SecretId member names the
+// secret name (by name or ARN). s.mu must be held.
+func (s *Server) names(body []byte, name string) bool {
+	var in struct{ SecretId *string }
+	if json.Unmarshal(body, &in) != nil || in.SecretId == nil {
+		return false
+	}
+	id := *in.SecretId
+	if id == name {
+		return true
+	}
+	sec := s.find(id)
+	return sec != nil && sec.name == name
 }
 
 func faultError(f *Fault) *apiError {

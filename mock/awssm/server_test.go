@@ -83,6 +83,13 @@ func (f *fixture) create(t *testing.T, name, value string, tags ...types.Tag) *s
 	return out
 }
 
+func (f *fixture) describe(t *testing.T, id string) *secretsmanager.DescribeSecretOutput {
+	t.Helper()
+	out, err := f.client.DescribeSecret(t.Context(), &secretsmanager.DescribeSecretInput{SecretId: aws.String(id)})
+	require.NoError(t, err)
+	return out
+}
+
 func (f *fixture) put(t *testing.T, name, value string) string {
 	t.Helper()
 	out, err := f.client.PutSecretValue(t.Context(), &secretsmanager.PutSecretValueInput{SecretId: aws.String(name), SecretString: aws.String(value)})
@@ -535,6 +542,7 @@ func TestThrottlingFaultsAndCounters(t *testing.T) {
 	f := newFixture(t, smmock.Options{})
 	ctx := t.Context()
 	f.create(t, "s", "v")
+	f.create(t, "other", "v")
 	f.srv.ResetCounters()
 
 	f.srv.SetThrottling(true)
@@ -559,6 +567,18 @@ func TestThrottlingFaultsAndCounters(t *testing.T) {
 	assert.Equal(t, 500, re.HTTPStatusCode())
 	assert.Equal(t, "w", f.value(t, &secretsmanager.GetSecretValueInput{SecretId: aws.String("s")}), "AfterApply performed the write")
 
+	arn := aws.ToString(f.describe(t, "s").ARN)
+	f.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException", SecretID: "s"})
+	for _, id := range []string{"s", arn} {
+		_, err = f.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+		assert.Equal(t, "AccessDeniedException", code(t, err), "a SecretID fault hits its secret, by name or ARN")
+	}
+	_, err = f.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String("other")})
+	require.NoError(t, err, "but no other secret")
+	_, err = f.client.ListSecrets(ctx, &secretsmanager.ListSecretsInput{})
+	require.NoError(t, err, "nor a request naming no secret")
+	f.srv.ClearFaults()
+
 	f.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException"})
 	_, err = f.client.ListSecrets(ctx, &secretsmanager.ListSecretsInput{})
 	assert.Equal(t, "AccessDeniedException", code(t, err), "an Op-less fault hits every operation")
@@ -568,7 +588,7 @@ func TestThrottlingFaultsAndCounters(t *testing.T) {
 
 	calls := f.srv.AllCalls()
 	assert.Equal(t, int64(1), calls[smmock.OpPutSecretValue])
-	assert.Equal(t, int64(2), calls[smmock.OpListSecrets])
+	assert.Equal(t, int64(3), calls[smmock.OpListSecrets])
 	assert.Equal(t, int64(1), f.srv.Writes(), "only PutSecretValue is a write")
 	assert.True(t, smmock.IsWrite(smmock.OpUpdateSecretVersionStage))
 	assert.False(t, smmock.IsWrite(smmock.OpBatchGetSecretValue))

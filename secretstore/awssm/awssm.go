@@ -89,7 +89,7 @@ type Options struct {
 }
 
 // Store is a secretstore.Store over AWS Secrets Manager. It also implements
-// secretstore.BatchGetter. It is safe for concurrent use.
+// secretstore.BatchGetter and secretstore.CredentialChecker. It is safe for concurrent use.
 type Store struct {
 	api      API
 	scope    secretstore.Scope
@@ -102,7 +102,10 @@ type Store struct {
 	closed   atomic.Bool
 }
 
-var _ secretstore.BatchGetter = (*Store)(nil)
+var (
+	_ secretstore.BatchGetter       = (*Store)(nil)
+	_ secretstore.CredentialChecker = (*Store)(nil)
+)
 
 // New returns a store. Bad options are reported together in a
 // *secretstore.ConfigError, which matches secretstore.ErrInvalid.
@@ -541,6 +544,40 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// CheckCredentials implements secretstore.CredentialChecker with one
+// ListSecrets call that returns at most one entry, filtered on the scope's
+// name prefix, reading no value.
+//
+// ListSecrets is the call because it asks about the caller and not about a
+// secret. It is among the actions a reading agbot already holds (List
+// needs it), so the check needs no extra grant; IAM cannot limit it to
+// particular secrets, so a refusal is about the identity: credentials
+// expired (ExpiredTokenException), unknown (UnrecognizedClientException,
+// InvalidClientTokenId), badly signed, or the identity denied Secrets
+// Manager altogether (AccessDeniedException, also from an SCP or a
+// permission boundary). A policy or resource policy that denies one secret
+// leaves it alone, so that secret reads Forbidden while the check passes.
+// sts:GetCallerIdentity would need no grant at all, but it goes to another
+// service and endpoint and cannot see a denial of Secrets Manager itself.
+//
+// Refusals are ErrPermission; throttling, 5xx, network failures and any
+// other answer are ErrUnavailable, after the SDK's retries. An identity
+// without secretsmanager:ListSecrets always fails the check: grant it.
+func (s *Store) CheckCredentials(ctx context.Context) error {
+	const op = secretstore.OpCheckCredentials
+	if err := s.live(ctx, op, ""); err != nil {
+		return err
+	}
+	in := &secretsmanager.ListSecretsInput{MaxResults: aws.Int32(1)}
+	if s.scope != "" {
+		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{string(s.scope) + "/"}}}
+	}
+	if _, err := s.api.ListSecrets(ctx, in); err != nil {
+		return secretstore.CredentialCheckError(s.fail(ctx, op, "", err))
+	}
+	return nil
 }
 
 // GetBatch implements secretstore.BatchGetter: values come from

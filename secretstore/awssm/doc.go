@@ -123,7 +123,9 @@
 // TagResource, UntagResource, DeleteSecret, RestoreSecret and
 // UpdateSecretVersionStage (compare-and-set only); kms:Decrypt and
 // kms:GenerateDataKey for a customer-managed key. A read-only agbot needs
-// the first four.
+// the first four. The credential check (Store.CheckCredentials, which the
+// watcher runs every cycle) is one ListSecrets call returning at most one
+// entry, so it needs nothing more.
 //
 // # Testing
 //

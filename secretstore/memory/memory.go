@@ -26,7 +26,7 @@ const Type = "memory"
 
 func init() { secretstore.Register(Type, backend{}) }
 
-// Store is an in-memory secretstore.Store.
+// Store is an in-memory secretstore.Store and secretstore.CredentialChecker.
 type Store struct {
 	scope secretstore.Scope
 	now   func() time.Time
@@ -166,6 +166,13 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// CheckCredentials implements secretstore.CredentialChecker: a memory store
+// has no credentials to reject, so it returns nil (ErrUnavailable once
+// closed, like every other call, or the context's error).
+func (s *Store) CheckCredentials(ctx context.Context) error {
+	return s.live(ctx, secretstore.OpCheckCredentials, "")
 }
 
 // Close implements secretstore.Store. Later calls fail with ErrUnavailable.

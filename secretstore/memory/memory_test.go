@@ -40,8 +40,11 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	s := memory.New()
 	_, err := s.Put(ctx, &secretstore.Secret{Name: "a", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
 	require.NoError(t, err)
+	require.NoError(t, s.CheckCredentials(ctx), "a memory store has no credentials to reject")
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
+
+	assert.ErrorIs(t, secretstore.CheckCredentials(ctx, s), secretstore.ErrUnavailable, "a closed store cannot tell")
 
 	_, err = s.Get(ctx, "a")
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable)

@@ -25,10 +25,19 @@ type loginFunc func(ctx context.Context, c *api.Client) (*api.Secret, error)
 // authenticator keeps the client's token valid: it renews it with a
 // LifetimeWatcher, logs in again when renewal ends, and logs in again once
 // when a request is refused because the token is no longer valid.
+//
+// It also knows when the token has become unusable for good, and why: a
+// token given by value or environment variable past the end of its life,
+// or any token Vault refuses while no fresh login succeeds. That is an
+// outage of the store: logged at error level once when it starts (and at
+// info when it ends), reported by Store.CheckCredentials and named in the
+// errors of refused requests. Messages name where the token came from,
+// never the token.
 type authenticator struct {
 	client     *api.Client
 	log        *slog.Logger
 	method     string
+	source     string // where the token comes from, for messages
 	login      loginFunc
 	canRelogin bool          // a fresh login can yield a different token
 	timeout    time.Duration // per login attempt
@@ -38,7 +47,28 @@ type authenticator struct {
 	fresh chan *api.Secret
 	stop  chan struct{}
 	done  chan struct{}
+
+	hmu      sync.Mutex
+	expires  time.Time // when the current token's lease ends; zero: never
+	ended    string    // why renewal ended, for a token that cannot be replaced
+	failure  error     // why the token is unusable; nil while it works
+	failedAt time.Time // the last failed login of recover or the renewal loop
 }
+
+// reloginPause is how long after a failed login a refused request skips
+// trying again itself: with thousands of names refused in one watch
+// cycle, each would otherwise cost a lookup and a login.
+const reloginPause = 5 * time.Second
+
+// expiryMargin is added to a token's computed end before it is declared
+// expired: Vault counts TTLs in whole seconds.
+const expiryMargin = time.Second
+
+// tokenError is the cause of the errors of a store whose token is
+// unusable.
+type tokenError struct{ msg string }
+
+func (e *tokenError) Error() string { return e.msg }
 
 func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Duration) (*authenticator, error) {
 	au := &authenticator{
@@ -56,10 +86,19 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 	}
 	mount = strings.Trim(mount, "/")
 	au.canRelogin = true
+	au.source = "the token of the " + a.Method + " login"
 	switch a.Method {
 	case MethodToken:
 		au.canRelogin = a.TokenFile != ""
 		au.login = tokenLogin(a)
+		switch {
+		case a.TokenFile != "":
+			au.source = "the token from file " + a.TokenFile
+		case a.TokenEnv != "":
+			au.source = "the token from environment variable " + a.TokenEnv
+		default:
+			au.source = "the token given in auth.token"
+		}
 	case MethodAppRole:
 		au.login = appRoleLogin(a, mount)
 	case MethodKubernetes:
@@ -210,18 +249,26 @@ func loginError(ctx context.Context, err error, addr string) error {
 	if ctx.Err() != nil {
 		return secretstore.NewError(secretstore.OpOpen, "", nil, ctx.Err())
 	}
+	kind, cause := loginCause(err, addr)
+	return secretstore.NewError(secretstore.OpOpen, "", kind, cause)
+}
+
+// loginCause classifies a failed login: ErrInvalid when a local credential
+// could not be read, ErrPermission when Vault refused it, ErrUnavailable
+// otherwise. The cause is safe to print.
+func loginCause(err error, addr string) (kind, cause error) {
 	var ce *credentialError
 	if errors.As(err, &ce) {
-		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, ce.err)
+		return secretstore.ErrInvalid, ce.err
 	}
-	kind, cause := classify(err, addr)
+	kind, cause = classify(err, addr)
 	var se *StatusError
 	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
 		// Vault answers a bad role, secret ID or JWT with 400 or 403.
 		kind = secretstore.ErrPermission
 		se.Reason = "vault refused the login"
 	}
-	return secretstore.NewError(secretstore.OpOpen, "", kind, fmt.Errorf("login: %w", cause))
+	return kind, fmt.Errorf("login: %w", cause)
 }
 
 // loginLocked logs in and bumps the generation; a.mu must be held.
@@ -237,7 +284,103 @@ func (a *authenticator) loginLocked(ctx context.Context) (*api.Secret, error) {
 	}
 	a.gen.Add(1)
 	a.log.Info("vault login succeeded", "ttl", time.Duration(s.Auth.LeaseDuration)*time.Second, "renewable", s.Auth.Renewable)
+	a.leased(s.Auth.LeaseDuration)
 	return s, nil
+}
+
+// leased notes that the current token was just issued or renewed for
+// lease seconds (0: it never expires), so it is usable.
+func (a *authenticator) leased(lease int) {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	a.expires = time.Time{}
+	if lease > 0 {
+		a.expires = time.Now().Add(time.Duration(lease) * time.Second)
+	}
+	a.ended = ""
+	a.recoveredLocked()
+}
+
+// recovered notes that Vault accepts the current token.
+func (a *authenticator) recovered() {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	a.recoveredLocked()
+}
+
+func (a *authenticator) recoveredLocked() {
+	if a.failure != nil {
+		a.failure = nil
+		a.log.Info("vault token usable again")
+	}
+}
+
+// fail notes that the token is unusable, because of cause. The first
+// failure after a working token is logged at error level; later ones
+// only replace the cause.
+func (a *authenticator) fail(cause error) {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	if a.failure == nil {
+		a.log.Error("vault token unusable: every request is refused until it is replaced", "cause", cause.Error())
+	} else {
+		a.log.Debug("vault token still unusable", "cause", cause.Error())
+	}
+	a.failure = cause
+}
+
+// tokenFailure returns why the token is unusable, or nil.
+func (a *authenticator) tokenFailure() error {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	return a.failure
+}
+
+// expired reports whether the current token's lease has ended.
+func (a *authenticator) expired() bool {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	return !a.expires.IsZero() && time.Now().After(a.expires.Add(expiryMargin))
+}
+
+// deadCause is the cause for a token that Vault no longer accepts and
+// that cannot be replaced (given by value or environment variable).
+func (a *authenticator) deadCause() error {
+	a.hmu.Lock()
+	why := a.ended
+	a.hmu.Unlock()
+	if why == "" {
+		why = "it expired or was revoked"
+	}
+	return &tokenError{fmt.Sprintf("vault no longer accepts %s (%s), and a token given this way cannot be renewed or replaced "+
+		"while running: restart with a new token, or use auth.tokenFile (re-read when the token ends) or a login method", a.source, why)}
+}
+
+// reloginCause is the cause for a token that Vault no longer accepts
+// while logging in again fails with err.
+func (a *authenticator) reloginCause(err error) error {
+	_, cause := loginCause(err, a.client.Address())
+	return &tokenError{fmt.Sprintf("vault no longer accepts %s, and logging in again failed: %v", a.source, cause)}
+}
+
+// loginFailed records a failed login of the renewal loop or of recover
+// at attempt time, and declares the token unusable when its lease has
+// ended too (before that, the token in use still works).
+func (a *authenticator) loginFailed(err error, tokenRefused bool) {
+	a.hmu.Lock()
+	a.failedAt = time.Now()
+	a.hmu.Unlock()
+	if tokenRefused || a.expired() {
+		a.fail(a.reloginCause(err))
+	}
+}
+
+// pausing reports whether a failed login is so recent that recover should
+// not try again, because the token is already known unusable.
+func (a *authenticator) pausing() bool {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	return a.failure != nil && time.Since(a.failedAt) < reloginPause
 }
 
 // generation identifies the current token; recover compares it to tell
@@ -253,16 +396,25 @@ func (a *authenticator) recover(ctx context.Context, gen uint64) bool {
 	if a.gen.Load() != gen {
 		return true // someone logged in meanwhile; retry with the new token
 	}
-	if !a.canRelogin {
+	if !a.canRelogin && a.tokenFailure() != nil {
+		return false // known dead, and nothing can replace it
+	}
+	if a.canRelogin && a.pausing() {
 		return false
 	}
 	if _, err := a.client.Auth().Token().LookupSelfWithContext(ctx); err == nil || !isForbidden(err) {
 		return false // the token is fine: the 403 is about the path
 	}
+	if !a.canRelogin {
+		a.fail(a.deadCause())
+		return false
+	}
 	a.log.Info("vault token no longer valid; logging in again")
 	s, err := a.loginLocked(ctx)
 	if err != nil {
-		a.log.Warn("vault login failed", "error", loginError(ctx, err, a.client.Address()))
+		if ctx.Err() == nil {
+			a.loginFailed(err, true)
+		}
 		return false
 	}
 	select { // replace any login the watcher loop has not picked up yet
@@ -277,6 +429,7 @@ func (a *authenticator) recover(ctx context.Context, gen uint64) bool {
 func (a *authenticator) run(s *api.Secret) {
 	defer close(a.done)
 	for {
+		renewable := s.Auth.Renewable
 		var w *api.LifetimeWatcher
 		var doneCh <-chan error
 		var renewCh <-chan *api.RenewOutput
@@ -288,7 +441,7 @@ func (a *authenticator) run(s *api.Secret) {
 				doneCh, renewCh = w.DoneCh(), w.RenewCh()
 			}
 		}
-		next, ok := a.watch(doneCh, renewCh)
+		next, ok := a.watch(doneCh, renewCh, renewable)
 		if w != nil {
 			w.Stop()
 		}
@@ -301,7 +454,16 @@ func (a *authenticator) run(s *api.Secret) {
 
 // watch waits for the current token's renewal to end (then logs in again),
 // a login by recover, or stop. It returns the new login, or false on stop.
-func (a *authenticator) watch(doneCh <-chan error, renewCh <-chan *api.RenewOutput) (*api.Secret, bool) {
+// A token that cannot be replaced is declared unusable when its lease
+// ends.
+func (a *authenticator) watch(doneCh <-chan error, renewCh <-chan *api.RenewOutput, renewable bool) (*api.Secret, bool) {
+	var expiry <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-a.stop:
@@ -311,12 +473,33 @@ func (a *authenticator) watch(doneCh <-chan error, renewCh <-chan *api.RenewOutp
 		case r := <-renewCh:
 			if r != nil && r.Secret != nil && r.Secret.Auth != nil {
 				a.log.Debug("vault token renewed", "ttl", time.Duration(r.Secret.Auth.LeaseDuration)*time.Second)
+				a.leased(r.Secret.Auth.LeaseDuration)
 			}
+		case <-expiry:
+			expiry = nil
+			a.fail(a.deadCause())
 		case err := <-doneCh:
 			if !a.canRelogin {
-				// A literal or environment token cannot change in-process.
-				a.log.Warn("vault token renewal ended and the token cannot be replaced; it will expire (use auth.tokenFile or a login method)")
+				// A literal or environment token cannot change in-process:
+				// when its lease ends, the store is out of service.
 				doneCh, renewCh = nil, nil
+				why := "it expired at its max TTL"
+				switch {
+				case !renewable:
+					why = "it expired and is not renewable"
+				case err != nil:
+					why = "it expired after renewing it failed"
+				}
+				a.hmu.Lock()
+				a.ended = why
+				expires := a.expires
+				a.hmu.Unlock()
+				a.log.Warn("vault token renewal ended and the token cannot be replaced (use auth.tokenFile or a login method)",
+					"why", why, "expires", expires)
+				if !expires.IsZero() {
+					timer = time.NewTimer(time.Until(expires.Add(expiryMargin)))
+					expiry = timer.C
+				}
 				continue
 			}
 			if err != nil {
@@ -344,17 +527,24 @@ func (a *authenticator) reloginUntilDone() (*api.Secret, bool) {
 	}()
 	prev := a.client.Token()
 	wait := time.Second
+	// The first trouble is a warning; repeats are debug: the failure
+	// itself, once the token has ended, is logged by fail.
+	level := slog.LevelWarn
 	for {
 		a.mu.Lock()
 		s, err := a.loginLocked(ctx)
 		a.mu.Unlock()
 		switch {
+		case err != nil && ctx.Err() != nil:
 		case err != nil:
-			a.log.Warn("vault login failed; retrying", "error", loginError(ctx, err, a.client.Address()), "in", wait)
+			a.log.Log(ctx, level, "vault login failed; retrying", "error", loginError(ctx, err, a.client.Address()), "in", wait)
+			a.loginFailed(err, false)
+			level = slog.LevelDebug
 		case a.method == MethodToken && s.Auth.ClientToken == prev:
 			// The token file still holds the expiring token; wait for
 			// whoever maintains it rather than spin on it.
-			a.log.Warn("vault token file not yet updated; checking again", "in", wait)
+			a.log.Log(ctx, level, "vault token file not yet updated; checking again", "in", wait)
+			level = slog.LevelDebug
 		default:
 			return s, true
 		}

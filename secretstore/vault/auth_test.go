@@ -110,6 +110,7 @@ func TestAppRoleRenewsAndLogsInAgainBeyondMaxTTL(t *testing.T) {
 		got, err := s.Get(t.Context(), "app/db")
 		require.NoError(t, err, "read %d after %s", reads, time.Until(deadline))
 		require.Equal(t, "pw-0", string(got.Data["password"]))
+		require.NoError(t, s.CheckCredentials(t.Context()), "a token that logs in again is never unusable")
 		reads++
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -119,6 +120,7 @@ func TestAppRoleRenewsAndLogsInAgainBeyondMaxTTL(t *testing.T) {
 	assert.NotContains(t, logs.String(), firstToken, "no token in the log")
 	assert.NotContains(t, logs.String(), rec.token(), "no token in the log")
 	assert.Contains(t, logs.String(), "logging in again")
+	assert.NotContains(t, logs.String(), `"level":"ERROR"`, "renewal and fresh logins are no outage")
 }
 
 // A request refused because the token was revoked logs in again once and

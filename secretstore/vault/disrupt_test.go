@@ -47,7 +47,8 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 		require.NoError(t, err, "sealed is a state, not a transport error")
 		assert.Equal(t, vault.Sealed, h.State)
 		assert.False(t, h.Serving())
-		assert.Equal(t, healthyAt, mon.LastSuccess(), "neither the failed read nor the sealed check count as an interaction")
+		assert.ErrorIs(t, mon.CheckCredentials(ctx), secretstore.ErrUnavailable, "a sealed server cannot tell whether it accepts the token")
+		assert.Equal(t, healthyAt, mon.LastSuccess(), "neither the failed read nor the sealed checks count as an interaction")
 		assert.EqualValues(t, 2, mon.Stats()[vault.OpHealth].Calls)
 		assert.EqualValues(t, 1, mon.Stats()[vault.OpHealth].Errors)
 	})
@@ -60,6 +61,7 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 		h, err := s.Health(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, vault.Unsealed, h.State)
+		require.NoError(t, mon.CheckCredentials(ctx), "the token is accepted again")
 	})
 
 	t.Run("hanging", func(t *testing.T) {
@@ -96,6 +98,9 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 		h, err := s.CheckHealth(ctx, mon)
 		require.ErrorIs(t, err, secretstore.ErrUnavailable)
 		assert.Equal(t, vault.Unreachable, h.State)
+		err = s.CheckCredentials(ctx)
+		require.ErrorIs(t, err, secretstore.ErrUnavailable, "a stopped server cannot tell")
+		assert.NotErrorIs(t, err, secretstore.ErrPermission)
 	})
 }
 
@@ -108,4 +113,5 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	_, err = s.Get(t.Context(), "x")
 	require.ErrorIs(t, err, secretstore.ErrUnavailable)
 	assert.Contains(t, err.Error(), "store is closed")
+	require.ErrorIs(t, s.CheckCredentials(t.Context()), secretstore.ErrUnavailable)
 }

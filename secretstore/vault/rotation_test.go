@@ -107,7 +107,7 @@ func TestRotationThroughVault(t *testing.T) {
 		assert.ErrorIs(t, <-outboxDone, context.Canceled)
 	})
 	cycle := func() []secretstore.Event {
-		events := watcher.Poll(t.Context())
+		events := watcher.Poll(t.Context()).Events
 		tracker.HandleEvents(t.Context(), events)
 		return events
 	}

@@ -35,8 +35,13 @@
 // Authentication (token, AppRole, Kubernetes, JWT) happens in New; the token
 // is renewed with a LifetimeWatcher, a fresh login follows when renewal
 // ends, and a request refused because the token became invalid logs in
-// again once and is retried. The backend ignores VAULT_* environment
-// variables: everything comes from Config.
+// again once and is retried. A token that can no longer be renewed nor
+// replaced (one given by value or environment variable past its max TTL,
+// a token file nobody updates, a login Vault refuses) is an outage of the
+// store: logged at error level once, with its cause, named in the errors
+// of refused requests, and reported by Store.CheckCredentials, which asks
+// Vault about the token (auth/token/lookup-self). The backend ignores
+// VAULT_* environment variables: everything comes from Config.
 //
 // A policy for a store on KV v2 mount "secret" with parentPath "edge":
 //
@@ -45,7 +50,8 @@
 //
 // A store that only reads (an agbot's Get, Stat and List) needs "read" on
 // data/ and "read", "list" on metadata/. Detecting the KV version needs no
-// extra grant.
+// extra grant, nor does the credential check: every token may look itself
+// up through Vault's default policy.
 //
 // Importing the package registers it with secretstore under the type
 // "vault".
@@ -79,10 +85,12 @@ import (
 // Type is the name the backend registers under.
 const Type = "vault"
 
+var _ secretstore.CredentialChecker = (*Store)(nil)
+
 func init() { secretstore.Register(Type, backend{}) }
 
-// Store is a secretstore.Store on a Vault KV mount. It is safe for
-// concurrent use.
+// Store is a secretstore.Store on a Vault KV mount, and a
+// secretstore.CredentialChecker. It is safe for concurrent use.
 type Store struct {
 	client    *api.Client
 	transport *http.Transport
@@ -310,6 +318,11 @@ func (s *Store) call(ctx context.Context, op, name string, fn func(context.Conte
 		return secretstore.NewError(op, name, nil, ctx.Err())
 	}
 	kind, cause := classify(err, s.addr)
+	if kind == secretstore.ErrPermission {
+		if failure := s.auth.tokenFailure(); failure != nil {
+			cause = failure // the token, not a policy, is why
+		}
+	}
 	return secretstore.NewError(op, name, kind, cause)
 }
 

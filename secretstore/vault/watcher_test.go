@@ -68,7 +68,7 @@ func startWatch(t *testing.T, store secretstore.Store, names ...string) *watchRu
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- r.w.Run(ctx, func(_ context.Context, events []secretstore.Event) { r.record(events) })
+		done <- r.w.Run(ctx, func(_ context.Context, c secretstore.Cycle) { r.record(c.Events) })
 	}()
 	t.Cleanup(func() {
 		cancel()

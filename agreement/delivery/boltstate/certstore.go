@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -167,4 +168,60 @@ func storeError(id identity.Identity, err error) error {
 		reason = "the state file is unavailable"
 	}
 	return &identity.Error{Op: identity.OpStore, Instance: id, Kind: identity.ErrUnavailable, Reason: reason, Err: err}
+}
+
+// nonceKey is the key of one request proof: the instance's identityKey,
+// then the nonce, length-prefixed so no two (instance, nonce) pairs share
+// a key.
+func nonceKey(u identity.NonceUse) []byte {
+	id := identityKey(u.Provider, u.InstanceID)
+	k := binary.AppendUvarint(nil, uint64(len(id)))
+	k = append(k, id...)
+	return append(k, u.Nonce...)
+}
+
+// maxNonceSweep bounds how many expired nonces one UseNonce drops, so a
+// use costs O(1) amortised.
+const maxNonceSweep = 64
+
+// UseNonce implements identity.CertStore: insert-if-absent in one
+// transaction, so of two concurrent uses of a nonce exactly one succeeds.
+// Expired nonces are dropped as later uses go.
+func (c *CertStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
+	id := identity.Identity{Provider: u.Provider, InstanceID: u.InstanceID}
+	key := nonceKey(u)
+	var replayed bool
+	err := c.s.update(ctx, func(tx *bolt.Tx) error {
+		nonces, byExpiry := tx.Bucket(bucketNonces), tx.Bucket(bucketNonceExpiry)
+		// Collect first: deleting under a bbolt cursor skips keys.
+		var expired [][]byte
+		cur := byExpiry.Cursor()
+		for k, _ := cur.First(); k != nil && len(expired) < maxNonceSweep && len(k) >= 8 && int64(beUint64(k[:8])) < u.Now.UnixNano(); k, _ = cur.Next() {
+			expired = append(expired, slices.Clone(k))
+		}
+		for _, k := range expired {
+			if err := nonces.Delete(k[8:]); err != nil {
+				return err
+			}
+			if err := byExpiry.Delete(k); err != nil {
+				return err
+			}
+		}
+		if nonces.Get(key) != nil {
+			replayed = true
+			return nil
+		}
+		expiry := binary.BigEndian.AppendUint64(nil, uint64(u.Expires.UnixNano()))
+		if err := nonces.Put(key, expiry); err != nil {
+			return err
+		}
+		return byExpiry.Put(append(expiry, key...), nil)
+	})
+	if err != nil {
+		return storeError(id, err)
+	}
+	if replayed {
+		return &identity.Error{Op: identity.OpStore, Instance: id, Kind: identity.ErrReplayed, Reason: "nonce already used"}
+	}
+	return nil
 }

@@ -99,3 +99,50 @@ func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
 	}
 	assert.Equal(t, 1, wins, "exactly one refresh of a revision wins")
 }
+
+func TestCertStoreUseNonce(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.db")
+	st := openState(t, path)
+	cs := st.CertStore()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	use := func(inst identity.Identity, nonce string, at time.Time) error {
+		return cs.UseNonce(ctx, identity.NonceUse{Provider: inst.Provider, InstanceID: inst.InstanceID,
+			Nonce: []byte(nonce), Expires: at.Add(5 * time.Minute), Now: at})
+	}
+	other := identity.Identity{Provider: instance.Provider, InstanceID: "i-other"}
+
+	require.NoError(t, use(instance, "nonce-0123456789", now))
+	assert.ErrorIs(t, use(instance, "nonce-0123456789", now.Add(time.Minute)), identity.ErrReplayed, "a nonce is single-use")
+	assert.NoError(t, use(other, "nonce-0123456789", now), "nonces are per instance")
+	assert.NoError(t, use(instance, "nonce-9876543210", now), "another nonce of the same instance")
+
+	require.NoError(t, st.Close())
+	st = openState(t, path)
+	cs = st.CertStore()
+	assert.ErrorIs(t, use(instance, "nonce-0123456789", now.Add(2*time.Minute)), identity.ErrReplayed, "used nonces survive a reopen")
+
+	// Past its expiry a nonce is dropped by a later use: the Issuer refuses
+	// a proof that old anyway, and the file does not grow without bound.
+	later := now.Add(10 * time.Minute)
+	require.NoError(t, use(instance, "nonce-later-000000", later))
+	assert.NoError(t, use(instance, "nonce-0123456789", later), "an expired nonce is forgotten")
+	require.NoError(t, boltstate.Check(ctx, st))
+
+	// Of concurrent uses of one nonce exactly one wins.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = use(instance, "nonce-raced-0000", later) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			assert.ErrorIs(t, err, identity.ErrReplayed)
+		}
+	}
+	assert.Equal(t, 1, won)
+}

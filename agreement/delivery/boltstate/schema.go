@@ -29,8 +29,15 @@ var (
 	// bucketIdentities: identityKey(provider, instance id) → identity
 	// record (the CertStore).
 	bucketIdentities = []byte("identities")
+	// bucketNonces: nonceKey(provider, instance id, nonce) → expiry (Unix
+	// nanoseconds): the request proofs the Issuer accepted
+	// (CertStore.UseNonce).
+	bucketNonces = []byte("nonces")
+	// bucketNonceExpiry: expiry (8 bytes) + nonceKey → nothing, so expired
+	// nonces are found in order and dropped.
+	bucketNonceExpiry = []byte("nonce-expiry")
 
-	allBuckets = [][]byte{bucketMeta, bucketRecords, bucketByName, bucketByNode, bucketDue, bucketObservations, bucketWaits, bucketIdentities}
+	allBuckets = [][]byte{bucketMeta, bucketRecords, bucketByName, bucketByNode, bucketDue, bucketObservations, bucketWaits, bucketIdentities, bucketNonces, bucketNonceExpiry}
 
 	keySchema = []byte("schema")
 	keyEpoch  = []byte("epoch")

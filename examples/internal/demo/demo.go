@@ -1,6 +1,6 @@
 // Package demo holds the little wiring the example programs (agbot, agent,
-// service) share: logging, a loopback HTTP server that publishes its URL,
-// token files, the demo attestation, the environment file an agent hands a
+// service) share: logging, a hardened loopback HTTP server that publishes
+// its URL (Limits: timeouts, size limits, a connection bound), token files, the demo attestation, the environment file an agent hands a
 // service, and envelope sequence numbers. Everything else they do is the
 // library's.
 //
@@ -19,13 +19,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/natefinch/atomic"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // NewLogger returns a text logger writing to w at level ("debug", "info",
@@ -36,58 +37,6 @@ func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// Server is a plain-HTTP server on a loopback address.
-type Server struct {
-	// URL is the server's base URL, "http://127.0.0.1:<port>".
-	URL string
-
-	srv  *http.Server
-	done chan error
-}
-
-// Listen starts serving h on addr, which must be a loopback address (the
-// examples speak plain HTTP), for example "127.0.0.1:0" for a free port.
-// When addrFile is not empty the server's URL is written to it once the
-// port is open, so a script or test can find it.
-func Listen(addr, addrFile string, h http.Handler, log *slog.Logger) (*Server, error) {
-	if err := checkLoopback(addr); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{
-		URL: "http://" + ln.Addr().String(),
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-		done: make(chan error, 1),
-	}
-	if addrFile != "" {
-		if err := atomic.WriteFile(addrFile, strings.NewReader(s.URL+"\n")); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("writing the address file: %w", err)
-		}
-	}
-	go func() { s.done <- s.srv.Serve(ln) }()
-	return s, nil
-}
-
-// Shutdown stops the server, letting requests in flight finish for up to
-// five seconds.
-func (s *Server) Shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
 }
 
 func checkLoopback(addr string) error {
@@ -156,12 +105,11 @@ func WritePrivateFile(path string, data []byte) error {
 	return atomic.ReplaceFile(tmp.Name(), path)
 }
 
-// UpdateKindCancel is the agreement update kind by which the example agbot
-// tells an agent that an agreement has ended (its payload is {}): the agent
-// removes the agreement's instances and their secret files. It stands in
-// for Open Horizon's own agreement cancellation; being an update, it is
-// sealed and signed like any other, so the relay cannot forge it.
-const UpdateKindCancel = "cancel"
+// UpdateKindCancel is agreement.UpdateKindCancel, kept while the example
+// agbot still names it here.
+//
+// Deprecated: use agreement.UpdateKindCancel.
+const UpdateKindCancel = agreement.UpdateKindCancel
 
 // SetUsage makes -h print the synopsis ("Usage: <synopsis>"), a
 // description and the flags.

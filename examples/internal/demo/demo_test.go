@@ -78,8 +78,10 @@ func TestEnv(t *testing.T) {
 	assert.Equal(t, env, got)
 
 	var logged bytes.Buffer
-	slog.New(slog.NewJSONHandler(&logged, nil)).Info("env", "env", env)
-	for _, printed := range []string{fmt.Sprint(env), fmt.Sprintf("%+v", env), fmt.Sprintf("%#v", env), logged.String()} {
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("env", "env", env, "nested", struct{ Env demo.Env }{env})
+	marshalled, err := json.Marshal(env)
+	require.NoError(t, err)
+	for _, printed := range []string{fmt.Sprint(env), fmt.Sprintf("%+v", env), fmt.Sprintf("%#v", env), logged.String(), string(marshalled)} {
 		assert.NotContains(t, printed, "tok-SECRET")
 		assert.Contains(t, printed, "web")
 	}
@@ -113,7 +115,7 @@ func FuzzDecodeEnv(f *testing.F) {
 			return
 		}
 		require.NoError(t, env.Validate())
-		again, err := json.Marshal(env)
+		again, err := demo.EncodeEnv(env)
 		require.NoError(t, err)
 		env2, err := demo.DecodeEnv(again)
 		require.NoError(t, err)

@@ -43,6 +43,17 @@ func (e Env) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("api", e.API), slog.String("instance", e.Instance), slog.String("mount", e.Mount))
 }
 
+// envFile is the form of an environment file: Env's fields, the token
+// included.
+type envFile Env
+
+// MarshalJSON encodes the Env with its token redacted, so a value holding
+// one can be logged through slog's JSON handler; WriteEnv writes the token.
+func (e Env) MarshalJSON() ([]byte, error) {
+	e.Token = "[redacted]"
+	return json.Marshal(envFile(e))
+}
+
 // Validate checks that every field is set.
 func (e Env) Validate() error {
 	var problems []error
@@ -59,12 +70,16 @@ func WriteEnv(path string, e Env) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("environment file %s: %w", path, err)
 	}
-	b, err := json.Marshal(e)
+	b, err := EncodeEnv(e)
 	if err != nil {
 		return err
 	}
 	return WritePrivateFile(path, append(b, '\n'))
 }
+
+// EncodeEnv returns the content of an environment file, token included
+// (json.Marshal redacts the token).
+func EncodeEnv(e Env) ([]byte, error) { return json.Marshal(envFile(e)) }
 
 // ReadEnv reads an environment file written by WriteEnv.
 func ReadEnv(path string) (Env, error) {

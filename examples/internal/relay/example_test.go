@@ -4,42 +4,77 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// The agbot posts a sealed envelope for a node; the node's agent fetches
-// it and posts its sealed reply, which reaches the agbot waiting for it.
+// The agent publishes its certified identity; the agbot posts an envelope
+// sealed to it; the agent fetches it and posts its sealed reply, which the
+// relay checks and hands to the agbot waiting for it.
 func Example() {
 	ctx := context.Background()
-	server := relay.NewServer(relay.ServerOptions{})
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	// The hub: an identity issuer (attestation accepted as is, for the
+	// example), the agbot's keys and the relay.
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
+		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
+			return identity.Confirmation{IssuedAt: time.Now()}, nil
+		})})
+	must(err)
+	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	must(err)
+	server := relay.NewServer(relay.ServerOptions{Verifier: issuer.Verifier(), Keys: agbotKeys})
 	hub := httptest.NewServer(server)
 	defer hub.Close()
 	n := relay.Node{Org: "myorg", Node: "node-1"}
 
-	// Agbot.
-	id, replies, err := server.Post(n, []byte("<sealed proposal>"))
-	if err != nil {
-		panic(err)
-	}
-	defer server.Done(id)
-
-	// Agent.
+	// Agent: register and publish the certificate.
+	agentKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	must(err)
+	id, err := identity.NewAgent(identity.AgentKeyOptions(agentKeys, identity.AgentOptions{
+		Instance: identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: "i-1"}, Hub: issuer}))
+	must(err)
+	_, err = id.Register(ctx, "attestation")
+	must(err)
 	client, err := relay.NewClient(hub.URL, nil)
-	if err != nil {
-		panic(err)
-	}
-	m, ok, err := client.Next(ctx, n, 0)
-	if err != nil || !ok {
-		panic(fmt.Sprint("no message: ", err))
-	}
-	fmt.Printf("agent got message %d: %s\n", m.ID, m.Envelope)
-	if err := client.Reply(ctx, m.ID, []byte("<sealed reply>")); err != nil {
-		panic(err)
-	}
+	must(err)
+	must(client.PublishCertificate(ctx, n, identity.EncodeCertificatesPEM(id.CertificateChain()...)))
 
-	fmt.Printf("agbot got: %s\n", <-replies)
+	// Agbot: seal a proposal to the agent and post it.
+	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
+		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}
+	envelope, err := agreement.SealProposal(agbotKeys, agentKeys.Public(), p, agreement.Header{Sequence: 1})
+	must(err)
+	msgID, replies, err := server.Post(n, envelope)
+	must(err)
+	defer server.Done(msgID)
+
+	// Agent: fetch, open, answer.
+	m, ok, err := client.Next(ctx, n, 0)
+	must(err)
+	h, got, err := agreement.OpenProposal(ctx, agentKeys, agbotKeys.Public(), m.Envelope, agreement.NewMemoryReplayGuard())
+	must(err)
+	fmt.Println("agent got message", m.ID, ok, "for", got.AgreementID)
+	reply, err := agreement.SealReply(agentKeys, agbotKeys.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1})
+	must(err)
+	must(client.Reply(ctx, m.ID, reply))
+	fmt.Println("a stranger's reply:", client.Reply(ctx, m.ID, []byte("junk")))
+
+	// Agbot: the one reply that checked out.
+	_, r, err := agreement.OpenReply(ctx, agbotKeys, agentKeys.Public(), <-replies, agreement.NewMemoryReplayGuard())
+	must(err)
+	fmt.Println("agbot got: accepted", r.Accepted)
 	// Output:
-	// agent got message 1: <sealed proposal>
-	// agbot got: <sealed reply>
+	// agent got message 1 true for ag-1
+	// a stranger's reply: relay: POST /relay/messages/1/reply: status 403
+	// agbot got: accepted true
 }

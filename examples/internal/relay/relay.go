@@ -4,17 +4,28 @@
 // the agent publishes its identity certificate chain there for the agbot to
 // find.
 //
-// The relay is an untrusted transport on purpose: it authenticates no one
-// and sees only envelopes and public certificates. Confidentiality and
-// integrity come from the agreement envelopes (sealed to the agent's
-// certified key, signed by the sender) and trust in the agent from the
-// identity Verifier the agbot calls before sealing. A forged or altered
-// message or reply fails to open and is ignored; what the relay can do is
-// drop or delay messages, as any network can.
+// The relay is an untrusted transport on purpose: it sees only envelopes
+// and public certificates. Confidentiality and integrity come from the
+// agreement envelopes (sealed to the agent's certified key, signed by the
+// sender) and trust in the agent from the identity Verifier the agbot calls
+// before sealing. Still, it accepts writes only from whom they belong to,
+// so that a stranger cannot disturb delivery:
+//   - a certificate chain is accepted for a node only if it verifies against
+//     the hub's identity CA (current, not revoked) and names that node, and
+//     never replaces a newer one that still verifies;
+//   - envelopes are posted only by the agbot, in process (Post);
+//   - a reply is passed on only if it opens with the agbot's keys, was
+//     sealed by the node's certified agent and answers that very message;
+//     a refused reply changes nothing (the message stays for the agent);
+//   - the node table and each mailbox are bounded and refuse clearly when
+//     full.
 //
-//	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204
+// What the relay can still do is drop or delay messages, as any network
+// can.
+//
+//	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204 | 403 | 409 (older) | 503 (full)
 //	GET  /relay/nodes/{org}/{node}/next?after=<id> the oldest message with an id above <id> → 200 Message | 204
-//	POST /relay/messages/{id}/reply                a sealed reply to message <id> → 202 | 404
+//	POST /relay/messages/{id}/reply                a sealed reply to message <id> → 202 | 403 | 404 | 409 (another message)
 package relay
 
 import (

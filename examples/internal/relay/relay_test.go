@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,58 +14,188 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var node = relay.Node{Org: "myorg", Node: "node-1"}
 
-func newRelay(t *testing.T, opts relay.ServerOptions) (*relay.Server, *relay.Client, string) {
+// hub is the agbot's side: an identity issuer, the agbot's keys and the
+// relay, served over loopback.
+type hub struct {
+	t      *testing.T
+	issuer *identity.Issuer
+	keys   *agreement.PrivateKeys
+	relay  *relay.Server
+	url    string
+	seq    uint64
+}
+
+func newHub(t *testing.T, opts relay.ServerOptions) (*hub, *relay.Client) {
 	t.Helper()
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
+		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
+			return identity.Confirmation{IssuedAt: time.Now()}, nil
+		})})
+	require.NoError(t, err)
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	opts.Verifier, opts.Keys = issuer.Verifier(), keys
 	s := relay.NewServer(opts)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	c, err := relay.NewClient(srv.URL, srv.Client())
 	require.NoError(t, err)
-	return s, c, srv.URL
+	return &hub{t: t, issuer: issuer, keys: keys, relay: s, url: srv.URL}, c
+}
+
+// agent is a registered agent of a node.
+type agent struct {
+	keys *agreement.PrivateKeys
+	id   *identity.Agent
+}
+
+func (h *hub) agent(n relay.Node) *agent {
+	h.t.Helper()
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(h.t, err)
+	id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{
+		Instance: identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: n.Node}, Hub: h.issuer}))
+	require.NoError(h.t, err)
+	_, err = id.Register(h.t.Context(), "attested")
+	require.NoError(h.t, err)
+	return &agent{keys: keys, id: id}
+}
+
+func (a *agent) chain() []byte { return identity.EncodeCertificatesPEM(a.id.CertificateChain()...) }
+
+// post seals a proposal of agreement ag to a and posts it to n's mailbox.
+func (h *hub) post(n relay.Node, a *agent, ag string) (uint64, <-chan []byte, agreement.Header) {
+	h.t.Helper()
+	h.seq++
+	p := agreement.Proposal{AgreementID: ag, Services: []agreement.ServiceSecrets{{
+		Service: agreement.ServiceRef{Org: n.Org, URL: "com.example.web", Version: "1.0.0"},
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("v")}}}}}}
+	env, err := agreement.SealProposal(h.keys, a.keys.Public(), p, agreement.Header{Sequence: h.seq})
+	require.NoError(h.t, err)
+	id, replies, err := h.relay.Post(n, env)
+	require.NoError(h.t, err)
+	hdr, err := agreement.PeekHeader(env)
+	require.NoError(h.t, err)
+	return id, replies, hdr
+}
+
+// replyTo seals a's reply to the message with header answered.
+func (h *hub) replyTo(a *agent, answered agreement.Header) []byte {
+	h.t.Helper()
+	h.seq++
+	env, err := agreement.SealReply(a.keys, h.keys.Public(), agreement.NewReply(answered, true, ""), agreement.Header{Sequence: h.seq})
+	require.NoError(h.t, err)
+	return env
+}
+
+// put publishes chain for n over HTTP and returns the status.
+func (h *hub) put(n relay.Node, chain []byte) int {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPut, h.url+"/relay/nodes/"+n.Org+"/"+n.Node+"/certificate", bytes.NewReader(chain))
+	require.NoError(h.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// postReply posts a reply to message id over HTTP and returns the status.
+func (h *hub) postReply(id uint64, body []byte) int {
+	h.t.Helper()
+	resp, err := http.Post(fmt.Sprintf("%s/relay/messages/%d/reply", h.url, id), "application/octet-stream", bytes.NewReader(body))
+	require.NoError(h.t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestCertificatePublished(t *testing.T) {
-	published := make(chan relay.Node, 1)
-	s, c, _ := newRelay(t, relay.ServerOptions{OnCertificate: func(n relay.Node) { published <- n }})
-	_, ok := s.Certificate(node)
+	published := make(chan relay.Node, 4)
+	h, c := newHub(t, relay.ServerOptions{OnCertificate: func(n relay.Node) { published <- n }})
+	_, ok := h.relay.Certificate(node)
 	assert.False(t, ok)
 
-	require.NoError(t, c.PublishCertificate(t.Context(), node, []byte("chain-1")))
+	a := h.agent(node)
+	first := a.chain()
+	require.NoError(t, c.PublishCertificate(t.Context(), node, first))
 	select {
 	case n := <-published:
 		assert.Equal(t, node, n)
 	case <-time.After(10 * time.Second):
 		t.Fatal("OnCertificate was not called")
 	}
-	got, ok := s.Certificate(node)
+	got, ok := h.relay.Certificate(node)
 	require.True(t, ok)
-	assert.Equal(t, "chain-1", string(got))
+	assert.Equal(t, first, got)
 
-	require.NoError(t, c.PublishCertificate(t.Context(), node, []byte("chain-2")))
-	got, _ = s.Certificate(node)
-	assert.Equal(t, "chain-2", string(got), "a renewal replaces the chain")
+	time.Sleep(1100 * time.Millisecond) // certificate times have a resolution of a second
+	_, err := a.id.Renew(t.Context())
+	require.NoError(t, err)
+	renewed := a.chain()
+	require.NoError(t, c.PublishCertificate(t.Context(), node, renewed))
+	got, _ = h.relay.Certificate(node)
+	assert.Equal(t, renewed, got, "a renewal replaces the chain")
+
+	assert.Equal(t, http.StatusConflict, h.put(node, first), "the older certificate, replayed, does not replace the newer")
+	got, _ = h.relay.Certificate(node)
+	assert.Equal(t, renewed, got)
+}
+
+// Anyone can reach the relay; only a node's certified agent can publish
+// its certificate (issue 18: one 4-byte PUT stopped a node's rotations and
+// revocation).
+func TestCertificateRefusals(t *testing.T) {
+	h, c := newHub(t, relay.ServerOptions{})
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(t.Context(), node, a.chain()))
+	node2 := relay.Node{Org: "myorg", Node: "node-2"}
+	other := h.agent(node2)
+	foreignHub, _ := newHub(t, relay.ServerOptions{})
+	foreign := foreignHub.agent(node)
+	revoked := h.agent(relay.Node{Org: "myorg", Node: "node-3"})
+	require.NoError(t, h.issuer.Revoke(t.Context(), identity.Identity{Provider: "demo", Org: "myorg", Node: "node-3", InstanceID: "node-3"}))
+
+	for name, chain := range map[string][]byte{
+		"junk":                         []byte("junk"),
+		"another node's certificate":   other.chain(),
+		"a certificate of another hub": foreign.chain(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, http.StatusForbidden, h.put(node, chain))
+			got, ok := h.relay.Certificate(node)
+			require.True(t, ok)
+			assert.Equal(t, a.chain(), got, "the node's certificate stays")
+		})
+	}
+	assert.Equal(t, http.StatusForbidden, h.put(relay.Node{Org: "myorg", Node: "node-3"}, revoked.chain()), "a revoked agent's certificate")
+	_, ok := h.relay.Certificate(relay.Node{Org: "myorg", Node: "node-3"})
+	assert.False(t, ok)
+	_, ok = h.relay.Certificate(node2)
+	assert.False(t, ok, "a refused certificate takes no place in the node table")
 }
 
 // The agent fetches messages oldest first, each once with its cursor, and
 // its reply reaches the agbot waiting for that message only.
 func TestMessagesAndReplies(t *testing.T) {
-	s, c, _ := newRelay(t, relay.ServerOptions{})
+	h, c := newHub(t, relay.ServerOptions{})
 	ctx := t.Context()
-	id1, replies1, err := s.Post(node, []byte("envelope-1"))
-	require.NoError(t, err)
-	id2, replies2, err := s.Post(node, []byte("envelope-2"))
-	require.NoError(t, err)
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	id1, replies1, h1 := h.post(node, a, "ag-1")
+	id2, replies2, h2 := h.post(node, a, "ag-1")
 	assert.Greater(t, id2, id1)
 
 	m, ok, err := c.Next(ctx, node, 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, relay.Message{ID: id1, Envelope: []byte("envelope-1")}, m)
+	assert.Equal(t, id1, m.ID)
 	m, ok, err = c.Next(ctx, node, id1)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -76,36 +207,98 @@ func TestMessagesAndReplies(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "another node's mailbox is empty")
 
-	require.NoError(t, c.Reply(ctx, id2, []byte("reply-2")))
-	assert.Equal(t, "reply-2", string(<-replies2))
+	reply2 := h.replyTo(a, h2)
+	require.NoError(t, c.Reply(ctx, id2, reply2))
+	assert.Equal(t, reply2, <-replies2)
 	assert.Empty(t, replies1)
 
-	s.Done(id1)
+	h.relay.Done(id1)
 	m, ok, err = c.Next(ctx, node, 0)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, id2, m.ID, "a message is gone once the agbot is done with it")
-	require.NoError(t, c.Reply(ctx, id1, []byte("late")), "a reply nobody waits for is dropped quietly")
+	require.NoError(t, c.Reply(ctx, id1, h.replyTo(a, h1)), "a reply nobody waits for is dropped quietly")
+}
+
+// Replies that do not come from the node's certified agent for that very
+// message are refused, and nothing is passed on or deleted (issue 18: a
+// junk reply per message id was taken as the answer and the message
+// deleted before the agent fetched it).
+func TestReplyRefusals(t *testing.T) {
+	h, c := newHub(t, relay.ServerOptions{})
+	ctx := t.Context()
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	impostor := h.agent(relay.Node{Org: "myorg", Node: "node-2"}) // certified, for another node
+	id1, replies1, h1 := h.post(node, a, "ag-1")
+	id2, replies2, h2 := h.post(node, a, "ag-1")
+	tampered := h.replyTo(a, h1)
+	tampered[len(tampered)/2] ^= 1
+
+	for name, c := range map[string]struct {
+		body   []byte
+		status int
+	}{
+		"junk":                           {[]byte("junk"), http.StatusForbidden},
+		"altered":                        {tampered, http.StatusForbidden},
+		"sealed by another node's agent": {h.replyTo(impostor, h1), http.StatusForbidden},
+		"the answer to another message":  {h.replyTo(a, h2), http.StatusConflict},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, c.status, h.postReply(id1, c.body))
+		})
+	}
+	assert.Empty(t, replies1, "no refused reply reached the agbot")
+	assert.Empty(t, replies2)
+	m, ok, err := c.Next(ctx, node, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, id1, m.ID, "the message is still there for the agent")
+
+	good := h.replyTo(a, h1)
+	assert.Equal(t, http.StatusAccepted, h.postReply(id1, good))
+	assert.Equal(t, good, <-replies1)
+	_ = id2
+
+	// A node without a published certificate gets no reply through.
+	lone := relay.Node{Org: "myorg", Node: "node-9"}
+	b := h.agent(lone)
+	id9, _, h9 := h.post(lone, b, "ag-9")
+	assert.Equal(t, http.StatusForbidden, h.postReply(id9, h.replyTo(b, h9)))
 }
 
 func TestLimits(t *testing.T) {
-	s, c, _ := newRelay(t, relay.ServerOptions{MaxNodes: 2, MaxMessages: 2})
+	h, c := newHub(t, relay.ServerOptions{MaxNodes: 2, MaxMessages: 2})
+	a := h.agent(node)
 	for range 2 {
-		_, _, err := s.Post(node, []byte("e"))
-		require.NoError(t, err)
+		h.post(node, a, "ag-1")
 	}
-	_, _, err := s.Post(node, []byte("e"))
+	_, _, err := h.relay.Post(node, mustSeal(t, h, a))
 	assert.ErrorIs(t, err, relay.ErrMailboxFull)
 
-	require.NoError(t, c.PublishCertificate(t.Context(), relay.Node{Org: "myorg", Node: "node-2"}, []byte("c")))
-	err = c.PublishCertificate(t.Context(), relay.Node{Org: "myorg", Node: "node-3"}, []byte("c"))
+	node2, node3 := relay.Node{Org: "myorg", Node: "node-2"}, relay.Node{Org: "myorg", Node: "node-3"}
+	require.NoError(t, c.PublishCertificate(t.Context(), node2, h.agent(node2).chain()))
+	err = c.PublishCertificate(t.Context(), node3, h.agent(node3).chain())
 	assert.ErrorContains(t, err, "status 503")
-	_, _, err = s.Post(relay.Node{Org: "myorg", Node: "node-3"}, []byte("e"))
+	assert.Equal(t, http.StatusServiceUnavailable, h.put(node3, h.agent(node3).chain()))
+	_, _, err = h.relay.Post(node3, mustSeal(t, h, a))
 	assert.ErrorContains(t, err, "too many nodes")
+	_, _, err = h.relay.Post(node2, []byte("not an envelope"))
+	assert.ErrorIs(t, err, agreement.ErrMalformed)
+}
+
+func mustSeal(t *testing.T, h *hub, a *agent) []byte {
+	t.Helper()
+	h.seq++
+	env, err := agreement.SealUpdate(h.keys, a.keys.Public(), agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1",
+		Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: h.seq})
+	require.NoError(t, err)
+	return env
 }
 
 func TestBadRequests(t *testing.T) {
-	_, _, url := newRelay(t, relay.ServerOptions{})
+	h, _ := newHub(t, relay.ServerOptions{})
+	url := h.url
 	for _, tc := range []struct {
 		name, method, path string
 		body               []byte

@@ -1,13 +1,19 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
 // Server defaults.
@@ -22,6 +28,16 @@ var ErrMailboxFull = errors.New("relay: mailbox full")
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
+	// Verifier checks each certificate chain an agent publishes: it is
+	// accepted for a node only if it verifies (the hub's identity CA,
+	// expiry, revocation) and names that node. Required: without it every
+	// certificate is refused.
+	Verifier *identity.Verifier
+	// Keys are the agbot's agreement keys: a reply is passed on only if it
+	// opens with them, was sealed by the agent certified for the message's
+	// node, and answers that very message. Required: without them every
+	// reply is refused.
+	Keys *agreement.PrivateKeys
 	// OnCertificate is called, on its own goroutine, each time an agent
 	// publishes a certificate chain for a node.
 	OnCertificate func(Node)
@@ -41,17 +57,24 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 
-	mu       sync.Mutex
-	nextID   uint64
-	nodes    map[Node]*nodeState
-	waiters  map[uint64]chan []byte
-	location map[uint64]Node
+	mu      sync.Mutex
+	nextID  uint64
+	nodes   map[Node]*nodeState
+	waiters map[uint64]*waiter
 }
 
 // nodeState is what the relay holds for one node.
 type nodeState struct {
-	cert    []byte
-	mailbox []Message
+	cert     []byte
+	certFrom time.Time // the certificate's NotBefore
+	mailbox  []Message
+}
+
+// waiter is a posted message the agbot waits on for a reply.
+type waiter struct {
+	node    Node
+	header  agreement.Header // of the posted envelope
+	replies chan []byte
 }
 
 // NewServer returns an empty relay.
@@ -63,12 +86,11 @@ func NewServer(opts ServerOptions) *Server {
 		opts.MaxMessages = DefaultMaxMessages
 	}
 	s := &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		mux:      http.NewServeMux(),
-		nodes:    map[Node]*nodeState{},
-		waiters:  map[uint64]chan []byte{},
-		location: map[uint64]Node{},
+		opts:    opts,
+		log:     opts.Logger,
+		mux:     http.NewServeMux(),
+		nodes:   map[Node]*nodeState{},
+		waiters: map[uint64]*waiter{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -82,7 +104,8 @@ func NewServer(opts ServerOptions) *Server {
 // ServeHTTP implements http.Handler for the paths in the package doc.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Certificate returns the certificate chain last published for n.
+// Certificate returns the certificate chain last published for n. It
+// verified when it was published; verify it again before use.
 func (s *Server) Certificate(n Node) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,13 +116,18 @@ func (s *Server) Certificate(n Node) ([]byte, bool) {
 	return slices.Clone(ns.cert), true
 }
 
-// Post puts an envelope into n's mailbox and returns its id and the
-// channel on which replies posted for it arrive. Anyone can post a reply:
-// open each and ignore those that do not verify. Call Done when no more
-// replies are wanted; it also takes the message out of the mailbox.
+// Post puts an envelope (sealed by the agbot) into n's mailbox and returns
+// its id and the channel on which replies to it arrive: only replies that
+// open with ServerOptions.Keys, come from n's certified agent and answer
+// this envelope. Call Done when no more replies are wanted; it also takes
+// the message out of the mailbox.
 func (s *Server) Post(n Node, envelope []byte) (uint64, <-chan []byte, error) {
 	if err := n.Validate(); err != nil {
 		return 0, nil, err
+	}
+	h, err := agreement.PeekHeader(envelope)
+	if err != nil {
+		return 0, nil, fmt.Errorf("relay: post: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,27 +141,25 @@ func (s *Server) Post(n Node, envelope []byte) (uint64, <-chan []byte, error) {
 	s.nextID++
 	id := s.nextID
 	ns.mailbox = append(ns.mailbox, Message{ID: id, Envelope: slices.Clone(envelope)})
-	replies := make(chan []byte, 4)
-	s.waiters[id] = replies
-	s.location[id] = n
+	w := &waiter{node: n, header: h, replies: make(chan []byte, 4)}
+	s.waiters[id] = w
 	s.log.Debug("message posted", slog.String("node", n.String()), slog.Uint64("id", id), slog.Int("bytes", len(envelope)))
-	return id, replies, nil
+	return id, w.replies, nil
 }
 
 // Done takes message id out of its mailbox and stops passing on replies.
 func (s *Server) Done(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, ok := s.location[id]
+	w, ok := s.waiters[id]
 	if !ok {
 		return
 	}
-	delete(s.location, id)
 	delete(s.waiters, id)
-	ns := s.nodes[n]
+	ns := s.nodes[w.node]
 	ns.mailbox = slices.DeleteFunc(ns.mailbox, func(m Message) bool { return m.ID == id })
 	if len(ns.mailbox) == 0 && ns.cert == nil {
-		delete(s.nodes, n)
+		delete(s.nodes, w.node)
 	}
 }
 
@@ -146,11 +172,36 @@ func (s *Server) state(n Node) (*nodeState, error) {
 		return ns, nil
 	}
 	if len(s.nodes) >= s.opts.MaxNodes {
-		return nil, errTooManyNodes
+		return nil, fmt.Errorf("%w: the relay holds %d nodes", errTooManyNodes, s.opts.MaxNodes)
 	}
 	ns := &nodeState{}
 	s.nodes[n] = ns
 	return ns, nil
+}
+
+// verifyChain checks that chain is an agent certificate chain from the
+// hub's identity CA, current and not revoked, for node n, and returns the
+// agent's keys and the leaf's NotBefore.
+func (s *Server) verifyChain(ctx context.Context, n Node, chain []byte) (*agreement.PublicKeys, time.Time, error) {
+	if s.opts.Verifier == nil {
+		return nil, time.Time{}, errors.New("this relay verifies no certificates (no Verifier)")
+	}
+	vid, err := s.opts.Verifier.VerifyPEM(ctx, chain)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
+		return nil, time.Time{}, fmt.Errorf("the certificate names node %s/%s, not %s", vid.Instance.Org, vid.Instance.Node, n)
+	}
+	keys, err := vid.PublicKeys()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	certs, err := identity.ParseCertificatesPEM(chain)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return keys, certs[0].NotBefore, nil
 }
 
 func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
@@ -167,14 +218,34 @@ func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "empty certificate chain")
 		return
 	}
+	_, from, err := s.verifyChain(r.Context(), n, body)
+	if err != nil {
+		s.log.Warn("certificate refused", slog.String("node", n.String()), slog.String("err", err.Error()))
+		writeError(w, http.StatusForbidden, "the certificate chain is not a current one from the hub's identity CA for this node")
+		return
+	}
 	s.mu.Lock()
 	ns, err := s.state(n)
+	var older bool
 	if err == nil {
-		ns.cert = body
+		// An older certificate (a replay of the agent's last one) must not
+		// replace a newer one that still verifies.
+		if older = ns.cert != nil && from.Before(ns.certFrom); older {
+			if _, _, verr := s.verifyChain(r.Context(), n, ns.cert); verr != nil {
+				older = false
+			}
+		}
+		if !older {
+			ns.cert, ns.certFrom = body, from
+		}
 	}
 	s.mu.Unlock()
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "too many nodes")
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	case older:
+		writeError(w, http.StatusConflict, "a newer certificate is published for this node")
 		return
 	}
 	s.log.Debug("certificate published", slog.String("node", n.String()), slog.Int("bytes", len(body)))
@@ -236,11 +307,11 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	replies, ok := s.waiters[id]
+	wt, ok := s.waiters[id]
+	var chain []byte
 	if ok {
-		select {
-		case replies <- body:
-		default: // the agbot has enough unopened replies to this message; drop
+		if ns := s.nodes[wt.node]; ns != nil {
+			chain = ns.cert
 		}
 	}
 	s.mu.Unlock()
@@ -248,8 +319,48 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such message waiting for a reply")
 		return
 	}
+	// Nothing is deleted or passed on for a reply that does not check out:
+	// the agent can still fetch the message and answer it.
+	if status, err := s.checkReply(r.Context(), wt, chain, body); err != nil {
+		s.log.Warn("reply refused", slog.Uint64("id", id), slog.String("node", wt.node.String()), slog.String("err", err.Error()))
+		writeError(w, status, err.Error())
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.waiters[id]; ok {
+		select {
+		case wt.replies <- body:
+		default: // the agbot has enough unread replies to this message; drop
+		}
+	}
+	s.mu.Unlock()
 	s.log.Debug("reply posted", slog.Uint64("id", id), slog.Int("bytes", len(body)))
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// checkReply opens a reply to the message wt waits on with the agbot's keys
+// and the keys certified for its node, and checks it answers that message.
+// It returns the status to refuse with.
+func (s *Server) checkReply(ctx context.Context, wt *waiter, chain, body []byte) (int, error) {
+	if s.opts.Keys == nil {
+		return http.StatusForbidden, errors.New("this relay accepts no replies (no agbot keys)")
+	}
+	if chain == nil {
+		return http.StatusForbidden, errors.New("the node has no certificate published")
+	}
+	agent, _, err := s.verifyChain(ctx, wt.node, chain)
+	if err != nil {
+		return http.StatusForbidden, errors.New("the node's certificate no longer verifies")
+	}
+	h, reply, err := agreement.OpenReply(ctx, s.opts.Keys, agent, body, agreement.NewMemoryReplayGuard())
+	if err != nil {
+		return http.StatusForbidden, errors.New("the reply does not open: it is not a reply sealed by the node's certified agent")
+	}
+	want := agreement.MessageRef{Type: wt.header.Type, Sequence: wt.header.Sequence}
+	if h.AgreementID != wt.header.AgreementID || reply.InReplyTo != want {
+		return http.StatusConflict, errors.New("the reply answers another message")
+	}
+	return 0, nil
 }
 
 func (s *Server) node(w http.ResponseWriter, r *http.Request) (Node, bool) {

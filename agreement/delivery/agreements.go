@@ -1,0 +1,322 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Register records an agreement: the engine proposes it to the node's
+// agent and keeps its secrets current until it is ended. It returns once
+// the record is stored; the proposal is sent by Run's reconcile loop, as
+// soon as the bound secrets can be read (a store outage delays it, and it
+// is retried like everything else).
+//
+// Registering the same agreement again with the same node and bindings
+// does nothing; with others it is an error matching ErrExists, and so is
+// registering an agreement that is being cancelled. Invalid agreements are
+// errors matching secretstore.ErrInvalid that name every problem.
+func (e *Engine) Register(ctx context.Context, a Agreement) error {
+	if err := checkAgreement(a); err != nil {
+		return err
+	}
+	r := newRecord(a, time.Now())
+	err := e.state.Create(ctx, r)
+	e.noteState(err)
+	if errors.Is(err, ErrExists) {
+		old, gerr := e.state.Get(ctx, a.ID)
+		switch {
+		case errors.Is(gerr, ErrNotFound):
+			return e.Register(ctx, a) // ended meanwhile
+		case gerr != nil:
+			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, gerr)
+		case old.Phase == PhaseCancelling:
+			return fmt.Errorf("delivery: register agreement %q: %w: it is being cancelled", a.ID, ErrExists)
+		case old.Node != r.Node || !reflect.DeepEqual(old.Services, r.Services):
+			return fmt.Errorf("delivery: register agreement %q: %w with another node or other bindings", a.ID, ErrExists)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
+	}
+	e.log.Info("agreement registered", slog.String("agreement", a.ID), slog.String("node", a.Node), slog.Any("bindings", bindingsLog(r)))
+	e.notify()
+	e.changedNow()
+	return nil
+}
+
+// End ends an agreement: the engine sends the agent a cancellation (an
+// update of kind agreement.UpdateKindCancel) until the agent acknowledges
+// it, then deletes the record. An agreement whose agent was never sent
+// anything is deleted at once. Ending an agreement that is already being
+// cancelled does nothing; an unknown one is an error matching ErrNotFound.
+// The cancel hook is not called: it is for the engine's own decisions.
+func (e *Engine) End(ctx context.Context, id string) error {
+	now := time.Now()
+	n, err := e.editIDs(ctx, []string{id}, func(r *Record) action {
+		switch {
+		case r.Phase == PhaseCancelling:
+			return keep
+		case r.Epoch == 0 && r.InFlight == nil:
+			return remove
+		}
+		r.Phase, r.Held = PhaseCancelling, nil
+		r.Cancel = &Cancellation{Reason: "ended by the agbot", DecidedAt: now, Notified: true}
+		r.Attempts, r.NextAttempt = 0, now
+		return save
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: end agreement %q: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("delivery: end agreement %q: %w", id, ErrNotFound)
+	}
+	e.log.Info("agreement ending", slog.String("agreement", id))
+	e.notify()
+	return nil
+}
+
+// Drop forgets an agreement without telling its agent, for a node that is
+// gone for good. Dropping an unknown agreement does nothing.
+func (e *Engine) Drop(ctx context.Context, id string) error {
+	err := e.state.Delete(ctx, id)
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: drop agreement %q: %w", id, err)
+	}
+	e.log.Info("agreement dropped", slog.String("agreement", id))
+	e.changedNow()
+	return nil
+}
+
+// Resync tells the engine that the agent on node is back (it reconnected
+// or restarted): its agreements are looked at now, with their backoff
+// reset, and messages still unanswered are sent again. An agent with new
+// keys is proposed its agreements again.
+func (e *Engine) Resync(ctx context.Context, node string) error {
+	if node == "" {
+		return fmt.Errorf("delivery: resync: %w: node is empty", secretstore.ErrInvalid)
+	}
+	n, err := e.state.MarkDue(ctx, Selector{Nodes: []string{node}}, time.Now(), true)
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: resync node %q: %w", node, err)
+	}
+	e.log.Info("node resynced", slog.String("node", node), slog.Int("agreements", n))
+	e.notify()
+	return nil
+}
+
+// HandleReply takes an agent's sealed reply that came back through an
+// asynchronous transport (one whose Send returned no reply). node is the
+// node it came from. An error says why the reply was not applied: it
+// does not open (matching the agreement package's errors, ErrReplay for a
+// replayed one), the agreement is unknown (ErrNotFound) or belongs to
+// another node. An authentic reply to an earlier message than the one in
+// flight changes nothing and is no error.
+func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) error {
+	h, err := agreement.PeekHeader(envelope)
+	if err != nil {
+		return fmt.Errorf("delivery: reply from node %q: %w", node, err)
+	}
+	if h.Type != agreement.TypeReply {
+		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, agreement.ErrUnexpectedType, string(h.Type))
+	}
+	keys, err := e.agents.Keys(ctx, node)
+	if err != nil {
+		return fmt.Errorf("delivery: reply from node %q: the agent's keys: %w", node, err)
+	}
+	now := time.Now()
+	var applyErr error
+	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
+		if r.Node != node {
+			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, agreement.ErrInvalidMessage, r.ID, r.Node)
+			return keep
+		}
+		var a action
+		a, applyErr = e.applyReply(ctx, r, keys, envelope, now)
+		return a
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("delivery: reply of agreement %q: %w", h.AgreementID, err)
+	case n == 0:
+		return fmt.Errorf("delivery: reply of agreement %q: %w", h.AgreementID, ErrNotFound)
+	case errors.Is(applyErr, errLateReply):
+		e.log.Debug("the agent answered an earlier message", slog.String("agreement", h.AgreementID), slog.String("err", applyErr.Error()))
+		return nil
+	}
+	e.notify()
+	return applyErr
+}
+
+// WaitForSecrets records that a deployment was refused because store
+// secrets it binds do not exist (or could not be read), and watches them:
+// OnReady is called with deploymentID once they all exist, after which
+// the wait is forgotten. Calling it again for the deployment replaces its
+// names. (A crash between the hook and forgetting the wait calls the hook
+// again after the restart.)
+func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeNames ...string) error {
+	var problems []error
+	if deploymentID == "" {
+		problems = append(problems, errors.New("deployment id is empty"))
+	}
+	if len(storeNames) == 0 {
+		problems = append(problems, errors.New("no store secret named"))
+	}
+	for _, n := range storeNames {
+		if err := secretstore.ValidateName(n); err != nil {
+			problems = append(problems, fmt.Errorf("store name %.80q: %w", n, err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, secretstore.ErrInvalid, errors.Join(problems...))
+	}
+	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
+	err := e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: time.Now()})
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)
+	}
+	e.log.Info("deployment waits for secrets", slog.String("deployment", deploymentID), slog.Any("secrets", names))
+	return nil
+}
+
+// ReleaseHeld turns every cancellation the budget held into a
+// cancellation (the operator checked that the secrets are really gone),
+// calls the cancel hook for each, and returns how many it released.
+func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
+	var ids []string
+	err := e.state.Records(ctx, func(r Record) bool {
+		if r.Held != nil && r.Phase == PhaseActive {
+			ids = append(ids, r.ID)
+		}
+		return true
+	})
+	e.noteState(err)
+	if err != nil {
+		return 0, fmt.Errorf("delivery: release held cancellations: %w", err)
+	}
+	now := time.Now()
+	released := map[string]Cancellation{}
+	_, err = e.editIDs(ctx, ids, func(r *Record) action {
+		if r.Held == nil || r.Phase != PhaseActive {
+			return keep
+		}
+		c := *r.Held
+		c.DecidedAt, c.Notified = now, false
+		r.Phase, r.Cancel, r.Held = PhaseCancelling, &c, nil
+		r.Attempts, r.NextAttempt = 0, now
+		released[r.ID] = c
+		return save
+	})
+	if len(released) > 0 {
+		e.log.Warn("held cancellations released by the operator", slog.Int("agreements", len(released)))
+		e.notify()
+		e.notifyCancels(ctx, released)
+		e.mu.Lock()
+		e.health.Held = max(0, e.health.Held-len(released))
+		e.mu.Unlock()
+	}
+	if err != nil {
+		return len(released), fmt.Errorf("delivery: release held cancellations: %w", err)
+	}
+	return len(released), nil
+}
+
+// Status returns where an agreement stands, with its desired content as
+// the latest observations show it; an unknown agreement is an error
+// matching ErrNotFound.
+func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
+	r, err := e.state.Get(ctx, id)
+	e.noteState(err)
+	if err != nil {
+		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
+	}
+	obs, err := e.state.Observations(ctx, StoreNames(r.Services))
+	e.noteState(err)
+	if err != nil {
+		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
+	}
+	now := time.Now()
+	ev := evaluate(&r, obs, now)
+	st := Status{
+		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync,
+		Diverged: e.diverged(&r, now), Held: r.Held, Cancel: r.Cancel,
+		Attempts: r.Attempts, NextAttempt: r.NextAttempt, LastError: r.LastError, Rejection: r.Rejection, LastReply: r.LastReply,
+	}
+	for i, s := range r.Slots {
+		s.Desired = ev.desired[i]
+		st.Slots = append(st.Slots, s)
+	}
+	switch {
+	case r.Held != nil:
+		st.Waiting = "cancellation held by the budget (ReleaseHeld): " + r.Held.Reason
+	case ev.lost != nil && r.Phase == PhaseActive:
+		st.Waiting = ev.lost.Reason
+	case !st.InSync:
+		if p := e.Health(ctx).StoreProblem; p != "" {
+			st.Waiting = p
+		}
+	}
+	return st, nil
+}
+
+// Wait blocks until the agreement is in sync (its agent acknowledged the
+// desired content of every secret) and returns its status, or until it
+// ended (an error matching ErrNotFound) or ctx ends (ctx's error, with the
+// last status).
+func (e *Engine) Wait(ctx context.Context, id string) (Status, error) {
+	for {
+		changed := e.changes()
+		st, err := e.Status(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return st, err
+		case err == nil && st.InSync:
+			return st, nil
+		}
+		t := time.NewTimer(e.cfg.InitialDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, ctx.Err()
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// Health returns the engine's overall state: the store's problem and the
+// counts as of the last watcher cycle, the last successful store call,
+// and the state's problem as of the last call.
+func (e *Engine) Health(context.Context) Health {
+	e.mu.Lock()
+	h := e.health
+	if e.stateErr != nil {
+		h.StateProblem = e.stateErr.Error()
+	}
+	e.mu.Unlock()
+	h.LastStoreSuccess = e.monitor.LastSuccess()
+	return h
+}
+
+// bindingsLog renders a record's bindings for a log line: service secret
+// → store names.
+func bindingsLog(r *Record) []string {
+	out := make([]string, 0, len(r.Slots))
+	for _, s := range r.Slots {
+		out = append(out, r.Services[s.Service].Service.URL+":"+s.Name+"="+strings.Join(r.binding(s).StoreNames, "|"))
+	}
+	return out
+}

@@ -1,0 +1,591 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// watchLoop runs a watcher cycle at once and then every Interval until ctx
+// ends.
+func (e *Engine) watchLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	for {
+		e.cycle(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.cycleNow:
+		}
+	}
+}
+
+// cycleReport is what one watcher cycle learnt about the store.
+type cycleReport struct {
+	watched     int
+	present     []string        // reported Appeared or Changed
+	unavailable map[string]bool // not checked this cycle
+	outage      bool
+	storeErr    error
+	forbidden   int   // checked and forbidden
+	fine        int   // checked and present or missing: definite answers
+	credErr     error // the store's credential check, when it has one
+}
+
+// healthy reports whether the cycle may confirm a revocation: the store's
+// credential check passed (or it has none) and at least one name got a
+// definite answer.
+func (c cycleReport) healthy() bool { return c.credErr == nil && c.fine > 0 }
+
+// problem says why the store is not healthy, or what part of it failed.
+func (c cycleReport) problem() string {
+	switch {
+	case c.credErr != nil && errors.Is(c.credErr, secretstore.ErrPermission):
+		return "the store rejects the agbot's own credentials; nothing is cancelled until it accepts them: " + c.credErr.Error()
+	case c.credErr != nil:
+		return "the store's credential check failed; nothing is cancelled until it passes: " + c.credErr.Error()
+	case c.outage:
+		return "the store is unavailable: " + errText(c.storeErr)
+	case c.watched > 0 && c.fine == 0 && c.forbidden > 0:
+		return fmt.Sprintf("the store refuses the agbot every watched secret (%d): the agbot's own access, not a revocation; nothing is cancelled", c.forbidden)
+	case len(c.unavailable) > 0:
+		return fmt.Sprintf("the store did not answer for %d of %d secrets: %s", len(c.unavailable), c.watched, errText(c.storeErr))
+	}
+	return ""
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "no answer"
+	}
+	return err.Error()
+}
+
+// cycle runs one watcher cycle: it brings the watched names in step with
+// the state, checks the store's credentials, polls every name, records
+// what changed, marks the agreements concerned due, tells waiting
+// deployments their secrets exist, and reviews every agreement (counts,
+// revocations, missed work).
+func (e *Engine) cycle(ctx context.Context) {
+	now := time.Now()
+	waits, err := e.syncNames(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("could not read the names to watch from the state; retrying next cycle", slog.String("err", err.Error()))
+		}
+		return
+	}
+	c := e.watcher.Poll(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	rep := e.applyCycle(c)
+	e.setStoreProblem(rep)
+	e.observe(ctx, now, rep)
+	e.readyWaits(ctx, waits)
+	e.scan(ctx, now, rep.healthy())
+}
+
+// syncNames makes the watcher watch exactly the names the state binds and
+// the waits wait for, and returns the waits.
+func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
+	names, err := e.state.Names(ctx, e.cfg.Member)
+	e.noteState(err)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := e.state.Waits(ctx)
+	e.noteState(err)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, w := range waits {
+		for _, n := range w.StoreNames {
+			want[n] = true
+		}
+	}
+	var add, drop []string
+	for _, n := range e.watcher.Names() {
+		if !want[n] {
+			drop = append(drop, n)
+		}
+		delete(want, n)
+	}
+	for n := range want {
+		add = append(add, n)
+	}
+	if err := e.watcher.Watch(add...); err != nil {
+		return nil, err
+	}
+	e.watcher.Unwatch(drop...)
+	for _, n := range drop {
+		delete(e.absent, n)
+		e.reader.Invalidate(n)
+	}
+	return waits, nil
+}
+
+// applyCycle updates the engine's view of the absent names from one
+// watcher cycle and reports what it learnt.
+func (e *Engine) applyCycle(c secretstore.Cycle) cycleReport {
+	rep := cycleReport{
+		watched: c.Watched, fine: c.Answered, forbidden: c.Forbidden, credErr: c.Credentials,
+		unavailable: map[string]bool{},
+	}
+	seen := map[string]bool{}
+	for _, ev := range c.Events {
+		switch ev.Kind {
+		case secretstore.Appeared, secretstore.Changed:
+			delete(e.absent, ev.Name)
+			if !seen[ev.Name] {
+				seen[ev.Name] = true
+				rep.present = append(rep.present, ev.Name)
+			}
+		case secretstore.Deleted:
+			e.absent[ev.Name] = Missing
+		case secretstore.Forbidden:
+			e.absent[ev.Name] = Forbidden
+		case secretstore.Unavailable:
+			for _, n := range ev.Names {
+				rep.unavailable[n] = true
+			}
+			rep.outage = ev.Outage
+			rep.storeErr = ev.Err
+		}
+	}
+	return rep
+}
+
+// setStoreProblem records the cycle's store problem for Health, and logs
+// it loudly when it starts or changes.
+func (e *Engine) setStoreProblem(rep cycleReport) {
+	problem := rep.problem()
+	e.mu.Lock()
+	was := e.health.StoreProblem
+	e.health.StoreProblem = problem
+	e.mu.Unlock()
+	switch {
+	case problem != "" && problem != was:
+		e.log.Error("secret store problem", slog.String("problem", problem), slog.Bool("cancellations_allowed", rep.healthy()))
+	case problem == "" && was != "":
+		e.log.Info("secret store healthy again")
+	}
+}
+
+// observe records the cycle's observations in the state: every name seen
+// present with new content, and, in a healthy cycle only, every name found
+// missing or forbidden (the first such cycle starts its grace period,
+// later ones confirm it). The agreements bound to names whose observation
+// changed are marked due.
+func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
+	healthy := rep.healthy()
+	look := slices.Clone(rep.present)
+	var absent []string
+	if healthy {
+		for _, n := range slices.Sorted(maps.Keys(e.absent)) {
+			if !rep.unavailable[n] {
+				absent = append(absent, n)
+			}
+		}
+		look = append(look, absent...)
+	}
+	if len(look) == 0 {
+		return
+	}
+	stored, err := e.state.Observations(ctx, look)
+	e.noteState(err)
+	if err != nil {
+		e.log.Error("could not read the stored observations; retrying next cycle", slog.String("err", err.Error()))
+		return
+	}
+	var put []Observation
+	var due []string
+	for _, n := range rep.present {
+		tag, ok := e.watcher.Observed(n)
+		if !ok {
+			continue
+		}
+		o, had := stored[n]
+		if had && o.State == Present && o.Tag == tag {
+			continue // as recorded (a restart, or a read already found it)
+		}
+		fresh := Observation{Name: n, State: Present, Tag: tag, Since: now, CheckedAt: now}
+		if had && o.State == Present {
+			fresh.Since = o.Since
+		} else if had && o.State != Unknown {
+			e.log.Info("store secret is back", slog.String("secret", n))
+		}
+		e.reader.Invalidate(n)
+		put = append(put, fresh)
+		due = append(due, n)
+	}
+	for _, n := range absent {
+		st := e.absent[n]
+		o, had := stored[n]
+		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: now}
+		if had && (o.State == Missing || o.State == Forbidden) && now.Sub(o.CheckedAt) <= e.continuity() {
+			fresh.Since = o.Since // the grace period goes on
+		} else {
+			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
+				slog.String("secret", n), slog.String("state", st.String()), slog.Duration("grace", e.cfg.grace))
+			e.reader.Invalidate(n)
+			due = append(due, n)
+		}
+		put = append(put, fresh)
+	}
+	if len(put) > 0 {
+		err := e.state.PutObservations(ctx, e.cfg.Member, put...)
+		e.noteState(err)
+		if err != nil {
+			e.log.Error("could not store the cycle's observations; retrying next cycle", slog.String("err", err.Error()))
+			return
+		}
+	}
+	if len(due) > 0 {
+		n, err := e.state.MarkDue(ctx, Selector{StoreNames: due}, now, false)
+		e.noteState(err)
+		if err != nil {
+			e.log.Error("could not mark the agreements of changed secrets due; the next cycle finds them", slog.String("err", err.Error()))
+		}
+		e.log.Debug("secrets changed", slog.Any("secrets", due), slog.Int("agreements", n))
+		e.notify()
+	}
+	e.changedNow()
+}
+
+// continuity is the longest time between two healthy cycles that see a
+// name missing or forbidden for its grace period to go on: across a
+// restart or a spell of unhealthy cycles it does, but an observation
+// older than that (a name watched again after a long time) starts it
+// afresh.
+func (e *Engine) continuity() time.Duration { return e.cfg.grace + 2*e.cfg.Interval }
+
+// readyWaits calls OnReady for each waiting deployment whose secrets all
+// exist, and forgets it.
+func (e *Engine) readyWaits(ctx context.Context, waits []Wait) {
+	for _, w := range waits {
+		ready := true
+		for _, n := range w.StoreNames {
+			if _, ok := e.watcher.Observed(n); !ok {
+				ready = false
+				break
+			}
+		}
+		if !ready {
+			continue
+		}
+		e.log.Info("the secrets a deployment waited for exist", slog.String("deployment", w.ID), slog.Any("secrets", w.StoreNames))
+		if e.cfg.OnReady != nil {
+			e.cfg.OnReady(ctx, w.ID)
+		}
+		err := e.state.DeleteWait(ctx, w.ID)
+		e.noteState(err)
+		if err != nil {
+			e.log.Error("could not forget a deployment's wait; its hook may be called again", slog.String("deployment", w.ID), slog.String("err", err.Error()))
+		}
+	}
+}
+
+// scan reviews every agreement once a cycle: it counts them for Health,
+// marks due those whose agent lacks the observed content but that wait for
+// nothing (work a crash or a race left undone), releases held
+// cancellations whose secrets are back, calls the cancel hook for
+// decisions not yet notified, and, in a healthy cycle, decides the
+// cancellations of agreements whose bound secret has been missing or
+// forbidden for the grace period: all of them, or, beyond the budget, none
+// (they are held).
+func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
+	names, err := e.state.Names(ctx, e.cfg.Member)
+	e.noteState(err)
+	if err != nil {
+		return
+	}
+	obs, err := e.state.Observations(ctx, names)
+	e.noteState(err)
+	if err != nil {
+		return
+	}
+	var (
+		counts     Health
+		stale      []string
+		unheld     []string
+		unnotified = map[string]Cancellation{}
+		decided    = map[string]Cancellation{}
+	)
+	err = e.state.Records(ctx, func(r Record) bool {
+		counts.Agreements++
+		if r.Phase == PhaseCancelling {
+			counts.Pending++
+			if e.diverged(&r, now) {
+				counts.Diverged++
+			}
+			if r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
+				unnotified[r.ID] = *r.Cancel
+			}
+			return true
+		}
+		ev := evaluate(&r, obs, now)
+		if !ev.inSync {
+			counts.Pending++
+			if e.diverged(&r, now) {
+				counts.Diverged++
+			}
+			if r.NextAttempt.IsZero() {
+				stale = append(stale, r.ID)
+			}
+		}
+		switch {
+		case r.Held != nil && ev.lost == nil:
+			unheld = append(unheld, r.ID)
+		case r.Held != nil:
+			counts.Held++
+		case healthy && ev.lost != nil && ev.lostConfirmed && now.Sub(ev.lostSince) >= e.cfg.grace:
+			decided[r.ID] = *ev.lost
+		}
+		return true
+	})
+	e.noteState(err)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("could not review the agreements; retrying next cycle", slog.String("err", err.Error()))
+		}
+		return
+	}
+
+	if len(stale) > 0 {
+		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
+		e.noteState(err)
+		e.log.Info("agreements behind the store with nothing scheduled; marked due", slog.Int("agreements", len(stale)))
+		e.notify()
+	}
+	if len(unheld) > 0 {
+		n, _ := e.editIDs(ctx, unheld, func(r *Record) action {
+			if r.Held == nil {
+				return keep
+			}
+			r.Held = nil
+			settle(r, now, now)
+			return save
+		})
+		e.log.Info("held cancellations released: their secrets are back", slog.Int("agreements", n))
+	}
+	if len(decided) > 0 {
+		allowed := max(e.cfg.budget.Count, int(e.cfg.budget.Percent*float64(counts.Agreements)/100))
+		if len(decided) > allowed {
+			n, err := e.hold(ctx, decided)
+			counts.Held += n
+			e.log.Error("revocations beyond the cancellation budget: every cancellation of this cycle is held; release them with ReleaseHeld once checked",
+				slog.Int("held", n), slog.Int("budget", allowed), slog.Int("agreements", counts.Agreements), slog.Any("err", err))
+		} else {
+			ids, err := e.cancel(ctx, decided, now)
+			if err != nil {
+				e.log.Error("could not record cancellations; retrying next cycle", slog.String("err", err.Error()))
+			}
+			for _, id := range ids {
+				unnotified[id] = decided[id]
+			}
+		}
+	}
+	e.notifyCancels(ctx, unnotified)
+
+	e.mu.Lock()
+	e.health.Agreements, e.health.Pending, e.health.Diverged, e.health.Held = counts.Agreements, counts.Pending, counts.Diverged, counts.Held
+	e.mu.Unlock()
+}
+
+// hold marks the decided cancellations held, and returns how many.
+func (e *Engine) hold(ctx context.Context, decided map[string]Cancellation) (int, error) {
+	held := map[string]bool{}
+	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *Record) action {
+		if r.Phase != PhaseActive || r.Held != nil {
+			return keep
+		}
+		c := decided[r.ID]
+		r.Held = &c
+		held[r.ID] = true
+		return save
+	})
+	return len(held), err
+}
+
+// cancel turns active agreements into cancellations, and returns the ids
+// it changed.
+func (e *Engine) cancel(ctx context.Context, decided map[string]Cancellation, now time.Time) ([]string, error) {
+	changed := map[string]bool{}
+	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *Record) action {
+		if r.Phase != PhaseActive {
+			return keep
+		}
+		c := decided[r.ID]
+		r.Phase, r.Cancel, r.Held = PhaseCancelling, &c, nil
+		r.Attempts, r.NextAttempt = 0, now
+		changed[r.ID] = true
+		return save
+	})
+	ids := slices.Sorted(maps.Keys(changed))
+	for _, id := range ids {
+		c := decided[id]
+		e.log.Warn("agreement cancelled: its secret was revoked", slog.String("agreement", id), slog.String("reason", c.Reason))
+	}
+	if len(ids) > 0 {
+		e.notify()
+	}
+	return ids, err
+}
+
+// notifyCancels calls the cancel hook for each decision and records that
+// it returned, so that it is called once per decision (again only after a
+// crash in between).
+func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellation) {
+	if len(cancels) == 0 {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(cancels))
+	if e.cfg.OnCancel != nil {
+		for _, id := range ids {
+			e.cfg.OnCancel(ctx, id, cancels[id])
+		}
+	}
+	_, err := e.editIDs(ctx, ids, func(r *Record) action {
+		c, ok := cancels[r.ID]
+		if r.Cancel == nil || r.Cancel.Notified || !ok || !r.Cancel.DecidedAt.Equal(c.DecidedAt) {
+			return keep
+		}
+		r.Cancel.Notified = true
+		return save
+	})
+	if err != nil {
+		e.log.Error("could not record that the cancel hook was called; it may be called again", slog.String("err", err.Error()))
+	}
+}
+
+// notifyPending calls the cancel hook for every decided cancellation it
+// has not returned for.
+func (e *Engine) notifyPending(ctx context.Context) {
+	pending := map[string]Cancellation{}
+	err := e.state.Records(ctx, func(r Record) bool {
+		if r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
+			pending[r.ID] = *r.Cancel
+		}
+		return true
+	})
+	e.noteState(err)
+	if err != nil {
+		// The cycles' reviews find them.
+		e.log.Error("could not look for cancellations to notify", slog.String("err", err.Error()))
+		return
+	}
+	e.notifyCancels(ctx, pending)
+}
+
+// evaluation is an agreement as the observations show it.
+type evaluation struct {
+	// desired is each slot's content: the first candidate observed
+	// present, or the stored Desired when the observations do not decide.
+	desired []Content
+	inSync  bool
+	// lost is the cancellation a slot whose every candidate is observed
+	// missing or forbidden would make (the one lost longest); lostSince is
+	// when its last candidate went; lostConfirmed that the cycle at the
+	// evaluation's time confirmed every candidate.
+	lost          *Cancellation
+	lostSince     time.Time
+	lostConfirmed bool
+}
+
+// evaluate compares r with the observations; cycle is the time of the
+// cycle that made them (for lostConfirmed).
+func evaluate(r *Record, obs map[string]Observation, cycle time.Time) evaluation {
+	ev := evaluation{desired: make([]Content, len(r.Slots))}
+	ev.inSync = r.Phase == PhaseActive && r.Proposed && r.InFlight == nil
+	for i, s := range r.Slots {
+		names := r.binding(s).StoreNames
+		d := s.Desired
+		absent, confirmed := true, true
+		var since time.Time
+		var last Observation
+		var states []string
+		for _, n := range names {
+			o := obs[n]
+			if o.State == Present {
+				d, absent = Content{StoreName: n, Tag: o.Tag}, false
+				break
+			}
+			if o.State != Missing && o.State != Forbidden {
+				absent = false // not observed: undecided
+				break
+			}
+			if !o.Since.Before(since) {
+				since, last = o.Since, o
+			}
+			if o.CheckedAt.Before(cycle) {
+				confirmed = false
+			}
+			states = append(states, fmt.Sprintf("%q %s", n, o.State))
+		}
+		ev.desired[i] = d
+		if d.IsZero() || d != s.Acked {
+			ev.inSync = false
+		}
+		if absent && (ev.lost == nil || since.Before(ev.lostSince)) {
+			kind := secretstore.Deleted
+			if last.State == Forbidden {
+				kind = secretstore.Forbidden
+			}
+			ev.lost = &Cancellation{
+				Reason: fmt.Sprintf("secret %q of service %s: store secret %s since %s",
+					s.Name, r.Services[s.Service].Service, strings.Join(states, ", "), since.UTC().Format(time.RFC3339)),
+				StoreName: last.Name,
+				Kind:      kind,
+				DecidedAt: cycle,
+			}
+			ev.lostSince, ev.lostConfirmed = since, confirmed
+		}
+	}
+	return ev
+}
+
+// diverged reports whether r's agent has left a message unanswered for
+// longer than DivergedAfter.
+func (e *Engine) diverged(r *Record, now time.Time) bool {
+	return !r.Unanswered.IsZero() && now.Sub(r.Unanswered) > e.cfg.DivergedAfter
+}
+
+// String returns the state's lower-case name.
+func (s ObservedState) String() string {
+	switch s {
+	case Unknown:
+		return "unknown"
+	case Present:
+		return "present"
+	case Missing:
+		return "missing"
+	case Forbidden:
+		return "forbidden"
+	}
+	return fmt.Sprintf("ObservedState(%d)", s)
+}
+
+// String returns the phase's lower-case name.
+func (p Phase) String() string {
+	switch p {
+	case PhaseActive:
+		return "active"
+	case PhaseCancelling:
+		return "cancelling"
+	}
+	return fmt.Sprintf("Phase(%d)", p)
+}

@@ -1,0 +1,191 @@
+package delivery
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// settings are Options with the defaults applied.
+type settings struct {
+	Options
+	grace   time.Duration // 0 for NoGrace
+	budget  Budget
+	workers int
+	senders int
+	batch   int
+	lease   time.Duration
+}
+
+// check validates opts and applies the defaults. Its error names every
+// missing or invalid option.
+func (opts Options) check() (settings, error) {
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if opts.Store == nil {
+		bad("missing Store")
+	}
+	if _, ok := opts.Store.(*secretstore.Reader); ok {
+		bad("Store is a *secretstore.Reader: give the backend (or a Monitor); the engine reads values through a reader of its own and watches the backend itself, where a cache would hide rotations")
+	}
+	if opts.State == nil {
+		bad("missing State")
+	}
+	if opts.Keys == nil {
+		bad("missing Keys")
+	}
+	if opts.Agents == nil {
+		bad("missing Agents")
+	}
+	if opts.Transport == nil {
+		bad("missing Transport")
+	}
+	if opts.Interval != 0 {
+		if err := (secretstore.WatcherConfig{Interval: opts.Interval}).Validate(); err != nil {
+			bad("Interval: %w", err)
+		}
+	}
+	if opts.Grace < 0 && opts.Grace != NoGrace {
+		bad("Grace %s is negative; use NoGrace to cancel without a grace period", opts.Grace)
+	}
+	if opts.Budget.Count < 0 {
+		bad("Budget.Count %d is negative", opts.Budget.Count)
+	}
+	if opts.Budget.Percent < 0 || opts.Budget.Percent > 100 {
+		bad("Budget.Percent %g is not between 0 and 100", opts.Budget.Percent)
+	}
+	for _, d := range []struct {
+		name string
+		val  time.Duration
+	}{{"ReplyTimeout", opts.ReplyTimeout}, {"InitialDelay", opts.InitialDelay}, {"MaxDelay", opts.MaxDelay}, {"DivergedAfter", opts.DivergedAfter}} {
+		if d.val < 0 {
+			bad("%s %s is negative", d.name, d.val)
+		}
+	}
+	if opts.Workers < 0 {
+		bad("Workers %d is negative", opts.Workers)
+	}
+	if opts.Senders < 0 {
+		bad("Senders %d is negative", opts.Senders)
+	}
+
+	s := settings{Options: opts}
+	s.Interval = cmp.Or(opts.Interval, DefaultInterval)
+	switch opts.Grace {
+	case 0:
+		s.grace = DefaultGrace
+	case NoGrace:
+		s.grace = 0
+	default:
+		s.grace = opts.Grace
+	}
+	s.budget = opts.Budget
+	if s.budget == (Budget{}) {
+		s.budget = Budget{Count: DefaultBudgetCount, Percent: DefaultBudgetPercent}
+	}
+	s.ReplyTimeout = cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout)
+	s.InitialDelay = cmp.Or(opts.InitialDelay, DefaultInitialDelay)
+	s.MaxDelay = cmp.Or(opts.MaxDelay, DefaultMaxDelay)
+	if s.MaxDelay < s.InitialDelay {
+		bad("MaxDelay %s is below InitialDelay %s", s.MaxDelay, s.InitialDelay)
+	}
+	s.DivergedAfter = cmp.Or(opts.DivergedAfter, DefaultDivergedAfter)
+	s.workers = cmp.Or(opts.Workers, 4*runtime.GOMAXPROCS(0))
+	s.senders = cmp.Or(opts.Senders, DefaultSenders)
+	s.batch = max(64, 8*s.workers)
+	s.lease = max(2*s.ReplyTimeout, 10*time.Second)
+	if len(problems) > 0 {
+		return settings{}, fmt.Errorf("delivery: invalid options: %w", errors.Join(problems...))
+	}
+	return s, nil
+}
+
+// checkAgreement validates an agreement to register, naming every
+// problem; the error matches secretstore.ErrInvalid.
+func checkAgreement(a Agreement) error {
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	// A proposal without services checks exactly the agreement id rules.
+	if err := (agreement.Proposal{AgreementID: a.ID}).Validate(); err != nil {
+		bad("%w", err)
+	}
+	if a.Node == "" {
+		bad("node is empty")
+	}
+	if len(a.Services) == 0 {
+		bad("no services: nothing to deliver")
+	}
+	seen := map[agreement.ServiceRef]bool{}
+	for _, sb := range a.Services {
+		svc := sb.Service.String()
+		if err := sb.Service.Validate(); err != nil {
+			bad("%w", err)
+		}
+		if seen[sb.Service] {
+			bad("service %s is listed twice", svc)
+		}
+		seen[sb.Service] = true
+		if len(sb.Secrets) == 0 {
+			bad("service %s binds no secrets", svc)
+		}
+		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
+			b := sb.Secrets[name]
+			if err := agreement.CheckSecretName(name); err != nil {
+				bad("service %s: %w", svc, err)
+			}
+			if len(b.StoreNames) == 0 {
+				bad("service %s: secret %q is bound to no store secret", svc, name)
+			}
+			for i, n := range b.StoreNames {
+				if err := secretstore.ValidateName(n); err != nil {
+					bad("service %s: secret %q: store name %.80q: %w", svc, name, n, err)
+				}
+				if slices.Index(b.StoreNames, n) != i {
+					bad("service %s: secret %q names store secret %q twice", svc, name, n)
+				}
+			}
+			switch b.Format {
+			case "", agreement.FormatJSON, agreement.FormatRaw, agreement.FormatValueOnly:
+			default:
+				bad("service %s: secret %q has unknown format %.32q", svc, name, b.Format)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("delivery: agreement %q: %w: %w", a.ID, secretstore.ErrInvalid, errors.Join(problems...))
+	}
+	return nil
+}
+
+// newRecord returns the record of a validated agreement: one slot per
+// service secret, sorted by service and name.
+func newRecord(a Agreement, now time.Time) *Record {
+	r := &Record{
+		ID:          a.ID,
+		Node:        a.Node,
+		Services:    cloneServices(a.Services),
+		Phase:       PhaseActive,
+		NextAttempt: now,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+	}
+	for i, sb := range r.Services {
+		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
+			r.Slots = append(r.Slots, Slot{Service: i, Name: name})
+		}
+	}
+	return r
+}
+
+// binding returns the binding of slot s of r.
+func (r *Record) binding(s Slot) binding.BoundSecret {
+	return r.Services[s.Service].Secrets[s.Name]
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/vault"
+)
+
+// printable is one exported type that can hold a value or credential,
+// filled with canaries.
+type printable struct {
+	name string
+	v    any
+	// wire: the type's JSON is a protocol form that carries the values (the
+	// plaintext of a sealed agreement message). It is checked through
+	// every printer but json.Marshal inside another value; see the issue
+	// report for what remains.
+	wire bool
+}
+
+// TestCanaryEveryType prints every exported type of the module that can
+// hold a secret value, token, key or attestation — filled with canaries —
+// through fmt (every common verb, by value and by pointer), slog's text and
+// JSON handlers (directly and inside another struct, where the JSON
+// handler marshals) and encoding/json, and finds no canary in any form
+// (DESIGN.md section 7, rule 1; issue 18).
+func TestCanaryEveryType(t *testing.T) {
+	var c canaries
+	v := c.newValue
+	data := func() secretstore.Data { return secretstore.Data{"password": []byte(v()), "user": []byte("app")} }
+	details := agreement.SecretDetails{Format: agreement.FormatJSON, Data: data()}
+	ref := agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Version: "1.0.0"}
+	services := []agreement.ServiceSecrets{{Service: ref, Secrets: map[string]agreement.SecretDetails{"db": details}}}
+	update, err := agreement.NewSecretsUpdate("ag-1", agreement.SecretsUpdate{Services: services})
+	require.NoError(t, err)
+
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	seed := keys.Signer().(ed25519.PrivateKey).Seed()
+	c.mu.Lock()
+	c.values = append(c.values, string(seed), string(keys.Signer().(ed25519.PrivateKey)))
+	c.mu.Unlock()
+	_, caKey, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.values = append(c.values, string(caKey.Seed()))
+	c.mu.Unlock()
+	ca, err := identity.NewCA(identity.CAOptions{})
+	require.NoError(t, err)
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Signer: ca, Attestor: identity.AttestorFunc(nil)})
+	require.NoError(t, err)
+	me := identity.Identity{Provider: "demo", Org: "myorg", Node: "node-1", InstanceID: "i-1"}
+	agentOpts := identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: issuer})
+	idAgent, err := identity.NewAgent(agentOpts)
+	require.NoError(t, err)
+	csr, err := identity.NewCSR(keys.Signer(), me, keys.Public().EncryptionKey())
+	require.NoError(t, err)
+	register, err := identity.NewRegisterRequest(keys.Signer(), me, csr, identity.Attestation(v()), time.Now(), 0)
+	require.NoError(t, err)
+
+	cfg, err := secretstore.ParseConfig(bytes.NewReader(fmt.Appendf(nil,
+		`{"type":"memory","vault":{"address":"http://127.0.0.1:8200","auth":{"method":"token","token":%q}},"awssm":{"region":"eu-west-1","accessKeyId":"AKIA","secretAccessKey":%q}}`,
+		v(), v())))
+	require.NoError(t, err)
+	vaultAuth := vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(v()), SecretID: vault.Sensitive(v())}
+
+	static := agentapi.StaticTokens{"web-1": v()}
+	table := &agentapi.TokenTable{}
+	require.NoError(t, table.Set("web-1", v()))
+	devOpts := mock.DevAgentOptions{Token: v(), Dir: filepath.Join(t.TempDir(), "dev")}
+	dev, err := mock.NewDevAgent(t.Context(), devOpts)
+	require.NoError(t, err)
+	t.Cleanup(func() { dev.Close() })
+
+	types := []printable{
+		{name: "secretstore.Data", v: data()},
+		{name: "secretstore.Secret", v: secretstore.Secret{Name: "db", Data: data(), Version: "1"}},
+		{name: "secretstore.Config", v: cfg},
+		{name: "vault.Config", v: vault.Config{Address: "http://127.0.0.1:8200", Auth: vaultAuth}},
+		{name: "vault.Auth", v: vaultAuth},
+		{name: "vault.Sensitive", v: vaultAuth.Token},
+		{name: "agreement.PrivateKeys", v: keys},
+		{name: "agreement.SecretDetails", v: details, wire: true},
+		{name: "agreement.ServiceSecrets", v: services[0], wire: true},
+		{name: "agreement.Proposal", v: agreement.Proposal{Version: agreement.MessageVersion, AgreementID: "ag-1", Services: services}, wire: true},
+		{name: "agreement.SecretsUpdate", v: agreement.SecretsUpdate{Services: services}, wire: true},
+		{name: "agreement.Update", v: update, wire: true},
+		{name: "identity.Attestation", v: register.Attestation},
+		{name: "identity.RegisterRequest", v: *register},
+		{name: "identity.AgentOptions", v: agentOpts},
+		{name: "identity.Agent", v: idAgent},
+		{name: "identity.CAOptions", v: identity.CAOptions{Key: caKey}},
+		{name: "identity.CA", v: ca},
+		{name: "agentapi.StaticTokens", v: static},
+		{name: "agentapi.TokenTable", v: table},
+		{name: "agentapi.HandlerOptions", v: agentapi.HandlerOptions{Tokens: static}},
+		{name: "agentapi.Options", v: agentapi.Options{Root: "/r", Tokens: table, SealKeys: keys, MemoryDir: "/m"}},
+		{name: "agentapi.ReceiverOptions", v: agentapi.ReceiverOptions{Keys: keys, Agbot: keys.Public()}},
+		{name: "mock.DevAgentOptions", v: devOpts},
+		{name: "mock.DevAgent", v: dev},
+		{name: "demo.Env", v: demo.Env{API: "http://127.0.0.1:1", Instance: "web", Token: v(), Mount: "/m"}},
+	}
+	values := c.all()
+	for _, p := range types {
+		t.Run(p.name, func(t *testing.T) {
+			var out bytes.Buffer
+			for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+				fmt.Fprintf(&out, verb+"\n", p.v)
+				fmt.Fprintf(&out, verb+"\n", &p.v)
+				fmt.Fprintf(&out, verb+"\n", []any{p.v})
+			}
+			fmt.Fprintln(&out, fmt.Errorf("failed with %v", p.v))
+			for _, h := range []slog.Handler{slog.NewTextHandler(&out, nil), slog.NewJSONHandler(&out, nil)} {
+				slog.New(h).Info("direct", "v", p.v)
+				if !p.wire {
+					slog.New(h).Info("nested", "v", struct {
+						Name  string
+						Value any
+					}{"x", p.v})
+				}
+			}
+			if !p.wire {
+				if b, err := json.Marshal(p.v); err == nil {
+					out.Write(b)
+				}
+			}
+			assert.Empty(t, leaks(out.String(), values), "%s prints a value:\n%s", p.name, out.String())
+		})
+	}
+	assert.GreaterOrEqual(t, len(values), 15, "the canaries were made")
+}

@@ -1,0 +1,91 @@
+// Package secretsapi is the agbot's secrets-manager API: the routes Open
+// Horizon's agbot serves under its secure API, which administrators use
+// through hzn secretsmanager and deployers through hzn deploycheck, with
+// per-user authorization built in; the design's existence route; and
+// /health.
+//
+// The handler reads and writes the agbot's secret store
+// (secretstore.Store) with the agbot's own credentials, and only after its
+// policy allowed the request: who may do what is decided here, not by the
+// store. Vault secret names follow package binding (ParseVaultSecretName):
+// relative to an organisation, "<name>", "user/<user>/<name>",
+// "node/<node>/<name>" and "user/<user>/node/<node>/<name>", stored under
+// "<org>/".
+//
+// # Routes
+//
+// As open-horizon/anax agreementbot/secure_api.go (commit
+// 2f3fa5a506d6565fa68858b7963450567ddda114, lines 189-203) has them; LIST
+// is an HTTP method, as in Vault:
+//
+//	LIST   /org/{org}/secrets                            200 ["<name>",...] the organisation's secrets (not user/, node/)
+//	LIST   /org/{org}/allsecrets                         200 ["<name>",...] every secret the caller may list, relative to the org
+//	LIST   /org/{org}/secrets/user/{u}[/node/{n}]        200 [...] names under the directory, relative to it
+//	LIST   /org/{org}/secrets/node/{n}                   200 [...] names under the directory, relative to it
+//	LIST   /org/{org}/secrets/{name}                     200 {"exists":true|false}, always 200
+//	GET    /org/{org}/secrets/{name}                     200 {"key":"…","value":"…"}; 404 missing
+//	PUT    /org/{org}/secrets/{name}  {"key","value"}    201 "Secret created/updated." (POST the same)
+//	DELETE /org/{org}/secrets/{name}                     204; 404 missing
+//	OPTIONS on any of them                               200 with Allow, without credentials
+//	GET    /deploycheck/secretbindingcompatible          200 {"compatible","reason","problems"}
+//	GET    /secrets/{name}                               the design route: 200 {"exists":true}, 404 {"exists":false}
+//	GET    /health                                       200 {"configuration":{…},"liveHealth":{"lastDBHeartbeat":…,"lastVaultInteraction":…}}, no credentials
+//
+// {name} may be of any scope, as in anax's per-scope routes. Errors of the
+// Open Horizon routes are a JSON string (anax's sentences where anax has
+// one, which hzn prints); those of the design route {"error","code"}. A
+// request is checked in this order, so that nothing a caller may not see
+// decides its answer: 404 not a route; 401 no credentials, or refused by
+// the Authenticator; 503 no store configured; 400 a bad organisation or
+// name; 405 a method the path does not take; 403 refused by the policy;
+// then the store: 404 (GET, DELETE of a missing secret), 503 store
+// unavailable or refusing the agbot (clients retry a few times), 400 a name
+// the store refuses, 500 anything else; 413 for a body over
+// Options.MaxBodyBytes. A secret's data is mapped onto {"key","value"}:
+// what a PUT wrote is {"key","value"} again; a secret with one entry gives
+// its name and value; any other gives an empty key and its data as a JSON
+// object in the value.
+//
+// # Authentication
+//
+// Credentials are read as anax reads them (ReadCredentials): HTTP Basic
+// "<org>/<user>:<password>", or "Authorization: Bearer <token>" with
+// X-Organization and X-UserId. The Authenticator hook verifies them (Open
+// Horizon asks the exchange) and returns the Caller: organisation, id and
+// Role. A refusal is 401.
+//
+// # Authorization
+//
+// One explicit matrix, Allowed(role, scope, action), decides every
+// request; a caller may only touch its own organisation. Scopes are seen
+// from the caller: its own user secrets ("user/<caller>/...", with their
+// node-level ones) or another user's.
+//
+//	                 org            node           own user       other user
+//	admin            all            all            all            list, exists, delete
+//	user             list, exists   list, exists   all            -
+//	node             -              -              -              -
+//
+// (all: read, list, exists, write, delete.) It follows the Vault policies
+// open-horizon/vault-exchange-auth attaches to exchange users
+// (plugin/policy.go): users read and write only their own secrets and may
+// list and check the organisation's; an admin writes the organisation's
+// and node secrets and its own, and may list, check and delete, but not
+// read or write, other users' secrets, whose data paths the plugin denies
+// while its metadata grant stays. The plugin knows no nodes, and anax's
+// routes take user credentials only: nodes, which receive their secrets
+// through agreements, get nothing. Where anax itself departs from its
+// policy, this package follows the policy: anax's allsecrets omits a
+// user's own secrets (its walk of user/ is denied and the error ignored);
+// here it lists them.
+//
+// A refused request is answered 403 before the store is asked, so the
+// answer is the same whether or not the secret exists. A deploycheck
+// checks each bound secret as the caller may see it.
+//
+// # Logging
+//
+// Every write, delete and read is logged at info level with the caller and
+// the secret's name, never its value; so is every refusal. Credentials
+// and the hook's errors are never logged.
+package secretsapi

@@ -1,0 +1,110 @@
+package secretsapi_test
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// The agbot serves the secrets-manager API over its store. The
+// administrator adds a secret as hzn secretsmanager secret add does; a
+// deployer checks that a binding's secret exists through the existence
+// client, as hzn deploycheck does; a user cannot see another user's
+// secrets.
+func ExampleNewHandler() {
+	// A real hook verifies the password with the exchange
+	// (GET /orgs/{org}/users/{user}) and reads the user's admin flag.
+	users := map[string]struct {
+		password string
+		role     secretsapi.Role
+	}{"admin": {"admin-pw", secretsapi.RoleAdmin}, "alice": {"alice-pw", secretsapi.RoleUser}, "bob": {"bob-pw", secretsapi.RoleUser}}
+	hook := secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+		u, ok := users[c.User]
+		if c.Org != "myorg" || !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(u.password)) != 1 {
+			return secretsapi.Caller{}, errors.New("unknown user or wrong password")
+		}
+		return secretsapi.Caller{Org: c.Org, ID: c.User, Role: u.role}, nil
+	})
+	handler, err := secretsapi.NewHandler(secretsapi.Options{
+		Store:         secretstore.NewMonitor(memory.New()), // also feeds /health
+		Authenticator: hook,
+	})
+	if err != nil {
+		panic(err)
+	}
+	agbot := httptest.NewServer(handler) // HZN_AGBOT_URL
+	defer agbot.Close()
+
+	call := func(user, method, path, body string) {
+		req, _ := http.NewRequest(method, agbot.URL+path, strings.NewReader(body))
+		req.SetBasicAuth("myorg/"+user, users[user].password) // hzn: -u myorg/<user>:<password>
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		fmt.Printf("%s %s %s: %d %s\n", user, method, path, resp.StatusCode, strings.TrimSpace(string(answer)))
+	}
+	call("admin", "PUT", "/org/myorg/secrets/hw-secret-name", `{"key":"name","value":"World"}`)
+	call("alice", "PUT", "/org/myorg/secrets/user/alice/db", `{"key":"password","value":"pw"}`)
+	call("alice", "LIST", "/org/myorg/secrets", "")
+	call("bob", "LIST", "/org/myorg/secrets/user/alice/db", "")
+
+	deployer, _ := binding.NewClient(agbot.URL, binding.ClientOptions{
+		Org:       "myorg", // Open Horizon's route: LIST /org/myorg/secrets/<name>
+		Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") },
+	})
+	for _, s := range []string{"hw-secret-name", "missing", "user/bob/db"} {
+		name, _ := binding.ParseVaultSecretName(s)
+		exists, err := deployer.SecretExists(context.Background(), name)
+		fmt.Println(s, exists, errors.Is(err, secretstore.ErrPermission))
+	}
+	// Output:
+	// admin PUT /org/myorg/secrets/hw-secret-name: 201 "Secret created/updated."
+	// alice PUT /org/myorg/secrets/user/alice/db: 201 "Secret created/updated."
+	// alice LIST /org/myorg/secrets: 200 ["hw-secret-name"]
+	// bob LIST /org/myorg/secrets/user/alice/db: 403 "Permission denied, user \"bob\" cannot check secret \"user/alice/db\" in organization \"myorg\""
+	// hw-secret-name true false
+	// missing false false
+	// user/bob/db false true
+}
+
+// The authorization matrix, printed.
+func ExampleAllowed() {
+	actions := []secretsapi.Action{secretsapi.ActionRead, secretsapi.ActionList, secretsapi.ActionExists, secretsapi.ActionWrite, secretsapi.ActionDelete}
+	for _, role := range []secretsapi.Role{secretsapi.RoleAdmin, secretsapi.RoleUser, secretsapi.RoleNode} {
+		for _, scope := range []secretsapi.Scope{secretsapi.ScopeOrg, secretsapi.ScopeNode, secretsapi.ScopeOwnUser, secretsapi.ScopeOtherUser} {
+			var allowed []string
+			for _, a := range actions {
+				if secretsapi.Allowed(role, scope, a) {
+					allowed = append(allowed, a.String())
+				}
+			}
+			fmt.Printf("%-5s %-10s %v\n", role, scope, allowed)
+		}
+	}
+	// Output:
+	// admin org        [read list check create remove]
+	// admin node       [read list check create remove]
+	// admin own user   [read list check create remove]
+	// admin other user [list check remove]
+	// user  org        [list check]
+	// user  node       [list check]
+	// user  own user   [read list check create remove]
+	// user  other user []
+	// node  org        []
+	// node  node       []
+	// node  own user   []
+	// node  other user []
+}

@@ -1,0 +1,263 @@
+package secretsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// DefaultMaxBodyBytes bounds request bodies by default: a secret of up to
+// 2 MiB, or a deploycheck request with its service definitions.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Options configure a Handler.
+type Options struct {
+	// Store is the agbot's secret store, used with the agbot's own
+	// credentials once the policy allows a request. Nil means the hub has
+	// no secret store: every secrets request answers 503.
+	Store secretstore.Store
+	// Authenticator verifies the caller of every request but /health.
+	// Required.
+	Authenticator Authenticator
+	// Resolver supplies the service definitions a deploycheck request does
+	// not carry (an exchange client). Optional: without it, deploycheck
+	// requests must carry every service definition.
+	Resolver binding.Resolver
+	// LastVaultInteraction feeds /health. Default: Store's LastSuccess
+	// method when it has one (a *secretstore.Monitor does); pass
+	// monitor.LastSuccess when the monitor is wrapped by other middleware.
+	LastVaultInteraction func() time.Time
+	// LastDBHeartbeat feeds /health's lastDBHeartbeat: the agbot's last
+	// database heartbeat, for an agbot that keeps one. Default: 0 (none).
+	LastDBHeartbeat func() time.Time
+	// Configuration is /health's "configuration". Arch defaults to
+	// runtime.GOARCH.
+	Configuration binding.HealthConfiguration
+	// MaxBodyBytes bounds request bodies (413 beyond). Default:
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one line per write and delete (caller and secret
+	// name, never the value), per refused request and per store failure.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Handler serves the agbot's secret APIs. See the package documentation
+// for the routes, the status codes and the authorization policy.
+type Handler struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// NewHandler returns the handler.
+func NewHandler(opts Options) (*Handler, error) {
+	if opts.Authenticator == nil {
+		return nil, fmt.Errorf("secretsapi: %w: Options.Authenticator is nil", secretstore.ErrInvalid)
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("secretsapi: %w: Options.MaxBodyBytes is negative", secretstore.ErrInvalid)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.LastVaultInteraction == nil {
+		if ls, ok := opts.Store.(interface{ LastSuccess() time.Time }); ok {
+			opts.LastVaultInteraction = ls.LastSuccess
+		}
+	}
+	if opts.Configuration.Arch == "" {
+		opts.Configuration.Arch = runtime.GOARCH
+	}
+	h := &Handler{opts: opts, log: opts.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == binding.HealthPath:
+		h.health(w, r)
+	case strings.HasPrefix(p, binding.SecretsPath):
+		h.designExists(w, r, strings.TrimPrefix(p, binding.SecretsPath))
+	case strings.HasPrefix(p, binding.OrgPath):
+		h.manage(w, r)
+	case p == DeployCheckPath:
+		h.deployCheck(w, r)
+	default:
+		writeJSON(w, http.StatusNotFound, binding.APIError{Error: "no such resource", Code: binding.APIErrNotFound})
+	}
+}
+
+// authenticate runs the hook and checks what it returns. On failure it
+// answers 401 itself, with body(msg).
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, body func(msg, code string) any) (Caller, bool) {
+	cred, ok := ReadCredentials(r)
+	if !ok {
+		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
+		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", binding.APIErrUnauthorized))
+		return Caller{}, false
+	}
+	c, err := h.opts.Authenticator.Authenticate(r.Context(), cred)
+	if err == nil {
+		if err = c.check(); err != nil {
+			h.log.Error("the authentication hook returned an invalid caller", "err", err)
+		}
+	}
+	if err != nil {
+		// Neither the hook's error nor the credentials are logged.
+		h.log.Info("secrets API request refused by the authentication hook", "remote", r.RemoteAddr, "path", r.URL.Path)
+		writeJSON(w, http.StatusUnauthorized, body("Failed to authenticate the user with the Exchange.", binding.APIErrUnauthorized))
+		return Caller{}, false
+	}
+	return c, true
+}
+
+// designError is the design route's error body.
+func designError(msg, code string) any { return binding.APIError{Error: msg, Code: code} }
+
+// designExists serves GET /secrets/{name...}: existence of a secret of the
+// caller's organisation, with Stat only.
+func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})
+		return
+	}
+	caller, ok := h.authenticate(w, r, designError)
+	if !ok {
+		return
+	}
+	if h.opts.Store == nil {
+		writeJSON(w, http.StatusServiceUnavailable, binding.APIError{Error: msgNoStore, Code: binding.APIErrNoStore})
+		return
+	}
+	name, err := binding.ParseVaultSecretName(raw)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, binding.APIError{Error: err.Error(), Code: binding.APIErrInvalidName})
+		return
+	}
+	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
+	if !authorize(caller, caller.Org, name, ActionExists) {
+		log.Info("secret existence check refused by the policy")
+		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, ActionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
+		return
+	}
+	exists, err := h.exists(r.Context(), caller.Org, name)
+	if err != nil {
+		h.storeFailure(w, r, log, err, designError)
+		return
+	}
+	log.Debug("secret existence checked", "exists", exists)
+	status := http.StatusOK
+	if !exists {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, binding.Existence{Exists: exists})
+}
+
+// exists checks a secret with Stat, never reading its value
+// (binding.StoreChecker).
+func (h *Handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
+	c, err := binding.NewStoreChecker(h.opts.Store, org)
+	if err != nil {
+		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
+	}
+	return c.SecretExists(ctx, name)
+}
+
+// Messages of anax's agbot (agreementbot/secure_api.go lines 1094-1104).
+const (
+	msgNoStore     = "There is no secrets provider configured, secrets are unavailable."
+	msgUnavailable = "The secrets provider is not ready. The caller should retry this API call a small number of times with a short delay between calls to ensure that the secrets provider is unavailable."
+)
+
+// storeFailure answers a store error: 503 when the store is unavailable or
+// refuses the agbot, 400 when it refuses the name, 500 otherwise.
+func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, body func(msg, code string) any) {
+	switch {
+	case r.Context().Err() != nil:
+		// The caller went away; nobody reads an answer.
+	case errors.Is(err, secretstore.ErrUnavailable):
+		log.Warn("secret store unavailable", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, binding.APIErrStoreUnavailable))
+	case errors.Is(err, secretstore.ErrPermission):
+		log.Warn("the secret store refused the agbot's credentials", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", binding.APIErrStoreForbidden))
+	case errors.Is(err, secretstore.ErrInvalid):
+		log.Info("the secret store refused a name", "err", err)
+		writeJSON(w, http.StatusBadRequest, body("The secrets provider does not accept this secret name.", binding.APIErrInvalidName))
+	default:
+		log.Error("secret store failure", "err", err)
+		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", binding.APIErrInternal))
+	}
+}
+
+// deniedMessage is anax's refusal (secure_api.go errCheck, lines 1182-1187).
+func deniedMessage(c Caller, a Action, t target) string {
+	if t.dir {
+		return fmt.Sprintf("Permission denied, user %q cannot %s secrets %sin organization %q", c.ID, a, dirPhrase(t), t.org)
+	}
+	return fmt.Sprintf("Permission denied, user %q cannot %s secret %q in organization %q", c.ID, a, t.String(), t.org)
+}
+
+func dirPhrase(t target) string {
+	if t.all || t.name.String() == "" {
+		return ""
+	}
+	return fmt.Sprintf("under %q ", strings.TrimSuffix(t.name.String(), "/"))
+}
+
+// health serves GET /health in anax's shape (agreementbot/api.go lines
+// 678-700; apicommon/status.go Info).
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})
+		return
+	}
+	cfg := h.opts.Configuration
+	live := binding.LiveHealth{
+		LastDBHeartbeat:      unixSeconds(h.opts.LastDBHeartbeat),
+		LastVaultInteraction: unixSeconds(h.opts.LastVaultInteraction),
+	}
+	writeJSON(w, http.StatusOK, binding.Health{Configuration: &cfg, LiveHealth: &live})
+}
+
+func unixSeconds(f func() time.Time) uint64 {
+	if f == nil {
+		return 0
+	}
+	t := f()
+	if t.IsZero() || t.Unix() < 0 {
+		return 0
+	}
+	return uint64(t.Unix())
+}
+
+// writeJSON writes v as JSON, newline-terminated as anax's writeResponse
+// (agreementbot/api.go lines 1158-1168) writes it.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // our own types; cannot happen
+		status, b = http.StatusInternalServerError, []byte(`"Internal server error"`)
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,238 @@
+package secretsapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Methods of the Open Horizon routes (agreementbot/secure_api.go lines
+// 195-203).
+const (
+	allowDir  = "LIST, OPTIONS"
+	allowName = "GET, LIST, PUT, POST, DELETE, OPTIONS"
+)
+
+// ohError is the body of the Open Horizon routes' errors: a JSON string,
+// as anax's writeResponse writes its messages (and hzn unquotes them,
+// cli/secrets_manager/secrets_manager.go lines 132-135).
+func ohError(msg, _ string) any { return msg }
+
+// manage serves the Open Horizon secrets-manager routes under /org/. The
+// checks run in this order, so that nothing a caller may not see decides
+// an answer: route (404), OPTIONS (200, before credentials), credentials
+// (401), store configured (503), name (400), method (405), policy (403),
+// and only then the store.
+func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
+	t, perr := parseOrgPath(r.URL.Path)
+	if errors.Is(perr, errNoRoute) {
+		writeJSON(w, http.StatusNotFound, "404 page not found")
+		return
+	}
+	allowed := allowName
+	if perr == nil && t.dir {
+		allowed = allowDir
+	}
+	if r.Method == http.MethodOptions && perr == nil {
+		w.Header().Set("Allow", allowed)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	caller, ok := h.authenticate(w, r, ohError)
+	if !ok {
+		return
+	}
+	if h.opts.Store == nil {
+		h.log.Warn("secrets request, but no secret store is configured", "caller", caller.String())
+		writeJSON(w, http.StatusServiceUnavailable, msgNoStore)
+		return
+	}
+	if perr != nil {
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", perr))
+		return
+	}
+	action, ok := actionOf(r.Method, t)
+	if !ok {
+		w.Header().Set("Allow", allowed)
+		writeJSON(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed here; use %s.", r.Method, allowed))
+		return
+	}
+	log := h.log.With("caller", caller.String(), "org", t.org, "vaultSecret", t.String(), "action", action.String())
+	// allsecrets lists whatever the caller may list, name by name; the
+	// caller must still be allowed to list its organisation's secrets.
+	scopeName := t.name
+	if t.all {
+		scopeName = binding.VaultSecretName{}
+	}
+	if !authorize(caller, t.org, scopeName, action) {
+		log.Info("secrets request refused by the policy")
+		writeJSON(w, http.StatusForbidden, deniedMessage(caller, action, t))
+		return
+	}
+	if action == ActionList {
+		h.list(w, r, log, caller, t)
+		return
+	}
+	path, err := t.name.StorePath(t.org)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
+		return
+	}
+	switch action {
+	case ActionExists:
+		exists, err := h.exists(r.Context(), t.org, t.name)
+		if err != nil {
+			h.storeFailure(w, r, log, err, ohError)
+			return
+		}
+		writeJSON(w, http.StatusOK, binding.Existence{Exists: exists})
+	case ActionRead:
+		h.read(w, r, log, t, path)
+	case ActionWrite:
+		h.write(w, r, log, path)
+	case ActionDelete:
+		h.delete(w, r, log, t, path)
+	}
+}
+
+// actionOf maps a method on a target to the action it is.
+func actionOf(method string, t target) (Action, bool) {
+	if t.dir {
+		return ActionList, method == binding.MethodList
+	}
+	switch method {
+	case binding.MethodList:
+		return ActionExists, true
+	case http.MethodGet:
+		return ActionRead, true
+	case http.MethodPut, http.MethodPost:
+		return ActionWrite, true
+	case http.MethodDelete:
+		return ActionDelete, true
+	}
+	return 0, false
+}
+
+// list serves LIST on a directory: the names under it, relative to it;
+// /allsecrets: every name of the organisation the caller may list,
+// relative to the organisation (anax: relative names, secure_api.go
+// listVaultSecret, lines 2247-2272; agreementbot/secrets/vault/vault.go
+// ListOrgNodeSecrets trims the directory).
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger, c Caller, t target) {
+	prefix := t.storePrefix()
+	full, err := h.opts.Store.List(r.Context(), prefix)
+	if err != nil {
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	names := []string{}
+	for _, p := range full {
+		rel := strings.TrimPrefix(p, t.org+"/")
+		n, err := binding.ParseVaultSecretName(rel)
+		switch {
+		case err != nil:
+			log.Debug("store name that is not a vault secret name skipped", "name", p)
+		case t.all:
+			if authorize(c, t.org, n, ActionList) {
+				names = append(names, rel)
+			}
+		case t.name.String() == "":
+			// The organisation's own secrets, not those under user/ and
+			// node/ (vault.go listSecrets filters them out at the top).
+			if n.Scope == binding.ScopeOrg {
+				names = append(names, rel)
+			}
+		default:
+			names = append(names, strings.TrimPrefix(p, prefix))
+		}
+	}
+	log.Debug("secrets listed", "count", len(names))
+	writeJSON(w, http.StatusOK, names)
+}
+
+// read serves GET on a secret: {"key":…,"value":…}.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+	s, err := h.opts.Store.Get(r.Context(), path)
+	if errors.Is(err, secretstore.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
+		return
+	}
+	if err != nil {
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	d, err := ohsecret.FromData(s.Data)
+	if err != nil {
+		log.Warn("secret cannot be served as key/value", "err", err)
+		writeJSON(w, http.StatusInternalServerError, fmt.Sprintf("Secret %q cannot be returned as a key and a value: %s.", t.String(), err))
+		return
+	}
+	log.Info("secret read")
+	writeJSON(w, http.StatusOK, d)
+}
+
+// write serves PUT and POST on a secret: the body {"key":…,"value":…}
+// becomes the secret's data. Its labels (Vault custom_metadata, AWS tags)
+// are kept.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
+	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge), errors.Is(err, jsonproblem.ErrTooLarge):
+		writeJSON(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes))
+		return
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Request body parse error, %s.", err))
+		return
+	}
+	var labels map[string]string
+	meta, err := h.opts.Store.Stat(r.Context(), path)
+	switch {
+	case err == nil:
+		labels = meta.Labels
+	case !errors.Is(err, secretstore.ErrNotFound):
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	changed, err := h.opts.Store.Put(r.Context(), &secretstore.Secret{Name: path, Data: d.Data(), Labels: labels}, secretstore.PutOptions{})
+	if err != nil {
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	log.Info("secret written", "changed", changed)
+	writeJSON(w, http.StatusCreated, "Secret created/updated.")
+}
+
+// delete serves DELETE on a secret: 404 when it does not exist, as anax
+// answers (agreementbot/secrets/vault/vault.go deleteSecret lists it
+// first).
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+	exists, err := h.exists(r.Context(), t.org, t.name)
+	if err != nil {
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	if !exists {
+		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
+		return
+	}
+	if err := h.opts.Store.Delete(r.Context(), path); err != nil {
+		h.storeFailure(w, r, log, err, ohError)
+		return
+	}
+	log.Info("secret deleted")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// notFoundMessage is anax's (secure_api.go errCheck, lines 1209-1214).
+func notFoundMessage(t target) string {
+	return fmt.Sprintf("No secret(s) found under secret name %q", t.String())
+}

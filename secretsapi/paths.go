@@ -1,0 +1,96 @@
+package secretsapi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/safename"
+)
+
+// Routes served besides binding.SecretsPath, binding.OrgPath and
+// binding.HealthPath.
+const (
+	// DeployCheckPath is GET /deploycheck/secretbindingcompatible.
+	DeployCheckPath = "/deploycheck/secretbindingcompatible"
+)
+
+// target is what an Open Horizon secrets-manager path names: a directory
+// of secrets (dir: name has Scope, User and Node set and Secret empty;
+// all: every secret of the organisation) or one secret.
+type target struct {
+	org  string
+	all  bool
+	dir  bool
+	name binding.VaultSecretName
+}
+
+// String returns the name or directory as the caller wrote it, for
+// messages: "db/password", "user/alice/", "" (the organisation).
+func (t target) String() string { return t.name.String() }
+
+// errNoRoute marks a path that is not one of the API's routes (404); every
+// other parse error is a bad name or organisation (400).
+var errNoRoute = errors.New("no such route")
+
+// probe completes a directory path into a name, so that directories are
+// read with the same rules as names (binding.ParseVaultSecretName).
+const probe = "x"
+
+// parseOrgPath reads a path under binding.OrgPath:
+//
+//	/org/{org}/allsecrets
+//	/org/{org}/secrets                                  directory: the organisation's secrets
+//	/org/{org}/secrets/user/{user}[/node/{node}]        directory: a user's (node) secrets
+//	/org/{org}/secrets/node/{node}                      directory: a node's organisation secrets
+//	/org/{org}/secrets/{vault secret name}              one secret, any scope
+//
+// as anax's router has them (agreementbot/secure_api.go lines 195-203).
+// Names follow binding.ParseVaultSecretName, which accepts more characters
+// than anax's route pattern [\w/-]+.
+func parseOrgPath(p string) (target, error) {
+	rest, ok := strings.CutPrefix(p, binding.OrgPath)
+	if !ok {
+		return target{}, errNoRoute
+	}
+	org, rest, _ := strings.Cut(rest, "/")
+	kind, rest, hasRest := strings.Cut(rest, "/")
+	switch {
+	case kind == "allsecrets" && !hasRest:
+	case kind == "secrets":
+	default:
+		return target{}, errNoRoute
+	}
+	if err := safename.Check(org); err != nil {
+		return target{}, fmt.Errorf("organisation %w", err)
+	}
+	t := target{org: org, all: kind == "allsecrets"}
+	switch {
+	case t.all, !hasRest:
+		t.dir = true
+		return t, nil
+	case rest == "":
+		return target{}, errors.New("the secret name is empty")
+	}
+	n, err := binding.ParseVaultSecretName(rest)
+	if err == nil {
+		t.name = n
+		return t, nil
+	}
+	// Not a name; perhaps a directory: "user/<u>", "node/<n>",
+	// "user/<u>/node/<n>" each make a name with one more segment.
+	d, derr := binding.ParseVaultSecretName(rest + "/" + probe)
+	if derr != nil || d.Scope == binding.ScopeOrg || d.Secret != probe {
+		return target{}, err
+	}
+	d.Secret = ""
+	t.dir, t.name = true, d
+	return t, nil
+}
+
+// storePrefix is the store path prefix of a directory target: "<org>/",
+// "<org>/user/<u>/", "<org>/node/<n>/" or "<org>/user/<u>/node/<n>/".
+func (t target) storePrefix() string {
+	return t.org + "/" + t.name.String()
+}

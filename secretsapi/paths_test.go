@@ -1,0 +1,97 @@
+package secretsapi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/binding"
+)
+
+// The routes of anax's router (agreementbot/secure_api.go lines 195-203,
+// commit 2f3fa5a506d6565fa68858b7963450567ddda114), and their names.
+func TestParseOrgPath(t *testing.T) {
+	tests := []struct {
+		path    string
+		want    target
+		prefix  string // storePrefix of a directory
+		wantErr string // "route" for errNoRoute
+	}{
+		{path: "/org/myorg/secrets", want: target{org: "myorg", dir: true}, prefix: "myorg/"},
+		{path: "/org/myorg/allsecrets", want: target{org: "myorg", all: true, dir: true}, prefix: "myorg/"},
+		{path: "/org/myorg/secrets/user/alice", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice"}}, prefix: "myorg/user/alice/"},
+		{path: "/org/myorg/secrets/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeNode, Node: "n1"}}, prefix: "myorg/node/n1/"},
+		{path: "/org/myorg/secrets/user/alice/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeUserNode, User: "alice", Node: "n1"}}, prefix: "myorg/user/alice/node/n1/"},
+		{path: "/org/myorg/secrets/db/password", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeOrg, Secret: "db/password"}}},
+		{path: "/org/myorg/secrets/user/alice/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice", Secret: "db"}}},
+		{path: "/org/myorg/secrets/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeNode, Node: "n1", Secret: "db"}}},
+		{path: "/org/myorg/secrets/user/alice/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUserNode, User: "alice", Node: "n1", Secret: "db"}}},
+		{path: "/org/myorg/secrets/user/alice/nodes/n1", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice", Secret: "nodes/n1"}}},
+		{path: "/org/myorg/secrets/user", wantErr: "needs a user"},
+		{path: "/org/myorg/secrets/node", wantErr: "needs a node"},
+		{path: "/org/myorg/secrets/user/alice/node", wantErr: "needs a node"},
+		{path: "/org/myorg/secrets/openhorizon/x", wantErr: "openhorizon/"},
+		{path: "/org/myorg/secrets/a/../b", wantErr: "vault secret name"},
+		{path: "/org/myorg/secrets/", wantErr: "empty"},
+		{path: "/org/../secrets/db", wantErr: "organisation"},
+		{path: "/org//secrets/db", wantErr: "organisation"},
+		{path: "/org/myorg/allsecrets/x", wantErr: "route"},
+		{path: "/org/myorg", wantErr: "route"},
+		{path: "/org/myorg/secretsX", wantErr: "route"},
+		{path: "/orgs/myorg/secrets", wantErr: "route"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, err := parseOrgPath(tt.path)
+			switch {
+			case tt.wantErr == "route":
+				assert.ErrorIs(t, err, errNoRoute)
+			case tt.wantErr != "":
+				require.Error(t, err)
+				assert.False(t, errors.Is(err, errNoRoute))
+				assert.Contains(t, err.Error(), tt.wantErr)
+			default:
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				if got.dir {
+					assert.Equal(t, tt.prefix, got.storePrefix())
+				}
+			}
+		})
+	}
+}
+
+// FuzzParseOrgPath: a path parses to a name binding accepts, to a
+// directory whose prefix is a name's, or to an error; never to a store
+// path outside its organisation.
+func FuzzParseOrgPath(f *testing.F) {
+	for _, p := range []string{"/org/o/secrets", "/org/o/allsecrets", "/org/o/secrets/user/u", "/org/o/secrets/user/u/node/n/x",
+		"/org/o/secrets/node/n", "/org/o/secrets/../x", "/org/o/secrets//x", "/org/o/secrets/user//x", "/org/o/secrets/x/", "/org/./secrets/x"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := parseOrgPath(p)
+		if err != nil {
+			return
+		}
+		if got.dir {
+			prefix := got.storePrefix()
+			require.True(t, strings.HasPrefix(prefix, got.org+"/"))
+			if got.name.String() != "" {
+				n, err := binding.ParseVaultSecretName(got.name.String() + probe)
+				require.NoError(t, err, "a directory is a name's prefix")
+				assert.Equal(t, got.name.Scope, n.Scope)
+			}
+			return
+		}
+		path, err := got.name.StorePath(got.org)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(path, got.org+"/"))
+		back, err := binding.ParseVaultSecretName(got.name.String())
+		require.NoError(t, err)
+		assert.Equal(t, got.name, back)
+	})
+}

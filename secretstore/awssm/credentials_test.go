@@ -1,0 +1,183 @@
+package awssm_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
+)
+
+// listRecorder is an awssm.API that remembers the ListSecrets inputs.
+type listRecorder struct {
+	awssm.API
+	mu    sync.Mutex
+	lists []*secretsmanager.ListSecretsInput
+}
+
+func (r *listRecorder) ListSecrets(ctx context.Context, in *secretsmanager.ListSecretsInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.ListSecretsOutput, error) {
+	r.mu.Lock()
+	r.lists = append(r.lists, in)
+	r.mu.Unlock()
+	return r.API.ListSecrets(ctx, in, opts...)
+}
+
+// The check is one ListSecrets call reading at most one entry, filtered on
+// the scope, so it needs no IAM action a reading agbot lacks and costs one
+// small request.
+func TestCheckCredentialsIsOneSmallListSecrets(t *testing.T) {
+	for _, scope := range []string{"", "org1/edge"} {
+		t.Run("scope="+scope, func(t *testing.T) {
+			e := newEnv(t)
+			rec := &listRecorder{API: e.client}
+			s, err := awssm.New(t.Context(), awssm.Options{Client: rec, Scope: scope})
+			require.NoError(t, err)
+			e.put(s, "a", d("k", "v"), nil)
+			e.put(s, "b", d("k", "v"), nil)
+			e.srv.ResetCounters()
+
+			require.NoError(t, s.CheckCredentials(t.Context()))
+			assert.Equal(t, map[string]int64{smmock.OpListSecrets: 1}, e.srv.AllCalls(), "one ListSecrets, nothing else")
+			require.Len(t, rec.lists, 1)
+			in := rec.lists[0]
+			assert.Equal(t, int32(1), aws.ToInt32(in.MaxResults))
+			assert.Nil(t, in.NextToken)
+			if scope == "" {
+				assert.Empty(t, in.Filters)
+				return
+			}
+			require.Len(t, in.Filters, 1)
+			assert.Equal(t, "name", string(in.Filters[0].Key))
+			assert.Equal(t, []string{scope + "/"}, in.Filters[0].Values)
+		})
+	}
+}
+
+// What the check says about the agbot's own credentials, against the
+// wire-level endpoint: spells of AccessDenied or expired tokens on every
+// call are ErrPermission; a denial of one secret is not the credentials'
+// fault; an endpoint that does not answer cannot tell.
+func TestCheckCredentials(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault *smmock.Fault
+		creds aws.CredentialsProvider
+		down  bool
+		want  error // nil: accepted
+		code  string
+	}{
+		{name: "accepted"},
+		{name: "AccessDenied on every call", fault: &smmock.Fault{Code: "AccessDeniedException"}, want: secretstore.ErrPermission, code: "AccessDeniedException"},
+		{name: "expired session token", fault: &smmock.Fault{Code: "ExpiredTokenException"}, want: secretstore.ErrPermission, code: "ExpiredTokenException"},
+		{name: "unrecognized client", creds: credentials.NewStaticCredentialsProvider("AKIDUNKNOWN", testSecretKey, ""), want: secretstore.ErrPermission, code: "UnrecognizedClientException"},
+		{name: "wrong secret key", creds: credentials.NewStaticCredentialsProvider(testKeyID, "wrong", ""), want: secretstore.ErrPermission, code: "InvalidSignatureException"},
+		{name: "one secret denied by its resource policy", fault: &smmock.Fault{Code: "AccessDeniedException", SecretID: "a"}},
+		{name: "throttled past the retries", fault: &smmock.Fault{Code: "ThrottlingException"}, want: secretstore.ErrUnavailable, code: "ThrottlingException"},
+		{name: "server errors", fault: &smmock.Fault{Code: "InternalServiceError"}, want: secretstore.ErrUnavailable, code: "InternalServiceError"},
+		{name: "a refusal that says nothing of the credentials", fault: &smmock.Fault{Code: "InvalidParameterException"}, want: secretstore.ErrUnavailable, code: "InvalidParameterException"},
+		{name: "endpoint down", down: true, want: secretstore.ErrUnavailable, code: "network error"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			cfg := e.awsConfig()
+			if c.creds != nil {
+				cfg.Credentials = c.creds
+			}
+			if c.down {
+				ts := httptest.NewServer(e.srv)
+				ts.Close()
+				cfg.BaseEndpoint = aws.String(ts.URL)
+			}
+			s, err := awssm.New(t.Context(), awssm.Options{AWSConfig: &cfg})
+			require.NoError(t, err)
+			if c.fault != nil {
+				e.srv.InjectFault(*c.fault)
+			}
+			err = s.CheckCredentials(t.Context())
+			if c.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, c.want)
+			assert.Equal(t, c.want, secretstore.KindOf(err), "one kind only")
+			assert.Contains(t, err.Error(), secretstore.OpCheckCredentials)
+			assert.Contains(t, err.Error(), c.code)
+			assert.NotContains(t, err.Error(), testSecretKey)
+		})
+	}
+	t.Run("closed store", func(t *testing.T) {
+		e := newEnv(t)
+		s := e.store(awssm.Options{})
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, s.CheckCredentials(t.Context()), secretstore.ErrUnavailable)
+	})
+}
+
+// A spell of AccessDenied on every call, seen by a watcher: every name
+// reads Forbidden and the cycle shows a store-wide failure, not revoked
+// secrets; when the spell ends the names are back and the check passes.
+// A denial of one secret only shows that name Forbidden.
+func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(awssm.Options{Scope: "org1"})
+	names := []string{"a", "b", "c"}
+	for _, n := range names {
+		e.put(s, n, d("k", "v-"+n), nil)
+	}
+	w, err := secretstore.NewWatcher(secretstore.NewMonitor(s), secretstore.WatcherOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Watch(names...))
+	ctx := t.Context()
+	require.Equal(t, 3, w.Poll(ctx).Answered)
+
+	type want struct {
+		answered, forbidden int
+		credentials         error
+		storeFailure        bool
+		events              []string
+	}
+	steps := []struct {
+		name  string
+		setup func()
+		want  want
+	}{
+		{"AccessDenied spell on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException"}) },
+			want{forbidden: 3, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c"}}},
+		{"spell over", e.srv.ClearFaults,
+			want{answered: 3, events: []string{"appeared a", "appeared b", "appeared c"}}},
+		{"expired token on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "ExpiredTokenException"}) },
+			want{forbidden: 3, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c"}}},
+		{"renewed", e.srv.ClearFaults,
+			want{answered: 3, events: []string{"appeared a", "appeared b", "appeared c"}}},
+		{"one secret denied", func() { e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException", SecretID: "org1/b"}) },
+			want{answered: 2, forbidden: 1, events: []string{"forbidden b"}}},
+	}
+	for _, st := range steps {
+		st.setup()
+		c := w.Poll(ctx)
+		assert.Equal(t, st.want.answered, c.Answered, st.name)
+		assert.Equal(t, st.want.forbidden, c.Forbidden, st.name)
+		assert.True(t, c.CredentialsChecked, st.name)
+		if st.want.credentials == nil {
+			assert.NoError(t, c.Credentials, st.name)
+		} else {
+			assert.ErrorIs(t, c.Credentials, st.want.credentials, st.name)
+		}
+		assert.Equal(t, st.want.storeFailure, c.StoreFailure() != nil, st.name)
+		var got []string
+		for _, ev := range c.Events {
+			got = append(got, ev.Kind.String()+" "+ev.Name)
+		}
+		assert.Equal(t, st.want.events, got, st.name)
+	}
+}
