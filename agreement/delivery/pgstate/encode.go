@@ -38,6 +38,7 @@ type body struct {
 	ReplySequence uint64        `json:"replySequence,omitempty"`
 	LastError     string        `json:"lastError,omitempty"`
 	Rejection     string        `json:"rejection,omitempty"`
+	Unanswered    stamp         `json:"unanswered,omitzero"`
 	LastReply     stamp         `json:"lastReply,omitzero"`
 	CreatedAt     stamp         `json:"createdAt,omitzero"`
 	UpdatedAt     stamp         `json:"updatedAt,omitzero"`
@@ -172,6 +173,7 @@ func encodeBody(r *delivery.Record) ([]byte, error) {
 		ReplySequence: r.ReplySequence,
 		LastError:     freeText(r.LastError),
 		Rejection:     freeText(r.Rejection),
+		Unanswered:    stamp{r.Unanswered},
 		LastReply:     stamp{r.LastReply},
 		CreatedAt:     stamp{r.CreatedAt},
 		UpdatedAt:     stamp{r.UpdatedAt},
@@ -213,7 +215,7 @@ func decodeBody(r *delivery.Record, data []byte) error {
 	r.AgentKey = agreement.KeyID(b.AgentKey)
 	r.Epoch, r.Counter, r.ReplySequence = b.Epoch, b.Counter, b.ReplySequence
 	r.LastError, r.Rejection = b.LastError, b.Rejection
-	r.LastReply, r.CreatedAt, r.UpdatedAt = b.LastReply.Time, b.CreatedAt.Time, b.UpdatedAt.Time
+	r.Unanswered, r.LastReply, r.CreatedAt, r.UpdatedAt = b.Unanswered.Time, b.LastReply.Time, b.CreatedAt.Time, b.UpdatedAt.Time
 	r.Slots = nil
 	for _, s := range b.Slots {
 		desired, err := decodeContent(s.Desired)
