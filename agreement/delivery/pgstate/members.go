@@ -120,3 +120,62 @@ func (s *State) Leave(ctx context.Context, member string) error {
 	s.log.Info("left", slog.String("member", member), slog.Uint64("incarnation", inc))
 	return nil
 }
+
+// KeepMembership joins member, keeps it live until ctx ends, and then
+// leaves: the loop an agbot runs beside its engine. It heartbeats every
+// LeasePeriod/3; when the membership is lost (delivery.ErrLeaseLost: it
+// lapsed during a database outage, or another process joined under the
+// id) it joins again at once, under a new incarnation; other failures
+// (the database unreachable) are retried every LeasePeriod/6. report,
+// when not nil, is called with the outcome of every Join and Heartbeat,
+// for health: a member whose last report is an error, or whose
+// MemberLease.Until passed, cannot prove its claims. It returns ctx's
+// error.
+func (s *State) KeepMembership(ctx context.Context, member string, report func(delivery.MemberLease, error)) error {
+	if report == nil {
+		report = func(delivery.MemberLease, error) {}
+	}
+	defer func() {
+		// Leave even though ctx ended, so that the others take over at
+		// once rather than when the membership expires.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+		defer cancel()
+		if err := s.Leave(lctx, member); err != nil {
+			s.log.Warn("could not leave; the membership expires by itself", slog.String("member", member), slog.String("err", err.Error()))
+		}
+	}()
+	joined := false
+	for {
+		var (
+			lease delivery.MemberLease
+			err   error
+		)
+		if joined {
+			lease, err = s.Heartbeat(ctx, member)
+		} else {
+			lease, err = s.Join(ctx, member)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		report(lease, err)
+		wait := s.period / 3
+		switch {
+		case err == nil:
+			joined = true
+		case errors.Is(err, delivery.ErrLeaseLost):
+			s.log.Warn("membership lost; joining again", slog.String("member", member), slog.String("err", err.Error()))
+			joined, wait = false, 0
+		default:
+			s.log.Error("could not renew the membership", slog.String("member", member), slog.String("err", err.Error()))
+			wait = s.period / 6
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

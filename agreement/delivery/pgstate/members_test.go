@@ -1,6 +1,7 @@
 package pgstate_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -476,4 +477,68 @@ func TestChangeReachesEveryAgreement(t *testing.T) {
 		per[i]++
 	}
 	assert.Len(t, per, 3, "each member delivers part of the change, whoever found it: %v", per)
+}
+
+// TestKeepMembership: the loop keeps the member live, joins again under a
+// new incarnation when its membership lapsed, and leaves when it stops.
+func TestKeepMembership(t *testing.T) {
+	const period = time.Second
+	db := pgtest.NewDatabase(t)
+	st := open(t, db.URL, pgstate.Options{LeasePeriod: period})
+	other := joinAll(t, db.URL, pgstate.Options{LeasePeriod: time.Minute}, "agbot-2")[0]
+	names := storeNames(40)
+	createRecords(t, other, 40, time.Time{}, names)
+
+	var (
+		mu      sync.Mutex
+		reports []delivery.MemberLease
+		lost    int
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.KeepMembership(ctx, "agbot-1", func(l delivery.MemberLease, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				assert.ErrorIs(t, err, delivery.ErrLeaseLost, "the only failure here is the lapse")
+				lost++
+				return
+			}
+			reports = append(reports, l)
+		})
+	}()
+	incarnations := func() []uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []uint64
+		for _, l := range reports {
+			if len(out) == 0 || out[len(out)-1] != l.Incarnation {
+				out = append(out, l.Incarnation)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(incarnations()) == 1 }, 5*time.Second, 10*time.Millisecond, "joined")
+	time.Sleep(2 * period)
+	assert.Len(t, incarnations(), 1, "heartbeats keep the same incarnation")
+	share, err := st.Names(t.Context(), "agbot-1")
+	require.NoError(t, err)
+	assert.NotEmpty(t, share, "a live member polls a share")
+
+	// The membership lapses (as during a long outage): the loop joins again.
+	_, err = db.Pool(t).Exec(t.Context(), "UPDATE edgesecrets_delivery.members SET expires_at = now() WHERE member = 'agbot-1'")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(incarnations()) == 2 }, 5*time.Second, 10*time.Millisecond, "joined again")
+	mu.Lock()
+	assert.Equal(t, 1, lost, "the lapse was reported once")
+	mu.Unlock()
+	_, err = st.Names(t.Context(), "agbot-1")
+	require.NoError(t, err, "the new incarnation works")
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	all, err := other.Names(t.Context(), other.id)
+	require.NoError(t, err)
+	assert.Equal(t, names, all, "once the loop stopped, the member left: the other polls every name at once")
 }
