@@ -7,4 +7,12 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain runs the tests, or, in a child process the agbot tests start,
+// one agbot (see startChildAgbot).
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(envAgbotChild); cfg != "" {
+		runAgbotChild(cfg)
+		os.Exit(0)
+	}
+	os.Exit(pgtest.Main(m))
+}
