@@ -149,13 +149,24 @@
 // is not renewed: Heartbeat then fails with delivery.ErrLeaseLost and the
 // member joins again.
 //
-// # What an engine calls
+// # What an agbot runs
 //
-// The engine finds delivery.Membership on its State and, besides the
-// State's methods: Join once before its first cycle; Heartbeat every
-// LeasePeriod/3; on any Heartbeat error, or when the last MemberLease.Until
-// passed, it stops sending (it can no longer prove its claims) and says so
-// in Health; on delivery.ErrLeaseLost it joins again; Leave when it stops.
-// It treats a *delivery.ConflictError from PutObservations as a partial
-// success: the names listed belong to another member now.
+// Beside its engine (delivery.Engine with Options.Member set), an agbot
+// runs KeepMembership for the same member id: it joins, heartbeats every
+// LeasePeriod/3, joins again when the membership was lost (after a
+// database outage longer than LeasePeriod, say), and leaves when the
+// agbot stops. The State's fence stands in for the rest: once the
+// membership lapsed, the engine's Due, Update, Names and PutObservations
+// fail with delivery.ErrLeaseLost until the next Join, so it claims,
+// stores and sends nothing meanwhile.
+//
+// An engine that finds delivery.Membership on its State can do the same
+// itself, and better: Join once before its first cycle; Heartbeat every
+// LeasePeriod/3; on any Heartbeat error, or when the last
+// MemberLease.Until passed, stop sending (it can no longer prove its
+// claims: a message sealed under one is dropped) and say so in Health; on
+// delivery.ErrLeaseLost join again; Leave when it stops. It should also
+// treat a *delivery.ConflictError from PutObservations as a partial
+// success (the names listed belong to another member now) and still mark
+// the others due.
 package pgstate
