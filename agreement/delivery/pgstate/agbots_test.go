@@ -3,6 +3,7 @@ package pgstate_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -513,6 +514,42 @@ func testAgreements(n, nodes int, names []string) []delivery.Agreement {
 		}
 	}
 	return out
+}
+
+// world is what the agbot tests share: the store with its secrets at
+// generation 1 (each value holds the canary), the agbots' keys in a file,
+// and the agents.
+type world struct {
+	store    *countingStore
+	writer   secretstore.Store
+	canary   string
+	names    []string
+	keysFile string
+	fleet    *fleet
+}
+
+func newWorld(t *testing.T, secrets, nodes int) *world {
+	w := &world{store: newCountingStore(t), canary: "canary-" + rand.Text(), keysFile: filepath.Join(t.TempDir(), "agbot.keys")}
+	w.writer = w.store.client(t)
+	for i := range secrets {
+		w.names = append(w.names, fmt.Sprintf("org/secret-%02d", i))
+		putSecret(t, w.writer, w.names[i], w.canary, 1)
+	}
+	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	require.NoError(t, err)
+	require.NoError(t, keys.WriteFile(w.keysFile))
+	w.fleet = newFleet(t, keys.Public(), nodes)
+	return w
+}
+
+// config is an agbot of the world on the database at url: a 1 s polling
+// interval, 3 s reply timeout and lease period, and timeout for each
+// call to the database.
+func (w *world) config(member, url string, timeout time.Duration) agbotConfig {
+	return agbotConfig{
+		Member: member, PostgresURL: url, StoreURL: w.store.srv.URL, FleetURL: w.fleet.srv.URL, KeysFile: w.keysFile,
+		Interval: time.Second, ReplyTimeout: 3 * time.Second, LeasePeriod: 3 * time.Second, Timeout: timeout,
+	}
 }
 
 // putSecret writes name with a value that holds the canary and the

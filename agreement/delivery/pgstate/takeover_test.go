@@ -1,18 +1,17 @@
 package pgstate_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
@@ -41,31 +40,14 @@ func agbotsTakeOver(t *testing.T, agbots int) {
 		nodes      = 100
 		secrets    = 50
 		rotated    = 5
-		interval   = time.Second
-		period     = 3 * time.Second // the membership's lease period
+		interval   = time.Second // the world's polling interval
 		victim     = "agbot-victim"
 	)
 	ctx := t.Context()
 	db := pgtest.NewDatabase(t)
-	store := newCountingStore(t)
-	writer := store.client(t)
-	canary := "canary-" + rand.Text()
-	names := make([]string, secrets)
-	for i := range names {
-		names[i] = fmt.Sprintf("org/secret-%02d", i)
-		putSecret(t, writer, names[i], canary, 1)
-	}
-	agbotKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
-	require.NoError(t, err)
-	keysFile := filepath.Join(t.TempDir(), "agbot.keys")
-	require.NoError(t, agbotKeys.WriteFile(keysFile))
-	fl := newFleet(t, agbotKeys.Public(), nodes)
-	cfg := func(member string) agbotConfig {
-		return agbotConfig{
-			Member: member, PostgresURL: db.URL, StoreURL: store.srv.URL, FleetURL: fl.srv.URL, KeysFile: keysFile,
-			Interval: interval, ReplyTimeout: 3 * time.Second, LeasePeriod: period, Timeout: 5 * time.Second,
-		}
-	}
+	w := newWorld(t, secrets, nodes)
+	store, writer, canary, names, fl := w.store, w.writer, w.canary, w.names, w.fleet
+	cfg := func(member string) agbotConfig { return w.config(member, db.URL, 5*time.Second) }
 
 	kill := startChildAgbot(t, cfg(victim))
 	var survivors []*runningAgbot
@@ -98,47 +80,46 @@ func agbotsTakeOver(t *testing.T, agbots int) {
 	polls := store.polls(from, time.Now())
 	assertPolledOnce(t, polls, names, 4)
 
-	// Rotate 5 secrets over a slow network, and kill the child agbot in
-	// the middle of the fan-out.
+	// Rotate 5 secrets over a slow network, two of them polled by the
+	// child agbot (so that it finds them and takes part in the fan-out at
+	// once), and kill it in the middle of the fan-out.
+	owners := nameOwners(t, db.Pool(t), names)
+	var chosen []string
+	for _, n := range names {
+		if owners[n] == victim && len(chosen) < 2 {
+			chosen = append(chosen, n)
+		}
+	}
+	for _, n := range names {
+		if owners[n] != victim && len(chosen) < rotated {
+			chosen = append(chosen, n)
+		}
+	}
+	require.Len(t, chosen, rotated)
 	fl.reset()
 	fl.throttle(4, 20*time.Millisecond)
 	rotatedAt := time.Now()
-	for _, n := range names[:rotated] {
+	gens := map[string]int{}
+	for _, n := range chosen {
 		putSecret(t, writer, n, canary, 2)
+		gens[n] = 2
 	}
-	affected := map[slotKey]bool{}
-	want := map[slotKey]int{}
-	for _, a := range all {
-		for name, b := range a.Services[0].Secrets {
-			if slices.Contains(names[:rotated], b.StoreNames[0]) {
-				affected[slotKey{a.ID + "-0", name}] = true
-				want[slotKey{a.ID + "-0", name}] = 2
-			}
-		}
-	}
+	want := wantGenerations(all, gens)
 	require.Eventually(t, func() bool { return fl.sentBy(victim) >= 3 }, time.Minute, 5*time.Millisecond,
 		"the child agbot delivers part of the fan-out")
 	written, _ := fl.written()
 	kill()
 	killedAt := time.Now()
-	require.Less(t, len(written), len(affected), "the agbot was killed in the middle of the fan-out")
-	t.Logf("killed %s after %s of the fan-out: %d of %d new contents applied, %d of them sent by it",
-		victim, killedAt.Sub(rotatedAt).Round(time.Millisecond), len(written), len(affected), fl.sentBy(victim))
+	require.Less(t, len(written), len(want), "the agbot was killed in the middle of the fan-out")
+	t.Logf("killed %s after %s of the fan-out: %d of %d new contents applied, %d messages applied from it",
+		victim, killedAt.Sub(rotatedAt).Round(time.Millisecond), len(written), len(want), fl.sentBy(victim))
 	fl.throttle(0, 0)
 	took = waitConverged(t, observer, fl, want, 2*time.Minute)
-	t.Logf("converged %s after the kill (lease period %s)", took.Round(time.Millisecond), period)
+	t.Logf("converged %s after the kill (lease period %s)", took.Round(time.Millisecond), w.config(victim, "", 0).LeasePeriod)
 
 	// Each agent applied each new content once, and nothing older over it.
 	written, log := fl.written()
-	for k := range affected {
-		contents := written[k]
-		if assert.Len(t, contents, 1, "slot %v: the new content applied exactly once", k) {
-			assert.Equal(t, 2, generationOf(contents[0]), "slot %v holds the new content", k)
-		}
-	}
-	for k := range written {
-		assert.True(t, affected[k], "slot %v, whose secret did not rotate, was not written", k)
-	}
+	assertAppliedOnce(t, written, want)
 	duplicates := 0
 	for _, r := range log {
 		if len(r.changes) == 0 {
@@ -160,6 +141,22 @@ func agbotsTakeOver(t *testing.T, agbots int) {
 	t.Logf("value reads during the fan-out, per rotated secret: %v", values)
 
 	statetest.AssertNoCanary(t, []byte(db.Dump(t)), []byte(canary))
+}
+
+// nameOwners returns the member that polls each name, as the database
+// says (name_owner).
+func nameOwners(t *testing.T, pool *pgxpool.Pool, names []string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), "SELECT n, edgesecrets_delivery.name_owner(n) FROM unnest($1::text[]) AS n", names)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var n, owner string
+		require.NoError(t, rows.Scan(&n, &owner))
+		out[n] = owner
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
 
 // sentPer returns how many messages the agents applied from each member.
@@ -199,30 +196,15 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 		agreements = 200
 		nodes      = 20
 		secrets    = 20
-		interval   = time.Second
 		outage     = 30 * time.Second
 	)
 	ctx := t.Context()
 	srv := pgtest.Start(t, pgtest.Options{})
-	store := newCountingStore(t)
-	writer := store.client(t)
-	canary := "canary-" + rand.Text()
-	names := make([]string, secrets)
-	for i := range names {
-		names[i] = fmt.Sprintf("org/secret-%02d", i)
-		putSecret(t, writer, names[i], canary, 1)
-	}
-	agbotKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
-	require.NoError(t, err)
-	keysFile := filepath.Join(t.TempDir(), "agbot.keys")
-	require.NoError(t, agbotKeys.WriteFile(keysFile))
-	fl := newFleet(t, agbotKeys.Public(), nodes)
+	w := newWorld(t, secrets, nodes)
+	writer, canary, names, fl := w.writer, w.canary, w.names, w.fleet
 	var agbots []*runningAgbot
 	for i := range 2 {
-		a, err := startAgbot(ctx, agbotConfig{
-			Member: fmt.Sprintf("agbot-%d", i+1), PostgresURL: srv.URL, StoreURL: store.srv.URL, FleetURL: fl.srv.URL, KeysFile: keysFile,
-			Interval: interval, ReplyTimeout: 3 * time.Second, LeasePeriod: 3 * time.Second, Timeout: 2 * time.Second,
-		}, slog.New(slog.DiscardHandler))
+		a, err := startAgbot(ctx, w.config(fmt.Sprintf("agbot-%d", i+1), srv.URL, 2*time.Second), slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		t.Cleanup(a.stop)
 		agbots = append(agbots, a)
@@ -233,29 +215,14 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 		require.NoError(t, agbots[0].engine.Register(ctx, a))
 	}
 	waitConverged(t, observer, fl, nil, time.Minute)
-	generation := func(i int) int {
-		switch {
-		case i < 3:
-			return 2
-		case i < 7:
-			return 3
-		}
-		return 1
-	}
-	want := map[slotKey]int{}
-	for _, a := range all {
-		for name, b := range a.Services[0].Secrets {
-			if gen := generation(slices.Index(names, b.StoreNames[0])); gen > 1 {
-				want[slotKey{a.ID + "-0", name}] = gen
-			}
-		}
-	}
 
 	// Rotate, and stop the database while the fan-out runs.
 	fl.reset()
 	fl.throttle(2, 20*time.Millisecond)
+	gens := map[string]int{}
 	for _, n := range names[:5] {
 		putSecret(t, writer, n, canary, 2)
+		gens[n] = 2
 	}
 	require.Eventually(t, func() bool { w, _ := fl.written(); return len(w) > 0 }, time.Minute, 5*time.Millisecond, "the fan-out started")
 	require.NoError(t, srv.Stop())
@@ -265,6 +232,7 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 	time.Sleep(outage / 3)
 	for _, n := range names[3:7] {
 		putSecret(t, writer, n, canary, 3)
+		gens[n] = 3
 	}
 	require.Eventually(t, func() bool {
 		for _, a := range agbots {
@@ -276,32 +244,52 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 	}, outage, 100*time.Millisecond, "the agbots say in health that the state is unavailable")
 	time.Sleep(outage - time.Since(stoppedAt))
 	require.NoError(t, srv.Start(ctx))
+	want := wantGenerations(all, gens)
 	took := waitConverged(t, observer, fl, want, 2*time.Minute)
 	t.Logf("converged %s after a %s database outage", took.Round(time.Millisecond), outage)
 
 	written, _ := fl.written()
-	for _, a := range all {
-		for name := range a.Services[0].Secrets {
-			k := slotKey{a.ID + "-0", name}
-			contents := written[k]
-			gen := want[k]
-			if gen == 0 {
-				assert.Empty(t, contents, "slot %v: its secret did not rotate", k)
-				continue
-			}
-			// Each content applied at most once, in order, ending with
-			// the newest: no update lost, none applied twice.
-			var gens []int
-			for _, c := range contents {
-				gens = append(gens, generationOf(c))
-			}
-			require.NotEmpty(t, gens, "slot %v was updated", k)
-			assert.Equal(t, gen, gens[len(gens)-1], "slot %v holds the newest content", k)
-			assert.True(t, slices.IsSorted(gens) && len(slices.Compact(slices.Clone(gens))) == len(gens), "slot %v: contents applied once each, in order: %v", k, gens)
-		}
-	}
+	assertAppliedOnce(t, written, want)
 	for _, a := range agbots {
 		assert.Zero(t, a.cancels.Load(), "nothing was cancelled because of the outage")
 		assert.Eventually(t, func() bool { return a.engine.Health(ctx).StateProblem == "" }, 10*time.Second, 100*time.Millisecond, "health is clear again")
+	}
+}
+
+// wantGenerations returns the generation each slot of the agreements must
+// hold after the rotations gens (store name → generation); slots whose
+// secret did not rotate are left out.
+func wantGenerations(all []delivery.Agreement, gens map[string]int) map[slotKey]int {
+	want := map[slotKey]int{}
+	for _, a := range all {
+		for name, b := range a.Services[0].Secrets {
+			if gen, ok := gens[b.StoreNames[0]]; ok {
+				want[slotKey{a.ID + "-0", name}] = gen
+			}
+		}
+	}
+	return want
+}
+
+// assertAppliedOnce asserts that the agents wrote each new content once,
+// in order, ending with the newest (no update lost, none applied twice,
+// none older over newer), and wrote nothing to the other slots.
+func assertAppliedOnce(t *testing.T, written map[slotKey][]string, want map[slotKey]int) {
+	t.Helper()
+	for k, gen := range want {
+		var gens []int
+		for _, c := range written[k] {
+			gens = append(gens, generationOf(c))
+		}
+		if !assert.NotEmpty(t, gens, "slot %v was updated", k) {
+			continue
+		}
+		assert.Equal(t, gen, gens[len(gens)-1], "slot %v holds the newest content", k)
+		assert.True(t, slices.IsSorted(gens) && len(slices.Compact(slices.Clone(gens))) == len(gens),
+			"slot %v: each content applied once, in order: %v", k, gens)
+	}
+	for k := range written {
+		_, ok := want[k]
+		assert.True(t, ok, "slot %v, whose secret did not rotate, was not written", k)
 	}
 }
