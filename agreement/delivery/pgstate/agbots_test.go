@@ -99,6 +99,7 @@ func startAgbot(ctx context.Context, cfg agbotConfig, log *slog.Logger) (*runnin
 		ReplyTimeout: cfg.ReplyTimeout,
 		InitialDelay: 100 * time.Millisecond,
 		MaxDelay:     2 * time.Second,
+		Senders:      32,
 		Member:       cfg.Member,
 		Logger:       log,
 	})
@@ -543,12 +544,14 @@ func newWorld(t *testing.T, secrets, nodes int) *world {
 }
 
 // config is an agbot of the world on the database at url: a 1 s polling
-// interval, 3 s reply timeout and lease period, and timeout for each
-// call to the database.
+// interval, a 5 s lease period, a 10 s reply timeout (agents under the
+// race detector on a loaded machine are slow: a shorter one has the
+// engines resend much of their work), and timeout for each call to the
+// database.
 func (w *world) config(member, url string, timeout time.Duration) agbotConfig {
 	return agbotConfig{
 		Member: member, PostgresURL: url, StoreURL: w.store.srv.URL, FleetURL: w.fleet.srv.URL, KeysFile: w.keysFile,
-		Interval: time.Second, ReplyTimeout: 3 * time.Second, LeasePeriod: 3 * time.Second, Timeout: timeout,
+		Interval: time.Second, ReplyTimeout: 10 * time.Second, LeasePeriod: 5 * time.Second, Timeout: timeout,
 	}
 }
 

@@ -67,7 +67,7 @@ func agbotsTakeOver(t *testing.T, agbots int) {
 	for _, a := range all {
 		require.NoError(t, survivors[0].engine.Register(ctx, a))
 	}
-	took := waitConverged(t, observer, fl, nil, 2*time.Minute)
+	took := waitConverged(t, observer, fl, nil, 3*time.Minute)
 	t.Logf("%d agbots deployed %d agreements (converged %s after the last registration); proposals applied per agbot: %v",
 		agbots, agreements, took.Round(time.Millisecond), sentPer(fl, members))
 	for _, m := range members {
@@ -114,7 +114,7 @@ func agbotsTakeOver(t *testing.T, agbots int) {
 	t.Logf("killed %s after %s of the fan-out: %d of %d new contents applied, %d messages applied from it",
 		victim, killedAt.Sub(rotatedAt).Round(time.Millisecond), len(written), len(want), fl.sentBy(victim))
 	fl.throttle(0, 0)
-	took = waitConverged(t, observer, fl, want, 2*time.Minute)
+	took = waitConverged(t, observer, fl, want, 3*time.Minute)
 	t.Logf("converged %s after the kill (lease period %s)", took.Round(time.Millisecond), w.config(victim, "", 0).LeasePeriod)
 
 	// Each agent applied each new content once, and nothing older over it.
@@ -214,7 +214,7 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 	for _, a := range all {
 		require.NoError(t, agbots[0].engine.Register(ctx, a))
 	}
-	waitConverged(t, observer, fl, nil, time.Minute)
+	waitConverged(t, observer, fl, nil, 3*time.Minute)
 
 	// Rotate, and stop the database while the fan-out runs.
 	fl.reset()
@@ -245,7 +245,7 @@ func TestAgbotsSurviveADatabaseOutage(t *testing.T) {
 	time.Sleep(outage - time.Since(stoppedAt))
 	require.NoError(t, srv.Start(ctx))
 	want := wantGenerations(all, gens)
-	took := waitConverged(t, observer, fl, want, 2*time.Minute)
+	took := waitConverged(t, observer, fl, want, 3*time.Minute)
 	t.Logf("converged %s after a %s database outage", took.Round(time.Millisecond), outage)
 
 	written, _ := fl.written()
