@@ -1,0 +1,172 @@
+// Package pgstate is a delivery.State on PostgreSQL that several agbots
+// share: they divide the agreements' delivery and the polling of the store
+// secrets between them, and when one dies the others take over its work
+// within one lease period. It passes the delivery/statetest conformance
+// suite on a real server, and it is a delivery.Membership.
+//
+//	st, err := pgstate.Open(ctx, pgstate.Options{URL: "postgres://agbot@db/hub"})
+//	...
+//	lease, err := st.Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
+//
+// Open Horizon's agbot shares one PostgreSQL database the same way
+// (anax, agreementbot/persistence/postgresql/partition.go): each agbot
+// heartbeats a row judged by the database's clock, and a partition whose
+// heartbeat is stale is taken over. This package leases work per
+// agreement instead of per partition, so that no rows move on takeover
+// and a change reaches an agreement whichever agbot runs it.
+//
+// No secret value ever reaches the database: records hold store names,
+// content tags (a store version, or a SHA-256 checksum of the value) and
+// envelope sequences, never values or envelopes.
+//
+// # Schema
+//
+// Open applies the schema's migrations, in one transaction under a
+// transaction-level advisory lock: agbots that start at once wait for the
+// first one's commit and then find nothing to do. The schema_version
+// table records the steps applied; a schema made by a newer agbot is
+// refused (ErrSchemaNewer). Tables live in their own PostgreSQL schema
+// (Options.Schema), beside whatever else the database holds.
+//
+//   - agreements: one row per record. The fields the database selects or
+//     changes itself are columns: id, node (MarkDue by node), revision
+//     (compare-and-set), next_attempt (Due), attempts (MarkDue resets it)
+//     and the claim (lease_owner, lease_until). The services, registered
+//     once, are a JSONB column written by Create only; the rest of the
+//     record (slots with desired and acknowledged content, the message in
+//     flight, cancellations, sequences, diagnostics) is a JSONB body.
+//     Slots are not rows: the engine reads and writes a record whole,
+//     nothing selects by slot, and rows per slot would multiply the writes
+//     of every Update; JSONB keeps them readable to an operator
+//     (SELECT body->'slots' FROM agreements).
+//   - bindings (store_name, agreement_id): every candidate store name of
+//     every record, indexed by name, so MarkDue by store name and Names
+//     are index scans. Written by Create, removed with the record.
+//   - observations: what the watchers last saw of each store name, with
+//     the member that wrote it.
+//   - waits: deployments waiting for store secrets.
+//   - members: one row per member id, with its incarnation and the
+//     database time its membership expires.
+//   - the sequences epochs (NewEpoch) and member_incarnations.
+//
+// Ids and names are text in the "C" collation, so that the database
+// orders them as Go does; PostgreSQL text cannot hold invalid UTF-8 or
+// NUL bytes, so such names are refused (ErrBadInput), while diagnostics
+// (errors, rejection reasons) are stored with such bytes replaced.
+//
+// # Leases and fencing
+//
+// The rules below are functions in the schema (see the migrations), so
+// that each statement applies them with the database's clock, now(), and
+// never an agbot's. They are what a model of the protocol checks.
+//
+// Membership. Join gives a member id a new incarnation and a membership
+// that expires LeasePeriod later; Heartbeat extends it, but only while
+// it has not expired and the incarnation is still the member's
+// (member_live). A lapsed membership is not renewed: the member must Join
+// again, because the others may have taken over its work meanwhile. A
+// later Join of the same id (a restarted agbot) replaces the incarnation,
+// which fences off the earlier process. Leave expires the membership at
+// once.
+//
+// Claims. Due claims records for the calling member: it sets lease_owner
+// and lease_until (the database's now() plus the lease Due is given), and
+// moves next_attempt to the caller's now+lease as the State interface
+// says. A claim is valid (claim_valid) while lease_until has not passed
+// and its holder is not a member whose membership lapsed or ended; so a
+// member that stops heartbeating loses all its claims when its membership
+// expires. Due takes a record that is due by the caller's clock, or whose
+// claim became void, and that nobody but the caller holds a valid claim
+// on. It locks the rows it takes with FOR UPDATE SKIP LOCKED: members
+// claiming at once take disjoint records without waiting for each other,
+// and the claim is a column, durable and visible to every member, judged
+// by one clock. Advisory locks were the alternative and are worse here:
+// they belong to a session, so a pooled connection that breaks or is
+// recycled drops or keeps them silently, they carry no expiry another
+// member can judge, and tens of thousands of them exhaust the server's
+// lock table.
+//
+// Fenced writes. An Update stores a record when its Revision is the
+// stored one and may_write holds: nobody but the writer holds a valid
+// claim on it, and the writer does not write under a claim of its own
+// that lapsed. Storing a record releases the writer's claim: the record
+// goes back to the pool with the NextAttempt the engine set. A member
+// that joined through the State runs every Update, Due, Names and
+// PutObservations behind fence in the same transaction: once its
+// membership lapsed or was replaced, they fail with delivery.ErrLeaseLost
+// and change nothing. (A member id that never joined may claim and store
+// records, whose claims then last until they expire, but polls no names.)
+//
+// Invariants, at every instant of the database's clock:
+//   - at most one member holds a valid claim on a record;
+//   - a record changes only by a compare-and-set of its revision, and a
+//     claim, a mark or a write each change the revision, so a member
+//     whose copy predates another member's claim stores nothing;
+//   - a member that is not live writes nothing but through Join;
+//   - every envelope sequence of a record (Record.Epoch<<32 |
+//     Record.Counter) is allocated inside such a write, so the sequences
+//     of one record increase in commit order whichever member sent them.
+//
+// Sends happen after the Update that stores the message in flight, with
+// the claim released, and nothing stops a second member from claiming
+// the record again once it is due (a MarkDue after a rotation, say) while
+// the first send is still on the wire. That duplicate is harmless: the
+// second message has a higher sequence and was sealed from a later read
+// of the store, and the agent applies messages of an agreement only in
+// sequence order.
+//
+// # Names
+//
+// The store names are divided among the live members by rendezvous
+// hashing (name_owner: the live member with the highest
+// hashtextextended(name, hashtextextended(member, 0))), so each bound
+// name is polled by exactly one live member per interval, a member that
+// joins or leaves moves only its own share, and no table of assignments
+// needs keeping. Names(member) returns the member's share.
+// PutObservations stores the observations of the member's share and of
+// names no record binds (those deployments wait for), and refuses the
+// others with a *delivery.ConflictError listing them: a member that lost
+// a name cannot overwrite what its new owner sees. MarkDue is not fenced:
+// a change any member finds marks every record bound to the name due, in
+// the shared table, and the member that claims each of them next delivers
+// it.
+//
+// A member that stops heartbeating loses its names and its claims to the
+// others LeasePeriod after its last heartbeat, whatever lease Due gave its
+// claims; tests measure it.
+//
+// # Connection loss
+//
+// Every call runs within Options.Timeout. While the database cannot be
+// reached (stopped, killed, hung, the network down) every method returns
+// an error matching delivery.ErrStateUnavailable, and works again once it
+// is back. Calls the database certainly did not run are run again (a
+// session the server ended, a serialization failure), so are calls that
+// can be run twice (reads, upserts, deletes); a connection idle for more
+// than 100 ms is pinged before use, and the pool is reset after
+// connection trouble, so that the dead connections a server restart
+// leaves are never handed out. A membership that lapsed during an outage
+// is not renewed: Heartbeat then fails with delivery.ErrLeaseLost and the
+// member joins again.
+//
+// # What an agbot runs
+//
+// Beside its engine (delivery.Engine with Options.Member set), an agbot
+// runs KeepMembership for the same member id: it joins, heartbeats every
+// LeasePeriod/3, joins again when the membership was lost (after a
+// database outage longer than LeasePeriod, say), and leaves when the
+// agbot stops. The State's fence stands in for the rest: once the
+// membership lapsed, the engine's Due, Update, Names and PutObservations
+// fail with delivery.ErrLeaseLost until the next Join, so it claims,
+// stores and sends nothing meanwhile.
+//
+// An engine that finds delivery.Membership on its State can do the same
+// itself, and better: Join once before its first cycle; Heartbeat every
+// LeasePeriod/3; on any Heartbeat error, or when the last
+// MemberLease.Until passed, stop sending (it can no longer prove its
+// claims: a message sealed under one is dropped) and say so in Health; on
+// delivery.ErrLeaseLost join again; Leave when it stops. It should also
+// treat a *delivery.ConflictError from PutObservations as a partial
+// success (the names listed belong to another member now) and still mark
+// the others due.
+package pgstate

@@ -1,0 +1,123 @@
+package pgstate_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// open opens a State on url (closed when t ends) without joining.
+func open(t testing.TB, url string, opts pgstate.Options) *pgstate.State {
+	t.Helper()
+	opts.URL = url
+	st, err := pgstate.Open(t.Context(), opts)
+	require.NoError(t, err, "opening the state")
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// member is one agbot's State, joined under its id.
+type member struct {
+	id string
+	*pgstate.State
+}
+
+// joinAll opens one State per id on url, as separate agbots would (each
+// its own pool), and joins each.
+func joinAll(t testing.TB, url string, opts pgstate.Options, ids ...string) []*member {
+	t.Helper()
+	out := make([]*member, len(ids))
+	for i, id := range ids {
+		st := open(t, url, opts)
+		_, err := st.Join(t.Context(), id)
+		require.NoError(t, err, "joining as %s", id)
+		out[i] = &member{id: id, State: st}
+	}
+	return out
+}
+
+// heartbeat renews m's lease every period/4 until the returned stop is
+// called (or t ends), and reports the first failure on t.
+func heartbeat(t testing.TB, m *member, period time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := m.Heartbeat(ctx, m.id); err != nil && ctx.Err() == nil {
+				t.Errorf("heartbeat of %s: %v", m.id, err)
+				return
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// tag returns a version content tag.
+func tag(t testing.TB, v string) secretstore.ContentTag {
+	t.Helper()
+	ct, err := secretstore.ParseContentTag("version:" + v)
+	require.NoError(t, err)
+	return ct
+}
+
+// newRecord returns an active record bound to names, one service secret
+// each, due at next.
+func newRecord(id string, next time.Time, names ...string) *delivery.Record {
+	secrets := map[string]binding.BoundSecret{}
+	var slots []delivery.Slot
+	for i, n := range names {
+		name := fmt.Sprintf("secret%02d", i)
+		secrets[name] = binding.BoundSecret{StoreNames: []string{n}, Format: "json"}
+		slots = append(slots, delivery.Slot{Name: name, Desired: delivery.Content{StoreName: n}})
+	}
+	return &delivery.Record{
+		ID:          id,
+		Node:        "node-" + id,
+		Services:    []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: secrets}},
+		Slots:       slots,
+		Phase:       delivery.PhaseActive,
+		NextAttempt: next,
+		CreatedAt:   time.Now(),
+	}
+}
+
+// createRecords creates n records agr-0000… bound to names round robin,
+// due at next.
+func createRecords(t testing.TB, st delivery.State, n int, next time.Time, names []string) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("agr-%04d", i)
+		require.NoError(t, st.Create(t.Context(), newRecord(ids[i], next, names[i%len(names)])))
+	}
+	return ids
+}
+
+// storeNames returns n store names.
+func storeNames(n int) []string {
+	out := make([]string, n)
+	for i := range n {
+		out[i] = fmt.Sprintf("org/secret-%03d", i)
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package pgstate
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
+
+// Join implements delivery.Membership: member becomes live for one
+// LeasePeriod (the database's clock) under a new incarnation, which
+// replaces an earlier one of the same id: that one's process is fenced
+// off (its next Heartbeat and fenced call fail with ErrLeaseLost), and
+// the claims it still held pass to the new incarnation, as they would to
+// an agbot restarted under the same id.
+func (s *State) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+	c := &checker{what: "member"}
+	if c.check("id", member); c.err != nil {
+		return delivery.MemberLease{}, c.err
+	}
+	if member == "" {
+		return delivery.MemberLease{}, errors.New("pgstate: Join: the member id is empty")
+	}
+	var (
+		inc          int64
+		previous     *int64
+		previousLive *bool
+		sentAt       time.Time
+	)
+	err := s.call(ctx, op{what: "joining as " + quote(member), member: member}, func(ctx context.Context) error {
+		sentAt = time.Now()
+		previous, previousLive = nil, nil
+		b := &pgx.Batch{}
+		b.Queue(s.q.previous, member).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&previous, &previousLive)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+		b.Queue(s.q.join, member, s.period.Microseconds()).QueryRow(func(row pgx.Row) error { return row.Scan(&inc) })
+		b.Queue(s.q.prune)
+		return s.pool.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return delivery.MemberLease{}, err
+	}
+	s.mu.Lock()
+	mine := previous != nil && s.incarnations[member] == uint64(*previous)
+	s.incarnations[member] = uint64(inc)
+	s.mu.Unlock()
+	if previous != nil && *previousLive && !mine {
+		s.log.Warn("joined under the id of a live member: its incarnation ends (a restart, or two agbots configured with one id)",
+			slog.String("member", member), slog.Int64("incarnation", inc), slog.Int64("replaced", *previous))
+	} else {
+		s.log.Info("joined", slog.String("member", member), slog.Int64("incarnation", inc))
+	}
+	return s.lease(member, uint64(inc), sentAt), nil
+}
+
+func (s *State) lease(member string, inc uint64, sentAt time.Time) delivery.MemberLease {
+	return delivery.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: sentAt.Add(s.period)}
+}
+
+// Heartbeat implements delivery.Membership: it renews member's lease for
+// one LeasePeriod from the database's now(). It fails with an error
+// matching delivery.ErrLeaseLost when member did not join through this
+// State, left, was replaced by a later Join of its id, or let its lease
+// lapse: a lapsed lease is not renewed, since the other members may have
+// taken over its records and names meanwhile.
+func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+	o := op{what: "heartbeat", member: member, rerun: true}
+	inc, err := s.joined(o)
+	if err != nil {
+		return delivery.MemberLease{}, err
+	}
+	var (
+		renewed bool
+		sentAt  time.Time
+	)
+	err = s.call(ctx, o, func(ctx context.Context) error {
+		sentAt = time.Now()
+		tag, err := s.pool.Exec(ctx, s.q.heartbeat, member, int64(inc), s.period.Microseconds())
+		renewed = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return delivery.MemberLease{}, err
+	}
+	if !renewed {
+		return delivery.MemberLease{}, &leaseLostError{op: o.what, member: member}
+	}
+	return s.lease(member, inc, sentAt), nil
+}
+
+// Leave implements delivery.Membership: member's membership expires now,
+// and with it every claim it holds (claim_valid), so the other members
+// take over its records and names at once.
+func (s *State) Leave(ctx context.Context, member string) error {
+	inc := s.incarnation(member)
+	if inc == 0 {
+		return nil
+	}
+	err := s.call(ctx, op{what: "leaving as " + quote(member), member: member, rerun: true}, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.leave, member, int64(inc))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.incarnations[member] == inc {
+		delete(s.incarnations, member)
+	}
+	s.mu.Unlock()
+	s.log.Info("left", slog.String("member", member), slog.Uint64("incarnation", inc))
+	return nil
+}
+
+// KeepMembership joins member, keeps it live until ctx ends, and then
+// leaves: the loop an agbot runs beside its engine. It heartbeats every
+// LeasePeriod/3; when the membership is lost (delivery.ErrLeaseLost: it
+// lapsed during a database outage, or another process joined under the
+// id) it joins again at once, under a new incarnation; other failures
+// (the database unreachable) are retried every LeasePeriod/6. report,
+// when not nil, is called with the outcome of every Join and Heartbeat,
+// for health: a member whose last report is an error, or whose
+// MemberLease.Until passed, cannot prove its claims. It returns ctx's
+// error.
+func (s *State) KeepMembership(ctx context.Context, member string, report func(delivery.MemberLease, error)) error {
+	if report == nil {
+		report = func(delivery.MemberLease, error) {}
+	}
+	defer func() {
+		// Leave even though ctx ended, so that the others take over at
+		// once rather than when the membership expires.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+		defer cancel()
+		if err := s.Leave(lctx, member); err != nil {
+			s.log.Warn("could not leave; the membership expires by itself", slog.String("member", member), slog.String("err", err.Error()))
+		}
+	}()
+	joined := false
+	for {
+		var (
+			lease delivery.MemberLease
+			err   error
+		)
+		if joined {
+			lease, err = s.Heartbeat(ctx, member)
+		} else {
+			lease, err = s.Join(ctx, member)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		report(lease, err)
+		wait := s.period / 3
+		switch {
+		case err == nil:
+			joined = true
+		case errors.Is(err, delivery.ErrLeaseLost):
+			s.log.Warn("membership lost; joining again", slog.String("member", member), slog.String("err", err.Error()))
+			joined, wait = false, 0
+		default:
+			s.log.Error("could not renew the membership", slog.String("member", member), slog.String("err", err.Error()))
+			wait = s.period / 6
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

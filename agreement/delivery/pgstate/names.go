@@ -1,0 +1,175 @@
+package pgstate
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+// Names implements delivery.State: the store names bound by any record
+// whose owner, among the live members, is member (rendezvous hashing: see
+// the package documentation). The member must have joined through this
+// State and be live; otherwise the error matches delivery.ErrLeaseLost.
+func (s *State) Names(ctx context.Context, member string) ([]string, error) {
+	o := op{what: "listing the names to poll", member: member, rerun: true}
+	inc, err := s.joined(o)
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.fencedStrings(ctx, o, inc, s.q.names, member)
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// Observations implements delivery.State.
+func (s *State) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+	out := map[string]delivery.Observation{}
+	if len(names) == 0 {
+		return out, ctx.Err()
+	}
+	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
+		clear(out)
+		rows, err := s.pool.Query(ctx, s.q.observations, names)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				o                delivery.Observation
+				state            int16
+				tag              string
+				since, checkedAt *time.Time
+			)
+			if err := rows.Scan(&o.Name, &state, &tag, &since, &checkedAt); err != nil {
+				return err
+			}
+			if o.Tag, err = secretstore.ParseContentTag(tag); err != nil {
+				return corrupt(o.Name, "observation", err)
+			}
+			o.State, o.Since, o.CheckedAt = delivery.ObservedState(state), fromDB(since), fromDB(checkedAt)
+			out[o.Name] = o
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PutObservations implements delivery.State, fenced: member stores the
+// observations of the names it polls (Names) and of names no record binds
+// (those deployments wait for). The others are not stored, and the error,
+// a *delivery.ConflictError matching delivery.ErrConflict, lists them:
+// a member that lost a name to another cannot overwrite what the new
+// owner observes. The member must have joined through this State and be
+// live; otherwise nothing is stored and the error matches
+// delivery.ErrLeaseLost.
+func (s *State) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+	o := op{what: "storing observations", member: member, rerun: true}
+	if len(obs) == 0 {
+		return ctx.Err()
+	}
+	inc, err := s.joined(o)
+	if err != nil {
+		return err
+	}
+	// The last observation of a name given twice is the one stored.
+	last := map[string]delivery.Observation{}
+	for _, o := range obs {
+		c := &checker{what: "observation"}
+		c.check("name", o.Name)
+		c.check("content tag", o.Tag.Encode())
+		if c.err != nil {
+			return c.err
+		}
+		last[o.Name] = o
+	}
+	names := slices.Sorted(maps.Keys(last))
+	var (
+		states           = make([]int16, len(names))
+		tags             = make([]string, len(names))
+		since, checkedAt = make([]*time.Time, len(names)), make([]*time.Time, len(names))
+	)
+	for i, n := range names {
+		o := last[n]
+		states[i], tags[i], since[i], checkedAt[i] = int16(o.State), o.Tag.Encode(), micro(o.Since), micro(o.CheckedAt)
+	}
+	stored, err := s.fencedStrings(ctx, o, inc, s.q.putObservations, names, states, tags, since, checkedAt, member)
+	if err != nil {
+		return err
+	}
+	if refused := missing(names, stored); len(refused) > 0 {
+		return &delivery.ConflictError{IDs: refused}
+	}
+	return nil
+}
+
+// PutWait implements delivery.State.
+func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
+	c := &checker{what: "wait"}
+	c.check("id", w.ID)
+	for _, n := range w.StoreNames {
+		c.check("store name", n)
+	}
+	if c.err != nil {
+		return c.err
+	}
+	return s.call(ctx, op{what: "storing wait " + quote(w.ID), rerun: true}, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.putWait, w.ID, nonNil(w.StoreNames), micro(w.CreatedAt))
+		return err
+	})
+}
+
+// Waits implements delivery.State.
+func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
+	var out []delivery.Wait
+	err := s.call(ctx, op{what: "listing waits", rerun: true}, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, s.q.waits)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var w delivery.Wait
+			var created *time.Time
+			if err := rows.Scan(&w.ID, &w.StoreNames, &created); err != nil {
+				return err
+			}
+			w.CreatedAt = fromDB(created)
+			out = append(out, w)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteWait implements delivery.State.
+func (s *State) DeleteWait(ctx context.Context, id string) error {
+	return s.call(ctx, op{what: "deleting wait " + quote(id), rerun: true}, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.deleteWait, id)
+		return err
+	})
+}
+
+// NewEpoch implements delivery.State with a PostgreSQL sequence: above
+// every number it gave before, to any member, across restarts (a crash
+// may skip numbers, never repeat one).
+func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
+	var epoch int64
+	err := s.call(ctx, op{what: "taking an epoch", rerun: true}, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.q.newEpoch).Scan(&epoch)
+	})
+	return uint64(epoch), err
+}

@@ -1,0 +1,167 @@
+package pgstate
+
+import "strings"
+
+// queries are the State's statements for its schema. Each is one
+// statement, so that the database runs it as one transaction; rows are
+// locked in id order, so that concurrent statements over overlapping
+// records wait for each other instead of deadlocking.
+type queries struct {
+	fence string
+
+	create, get, page, update, delete, markDue, due string
+
+	names, observations, putObservations string
+	putWait, waits, deleteWait, newEpoch string
+
+	join, previous, heartbeat, leave, prune string
+}
+
+const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body`
+
+func newQueries(schema string) queries {
+	q := queries{
+		fence: `SELECT {s}.fence($1, $2)`,
+
+		create: `
+WITH ins AS (
+	INSERT INTO {s}.agreements (id, node, revision, next_attempt, attempts, services, body)
+	VALUES ($1, $2, 1, $3, $4, $5, $6)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+), bound AS (
+	INSERT INTO {s}.bindings (store_name, agreement_id)
+	SELECT n, ins.id FROM ins, unnest($7::text[]) AS n
+)
+SELECT count(*) FROM ins`,
+
+		get: `SELECT ` + recordColumns + ` FROM {s}.agreements a WHERE a.id = $1`,
+
+		page: `SELECT ` + recordColumns + ` FROM {s}.agreements a WHERE a.id > $1 ORDER BY a.id LIMIT $2`,
+
+		// A record is stored when its revision is the stored one and
+		// may_write allows the member; storing it releases its claim.
+		update: `
+WITH v AS (
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[])
+		AS v(id, revision, node, next_attempt, attempts, body)
+), ok AS (
+	SELECT a.id FROM {s}.agreements a JOIN v ON a.id = v.id
+	WHERE a.revision = v.revision
+		AND {s}.may_write(a.lease_owner, a.lease_until, $7)
+	ORDER BY a.id
+	FOR UPDATE OF a
+)
+UPDATE {s}.agreements a
+SET node = v.node, revision = a.revision + 1, next_attempt = v.next_attempt, attempts = v.attempts,
+	body = v.body::jsonb, lease_owner = NULL, lease_until = NULL
+FROM v, ok
+WHERE a.id = v.id AND a.id = ok.id
+RETURNING a.id`,
+
+		delete: `
+DELETE FROM {s}.agreements
+WHERE id IN (SELECT id FROM {s}.agreements WHERE id = ANY($1) ORDER BY id FOR UPDATE)`,
+
+		markDue: `
+WITH selected AS (
+	SELECT id FROM {s}.agreements WHERE id = ANY($1)
+	UNION SELECT id FROM {s}.agreements WHERE node = ANY($2)
+	UNION SELECT agreement_id FROM {s}.bindings WHERE store_name = ANY($3)
+), changing AS (
+	SELECT a.id FROM {s}.agreements a JOIN selected USING (id)
+	WHERE a.next_attempt IS NULL OR a.next_attempt > $4 OR ($5 AND a.attempts <> 0)
+	ORDER BY a.id
+	FOR UPDATE OF a
+)
+UPDATE {s}.agreements a
+SET next_attempt = CASE WHEN a.next_attempt IS NULL OR a.next_attempt > $4 THEN $4 ELSE a.next_attempt END,
+	attempts = CASE WHEN $5 THEN 0 ELSE a.attempts END,
+	revision = a.revision + 1
+FROM changing
+WHERE a.id = changing.id`,
+
+		// Due claims the records due by the caller's clock ($2), and those
+		// whose claim is void (its holder's lease or membership ran out,
+		// judged by the database's clock), that nobody else holds a valid
+		// claim on. SKIP LOCKED: members claiming at once take disjoint
+		// records without waiting for each other.
+		due: `
+WITH claimable AS (
+	SELECT a.id, a.next_attempt AS was FROM {s}.agreements a
+	WHERE a.next_attempt IS NOT NULL
+		AND (a.next_attempt <= $2
+			OR (a.lease_owner IS NOT NULL AND NOT {s}.claim_valid(a.lease_owner, a.lease_until)))
+		AND (a.lease_owner IS NULL OR a.lease_owner = $5 OR NOT {s}.claim_valid(a.lease_owner, a.lease_until))
+	ORDER BY a.next_attempt, a.id
+	LIMIT $1
+	FOR UPDATE OF a SKIP LOCKED
+)
+UPDATE {s}.agreements a
+SET lease_owner = $5, lease_until = now() + $4 * interval '1 microsecond',
+	next_attempt = $3, revision = a.revision + 1
+FROM claimable c
+WHERE a.id = c.id
+RETURNING c.was, ` + recordColumns,
+
+		names: `
+WITH bound AS MATERIALIZED (SELECT DISTINCT store_name AS n FROM {s}.bindings)
+SELECT n FROM bound WHERE {s}.name_owner(n) = $1 ORDER BY n`,
+
+		observations: `SELECT name, state, tag, since, checked_at FROM {s}.observations WHERE name = ANY($1)`,
+
+		// A member stores the observations of the names it polls, and of
+		// names no record binds (a deployment's wait).
+		putObservations: `
+WITH v AS (
+	SELECT * FROM unnest($1::text[], $2::smallint[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+		AS v(name, state, tag, since, checked_at)
+)
+INSERT INTO {s}.observations AS o (name, state, tag, since, checked_at, written_by, written_at)
+SELECT v.name, v.state, v.tag, v.since, v.checked_at, $6, now() FROM v
+WHERE NOT EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = v.name) OR {s}.name_owner(v.name) = $6
+ORDER BY v.name
+ON CONFLICT (name) DO UPDATE
+SET state = excluded.state, tag = excluded.tag, since = excluded.since, checked_at = excluded.checked_at,
+	written_by = excluded.written_by, written_at = excluded.written_at
+RETURNING o.name`,
+
+		putWait: `
+INSERT INTO {s}.waits (id, store_names, created_at) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET store_names = excluded.store_names, created_at = excluded.created_at`,
+
+		waits: `SELECT id, store_names, created_at FROM {s}.waits ORDER BY id`,
+
+		deleteWait: `DELETE FROM {s}.waits WHERE id = $1`,
+
+		newEpoch: `SELECT nextval('{s}.epochs')`,
+
+		previous: `SELECT incarnation, expires_at > now() FROM {s}.members WHERE member = $1`,
+
+		join: `
+INSERT INTO {s}.members (member, incarnation, joined_at, heartbeat_at, expires_at)
+VALUES ($1, nextval('{s}.member_incarnations'), now(), now(), now() + $2 * interval '1 microsecond')
+ON CONFLICT (member) DO UPDATE
+SET incarnation = excluded.incarnation, joined_at = excluded.joined_at,
+	heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+RETURNING incarnation`,
+
+		heartbeat: `
+UPDATE {s}.members SET heartbeat_at = now(), expires_at = now() + $3 * interval '1 microsecond'
+WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
+
+		// A member that left stays as a row that expired, so that its
+		// claims are void at once; Join prunes rows long expired.
+		leave: `UPDATE {s}.members SET expires_at = now() WHERE member = $1 AND incarnation = $2`,
+
+		prune: `DELETE FROM {s}.members WHERE expires_at < now() - interval '1 day'`,
+	}
+	for _, p := range []*string{
+		&q.fence, &q.create, &q.get, &q.page, &q.update, &q.delete, &q.markDue, &q.due,
+		&q.names, &q.observations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
+		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
+	} {
+		*p = strings.ReplaceAll(*p, "{s}", schema)
+	}
+	return q
+}

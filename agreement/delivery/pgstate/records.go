@@ -1,0 +1,339 @@
+package pgstate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
+
+// scanRecord reads a row of recordColumns, after any columns in pre.
+func scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
+	var (
+		r              delivery.Record
+		revision       int64
+		next           *time.Time
+		attempts       int64
+		services, data []byte
+	)
+	if err := row.Scan(append(pre, &r.ID, &r.Node, &revision, &next, &attempts, &services, &data)...); err != nil {
+		return r, err
+	}
+	r.Revision, r.NextAttempt, r.Attempts = uint64(revision), fromDB(next), int(attempts)
+	var err error
+	if r.Services, err = decodeServices(services); err != nil {
+		return r, corrupt(r.ID, "services", err)
+	}
+	if err := decodeBody(&r, data); err != nil {
+		return r, corrupt(r.ID, "body", err)
+	}
+	return r, nil
+}
+
+// corruptError is a stored record that does not decode: written by
+// something else, or changed by hand.
+type corruptError struct {
+	id, part string
+	err      error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("pgstate: the stored %s of record %q does not decode: %v", e.part, e.id, e.err)
+}
+
+func corrupt(id, part string, err error) error { return &corruptError{id: id, part: part, err: err} }
+
+// Create implements delivery.State.
+func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
+	c := &checker{what: "record " + quote(rec.ID)}
+	c.check("id", rec.ID)
+	c.check("node", rec.Node)
+	if c.err != nil {
+		return c.err
+	}
+	services, names, err := encodeServices(rec.ID, rec.Services)
+	if err != nil {
+		return err
+	}
+	data, err := encodeBody(rec)
+	if err != nil {
+		return err
+	}
+	var created int
+	err = s.call(ctx, op{what: "creating record " + quote(rec.ID)}, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.q.create, rec.ID, rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), services, data, names).Scan(&created)
+	})
+	if err != nil {
+		return err
+	}
+	if created == 0 {
+		return delivery.ErrExists
+	}
+	rec.Revision = 1
+	return nil
+}
+
+func quote(id string) string { return fmt.Sprintf("%q", id) }
+
+// Get implements delivery.State.
+func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
+	var r delivery.Record
+	var missing bool
+	err := s.call(ctx, op{what: "reading record " + quote(id), rerun: true}, func(ctx context.Context) error {
+		var err error
+		r, err = scanRecord(s.pool.QueryRow(ctx, s.q.get, id))
+		missing = errors.Is(err, pgx.ErrNoRows)
+		if missing {
+			return nil
+		}
+		return err
+	})
+	if err == nil && missing {
+		err = delivery.ErrNotFound
+	}
+	return r, err
+}
+
+// Update implements delivery.State. The records are stored in one
+// statement; a record is stored when its Revision is the stored one and
+// the member may write it: nobody else holds a valid claim on it, and the
+// member does not write under a claim of its own that lapsed. Storing a
+// record releases the member's claim. A member that joined and is no
+// longer live stores nothing (delivery.ErrLeaseLost).
+func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
+	if len(recs) == 0 {
+		return ctx.Err()
+	}
+	n := len(recs)
+	var (
+		ids       = make([]string, 0, n)
+		revisions = make([]int64, 0, n)
+		nodes     = make([]string, 0, n)
+		nexts     = make([]*time.Time, 0, n)
+		attempts  = make([]int64, 0, n)
+		bodies    = make([]string, 0, n)
+		byID      = make(map[string]*delivery.Record, n)
+		conflicts []string
+	)
+	for _, r := range recs {
+		if _, twice := byID[r.ID]; twice {
+			// The first copy is stored; the second one is of a revision
+			// that is then no longer the stored one.
+			conflicts = append(conflicts, r.ID)
+			continue
+		}
+		c := &checker{what: "record " + quote(r.ID)}
+		c.check("id", r.ID)
+		c.check("node", r.Node)
+		if c.err != nil {
+			return c.err
+		}
+		data, err := encodeBody(r)
+		if err != nil {
+			return err
+		}
+		byID[r.ID] = r
+		ids = append(ids, r.ID)
+		revisions = append(revisions, int64(r.Revision))
+		nodes = append(nodes, r.Node)
+		nexts = append(nexts, micro(r.NextAttempt))
+		attempts = append(attempts, int64(r.Attempts))
+		bodies = append(bodies, string(data))
+	}
+	o := op{what: "updating " + countOf(len(ids), "record"), member: member}
+	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member)
+	if err != nil {
+		return err
+	}
+	for _, id := range stored {
+		byID[id].Revision++
+	}
+	if conflicts = append(conflicts, missing(ids, stored)...); len(conflicts) > 0 {
+		return &delivery.ConflictError{IDs: conflicts}
+	}
+	return nil
+}
+
+// fenced runs the statements queue adds in one transaction, after fence
+// when member joined through this State (inc > 0), so that nothing is
+// written once its membership lapsed. queue is called again for a retry.
+func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
+	return s.call(ctx, o, func(ctx context.Context) error {
+		b := &pgx.Batch{}
+		if inc != 0 {
+			b.Queue(s.q.fence, o.member, int64(inc))
+		}
+		queue(b)
+		return s.pool.SendBatch(ctx, b).Close()
+	})
+}
+
+// fencedStrings runs query, which returns one text column, behind fence
+// and returns its rows.
+func (s *State) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
+	var out []string
+	err := s.fenced(ctx, o, inc, func(b *pgx.Batch) {
+		out = out[:0]
+		b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var v string
+				if err := rows.Scan(&v); err != nil {
+					return err
+				}
+				out = append(out, v)
+			}
+			return rows.Err()
+		})
+	})
+	return out, err
+}
+
+// missing returns the keys that are not in got, in order.
+func missing(keys, got []string) []string {
+	in := make(map[string]bool, len(got))
+	for _, k := range got {
+		in[k] = true
+	}
+	var out []string
+	for _, k := range keys {
+		if !in[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func countOf(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Delete implements delivery.State.
+func (s *State) Delete(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return ctx.Err()
+	}
+	return s.call(ctx, op{what: "deleting " + countOf(len(ids), "record"), rerun: true}, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.delete, ids)
+		return err
+	})
+}
+
+// recordsPage is how many records Records reads at a time.
+const recordsPage = 256
+
+// Records implements delivery.State. It reads the records a page at a
+// time, in id order, and calls fn outside any transaction, so fn may use
+// the State.
+func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+	after := ""
+	for {
+		var page []delivery.Record
+		err := s.call(ctx, op{what: "listing records", rerun: true}, func(ctx context.Context) error {
+			page = page[:0]
+			rows, err := s.pool.Query(ctx, s.q.page, after, recordsPage)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				r, err := scanRecord(rows)
+				if err != nil {
+					return err
+				}
+				page = append(page, r)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if !fn(r) {
+				return nil
+			}
+		}
+		if len(page) < recordsPage {
+			return nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// MarkDue implements delivery.State.
+func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+	if len(sel.IDs)+len(sel.Nodes)+len(sel.StoreNames) == 0 {
+		return 0, ctx.Err()
+	}
+	var changed int64
+	err := s.call(ctx, op{what: "marking records due", rerun: true}, func(ctx context.Context) error {
+		tag, err := s.pool.Exec(ctx, s.q.markDue, nonNil(sel.IDs), nonNil(sel.Nodes), nonNil(sel.StoreNames), micro(at), resetAttempts)
+		changed = tag.RowsAffected()
+		return err
+	})
+	return int(changed), err
+}
+
+// nonNil gives an empty array for nil: ANY(NULL) selects nothing, but
+// says so less plainly.
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}
+
+// Due implements delivery.State. It claims the records for member: each
+// gets a lease until the database's now() + lease, and its NextAttempt
+// moves to now+lease on the caller's clock. A record is claimable when it
+// is due by the caller's clock, or its previous claim is void (expired, or
+// its holder's membership lapsed, judged by the database's clock), and no
+// other member holds a valid claim on it. A member that joined and is no
+// longer live claims nothing (delivery.ErrLeaseLost).
+func (s *State) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+	var lim *int64
+	if limit > 0 {
+		l := int64(limit)
+		lim = &l
+	}
+	type claimed struct {
+		was time.Time
+		rec delivery.Record
+	}
+	var out []claimed
+	inc := s.incarnation(member)
+	err := s.fenced(ctx, op{what: "claiming due records", member: member}, inc, func(b *pgx.Batch) {
+		out = out[:0]
+		b.Queue(s.q.due, lim, micro(now), micro(now.Add(lease)), lease.Microseconds(), member).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var was *time.Time
+				r, err := scanRecord(rows, &was)
+				if err != nil {
+					return err
+				}
+				out = append(out, claimed{was: fromDB(was), rec: r})
+			}
+			return rows.Err()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b claimed) int {
+		return cmp.Or(a.was.Compare(b.was), strings.Compare(a.rec.ID, b.rec.ID))
+	})
+	recs := make([]delivery.Record, len(out))
+	for i, c := range out {
+		recs[i] = c.rec
+	}
+	return recs, nil
+}

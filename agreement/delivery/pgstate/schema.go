@@ -1,0 +1,204 @@
+package pgstate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrSchemaNewer: the database's schema was made by a newer version of
+// this package. An older agbot does not write to it (it could lose what
+// the newer one keeps); upgrade it.
+var ErrSchemaNewer = errors.New("pgstate: the database schema is newer than this agbot knows")
+
+// migration is one step of the schema. Steps are applied in order, each
+// once, and never changed once released: a change is a new step.
+type migration struct {
+	description string
+	sql         string
+}
+
+// migrations are the schema's steps; the schema's version is the number
+// of steps applied. In their text {s} is the schema's quoted name.
+//
+// The protocol rules live in the database as functions, so that every
+// statement applies them with the database's clock (now(), the start of
+// its transaction) and the model (issue 19) can point at one place:
+//
+//   - member_live(m, inc): member m is live in incarnation inc: its row
+//     has that incarnation and its heartbeat has not lapsed.
+//   - claim_valid(owner, until): a claim (lease) of a record is valid:
+//     held, not expired, and its holder is not a member whose membership
+//     lapsed or ended. A member that stops heartbeating so loses every
+//     claim with its membership; a member id that never joined holds its
+//     claims until they expire.
+//   - may_write(owner, until, m): member m may store the record: nobody
+//     but m holds a valid claim on it, and m does not write under a claim
+//     of its own that lapsed.
+//   - name_owner(n): the live member that polls store name n: the highest
+//     rendezvous hash of (member, n) among the live members.
+//   - fence(m, inc): raises SQLSTATE ED001 unless member m is live in
+//     incarnation inc (inc 0: a member that never joined, not fenced).
+var migrations = []migration{
+	{
+		description: "agreements, bindings, observations, waits, members, epochs and the lease rules",
+		sql: `
+-- fillfactor: room on each page for the new versions of its rows, so that
+-- an update that changes no indexed column (a reply stored) is a HOT
+-- update, without new index entries.
+CREATE TABLE {s}.agreements (
+	id                text COLLATE "C" PRIMARY KEY,
+	node              text COLLATE "C" NOT NULL,
+	revision          bigint NOT NULL,
+	next_attempt      timestamptz,
+	attempts          bigint NOT NULL DEFAULT 0,
+	lease_owner       text COLLATE "C",
+	lease_until       timestamptz,
+	services          jsonb NOT NULL,
+	body              jsonb NOT NULL,
+	CHECK ((lease_owner IS NULL) = (lease_until IS NULL))
+) WITH (fillfactor = 70);
+CREATE INDEX agreements_node ON {s}.agreements (node);
+CREATE INDEX agreements_due ON {s}.agreements (next_attempt, id) WHERE next_attempt IS NOT NULL;
+
+CREATE TABLE {s}.bindings (
+	store_name   text COLLATE "C" NOT NULL,
+	agreement_id text COLLATE "C" NOT NULL REFERENCES {s}.agreements (id) ON DELETE CASCADE,
+	PRIMARY KEY (store_name, agreement_id)
+);
+CREATE INDEX bindings_agreement ON {s}.bindings (agreement_id);
+
+CREATE TABLE {s}.observations (
+	name       text COLLATE "C" PRIMARY KEY,
+	state      smallint NOT NULL,
+	tag        text NOT NULL,
+	since      timestamptz,
+	checked_at timestamptz,
+	written_by text NOT NULL,
+	written_at timestamptz NOT NULL
+);
+
+CREATE TABLE {s}.waits (
+	id          text COLLATE "C" PRIMARY KEY,
+	store_names text[] NOT NULL,
+	created_at  timestamptz
+);
+
+CREATE TABLE {s}.members (
+	member       text COLLATE "C" PRIMARY KEY,
+	incarnation  bigint NOT NULL,
+	joined_at    timestamptz NOT NULL,
+	heartbeat_at timestamptz NOT NULL,
+	expires_at   timestamptz NOT NULL
+);
+
+CREATE SEQUENCE {s}.member_incarnations;
+CREATE SEQUENCE {s}.epochs;
+
+CREATE FUNCTION {s}.member_live(m text, inc bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT EXISTS (SELECT 1 FROM {s}.members WHERE member = m AND incarnation = inc AND expires_at > now())
+$$;
+
+CREATE FUNCTION {s}.claim_valid(owner text, until timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT owner IS NOT NULL AND until > now()
+		AND NOT EXISTS (SELECT 1 FROM {s}.members WHERE member = owner AND expires_at <= now())
+$$;
+
+CREATE FUNCTION {s}.may_write(owner text, until timestamptz, m text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT CASE
+		WHEN owner IS NULL THEN true
+		WHEN owner = m THEN {s}.claim_valid(owner, until)
+		ELSE NOT {s}.claim_valid(owner, until)
+	END
+$$;
+
+CREATE FUNCTION {s}.name_owner(n text) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT member FROM {s}.members WHERE expires_at > now()
+	ORDER BY hashtextextended(n, hashtextextended(member, 0)) DESC, member
+	LIMIT 1
+$$;
+
+CREATE FUNCTION {s}.fence(m text, inc bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	IF inc <> 0 AND NOT {s}.member_live(m, inc) THEN
+		RAISE EXCEPTION 'member % (incarnation %) is not live', m, inc USING ERRCODE = 'ED001';
+	END IF;
+END
+$$;
+`,
+	},
+}
+
+// leaseLostCode is the SQLSTATE fence raises.
+const leaseLostCode = "ED001"
+
+// migrationLock returns the advisory lock key that serializes the
+// migrations of one schema across every agbot starting at once.
+func migrationLock(schema string) int64 {
+	sum := sha256.Sum256([]byte("edgesecrets/delivery/pgstate migrations\x00" + schema))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// migrate brings the schema up to date in one transaction, under a
+// transaction-level advisory lock: a second agbot starting at once waits
+// for the first one's commit and then finds nothing to do. A failed step
+// leaves the schema as it was. It returns the version.
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	quoted := pgx.Identifier{schema}.Sanitize()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock(schema)); err != nil {
+		return 0, err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		return 0, err
+	}
+	if !exists {
+		// Created only when missing: a schema an administrator made needs
+		// no CREATE privilege on the database.
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+quoted); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+quoted+`.schema_version (
+		version     integer PRIMARY KEY,
+		description text NOT NULL,
+		applied_at  timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return 0, err
+	}
+	var version int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+quoted+".schema_version").Scan(&version); err != nil {
+		return 0, err
+	}
+	if version > len(migrations) {
+		return version, fmt.Errorf("%w: schema %s is at version %d, this agbot knows versions up to %d", ErrSchemaNewer, quoted, version, len(migrations))
+	}
+	for v := version + 1; v <= len(migrations); v++ {
+		m := migrations[v-1]
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{s}", quoted)); err != nil {
+			return version, fmt.Errorf("pgstate: schema %s: migration to version %d (%s): %w", quoted, v, m.description, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+quoted+".schema_version (version, description) VALUES ($1, $2)", v, m.description); err != nil {
+			return version, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return version, err
+	}
+	return len(migrations), nil
+}

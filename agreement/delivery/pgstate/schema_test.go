@@ -1,0 +1,155 @@
+package pgstate_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+)
+
+// TestConcurrentMigration: agbots starting at once on an empty database
+// all open it; the schema is made once, and opening again changes nothing.
+func TestConcurrentMigration(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	pool := db.Pool(t)
+	const agbots = 6
+	start := make(chan struct{})
+	states := make([]*pgstate.State, agbots)
+	errs := make([]error, agbots)
+	var wg sync.WaitGroup
+	for i := range agbots {
+		wg.Go(func() {
+			<-start
+			states[i], errs[i] = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "agbot %d opens the state", i)
+		t.Cleanup(func() { _ = states[i].Close() })
+	}
+	versions := func() []int {
+		rows, err := pool.Query(t.Context(), "SELECT version FROM edgesecrets_delivery.schema_version ORDER BY version")
+		require.NoError(t, err)
+		var vs []int
+		for rows.Next() {
+			var v int
+			require.NoError(t, rows.Scan(&v))
+			vs = append(vs, v)
+		}
+		require.NoError(t, rows.Err())
+		return vs
+	}
+	assert.Equal(t, []int{1}, versions(), "each migration applied once")
+
+	require.NoError(t, states[0].Create(t.Context(), newRecord("agr-1", time.Time{}, "org/a")))
+	again := open(t, db.URL, pgstate.Options{})
+	_, err := again.Get(t.Context(), "agr-1")
+	require.NoError(t, err, "opening an up-to-date schema keeps its content")
+	assert.Equal(t, []int{1}, versions(), "and applies nothing")
+}
+
+// TestSchemaNewerRefused: an agbot does not run on a schema a newer one
+// made.
+func TestSchemaNewerRefused(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	open(t, db.URL, pgstate.Options{})
+	_, err := db.Pool(t).Exec(t.Context(), "INSERT INTO edgesecrets_delivery.schema_version (version, description) VALUES (99, 'from the future')")
+	require.NoError(t, err)
+	_, err = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
+	require.ErrorIs(t, err, pgstate.ErrSchemaNewer)
+	assert.NotErrorIs(t, err, delivery.ErrStateUnavailable, "a newer schema is an answer, not an outage")
+	assert.Contains(t, err.Error(), "version 99")
+}
+
+// TestSchemasAreSeparate: agbot groups with different schemas in one
+// database share nothing.
+func TestSchemasAreSeparate(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	a := open(t, db.URL, pgstate.Options{Schema: "group_a"})
+	b := open(t, db.URL, pgstate.Options{Schema: "Group B"})
+	require.NoError(t, a.Create(t.Context(), newRecord("agr-1", time.Time{}, "org/a")))
+	_, err := b.Get(t.Context(), "agr-1")
+	require.ErrorIs(t, err, delivery.ErrNotFound)
+	assert.Equal(t, "Group B", b.Schema())
+}
+
+// TestOpenErrors: bad options and an unreachable database fail clearly,
+// without the URL's password in the error.
+func TestOpenErrors(t *testing.T) {
+	const password = "s3cret-password-in-url"
+	for _, c := range []struct {
+		name string
+		opts pgstate.Options
+		is   error
+		says string
+	}{
+		{"no URL", pgstate.Options{}, nil, "Options.URL is required"},
+		{"bad URL", pgstate.Options{URL: "postgres://user:" + password + "@127.0.0.1:notaport/db"}, nil, "not a valid PostgreSQL connection string"},
+		{"negative lease", pgstate.Options{URL: "postgres://127.0.0.1/db", LeasePeriod: -time.Second}, nil, "negative LeasePeriod"},
+		{"bad schema", pgstate.Options{URL: "postgres://127.0.0.1/db", Schema: "a\x00b"}, nil, "schema"},
+		{"unreachable", pgstate.Options{URL: "postgres://user:" + password + "@127.0.0.1:1/db", Timeout: 2 * time.Second}, delivery.ErrStateUnavailable, "migrating the schema"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			st, err := pgstate.Open(ctx, c.opts)
+			require.Error(t, err)
+			assert.Nil(t, st)
+			if c.is != nil {
+				assert.ErrorIs(t, err, c.is)
+			}
+			assert.Contains(t, err.Error(), c.says)
+			assert.NotContains(t, err.Error(), password)
+		})
+	}
+}
+
+// TestBadInputStoresNothing: names PostgreSQL text cannot hold exactly
+// are refused with an error naming them, and nothing of the call is
+// stored.
+func TestBadInputStoresNothing(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.NewDatabase(t)
+	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
+	good := newRecord("good", time.Time{}, "org/a")
+	require.NoError(t, m.Create(ctx, good))
+
+	badBinding := newRecord("bad-binding", time.Time{}, "org/\xff")
+	badNode := good.Clone()
+	badNode.Node = "node\x00"
+	for name, c := range map[string]struct {
+		call func() error
+		says string
+	}{
+		"record id":      {func() error { return m.Create(ctx, newRecord("agr\x00", time.Time{}, "org/a")) }, "id"},
+		"store name":     {func() error { return m.Create(ctx, badBinding) }, "store name"},
+		"node in Update": {func() error { return m.Update(ctx, m.id, &badNode) }, "node"},
+		"wait":           {func() error { return m.PutWait(ctx, delivery.Wait{ID: "w", StoreNames: []string{"\xfe"}}) }, "store name"},
+		"observation":    {func() error { return m.PutObservations(ctx, m.id, delivery.Observation{Name: "org/\x00"}) }, "name"},
+		"member id":      {func() error { return second(m.Join(ctx, "agbot\xff")) }, "id"},
+	} {
+		err := c.call()
+		require.ErrorIs(t, err, pgstate.ErrBadInput, name)
+		assert.Contains(t, err.Error(), c.says, name)
+	}
+	_, err := m.Get(ctx, "bad-binding")
+	require.ErrorIs(t, err, delivery.ErrNotFound)
+	got, err := m.Get(ctx, "good")
+	require.NoError(t, err)
+	assert.Equal(t, "node-good", got.Node, "a refused Update stored nothing")
+	waits, err := m.Waits(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, waits)
+	names, err := m.Names(ctx, m.id)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"org/a"}, names)
+}
