@@ -459,7 +459,7 @@ func newCountingStore(t *testing.T) *countingStore {
 }
 
 // client returns a store client of the endpoint, for the test's writes.
-func (c *countingStore) client(t *testing.T) secretstore.Store {
+func (c *countingStore) client(t *testing.T) *secretstore.Store {
 	s, err := awssm.New(t.Context(), awssm.Options{AWSConfig: &aws.Config{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", ""),
@@ -522,7 +522,7 @@ func testAgreements(n, nodes int, names []string) []delivery.Agreement {
 // and the agents.
 type world struct {
 	store    *countingStore
-	writer   secretstore.Store
+	writer   *secretstore.Store
 	canary   string
 	names    []string
 	keysFile string
@@ -557,7 +557,7 @@ func (w *world) config(member, url string, timeout time.Duration) agbotConfig {
 
 // putSecret writes name with a value that holds the canary and the
 // generation, so an agent's file shows which content it holds.
-func putSecret(t *testing.T, store secretstore.Store, name, canary string, generation int) {
+func putSecret(t *testing.T, store *secretstore.Store, name, canary string, generation int) {
 	t.Helper()
 	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{
 		"password": fmt.Appendf(nil, "%s-%s-gen%d", canary, strings.ReplaceAll(name, "/", "_"), generation),

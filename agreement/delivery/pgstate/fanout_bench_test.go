@@ -57,7 +57,7 @@ func (a *fanOutAgents) Send(_ context.Context, m delivery.Message) ([]byte, erro
 // bound to org/db.
 type fanOut struct {
 	name   string
-	store  *memory.Store
+	store  *secretstore.Store
 	agents *fanOutAgents
 	gen    int
 }
