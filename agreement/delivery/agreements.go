@@ -248,7 +248,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}
 	now := time.Now()
-	ev := evaluate(&r, obs, now)
+	ev := evaluate(&r, obs, now, e.confirmation(now))
 	st := Status{
 		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync,
 		Diverged: e.diverged(&r, now), Held: r.Held, Cancel: r.Cancel,
@@ -307,6 +307,9 @@ func (e *Engine) Health(context.Context) Health {
 		h.StateProblem = e.stateErr.Error()
 	}
 	e.mu.Unlock()
+	if h.StateProblem == "" {
+		h.StateProblem = e.member.Problem()
+	}
 	h.LastStoreSuccess = e.monitor.LastSuccess()
 	return h
 }

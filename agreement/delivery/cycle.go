@@ -76,6 +76,9 @@ func errText(err error) string {
 // deployments their secrets exist, and reviews every agreement (counts,
 // revocations, missed work).
 func (e *Engine) cycle(ctx context.Context) {
+	if !e.member.entitled() {
+		return // the names this member polls are not its own now
+	}
 	now := time.Now()
 	waits, err := e.syncNames(ctx)
 	if err != nil {
@@ -249,7 +252,19 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 	if len(put) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, put...)
 		e.noteState(err)
-		if err != nil {
+		var ce *ConflictError
+		switch {
+		case errors.As(err, &ce):
+			// A shared State moved some names to another member since
+			// this cycle began: theirs are its to record. The rest are
+			// stored.
+			lost := map[string]bool{}
+			for _, n := range ce.IDs {
+				lost[n] = true
+			}
+			due = slices.DeleteFunc(due, func(n string) bool { return lost[n] })
+			e.log.Info("names polled by another member now; their observations are its to record", slog.Any("secrets", ce.IDs))
+		case err != nil:
 			e.log.Error("could not store the cycle's observations; retrying next cycle", slog.String("err", err.Error()))
 			return
 		}
@@ -308,16 +323,14 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) {
 // forbidden for the grace period: all of them, or, beyond the budget, none
 // (they are held).
 func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
-	names, err := e.state.Names(ctx, e.cfg.Member)
+	// Every observation, not only this member's share: in a shared State
+	// the agreements bind names other members poll.
+	obs, err := e.state.Observations(ctx, nil)
 	e.noteState(err)
 	if err != nil {
 		return
 	}
-	obs, err := e.state.Observations(ctx, names)
-	e.noteState(err)
-	if err != nil {
-		return
-	}
+	confirmed := e.confirmation(now)
 	var (
 		counts     Health
 		stale      []string
@@ -337,7 +350,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 			}
 			return true
 		}
-		ev := evaluate(&r, obs, now)
+		ev := evaluate(&r, obs, now, confirmed)
 		if !ev.inSync {
 			counts.Pending++
 			if e.diverged(&r, now) {
@@ -506,15 +519,33 @@ type evaluation struct {
 	lostConfirmed bool
 }
 
-// evaluate compares r with the observations; cycle is the time of the
-// cycle that made them (for lostConfirmed).
-func evaluate(r *Record, obs map[string]Observation, cycle time.Time) evaluation {
+// confirmation returns the test of a missing or forbidden observation
+// being confirmed by a healthy cycle recent enough to decide on now: for
+// the names this engine polls, its cycle at now; for names another member
+// of a shared State polls, one of its cycles within the last two
+// intervals (only healthy cycles record an absence).
+func (e *Engine) confirmation(now time.Time) func(Observation) bool {
+	mine := map[string]bool{}
+	for _, n := range e.watcher.Names() {
+		mine[n] = true
+	}
+	return func(o Observation) bool {
+		if mine[o.Name] {
+			return !o.CheckedAt.Before(now)
+		}
+		return now.Sub(o.CheckedAt) <= 2*e.cfg.Interval
+	}
+}
+
+// evaluate compares r with the observations at now; confirmed tells whether an
+// absence was confirmed recently enough to decide on (for lostConfirmed).
+func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed func(Observation) bool) evaluation {
 	ev := evaluation{desired: make([]Content, len(r.Slots))}
 	ev.inSync = r.Phase == PhaseActive && r.Proposed && r.InFlight == nil
 	for i, s := range r.Slots {
 		names := r.binding(s).StoreNames
 		d := s.Desired
-		absent, confirmed := true, true
+		absent, allConfirmed := true, true
 		var since time.Time
 		var last Observation
 		var states []string
@@ -531,8 +562,8 @@ func evaluate(r *Record, obs map[string]Observation, cycle time.Time) evaluation
 			if !o.Since.Before(since) {
 				since, last = o.Since, o
 			}
-			if o.CheckedAt.Before(cycle) {
-				confirmed = false
+			if !confirmed(o) {
+				allConfirmed = false
 			}
 			states = append(states, fmt.Sprintf("%q %s", n, o.State))
 		}
@@ -550,9 +581,9 @@ func evaluate(r *Record, obs map[string]Observation, cycle time.Time) evaluation
 					s.Name, r.Services[s.Service].Service, strings.Join(states, ", "), since.UTC().Format(time.RFC3339)),
 				StoreName: last.Name,
 				Kind:      kind,
-				DecidedAt: cycle,
+				DecidedAt: now,
 			}
-			ev.lostSince, ev.lostConfirmed = since, confirmed
+			ev.lostSince, ev.lostConfirmed = since, allConfirmed
 		}
 	}
 	return ev

@@ -221,6 +221,10 @@ type Engine struct {
 	// watcher cycle.
 	absent map[string]ObservedState
 
+	// member is the engine's membership of a shared State: it delivers
+	// only while its lease is proven.
+	member member
+
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced whenever a record changes
 	health   Health        // counts and store problem of the last cycle
@@ -251,7 +255,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delivery: %w", err)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:       cfg,
 		state:     opts.State,
 		monitor:   monitor,
@@ -265,7 +269,11 @@ func New(opts Options) (*Engine, error) {
 		cycleNow:  make(chan struct{}, 1),
 		absent:    map[string]ObservedState{},
 		changed:   make(chan struct{}),
-	}, nil
+	}
+	if m, ok := opts.State.(Membership); ok {
+		e.member.m = m
+	}
+	return e, nil
 }
 
 // valueTTL bounds how long a value read for one message serves the next
@@ -289,6 +297,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	defer e.running.Store(false)
 
+	var wg sync.WaitGroup
+	if e.member.m != nil {
+		// A shared State: nothing that names this member before it joined.
+		mctx, stop := context.WithCancel(ctx)
+		defer func() { stop(); wg.Wait() }()
+		wg.Go(func() { e.keepMembership(mctx) })
+		if !e.awaitMembership(ctx) {
+			return ctx.Err()
+		}
+	}
 	// Every message of this run gets a sequence above every message of
 	// earlier runs, also those sent by a run that crashed.
 	if err := e.renewEpoch(ctx); err != nil {
@@ -299,7 +317,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	// call it before their agents acknowledge them and the records go.
 	e.notifyPending(ctx)
 
-	var wg sync.WaitGroup
 	sends := &sync.WaitGroup{}
 	outcomes := make(chan outcome, e.cfg.senders)
 	wg.Go(func() { e.watchLoop(ctx) })
@@ -311,6 +328,17 @@ func (e *Engine) Run(ctx context.Context) error {
 	wg.Go(func() { e.commitLoop(ctx, outcomes) })
 	wg.Wait()
 	return ctx.Err()
+}
+
+// awaitMembership waits until the engine has joined its shared State, and
+// reports whether it did before ctx ended.
+func (e *Engine) awaitMembership(ctx context.Context) bool {
+	for !e.member.entitled() {
+		if !sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return true
 }
 
 // renewEpoch takes a new epoch from the state, retrying until it answers
@@ -357,6 +385,12 @@ func (e *Engine) changes() <-chan struct{} {
 
 // noteState records the outcome of a State call for Health.
 func (e *Engine) noteState(err error) {
+	if errors.Is(err, ErrLeaseLost) {
+		// Every lease of this member is void: stop at once rather than
+		// at the next heartbeat, which joins again.
+		e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
+		return
+	}
 	if err != nil && !errors.Is(err, ErrStateUnavailable) {
 		return // conflicts and not-found are answers
 	}

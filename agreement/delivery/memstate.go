@@ -363,6 +363,9 @@ func (m *MemoryState) Observations(ctx context.Context, names []string) (map[str
 	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
+	if names == nil {
+		return maps.Clone(m.obs), nil
+	}
 	out := make(map[string]Observation, len(names))
 	for _, n := range names {
 		if o, ok := m.obs[n]; ok {

@@ -69,6 +69,9 @@ type outcome struct {
 // reconcileBatch reconciles one batch of due records and returns how many
 // the state gave.
 func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, sends *sync.WaitGroup, outcomes chan<- outcome) int {
+	if !e.member.entitled() {
+		return 0 // no claim can be proven
+	}
 	now := time.Now()
 	recs, err := e.state.Due(ctx, e.cfg.Member, now, e.cfg.lease, e.cfg.batch)
 	e.noteState(err)
@@ -155,6 +158,14 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		o := outcome{rec: j.rec, keys: j.keys, sequence: j.rec.InFlight.Sequence}
 		sends.Go(func() {
 			defer func() { <-senders }()
+			if !e.member.entitled() {
+				// The membership lapsed while the batch was prepared: its
+				// claims may be someone else's now. Not sent; the record
+				// is taken again when its claim runs out.
+				o.err = errNotEntitled
+				outcomes <- o
+				return
+			}
 			sctx, cancel := context.WithTimeout(ctx, e.cfg.ReplyTimeout)
 			o.reply, o.err = e.transport.Send(sctx, m)
 			cancel()
@@ -163,6 +174,10 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	}
 	return len(recs)
 }
+
+// errNotEntitled is the outcome of a message the engine did not send because
+// its membership of the shared State lapsed.
+var errNotEntitled = errors.New("not sent: the engine's membership of the shared state lapsed")
 
 // batch is the shared work of one batch: the observations of the bound
 // names, the values read and the agents' keys, each fetched once.

@@ -275,10 +275,14 @@ type State interface {
 	Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]Record, error)
 
 	// Observations returns the stored observation of each name that has
-	// one.
+	// one; a nil names returns every stored observation (of every
+	// member's names).
 	Observations(ctx context.Context, names []string) (map[string]Observation, error)
 	// PutObservations stores observations, replacing earlier ones of the
-	// same names.
+	// same names. In a shared state, the observations of names another
+	// member polls now are not stored: the error then matches ErrConflict
+	// and, as a *ConflictError, lists those names; the others are
+	// stored.
 	PutObservations(ctx context.Context, member string, obs ...Observation) error
 
 	// PutWait stores (or replaces) a deployment's wait for secrets.

@@ -597,6 +597,16 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]de
 	out := make(map[string]delivery.Observation, len(names))
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObservations)
+		if names == nil {
+			return b.ForEach(func(k, v []byte) error {
+				o, err := decodeObservation(string(k), v)
+				if err != nil {
+					return fmt.Errorf("observation of %q: %w", k, err)
+				}
+				out[o.Name] = o
+				return nil
+			})
+		}
 		for _, n := range names {
 			v := b.Get([]byte(n))
 			if v == nil {

@@ -70,8 +70,8 @@ type runningAgbot struct {
 	stop    func()
 }
 
-// startAgbot starts an agbot: its membership loop and its engine, until
-// ctx ends (then it leaves).
+// startAgbot starts an agbot: its engine (which keeps its membership of
+// the shared state), until ctx ends (then it leaves).
 func startAgbot(ctx context.Context, cfg agbotConfig, log *slog.Logger) (*runningAgbot, error) {
 	store, err := awssm.New(ctx, awssm.Options{AWSConfig: &aws.Config{
 		Region:       "us-east-1",
@@ -108,7 +108,6 @@ func startAgbot(ctx context.Context, cfg agbotConfig, log *slog.Logger) (*runnin
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = st.KeepMembership(ctx, cfg.Member, nil) })
 	wg.Go(func() { _ = a.engine.Run(ctx) })
 	a.stop = func() {
 		cancel()

@@ -151,22 +151,17 @@
 //
 // # What an agbot runs
 //
-// Beside its engine (delivery.Engine with Options.Member set), an agbot
-// runs KeepMembership for the same member id: it joins, heartbeats every
-// LeasePeriod/3, joins again when the membership was lost (after a
-// database outage longer than LeasePeriod, say), and leaves when the
-// agbot stops. The State's fence stands in for the rest: once the
-// membership lapsed, the engine's Due, Update, Names and PutObservations
-// fail with delivery.ErrLeaseLost until the next Join, so it claims,
-// stores and sends nothing meanwhile.
-//
-// An engine that finds delivery.Membership on its State can do the same
-// itself, and better: Join once before its first cycle; Heartbeat every
-// LeasePeriod/3; on any Heartbeat error, or when the last
-// MemberLease.Until passed, stop sending (it can no longer prove its
-// claims: a message sealed under one is dropped) and say so in Health; on
-// delivery.ErrLeaseLost join again; Leave when it stops. It should also
-// treat a *delivery.ConflictError from PutObservations as a partial
-// success (the names listed belong to another member now) and still mark
-// the others due.
+// Only its engine: delivery.New finds delivery.Membership on the State and,
+// with Options.Member set, the engine keeps its membership itself. It
+// joins before its first cycle, heartbeats every LeasePeriod/3, stops
+// sending once the last MemberLease.Until passed without a renewal (it can
+// no longer prove its claims; a message sealed under one is dropped) and
+// says so in Health, joins again as a new incarnation on
+// delivery.ErrLeaseLost (after a database outage longer than LeasePeriod,
+// say), and leaves when Run returns, so the others take over at once. The
+// State's fence stands behind it: once the membership lapsed, Due, Update,
+// Names and PutObservations fail with delivery.ErrLeaseLost until the next
+// Join. A *delivery.ConflictError from PutObservations (the names it lists
+// belong to another member now) is a partial success: the engine still
+// marks the others due.
 package pgstate

@@ -2,6 +2,7 @@ package pgstate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -13,9 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 func memberIDs(n int) []string {
@@ -479,9 +482,10 @@ func TestChangeReachesEveryAgreement(t *testing.T) {
 	assert.Len(t, per, 3, "each member delivers part of the change, whoever found it: %v", per)
 }
 
-// TestKeepMembership: the loop keeps the member live, joins again under a
-// new incarnation when its membership lapsed, and leaves when it stops.
-func TestKeepMembership(t *testing.T) {
+// TestEngineKeepsItsMembership: an engine on the shared state joins before
+// it does anything, heartbeats under one incarnation, joins again as a new
+// one when its membership lapsed, and leaves when it stops.
+func TestEngineKeepsItsMembership(t *testing.T) {
 	const period = time.Second
 	db := pgtest.NewDatabase(t)
 	st := open(t, db.URL, pgstate.Options{LeasePeriod: period})
@@ -489,56 +493,55 @@ func TestKeepMembership(t *testing.T) {
 	names := storeNames(40)
 	createRecords(t, other, 40, time.Time{}, names)
 
-	var (
-		mu      sync.Mutex
-		reports []delivery.MemberLease
-		lost    int
-	)
+	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	require.NoError(t, err)
+	unreachable := noAgents{}
+	engine, err := delivery.New(delivery.Options{
+		Store: memory.New(), State: st, Keys: keys, Agents: unreachable, Transport: unreachable,
+		Interval: time.Second, Member: "agbot-1",
+	})
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() {
-		done <- st.KeepMembership(ctx, "agbot-1", func(l delivery.MemberLease, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				assert.ErrorIs(t, err, delivery.ErrLeaseLost, "the only failure here is the lapse")
-				lost++
-				return
-			}
-			reports = append(reports, l)
-		})
-	}()
-	incarnations := func() []uint64 {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []uint64
-		for _, l := range reports {
-			if len(out) == 0 || out[len(out)-1] != l.Incarnation {
-				out = append(out, l.Incarnation)
-			}
+	go func() { done <- engine.Run(ctx) }()
+
+	pool := db.Pool(t)
+	live := func() uint64 {
+		var inc uint64
+		err := pool.QueryRow(t.Context(), "SELECT incarnation FROM edgesecrets_delivery.members WHERE member = 'agbot-1' AND expires_at > now()").Scan(&inc)
+		if err != nil {
+			return 0
 		}
-		return out
+		return inc
 	}
-	require.Eventually(t, func() bool { return len(incarnations()) == 1 }, 5*time.Second, 10*time.Millisecond, "joined")
+	require.Eventually(t, func() bool { return live() != 0 }, 10*time.Second, 10*time.Millisecond, "joined")
+	first := live()
 	time.Sleep(2 * period)
-	assert.Len(t, incarnations(), 1, "heartbeats keep the same incarnation")
+	assert.Equal(t, first, live(), "heartbeats keep the same incarnation")
 	share, err := st.Names(t.Context(), "agbot-1")
 	require.NoError(t, err)
 	assert.NotEmpty(t, share, "a live member polls a share")
 
-	// The membership lapses (as during a long outage): the loop joins again.
-	_, err = db.Pool(t).Exec(t.Context(), "UPDATE edgesecrets_delivery.members SET expires_at = now() WHERE member = 'agbot-1'")
+	// The membership lapses (as during a long outage): the engine joins
+	// again, as a new incarnation.
+	_, err = pool.Exec(t.Context(), "UPDATE edgesecrets_delivery.members SET expires_at = now() WHERE member = 'agbot-1'")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(incarnations()) == 2 }, 5*time.Second, 10*time.Millisecond, "joined again")
-	mu.Lock()
-	assert.Equal(t, 1, lost, "the lapse was reported once")
-	mu.Unlock()
-	_, err = st.Names(t.Context(), "agbot-1")
-	require.NoError(t, err, "the new incarnation works")
+	require.Eventually(t, func() bool { inc := live(); return inc != 0 && inc != first }, 10*time.Second, 10*time.Millisecond, "joined again")
 
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	all, err := other.Names(t.Context(), other.id)
 	require.NoError(t, err)
-	assert.Equal(t, names, all, "once the loop stopped, the member left: the other polls every name at once")
+	assert.Equal(t, names, all, "once the engine stopped, it left: the other polls every name at once")
+}
+
+// noAgents has no agent: every key lookup and send fails.
+type noAgents struct{}
+
+func (noAgents) Keys(context.Context, string) (*agreement.PublicKeys, error) {
+	return nil, errors.New("no agent")
+}
+
+func (noAgents) Send(context.Context, delivery.Message) ([]byte, error) {
+	return nil, errors.New("no agent")
 }

@@ -30,12 +30,16 @@ func (s *State) Names(ctx context.Context, member string) ([]string, error) {
 // Observations implements delivery.State.
 func (s *State) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
 	out := map[string]delivery.Observation{}
-	if len(names) == 0 {
+	if names != nil && len(names) == 0 {
 		return out, ctx.Err()
+	}
+	query, args := s.q.observations, []any{names}
+	if names == nil {
+		query, args = s.q.allObservations, nil
 	}
 	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
 		clear(out)
-		rows, err := s.pool.Query(ctx, s.q.observations, names)
+		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}

@@ -11,8 +11,8 @@ type queries struct {
 
 	create, get, page, update, delete, markDue, due string
 
-	names, observations, putObservations string
-	putWait, waits, deleteWait, newEpoch string
+	names, observations, allObservations, putObservations string
+	putWait, waits, deleteWait, newEpoch                  string
 
 	join, previous, heartbeat, leave, prune string
 }
@@ -108,7 +108,8 @@ RETURNING c.was, ` + recordColumns,
 WITH bound AS MATERIALIZED (SELECT DISTINCT store_name AS n FROM {s}.bindings)
 SELECT n FROM bound WHERE {s}.name_owner(n) = $1 ORDER BY n`,
 
-		observations: `SELECT name, state, tag, since, checked_at FROM {s}.observations WHERE name = ANY($1)`,
+		observations:    `SELECT name, state, tag, since, checked_at FROM {s}.observations WHERE name = ANY($1)`,
+		allObservations: `SELECT name, state, tag, since, checked_at FROM {s}.observations`,
 
 		// A member stores the observations of the names it polls, and of
 		// names no record binds (a deployment's wait).
@@ -158,7 +159,7 @@ WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
 	}
 	for _, p := range []*string{
 		&q.fence, &q.create, &q.get, &q.page, &q.update, &q.delete, &q.markDue, &q.due,
-		&q.names, &q.observations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
+		&q.names, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
 		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
 	} {
 		*p = strings.ReplaceAll(*p, "{s}", schema)

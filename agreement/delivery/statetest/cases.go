@@ -580,9 +580,16 @@ func testObservations(t *testing.T, e *env) {
 	assertObservation(t, replaced, got["org/version"])
 	assertObservation(t, obs[1], got["org/sum"])
 
-	got, err = e.s.Observations(e.ctx, nil)
+	got, err = e.s.Observations(e.ctx, []string{})
 	require.NoError(t, err)
 	assert.Empty(t, got, "no names, no observations")
+	got, err = e.s.Observations(e.ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, got, len(obs), "nil names: every stored observation")
+	assertObservation(t, replaced, got["org/version"])
+	for _, o := range obs[1:] {
+		assertObservation(t, o, got[o.Name])
+	}
 	require.NoError(t, e.s.PutObservations(e.ctx, member), "PutObservations of none")
 }
 

@@ -1,0 +1,110 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// defaultMemberRetry is how often a failed Join or Heartbeat is tried again
+// before the State has told the engine its lease period.
+const defaultMemberRetry = time.Second
+
+// member is the engine's membership of a shared State (see Membership):
+// the lease that lets it deliver, kept by keepMembership while Run runs.
+// For a State without Membership, the engine is always entitled.
+type member struct {
+	m Membership // nil: the State is not shared
+
+	mu      sync.Mutex
+	until   time.Time // the lease's end on this process's clock (monotonic)
+	problem string    // why the lease is not proven, for Health
+}
+
+// entitled reports whether the engine may deliver now: its State is not
+// shared, or its membership lease has not run out.
+func (m *member) entitled() bool {
+	if m.m == nil {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Now().Before(m.until)
+}
+
+// Problem says why the engine cannot prove its membership, or "".
+func (m *member) Problem() string {
+	if m.m == nil {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.problem == "" && !time.Now().Before(m.until) {
+		return "the engine's membership of the shared state is not (yet) established: it delivers nothing"
+	}
+	return m.problem
+}
+
+func (m *member) set(until time.Time, problem string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.until, m.problem = until, problem
+}
+
+// keepMembership joins the shared State and heartbeats every third of the
+// lease period until ctx ends, then leaves so the others take over at
+// once. A heartbeat that fails leaves the lease to run out on its own
+// (nothing is sent after MemberLease.Until); ErrLeaseLost voids it at once
+// and joins again, as a new incarnation whose earlier claims are void.
+func (e *Engine) keepMembership(ctx context.Context) {
+	m := e.member.m
+	defer func() {
+		e.member.set(time.Time{}, "the engine stopped")
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := m.Leave(lctx, e.cfg.Member); err != nil {
+			e.log.Warn("could not leave the shared state; the membership runs out by itself", slog.String("err", err.Error()))
+		}
+	}()
+	joined := false
+	retry := defaultMemberRetry
+	for {
+		var lease MemberLease
+		var err error
+		if joined {
+			lease, err = m.Heartbeat(ctx, e.cfg.Member)
+		} else {
+			lease, err = m.Join(ctx, e.cfg.Member)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := retry
+		switch {
+		case err == nil:
+			if !joined {
+				e.log.Info("joined the shared state", slog.String("member", e.cfg.Member), slog.Uint64("incarnation", lease.Incarnation), slog.Duration("period", lease.Period))
+				e.notify()
+			}
+			joined = true
+			e.member.set(lease.Until, "")
+			if lease.Period > 0 {
+				wait, retry = lease.Period/3, max(lease.Period/6, time.Millisecond)
+			}
+		case errors.Is(err, ErrLeaseLost):
+			e.log.Error("membership of the shared state lost: delivering nothing until joined again", slog.String("member", e.cfg.Member), slog.String("err", err.Error()))
+			e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
+			joined, wait = false, 0
+		default:
+			e.log.Error("could not renew the membership of the shared state; delivering stops when the lease runs out", slog.String("member", e.cfg.Member), slog.String("err", err.Error()))
+			e.member.mu.Lock()
+			e.member.problem = "could not renew the membership of the shared state: " + err.Error()
+			e.member.mu.Unlock()
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
+
+// sharedMemoryState is a MemoryState that says it is shared: a
+// delivery.Membership whose heartbeats the test can fail.
+type sharedMemoryState struct {
+	*delivery.MemoryState
+	period time.Duration
+
+	mu           sync.Mutex
+	failing      error // Heartbeat's answer while set
+	joins        int
+	heartbeats   int
+	left         bool
+	incarnations uint64
+}
+
+func (s *sharedMemoryState) lease(member string) delivery.MemberLease {
+	return delivery.MemberLease{Member: member, Incarnation: s.incarnations, Period: s.period, Until: time.Now().Add(s.period)}
+}
+
+func (s *sharedMemoryState) Join(_ context.Context, member string) (delivery.MemberLease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.joins++
+	s.incarnations++
+	s.left = false
+	return s.lease(member), nil
+}
+
+func (s *sharedMemoryState) Heartbeat(_ context.Context, member string) (delivery.MemberLease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heartbeats++
+	if s.failing != nil {
+		err := s.failing
+		if errors.Is(err, delivery.ErrLeaseLost) {
+			s.failing = nil // lost once; a Join makes a new incarnation
+		}
+		return delivery.MemberLease{}, err
+	}
+	return s.lease(member), nil
+}
+
+func (s *sharedMemoryState) Leave(context.Context, string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.left = true
+	return nil
+}
+
+func (s *sharedMemoryState) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing = err
+}
+
+func (s *sharedMemoryState) counts() (joins int, left bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joins, s.left
+}
+
+// An engine on a shared State delivers only while it can prove its
+// membership: a heartbeat that fails lets the lease run out and nothing is
+// sent after it (Health says why); renewed, delivery resumes; a lost
+// membership joins again; stopping leaves.
+func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := &sharedMemoryState{MemoryState: delivery.NewMemoryState(), period: 30 * time.Second}
+		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
+		h.state = shared
+		agent := h.deployOne()
+		joins, _ := shared.counts()
+		require.Equal(t, 1, joins, "joined before anything else")
+
+		shared.fail(errors.New("database unreachable"))
+		time.Sleep(shared.period + time.Second) // the lease has run out
+		h.put("org/db", canary+"v2")
+		cycles(3)
+		got, _ := agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v1"), got, "nothing is delivered without a proven membership")
+		assert.Contains(t, h.engine.Health(context.Background()).StateProblem, "membership")
+
+		shared.fail(nil)
+		cycles(2) // the next heartbeat renews the lease; the next cycle sees v2
+		h.wait("agr-1", 2*time.Minute)
+		got, _ = agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v2"), got, "delivery resumes once the membership is renewed")
+		assert.Empty(t, h.engine.Health(context.Background()).StateProblem)
+
+		shared.fail(delivery.ErrLeaseLost)
+		time.Sleep(shared.period)
+		synctest.Wait()
+		joins, _ = shared.counts()
+		assert.Equal(t, 2, joins, "a lost membership joins again, as a new incarnation")
+		h.put("org/db", canary+"v3")
+		cycles(2)
+		h.wait("agr-1", 2*time.Minute)
+		got, _ = agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v3"), got)
+
+		h.stop()
+		_, left := shared.counts()
+		assert.True(t, left, "a stopping engine leaves, so the others take over at once")
+	})
+}
