@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -430,9 +431,15 @@ type countingStore struct {
 	reads []storeRead
 }
 
+// storeRead is one request of an agbot: its operation, the secret it
+// names (DescribeSecret, GetSecretValue) or the secrets its answer lists
+// (ListSecrets), and whether it was a credential check (a ListSecrets of
+// at most one entry, see awssm's CheckCredentials).
 type storeRead struct {
-	op, name string
-	at       time.Time
+	op      string
+	names   []string
+	at      time.Time
+	isCheck bool
 }
 
 func newCountingStore(t *testing.T) *countingStore {
@@ -442,16 +449,40 @@ func newCountingStore(t *testing.T) *countingStore {
 		if err != nil {
 			return
 		}
-		var named struct{ SecretId string }
-		_ = json.Unmarshal(body, &named)
 		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager.")
-		if strings.Contains(r.Header.Get("Authorization"), "Credential="+agbotAccessKey+"/") {
-			c.mu.Lock()
-			c.reads = append(c.reads, storeRead{op: op, name: named.SecretId, at: time.Now()})
-			c.mu.Unlock()
-		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		c.mock.ServeHTTP(w, r)
+		if !strings.Contains(r.Header.Get("Authorization"), "Credential="+agbotAccessKey+"/") {
+			c.mock.ServeHTTP(w, r)
+			return
+		}
+		var req struct {
+			SecretId     string
+			SecretIdList []string
+			MaxResults   int
+		}
+		_ = json.Unmarshal(body, &req)
+		read := storeRead{op: op, at: time.Now(), isCheck: op == "ListSecrets" && req.MaxResults == 1}
+		if req.SecretId != "" {
+			read.names = []string{req.SecretId}
+		}
+		read.names = append(read.names, req.SecretIdList...)
+		if op == "ListSecrets" {
+			rec := httptest.NewRecorder()
+			c.mock.ServeHTTP(rec, r)
+			var listed struct{ SecretList []struct{ Name string } }
+			_ = json.Unmarshal(rec.Body.Bytes(), &listed)
+			for _, e := range listed.SecretList {
+				read.names = append(read.names, e.Name)
+			}
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		} else {
+			c.mock.ServeHTTP(w, r)
+		}
+		c.mu.Lock()
+		c.reads = append(c.reads, read)
+		c.mu.Unlock()
 	}))
 	t.Cleanup(c.srv.Close)
 	return c
@@ -469,28 +500,50 @@ func (c *countingStore) client(t *testing.T) *secretstore.Store {
 	return s
 }
 
-// polls returns the watchers' polls of each secret between from and to.
-// A poll is a Stat, one DescribeSecret; a value read (Get, when a message
-// is sealed) is a DescribeSecret and a GetSecretValue of the name (see
-// secretstore/awssm): so polls are the DescribeSecret requests less the
-// GetSecretValue ones.
-func (c *countingStore) polls(from, to time.Time) map[string]int {
-	out := c.requests("DescribeSecret", from, to)
-	for n, reads := range c.requests("GetSecretValue", from, to) {
-		out[n] -= reads
+// polls returns the watchers' polls between from and to: how many
+// requests they made (ListSecrets pages, and DescribeSecret requests
+// that were not part of a value read), and, per secret, how many of them
+// answered about it. A value read (Get, when a message is sealed) is a
+// DescribeSecret and a GetSecretValue of the name, and a batch read a
+// BatchGetSecretValue and a DescribeSecret of each name (see
+// secretstore/awssm), so those DescribeSecret requests are not polls; credential checks are
+// not polls either.
+func (c *countingStore) polls(from, to time.Time) (requests int, per map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	per = map[string]int{}
+	for _, r := range c.reads {
+		if r.at.Before(from) || !r.at.Before(to) || r.isCheck {
+			continue
+		}
+		switch r.op {
+		case "ListSecrets", "DescribeSecret":
+			requests++
+			for _, n := range r.names {
+				per[n]++
+			}
+		case "GetSecretValue", "BatchGetSecretValue":
+			// Each value read comes with a DescribeSecret of its name.
+			for _, n := range r.names {
+				requests--
+				per[n]--
+			}
+		}
 	}
-	return out
+	return requests, per
 }
 
 // requests returns the agbots' requests of op between from and to, per
-// name.
+// secret named.
 func (c *countingStore) requests(op string, from, to time.Time) map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]int{}
 	for _, r := range c.reads {
 		if r.op == op && !r.at.Before(from) && r.at.Before(to) {
-			out[r.name]++
+			for _, n := range r.names {
+				out[n]++
+			}
 		}
 	}
 	return out
