@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -74,7 +76,7 @@ func (a *benchAgents) expect(n int) {
 
 // benchEngine runs an engine with n agreements, all bound to org/db and in
 // sync, with counting switched on.
-func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
+func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.State) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
 	b.Helper()
 	ctx := context.Background()
 	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
@@ -85,13 +87,13 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, 
 	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	e, err := delivery.New(delivery.Options{
-		Store: store, State: delivery.NewMemoryState(), Keys: keys, Agents: agents, Transport: agents,
+		Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
 		Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
 	})
 	require.NoError(b, err)
-	for i := range n {
-		require.NoError(b, e.Register(ctx, testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "org/db")))
-	}
+	registerAll(b, e, n, func(i int) delivery.Agreement {
+		return testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "org/db")
+	})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -108,25 +110,48 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite) (*delivery.Engine, 
 
 // BenchmarkRotationFanOut measures one rotation fanned out to 10,000
 // agreements: the engine (watcher cycle, the value read once, each update
-// sealed to its agent, stored in flight and handed to the transport)
-// against a bare loop of SealUpdate calls to the same agents, one after
-// another and on every core. Compare ns/agreement; "interleaved" runs a
-// rotation and a bare loop by turns and reports the engine's throughput
-// as a fraction of the bare loop's (engine/bare), which a machine whose
-// load drifts skews least.
+// sealed to its agent, stored in flight and handed to the transport), on
+// the embedded state (boltstate, a file in a temporary directory) and on
+// the memory state, against a bare loop of SealUpdate calls to the same
+// agents, one after another and on every core. Compare ns/agreement;
+// "interleaved" runs a rotation of each engine and a bare loop by turns
+// and reports each engine's throughput as a fraction of the bare loop's
+// (embedded/bare, memory/bare), which a machine whose load drifts skews
+// least:
+//
+//	go test -run '^$' -bench RotationFanOut -benchtime 5x ./agreement/delivery/
 func BenchmarkRotationFanOut(b *testing.B) {
 	const n = 10_000
-	e, store, agents, keys, stop := benchEngine(b, n, agreement.DefaultSuite)
-	defer stop()
+	file, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = file.Close() })
+	type engine struct {
+		name   string
+		rotate func()
+		took   time.Duration
+	}
+	var (
+		engines []*engine
+		agents  *benchAgents
+		keys    *agreement.PrivateKeys
+	)
 	ctx := context.Background()
-	version := 0
-	rotate := func() {
-		version++
-		agents.expect(n)
-		_, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
-		require.NoError(b, err)
-		e.TriggerCycle()
-		<-agents.arrived
+	for _, st := range []struct {
+		name  string
+		state delivery.State
+	}{{"embedded", file}, {"memory", delivery.NewMemoryState()}} {
+		e, store, a, k, stop := benchEngine(b, n, agreement.DefaultSuite, st.state)
+		b.Cleanup(stop)
+		agents, keys = a, k
+		version := 0
+		engines = append(engines, &engine{name: st.name, rotate: func() {
+			version++
+			a.expect(n)
+			_, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
+			require.NoError(b, err)
+			e.TriggerCycle()
+			<-a.arrived
+		}})
 	}
 	publics := make([]*agreement.PublicKeys, n)
 	ids := make([]string, n)
@@ -156,12 +181,14 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/agreement")
 	}
 
-	b.Run("engine-memory-state", func(b *testing.B) {
-		for b.Loop() {
-			rotate()
-		}
-		perAgreement(b)
-	})
+	for _, e := range engines {
+		b.Run("engine-"+e.name+"-state", func(b *testing.B) {
+			for b.Loop() {
+				e.rotate()
+			}
+			perAgreement(b)
+		})
+	}
 	b.Run("bare-seal-loop", func(b *testing.B) {
 		for b.Loop() {
 			bareLoop()
@@ -184,16 +211,23 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		perAgreement(b)
 	})
 	b.Run("interleaved", func(b *testing.B) {
-		var engine, bare time.Duration
+		var bare time.Duration
+		for _, e := range engines {
+			e.took = 0
+		}
 		for b.Loop() {
+			for _, e := range engines {
+				start := time.Now()
+				e.rotate()
+				e.took += time.Since(start)
+			}
 			start := time.Now()
-			rotate()
-			engine += time.Since(start)
-			start = time.Now()
 			bareLoop()
 			bare += time.Since(start)
 		}
-		b.ReportMetric(bare.Seconds()/engine.Seconds(), "engine/bare")
+		for _, e := range engines {
+			b.ReportMetric(bare.Seconds()/e.took.Seconds(), e.name+"/bare")
+		}
 	})
 }
 
@@ -207,6 +241,12 @@ func BenchmarkMemoryPerAgreement(b *testing.B) {
 	if s := os.Getenv("DELIVERY_MEMORY_AGREEMENTS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
+	for _, kind := range []string{"memory-state", "embedded-state"} {
+		b.Run(kind, func(b *testing.B) { memoryPerAgreement(b, n, kind) })
+	}
+}
+
+func memoryPerAgreement(b *testing.B, n int, kind string) {
 	ctx := context.Background()
 	for b.Loop() {
 		keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
@@ -215,7 +255,14 @@ func BenchmarkMemoryPerAgreement(b *testing.B) {
 		store := memory.New()
 		_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 		require.NoError(b, err)
-		state := delivery.NewMemoryState()
+		var state delivery.State = delivery.NewMemoryState()
+		if kind == "embedded-state" {
+			// The file's pages are mapped, not on the heap: the engine's
+			// own memory is what remains.
+			file, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+			require.NoError(b, err)
+			state = file
+		}
 		e, err := delivery.New(delivery.Options{
 			Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
 			Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
@@ -228,9 +275,9 @@ func BenchmarkMemoryPerAgreement(b *testing.B) {
 			require.NoError(b, err)
 		}
 		before := heapInUse()
-		for i := range n {
-			require.NoError(b, e.Register(ctx, testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "node/"+benchNode(i)+"/db", "org/db")))
-		}
+		registerAll(b, e, n, func(i int) delivery.Agreement {
+			return testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "node/"+benchNode(i)+"/db", "org/db")
+		})
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -247,10 +294,31 @@ func BenchmarkMemoryPerAgreement(b *testing.B) {
 		}
 		cancel()
 		<-done
+		require.NoError(b, state.Close())
 		b.ReportMetric(float64(registered-before)/float64(n), "B/agreement")
 		runtime.KeepAlive(e)
 		runtime.KeepAlive(agents)
 	}
+}
+
+// registerAll registers agreement(i) for i < n from several goroutines,
+// so that a durable state's group commit shares its syncs among them.
+func registerAll(b *testing.B, e *delivery.Engine, n int, agreement func(i int) delivery.Agreement) {
+	b.Helper()
+	const workers = 32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if err := e.Register(context.Background(), agreement(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.False(b, b.Failed(), "every agreement registered")
 }
 
 // waitInSync waits until the n agreements of state are proposed, with
