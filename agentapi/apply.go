@@ -339,7 +339,10 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 	if pl.isNew {
 		// Metadata first: a crash from here on leaves files Open knows about.
 		if err := s.saveMetadata(m); err != nil {
-			s.wipe(s.data, dir)
+			if werr := s.wipe(s.data, dir); werr != nil {
+				// The next apply of the instance wipes the leftover first.
+				s.log.Error("could not wipe the files of an instance whose metadata failed to save", "instance", m.ID, "dir", dir, "err", werr)
+			}
 			return nil, err
 		}
 	}

@@ -47,7 +47,9 @@ func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMo
 	}
 	defer func() {
 		if err != nil {
-			f.Close()
+			// The staging file is discarded (and may be closed already):
+			// err is what the caller needs.
+			_ = f.Close()
 			if werr := s.wipe(t, staging); werr != nil {
 				s.log.Warn("could not wipe staging file", "file", staging, "err", werr)
 			}
@@ -193,7 +195,9 @@ func (s *Store) overwrite(t *dirTree, rel string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	// Close's error is returned below once the file was written; the other
+	// paths wrote nothing or return their own error.
+	defer func() { _ = f.Close() }()
 	if links(st) > 1 {
 		return nil
 	}
@@ -225,7 +229,7 @@ func openRegular(t *dirTree, rel string, flag int) (*os.File, fs.FileInfo, error
 		err = fmt.Errorf("%s: %w", rel, errNotRegular)
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written through f
 		return nil, nil, err
 	}
 	return f, fi, nil
@@ -269,7 +273,7 @@ func syncDir(t *dirTree, rel string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // read-only; Sync reports the error that matters
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", rel, err)
 	}

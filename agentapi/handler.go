@@ -279,5 +279,5 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	hdr["Cache-Control"] = headerNoStore
 	hdr["X-Content-Type-Options"] = headerNoSniff
 	w.WriteHeader(status)
-	w.Write(body)
+	_, _ = w.Write(body) // a failed write means the client is gone: nothing left to tell it
 }

@@ -171,9 +171,9 @@ func (h *Handler) failText(w http.ResponseWriter, r *http.Request, id string, st
 	switch msg {
 	case "":
 	case ohUnauthorized:
-		w.Write([]byte(msg))
+		_, _ = w.Write([]byte(msg)) // a failed write means the client is gone
 	default:
-		w.Write([]byte(msg + "\n"))
+		_, _ = w.Write([]byte(msg + "\n")) // a failed write means the client is gone
 	}
 	h.log.Debug("secrets API", "instance", id, "method", r.Method, "status", status, "error", msg)
 }

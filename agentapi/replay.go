@@ -94,7 +94,7 @@ func (s *Store) readAgreements() (map[string]agreementState, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	b, err := io.ReadAll(io.LimitReader(f, maxAgreementsBytes+1))
 	if err != nil {
 		return nil, err

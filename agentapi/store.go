@@ -138,17 +138,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MemoryDir != "" {
 		if s.data, err = openPrivateDir(opts.MemoryDir); err == nil {
 			if err = s.data.checkMemoryBacked(); err != nil {
-				s.data.Close()
+				_ = s.data.Close() // a directory descriptor, only read; err is returned
 				err = fmt.Errorf("%w: %w", secretstore.ErrInvalid, err)
 			}
 		}
 		if err != nil {
-			s.meta.Close()
+			_ = s.meta.Close() // a directory descriptor, only read; err is returned
 			return nil, fmt.Errorf("agentapi: open memory directory %s: %w", opts.MemoryDir, err)
 		}
 	}
 	if err := s.load(ctx); err != nil {
-		s.Close()
+		// Close only releases the directory descriptors (and logs what it
+		// could not wipe): the load error is what the caller needs.
+		_ = s.Close()
 		return nil, fmt.Errorf("agentapi: open %s: %w", s.path, err)
 	}
 	return s, nil
@@ -547,7 +549,7 @@ func (s *Store) readMetadata(id string) (*metadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	b, err := io.ReadAll(io.LimitReader(f, maxMetadataBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("metadata of instance %s: %w", quoteName(id), err)

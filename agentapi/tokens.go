@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -135,7 +136,7 @@ func (t *TokenTable) IDs() []string {
 // &agentapi.TokenTable{"<id>":[redacted], ...}.
 func (t *TokenTable) Format(f fmt.State, verb rune) {
 	if t == nil {
-		io.WriteString(f, "<nil>")
+		_, _ = io.WriteString(f, "<nil>") // see formatTokens
 		return
 	}
 	formatTokens(f, verb, "&agentapi.TokenTable{", t.IDs())
@@ -167,25 +168,28 @@ func (t *TokenTable) MarshalJSON() ([]byte, error) {
 // formatTokens prints token table ids with redacted tokens: map[id:x ...],
 // or for %#v goPrefix"id":x, ...}.
 func formatTokens(f fmt.State, verb rune, goPrefix string, ids []string) {
+	var b strings.Builder
 	if verb == 'v' && f.Flag('#') {
-		io.WriteString(f, goPrefix)
+		b.WriteString(goPrefix)
 		for i, id := range ids {
 			if i > 0 {
-				io.WriteString(f, ", ")
+				b.WriteString(", ")
 			}
-			fmt.Fprintf(f, "%q:%s", id, secretstore.Redacted)
+			fmt.Fprintf(&b, "%q:%s", id, secretstore.Redacted)
 		}
-		io.WriteString(f, "}")
-		return
-	}
-	io.WriteString(f, "map[")
-	for i, id := range ids {
-		if i > 0 {
-			io.WriteString(f, " ")
+		b.WriteString("}")
+	} else {
+		b.WriteString("map[")
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(id + ":" + secretstore.Redacted)
 		}
-		io.WriteString(f, id+":"+secretstore.Redacted)
+		b.WriteString("]")
 	}
-	io.WriteString(f, "]")
+	// f writes to fmt's own buffer, and Format has no error to return.
+	_, _ = io.WriteString(f, b.String())
 }
 
 func tokensLogValue(ids []string) slog.Value {

@@ -135,7 +135,7 @@ func (t *dirTree) explain(rel string, err error) error {
 		}
 		fd, oerr := unix.Openat(dirfd, e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if dirfd != t.fd {
-			unix.Close(dirfd)
+			_ = unix.Close(dirfd) // a directory, only read
 		}
 		if oerr != nil {
 			return err
@@ -143,7 +143,7 @@ func (t *dirTree) explain(rel string, err error) error {
 		dirfd = fd
 	}
 	if dirfd != t.fd {
-		unix.Close(dirfd)
+		_ = unix.Close(dirfd) // a directory, only read
 	}
 	return err
 }
@@ -161,7 +161,7 @@ func (t *dirTree) walk(rel string, flags int, mode uint32) (int, error) {
 		}
 		fd, err := retryEINTR(func() (int, error) { return unix.Openat(cur, e, f, m) })
 		if cur != t.fd {
-			unix.Close(cur)
+			_ = unix.Close(cur) // a directory, only read
 		}
 		if err != nil {
 			return -1, err
@@ -196,7 +196,7 @@ func (t *dirTree) inParent(op, rel string, f func(dirfd int, name string) error)
 		if err != nil {
 			return err
 		}
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }() // a directory, only read
 		dirfd = fd
 	}
 	if err := f(dirfd, name); err != nil {
@@ -282,7 +282,7 @@ func (t *dirTree) chmod(rel string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // opened read-only; Fchmod reports the error that matters
 	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
 		return pathError("chmod", rel, err)
 	}
@@ -302,7 +302,7 @@ func (t *dirTree) readDir(rel string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // a directory, only read
 	return d.ReadDir(-1)
 }
 
@@ -315,7 +315,7 @@ func (t *dirTree) readRegular(rel string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // read-only
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, pathError("fstat", rel, err)

@@ -407,7 +407,7 @@ func decodeB64Field(raw json.RawMessage, max int) ([]byte, error) {
 	}
 	s := raw[1 : len(raw)-1]
 	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
 			return nil, errors.New("not unpadded base64url")
 		}
 	}

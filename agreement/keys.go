@@ -111,7 +111,7 @@ func EncryptionKeyID(pub hpke.PublicKey) KeyID {
 
 func keyID(alg string, key []byte) KeyID {
 	h := sha256.New()
-	io.WriteString(h, "edgesecrets key id v1\x00"+alg+"\x00")
+	h.Write([]byte("edgesecrets key id v1\x00" + alg + "\x00")) // a hash.Hash never fails to write
 	h.Write(key)
 	var sum [sha256.Size]byte
 	return KeyID(hex.EncodeToString(h.Sum(sum[:0])[:16]))
@@ -401,11 +401,12 @@ func (k *PrivateKeys) EncryptionKey() hpke.PrivateKey { return k.encryption }
 // Format prints the public key ids only, for every verb. The value receiver
 // covers a dereferenced copy too.
 func (k PrivateKeys) Format(f fmt.State, verb rune) {
+	// fmt.State buffers in memory; Format has no error to return.
 	if k.public == nil {
-		io.WriteString(f, "PrivateKeys{}")
+		_, _ = io.WriteString(f, "PrivateKeys{}")
 		return
 	}
-	fmt.Fprintf(f, "PrivateKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s Private:%s}",
+	_, _ = fmt.Fprintf(f, "PrivateKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s Private:%s}",
 		k.public.suite, k.public.signingID, k.public.encryptionID, redacted)
 }
 
@@ -482,7 +483,7 @@ func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agreement: reading private keys: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("agreement: reading private keys: %w", err)

@@ -366,7 +366,8 @@ type Update struct {
 
 // Format prints the agreement, kind and payload size only.
 func (u Update) Format(f fmt.State, verb rune) {
-	fmt.Fprintf(f, "{Version:%d AgreementID:%s Kind:%s Payload:[%d bytes]}", u.Version, u.AgreementID, u.Kind, len(u.Payload))
+	// fmt.State buffers in memory; Format has no error to return.
+	_, _ = fmt.Fprintf(f, "{Version:%d AgreementID:%s Kind:%s Payload:[%d bytes]}", u.Version, u.AgreementID, u.Kind, len(u.Payload))
 }
 
 // LogValue implements slog.LogValuer: agreement, kind and payload size.
@@ -630,7 +631,7 @@ func validToken(s string, max int) bool {
 	}
 	for i := range len(s) {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '.' && c != '_' && c != '-' {
 			return false
 		}
 	}

@@ -163,7 +163,7 @@ func checkArch(arch string) error {
 		return errors.New("architecture is longer than 64 bytes")
 	}
 	for _, c := range arch {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' && c != '.' {
 			return fmt.Errorf("architecture %q may hold only letters, digits, '_', '-' and '.'", arch)
 		}
 	}

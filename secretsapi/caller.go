@@ -89,7 +89,7 @@ type Credentials struct {
 
 // Format implements fmt.Formatter: everything but the secret.
 func (c Credentials) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{Org:%q User:%q Secret:%s Bearer:%t}", c.Org, c.User, secretstore.Redacted, c.Bearer)
+	_, _ = fmt.Fprintf(f, "{Org:%q User:%q Secret:%s Bearer:%t}", c.Org, c.User, secretstore.Redacted, c.Bearer) // fmt.State buffers in memory; Format has no error to return
 }
 
 // LogValue implements slog.LogValuer: everything but the secret.

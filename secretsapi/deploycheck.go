@@ -103,14 +103,16 @@ func (h *Handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, binding.Resolver, string, error) {
 	var req deployCheckRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return binding.Target{}, nil, "", fmt.Errorf("Input body couldn't be deserialized to SecretBindingCheck object. %s", jsonproblem.Describe(err))
+		//lint:ignore ST1005 anax's exact user-facing message, which clients compare
+		return binding.Target{}, nil, "", fmt.Errorf("Input body couldn't be deserialized to SecretBindingCheck object. %s", jsonproblem.Describe(err)) //nolint:staticcheck // ST1005: anax's exact message
 	}
 	hasPolicy := len(req.BusinessPolicy) > 0 && string(req.BusinessPolicy) != "null"
 	hasPattern := len(req.Pattern) > 0 && string(req.Pattern) != "null"
 	var target binding.Target
 	switch {
 	case (hasPolicy || req.BusinessPolicyID != "") && (hasPattern || req.PatternID != ""):
-		return target, nil, "", errors.New("Deployment policy and pattern are mutually exclusive.")
+		//lint:ignore ST1005 anax's exact user-facing message, which clients compare
+		return target, nil, "", errors.New("Deployment policy and pattern are mutually exclusive.") //nolint:staticcheck // ST1005: anax's exact message
 	case hasPolicy:
 		p, err := binding.DecodeDeploymentPolicy(bytes.NewReader(req.BusinessPolicy))
 		if err != nil {
@@ -126,7 +128,8 @@ func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 	case req.BusinessPolicyID != "" || req.PatternID != "":
 		return target, nil, "", errors.New("give the deployment policy (business_policy) or the pattern (pattern) in the request: this agbot does not read them from the exchange by id")
 	default:
-		return target, nil, "", errors.New("Neither deployment policy nor pattern is specified.")
+		//lint:ignore ST1005 anax's exact user-facing message, which clients compare
+		return target, nil, "", errors.New("Neither deployment policy nor pattern is specified.") //nolint:staticcheck // ST1005: anax's exact message
 	}
 	if req.NodeArch != "" {
 		kept := target.Services[:0]
@@ -137,7 +140,8 @@ func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 			}
 		}
 		if len(kept) == 0 {
-			return target, nil, "", fmt.Errorf("No service versions with architecture %s specified in the deployment policy or pattern.", req.NodeArch)
+			//lint:ignore ST1005 anax's exact user-facing message, which clients compare
+			return target, nil, "", fmt.Errorf("No service versions with architecture %s specified in the deployment policy or pattern.", req.NodeArch) //nolint:staticcheck // ST1005: anax's exact message
 		}
 		target.Services = kept
 	}

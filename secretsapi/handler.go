@@ -293,5 +293,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // a failed write means the client is gone: nothing left to tell it
 }

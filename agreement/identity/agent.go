@@ -42,7 +42,8 @@ type AgentOptions struct {
 
 // Format prints the options without the signing key.
 func (o AgentOptions) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{Instance:%s SigningKey:%s Files:%v Lifetime:%v}", o.Instance, keyPresence(o.SigningKey), o.Files != nil, o.Lifetime)
+	// fmt.State buffers in memory; Format has no error to return.
+	_, _ = fmt.Fprintf(f, "{Instance:%s SigningKey:%s Files:%v Lifetime:%v}", o.Instance, keyPresence(o.SigningKey), o.Files != nil, o.Lifetime)
 }
 
 // MarshalJSON encodes what LogValue logs: never the signing key.
@@ -108,7 +109,9 @@ func NewAgent(opts AgentOptions) (*Agent, error) {
 }
 
 // Format prints the agent's instance, never its key.
-func (a *Agent) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "Agent{%s}", a.id) }
+func (a *Agent) Format(f fmt.State, _ rune) {
+	_, _ = fmt.Fprintf(f, "Agent{%s}", a.id) // fmt.State buffers in memory; Format has no error to return
+}
 
 // LogValue logs the agent's instance, never its key.
 func (a *Agent) LogValue() slog.Value { return slog.StringValue("agent " + a.id.String()) }

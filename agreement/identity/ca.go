@@ -44,7 +44,8 @@ type CAOptions struct {
 
 // Format prints the options without the key.
 func (o CAOptions) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{CommonName:%q Lifetime:%v Certificate:%v Key:%s}", o.CommonName, o.Lifetime, o.Certificate != nil, keyPresence(o.Key))
+	// fmt.State buffers in memory; Format has no error to return.
+	_, _ = fmt.Fprintf(f, "{CommonName:%q Lifetime:%v Certificate:%v Key:%s}", o.CommonName, o.Lifetime, o.Certificate != nil, keyPresence(o.Key))
 }
 
 // MarshalJSON encodes what LogValue logs: never the key, so a struct
@@ -151,7 +152,7 @@ func (ca *CA) Sign(ctx context.Context, template *x509.Certificate, pub crypto.P
 
 // Format prints the CA's subject, never its key.
 func (ca *CA) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "CA{%q}", ca.cert.Subject.CommonName)
+	_, _ = fmt.Fprintf(f, "CA{%q}", ca.cert.Subject.CommonName) // fmt.State buffers in memory; Format has no error to return
 }
 
 // LogValue logs the CA's subject, never its key.

@@ -138,7 +138,7 @@ func readBounded(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fileError("opening", path, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // read-only
 	raw, err := io.ReadAll(io.LimitReader(file, maxPEMBytes+1))
 	if err != nil {
 		return nil, fileError("reading", path, err)

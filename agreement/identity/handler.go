@@ -90,7 +90,7 @@ func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var resp *IdentityResponse
 		if resp, err = h.issuer.Register(r.Context(), req); err == nil {
-			w.Header().Set("Location", mountPrefix(r)+resp.Identity.Path())
+			w.Header().Set("Location", mountPrefix(r)+resp.Path())
 			h.reply(w, http.StatusCreated, resp)
 			return
 		}

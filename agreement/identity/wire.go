@@ -47,7 +47,9 @@ func (Attestation) String() string { return redacted }
 func (Attestation) GoString() string { return redacted }
 
 // Format prints "[redacted]" for every verb.
-func (Attestation) Format(f fmt.State, _ rune) { io.WriteString(f, redacted) }
+func (Attestation) Format(f fmt.State, _ rune) {
+	_, _ = io.WriteString(f, redacted) // fmt.State buffers in memory; Format has no error to return
+}
 
 // LogValue logs "[redacted]".
 func (Attestation) LogValue() slog.Value { return slog.StringValue(redacted) }

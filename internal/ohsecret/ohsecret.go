@@ -47,7 +47,7 @@ type Details struct {
 
 // Format implements fmt.Formatter: the key, never the value.
 func (d Details) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{Key:%q Value:%s}", d.Key, secretstore.Redacted)
+	_, _ = fmt.Fprintf(f, "{Key:%q Value:%s}", d.Key, secretstore.Redacted) // fmt.State buffers in memory; Format has no error to return
 }
 
 // String returns the printed form: the key, never the value.

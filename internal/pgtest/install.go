@@ -137,8 +137,7 @@ func (inst *installation) mkdirTemp(pattern string) (string, error) {
 		return "", err
 	}
 	if err := inst.chown(dir); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("giving %s to user %s: %w", dir, inst.owner.name, err)
+		return "", errors.Join(fmt.Errorf("giving %s to user %s: %w", dir, inst.owner.name, err), os.RemoveAll(dir))
 	}
 	return dir, nil
 }
@@ -260,12 +259,12 @@ func loadTemplate(dir string) (*template, error) {
 
 // makeTemplate runs initdb in a temporary directory the server's user owns
 // and moves the result into dir.
-func makeTemplate(ctx context.Context, inst *installation, dir string) (*template, error) {
+func makeTemplate(ctx context.Context, inst *installation, dir string) (tp *template, err error) {
 	work, err := inst.mkdirTemp("pgtest-initdb-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer removeTemp(work, &tp, &err)
 	password, err := randomHex(16)
 	if err != nil {
 		return nil, err
@@ -289,7 +288,8 @@ func makeTemplate(ctx context.Context, inst *installation, dir string) (*templat
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(staging)
+	// Gone once renamed into place: then removing it does nothing.
+	defer removeTemp(staging, &tp, &err)
 	if err := copyTree(data, filepath.Join(staging, "data"), nil, true); err != nil {
 		return nil, err
 	}
@@ -303,6 +303,14 @@ func makeTemplate(ctx context.Context, inst *installation, dir string) (*templat
 		return nil, fmt.Errorf("caching the template cluster: %w", err)
 	}
 	return loadTemplate(dir)
+}
+
+// removeTemp removes the temporary directory dir when makeTemplate
+// returns; a failure to remove it fails the call.
+func removeTemp(dir string, tp **template, err *error) {
+	if rerr := os.RemoveAll(dir); rerr != nil {
+		*tp, *err = nil, errors.Join(*err, fmt.Errorf("removing %s: %w", dir, rerr))
+	}
 }
 
 // copyTree copies the directory src to dst (which must not exist) with the
@@ -350,7 +358,7 @@ func copyFile(src, dst string, perm fs.FileMode, durable bool) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read-only
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err

@@ -230,8 +230,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 		s.args = append(s.args, "-c", name+"="+settings[name])
 	}
 	if err := copyTree(tp.dataDir, s.DataDir, inst.owner, false); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("copying the template cluster: %w", err)
+		return nil, errors.Join(fmt.Errorf("copying the template cluster: %w", err), os.RemoveAll(dir))
 	}
 	// Another process may take the free port before the server binds it:
 	// then try another.
@@ -247,8 +246,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	return s, nil
 }
@@ -262,7 +260,9 @@ func (s *Server) listenOnFreePort() error {
 		return err
 	}
 	s.Addr = l.Addr().String()
-	l.Close()
+	if err := l.Close(); err != nil {
+		return err
+	}
 	s.Database = *s.database(adminDatabase)
 	return nil
 }
@@ -286,7 +286,8 @@ func (s *Server) launch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close() // the child has its own copy
+	// The child has its own copy; this one only seeks.
+	defer func() { _ = logFile.Close() }()
 	logStart, err := logFile.Seek(0, io.SeekEnd)
 	if err != nil {
 		return err
@@ -494,7 +495,7 @@ func (s *Server) logSince(offset int64) string {
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	const max = 1 << 20
 	if end, err := f.Seek(0, io.SeekEnd); err == nil && end-offset > max {
 		offset = end - max
@@ -544,7 +545,8 @@ func (s *Server) exec(sql string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	// The statement's result is what counts; closing only ends the session.
+	defer func() { _ = conn.Close(context.Background()) }()
 	_, err = conn.Exec(ctx, sql)
 	return err
 }

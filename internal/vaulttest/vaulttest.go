@@ -251,7 +251,7 @@ func (s *Server) healthy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close() // only the status is read
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("health: HTTP %d", resp.StatusCode)
 	}
@@ -471,9 +471,12 @@ func freePort() (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1)))
-		l.Close()
+		// A port whose listener did not close is not free.
+		cerr := l.Close()
 		if err == nil {
-			l2.Close()
+			cerr = errors.Join(cerr, l2.Close())
+		}
+		if err == nil && cerr == nil {
 			return port, nil
 		}
 	}

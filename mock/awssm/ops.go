@@ -571,7 +571,7 @@ func checkName(name string) *apiError {
 		return errValidation("Name must be 1 to %d characters.", MaxNameLength)
 	}
 	for _, r := range name {
-		if !(r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("/_+=.@-", r))) {
+		if r >= unicode.MaxASCII || (!unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("/_+=.@-", r)) {
 			return errInvalidParameter("Invalid name. Must be a valid name containing alphanumeric characters, or any of the following: -/_+=.@!")
 		}
 	}

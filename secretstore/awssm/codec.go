@@ -203,7 +203,7 @@ func fromTags(tags []types.Tag) map[string]string {
 // secret names use ASCII letters, digits and / _ + = . @ - only.
 func checkAWSName(name string) error {
 	for _, r := range name {
-		if r >= utf8.RuneSelf || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("/_+=.@-", r)) {
+		if r >= utf8.RuneSelf || (!unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("/_+=.@-", r)) {
 			return fmt.Errorf("AWS secret names allow only ASCII letters, digits and / _ + = . @ -, not %q", r)
 		}
 	}

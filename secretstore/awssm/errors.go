@@ -86,10 +86,10 @@ func kindOfCode(code string, status int) error {
 		"ServiceUnavailableException", "RequestTimeout", "DecryptionFailure", "EncryptionFailure":
 		return secretstore.ErrUnavailable
 	}
-	switch {
-	case status == 403:
+	switch status {
+	case 403:
 		return secretstore.ErrPermission
-	case status == 404:
+	case 404:
 		return secretstore.ErrNotFound
 	}
 	return secretstore.ErrUnavailable
