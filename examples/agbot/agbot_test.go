@@ -52,11 +52,11 @@ func TestSampleDeployment(t *testing.T) {
 	put(t, store, "myorg/web/api-key", "v")
 	report = validate()
 	require.True(t, report.OK(), "%v", report.Problems)
-	bindings, err := report.ServiceBindings(dep.org)
+	bindings, err := report.Bindings(dep.org, "node-1")
 	require.NoError(t, err)
-	assert.Equal(t, []agreement.ServiceBinding{{
+	assert.Equal(t, []binding.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"},
-		Secrets: map[string]agreement.BoundSecret{"api_key": {VaultSecret: "myorg/web/api-key", Format: agreement.FormatRaw}},
+		Secrets: map[string]binding.BoundSecret{"api_key": {StoreNames: []string{"myorg/web/api-key"}, Format: agreement.FormatRaw}},
 	}}, bindings)
 }
 

@@ -103,12 +103,19 @@ func (a *agent) poll(ctx context.Context, interval time.Duration) {
 			}
 		}
 		for ctx.Err() == nil {
-			m, ok, err := a.relay.Next(ctx, a.node, a.after)
+			m, ok, certified, err := a.relay.Poll(ctx, a.node, a.after)
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Warn("polling the relay failed", slog.String("err", err.Error()))
 				}
 				break
+			}
+			if !certified && a.published != nil {
+				// The agbot restarted: its relay no longer holds the
+				// certificate, and the agbot can seal nothing to this
+				// agent until it is published again.
+				a.log.Info("the relay holds no certificate for this node (the agbot restarted); publishing it again")
+				a.published = nil
 			}
 			if !ok {
 				break
