@@ -29,7 +29,7 @@ func put(t *testing.T, store *secretstore.Store, name, value string) {
 }
 
 // The sample deployment loads, validates against the store, and resolves
-// to the bindings the tracker and the proposal use; while its secret is
+// to the bindings the delivery engine is given; while its secret is
 // missing, that is the only problem.
 func TestSampleDeployment(t *testing.T) {
 	dep, err := loadDeployment("deployment.json")

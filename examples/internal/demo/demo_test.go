@@ -123,19 +123,6 @@ func FuzzDecodeEnv(f *testing.F) {
 	})
 }
 
-func TestSequencer(t *testing.T) {
-	s := demo.NewSequencer()
-	a1 := s.Next("a", agreement.TypeProposal)
-	a2 := s.Next("a", agreement.TypeProposal)
-	assert.Greater(t, a2, a1)
-	assert.GreaterOrEqual(t, a1, uint64(time.Now().Add(-time.Minute).UnixMicro()), "from the clock, so a restarted sender stays above")
-	b1 := s.Next("b", agreement.TypeProposal)
-	assert.Greater(t, b1, uint64(0))
-	assert.GreaterOrEqual(t, s.Next("a", agreement.TypeUpdate), a1, "another series, from the same clock")
-	s.Forget("a")
-	assert.Greater(t, s.Next("a", agreement.TypeProposal), uint64(0))
-}
-
 func TestTokens(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "admin-token")
