@@ -351,6 +351,9 @@ func runThreeProcesses(t *testing.T, b backend) {
 	for _, p := range []*proc{service, agent, agbot} {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
+	// No file of the agbot's, its delivery state file included, holds a
+	// value, after a whole flow at debug level.
+	assertNoValueInDir(t, agbotDir, first, second, third, fourth)
 	// Nothing the programs printed or logged holds a value or a token, in
 	// any encoding.
 	bootstrapToken, err := demo.ReadToken(filepath.Join(agbotDir, "bootstrap-token"))
