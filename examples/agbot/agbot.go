@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
 
@@ -26,6 +29,7 @@ type agbot struct {
 	log      *slog.Logger
 	dep      *deployment
 	engine   *delivery.Engine
+	state    delivery.State // the engine's
 	checker  *binding.StoreChecker
 	verifier *identity.Verifier
 	relay    *relay.Server
@@ -36,13 +40,15 @@ type agbot struct {
 	mu        sync.Mutex
 	stopping  bool // no more background work
 	deploying map[relay.Node]bool
-	byNode    map[relay.Node]nodeAgreement // node → its agreement
 }
 
-// nodeAgreement is a node's agreement, as this agbot knows it.
-type nodeAgreement struct {
-	id       string
-	agentKey agreement.KeyID // the agent's keys when last deployed; zero: not known
+// agreementID is the id of the node's agreement: one per node, the same
+// for every agbot sharing the state, so that two agbots deploying the
+// node at once register one agreement (Engine.Register of the same
+// agreement twice does nothing).
+func agreementID(n relay.Node) string {
+	sum := sha256.Sum256([]byte(n.String()))
+	return "agreement-" + hex.EncodeToString(sum[:10])
 }
 
 // spawn runs f on its own goroutine, with the agbot's context, unless the
@@ -68,20 +74,12 @@ func (a *agbot) wait() {
 	a.wg.Wait()
 }
 
-// load learns the agreements kept in the engine's state (by this agbot
-// before a restart, or by the other agbots sharing it), so that an agent
-// that publishes its certificate again is resynced, not given a second
-// agreement.
-func (a *agbot) load(ctx context.Context, st delivery.State) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return st.Records(ctx, func(r delivery.Record) bool {
-		n, ok := parseNode(r.Node)
-		if ok && r.Phase == delivery.PhaseActive {
-			a.byNode[n] = nodeAgreement{id: r.ID, agentKey: r.AgentKey}
-		}
-		return true
-	})
+// count returns the number of agreements in the engine's state (made by
+// this agbot before a restart, or by the other agbots sharing it).
+func (a *agbot) count(ctx context.Context) (int, error) {
+	n := 0
+	err := a.state.Records(ctx, func(delivery.Record) bool { n++; return true })
+	return n, err
 }
 
 // parseNode parses "<org>/<node>", the engine's node id.
@@ -105,10 +103,9 @@ func (a *agbot) onReady(_ context.Context, deploymentID string) {
 }
 
 // deploy validates the deployment for a node whose agent has a verified
-// identity and, when it passes, registers an agreement with the engine. A
-// node that has an agreement already is resynced instead: its agent came
-// back, or is a new one (new keys), which the engine proposes the
-// agreement to again. A deployment held up only by missing secrets waits
+// identity and, when it passes, registers the node's agreement with the
+// engine. A node that has an agreement already is resynced instead (see
+// ended). A deployment held up only by missing secrets waits
 // for them (Engine.WaitForSecrets); other problems are logged, each one.
 func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	log := a.log.With(slog.String("node", n.String()))
@@ -134,7 +131,8 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		log.Warn("not deploying: the agent's identity did not verify", slog.String("err", err.Error()))
 		return
 	}
-	if a.resync(ctx, n, agentKeys.EncryptionKeyID()) {
+	id := agreementID(n)
+	if !a.ended(ctx, id, n, agentKeys.EncryptionKeyID()) {
 		return
 	}
 	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
@@ -164,66 +162,51 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		log.Error("deployment refused", slog.String("err", err.Error()))
 		return
 	}
-	id := "agreement-" + strings.ToLower(rand.Text()[:16])
 	if err := a.engine.Register(ctx, delivery.Agreement{ID: id, Node: n.String(), Services: bindings}); err != nil {
 		log.Error("could not register the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
 		return
 	}
-	a.mu.Lock()
-	a.byNode[n] = nodeAgreement{id: id, agentKey: agentKeys.EncryptionKeyID()}
-	a.mu.Unlock()
 	log.Info("agreement made; the delivery engine proposes it", slog.String("agreement", id), slog.Int("services", len(bindings)),
 		slog.Any("secrets", delivery.StoreNames(bindings)))
 }
 
-// resync handles an agent that published its certificate while its node
-// has an agreement: the agent restarted, renewed its certificate, or is a
-// new one with new keys. The engine looks at the agreement at once (and
-// proposes it again to new keys). It reports false when the node has no
-// live agreement.
-func (a *agbot) resync(ctx context.Context, n relay.Node, key agreement.KeyID) bool {
-	a.mu.Lock()
-	cur, ok := a.byNode[n]
-	a.mu.Unlock()
-	if !ok {
-		return false
-	}
-	st, err := a.engine.Status(ctx, cur.id)
-	if errors.Is(err, delivery.ErrNotFound) || err == nil && st.Phase != delivery.PhaseActive {
-		a.forget(n, cur.id) // ended meanwhile (by another agbot sharing the state)
-		return false
-	}
-	log := a.log.With(slog.String("node", n.String()), slog.String("agreement", cur.id))
-	if cur.agentKey != key {
-		if cur.agentKey != "" {
-			log.Warn("the node's agent has new keys; the engine proposes its agreement again")
+// ended reports whether the node's agreement id does not exist, waiting
+// for it to go when it is being cancelled (a secret deleted and written
+// again before the agent acknowledged the cancellation). An agreement that
+// exists is resynced instead: its agent published its certificate because
+// it restarted, renewed it, came back to a restarted agbot, or is a new
+// agent with new keys, which the engine proposes the agreement to again.
+func (a *agbot) ended(ctx context.Context, id string, n relay.Node, key agreement.KeyID) bool {
+	log := a.log.With(slog.String("node", n.String()), slog.String("agreement", id))
+	for {
+		rec, err := a.state.Get(ctx, id)
+		switch {
+		case errors.Is(err, delivery.ErrNotFound):
+			return true
+		case err != nil:
+			log.Warn("not deploying: the state did not answer", slog.String("err", err.Error()))
+			return false
+		case rec.Phase == delivery.PhaseActive:
+			if rec.Proposed && rec.AgentKey != key {
+				log.Warn("the node's agent has new keys; the engine proposes its agreement again")
+			}
+			if err := a.engine.Resync(ctx, n.String()); err != nil {
+				log.Warn("could not resync the node", slog.String("err", err.Error()))
+			}
+			log.Debug("agent resynced")
+			return false
 		}
-		a.mu.Lock()
-		if a.byNode[n].id == cur.id {
-			a.byNode[n] = nodeAgreement{id: cur.id, agentKey: key}
+		log.Debug("the node's agreement is being cancelled; deploying once it is gone")
+		if !demo.Sleep(ctx, time.Second) {
+			return false
 		}
-		a.mu.Unlock()
-	}
-	if err := a.engine.Resync(ctx, n.String()); err != nil {
-		log.Warn("could not resync the node", slog.String("err", err.Error()))
-	}
-	log.Debug("agent resynced")
-	return true
-}
-
-// forget drops the node's agreement id if it is still id.
-func (a *agbot) forget(n relay.Node, id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.byNode[n].id == id {
-		delete(a.byNode, n)
 	}
 }
 
 // onCancel is the engine's cancel hook: a bound secret was deleted or
 // access to it revoked, for longer than the grace period. The engine tells
-// the agent until it acknowledges; the agbot forgets the agreement and
-// makes the node's deployment wait for the secret to exist again.
+// the agent until it acknowledges; the agbot makes the node's deployment
+// wait for the secret to exist again.
 func (a *agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation) {
 	log := a.log.With(slog.String("agreement", id))
 	log.Warn("agreement cancelled: a bound secret is gone; the engine tells the agent",
@@ -237,7 +220,6 @@ func (a *agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 	if !ok {
 		return
 	}
-	a.forget(n, id)
 	if c.StoreName == "" {
 		return
 	}

@@ -185,11 +185,7 @@ func run(c config, log *slog.Logger) error {
 	}
 	defer st.Close()
 
-	a := &agbot{
-		log: log, dep: dep, ctx: ctx,
-		deploying: map[relay.Node]bool{},
-		byNode:    map[relay.Node]nodeAgreement{},
-	}
+	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}}
 	grace := c.grace
 	if grace == 0 {
 		grace = delivery.NoGrace
@@ -213,7 +209,8 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := a.load(ctx, st); err != nil {
+	agreements, err := a.count(ctx)
+	if err != nil {
 		return fmt.Errorf("reading the agreements in the state: %w", err)
 	}
 	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), dep.org); err != nil {
@@ -239,7 +236,7 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("agbot serving", slog.String("url", srv.URL), slog.String("store", cfg.Type), slog.String("org", dep.org),
-		slog.String("state", stateDesc), slog.Int("agreements", len(a.byNode)), slog.Bool("new_hub_ca", createdCA),
+		slog.String("state", stateDesc), slog.Int("agreements", agreements), slog.Bool("new_hub_ca", createdCA),
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
 	done := make(chan struct{})
