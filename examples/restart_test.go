@@ -12,11 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm" // registers "awssm" for the administrator's store
@@ -87,6 +89,19 @@ func assertNoValueInDir(t *testing.T, dir string, values ...string) {
 // debug log.
 func sentCount(p *proc) int { return strings.Count(p.stderr.String(), `msg=sent `) }
 
+// watchesSomething reports whether the agbot's last watcher cycle, in its
+// debug log, polled at least one store secret.
+func watchesSomething(p *proc) bool {
+	out := p.stderr.String()
+	i := strings.LastIndex(out, "cycle.watched=")
+	if i < 0 {
+		return false
+	}
+	rest := out[i+len("cycle.watched="):]
+	n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ' ')])
+	return err == nil && n > 0
+}
+
 // The issue's first failure, against the example programs: the agbot is
 // killed with SIGKILL while an update is unacknowledged (the agent is
 // paused), and restarted with the same -state file. The agent, not
@@ -142,8 +157,7 @@ func TestAgbotKilledMidRotation(t *testing.T) {
 	paused = false
 	waitFor(t, "the running agent to get the update", holds(second), agbot2, agent)
 	assert.Contains(t, agent.stderr.String(), "publishing it again", "the agent published its certificate on the new relay")
-	assert.NotContains(t, agbot2.stderr.String(), "agreement made", "no second agreement")
-	assert.Equal(t, 1, strings.Count(agbot.stderr.String()+agbot2.stderr.String(), "agreement made"))
+	assert.NotContains(t, agbot2.stderr.String(), `msg="agreement registered"`, "no second agreement")
 
 	for _, p := range []*proc{agent, agbot2} {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
@@ -156,4 +170,75 @@ func TestAgbotKilledMidRotation(t *testing.T) {
 		}
 	}
 	t.Logf("agbot killed after %s envelopes; restarted agbot sent %d", strconv.Itoa(sent+1), sentCount(agbot2))
+}
+
+// Two example agbots share one real PostgreSQL (-state postgres://…, the
+// same agreement keys and hub CA in one -dir, each its own -member), and
+// the agent takes messages from both. The agbot that delivered the
+// proposal is killed with SIGKILL; the other takes over its agreement
+// within a lease period, and the next rotation reaches the agent through
+// it. Nothing in the database holds a value.
+func TestTwoAgbotsSharePostgres(t *testing.T) {
+	ctx := t.Context()
+	pg := pgtest.Start(t, pgtest.Options{})
+	dir := t.TempDir()
+	agbotDir, agentDir := filepath.Join(dir, "agbot"), filepath.Join(dir, "agent")
+	storeConfig, adm := secretsManager(t)
+	first, second := "first-"+rand.Text(), "second-"+rand.Text()
+	require.NoError(t, adm.put(ctx, storeName, first))
+
+	startAgbot := func(member string) (*proc, string) {
+		addr := freeLoopbackAddr(t)
+		p := start(t, "agbot", nil, "-listen", addr, "-dir", agbotDir, "-store", storeConfig, "-state", pg.URL,
+			"-member", member, "-lease-period", "3s", "-deployment", filepath.Join("agbot", "deployment.json"),
+			"-watch-interval", "1s", "-update-backoff", "200ms", "-max-backoff", "1s", "-reply-timeout", "2s", "-log-level", "debug")
+		p.name = "agbot " + member
+		waitFor(t, member+" to serve", func() bool { return strings.Contains(p.stderr.String(), "agbot serving") }, p)
+		return p, "http://" + addr
+	}
+	agbotA, urlA := startAgbot("agbot-a") // makes the keys and the hub CA in the shared -dir
+	agbotB, urlB := startAgbot("agbot-b")
+	agent := start(t, "agent", nil, "-agbot", urlA+","+urlB, "-agbot-keys", filepath.Join(agbotDir, "agbot.pub"),
+		"-bootstrap-token-file", filepath.Join(agbotDir, "bootstrap-token"), "-dir", agentDir,
+		"-listen", "127.0.0.1:0", "-poll", "200ms", "-log-level", "debug")
+	secretFile := filepath.Join(agentDir, "secrets", "instances", instance, serviceSecret)
+	holds := func(value string) func() bool {
+		return func() bool { b, err := os.ReadFile(secretFile); return err == nil && string(b) == value }
+	}
+	waitFor(t, "the agent to hold the first value", holds(first), agbotA, agbotB, agent)
+
+	// The bound secret is polled by one of the two (the names are shared
+	// out among the live agbots): kill that one, so that the other must
+	// take the name over to see the rotation.
+	var owner, survivor *proc
+	waitFor(t, "one agbot to poll the secret", func() bool {
+		switch {
+		case watchesSomething(agbotA) && !watchesSomething(agbotB):
+			owner, survivor = agbotA, agbotB
+		case watchesSomething(agbotB) && !watchesSomething(agbotA):
+			owner, survivor = agbotB, agbotA
+		}
+		return owner != nil
+	}, agbotA, agbotB, agent)
+	require.NoError(t, owner.cmd.Process.Kill())
+	<-owner.done
+	killed := time.Now()
+	sent := sentCount(survivor)
+	require.NoError(t, adm.put(ctx, storeName, second))
+	waitFor(t, "the agent to get the rotation through the other agbot", holds(second), survivor, agent)
+	t.Logf("%s (polling the secret) killed; the rotation reached the agent through %s %s later", owner.name, survivor.name, time.Since(killed).Round(100*time.Millisecond))
+	assert.True(t, watchesSomething(survivor), "the survivor polls the secret now")
+	assert.Greater(t, sentCount(survivor), sent, "the survivor sent the update")
+	assert.Equal(t, 1, strings.Count(agbotA.stderr.String()+agbotB.stderr.String(), `msg="agreement registered"`),
+		"one agreement for the node, though both agbots deployed it")
+
+	for _, p := range []*proc{agent, survivor} {
+		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
+	}
+	dump := pg.Dump(t)
+	require.Contains(t, dump, storeName, "the dump holds the agreement's store name")
+	for _, v := range []string{first, second} {
+		statetest.AssertNoCanary(t, []byte(dump), []byte(v))
+	}
+	assertNoValueInDir(t, agbotDir, first, second)
 }

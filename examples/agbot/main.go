@@ -96,7 +96,7 @@ type config struct {
 	state, member             string
 	watchInterval, backoff    time.Duration
 	maxBackoff, replyTimeout  time.Duration
-	grace                     time.Duration
+	grace, leasePeriod        time.Duration
 	logLevel                  string
 }
 
@@ -106,6 +106,7 @@ func main() {
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the agbot's URL to this `file` once listening")
 	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), the hub's identity CA ("+caFile+", "+caKeyFile+"), default token files and state file")
 	flag.StringVar(&c.state, "state", "", "the delivery engine's state: a `file` (default <dir>/"+stateFile+"), \"memory\", or a postgres:// URL shared by several agbots")
+	flag.DurationVar(&c.leasePeriod, "lease-period", pgstate.DefaultLeasePeriod, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
 	flag.StringVar(&c.member, "member", "", "this agbot's `id` among the agbots sharing a PostgreSQL state (default <hostname>-<name of -dir>); stable across restarts")
 	flag.StringVar(&c.storeConfig, "store", "", "JSON secret store config `file` (memory, vault or awssm); default an in-memory store")
 	flag.StringVar(&c.preload, "preload", "", "JSON `file` of secrets to write into the memory store at start: {\"<name>\": {\"<key>\": \"<value>\"}}")
@@ -264,7 +265,7 @@ func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State,
 	case c.state == "memory":
 		return delivery.NewMemoryState(), identity.NewMemoryCertStore(), "memory", nil
 	case strings.HasPrefix(c.state, "postgres://") || strings.HasPrefix(c.state, "postgresql://"):
-		st, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, Logger: log})
+		st, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, LeasePeriod: c.leasePeriod, Logger: log})
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("opening the PostgreSQL state: %w", err)
 		}
