@@ -166,7 +166,7 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		log.Error("could not register the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
 		return
 	}
-	log.Info("agreement made; the delivery engine proposes it", slog.String("agreement", id), slog.Int("services", len(bindings)),
+	log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
 		slog.Any("secrets", delivery.StoreNames(bindings)))
 }
 

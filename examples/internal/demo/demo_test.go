@@ -195,3 +195,26 @@ func TestNewLogger(t *testing.T) {
 	_, err = demo.NewLogger(&buf, "loud")
 	assert.Error(t, err)
 }
+
+// The hub CA is made once, kept in two 0600 files, and the same CA is
+// loaded from them after a restart; one file without the other is refused.
+func TestLoadOrCreateCA(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	ca, created, err := demo.LoadOrCreateCA(certPath, keyPath)
+	require.NoError(t, err)
+	assert.True(t, created)
+	for _, p := range []string{certPath, keyPath} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+	again, created, err := demo.LoadOrCreateCA(certPath, keyPath)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.True(t, ca.Certificate().Equal(again.Certificate()), "the same CA after a restart")
+
+	require.NoError(t, os.Remove(keyPath))
+	_, _, err = demo.LoadOrCreateCA(certPath, keyPath)
+	assert.ErrorContains(t, err, "must both exist")
+}
