@@ -37,6 +37,12 @@
 //	                     agreement is delivered by one live agbot at a time,
 //	                     and the others take over the agreements of one that dies
 //
+// Each node has one agreement, whose id is derived from the node, so agbots
+// sharing a state never make two. Its envelope sequences grow within one
+// state: an agent still holding an agreement made with a state that is gone
+// (a deleted state file) refuses the lower sequences of a new one, so such
+// a node needs a fresh agent.
+//
 // With a state file, a restarted agbot (even after kill -9) carries on where
 // it stopped: the agents keep running, publish their certificates again on
 // its new relay, and get every update they lack. Its agreement keys
