@@ -56,6 +56,7 @@ type agbot struct {
 	mu       sync.Mutex
 	agents   map[string]*agentContact // node → its agent
 	narrated map[string]bool          // certificate serials whose verification was narrated
+	cancels  map[string]bool          // agreements the cancel hook was called for
 }
 
 // agentContact is what the agbot knows of a node's agent: the certificate
@@ -111,6 +112,7 @@ func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 		log:      log,
 		agents:   map[string]*agentContact{},
 		narrated: map[string]bool{},
+		cancels:  map[string]bool{},
 	}
 	a.engine, err = delivery.New(delivery.Options{
 		Store:        opts.store,
@@ -175,10 +177,12 @@ func (a *agbot) propose(ctx context.Context, agreementID, node string, target bi
 	a.mu.Lock()
 	a.agents[node] = agent
 	a.mu.Unlock()
+	// Narrated first: the engine may propose the agreement before
+	// Register returns.
+	a.say.sayf("agbot", "registers %s with the delivery engine; it watches %s", agreementID, strings.Join(delivery.StoreNames(bindings), ", "))
 	if err := a.engine.Register(ctx, delivery.Agreement{ID: agreementID, Node: node, Services: bindings}); err != nil {
 		return err
 	}
-	a.say.sayf("agbot", "registered %s with the delivery engine; it watches %s", agreementID, strings.Join(delivery.StoreNames(bindings), ", "))
 	st, err := a.waitInSync(ctx, agreementID)
 	if err != nil {
 		return err
@@ -275,7 +279,17 @@ func (a *agbot) contact(node string) (*agentContact, error) {
 // sends the agent the cancellation until it is acknowledged; an agbot
 // would end the agreement in the exchange here.
 func (a *agbot) cancelled(_ context.Context, agreementID string, c delivery.Cancellation) {
+	a.mu.Lock()
+	a.cancels[agreementID] = true
+	a.mu.Unlock()
 	a.say.sayf("agbot", "engine cancel hook: %s is %s, so %s is cancelled; the engine tells the agent", c.StoreName, c.Kind, agreementID)
+}
+
+// hooked reports whether the cancel hook was called for the agreement.
+func (a *agbot) hooked(agreementID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cancels[agreementID]
 }
 
 func (a *agbot) close() error {

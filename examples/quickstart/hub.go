@@ -201,12 +201,10 @@ func (f *flow) rotate(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	f.say.sayf("agbot", "engine: %s has new content; the agent of %s is to hold it as %s", s.storeName(), f.agreementID, s.service)
-	st, err := f.agbot.waitInSync(ctx, f.agreementID)
-	if err != nil {
+	if _, err := f.agbot.waitInSync(ctx, f.agreementID); err != nil {
 		return err
 	}
-	f.say.sayf("agbot", "engine: %s in sync again after %d attempt(s): the agent acknowledged the new content of %s", f.agreementID, max(st.Attempts, 1), s.service)
+	f.say.sayf("agbot", "engine: its watcher saw new content of %s; %s is in sync again: the agent acknowledged it as %s", s.storeName(), f.agreementID, s.service)
 	return nil
 }
 
@@ -237,7 +235,7 @@ func (f *flow) deleteSecret(ctx context.Context) error {
 	}
 	f.say.sayf("admin", "deleted %s", s.storeName())
 	if err := waitFor(ctx, "the agreement to be cancelled", func() (bool, error) {
-		return f.agent.cancelled(f.agreementID), nil
+		return f.agent.cancelled(f.agreementID) && f.agbot.hooked(f.agreementID), nil
 	}); err != nil {
 		return err
 	}
