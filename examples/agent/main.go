@@ -282,7 +282,7 @@ func (a *agent) keepRegistered(ctx context.Context, up *upstream, bootstrap stri
 			a.log.Error("renewing the certificate", slog.String("err", err.Error()))
 			return
 		}
-		if err := refresher.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := refresher.Run(ctx); ctx.Err() == nil {
 			a.log.Warn("the agbot no longer renews the identity; registering again", slog.String("agbot", up.url), slog.String("err", err.Error()))
 		}
 	}
