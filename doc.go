@@ -6,10 +6,11 @@
 //
 //	vault admin ──writes──▶ secret store (Vault KV / AWS Secrets Manager / memory)
 //	                             ▲   │ Stat/Get (agbot only; agents never touch the store)
-//	deployer ── binding ──▶ agbot: binding.Validate ─▶ agreement.Seal(proposal with secret
-//	                             │                     details, to the agent's certified key)
-//	                             │  secretstore.Watcher: changed / deleted / appeared
-//	                             └▶ agreement outbox: update messages, ACK, retry
+//	deployer ── binding ──▶ agbot: binding.Validate ─▶ delivery.Engine.Register(agreement,
+//	                             │                     bindings resolved to store names)
+//	                             └▶ delivery.Engine: watches the bound secrets, seals proposal,
+//	                                updates and cancellations to the agent's certified key,
+//	                                retries until acknowledged; state in a file or PostgreSQL
 //	                                                  │ (any untrusted transport)
 //	agent: agreement.Open ─▶ agentapi.Store: root-only files, one folder per service
 //	       instance, bind-mounted read-only at /open-horizon-secrets/<secret-name>
@@ -28,8 +29,13 @@
 //   - secretsapi: the agbot's secrets-manager API (Open Horizon's routes, as
 //     hzn uses them) with its authorization policy, the existence route,
 //     deploycheck and /health.
-//   - agreement: keys, sealed envelopes, proposal/update/reply messages, the
-//     update outbox and the secret-to-agreement tracker (agbot side).
+//   - agreement: keys, sealed envelopes, proposal/update/reply messages and
+//     replay protection (both sides).
+//   - agreement/delivery: the agbot's delivery engine, the one component an
+//     agbot embeds: durable, level-triggered delivery of proposals, updates
+//     and cancellations; delivery/boltstate (its embedded state file),
+//     delivery/pgstate (PostgreSQL, shared by several agbots) and
+//     delivery/statetest (the state conformance suite).
 //   - agreement/identity: agent identity certificates the agbot checks before
 //     sealing secrets to an agent.
 //   - agentapi: on-node secret files and the service-facing secrets API, in

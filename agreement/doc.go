@@ -1,7 +1,7 @@
 // Package agreement carries secrets from the agbot to an agent: the
 // messages of the agreement protocol (proposal, update, reply), the keys and
-// sealed envelopes that protect them, replay protection, and on the agbot
-// side the update outbox and the secret-to-agreement tracker.
+// sealed envelopes that protect them, and replay protection. On the agbot,
+// package agreement/delivery uses them to keep every node's secrets current.
 //
 // # Keys
 //
@@ -37,17 +37,15 @@
 // OpenReply do the JSON encoding, validation and type checks around Seal
 // and Open.
 //
-// # Rotation
+// # Delivery
 //
-// ReadProposal reads an agreement's bound secrets (ServiceBinding) into its
-// Proposal and returns the bindings with the content tag of what it read
-// (BoundSecret.Sent), which Tracker.Register takes. On the agbot, a Tracker turns secretstore.Watcher events into secrets
-// updates for exactly the agreements bound to a changed secret, and an
-// Outbox delivers them: a newer update supersedes a pending one, attempts
-// are retried with backoff, and a rejected or unanswered update is recorded
-// without cancelling the agreement. A SealingTransport carries each attempt
-// sealed to the agent over any EnvelopeSender, with an envelope sequence
-// that keeps increasing across restarts; the agent's reply names the update
-// it answers (Reply.InReplyTo), so a late reply to a superseded update is
-// not taken for an answer to the newer one.
+// The agbot side is one component, package agreement/delivery: an agbot
+// embeds one delivery.Engine, registers each agreement with its bindings
+// resolved to store names (binding.Report.Bindings), and the engine seals
+// the proposal and every update and cancellation that follows, with
+// envelope sequences that keep increasing across restarts and takeovers,
+// until the agent acknowledges. The agent's reply names the message it
+// answers (Reply.InReplyTo), so a late reply to a superseded update is not
+// taken for an answer to the newer one. The agent side needs only this
+// package (and agentapi to apply what it opens).
 package agreement

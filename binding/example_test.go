@@ -3,8 +3,6 @@ package binding_test
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -110,48 +108,6 @@ func ExampleParseVaultSecretName() {
 	// node      myorg/node/n7/cert
 	// user+node myorg/user/alice/node/n7/cert
 	// invalid: vault secret name starts with "openhorizon/": give the name relative to the organisation, without the store prefix
-}
-
-// The agbot turns a clean validation into the bindings of the agreement:
-// each service (container) with its secrets' store paths and formats, what
-// agreement.ReadProposal reads and agreement.Tracker.Register tracks.
-func ExampleReport_ServiceBindings() {
-	ctx := context.Background()
-	svc, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
-		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
-		"secrets": {"db_password": {}, "tls_key": {"format": "raw"}},
-		"deployment": {"services": {"web": {"image": "example/web:1"}}}}`))
-	policy, _ := binding.DecodeDeploymentPolicy(strings.NewReader(`{
-		"service": {"name": "com.example.web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
-		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceArch": "amd64",
-			"serviceVersionRange": "[1.0.0,INFINITY)",
-			"secrets": [{"db_password": "user/alice/db"}, {"tls_key": "node/node-1/tls"}]}]}`))
-	store := memory.New()
-	for _, name := range []string{"myorg/user/alice/db", "myorg/node/node-1/tls"} {
-		store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte("v")}}, secretstore.PutOptions{})
-	}
-	catalog, _ := binding.NewCatalog(svc)
-	checker, _ := binding.NewStoreChecker(store, "myorg")
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker})
-	if err != nil {
-		panic(err)
-	}
-
-	bindings, err := report.ServiceBindings("myorg")
-	if err != nil {
-		panic(err) // the report has errors: do not deploy
-	}
-	for _, sb := range bindings {
-		fmt.Println(sb.Service)
-		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
-			b := sb.Secrets[name]
-			fmt.Printf("  %s <- %s (%s)\n", name, b.VaultSecret, b.Format)
-		}
-	}
-	// Output:
-	// myorg/com.example.web@1.0.0[amd64]#web
-	//   db_password <- myorg/user/alice/db (json)
-	//   tls_key <- myorg/node/node-1/tls (raw)
 }
 
 // With enableNodeLevelSecrets a binding resolves per node: the node's own

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -220,8 +218,8 @@ type Report struct {
 	// their whole dependency trees), in visiting order.
 	Services []ServiceRef `json:"services,omitempty"`
 	// Resolved lists the bindings that apply, with valid vault secret names.
-	// The agbot copies their secrets into the agreement proposal (see
-	// ServiceBindings).
+	// The agbot resolves them per node (Bindings) and registers them with
+	// its delivery engine.
 	Resolved []ResolvedBinding `json:"resolved,omitempty"`
 	// ExistenceChecked is false when no ExistenceChecker was given, so
 	// missing vault secrets were not looked for.
@@ -266,49 +264,6 @@ func (r *Report) Err() error {
 		return &ValidationError{Problems: errs}
 	}
 	return nil
-}
-
-// ServiceBindings returns the resolved bindings grouped by service
-// (container), each vault secret named by its store path in organisation
-// org (VaultSecretName.StorePath): what agreement.ReadProposal reads into an
-// agreement's proposal and agreement.Tracker.Register tracks. Services come
-// in the order they first appear in Resolved. Every BoundSecret's Sent is
-// zero: it is the tag of the content the agbot reads for the proposal,
-// which agreement.ReadProposal fills in.
-//
-// A report with errors returns the error of Err and no bindings: a
-// deployment that failed validation must not be proposed. An org that is
-// not a single safe path element, a name that makes no valid store path, or
-// one service secret resolved to two different store secrets or formats (a
-// report Validate did not make) is an error matching secretstore.ErrInvalid.
-func (r *Report) ServiceBindings(org string) ([]agreement.ServiceBinding, error) {
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	if err := safename.Check(org); err != nil {
-		return nil, fmt.Errorf("binding: service bindings: %w: organisation %s", secretstore.ErrInvalid, err)
-	}
-	var out []agreement.ServiceBinding
-	index := map[ServiceRef]int{}
-	for _, rb := range r.Resolved {
-		path, err := rb.VaultSecret.StorePath(org)
-		if err != nil {
-			return nil, fmt.Errorf("binding: service bindings: %w: secret %q of %s: %w", secretstore.ErrInvalid, rb.ServiceSecret, refString(rb.Service), err)
-		}
-		i, ok := index[rb.Service]
-		if !ok {
-			i = len(out)
-			index[rb.Service] = i
-			out = append(out, agreement.ServiceBinding{Service: rb.Service, Secrets: map[string]agreement.BoundSecret{}})
-		}
-		bound := agreement.BoundSecret{VaultSecret: path, Format: rb.Format}
-		if prev, dup := out[i].Secrets[rb.ServiceSecret]; dup && prev != bound {
-			return nil, fmt.Errorf("binding: service bindings: %w: secret %q of %s is resolved to store secret %q (format %q) and to %q (format %q)",
-				secretstore.ErrInvalid, rb.ServiceSecret, refString(rb.Service), prev.VaultSecret, prev.Format, path, rb.Format)
-		}
-		out[i].Secrets[rb.ServiceSecret] = bound
-	}
-	return out, nil
 }
 
 // ValidationError lists the errors of a report.

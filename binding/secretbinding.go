@@ -12,7 +12,7 @@ import (
 
 // ServiceRef identifies a service version and, where it matters, one of its
 // containers. It is agreement.ServiceRef, so resolved bindings feed
-// agreement proposals and the tracker without conversion.
+// agreement proposals and the delivery engine without conversion.
 type ServiceRef = agreement.ServiceRef
 
 // refString writes a service the Open Horizon way, "org/url_version_arch",

@@ -229,7 +229,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 
 	agbotArgs := []string{"-listen", "127.0.0.1:0", "-addr-file", filepath.Join(dir, "agbot.url"), "-dir", agbotDir,
 		"-deployment", filepath.Join("agbot", "deployment.json"), "-watch-interval", "1s", "-update-backoff", "1s",
-		"-reply-timeout", "20s", "-log-level", "debug"}
+		"-reply-timeout", "20s", "-max-backoff", "2s", "-grace", "0s", "-log-level", "debug"}
 	if b.storeConfig != "" {
 		agbotArgs = append(agbotArgs, "-store", b.storeConfig)
 	}
@@ -268,7 +268,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	assert.JSONEq(t, `{"`+serviceSecret+`":{"details":"`+base64.StdEncoding.EncodeToString([]byte(first))+`"}}`, string(body))
 
-	// Rotated: watcher, tracker and outbox deliver an update; the service
+	// Rotated: the agbot's delivery engine delivers an update; the service
 	// sees it in GET /secrets, fetches it and acknowledges it.
 	require.NoError(t, adm.put(ctx, storeName, second))
 	waitFor(t, "the service to fetch the update", serviceSaw("update "+serviceSecret+" "+shortHash(second)), procs...)
@@ -309,7 +309,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	require.NoError(t, err)
 	assert.False(t, health.LastVaultInteractionTime().IsZero())
 
-	// Deleted: the tracker cancels the agreement; the agent wipes the
+	// Deleted: the engine cancels the agreement; the agent wipes the
 	// instance and withdraws its environment.
 	require.NoError(t, adm.del(ctx, storeName))
 	instanceDir := filepath.Join(agentDir, "secrets", "instances", instance)
@@ -338,7 +338,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 		b, err := os.ReadFile(filepath.Join(agentDir, "secrets", "instances", instance, serviceSecret))
 		return err == nil && string(b) == fourth
 	}, procs...)
-	assert.Contains(t, agbot.stderr.String(), "the node's agent has new keys; replacing its agreement")
+	assert.Contains(t, agbot.stderr.String(), "the node's agent has new keys; the engine proposes its agreement again")
 	waitFor(t, "the new agent to write the environment", func() bool {
 		env, err = demo.ReadEnv(envFile)
 		return err == nil
@@ -351,6 +351,9 @@ func runThreeProcesses(t *testing.T, b backend) {
 	for _, p := range []*proc{service, agent, agbot} {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
+	// No file of the agbot's, its delivery state file included, holds a
+	// value, after a whole flow at debug level.
+	assertNoValueInDir(t, agbotDir, first, second, third, fourth)
 	// Nothing the programs printed or logged holds a value or a token, in
 	// any encoding.
 	bootstrapToken, err := demo.ReadToken(filepath.Join(agbotDir, "bootstrap-token"))

@@ -26,9 +26,10 @@ const maxContentTagSize = 1024
 // have equal tags exactly when they show the same revision; compare tags
 // with ==. The zero ContentTag means "unknown".
 //
-// An agbot takes the tag of each secret it seals into a proposal
-// (Secret.ContentTag on what it read) and gives it to the agreement tracker,
-// which then knows whether the agent has the content the store holds now.
+// The agbot's delivery engine (package agreement/delivery) keeps the tag of
+// each secret it seals into a message (Secret.ContentTag on what it read)
+// and of what the agent acknowledged, so it knows whether the agent has the
+// content the store holds now. It keeps tags, never values.
 //
 // A checksum tag can be used to test guesses of a low-entropy value, so it
 // is treated like a password hash: every printed form (fmt verbs, String,

@@ -342,8 +342,8 @@ type WatcherOptions struct {
 // A name's first observation only sets its baseline: a rotation between a
 // caller's own read and that observation is not reported as Changed.
 // Callers that know which content they used compare its ContentTag with
-// Observed (the agreement tracker does, for agreements registered with the
-// tags they were sent).
+// Observed (the delivery engine, package agreement/delivery, keeps the tags
+// its agents acknowledged).
 //
 // Run delivers each cycle by calling a handler on the watcher's own
 // goroutine, with no lock held: the handler may call Watch, Unwatch,
@@ -480,8 +480,8 @@ func (w *Watcher) Names() []string {
 
 // Observed returns the content tag of name's last observation, if name is
 // watched and that observation found it present: the version, or for a
-// store without versions a checksum that prints redacted. It is what the
-// agreement tracker compares with the content an agreement was sent, and
+// store without versions a checksum that prints redacted. It is what an
+// agbot compares with the content an agreement's agent acknowledged, and
 // is kept out of Events on purpose. A handler called by Run sees the tags
 // of the cycle it handles.
 func (w *Watcher) Observed(name string) (ContentTag, bool) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -29,7 +32,7 @@ func put(t *testing.T, store *secretstore.Store, name, value string) {
 }
 
 // The sample deployment loads, validates against the store, and resolves
-// to the bindings the tracker and the proposal use; while its secret is
+// to the bindings the delivery engine is given; while its secret is
 // missing, that is the only problem.
 func TestSampleDeployment(t *testing.T) {
 	dep, err := loadDeployment("deployment.json")
@@ -52,11 +55,11 @@ func TestSampleDeployment(t *testing.T) {
 	put(t, store, "myorg/web/api-key", "v")
 	report = validate()
 	require.True(t, report.OK(), "%v", report.Problems)
-	bindings, err := report.ServiceBindings(dep.org)
+	bindings, err := report.Bindings(dep.org, "node-1")
 	require.NoError(t, err)
-	assert.Equal(t, []agreement.ServiceBinding{{
+	assert.Equal(t, []binding.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"},
-		Secrets: map[string]agreement.BoundSecret{"api_key": {VaultSecret: "myorg/web/api-key", Format: agreement.FormatRaw}},
+		Secrets: map[string]binding.BoundSecret{"api_key": {StoreNames: []string{"myorg/web/api-key"}, Format: agreement.FormatRaw}},
 	}}, bindings)
 }
 
@@ -253,4 +256,36 @@ func FuzzDeploymentFile(f *testing.F) {
 		require.NotEmpty(t, d.org)
 		require.NotNil(t, d.catalog)
 	})
+}
+
+// -state picks the delivery engine's state: the file in -dir by default
+// (with the identity records in it), another file, or memory.
+func TestOpenState(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	cases := []struct {
+		state, file string
+		memory      bool
+	}{
+		{state: "", file: filepath.Join(dir, stateFile)},
+		{state: filepath.Join(dir, "elsewhere", "state.db"), file: filepath.Join(dir, "elsewhere", "state.db")},
+		{state: "memory", memory: true},
+	}
+	for _, c := range cases {
+		t.Run(c.state, func(t *testing.T) {
+			st, certs, desc, err := openState(t.Context(), config{dir: dir, state: c.state}, log)
+			require.NoError(t, err)
+			defer st.Close()
+			_, isMemory := st.(*delivery.MemoryState)
+			assert.Equal(t, c.memory, isMemory)
+			_, memCerts := certs.(*identity.MemoryCertStore)
+			assert.Equal(t, c.memory, memCerts, "a state file keeps the identity records too")
+			if c.file != "" {
+				assert.Equal(t, c.file, desc)
+				fi, err := os.Stat(c.file)
+				require.NoError(t, err)
+				assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+			}
+		})
+	}
 }

@@ -20,16 +20,39 @@
 //
 // When an agent publishes its identity certificate on the relay, the agbot
 // verifies it, validates the deployment (binding.Validate, with the store
-// checking that bound secrets exist), and seals a proposal carrying the
-// secrets to the agent's certified key. A watcher polls the store; the
-// tracker turns a rotation into a sealed update, which the outbox delivers
-// until the agent replies, and a deleted secret into a cancellation.
+// checking that bound secrets exist), and registers an agreement with its
+// delivery engine (package agreement/delivery): the engine seals the
+// proposal to the agent's certified key, polls the store, and delivers
+// rotations as sealed updates and revocations as cancellations, retrying
+// until the agent acknowledges, for as long as the agreement exists.
+//
+// The engine's state (what each agent was sent and acknowledged: store
+// names and content tags, never values) is in -state:
+//
+//	-state FILE          an embedded, crash-safe file (default <dir>/agbot-state.db),
+//	                     which also keeps the hub's identity records
+//	-state memory        in memory: lost when the agbot stops
+//	-state postgres://…  PostgreSQL, shared by several agbots (each with its own
+//	                     -member id, the same agreement keys and hub CA): each
+//	                     agreement is delivered by one live agbot at a time,
+//	                     and the others take over the agreements of one that dies
+//
+// Each node has one agreement, whose id is derived from the node, so agbots
+// sharing a state never make two. Its envelope sequences grow within one
+// state: an agent still holding an agreement made with a state that is gone
+// (a deleted state file) refuses the lower sequences of a new one, so such
+// a node needs a fresh agent.
+//
+// With a state file, a restarted agbot (even after kill -9) carries on where
+// it stopped: the agents keep running, publish their certificates again on
+// its new relay, and get every update they lack. Its agreement keys
+// (agbot-keys.pem) and the hub's identity CA (hub-ca.pem, hub-ca-key.pem,
+// 0600) are kept in -dir, so the agents' pinned keys and certificates stay
+// valid.
 //
 // Agents register with a demo attestation keyed by a bootstrap token file
 // the agbot creates and the agent reads: a stand-in for a provider's
-// signed instance identity document. Everything is in memory (identity CA,
-// records, outbox) except the agbot's agreement keys in -dir; restart the
-// agents after restarting the agbot.
+// signed instance identity document.
 package main
 
 import (
@@ -48,6 +71,9 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
@@ -63,6 +89,9 @@ import (
 const (
 	keysFile       = "agbot-keys.pem"
 	publicKeysFile = "agbot.pub"
+	caFile         = "hub-ca.pem"
+	caKeyFile      = "hub-ca-key.pem"
+	stateFile      = "agbot-state.db" // the default -state
 )
 
 type config struct {
@@ -70,8 +99,10 @@ type config struct {
 	storeConfig, preload      string
 	deployment                string
 	adminTokenFile, bootToken string
+	state, member             string
 	watchInterval, backoff    time.Duration
-	replyTimeout, grace       time.Duration
+	maxBackoff, replyTimeout  time.Duration
+	grace, leasePeriod        time.Duration
 	logLevel                  string
 }
 
@@ -79,16 +110,20 @@ func main() {
 	var c config
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:8081", "loopback `address` to serve on (port 0: any free port)")
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the agbot's URL to this `file` once listening")
-	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), default token files")
+	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), the hub's identity CA ("+caFile+", "+caKeyFile+"), default token files and state file")
+	flag.StringVar(&c.state, "state", "", "the delivery engine's state: a `file` (default <dir>/"+stateFile+"), \"memory\", or a postgres:// URL shared by several agbots")
+	flag.DurationVar(&c.leasePeriod, "lease-period", pgstate.DefaultLeasePeriod, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
+	flag.StringVar(&c.member, "member", "", "this agbot's `id` among the agbots sharing a PostgreSQL state (default <hostname>-<name of -dir>); stable across restarts")
 	flag.StringVar(&c.storeConfig, "store", "", "JSON secret store config `file` (memory, vault or awssm); default an in-memory store")
 	flag.StringVar(&c.preload, "preload", "", "JSON `file` of secrets to write into the memory store at start: {\"<name>\": {\"<key>\": \"<value>\"}}")
 	flag.StringVar(&c.deployment, "deployment", "", "deployment `file`: {\"org\", \"services\": [service definitions], \"deploymentPolicy\" or \"pattern\"} (required)")
 	flag.StringVar(&c.adminTokenFile, "admin-token-file", "", "admin token `file`, created if missing (default <dir>/admin-token)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "demo attestation bootstrap token `file` shared with agents, created if missing (default <dir>/bootstrap-token)")
 	flag.DurationVar(&c.watchInterval, "watch-interval", 5*time.Second, "how often the store is polled for rotated and deleted secrets (at least 1s)")
-	flag.DurationVar(&c.backoff, "update-backoff", 2*time.Second, "wait before resending an unanswered update; doubles each time")
+	flag.DurationVar(&c.backoff, "update-backoff", 2*time.Second, "first wait before sending an unanswered message again; doubles each time up to -max-backoff, never gives up")
+	flag.DurationVar(&c.maxBackoff, "max-backoff", time.Minute, "longest wait between two attempts to deliver a message")
 	flag.DurationVar(&c.replyTimeout, "reply-timeout", 10*time.Second, "how long to wait for an agent's reply to a message")
-	flag.DurationVar(&c.grace, "grace", 0, "grace period before cancelling agreements whose secret was deleted")
+	flag.DurationVar(&c.grace, "grace", delivery.DefaultGrace, "how long a bound secret must stay deleted (or forbidden, while others read fine) before its agreements are cancelled; 0: at once")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agbot -deployment deployment.json [flags]",
 		"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
@@ -106,6 +141,9 @@ func run(c config, log *slog.Logger) error {
 	}
 	if c.bootToken == "" {
 		c.bootToken = filepath.Join(c.dir, "bootstrap-token")
+	}
+	if c.member == "" {
+		c.member = defaultMember(c.dir)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,54 +182,59 @@ func run(c config, log *slog.Logger) error {
 		}
 	}
 
-	a := &agbot{
-		log: log, dep: dep, keys: keys,
-		reader:       secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: 5 * time.Second}),
-		seq:          demo.NewSequencer(),
-		replies:      agreement.NewMemoryReplayGuard(),
-		replyTimeout: c.replyTimeout,
-		retryDelay:   c.backoff,
-		attempts:     5,
-		ctx:          ctx,
-		byNode:       map[relay.Node]string{},
-		deploying:    map[relay.Node]bool{},
-		agreements:   map[string]*agreementState{},
-	}
-	if a.checker, err = binding.NewStoreChecker(monitor, dep.org); err != nil {
+	ca, createdCA, err := demo.LoadOrCreateCA(filepath.Join(c.dir, caFile), filepath.Join(c.dir, caKeyFile))
+	if err != nil {
 		return err
 	}
-	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
-		Config: secretstore.WatcherConfig{Interval: c.watchInterval}, Logger: log,
+	st, certs, stateDesc, err := openState(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}}
+	grace := c.grace
+	if grace == 0 {
+		grace = delivery.NoGrace
+	}
+	a.engine, err = delivery.New(delivery.Options{
+		Store:        store,
+		State:        st,
+		Keys:         keys,
+		Agents:       a,
+		Transport:    a,
+		OnCancel:     a.onCancel,
+		OnReady:      a.onReady,
+		Interval:     c.watchInterval,
+		Grace:        grace,
+		ReplyTimeout: c.replyTimeout,
+		InitialDelay: c.backoff,
+		MaxDelay:     c.maxBackoff,
+		Member:       c.member,
+		Logger:       log,
 	})
 	if err != nil {
 		return err
 	}
-	transport, err := agreement.NewSealingTransport(agreement.SealingTransportOptions{
-		Keys: keys, AgentKeys: a.agentKeys, Sender: a, ReplyGuard: a.replies,
-	})
+	agreements, err := a.count(ctx)
 	if err != nil {
+		return fmt.Errorf("reading the agreements in the state: %w", err)
+	}
+	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), dep.org); err != nil {
 		return err
 	}
-	outbox, err := agreement.NewOutbox(ctx, transport, agreement.OutboxOptions{Backoff: c.backoff, Logger: log})
-	if err != nil {
-		return err
-	}
-	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
-		Reader: a.reader, Watcher: watcher, Outbox: outbox,
-		Cancel: a.cancel, Retry: a.retry, GracePeriod: c.grace, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-	defer a.tracker.Close()
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor(bootstrap), Logger: log})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
 	if err != nil {
 		return err
 	}
 	a.verifier = issuer.Verifier()
-	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: keys, Logger: log})
+	// Message ids from the clock: a restarted agbot's relay hands out ids
+	// above those of the one before, which agents that kept running still
+	// poll after.
+	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: keys,
+		FirstID: uint64(time.Now().UnixMicro()), Logger: log})
 
-	handler, err := newMux(a, issuer, monitor, adminToken, log)
+	handler, err := newMux(a, issuer, a.engine.Store(), adminToken, log)
 	if err != nil {
 		return err
 	}
@@ -200,21 +243,62 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("agbot serving", slog.String("url", srv.URL), slog.String("store", cfg.Type), slog.String("org", dep.org),
+		slog.String("state", stateDesc), slog.Int("agreements", agreements), slog.Bool("new_hub_ca", createdCA),
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
-	done := make(chan struct{}, 2)
+	done := make(chan struct{})
 	go func() {
-		watcher.Run(ctx, func(ctx context.Context, c secretstore.Cycle) { a.tracker.HandleEvents(ctx, c.Events) })
-		done <- struct{}{}
+		defer close(done)
+		if err := a.engine.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("the delivery engine stopped", slog.String("err", err.Error()))
+		}
 	}()
-	go func() { outbox.Run(ctx); done <- struct{}{} }()
 	<-ctx.Done()
 	log.Info("agbot stopping")
 	err = srv.Shutdown()
 	<-done
-	<-done
 	a.wait()
 	return err
+}
+
+// openState opens the delivery engine's state that -state names, and the
+// identity records kept with it: in the state file, or in memory (an
+// agbot sharing PostgreSQL keeps them per process, so an agent registers
+// with each agbot it uses). It returns a description for the log, without
+// credentials.
+func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State, identity.CertStore, string, error) {
+	switch {
+	case c.state == "memory":
+		return delivery.NewMemoryState(), identity.NewMemoryCertStore(), "memory", nil
+	case strings.HasPrefix(c.state, "postgres://") || strings.HasPrefix(c.state, "postgresql://"):
+		st, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, LeasePeriod: c.leasePeriod, Logger: log})
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("opening the PostgreSQL state: %w", err)
+		}
+		return st, identity.NewMemoryCertStore(), "postgresql (member " + c.member + ")", nil
+	}
+	path := c.state
+	if path == "" {
+		path = filepath.Join(c.dir, stateFile)
+	}
+	st, err := boltstate.Open(path, boltstate.Options{Logger: log})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("opening the state file: %w", err)
+	}
+	return st, st.CertStore(), path, nil
+}
+
+// defaultMember is the -member default: the host name and the name of the
+// state directory, which stay the same when the agbot restarts.
+func defaultMember(dir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "agbot"
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return host + "-" + filepath.Base(dir)
 }
 
 // newMux routes the agbot's APIs.
@@ -247,7 +331,7 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 	mux.Handle(secretsapi.DeployCheckPath, secrets)
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)
-	mux.Handle(adminPathPrefix, &adminHandler{store: store, reader: a.reader, token: adminToken, log: log})
+	mux.Handle(adminPathPrefix, &adminHandler{store: store, token: adminToken, log: log})
 	return mux, nil
 }
 

@@ -20,16 +20,26 @@ import (
 
 // agent handles the agbot's messages for one node.
 type agent struct {
-	log      *slog.Logger
-	node     relay.Node
+	log       *slog.Logger
+	node      relay.Node
+	upstreams []*upstream
+	store     *agentapi.Store
+	tokens    *agentapi.TokenTable // the store's: removing an instance revokes its token
+	receiver  *agentapi.Receiver
+	envDir    string
+	apiURL    string
+}
+
+// upstream is one agbot the agent takes messages from: its relay, and the
+// identity certificate it issued. Agbots that share a PostgreSQL state
+// each keep their own identity records, so the agent registers with each
+// (they share the hub CA and the agreement keys the agent pins).
+type upstream struct {
+	url      string
 	relay    *relay.Client
 	identity *identity.Agent
-	store    *agentapi.Store
-	tokens   *agentapi.TokenTable // the store's: removing an instance revokes its token
-	receiver *agentapi.Receiver
-	envDir   string
-	apiURL   string
 
+	// Used by poll only.
 	published *x509.Certificate // the certificate last published on the relay
 	after     uint64            // the id of the last relay message handled
 }
@@ -40,8 +50,7 @@ type agentOptions struct {
 	keys      *agreement.PrivateKeys
 	agbotKeys *agreement.PublicKeys // pinned: the only sender accepted
 	node      relay.Node
-	relay     *relay.Client
-	identity  *identity.Agent
+	upstreams []*upstream
 	envDir    string
 }
 
@@ -50,7 +59,7 @@ type agentOptions struct {
 // seals the reply; the agent assigns instances and hands each its
 // environment file.
 func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions) (*agent, error) {
-	a := &agent{log: o.log, node: o.node, relay: o.relay, identity: o.identity, store: store, tokens: tokens, envDir: o.envDir}
+	a := &agent{log: o.log, node: o.node, upstreams: o.upstreams, store: store, tokens: tokens, envDir: o.envDir}
 	var err error
 	a.receiver, err = agentapi.NewReceiver(store, agentapi.ReceiverOptions{
 		Keys: o.keys, Agbot: o.agbotKeys, Assign: assign, Provision: a.provisionAll, Logger: o.log,
@@ -89,32 +98,12 @@ func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() err
 	return ess.URL, ess.Shutdown, nil
 }
 
-// poll publishes the current certificate when it changed and handles the
-// relay's messages, every interval until ctx ends.
+// poll publishes the current certificate on each agbot's relay when it
+// changed and handles the relays' messages, every interval until ctx ends.
 func (a *agent) poll(ctx context.Context, interval time.Duration) {
 	for {
-		if cert := a.identity.Certificate(); cert != a.published {
-			chain := identity.EncodeCertificatesPEM(a.identity.CertificateChain()...)
-			if err := a.relay.PublishCertificate(ctx, a.node, chain); err != nil {
-				a.log.Warn("publishing the certificate failed; retrying", slog.String("err", err.Error()))
-			} else {
-				a.published = cert
-				a.log.Info("certificate published on the relay", slog.String("serial", cert.SerialNumber.Text(16)))
-			}
-		}
-		for ctx.Err() == nil {
-			m, ok, err := a.relay.Next(ctx, a.node, a.after)
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn("polling the relay failed", slog.String("err", err.Error()))
-				}
-				break
-			}
-			if !ok {
-				break
-			}
-			a.after = m.ID
-			a.handle(ctx, m)
+		for _, up := range a.upstreams {
+			a.pollOne(ctx, up)
 		}
 		if !demo.Sleep(ctx, interval) {
 			return
@@ -122,10 +111,53 @@ func (a *agent) poll(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// pollOne publishes the certificate on one agbot's relay if needed and
+// handles the messages waiting there.
+func (a *agent) pollOne(ctx context.Context, up *upstream) {
+	log := a.log
+	if len(a.upstreams) > 1 {
+		log = log.With(slog.String("agbot", up.url))
+	}
+	cert := up.identity.Certificate()
+	if cert == nil {
+		return // not registered with this agbot (yet)
+	}
+	if cert != up.published {
+		chain := identity.EncodeCertificatesPEM(up.identity.CertificateChain()...)
+		if err := up.relay.PublishCertificate(ctx, a.node, chain); err != nil {
+			log.Warn("publishing the certificate failed; retrying", slog.String("err", err.Error()))
+		} else {
+			up.published = cert
+			log.Info("certificate published on the relay", slog.String("serial", cert.SerialNumber.Text(16)))
+		}
+	}
+	for ctx.Err() == nil {
+		m, ok, certified, err := up.relay.Poll(ctx, a.node, up.after)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("polling the relay failed", slog.String("err", err.Error()))
+			}
+			return
+		}
+		if !certified && up.published != nil {
+			// The agbot restarted: its relay no longer holds the
+			// certificate, and the agbot can seal nothing to this agent
+			// until it is published again.
+			log.Info("the relay holds no certificate for this node (the agbot restarted); publishing it again")
+			up.published = nil
+		}
+		if !ok {
+			return
+		}
+		up.after = m.ID
+		a.handle(ctx, up, m)
+	}
+}
+
 // handle opens one message, applies it and replies. Messages that do not
 // open (not from the pinned agbot, not for this agent, altered, replayed)
 // are logged and dropped without a reply.
-func (a *agent) handle(ctx context.Context, m relay.Message) {
+func (a *agent) handle(ctx context.Context, up *upstream, m relay.Message) {
 	got, err := a.receiver.Receive(ctx, m.Envelope)
 	switch {
 	case errors.Is(err, agreement.ErrReplay):
@@ -149,7 +181,7 @@ func (a *agent) handle(ctx context.Context, m relay.Message) {
 	if got.Kind == agreement.UpdateKindCancel && got.Err == nil {
 		a.log.Info("agreement cancelled; instances wiped", slog.String("agreement", h.AgreementID), slog.Any("instances", got.Removed))
 	}
-	if err := a.relay.Reply(ctx, m.ID, got.Reply); err != nil {
+	if err := up.relay.Reply(ctx, m.ID, got.Reply); err != nil {
 		a.log.Warn("replying failed; the agbot will resend", slog.String("agreement", h.AgreementID), slog.String("err", err.Error()))
 		return
 	}

@@ -78,7 +78,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
 	f.agent, err = newAgent(store, tokens, agentOptions{
-		log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, relay: client, identity: id, envDir: f.envDir,
+		log: log, keys: agentKeys, agbotKeys: agbotKeys.Public(), node: node, upstreams: []*upstream{{url: srv.URL, relay: client, identity: id}}, envDir: f.envDir,
 	})
 	require.NoError(t, err)
 	f.agent.apiURL = "http://127.0.0.1:1"
@@ -93,7 +93,7 @@ func (f *fixture) deliver(envelope []byte) (agreement.Reply, bool) {
 	id, replies, err := f.relay.Post(node, envelope)
 	require.NoError(f.t, err)
 	defer f.relay.Done(id)
-	f.agent.handle(f.t.Context(), relay.Message{ID: id, Envelope: envelope})
+	f.agent.handle(f.t.Context(), f.agent.upstreams[0], relay.Message{ID: id, Envelope: envelope})
 	select {
 	case b := <-replies:
 		_, r, err := agreement.OpenReply(f.t.Context(), f.agbot, f.keys.Public(), b, f.guard)
@@ -225,7 +225,7 @@ func TestAgentIgnoresUntrustedMessages(t *testing.T) {
 
 	for name, env := range map[string][]byte{"not from the agbot": forged, "altered": tampered, "not an envelope": []byte("hello")} {
 		t.Run(name, func(t *testing.T) {
-			f.agent.handle(t.Context(), relay.Message{ID: 1, Envelope: env})
+			f.agent.handle(t.Context(), f.agent.upstreams[0], relay.Message{ID: 1, Envelope: env})
 			assert.Contains(t, f.logs.String(), "ignoring a message that does not open")
 			assert.Empty(t, f.agent.store.InstanceIDs())
 			entries, err := os.ReadDir(f.envDir)

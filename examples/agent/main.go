@@ -6,10 +6,15 @@
 //	agent -agbot http://127.0.0.1:8081 -agbot-keys agbot-state/agbot.pub \
 //	      -bootstrap-token-file agbot-state/bootstrap-token -node node-1
 //
+// With -agbot URL1,URL2 (agbots sharing a PostgreSQL state) it registers
+// with each and takes messages from each: when one agbot dies, another
+// takes over its agreements and reaches the agent through its own relay.
+//
 // It loads or generates its agreement keys (a 0600 file in -dir), registers
 // its identity with the agbot (demo attestation from the bootstrap token),
-// keeps the certificate renewed and published on the agbot's relay, and
-// polls the relay for sealed messages: it opens proposals and updates with
+// keeps the certificate renewed and published on the agbot's relay (again
+// when a restarted agbot's relay no longer holds it), and polls the relay
+// for sealed messages: it opens proposals and updates with
 // its keys (only messages signed by the pinned agbot keys open), applies
 // them to the on-node store (agentapi: one root-only directory per service
 // instance), and posts a sealed reply. A cancellation wipes the instance.
@@ -45,6 +50,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -76,7 +83,7 @@ func main() {
 	if agbotURL == "" {
 		agbotURL = "http://127.0.0.1:8081"
 	}
-	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set)")
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set); several, comma-separated, for agbots sharing a PostgreSQL state: the agent registers with each and takes messages from each")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
 	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
@@ -143,17 +150,22 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
-	relayClient, err := relay.NewClient(c.agbotURL, nil)
-	if err != nil {
-		return err
-	}
-	hub, err := identity.NewClient(identity.ClientOptions{BaseURL: c.agbotURL + "/identity"})
-	if err != nil {
-		return err
-	}
-	id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: hub, Logger: log}))
-	if err != nil {
-		return err
+	var upstreams []*upstream
+	for _, u := range strings.Split(c.agbotURL, ",") {
+		u = strings.TrimSpace(u)
+		relayClient, err := relay.NewClient(u, nil)
+		if err != nil {
+			return err
+		}
+		hub, err := identity.NewClient(identity.ClientOptions{BaseURL: u + "/identity"})
+		if err != nil {
+			return err
+		}
+		id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: hub, Logger: log}))
+		if err != nil {
+			return err
+		}
+		upstreams = append(upstreams, &upstream{url: u, relay: relayClient, identity: id})
 	}
 
 	tokens := &agentapi.TokenTable{}
@@ -168,7 +180,7 @@ func run(c config, log *slog.Logger) error {
 	defer store.Close()
 	a, err := newAgent(store, tokens, agentOptions{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
-		relay: relayClient, identity: id, envDir: c.envDir,
+		upstreams: upstreams, envDir: c.envDir,
 	})
 	if err != nil {
 		return err
@@ -194,20 +206,34 @@ func run(c config, log *slog.Logger) error {
 	}
 	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", profile.String()), slog.String("instance", me.String()))
 
-	if err := a.register(ctx, bootstrap, me); err != nil {
-		return err
-	}
-	refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: id, Logger: log})
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		if err := refresher.Run(ctx); !errors.Is(err, context.Canceled) {
-			cancel(fmt.Errorf("identity lost, restart the agent to register again: %w", err))
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	if len(upstreams) == 1 {
+		up := upstreams[0]
+		if err := a.register(ctx, up, bootstrap, me, 10); err != nil {
+			return err
 		}
-	}()
+		refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: up.identity, Logger: log})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := refresher.Run(ctx); !errors.Is(err, context.Canceled) {
+				cancel(fmt.Errorf("identity lost, restart the agent to register again: %w", err))
+			}
+		})
+	} else {
+		// Several agbots sharing a PostgreSQL state: the agent stays
+		// registered with each; one that is down (or restarted and
+		// forgot the agent) does not stop it.
+		for _, up := range upstreams {
+			wg.Go(func() { a.keepRegistered(ctx, up, bootstrap, me) })
+		}
+	}
 	a.poll(ctx, c.poll)
+	cancel(nil)
+	wg.Wait()
 	log.Info("agent stopping")
 	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
 		return err
@@ -220,23 +246,44 @@ func run(c config, log *slog.Logger) error {
 // socket, as Open Horizon's agent serves its ESS API, with a certificate
 // in <dir>/ess for services to trust. It returns the API's base URL.
 
-// register registers the agent's identity, retrying while the agbot is
-// not reachable, and publishes the certificate on the relay.
-func (a *agent) register(ctx context.Context, bootstrap string, me identity.Identity) error {
+// register registers the agent's identity with one agbot, retrying while
+// the agbot is not reachable, at most attempts times (0: until ctx ends).
+// The poll loop publishes the certificate on the relay.
+func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me identity.Identity, attempts int) error {
 	delay := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		cert, err := a.identity.Register(ctx, demo.Attest(bootstrap, me, time.Now()))
+		cert, err := up.identity.Register(ctx, demo.Attest(bootstrap, me, time.Now()))
 		if err == nil {
-			a.log.Info("identity registered", slog.String("serial", cert.SerialNumber.Text(16)), slog.Time("not_after", cert.NotAfter))
+			a.log.Info("identity registered", slog.String("agbot", up.url), slog.String("serial", cert.SerialNumber.Text(16)), slog.Time("not_after", cert.NotAfter))
 			return nil
 		}
-		if attempt == 10 || errors.Is(err, identity.ErrForbidden) || errors.Is(err, identity.ErrInvalid) {
+		if attempt == attempts || attempts > 0 && (errors.Is(err, identity.ErrForbidden) || errors.Is(err, identity.ErrInvalid)) {
 			return fmt.Errorf("registering the identity: %w", err)
 		}
-		a.log.Warn("registering the identity failed; retrying", slog.String("err", err.Error()))
+		a.log.Warn("registering the identity failed; retrying", slog.String("agbot", up.url), slog.String("err", err.Error()))
 		if !demo.Sleep(ctx, delay) {
 			return ctx.Err()
 		}
 		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// keepRegistered keeps the agent registered with one of several agbots
+// until ctx ends: it registers, keeps the certificate renewed, and
+// registers again when the agbot no longer renews it (it restarted without
+// the agent's identity record).
+func (a *agent) keepRegistered(ctx context.Context, up *upstream, bootstrap string, me identity.Identity) {
+	for ctx.Err() == nil {
+		if err := a.register(ctx, up, bootstrap, me, 0); err != nil {
+			return
+		}
+		refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: up.identity, Logger: a.log})
+		if err != nil {
+			a.log.Error("renewing the certificate", slog.String("err", err.Error()))
+			return
+		}
+		if err := refresher.Run(ctx); ctx.Err() == nil {
+			a.log.Warn("the agbot no longer renews the identity; registering again", slog.String("agbot", up.url), slog.String("err", err.Error()))
+		}
 	}
 }

@@ -7,46 +7,60 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http/httptest"
-	"slices"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
+// Delivery settings of the demo: the shortest watcher interval allowed, so
+// the demo sees changes at once (a real agbot polls every minute or so, the
+// default), short retry delays, and no grace before a deleted secret
+// cancels its agreements (a real agbot keeps the default of a few minutes,
+// so that a secret deleted by mistake can be restored in time).
+const (
+	watchInterval = time.Second
+	replyTimeout  = 2 * time.Second
+	initialDelay  = 100 * time.Millisecond
+	maxDelay      = time.Second
+)
+
+// stateFile is the agbot's delivery state, in the run's work directory.
+const stateFile = "agbot-state.db"
+
 // agbot is the hub's agreement bot, the only party that reads the secret
-// store. It serves the existence API deployers validate against, verifies
-// an agent's identity certificate before sealing anything to it, proposes
-// agreements, and keeps their secrets current: watcher → tracker → outbox.
+// store. It serves the existence API deployers validate against, and embeds
+// one delivery engine, which verifies an agent's identity certificate before
+// sealing anything to it, proposes agreements and keeps their secrets
+// current until they end.
 type agbot struct {
 	keys     *agreement.PrivateKeys
-	monitor  *secretstore.Store  // its LastSuccess feeds /health "lastVaultInteraction"
-	reader   *secretstore.Reader // N agreements over M secrets cost O(M) reads
 	checker  *binding.StoreChecker
 	resolver binding.Resolver
 	verifier *identity.Verifier
-	watcher  *secretstore.Watcher
-	tracker  *agreement.Tracker
-	outbox   *agreement.Outbox
-	replies  *agreement.MemoryReplayGuard
+	state    *boltstate.State
+	engine   *delivery.Engine
 	api      *httptest.Server
 	say      *narrator
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	agents map[string]*agentContact // agreement id → its agent
+	mu       sync.Mutex
+	agents   map[string]*agentContact // node → its agent
+	narrated map[string]bool          // certificate serials whose verification was narrated
+	cancels  map[string]bool          // agreements the cancel hook was called for
 }
 
-// agentContact is what the agbot knows of an agreement's agent: the
-// certificate chain it published (re-verified before every seal) and how
-// to reach it.
+// agentContact is what the agbot knows of a node's agent: the certificate
+// chain it published (re-verified before every seal) and how to reach it.
 type agentContact struct {
 	chain    []*x509.Certificate
 	endpoint agentEndpoint
@@ -54,11 +68,9 @@ type agentContact struct {
 
 // agentEndpoint is how the agbot reaches an agent: through the exchange.
 type agentEndpoint interface {
-	// Receive hands the agent a sealed proposal or update and returns its
-	// sealed reply.
+	// Receive hands the agent a sealed proposal or update (a cancellation
+	// is an update too) and returns its sealed reply.
 	Receive(ctx context.Context, envelope []byte) (reply []byte, err error)
-	// Cancel ends an agreement: the agent removes its services' secrets.
-	Cancel(ctx context.Context, agreementID string) error
 }
 
 type agbotOptions struct {
@@ -67,71 +79,64 @@ type agbotOptions struct {
 	resolver binding.Resolver // the exchange's service definitions
 	// authenticate checks a deployer's credentials for the agbot's API.
 	authenticate secretsapi.Authenticator
-	say          *narrator
-	logger       *slog.Logger
+	// dir holds the agbot's delivery state file.
+	dir    string
+	say    *narrator
+	logger *slog.Logger
 }
 
-func newAgbot(ctx context.Context, opts agbotOptions) (*agbot, error) {
+func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	log := opts.logger.With("component", "agbot")
 	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
 	if err != nil {
 		return nil, err
 	}
-	monitor := opts.store
-	checker, err := binding.NewStoreChecker(monitor, org)
+	// The engine's durable memory: what each agent was sent and
+	// acknowledged (store names and content tags, never values), in one
+	// crash-safe file.
+	state, err := boltstate.Open(filepath.Join(opts.dir, stateFile), boltstate.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	// The shortest interval allowed, so the demo sees changes at once; a
-	// real agbot polls every minute or so (the default).
-	interval, err := secretstore.NewWatcherConfig("1s")
-	if err != nil {
-		return nil, err
-	}
-	// The watcher gets the store, not the reader: a cache would hide
-	// fresh data from it.
-	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{Config: interval, Logger: log})
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			state.Close()
+		}
+	}()
 	a := &agbot{
 		keys:     keys,
-		monitor:  monitor,
-		reader:   secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: 30 * time.Second}),
-		checker:  checker,
 		resolver: opts.resolver,
 		verifier: opts.verifier,
-		watcher:  watcher,
-		replies:  agreement.NewMemoryReplayGuard(),
+		state:    state,
 		say:      opts.say,
 		log:      log,
 		agents:   map[string]*agentContact{},
+		narrated: map[string]bool{},
+		cancels:  map[string]bool{},
 	}
-	// The outbox's updates travel sealed: for each attempt the transport
-	// seals the update to the agent's verified keys, sends it over the
-	// exchange and opens the agent's sealed reply.
-	transport, err := agreement.NewSealingTransport(agreement.SealingTransportOptions{
-		Keys: keys, AgentKeys: a.agentKeys, Sender: a, ReplyGuard: a.replies,
+	a.engine, err = delivery.New(delivery.Options{
+		Store:        opts.store,
+		State:        state,
+		Keys:         keys,
+		Agents:       a,
+		Transport:    a,
+		OnCancel:     a.cancelled,
+		Interval:     watchInterval,
+		Grace:        delivery.NoGrace,
+		ReplyTimeout: replyTimeout,
+		InitialDelay: initialDelay,
+		MaxDelay:     maxDelay,
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Short retry delays for the demo; the defaults suit agents that may
-	// be offline for a while.
-	a.outbox, err = agreement.NewOutbox(ctx, transport, agreement.OutboxOptions{
-		MaxAttempts: 4, Backoff: 200 * time.Millisecond, MaxBackoff: time.Second, Logger: log,
-	})
-	if err != nil {
+	// The existence API and the checker read through the engine's store,
+	// so that its health counts their calls too.
+	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), org); err != nil {
 		return nil, err
 	}
-	a.tracker, err = agreement.NewTracker(agreement.TrackerOptions{
-		Reader: a.reader, Watcher: watcher, Outbox: narratedQueue{Outbox: a.outbox, say: a.say},
-		Cancel: a.cancelAgreement, Logger: log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	handler, err := secretsapi.NewHandler(secretsapi.Options{Store: monitor, Authenticator: opts.authenticate, Logger: log})
+	handler, err := secretsapi.NewHandler(secretsapi.Options{Store: a.engine.Store(), Authenticator: opts.authenticate, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -151,63 +156,13 @@ func basicAuthenticator(user, password string) secretsapi.Authenticator {
 	})
 }
 
-// runWatcher polls the store until ctx ends, passing each cycle's events
-// to the tracker.
-func (a *agbot) runWatcher(ctx context.Context) error {
-	return a.watcher.Run(ctx, a.handleEvents)
-}
-
-func (a *agbot) handleEvents(ctx context.Context, c secretstore.Cycle) {
-	events := c.Events
-	for _, e := range events {
-		using := strings.Join(a.tracker.Agreements(e.Name), ", ")
-		switch {
-		case e.Kind == secretstore.Unavailable:
-			a.say.sayf("agbot", "watcher: the store did not answer for %d secret(s); agreements kept", len(e.Names))
-		case e.Initial && e.Kind == secretstore.Appeared:
-			a.say.sayf("agbot", "watcher: first look at %s%s; agreements using it: %s", e.Name, versionNote(e.Version), using)
-		default:
-			a.say.sayf("agbot", "watcher: %s %s%s; agreements using it: %s", e.Name, e.Kind, versionNote(e.Version), using)
-		}
-	}
-	// The tracker compares what each agreement was sent with what the
-	// watcher sees, so a rotation before the watcher's first look is
-	// delivered too.
-	a.tracker.HandleEvents(ctx, events)
-}
-
-func versionNote(version string) string {
-	if version == "" {
-		return ""
-	}
-	return " (version " + version + ")"
-}
-
-// narratedQueue is the outbox as the tracker sees it: it narrates each
-// update the tracker queues, naming the service secrets it carries.
-type narratedQueue struct {
-	*agreement.Outbox
-	say *narrator
-}
-
-// Queue narrates the update, then queues it in the outbox.
-func (q narratedQueue) Queue(ctx context.Context, u agreement.Update) error {
-	if su, err := u.Secrets(); err == nil {
-		var names []string
-		for _, ss := range su.Services {
-			names = append(names, ss.SecretNames()...)
-		}
-		q.say.sayf("agbot", "tracker: the agent of %s holds other content than the store; update queued, carrying %s", u.AgreementID, strings.Join(names, ", "))
-	}
-	return q.Outbox.Queue(ctx, u)
-}
-
 // propose makes an agreement: it validates the deployment with the store
-// as existence checker, reads the bound secrets, seals a proposal to the
-// agent's certified keys and, once the agent accepts, registers the
-// agreement with the tracker, with the content tag of each secret it
-// sealed.
-func (a *agbot) propose(ctx context.Context, agreementID string, target binding.Target, agent *agentContact) error {
+// as existence checker, registers the agreement with the engine, its
+// bindings resolved to store names for the node, and waits until the agent
+// holds every bound secret. The engine reads the values when it seals the
+// proposal, and keeps trying (a store outage, an agent not answering) until
+// the agent accepts; the wait gives up after waitTimeout.
+func (a *agbot) propose(ctx context.Context, agreementID, node string, target binding.Target, agent *agentContact) error {
 	report, err := binding.Validate(ctx, target, binding.Options{Resolver: a.resolver, Checker: a.checker, Logger: a.log})
 	if err != nil {
 		return err
@@ -215,83 +170,60 @@ func (a *agbot) propose(ctx context.Context, agreementID string, target binding.
 	if err := report.Err(); err != nil {
 		return fmt.Errorf("agbot: the deployment is not valid: %w", err)
 	}
-	bindings, err := report.ServiceBindings(org)
+	bindings, err := report.Bindings(org, node)
 	if err != nil {
 		return err
 	}
-	// The proposal carries what was read; the tracker, given its content
-	// tags, sends an update if the store holds anything else, whenever the
-	// watcher looks.
-	proposal, bindings, err := agreement.ReadProposal(ctx, a.reader, agreementID, bindings)
-	if errors.Is(err, secretstore.ErrNotFound) {
-		return fmt.Errorf("agbot: a secret was deleted after validation: %w", err)
-	}
-	if err != nil {
-		return err
-	}
-
 	a.mu.Lock()
-	a.agents[agreementID] = agent
+	a.agents[node] = agent
 	a.mu.Unlock()
-	err = a.sendProposal(ctx, proposal)
+	// Narrated first: the engine may propose the agreement before
+	// Register returns.
+	a.say.sayf("agbot", "registers %s with the delivery engine; it watches %s", agreementID, strings.Join(delivery.StoreNames(bindings), ", "))
+	if err := a.engine.Register(ctx, delivery.Agreement{ID: agreementID, Node: node, Services: bindings}); err != nil {
+		return err
+	}
+	st, err := a.waitInSync(ctx, agreementID)
 	if err != nil {
-		a.mu.Lock()
-		delete(a.agents, agreementID)
-		a.mu.Unlock()
 		return err
 	}
-	if err := a.tracker.Register(agreementID, bindings); err != nil {
-		return err
-	}
-	a.say.sayf("agbot", "the agent accepted %s; the tracker watches %s", agreementID, strings.Join(storeNames(bindings), ", "))
+	a.say.sayf("agbot", "the agent accepted %s; it holds %s", agreementID, slotsNote(st))
 	return nil
 }
 
-// storeNames returns the distinct store secrets of bindings, sorted.
-func storeNames(bindings []agreement.ServiceBinding) []string {
-	set := map[string]bool{}
-	for _, sb := range bindings {
-		for _, b := range sb.Secrets {
-			set[b.VaultSecret] = true
+// waitInSync waits, at most waitTimeout, until the agent of an agreement
+// acknowledged the desired content of every secret.
+func (a *agbot) waitInSync(ctx context.Context, agreementID string) (delivery.Status, error) {
+	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	st, err := a.engine.Wait(wctx, agreementID)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		why := st.LastError
+		if st.Rejection != "" {
+			why = "the agent rejected it: " + st.Rejection
 		}
+		if why == "" {
+			why = st.Waiting
+		}
+		return st, fmt.Errorf("agbot: %s not in sync after %s, %d attempt(s): %s", agreementID, waitTimeout, st.Attempts, why)
 	}
-	return slices.Sorted(maps.Keys(set))
+	return st, err
 }
 
-// sendProposal seals the proposal to the agent's verified keys, sends it
-// and opens the agent's sealed reply. An agreement has one proposal, so its
-// sequence is 1.
-func (a *agbot) sendProposal(ctx context.Context, p agreement.Proposal) error {
-	to, err := a.agentKeys(ctx, p.AgreementID)
-	if err != nil {
-		return err
+// slotsNote says which store secret each service secret of st comes from.
+func slotsNote(st delivery.Status) string {
+	var parts []string
+	for _, s := range st.Slots {
+		parts = append(parts, s.Name+" from "+s.Acked.StoreName)
 	}
-	envelope, err := agreement.SealProposal(a.keys, to, p, agreement.Header{Sequence: 1})
-	if err != nil {
-		return err
-	}
-	answer, err := a.Send(ctx, p.AgreementID, envelope)
-	if err != nil {
-		return fmt.Errorf("agbot: sending the proposal: %w", err)
-	}
-	_, reply, err := agreement.OpenReply(ctx, a.keys, to, answer, a.replies)
-	if err != nil {
-		return fmt.Errorf("agbot: the agent's reply: %w", err)
-	}
-	if reply.InReplyTo != (agreement.MessageRef{Type: agreement.TypeProposal, Sequence: 1}) {
-		return fmt.Errorf("agbot: the agent's reply answers %s #%d, not the proposal", reply.InReplyTo.Type, reply.InReplyTo.Sequence)
-	}
-	if !reply.Accepted {
-		return fmt.Errorf("agbot: the agent rejected the proposal: %s", reply.Reason)
-	}
-	return nil
+	return strings.Join(parts, ", ")
 }
 
-// agentKeys returns the keys of an agreement's agent from its identity
-// certificate, verified afresh before every seal: a revoked or expired
-// identity gets nothing. It is the sealing transport's AgentKeys.
-func (a *agbot) agentKeys(ctx context.Context, agreementID string) (*agreement.PublicKeys, error) {
-	agent, err := a.contact(agreementID)
+// Keys implements delivery.Agents: the keys of the node's agent, from
+// its identity certificate, verified afresh before every seal: a revoked or
+// expired identity gets nothing.
+func (a *agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
+	agent, err := a.contact(node)
 	if err != nil {
 		return nil, err
 	}
@@ -303,55 +235,64 @@ func (a *agbot) agentKeys(ctx context.Context, agreementID string) (*agreement.P
 	if err != nil {
 		return nil, err
 	}
-	a.say.sayf("agbot", "verified the certificate of %s (serial %s); sealing to its key %s",
-		verified.Instance, verified.Serial, keys.EncryptionKeyID())
+	a.mu.Lock()
+	first := !a.narrated[verified.Serial]
+	a.narrated[verified.Serial] = true
+	a.mu.Unlock()
+	if first {
+		a.say.sayf("agbot", "verified the certificate of %s (serial %s); sealing to its key %s (verified again before every seal)",
+			verified.Instance, verified.Serial, keys.EncryptionKeyID())
+	}
 	return keys, nil
 }
 
-// Send implements agreement.EnvelopeSender: the exchange carries the sealed
-// envelope to the agreement's agent and its sealed reply back.
-func (a *agbot) Send(ctx context.Context, agreementID string, envelope []byte) ([]byte, error) {
-	agent, err := a.contact(agreementID)
+// Send implements delivery.Transport: the exchange carries the sealed
+// envelope to the node's agent and its sealed reply back, which the engine
+// opens.
+func (a *agbot) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
+	agent, err := a.contact(m.Node)
 	if err != nil {
 		return nil, err
 	}
-	if h, err := agreement.PeekHeader(envelope); err == nil {
-		a.say.sayf("agbot", "sends the sealed %s of %s: %d bytes", h.Type, agreementID, len(envelope))
+	if h, err := agreement.PeekHeader(m.Envelope); err == nil {
+		what := string(h.Type)
+		if h.Type == agreement.TypeUpdate {
+			what = "update (or cancellation)"
+		}
+		a.say.sayf("agbot", "sends the sealed %s of %s: %d bytes", what, m.AgreementID, len(m.Envelope))
 	}
-	return agent.endpoint.Receive(ctx, envelope)
+	return agent.endpoint.Receive(ctx, m.Envelope)
 }
 
-func (a *agbot) contact(agreementID string) (*agentContact, error) {
+func (a *agbot) contact(node string) (*agentContact, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	agent := a.agents[agreementID]
+	agent := a.agents[node]
 	if agent == nil {
-		return nil, fmt.Errorf("agbot: no agent for agreement %s", agreementID)
+		return nil, fmt.Errorf("agbot: no agent known on node %s", node)
 	}
 	return agent, nil
 }
 
-// cancelAgreement is the tracker's cancel hook: a bound secret was deleted
-// or access to it revoked. It ends the agreement on both sides. The
-// tracker may call it more than once.
-func (a *agbot) cancelAgreement(ctx context.Context, agreementID string, r agreement.Revocation) {
+// cancelled is the engine's cancel hook: a bound secret was deleted or
+// access to it revoked, confirmed in healthy cycles. The engine already
+// sends the agent the cancellation until it is acknowledged; an agbot
+// would end the agreement in the exchange here.
+func (a *agbot) cancelled(_ context.Context, agreementID string, c delivery.Cancellation) {
 	a.mu.Lock()
-	agent := a.agents[agreementID]
-	delete(a.agents, agreementID)
+	a.cancels[agreementID] = true
 	a.mu.Unlock()
-	if agent == nil {
-		return
-	}
-	a.say.sayf("agbot", "tracker cancel hook: %s is %s, so %s is cancelled", r.VaultSecret, r.Kind, agreementID)
-	if err := agent.endpoint.Cancel(ctx, agreementID); err != nil {
-		a.log.Error("could not tell the agent to cancel", "agreement", agreementID, "err", err.Error())
-	}
-	if err := a.tracker.Unregister(ctx, agreementID); err != nil {
-		a.log.Error("could not unregister the agreement", "agreement", agreementID, "err", err.Error())
-	}
+	a.say.sayf("agbot", "engine cancel hook: %s is %s, so %s is cancelled; the engine tells the agent", c.StoreName, c.Kind, agreementID)
 }
 
-func (a *agbot) close() {
-	a.tracker.Close()
+// hooked reports whether the cancel hook was called for the agreement.
+func (a *agbot) hooked(agreementID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cancels[agreementID]
+}
+
+func (a *agbot) close() error {
 	a.api.Close()
+	return a.state.Close()
 }

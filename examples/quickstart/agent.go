@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -110,10 +109,6 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 // registerAgent starts the agent and registers its identity with the hub,
 // on the provider's attestation.
 func (f *flow) registerAgent(ctx context.Context) (err error) {
-	f.workDir, err = os.MkdirTemp(f.opts.WorkDir, "edgesecrets-quickstart-")
-	if err != nil {
-		return err
-	}
 	id := identity.Identity{Provider: f.provider.name, Org: org, Node: "node-1", InstanceID: "agent-1"}
 	f.agent, err = newNodeAgent(ctx, nodeAgentOptions{
 		instance:  id,
@@ -141,10 +136,11 @@ func (f *flow) registerAgent(ctx context.Context) (err error) {
 // propose is the agbot making the agreement with the registered agent.
 func (f *flow) propose(ctx context.Context) error {
 	agent := &agentContact{chain: f.agent.identity.CertificateChain(), endpoint: f.exchange}
-	return f.agbot.propose(ctx, f.agreementID, f.target, agent)
+	return f.agbot.propose(ctx, f.agreementID, f.agent.instance.Node, f.target, agent)
 }
 
-// Receive opens a sealed proposal or update from the agbot, applies it,
+// Receive opens a sealed proposal or update (a cancellation is an update
+// too) from the agbot, applies it,
 // and returns the sealed reply. An envelope that does not open (forged,
 // altered, replayed, not for this agent) is refused with an error and no
 // reply: nothing in it can be trusted, not even whom to answer.
@@ -168,7 +164,11 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused an update: %w", err)
 		}
-		applyErr = a.applyUpdate(ctx, u)
+		if u.Kind == agreement.UpdateKindCancel {
+			applyErr = a.cancel(ctx, u.AgreementID)
+		} else {
+			applyErr = a.applyUpdate(ctx, u)
+		}
 	default:
 		return nil, fmt.Errorf("agent: refused a %s message: not one the agbot sends", h.Type)
 	}
@@ -244,11 +244,11 @@ func instanceID(agreementID string, svc agreement.ServiceRef) string {
 	return agreementID + "-" + name
 }
 
-// Cancel ends an agreement: the services' files are overwritten with
+// cancel ends an agreement: the services' files are overwritten with
 // random bytes, synced and deleted, and their credentials dropped. The
 // replay guard keeps the agreement's sequences, so a replayed proposal
 // cannot bring the secrets back.
-func (a *nodeAgent) Cancel(ctx context.Context, agreementID string) error {
+func (a *nodeAgent) cancel(ctx context.Context, agreementID string) error {
 	removed, err := a.store.RemoveAgreement(ctx, agreementID)
 	a.mu.Lock()
 	for _, s := range a.instances[agreementID] {

@@ -344,6 +344,7 @@ func TestCanary(t *testing.T) {
 	}
 	assert.NotEmpty(t, c.envelopes)
 	assert.Greater(t, len(c.files), len(c.mounted), "files besides the mounted ones (metadata, status) were scanned")
+	assert.Contains(t, c.files, filepath.Join(f.workDir, "agbot", stateFile), "the agbot's delivery state file was scanned")
 }
 
 // TestCanaryPanic checks that a panic carrying secret material, in the

@@ -36,12 +36,6 @@ func (x *exchange) Receive(ctx context.Context, envelope []byte) ([]byte, error)
 	return reply, nil
 }
 
-// Cancel implements agentEndpoint. In Open Horizon the cancellation travels
-// as an agreement protocol message too; it carries no secret.
-func (x *exchange) Cancel(ctx context.Context, agreementID string) error {
-	return x.agent.Cancel(ctx, agreementID)
-}
-
 func (x *exchange) carry(envelope []byte) {
 	if x.tap != nil {
 		x.tap(bytes.Clone(envelope))

@@ -28,7 +28,7 @@ import (
 const DefaultStoreConfig = `{"type": "memory", "defaultScope": "openhorizon"}`
 
 // waitTimeout bounds each wait for something another goroutine does (a
-// watcher cycle, an outbox delivery, a cancel).
+// watcher cycle, a delivery, a cancel).
 const waitTimeout = 5 * time.Second
 
 // Options configure Run.
@@ -79,10 +79,10 @@ type flow struct {
 	client *http.Client
 	ctx    context.Context // the run's context, for background work
 	stop   context.CancelFunc
-	bg     sync.WaitGroup // background goroutines (watcher, outbox)
+	bg     sync.WaitGroup // background goroutines (the delivery engine)
 
 	storeConfig      secretstore.Config
-	workDir          string // removed by close
+	workDir          string // the agbot's state and the agent's files; removed by close
 	admin            *admin
 	provider         *provider
 	issuer           *identity.Issuer
@@ -192,7 +192,7 @@ func (f *flow) close() error {
 		errs = append(errs, f.agent.close())
 	}
 	if f.agbot != nil {
-		f.agbot.close()
+		errs = append(errs, f.agbot.close())
 	}
 	if f.admin != nil {
 		// A fresh context: the run's may have ended, and a real store must
@@ -242,7 +242,7 @@ func waitFor(ctx context.Context, what string, cond func() (done bool, err error
 }
 
 // narrator prints the narrated log. Parties running on other goroutines
-// (the watcher, the outbox) narrate too, so lines are written whole.
+// (the delivery engine) narrate too, so lines are written whole.
 type narrator struct {
 	mu    sync.Mutex
 	w     io.Writer

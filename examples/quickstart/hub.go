@@ -5,11 +5,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -104,8 +106,14 @@ func (p *provider) Attest(_ context.Context, req identity.AttestationRequest) (i
 	return identity.Confirmation{IssuedAt: time.Now()}, nil
 }
 
-// startHub opens the store, and starts the identity issuer and the agbot.
-func (f *flow) startHub(ctx context.Context) error {
+// startHub opens the store, and starts the identity issuer and the agbot
+// with its delivery engine.
+func (f *flow) startHub(ctx context.Context) (err error) {
+	// The run's files: the agbot's delivery state, the agent's secrets.
+	f.workDir, err = os.MkdirTemp(f.opts.WorkDir, "edgesecrets-quickstart-")
+	if err != nil {
+		return err
+	}
 	store, err := secretstore.Open(ctx, f.storeConfig, secretstore.OpenOptions{Logger: f.opts.Logger.With("component", "store")})
 	if err != nil {
 		return err
@@ -128,11 +136,12 @@ func (f *flow) startHub(ctx context.Context) error {
 		return err
 	}
 	f.deployerPassword = f.value()
-	f.agbot, err = newAgbot(ctx, agbotOptions{
+	f.agbot, err = newAgbot(agbotOptions{
 		store:        store,
 		verifier:     f.issuer.Verifier(),
 		resolver:     catalog,
 		authenticate: basicAuthenticator(deployerUser, f.deployerPassword),
+		dir:          filepath.Join(f.workDir, "agbot"),
 		say:          f.say,
 		logger:       f.opts.Logger,
 	})
@@ -143,10 +152,9 @@ func (f *flow) startHub(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.goBackground("watcher", f.agbot.runWatcher)
-	f.goBackground("outbox", f.agbot.outbox.Run)
-	f.say.sayf("hub", "opened a %q store (scope %q); identity issuer ready; agbot API at %s; watcher polls every %s",
-		f.storeConfig.Type, f.storeConfig.DefaultScope, f.agbot.api.URL, f.agbot.watcher.Interval())
+	f.goBackground("delivery engine", f.agbot.engine.Run)
+	f.say.sayf("hub", "opened a %q store (scope %q); identity issuer ready; agbot API at %s; its delivery engine polls the store every %s and keeps its state in %s",
+		f.storeConfig.Type, f.storeConfig.DefaultScope, f.agbot.api.URL, watchInterval, stateFile)
 	return nil
 }
 
@@ -167,6 +175,10 @@ func (f *flow) writeSecrets(ctx context.Context) error {
 // version it read so a concurrent writer is not overwritten.
 func (f *flow) rotate(ctx context.Context) error {
 	s := f.secrets[0]
+	old, err := f.desired(ctx, s.service)
+	if err != nil {
+		return err
+	}
 	before, err := f.admin.store.Stat(ctx, s.storeName())
 	if err != nil {
 		return err
@@ -179,26 +191,42 @@ func (f *flow) rotate(ctx context.Context) error {
 	}
 	f.say.sayf("admin", "rotated the password of %s: version %s -> %s (compare-and-set)", s.storeName(), before.Version, after.Version)
 
-	// The watcher notices within its interval; the tracker queues an
-	// update for the agreement; the outbox delivers it.
-	return waitFor(ctx, "the outbox to deliver the update", func() (bool, error) {
-		rec, ok := f.agbot.outbox.Lookup(f.agreementID)
-		switch {
-		case !ok:
-			return false, nil
-		case rec.Status == agreement.StatusAccepted:
-			f.say.sayf("agbot", "outbox: update for %s accepted by the agent after %d attempt(s)", f.agreementID, rec.Attempts)
-			return true, nil
-		case rec.Status == agreement.StatusPending:
-			return false, nil
-		default:
-			return false, fmt.Errorf("the update for %s ended %s: %s", f.agreementID, rec.Status, rec.Reason)
-		}
-	})
+	// The engine's watcher notices within its interval: the desired
+	// content of the agreement's "db" secret changes, and the engine seals
+	// an update with the value it reads at send time and sends it until
+	// the agent acknowledges it.
+	if err := waitFor(ctx, "the engine to see the new content", func() (bool, error) {
+		desired, err := f.desired(ctx, s.service)
+		return desired.Tag != old.Tag, err
+	}); err != nil {
+		return err
+	}
+	if _, err := f.agbot.waitInSync(ctx, f.agreementID); err != nil {
+		return err
+	}
+	f.say.sayf("agbot", "engine: its watcher saw new content of %s; %s is in sync again: the agent acknowledged it as %s", s.storeName(), f.agreementID, s.service)
+	return nil
 }
 
-// deleteSecret is the admin deleting the rotated secret: the watcher sees
-// it gone, the tracker cancels the agreement, the agent wipes its files.
+// desired returns the content the engine wants the agent of the flow's
+// agreement to hold for one service secret.
+func (f *flow) desired(ctx context.Context, service string) (delivery.Content, error) {
+	st, err := f.agbot.engine.Status(ctx, f.agreementID)
+	if err != nil {
+		return delivery.Content{}, err
+	}
+	for _, sl := range st.Slots {
+		if sl.Name == service {
+			return sl.Desired, nil
+		}
+	}
+	return delivery.Content{}, fmt.Errorf("agreement %s has no secret %s", f.agreementID, service)
+}
+
+// deleteSecret is the admin deleting the rotated secret: the engine's
+// watcher sees it gone, the engine decides the cancellation (its cancel
+// hook is called) and sends it to the agent until acknowledged, and the
+// agent wipes the service's files.
 func (f *flow) deleteSecret(ctx context.Context) error {
 	s := f.secrets[0]
 	mount := f.service.mount
@@ -207,9 +235,17 @@ func (f *flow) deleteSecret(ctx context.Context) error {
 	}
 	f.say.sayf("admin", "deleted %s", s.storeName())
 	if err := waitFor(ctx, "the agreement to be cancelled", func() (bool, error) {
-		return f.agent.cancelled(f.agreementID), nil
+		return f.agent.cancelled(f.agreementID) && f.agbot.hooked(f.agreementID), nil
 	}); err != nil {
 		return err
 	}
+	// Once the agent acknowledged the cancellation, the engine forgets
+	// the agreement.
+	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	if _, err := f.agbot.engine.Wait(wctx, f.agreementID); !errors.Is(err, delivery.ErrNotFound) {
+		return fmt.Errorf("the engine still holds %s after the agent wiped it: %v", f.agreementID, err)
+	}
+	f.say.sayf("agbot", "engine: the agent acknowledged the cancellation; %s is forgotten", f.agreementID)
 	return f.service.checkGone(ctx, mount)
 }

@@ -5,15 +5,20 @@
 //  2. a deployer's secret binding is validated through the agbot's
 //     existence API, and a broken one shows the full report;
 //  3. the agent registers an identity certificate carrying its agreement
-//     keys; the agbot verifies it and seals a proposal to those keys;
+//     keys; the agbot registers the agreement with its delivery engine,
+//     which verifies the certificate and seals a proposal to those keys;
 //  4. the agent opens the proposal and writes the service's files, which the
 //     service reads from its mount and through the /secrets API;
-//  5. the admin rotates a secret: the watcher, the tracker and the outbox
-//     deliver a sealed update, and the service fetches and acknowledges it
-//     (also when the rotation comes before the watcher's first look: the
-//     tracker knows which version the proposal carried);
-//  6. the admin deletes the secret: the tracker's cancel hook ends the
-//     agreement and the agent wipes the service's files.
+//  5. the admin rotates a secret: the engine's watcher sees the new content,
+//     the engine seals an update and sends it until the agent acknowledges
+//     it, and the service fetches and acknowledges it in turn;
+//  6. the admin deletes the secret: the engine decides the cancellation (its
+//     cancel hook is called), sends it until the agent acknowledges it, and
+//     the agent wipes the service's files.
+//
+// The engine keeps what each agent was sent and acknowledged (store names
+// and content tags, never values) in a state file (agbot-state.db) in the
+// run's temporary directory.
 //
 // Usage:
 //

@@ -25,8 +25,6 @@ import (
 	"time"
 
 	"github.com/natefinch/atomic"
-
-	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // NewLogger returns a text logger writing to w at level ("debug", "info",
@@ -104,12 +102,6 @@ func WritePrivateFile(path string, data []byte) error {
 	// CreateTemp makes the file 0600; the rename keeps that mode.
 	return atomic.ReplaceFile(tmp.Name(), path)
 }
-
-// UpdateKindCancel is agreement.UpdateKindCancel, kept while the example
-// agbot still names it here.
-//
-// Deprecated: use agreement.UpdateKindCancel.
-const UpdateKindCancel = agreement.UpdateKindCancel
 
 // SetUsage makes -h print the synopsis ("Usage: <synopsis>"), a
 // description and the flags.

@@ -123,19 +123,6 @@ func FuzzDecodeEnv(f *testing.F) {
 	})
 }
 
-func TestSequencer(t *testing.T) {
-	s := demo.NewSequencer()
-	a1 := s.Next("a", agreement.TypeProposal)
-	a2 := s.Next("a", agreement.TypeProposal)
-	assert.Greater(t, a2, a1)
-	assert.GreaterOrEqual(t, a1, uint64(time.Now().Add(-time.Minute).UnixMicro()), "from the clock, so a restarted sender stays above")
-	b1 := s.Next("b", agreement.TypeProposal)
-	assert.Greater(t, b1, uint64(0))
-	assert.GreaterOrEqual(t, s.Next("a", agreement.TypeUpdate), a1, "another series, from the same clock")
-	s.Forget("a")
-	assert.Greater(t, s.Next("a", agreement.TypeProposal), uint64(0))
-}
-
 func TestTokens(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "admin-token")
@@ -207,4 +194,27 @@ func TestNewLogger(t *testing.T) {
 	assert.Contains(t, buf.String(), "shown")
 	_, err = demo.NewLogger(&buf, "loud")
 	assert.Error(t, err)
+}
+
+// The hub CA is made once, kept in two 0600 files, and the same CA is
+// loaded from them after a restart; one file without the other is refused.
+func TestLoadOrCreateCA(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	ca, created, err := demo.LoadOrCreateCA(certPath, keyPath)
+	require.NoError(t, err)
+	assert.True(t, created)
+	for _, p := range []string{certPath, keyPath} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+	again, created, err := demo.LoadOrCreateCA(certPath, keyPath)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.True(t, ca.Certificate().Equal(again.Certificate()), "the same CA after a restart")
+
+	require.NoError(t, os.Remove(keyPath))
+	_, _, err = demo.LoadOrCreateCA(certPath, keyPath)
+	assert.ErrorContains(t, err, "must both exist")
 }

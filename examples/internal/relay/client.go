@@ -45,13 +45,32 @@ func (c *Client) PublishCertificate(ctx context.Context, n Node, chainPEM []byte
 // Next returns the oldest message for n with an id above after, or false
 // when there is none.
 func (c *Client) Next(ctx context.Context, n Node, after uint64) (Message, bool, error) {
+	m, ok, _, err := c.Poll(ctx, n, after)
+	return m, ok, err
+}
+
+// Poll is Next that also reports whether the relay holds a certificate
+// for n. A relay that restarted with its agbot holds none: the agent
+// publishes its certificate again.
+func (c *Client) Poll(ctx context.Context, n Node, after uint64) (m Message, ok, certified bool, err error) {
 	if err := n.Validate(); err != nil {
-		return Message{}, false, err
+		return Message{}, false, false, err
 	}
-	body, err := c.do(ctx, http.MethodGet, nodePath(n, "next")+"?after="+strconv.FormatUint(after, 10), nil, http.StatusOK, http.StatusNoContent)
-	if err != nil || body == nil {
-		return Message{}, false, err
+	var header http.Header
+	body, err := c.doHeader(ctx, http.MethodGet, nodePath(n, "next")+"?after="+strconv.FormatUint(after, 10), nil, &header, http.StatusOK, http.StatusNoContent)
+	if err != nil {
+		return Message{}, false, false, err
 	}
+	certified = header.Get(CertificateHeader) != "missing"
+	if body == nil {
+		return Message{}, false, certified, nil
+	}
+	m, ok, err = decodeNext(body, after)
+	return m, ok, certified, err
+}
+
+// decodeNext decodes a next answer: a message with an id above after.
+func decodeNext(body []byte, after uint64) (Message, bool, error) {
 	m, err := DecodeMessage(body)
 	if err != nil {
 		return Message{}, false, err
@@ -93,6 +112,12 @@ func nodePath(n Node, what string) string {
 // wanted statuses (nil for 204 and 404). Other answers are errors naming
 // the status only: the relay's error bodies are not trusted.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, want ...int) ([]byte, error) {
+	return c.doHeader(ctx, method, path, body, nil, want...)
+}
+
+// doHeader is do that also stores the answer's header in header, if not
+// nil.
+func (c *Client) doHeader(ctx context.Context, method, path string, body []byte, header *http.Header, want ...int) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -106,6 +131,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 		return nil, fmt.Errorf("relay: %s %s: %w", method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
+	if header != nil {
+		*header = resp.Header
+	}
 	for _, st := range want {
 		if resp.StatusCode != st {
 			continue

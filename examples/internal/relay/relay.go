@@ -25,6 +25,7 @@
 //
 //	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204 | 403 | 409 (older) | 503 (full)
 //	GET  /relay/nodes/{org}/{node}/next?after=<id> the oldest message with an id above <id> → 200 Message | 204
+//	                                               (header Relay-Certificate: missing when no certificate is published for the node)
 //	POST /relay/messages/{id}/reply                a sealed reply to message <id> → 202 | 403 | 404 | 409 (another message)
 package relay
 
@@ -49,6 +50,11 @@ const (
 	// base64 and the id.
 	MaxMessageBodySize = (MaxEnvelopeSize+2)/3*4 + 1<<10
 )
+
+// CertificateHeader is set to "missing" on a next answer when the relay
+// holds no certificate for the node (the agbot restarted): the agent
+// publishes its certificate again.
+const CertificateHeader = "Relay-Certificate"
 
 // Node names an agent's node, the address of its mailbox.
 type Node struct {

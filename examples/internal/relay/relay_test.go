@@ -380,3 +380,38 @@ func TestClientHonoursContext(t *testing.T) {
 	_, _, err = c.Next(ctx, node, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// A relay started after another (the agbot restarted) hands out ids above
+// FirstID, so an agent whose cursor is at the old relay's last id still
+// fetches the new relay's messages.
+func TestFirstID(t *testing.T) {
+	const first = 1_000_000
+	h, c := newHub(t, relay.ServerOptions{FirstID: first})
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(t.Context(), node, a.chain()))
+	id, _, _ := h.post(node, a, "ag-1")
+	assert.Equal(t, uint64(first+1), id)
+	m, ok, err := c.Next(t.Context(), node, first-1)
+	require.NoError(t, err)
+	require.True(t, ok, "an agent whose cursor is below FirstID gets the message")
+	assert.Equal(t, id, m.ID)
+}
+
+// Poll tells the agent whether the relay holds its node's certificate: a
+// relay that restarted with its agbot holds none, and the agent publishes
+// it again.
+func TestPollReportsMissingCertificate(t *testing.T) {
+	h, c := newHub(t, relay.ServerOptions{})
+	ctx := t.Context()
+	_, ok, certified, err := c.Poll(ctx, node, 0)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.False(t, certified, "no certificate published yet")
+
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	_, ok, certified, err = c.Poll(ctx, node, 0)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	assert.True(t, certified, "the certificate is held")
+}

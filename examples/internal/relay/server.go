@@ -46,6 +46,11 @@ type ServerOptions struct {
 	MaxNodes int
 	// MaxMessages bounds one mailbox. Default DefaultMaxMessages.
 	MaxMessages int
+	// FirstID is the id below the relay's first message id. An agbot that
+	// restarts gives a new relay a FirstID above every id the one before
+	// handed out (the clock in microseconds does), so that an agent that
+	// kept polling with its cursor still sees the new relay's messages.
+	FirstID uint64
 	// Logger receives nodes, message ids and sizes. Default: discard.
 	Logger *slog.Logger
 }
@@ -91,6 +96,7 @@ func NewServer(opts ServerOptions) *Server {
 		mux:     http.NewServeMux(),
 		nodes:   map[Node]*nodeState{},
 		waiters: map[uint64]*waiter{},
+		nextID:  opts.FirstID,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -270,7 +276,13 @@ func (s *Server) next(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	var found *Message
-	if ns, ok := s.nodes[n]; ok {
+	ns, ok := s.nodes[n]
+	if !ok || ns.cert == nil {
+		// A relay that restarted has lost the agent's certificate: the
+		// agent publishes it again.
+		w.Header().Set(CertificateHeader, "missing")
+	}
+	if ok {
 		for i, m := range ns.mailbox {
 			if m.ID > after {
 				found = &ns.mailbox[i]
