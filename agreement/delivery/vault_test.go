@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -149,4 +150,82 @@ func TestVaultOneSecretForbiddenCancelsOnlyItsAgreements(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+x), got)
 	}
 	assert.Empty(t, h.engine.Health(context.Background()).StoreProblem)
+}
+
+// A rotation through a real Vault server: rotating 2 of 5 secrets bound by
+// 25 agreements sends exactly the affected agreements one update each,
+// with the new values, for one store read per rotated secret (the values
+// are read through the coalescing reader when the updates are sealed; the
+// watcher's cycles read metadata only). Cycles run on demand, so that both
+// rotations fall in one cycle.
+func TestVaultRotationReadsEachRotatedSecretOnce(t *testing.T) {
+	const agreements, secrets = 25, 5
+	srv := vaulttest.Shared(t)
+	root := srv.Client(t)
+	mount := srv.EnableKV(t, 2)
+	policy := vaultPolicy(t, root, mount, "delivery-rotation")
+	tok, err := root.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{policy}, TTL: "1h"})
+	require.NoError(t, err)
+	h := vaultHarness(t, mount, tok.Auth.ClientToken, delivery.NoGrace)
+	h.opts.Interval = time.Hour // cycles only when the test triggers them
+	h.engine, err = delivery.New(h.opts)
+	require.NoError(t, err)
+
+	name := func(i int) string { return fmt.Sprintf("org/app/secret%d", i) }
+	for i := range secrets {
+		h.put(name(i), canary+name(i)+"@v1")
+	}
+	agents := map[string]*testAgent{}
+	for i := range agreements {
+		id := fmt.Sprintf("agr-%02d", i)
+		agents[id] = h.agent(fmt.Sprintf("node-%02d", i))
+		h.register(id, fmt.Sprintf("node-%02d", i), name(i%secrets))
+	}
+	h.start()
+	defer h.stop()
+	for id := range agents {
+		h.wait(id, time.Minute)
+	}
+	updates := func(a *testAgent) int {
+		n := 0
+		for _, m := range a.messages() {
+			if m.Type == agreement.TypeUpdate {
+				n++
+			}
+		}
+		return n
+	}
+	h.store.Reset()
+
+	rotated := map[string]bool{name(1): true, name(3): true}
+	for n := range rotated {
+		h.put(n, canary+n+"@v2")
+	}
+	h.engine.TriggerCycle()
+	for i := range agreements {
+		id := fmt.Sprintf("agr-%02d", i)
+		n := name(i % secrets)
+		if !rotated[n] {
+			continue
+		}
+		eventually(t, time.Minute, func() bool {
+			got, _ := agents[id].file(id, "pw")
+			return got == jsonFile(canary+n+"@v2")
+		}, id+" holds the new value")
+	}
+	h.engine.TriggerCycle() // one more cycle: nothing new
+	time.Sleep(time.Second)
+
+	for i := range agreements {
+		id := fmt.Sprintf("agr-%02d", i)
+		if rotated[name(i%secrets)] {
+			assert.Equal(t, 1, updates(agents[id]), "agreement %s gets exactly one update", id)
+		} else {
+			assert.Zero(t, updates(agents[id]), "agreement %s uses no rotated secret", id)
+		}
+	}
+	reads := h.store.Count(secretstore.OpGet)
+	assert.Positive(t, reads, "the new values were read")
+	assert.LessOrEqual(t, reads, len(rotated), "store reads for the rotation: one per rotated secret")
+	assert.Empty(t, h.cancelled())
 }
