@@ -48,7 +48,7 @@ func loadDeployment(path string) (*deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	var df deploymentFile
 	if err := jsonproblem.Decode(f, maxDeploymentFileSize, &df); err != nil {
 		return nil, fmt.Errorf("deployment file %s: %w", path, err)

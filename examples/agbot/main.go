@@ -132,7 +132,7 @@ func main() {
 	demo.Main("agbot", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
 }
 
-func run(c config, log *slog.Logger) error {
+func run(c config, log *slog.Logger) (err error) {
 	if c.deployment == "" {
 		return errors.New("-deployment is required (see -h)")
 	}
@@ -171,7 +171,7 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer demo.JoinOnReturn(&err, "closing the store", store.Close)
 	monitor := store
 	if c.preload != "" {
 		if cfg.Type != "memory" {
@@ -190,7 +190,7 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer demo.JoinOnReturn(&err, "closing the state", st.Close)
 
 	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}}
 	grace := c.grace
@@ -366,7 +366,7 @@ func openStore(ctx context.Context, path string, log *slog.Logger) (*secretstore
 			return nil, cfg, err
 		}
 		cfg, err = secretstore.ParseConfig(f)
-		f.Close()
+		_ = f.Close() // read only
 	}
 	if err != nil {
 		return nil, cfg, fmt.Errorf("store config: %w", err)

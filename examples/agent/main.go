@@ -107,7 +107,7 @@ func main() {
 	demo.Main("agent", c.logLevel, func(log *slog.Logger) error { return run(c, log) })
 }
 
-func run(c config, log *slog.Logger) error {
+func run(c config, log *slog.Logger) (err error) {
 	if c.agbotKeys == "" || c.bootToken == "" {
 		return errors.New("-agbot-keys and -bootstrap-token-file are required (see -h)")
 	}
@@ -177,7 +177,7 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer demo.JoinOnReturn(&err, "closing the store", store.Close)
 	a, err := newAgent(store, tokens, agentOptions{
 		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
 		upstreams: upstreams, envDir: c.envDir,
@@ -193,7 +193,7 @@ func run(c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown()
+	defer demo.JoinOnReturn(&err, "shutting down the secrets API", shutdown)
 	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
 		return err
 	}

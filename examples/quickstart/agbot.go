@@ -100,7 +100,7 @@ func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	}
 	defer func() {
 		if err != nil {
-			state.Close()
+			err = errors.Join(err, state.Close())
 		}
 	}()
 	a := &agbot{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -80,7 +81,7 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 	}
 	defer func() {
 		if err != nil {
-			store.Close()
+			err = errors.Join(err, store.Close())
 		}
 	}()
 	tokens := &agentapi.TokenTable{}

@@ -36,7 +36,8 @@ type Options struct {
 	// StoreConfig is the JSON store config (secretstore.ParseConfig).
 	// Empty means DefaultStoreConfig.
 	StoreConfig string
-	// Out receives the narrated log. Nil discards it.
+	// Out receives the narrated log. Nil discards it. A failed write does
+	// not stop the run; Run reports the first one.
 	Out io.Writer
 	// Logger is given to every component. Nil discards.
 	Logger *slog.Logger
@@ -60,13 +61,14 @@ type Options struct {
 
 // Run runs the whole flow once. It returns the first failure, naming the
 // step; every resource it created (servers, goroutines, files, the secrets
-// it wrote) is released before it returns.
+// it wrote) is released before it returns. A narration that could not be
+// written to Out is reported too.
 func Run(ctx context.Context, opts Options) (err error) {
 	f, err := newFlow(opts)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, f.close()) }()
+	defer func() { err = errors.Join(err, f.close(), f.say.failed()) }()
 	return f.run(ctx)
 }
 
@@ -162,7 +164,7 @@ func (f *flow) run(ctx context.Context) (err error) {
 			err = fmt.Errorf("step %q: panic: %v", current, r)
 		}
 	}()
-	fmt.Fprintln(f.say.w, "edgesecrets quickstart: the whole flow in one process (names only, never values)")
+	f.say.title("edgesecrets quickstart: the whole flow in one process (names only, never values)")
 	for _, s := range f.steps() {
 		current = s.name
 		f.log.Debug("step", "name", s.name)
@@ -242,24 +244,51 @@ func waitFor(ctx context.Context, what string, cond func() (done bool, err error
 }
 
 // narrator prints the narrated log. Parties running on other goroutines
-// (the delivery engine) narrate too, so lines are written whole.
+// (the delivery engine) narrate too, so lines are written whole. A failed
+// write does not stop the narration; the first one is kept for Run to
+// report.
 type narrator struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
+	err   error // the first failed write
 }
 
 // sayf prints one line for a party. Never pass it a value.
 func (n *narrator) sayf(who, format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	fmt.Fprintf(n.w, "%-9s %s\n", who, fmt.Sprintf(format, args...))
+	n.printf("%-9s %s\n", who, fmt.Sprintf(format, args...))
+}
+
+// title prints the run's first line.
+func (n *narrator) title(line string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.printf("%s\n", line)
 }
 
 func (n *narrator) done() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	fmt.Fprintf(n.w, "done in %.1fs: every step did what it should\n", time.Since(n.start).Seconds())
+	n.printf("done in %.1fs: every step did what it should\n", time.Since(n.start).Seconds())
+}
+
+// printf writes to w and keeps the first error. n.mu must be held.
+func (n *narrator) printf(format string, args ...any) {
+	if _, err := fmt.Fprintf(n.w, format, args...); err != nil && n.err == nil {
+		n.err = err
+	}
+}
+
+// failed returns the first failed write, or nil.
+func (n *narrator) failed() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err != nil {
+		return fmt.Errorf("writing the narration: %w", n.err)
+	}
+	return nil
 }
 
 // registeredBackends lists the store types this program can open.

@@ -71,18 +71,20 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without the process exit, returning the exit status.
+// run is main without the process exit, returning the exit status. Its
+// messages on stderr are not checked: a failed write there has nowhere
+// else to go, and the exit status tells what happened.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	storePath := fs.String("store", "", "`file` holding a JSON store config, see below\n(default: "+DefaultStoreConfig+")")
 	verbose := fs.Bool("v", false, "also write every component's debug log to stderr (names, never values)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: quickstart [-store file] [-v]\n\n"+
+		_, _ = fmt.Fprintf(fs.Output(), "Usage: quickstart [-store file] [-v]\n\n"+
 			"Runs the whole edgesecrets flow in one process: admin, deployer, agbot,\n"+
 			"agent and service. Store types: %v.\n\n", registeredBackends())
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nStore configs, one per backend:\n"+
+		_, _ = fmt.Fprintf(fs.Output(), "\nStore configs, one per backend:\n"+
 			"  memory: %s\n  awssm:  %s\n  vault:  %s\n"+
 			"          (a local `vault server -dev`, VAULT_TOKEN set to its root token;\n"+
 			"          the run writes under secret/openhorizon/myorg/ and deletes what it wrote)\n",
@@ -95,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "quickstart: unexpected argument %q\n", fs.Arg(0))
+		_, _ = fmt.Fprintf(stderr, "quickstart: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
 		return 2
 	}
@@ -104,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *storePath != "" {
 		b, err := os.ReadFile(*storePath)
 		if err != nil {
-			fmt.Fprintf(stderr, "quickstart: reading the store config: %v\n", err)
+			_, _ = fmt.Fprintf(stderr, "quickstart: reading the store config: %v\n", err)
 			return 1
 		}
 		opts.StoreConfig = string(b)
@@ -118,7 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	if err := Run(ctx, opts); err != nil {
-		fmt.Fprintf(stderr, "quickstart: FAILED: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "quickstart: FAILED: %v\n", err)
 		return 1
 	}
 	return 0

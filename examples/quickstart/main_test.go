@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,6 +347,33 @@ func TestFlowPanicBecomesError(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, `step "service reads its secrets": panic: something broke`, err.Error())
 	assertCleanedUp(t, f)
+}
+
+// failingWriter fails every write and keeps what it was asked to write.
+type failingWriter struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+var errOutGone = errors.New("output gone")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, string(p))
+	return 0, errOutGone
+}
+
+// TestNarrationFailureIsReported checks that a narration Out refuses does
+// not stop the run, and that Run reports it.
+func TestNarrationFailureIsReported(t *testing.T) {
+	out := &failingWriter{}
+	err := Run(t.Context(), Options{Out: out, WorkDir: t.TempDir()})
+	require.ErrorIs(t, err, errOutGone)
+	assert.Equal(t, "writing the narration: output gone", err.Error(), "the flow itself succeeded")
+	require.NotEmpty(t, out.writes)
+	assert.Contains(t, out.writes[0], "edgesecrets quickstart:")
+	assert.Contains(t, out.writes[len(out.writes)-1], "every step did what it should", "the run went on to the end")
 }
 
 // TestReplayAfterCancel checks that the exchange cannot bring a cancelled

@@ -21,6 +21,9 @@
 //	update <name> <hash>   GET /secrets listed it; GET /secrets/<name> returned this content
 //	                       (Open Horizon profile: the secret's "value")
 //	ack <name>             POST /secrets/<name>?received=true was accepted
+//
+// A failed write to stdout does not stop the service; it exits with an
+// error naming the first one.
 package main
 
 import (
@@ -96,7 +99,7 @@ func main() {
 			s.base = "https://localhost"
 		}
 		s.run(ctx, *poll)
-		return nil
+		return s.outErr
 	})
 }
 
@@ -114,6 +117,15 @@ type service struct {
 	env    demo.Env
 	hasEnv bool
 	seen   map[string]string // mount file name → short hash
+	outErr error             // the first failed write to out
+}
+
+// printf prints one event line on out. A failed write does not stop the
+// service; the first one is kept and reported when it exits.
+func (s *service) printf(format string, args ...any) {
+	if _, err := fmt.Fprintf(s.out, format, args...); err != nil && s.outErr == nil {
+		s.outErr = fmt.Errorf("writing the events: %w", err)
+	}
 }
 
 func (s *service) run(ctx context.Context, interval time.Duration) {
@@ -184,12 +196,12 @@ func (s *service) scanMount() {
 	}
 	for _, name := range slices.Sorted(maps.Keys(now)) {
 		if s.seen[name] != now[name] {
-			fmt.Fprintf(s.out, "mount %s %s\n", name, now[name])
+			s.printf("mount %s %s\n", name, now[name])
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.seen)) {
 		if _, ok := now[name]; !ok {
-			fmt.Fprintf(s.out, "removed %s\n", name)
+			s.printf("removed %s\n", name)
 		}
 	}
 	s.seen = now
@@ -223,13 +235,13 @@ func (s *service) checkUpdates(ctx context.Context) {
 			s.log.Warn("fetching an updated secret failed", slog.String("secret", name), slog.String("err", err.Error()))
 			continue
 		}
-		fmt.Fprintf(s.out, "update %s %s\n", name, shortHash(content))
+		s.printf("update %s %s\n", name, shortHash(content))
 		status, _, err := s.call(ctx, http.MethodPost, s.secretsPath()+"/"+url.PathEscape(name)+"?received=true", maxListSize)
 		if err != nil || status != http.StatusCreated {
 			s.log.Warn("acknowledging an updated secret failed", slog.String("secret", name), slog.Int("status", status), slog.Any("err", err))
 			continue
 		}
-		fmt.Fprintf(s.out, "ack %s\n", name)
+		s.printf("ack %s\n", name)
 	}
 }
 
@@ -306,7 +318,7 @@ func (s *service) call(ctx context.Context, method, path string, limit int64) (i
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err == nil && int64(len(body)) > limit {
 		err = fmt.Errorf("answer longer than %d bytes", limit)
@@ -319,7 +331,7 @@ func readFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
 	if err == nil && len(b) > maxSecretSize {
 		err = fmt.Errorf("larger than %d bytes", maxSecretSize)

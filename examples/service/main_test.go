@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -203,4 +204,32 @@ func FuzzDecodeSecret(f *testing.F) {
 		}
 		assert.LessOrEqual(t, len(content), maxSecretBody)
 	})
+}
+
+// failingWriter fails every write, the first with first.
+type failingWriter struct {
+	first  error
+	writes int
+}
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.writes++
+	if w.writes == 1 {
+		return 0, w.first
+	}
+	return 0, errors.New("a later failure")
+}
+
+// A failed write to stdout does not stop the service's events; the first
+// failure is the one reported at exit.
+func TestServiceKeepsTheFirstFailedWrite(t *testing.T) {
+	s, _, _ := newService(t, demo.Env{})
+	first := errors.New("stdout gone")
+	w := &failingWriter{first: first}
+	s.out = w
+	s.printf("update %s %s\n", "api_key", hash("VALUE-1"))
+	s.printf("ack %s\n", "api_key")
+	assert.Equal(t, 2, w.writes, "every event is still written")
+	require.ErrorIs(t, s.outErr, first)
+	assert.Equal(t, "writing the events: stdout gone", s.outErr.Error())
 }

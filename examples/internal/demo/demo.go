@@ -88,7 +88,9 @@ func WritePrivateFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	// After the rename the temporary name is gone and Remove fails with
+	// ErrNotExist; before it, the write's error is the one to report.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
@@ -107,7 +109,9 @@ func WritePrivateFile(path string, data []byte) error {
 // description and the flags.
 func SetUsage(synopsis, description string) {
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
+		// As flag.PrintDefaults: help on a terminal that fails has
+		// nowhere else to go.
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
 		flag.PrintDefaults()
 	}
 }
@@ -123,6 +127,17 @@ func Main(name, level string, run func(*slog.Logger) error) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
+	}
+}
+
+// JoinOnReturn calls fn and joins its error, prefixed with what, to *errp.
+// Deferred in a function with a named error result, it makes a store or
+// server that fails to close or shut down at the end of a run fail the run:
+//
+//	defer demo.JoinOnReturn(&err, "closing the store", store.Close)
+func JoinOnReturn(errp *error, what string, fn func() error) {
+	if err := fn(); err != nil {
+		*errp = errors.Join(*errp, fmt.Errorf("%s: %w", what, err))
 	}
 }
 

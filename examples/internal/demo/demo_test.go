@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -217,4 +218,37 @@ func TestLoadOrCreateCA(t *testing.T) {
 	require.NoError(t, os.Remove(keyPath))
 	_, _, err = demo.LoadOrCreateCA(certPath, keyPath)
 	assert.ErrorContains(t, err, "must both exist")
+}
+
+func TestJoinOnReturn(t *testing.T) {
+	runErr, closeErr := errors.New("run failed"), errors.New("close failed")
+	tests := []struct {
+		name     string
+		run, fn  error
+		want     []error
+		wantText string
+	}{
+		{name: "both succeed"},
+		{name: "the run fails", run: runErr, want: []error{runErr}, wantText: "run failed"},
+		{name: "the close fails", fn: closeErr, want: []error{closeErr}, wantText: "closing the store: close failed"},
+		{name: "both fail", run: runErr, fn: closeErr, want: []error{runErr, closeErr}, wantText: "run failed\nclosing the store: close failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			called := false
+			err := func() (err error) {
+				defer demo.JoinOnReturn(&err, "closing the store", func() error { called = true; return tt.fn })
+				return tt.run
+			}()
+			assert.True(t, called)
+			if tt.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			for _, want := range tt.want {
+				require.ErrorIs(t, err, want)
+			}
+			assert.Equal(t, tt.wantText, err.Error())
+		})
+	}
 }

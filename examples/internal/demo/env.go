@@ -35,7 +35,9 @@ type Env struct {
 
 // Format prints the Env without its token, for every verb.
 func (e Env) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "{API:%s Instance:%s Token:[redacted] Mount:%s}", e.API, e.Instance, e.Mount)
+	// fmt.State writes to the caller's buffer; a failing writer is the
+	// caller's Fprintf's error to report.
+	_, _ = fmt.Fprintf(f, "{API:%s Instance:%s Token:[redacted] Mount:%s}", e.API, e.Instance, e.Mount)
 }
 
 // LogValue logs the Env without its token.

@@ -105,7 +105,7 @@ func ListenESS(opts ESSOptions) (*ESSServer, error) {
 	var listeners []net.Listener
 	closeAll := func() {
 		for _, ln := range listeners {
-			ln.Close()
+			_ = ln.Close() // never served; the setup error is the one to report
 		}
 	}
 	if opts.Socket != "" {
@@ -117,7 +117,7 @@ func ListenESS(opts ESSOptions) (*ESSServer, error) {
 			return nil, fmt.Errorf("ESS socket: %w", err)
 		}
 		if err := os.Chmod(opts.Socket, 0o660); err != nil {
-			ln.Close()
+			_ = ln.Close() // never served; the setup error is the one to report
 			return nil, fmt.Errorf("ESS socket: %w", err)
 		}
 		listeners = append(listeners, ln)

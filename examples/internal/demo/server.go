@@ -120,7 +120,7 @@ func Serve(opts ServeOptions) (*Server, error) {
 	}
 	if opts.AddrFile != "" {
 		if err := atomic.WriteFile(opts.AddrFile, strings.NewReader(s.URL+"\n")); err != nil {
-			ln.Close()
+			_ = ln.Close() // never served; the write error is the one to report
 			return nil, fmt.Errorf("writing the address file: %w", err)
 		}
 	}
@@ -225,7 +225,9 @@ func (l *connLimiter) admit(c *limitedConn) {
 		}
 		l.mu.Unlock()
 		if victim != nil {
-			victim.Close()
+			// The limiter forgets the connection whatever Close returns;
+			// an error only says the connection was already closed.
+			_ = victim.Close()
 			continue
 		}
 		// Every connection is in a request, each bounded by the read and

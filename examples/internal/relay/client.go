@@ -130,7 +130,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, body []byte,
 	if err != nil {
 		return nil, fmt.Errorf("relay: %s %s: %w", method, req.URL.Path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if header != nil {
 		*header = resp.Header
 	}

@@ -303,7 +303,7 @@ func (s *Server) next(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(body)
+		_, _ = w.Write(body) // a failed write means the client is gone
 	}
 }
 
@@ -392,5 +392,5 @@ type apiError struct {
 func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(apiError{Error: msg})
+	_ = json.NewEncoder(w).Encode(apiError{Error: msg}) // a failed write means the client is gone
 }
