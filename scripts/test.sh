@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's one test command (README, .ci/run): formatting, vet, and every
+# The project's one test command (README, .ci/run): formatting, vet, linters, and every
 # test under the race detector, including the Vault backend against a real
 # Vault dev server that scripts/devvault.sh builds (or reuses from its cache)
 # and the PostgreSQL tests against throwaway servers of the PostgreSQL that
@@ -13,6 +13,12 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+
+# golangci-lint's default linters and staticcheck on non-test code, at
+# pinned versions installed through the Go module proxy (scripts/devlint.sh).
+lint_bin=$(scripts/devlint.sh)
+"$lint_bin/golangci-lint" run --tests=false ./...
+"$lint_bin/staticcheck" -tests=false ./...
 
 # curl and jq run open-horizon/examples' helloSecretWorld script against the
 # example agent (examples/hellosecretworld_test.go). Installed from Debian's
