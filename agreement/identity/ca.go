@@ -30,8 +30,11 @@ type CertSigner interface {
 
 // CAOptions configures NewCA.
 type CAOptions struct {
-	// Certificate and Key are an existing CA to load (both or neither).
-	// When both are nil, NewCA generates a self-signed Ed25519 root.
+	// Certificate and Key are an existing CA to load. With Key alone,
+	// NewCA makes a self-signed root for that key (an embedder that keeps
+	// the key, to keep its CA across restarts, then saves
+	// CA.Certificate()); with neither, a self-signed root for a new Ed25519
+	// key that exists only in memory.
 	Certificate *x509.Certificate
 	Key         crypto.Signer
 	// CommonName names a generated root; default "edgesecrets hub CA".
@@ -71,8 +74,8 @@ func NewCA(opts CAOptions) (*CA, error) {
 	switch {
 	case opts.Certificate != nil && opts.Key != nil:
 		return loadCA(opts.Certificate, opts.Key)
-	case opts.Certificate != nil || opts.Key != nil:
-		return nil, fmt.Errorf("identity: CA: give both a certificate and a key, or neither")
+	case opts.Certificate != nil:
+		return nil, fmt.Errorf("identity: CA: a certificate without its key")
 	}
 	name := opts.CommonName
 	if name == "" {
@@ -83,9 +86,13 @@ func NewCA(opts CAOptions) (*CA, error) {
 		lifetime = 10 * 365 * 24 * time.Hour
 	}
 	now := clockOrSystem(opts.Clock).Now()
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("identity: CA: generating key: %w", err)
+	key := opts.Key
+	if key == nil {
+		_, generated, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("identity: CA: generating key: %w", err)
+		}
+		key = generated
 	}
 	serial, err := randomSerial()
 	if err != nil {
@@ -101,7 +108,7 @@ func NewCA(opts CAOptions) (*CA, error) {
 		IsCA:                  true,
 		MaxPathLenZero:        true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		return nil, fmt.Errorf("identity: CA: self-signing: %w", err)
 	}

@@ -4,12 +4,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
 	"os"
 	"time"
 
@@ -44,35 +42,20 @@ func LoadOrCreateCA(certPath, keyPath string) (*identity.CA, bool, error) {
 		return nil, false, fmt.Errorf("hub CA: %s and %s must both exist or both be missing", certPath, keyPath)
 	}
 
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, false, err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	ca, err := identity.NewCA(identity.CAOptions{Key: key, CommonName: "edgesecrets example hub CA", Lifetime: caLifetime})
 	if err != nil {
 		return nil, false, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial.Add(serial, big.NewInt(1)),
-		Subject:               pkix.Name{CommonName: "edgesecrets example hub CA"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
-	if err != nil {
-		return nil, false, fmt.Errorf("hub CA: self-signing: %w", err)
 	}
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, false, err
 	}
 	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw})
 	// The key first: a certificate without its key is refused at the next
 	// start, a key without its certificate too, and neither is used.
 	if err := WritePrivateFile(keyPath, keyPEM); err != nil {
@@ -81,8 +64,7 @@ func LoadOrCreateCA(certPath, keyPath string) (*identity.CA, bool, error) {
 	if err := WritePrivateFile(certPath, certPEM); err != nil {
 		return nil, false, fmt.Errorf("writing the hub CA certificate: %w", err)
 	}
-	ca, err := parseCA(certPEM, keyPEM)
-	return ca, true, err
+	return ca, true, nil
 }
 
 // parseCA loads a CA from its PEM certificate and PKCS #8 key. Errors never
