@@ -3,34 +3,55 @@ package identity
 import (
 	"errors"
 	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Error kinds. Every error of this package matches exactly one of them with
 // errors.Is (a context error matches the context error instead). The HTTP
 // handler maps them to status codes and the client maps the codes back.
+//
+// Each kind is also one of the module's kinds (secretstore.ErrInvalid,
+// ErrPermission, ErrNotFound, ErrConflict, ErrUnavailable), which it
+// matches too, so that code handling errors from several packages needs
+// only those: errors.Is(err, secretstore.ErrUnavailable) holds for an
+// identity error of kind ErrUnavailable.
 var (
 	// ErrInvalid: malformed input — a bad CSR, a bad name, a bad body (400).
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid error = &kindError{"invalid request", secretstore.ErrInvalid}
 	// ErrUnauthenticated: the caller did not prove who it is — the presented
 	// certificate is not from the hub CA or has expired, or the refresh
-	// proof's signature or time is wrong (401).
-	ErrUnauthenticated = errors.New("unauthenticated")
+	// proof's signature or time is wrong (401). Also
+	// secretstore.ErrPermission.
+	ErrUnauthenticated error = &kindError{"unauthenticated", secretstore.ErrPermission}
 	// ErrForbidden: the caller is known but refused — attestation refused or
 	// stale, identity mismatch, instance revoked, serial neither current nor
-	// previous (403).
-	ErrForbidden = errors.New("forbidden")
+	// previous (403). Also secretstore.ErrPermission.
+	ErrForbidden error = &kindError{"forbidden", secretstore.ErrPermission}
 	// ErrNotFound: no record for the instance (404).
-	ErrNotFound = errors.New("instance not found")
+	ErrNotFound error = &kindError{"instance not found", secretstore.ErrNotFound}
 	// ErrConflict: a concurrent update of the same instance record won (409).
-	ErrConflict = errors.New("conflict")
+	ErrConflict error = &kindError{"conflict", secretstore.ErrConflict}
 	// ErrUnavailable: the record store or the signer failed (503).
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable error = &kindError{"unavailable", secretstore.ErrUnavailable}
 	// ErrReplayed: the request carries a proof (register or refresh) that
 	// the hub has already accepted once; it changes nothing (409, reason
 	// "replayed"). An agent never sees it for its own requests: each one
-	// carries a fresh nonce.
-	ErrReplayed = errors.New("replayed request")
+	// carries a fresh nonce. Also secretstore.ErrConflict.
+	ErrReplayed error = &kindError{"replayed request", secretstore.ErrConflict}
 )
+
+// kindError is one of the package's kinds: its own sentinel, which also
+// matches the module-wide kind it refines.
+type kindError struct {
+	msg    string
+	module error
+}
+
+func (k *kindError) Error() string { return k.msg }
+
+// Is reports whether target is the module-wide kind this kind refines.
+func (k *kindError) Is(target error) bool { return target == k.module }
 
 // ErrRevoked is the reason, under ErrForbidden, for every refusal caused by
 // a revoked instance: errors.Is(err, ErrRevoked) and errors.Is(err,
