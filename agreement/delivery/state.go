@@ -2,27 +2,33 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Errors a State returns, matched with errors.Is.
+// Errors a State returns, matched with errors.Is. Each also matches the
+// module-wide kind it refines (secretstore.ErrNotFound, ErrConflict,
+// ErrUnavailable), but a store's error never matches them: an engine tells
+// its state's trouble from its store's.
 var (
-	// ErrNotFound: no record (or wait) with that id.
-	ErrNotFound = errors.New("delivery: not found")
-	// ErrExists: Create of an id that is already stored.
-	ErrExists = errors.New("delivery: already exists")
+	// ErrNotFound: no record (or wait) with that id. Also
+	// secretstore.ErrNotFound.
+	ErrNotFound = errkind.New("delivery: not found", secretstore.ErrNotFound)
+	// ErrExists: Create of an id that is already stored. Also
+	// secretstore.ErrConflict.
+	ErrExists = errkind.New("delivery: already exists", secretstore.ErrConflict)
 	// ErrConflict: Update of a record whose Revision is not the stored one
 	// (someone else changed it since it was read), or, in a shared state,
-	// whose lease this member no longer holds.
-	ErrConflict = errors.New("delivery: conflict")
+	// whose lease this member no longer holds. Also secretstore.ErrConflict.
+	ErrConflict = errkind.New("delivery: conflict", secretstore.ErrConflict)
 	// ErrStateUnavailable: the state cannot be reached (a database down, a
-	// disk failing). The engine stops delivering until it is back.
-	ErrStateUnavailable = errors.New("delivery: state unavailable")
+	// disk failing). The engine stops delivering until it is back. Also
+	// secretstore.ErrUnavailable.
+	ErrStateUnavailable = errkind.New("delivery: state unavailable", secretstore.ErrUnavailable)
 )
 
 // Phase is where an agreement stands in its life.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -18,40 +19,28 @@ import (
 // identity error of kind ErrUnavailable.
 var (
 	// ErrInvalid: malformed input — a bad CSR, a bad name, a bad body (400).
-	ErrInvalid error = &kindError{"invalid request", secretstore.ErrInvalid}
+	ErrInvalid = errkind.New("invalid request", secretstore.ErrInvalid)
 	// ErrUnauthenticated: the caller did not prove who it is — the presented
 	// certificate is not from the hub CA or has expired, or the refresh
 	// proof's signature or time is wrong (401). Also
 	// secretstore.ErrPermission.
-	ErrUnauthenticated error = &kindError{"unauthenticated", secretstore.ErrPermission}
+	ErrUnauthenticated = errkind.New("unauthenticated", secretstore.ErrPermission)
 	// ErrForbidden: the caller is known but refused — attestation refused or
 	// stale, identity mismatch, instance revoked, serial neither current nor
 	// previous (403). Also secretstore.ErrPermission.
-	ErrForbidden error = &kindError{"forbidden", secretstore.ErrPermission}
+	ErrForbidden = errkind.New("forbidden", secretstore.ErrPermission)
 	// ErrNotFound: no record for the instance (404).
-	ErrNotFound error = &kindError{"instance not found", secretstore.ErrNotFound}
+	ErrNotFound = errkind.New("instance not found", secretstore.ErrNotFound)
 	// ErrConflict: a concurrent update of the same instance record won (409).
-	ErrConflict error = &kindError{"conflict", secretstore.ErrConflict}
+	ErrConflict = errkind.New("conflict", secretstore.ErrConflict)
 	// ErrUnavailable: the record store or the signer failed (503).
-	ErrUnavailable error = &kindError{"unavailable", secretstore.ErrUnavailable}
+	ErrUnavailable = errkind.New("unavailable", secretstore.ErrUnavailable)
 	// ErrReplayed: the request carries a proof (register or refresh) that
 	// the hub has already accepted once; it changes nothing (409, reason
 	// "replayed"). An agent never sees it for its own requests: each one
 	// carries a fresh nonce. Also secretstore.ErrConflict.
-	ErrReplayed error = &kindError{"replayed request", secretstore.ErrConflict}
+	ErrReplayed = errkind.New("replayed request", secretstore.ErrConflict)
 )
-
-// kindError is one of the package's kinds: its own sentinel, which also
-// matches the module-wide kind it refines.
-type kindError struct {
-	msg    string
-	module error
-}
-
-func (k *kindError) Error() string { return k.msg }
-
-// Is reports whether target is the module-wide kind this kind refines.
-func (k *kindError) Is(target error) bool { return target == k.module }
 
 // ErrRevoked is the reason, under ErrForbidden, for every refusal caused by
 // a revoked instance: errors.Is(err, ErrRevoked) and errors.Is(err,
