@@ -45,7 +45,9 @@
 #define GRACE 2         /* healthy cycles that must confirm an absence before it cancels */
 #endif
 #define NSLOT 3         /* messages the network holds at once (any order) */
+#ifndef MAXSEQ
 #define MAXSEQ 250
+#endif
 
 /* store modes: the agbot's view of the whole store */
 #define M_OK       0
@@ -128,6 +130,7 @@ byte nkind[NSLOT];
 byte nver[NSLOT];
 
 /* ---- ghosts for the properties ---------------------------------------- */
+byte pseq[NB];          /* the sequence of the envelope agbot i stored and is about to send */
 bool decided;           /* a cancellation was decided (the record went to cancelling) */
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -163,7 +166,10 @@ inline ownerOfY(r, t) {
 	for (t : 0 .. NB-1) { if :: live[t] -> r = t :: else -> skip fi }
 }
 
-/* put a message in the network; a full network drops it (counted as a loss) */
+/* the network has room: a send waits for it (Transport.Send blocks) */
+#define freeSlot (nk[0] == S_FREE || nk[1] == S_FREE || nk[2] == S_FREE)
+
+/* put a message in the network (room checked by the caller) */
 inline netPut(kind, from, s, mk, v, t) {
 	t = 0;
 	do
@@ -176,7 +182,75 @@ inline netPut(kind, from, s, mk, v, t) {
 /* a message or reply for sequence s is still on the wire */
 inline onWire(s, r, t) {
 	r = 0;
-	for (t : 0 .. NSLOT-1) { if :: nk[t] != S_FREE && nseq[t] == s -> r = 1 :: else -> skip fi }
+	for (t : 0 .. NSLOT-1) { if :: nk[t] != S_FREE && nseq[t] == s -> r = 1 :: else -> skip fi };
+	for (t : 0 .. NB-1) { if :: pseq[t] == s -> r = 1 :: else -> skip fi }
+}
+
+/* reconcile.go: batch.read through secretstore.Reader: a cached value is
+ * used unless its tag is not the observed one (then read again); a value
+ * that differs from the observation becomes the fresh observation, stored
+ * by reconcileBatch's PutObservations for the member's own share only
+ * (pgstate: ConflictError for another member's name). */
+inline readX(r, cache, ox, t) {
+	if
+	:: cache != 0 && obsSt == O_PRESENT && cache != obsTag -> cache = 0
+	:: else -> skip
+	fi;
+	if
+	:: cache != 0 -> r = cache
+	:: else ->
+		if
+		:: mode == M_OK && xex -> r = xv; cache = xv
+		:: mode == M_OK && !xex -> r = RD_ABSENT
+		:: mode == M_OUTAGE -> r = RD_UNAV
+		:: mode == M_CREDFAIL || mode == M_READDENY -> r = RD_ABSENT
+		fi;
+		if
+		:: r >= 1 && r <= MAXV && !(obsSt == O_PRESENT && obsTag == r) ->
+			ownerOfX(ox, t);
+			if
+			:: live[i] && ox == i -> obsSt = O_PRESENT; obsTag = r; obsGrace = 0; obsGenuine = 1
+#ifndef GO_CACHE_HOLE
+			/* fix (reconcile.go: batch.read): a member that does not poll the name
+			 * cannot store what it found, so it does not send it either: it waits
+			 * for the member that polls it (errBehindObservation). Otherwise a
+			 * member whose cached value equals the stale observation sends the
+			 * older content after it. */
+			:: else -> r = RD_UNAV
+#else
+			:: else -> skip   /* ConflictError: the content is sent all the same */
+#endif
+			fi
+		:: else -> skip
+		fi
+	fi
+}
+
+/* reconcile.go: commit -> applyReply (edit: a fenced Update, retried on
+ * conflict; it fails while another member holds a valid claim): a reply is
+ * applied only if it names the message in flight (InReplyTo) */
+#define replyFor(i) ((nk[0] == S_REPLY && nfrom[0] == (i)) || (nk[1] == S_REPLY && nfrom[1] == (i)) || (nk[2] == S_REPLY && nfrom[2] == (i)))
+inline commitReplies() {
+	for (k : 0 .. NSLOT-1) {
+		if
+		:: nk[k] == S_REPLY && nfrom[k] == i ->
+			if
+			:: live[i] && !otherClaim(i) && phase != R_GONE && infSeq != 0 && infSeq == nseq[k] ->
+				if
+				:: infKind == K_CANCEL -> phase = R_GONE  /* the agent removed the secrets */
+				:: else ->
+					if :: infKind == K_PROP -> proposed = 1 :: else -> skip fi;
+					acked = infVer; infSeq = 0;
+					next = N_NEVER  /* settle: in sync as stored; scan finds it otherwise */
+				fi;
+				touch()
+			:: else -> skip /* late reply (InReplyTo not in flight), or not stored */
+			fi;
+			nk[k] = S_FREE
+		:: else -> skip
+		fi
+	};
+	k = 0
 }
 
 /* ---- an agbot: agreement/delivery Engine with a pgstate State --------- */
@@ -186,17 +260,16 @@ proctype agbot(byte i) {
 	byte rd;            /* what prepare read */
 	bool healthy, conf, mine;
 	byte ox, oy, fine, xres, got;
-	byte pseq, pkind, pver; /* the envelope sealed, to send */
+	byte pkind, pver;   /* the envelope sealed, to send (its sequence: pseq[i]) */
 	byte k;
-	bool w;
 
 end_loop:
 	do
-	:: /* secretstore/reader.go: a cached value's TTL passes */
-		if :: cache = 0 :: skip fi;
-
-		/* agreement/delivery/member.go: keepMembership */
+	:: /* agreement/delivery/member.go: keepMembership, then
+		 * agreement/delivery/cycle.go: cycle, scan (one step: see README) */
 		atomic {
+			/* secretstore/reader.go: a cached value's TTL passes */
+			if :: cache = 0 :: skip fi;
 			if
 			:: !joined ->
 				/* Membership.Join: a new incarnation, which voids the claims of the earlier one */
@@ -208,11 +281,9 @@ end_loop:
 			:: joined && !live[i] ->
 				/* Heartbeat fails with ErrLeaseLost: stop delivering, Join again */
 				ent[i] = 0; joined = 0
-			fi
-		}
+			fi;
 
 		/* agreement/delivery/cycle.go: cycle (entitled, syncNames, Poll, applyCycle, observe) */
-		atomic {
 			if
 			:: ent[i] && live[i] ->
 				ownerOfX(ox, k); ownerOfY(oy, k);
@@ -249,14 +320,14 @@ end_loop:
 					:: else -> skip
 					fi
 				:: (xres == O_MISSING || xres == O_FORBIDDEN) && healthy ->
-					w = (!xex && mode == M_OK);  /* ghost: the absence is real */
+					/* ghost: the absence is real (w: obsGenuine of this cycle) */
 					if
 					:: obsSt == O_MISSING || obsSt == O_FORBIDDEN ->
 						/* the grace period goes on */
 						if :: obsGrace < GRACE -> obsGrace++ :: else -> skip fi;
-						obsGenuine = obsGenuine && w
+						obsGenuine = obsGenuine && (!xex && mode == M_OK)
 					:: else ->
-						obsSt = xres; obsGrace = 1; obsGenuine = w;
+						obsSt = xres; obsGrace = 1; obsGenuine = (!xex && mode == M_OK);
 						cache = 0;
 						markDue()
 					fi;
@@ -264,16 +335,14 @@ end_loop:
 				:: else -> skip
 				fi
 			:: else -> healthy = 0; conf = 0; mine = 0
-			fi
-		}
+			fi;
 
 		/* agreement/delivery/cycle.go: scan, evaluate, cancel */
-		atomic {
 			if
 			:: phase == R_ACTIVE ->
-				/* evaluate: inSync */
+				/* evaluate: inSync (an observation that is not present leaves the stored Desired, which is Acked) */
 				if
-				:: !(proposed && infSeq == 0 && obsSt == O_PRESENT && obsTag == acked) && next == N_NEVER ->
+				:: !(proposed && infSeq == 0 && !(obsSt == O_PRESENT && obsTag != acked)) && next == N_NEVER ->
 					markDue()  /* stale: behind the store with nothing scheduled */
 				:: else -> skip
 				fi;
@@ -293,7 +362,8 @@ end_loop:
 				:: else -> skip
 				fi
 			:: else -> skip
-			fi
+			fi;
+			healthy = 0; conf = 0; mine = 0; ox = 0; oy = 0; fine = 0; xres = 0; k = 0
 		}
 
 		/* agreement/delivery/reconcile.go: reconcileBatch (entitled) -> State.Due:
@@ -310,60 +380,47 @@ end_loop:
 				owner = i+1; cvalid = 1; next = N_LATER;
 				touch(); cas[i] = 1; got = 1
 			:: else -> got = 0
-			fi
-		}
+			fi;
 
+		/* (one step with Due: what matters is the store at the read) */
 		if
 		:: got ->
 			/* reconcile.go: prepare -> prepareActive -> resolve -> batch.read (secretstore.Reader) */
-			atomic {
 				rd = RD_NONE;
 				if
-				:: phase == R_ACTIVE ->
+				:: phase == R_ACTIVE && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
+					rd = RD_ABSENT   /* resolve skips candidates observed absent: absentError, wait */
+				:: phase == R_ACTIVE && !(obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
 					if
-					:: obsSt == O_MISSING || obsSt == O_FORBIDDEN -> rd = RD_ABSENT
-					:: proposed && obsSt == O_PRESENT && obsTag == acked && !(infSeq != 0 && infVer != acked) ->
-						rd = RD_INSYNC   /* resolve(value=false): c == Acked, nothing else in flight */
-					:: else ->
-						/* a value read: the cache serves it unless its tag is not the observed one */
-#ifndef GO_CACHE_HOLE
-						/* fix (reconcile.go: resolve): the agent holds other content of this name
-						 * than observed: the observation may be behind the store; read the store */
-						if :: proposed && obsSt == O_PRESENT && obsTag != acked -> cache = 0 :: else -> skip fi;
-#endif
+					:: proposed ->
+						/* resolve(value=false): the observation, or a read when not observed */
 						if
-						:: cache != 0 && obsSt == O_PRESENT && cache != obsTag -> cache = 0  /* read again */
-						:: else -> skip
+						:: obsSt == O_PRESENT -> rd = obsTag
+						:: else -> readX(rd, cache, ox, k)
 						fi;
 						if
-						:: cache != 0 -> rd = cache
-						:: else ->
-							if
-							:: mode == M_OK && xex -> rd = xv; cache = xv
-							:: mode == M_OK && !xex -> rd = RD_ABSENT
-							:: mode == M_OUTAGE -> rd = RD_UNAV
-							:: mode == M_CREDFAIL || mode == M_READDENY -> rd = RD_ABSENT
-							fi;
-							/* a read that finds other content than observed: the fresh observation,
-							 * stored by reconcileBatch's PutObservations only for the member's own share */
-							if
-							:: rd >= 1 && rd <= MAXV && !(obsSt == O_PRESENT && obsTag == rd) ->
-								ownerOfX(ox, k);
-								if
-								:: live[i] && ox == i -> obsSt = O_PRESENT; obsTag = rd; obsGrace = 0; obsGenuine = 1
-								:: else -> skip  /* ConflictError: another member's name */
-								fi
-							:: else -> skip
-							fi
+						:: rd == acked && !(infSeq != 0 && infVer != acked) -> rd = RD_INSYNC
+						:: rd >= 1 && rd <= MAXV ->
+							readX(rd, cache, ox, k);
+							/* a read that finds what the agent holds sends nothing */
+							if :: rd == acked && !(infSeq != 0 && infVer != acked) -> rd = RD_INSYNC :: else -> skip fi
+						:: else -> skip
 						fi
+					:: else -> readX(rd, cache, ox, k)   /* a proposal carries the value */
 					fi
 				:: else -> skip
-				fi
-			}
+				fi;
+				ox = 0; k = 0
+		:: else -> skip
+		fi
+		};
+
+		if
+		:: got ->
 
 			/* reconcile.go: prepare, seal, nextSequence; then State.Update (fenced, compare-and-set) */
 			atomic {
-				pseq = 0;
+				pseq[i] = 0;
 				if
 #ifndef BROKEN_NO_LEASE_CHECK
 				:: cas[i] && live[i] && !(owner == i+1 && !cvalid) ->
@@ -376,7 +433,7 @@ end_loop:
 					:: phase == R_CANCELLING && !(seq == 0 && infSeq == 0) ->
 						if
 						:: infSeq != 0 && infKind == K_CANCEL && !infOverdue -> next = N_LATER  /* batch.inFlight */
-						:: else -> pkind = K_CANCEL; pver = 0; pseq = 1
+						:: else -> pkind = K_CANCEL; pver = 0; pseq[i] = 1
 						fi
 					:: phase == R_ACTIVE && (rd == RD_ABSENT || rd == RD_UNAV || rd == RD_NONE) ->
 #ifndef BROKEN_GIVE_UP
@@ -390,12 +447,12 @@ end_loop:
 						if :: proposed -> pkind = K_UPD :: else -> pkind = K_PROP fi;
 						if
 						:: infSeq != 0 && infKind == pkind && infVer == rd && !infOverdue -> next = N_LATER
-						:: else -> pver = rd; pseq = 1
+						:: else -> pver = rd; pseq[i] = 1
 						fi
 					:: else -> skip
 					fi;
 					if
-					:: pseq ->
+					:: pseq[i] ->
 						/* seal: nextSequence */
 #ifndef BROKEN_EQUAL_SEQ
 						seq++;
@@ -403,7 +460,7 @@ end_loop:
 						if :: seq == 0 -> seq++ :: else -> skip fi;  /* a new message reuses the sequence */
 #endif
 						assert(seq < MAXSEQ);
-						pseq = seq;
+						pseq[i] = seq;
 						infSeq = seq; infKind = pkind; infVer = pver; infOverdue = 0;
 						next = N_LATER
 					:: else -> skip
@@ -416,52 +473,33 @@ end_loop:
 					:: live[i] && phase != R_GONE -> next = N_DUE; touch()  /* ConflictError: MarkDue, looked at again */
 					:: else -> skip  /* ErrLeaseLost: nothing stored, nothing sent */
 					fi
-				fi
+				fi;
+				rd = 0; ox = 0; k = 0
 			}
 
-			/* reconcile.go: reconcileBatch's send goroutine (entitled, Transport.Send) */
-			atomic {
-				if
+			/* reconcile.go: reconcileBatch's send goroutine (entitled, Transport.Send);
+			 * while it waits for room in the network, commitLoop goes on */
+			do
+			:: atomic { pseq[i] == 0 -> break }
 #ifndef BROKEN_NO_LEASE_CHECK
-				:: pseq != 0 && ent[i] -> netPut(S_MSG, i, pseq, pkind, pver, k)
+			:: atomic { pseq[i] != 0 && ent[i] && freeSlot -> netPut(S_MSG, i, pseq[i], pkind, pver, k); pseq[i] = 0; pkind = 0; pver = 0; k = 0; break }
 #else
-				:: pseq != 0 -> netPut(S_MSG, i, pseq, pkind, pver, k)
+			:: atomic { pseq[i] != 0 && freeSlot -> netPut(S_MSG, i, pseq[i], pkind, pver, k); pseq[i] = 0; pkind = 0; pver = 0; k = 0; break }
 #endif
-				:: pseq != 0 && !ent[i] ->
-					/* errNotEntitled -> commit: fenced edit clears InFlight */
-					if
-					:: live[i] && !otherClaim(i) && infSeq == pseq -> infSeq = 0; next = N_LATER; touch()
-					:: else -> skip
-					fi
+			:: atomic { pseq[i] != 0 && !ent[i] ->
+				/* errNotEntitled -> commit: fenced edit clears InFlight */
+				if
+				:: live[i] && !otherClaim(i) && infSeq == pseq[i] -> infSeq = 0; next = N_LATER; touch()
 				:: else -> skip
 				fi;
-				pseq = 0
-			}
+				pseq[i] = 0; pkind = 0; pver = 0; break }
+			:: atomic { pseq[i] != 0 && replyFor(i) -> commitReplies() }
+			od
 		:: else -> skip
 		fi;
 
 		/* reconcile.go: commit -> applyReply (edit: fenced Update, retried on conflict) */
-		atomic {
-			for (k : 0 .. NSLOT-1) {
-				if
-				:: nk[k] == S_REPLY && nfrom[k] == i ->
-					if
-					:: live[i] && !otherClaim(i) && phase != R_GONE && infSeq != 0 && infSeq == nseq[k] ->
-						if
-						:: infKind == K_CANCEL -> phase = R_GONE  /* the agent removed the secrets */
-						:: else ->
-							if :: infKind == K_PROP -> proposed = 1 :: else -> skip fi;
-							acked = infVer; infSeq = 0;
-							next = N_NEVER  /* settle: in sync as stored; scan finds it otherwise */
-						fi;
-						touch()
-					:: else -> skip /* late reply (InReplyTo not in flight), or not stored */
-					fi;
-					nk[k] = S_FREE
-				:: else -> skip
-				fi
-			}
-		}
+		atomic { commitReplies() }
 #ifdef BROKEN_NO_CONFIRM
 		/* the engine forgets a cancellation once sent, without the agent's reply */
 		atomic { if :: phase == R_CANCELLING && infSeq != 0 && infKind == K_CANCEL -> phase = R_GONE :: else -> skip fi }
@@ -517,7 +555,7 @@ end_healer:
 
 /* ---- the world: store changes, faults, network faults, the clock ------- */
 active proctype world() {
-	byte k, t;
+	byte t;
 	bool w;
 end_world:
 	do
@@ -531,24 +569,37 @@ end_world:
 	:: atomic { fb > 0 && mode == M_OK -> mode = M_CREDFAIL; fb-- }
 	:: atomic { fb > 0 && mode == M_OK -> mode = M_READDENY; fb-- }
 	/* an agbot's heartbeat is late: its own lease runs out first (Until is on its clock) ... */
-	:: atomic { fb > 0 -> for (k : 0 .. NB-1) { if :: ent[k] && fb > 0 -> ent[k] = 0; fb-- :: else -> skip fi } }
+	:: atomic { fb > 0 && ent[0] -> ent[0] = 0; fb-- }
+	:: atomic { fb > 0 && ent[1] -> ent[1] = 0; fb-- }
+#if NB > 2
+	:: atomic { fb > 0 && ent[2] -> ent[2] = 0; fb-- }
+#endif
 	/* ... then the state's: the membership expires, its claims are void */
-	:: atomic { for (k : 0 .. NB-1) { if :: live[k] && !ent[k] -> live[k] = 0 :: else -> skip fi } }
+	:: atomic { live[0] && !ent[0] -> live[0] = 0 }
+	:: atomic { live[1] && !ent[1] -> live[1] = 0 }
+#if NB > 2
+	:: atomic { live[2] && !ent[2] -> live[2] = 0 }
+#endif
 	/* a claim's lease_until passes while its holder works */
 	:: atomic { fb > 0 && owner != 0 && cvalid -> cvalid = 0; fb-- }
-	/* the network loses or duplicates a message or reply */
-	:: atomic { nbud > 0 -> for (k : 0 .. NSLOT-1) { if :: nk[k] != S_FREE && nbud > 0 -> nk[k] = S_FREE; nbud-- :: else -> skip fi } }
-	:: atomic { nbud > 0 -> for (k : 0 .. NSLOT-1) { if :: nk[k] == S_MSG && nbud > 0 -> netPut(S_MSG, nfrom[k], nseq[k], nkind[k], nver[k], t); nbud-- :: else -> skip fi } }
-	/* the clock: a backoff or Due's lease passes (never exhausted) */
-	:: atomic { next == N_LATER && phase != R_GONE -> next = N_DUE; touch() }
+	/* the network loses a message or reply */
+	:: atomic { nbud > 0 && nk[0] != S_FREE -> nk[0] = S_FREE; nbud-- }
+	:: atomic { nbud > 0 && nk[1] != S_FREE -> nk[1] = S_FREE; nbud-- }
+	:: atomic { nbud > 0 && nk[2] != S_FREE -> nk[2] = S_FREE; nbud-- }
+	/* the network duplicates a message (the copy may overtake it) */
+	:: atomic { nbud > 0 && nk[0] == S_MSG -> netPut(S_MSG, nfrom[0], nseq[0], nkind[0], nver[0], t); nbud--; t = 0 }
+	:: atomic { nbud > 0 && nk[1] == S_MSG -> netPut(S_MSG, nfrom[1], nseq[1], nkind[1], nver[1], t); nbud--; t = 0 }
+	/* the clock: a backoff or Due's lease passes (never exhausted); with a
+	 * message in flight, NextAttempt is its reply timeout (below) */
+	:: atomic { next == N_LATER && phase != R_GONE && (infSeq == 0 || infOverdue) -> next = N_DUE }
 	/* the clock: the reply timeout passes, when the message or its reply is lost, or early (a fault) */
 	:: atomic { infSeq != 0 && !infOverdue ->
 		onWire(infSeq, w, t);
 		if
-		:: !w -> infOverdue = 1; next = N_DUE; touch()
-		:: w && nbud > 0 -> infOverdue = 1; next = N_DUE; nbud--; touch()
+		:: !w -> infOverdue = 1; next = N_DUE
+		:: w && nbud > 0 -> infOverdue = 1; next = N_DUE; nbud--
 		:: else -> skip
-		fi }
+		fi; w = 0; t = 0 }
 	od
 }
 
