@@ -241,7 +241,9 @@ inline commitReplies() {
 				:: else ->
 					if :: infKind == K_PROP -> proposed = 1 :: else -> skip fi;
 					acked = infVer; infSeq = 0;
-					next = N_NEVER  /* settle: in sync as stored; scan finds it otherwise */
+					/* settle when in sync as stored (scan finds it otherwise); a
+					 * cancelling record is never in sync: due now */
+					if :: phase == R_ACTIVE -> next = N_NEVER :: else -> next = N_DUE fi
 				fi;
 				touch()
 			:: else -> skip /* late reply (InReplyTo not in flight), or not stored */
@@ -349,22 +351,30 @@ end_loop:
 				/* confirmation: this member's cycle now, or another member's recent healthy cycle */
 				if
 				:: healthy && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) && (conf || !mine) && obsGrace >= GRACE ->
-					/* cancel: editIDs -> Update, fenced (member live, nobody else's valid claim) */
-					if
-					:: live[i] && !otherClaim(i) ->
-						/* PROPERTY no_cancel_from_store_failure */
-						assert(obsGenuine);
-						phase = R_CANCELLING; next = N_DUE; decided = 1;
-						if :: owner == i+1 -> owner = 0 :: else -> skip fi;
-						touch()
-					:: else -> skip
-					fi
+					/* PROPERTY no_cancel_from_store_failure: decided only on a real absence */
+					assert(obsGenuine);
+					got = 1   /* the decision, stored below */
 				:: else -> skip
 				fi
 			:: else -> skip
 			fi;
 			healthy = 0; conf = 0; mine = 0; ox = 0; oy = 0; fine = 0; xres = 0; k = 0
-		}
+		};
+
+		/* cycle.go: cancel: editIDs -> Update, fenced (member live, nobody else's
+		 * valid claim). A conflict is retried (edit, then the next cycles); a claim
+		 * lasts a moment beside an interval, so the model waits for it to end. */
+		atomic {
+			!got || !otherClaim(i) || !live[i] ->
+			if
+			:: got && live[i] && phase == R_ACTIVE ->
+				phase = R_CANCELLING; next = N_DUE; decided = 1;
+				if :: owner == i+1 -> owner = 0 :: else -> skip fi;
+				touch()
+			:: else -> skip
+			fi;
+			got = 0
+		};
 
 		/* agreement/delivery/reconcile.go: reconcileBatch (entitled) -> State.Due:
 		 * due, or its claim void, and nobody else's valid claim (FOR UPDATE SKIP LOCKED) */
