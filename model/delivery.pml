@@ -70,7 +70,6 @@
 #define N_NEVER 0
 #define N_LATER 1
 #define N_DUE   2
-#define N_GAVEUP 3      /* BROKEN_GIVE_UP only */
 
 /* message kinds */
 #define K_PROP   1
@@ -140,7 +139,9 @@ bool decided;           /* a cancellation was decided (the record went to cancel
 #define otherClaim(i)  (owner != 0 && owner != (i)+1 && claimValid(owner))
 
 /* every claim, mark or write changes the revision */
-#if NB == 2
+#if NB == 1
+#define touch() cas[0] = 0
+#elif NB == 2
 #define touch() cas[0] = 0; cas[1] = 0
 #else
 #define touch() cas[0] = 0; cas[1] = 0; cas[2] = 0
@@ -446,11 +447,7 @@ end_loop:
 						:: else -> pkind = K_CANCEL; pver = 0; pseq[i] = 1
 						fi
 					:: phase == R_ACTIVE && (rd == RD_ABSENT || rd == RD_UNAV || rd == RD_NONE) ->
-#ifndef BROKEN_GIVE_UP
 						next = N_LATER   /* batch.wait: backoff, never exhausted */
-#else
-						next = N_GAVEUP  /* the backoff is exhausted: only a change of the observation marks it due */
-#endif
 					:: phase == R_ACTIVE && rd == RD_INSYNC ->
 						infSeq = 0; next = N_NEVER
 					:: phase == R_ACTIVE && rd >= 1 && rd <= MAXV ->
@@ -580,13 +577,17 @@ end_world:
 	:: atomic { fb > 0 && mode == M_OK -> mode = M_READDENY; fb-- }
 	/* an agbot's heartbeat is late: its own lease runs out first (Until is on its clock) ... */
 	:: atomic { fb > 0 && ent[0] -> ent[0] = 0; fb-- }
+#if NB > 1
 	:: atomic { fb > 0 && ent[1] -> ent[1] = 0; fb-- }
+#endif
 #if NB > 2
 	:: atomic { fb > 0 && ent[2] -> ent[2] = 0; fb-- }
 #endif
 	/* ... then the state's: the membership expires, its claims are void */
 	:: atomic { live[0] && !ent[0] -> live[0] = 0 }
+#if NB > 1
 	:: atomic { live[1] && !ent[1] -> live[1] = 0 }
+#endif
 #if NB > 2
 	:: atomic { live[2] && !ent[2] -> live[2] = 0 }
 #endif
@@ -603,6 +604,7 @@ end_world:
 	 * message in flight, NextAttempt is its reply timeout (below) */
 	:: atomic { next == N_LATER && phase != R_GONE && (infSeq == 0 || infOverdue) -> next = N_DUE }
 	/* the clock: the reply timeout passes, when the message or its reply is lost, or early (a fault) */
+#ifndef BROKEN_GIVE_UP
 	:: atomic { infSeq != 0 && !infOverdue ->
 		onWire(infSeq, w, t);
 		if
@@ -610,6 +612,8 @@ end_world:
 		:: w && nbud > 0 -> infOverdue = 1; next = N_DUE; nbud--
 		:: else -> skip
 		fi; w = 0; t = 0 }
+#endif
+	/* BROKEN_GIVE_UP: an unanswered message is never tried again (attempts exhausted) */
 	od
 }
 
