@@ -67,7 +67,7 @@ var checks = []check{
 	{name: "broken/forget-floor", defines: with(budgets(1, 1, 0), "-DBROKEN_FORGET_FLOOR"), wantError: true, wantIn: "!(ended)"},
 	{name: "broken/go-cache-hole", defines: with(budgets(1, 1, 0), "-DGO_CACHE_HOLE"), wantError: true, wantIn: "nver[k]>=held"},
 	{name: "broken/cancel-on-forbidden", defines: with(budgets(0, 1, 0), "-DBROKEN_CANCEL_ON_FORBIDDEN"), wantError: true, wantIn: "obsGenuine"},
-	{name: "broken/no-lease-check", defines: with(budgets(1, 1, 0), "-DBROKEN_NO_LEASE_CHECK"), wantError: true, wantIn: "otherClaim"},
+	{name: "broken/no-lease-check", defines: with(budgets(1, 1, 0), "-DBROKEN_NO_LEASE_CHECK"), wantError: true, wantIn: "owner!=(i+1)"},
 	{name: "broken/no-confirm", defines: with(budgets(1, 0, 1), "-DBROKEN_NO_CONFIRM"), liveness: true, ltl: "deletion", wantError: true, wantIn: "acceptance cycle"},
 	{name: "broken/give-up", defines: with(budgets(0, 0, 1), "-DBROKEN_GIVE_UP"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
 }
