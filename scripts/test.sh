@@ -33,6 +33,9 @@ if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
   fi
 fi
 
+# spin and gcc run the model check of the delivery protocol (model/).
+scripts/devspin.sh
+
 # PostgreSQL first: an install may ask for sudo, better now than after the
 # Vault build.
 EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)

@@ -190,6 +190,8 @@ type batch struct {
 	reads map[string]*memo[*secretstore.Secret]
 	keys  map[string]*memo[*agreement.PublicKeys]
 	fresh []Observation // observations the reads corrected, to store
+	// others are the bound names another member of a shared State polls.
+	others map[string]bool
 }
 
 // memo is a result fetched once per batch.
@@ -227,6 +229,19 @@ func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *ba
 		obs = map[string]Observation{}
 	}
 	b.obs = obs
+	if e.member.m != nil {
+		// In a shared State, the bound names this member does not poll.
+		mine := map[string]bool{}
+		for _, n := range e.watcher.Names() {
+			mine[n] = true
+		}
+		b.others = map[string]bool{}
+		for _, n := range names {
+			if !mine[n] {
+				b.others[n] = true
+			}
+		}
+	}
 	return b
 }
 
@@ -274,6 +289,16 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 			e.reader.Invalidate(name)
 			s, err = e.reader.Get(ctx, name)
 		}
+		if err == nil && (o.State != Present || s.ContentTag() != o.Tag) && b.others[name] {
+			// Another member polls the name: this one cannot store what it
+			// found (PutObservations refuses it), so it does not send it
+			// either. Sent, it would be followed by the older content a
+			// member whose cached value equals the stale observation seals
+			// with a higher sequence. The record waits for the member that
+			// polls the name to observe the change: one interval at most.
+			r.val, r.err = nil, fmt.Errorf("delivery: secret %q: %w", name, errObservationBehind)
+			return
+		}
 		if err == nil && (o.State != Present || s.ContentTag() != o.Tag) {
 			fresh := Observation{Name: name, State: Present, Tag: s.ContentTag(), Since: b.now, CheckedAt: b.now}
 			if o.State == Present {
@@ -288,6 +313,10 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 	})
 	return r.val, r.err
 }
+
+// errObservationBehind: a read found other content than the stored
+// observation of a name another member of a shared State polls.
+var errObservationBehind = errors.New("the store has other content than the member polling it observed; waiting for its next cycle")
 
 // absentError says that every candidate of a binding is missing or
 // forbidden.

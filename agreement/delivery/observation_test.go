@@ -1,0 +1,71 @@
+package delivery_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
+
+// notPollingState is a shared MemoryState in which another member polls
+// every name, as pgstate divides them: Names gives this member none, and
+// PutObservations refuses theirs with a *delivery.ConflictError.
+type notPollingState struct{ *sharedMemoryState }
+
+func (s notPollingState) Names(context.Context, string) ([]string, error) { return nil, nil }
+
+func (s notPollingState) PutObservations(_ context.Context, _ string, obs ...delivery.Observation) error {
+	var refused []string
+	for _, o := range obs {
+		refused = append(refused, o.Name)
+	}
+	if len(refused) > 0 {
+		return &delivery.ConflictError{IDs: refused}
+	}
+	return nil
+}
+
+// A member that reads newer content than the member polling the name
+// observed cannot store that observation, so it does not send the content:
+// sent, it could be followed by the older content that another member,
+// whose cached value equals the stale observation, seals with a higher
+// sequence (found by the model, model/README.md). It waits until the
+// polling member observes the change, then delivers it.
+func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := notPollingState{&sharedMemoryState{MemoryState: delivery.NewMemoryState(), period: 30 * time.Second}}
+		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
+		h.state = shared
+		agent := h.agent("node-1")
+		observe := func() { // the member polling org/db observes it
+			s, err := h.store.Inner().Get(ctx, "org/db")
+			require.NoError(t, err)
+			now := time.Now()
+			require.NoError(t, shared.MemoryState.PutObservations(ctx, "other", delivery.Observation{
+				Name: "org/db", State: delivery.Present, Tag: s.ContentTag(), Since: now, CheckedAt: now}))
+			_, err = shared.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/db"}}, now, false)
+			require.NoError(t, err)
+		}
+		h.put("org/db", canary+"v1")
+		observe()
+		h.put("org/db", canary+"v2") // rotated since the polling member's cycle
+		h.register("agr-1", "node-1", "org/db")
+		h.start()
+		defer h.stop()
+
+		cycles(3)
+		assert.Empty(t, agent.messages(), "content the polling member has not observed is not sent")
+
+		observe()
+		h.wait("agr-1", 2*time.Minute)
+		got, ok := agent.file("agr-1", "pw")
+		require.True(t, ok)
+		assert.Equal(t, jsonFile(canary+"v2"), got)
+	})
+}
