@@ -218,6 +218,12 @@ type Cycle struct {
 	// Answered counts names the store answered normally this cycle:
 	// present, or missing (ErrNotFound).
 	Answered int
+	// AnsweredAlone counts the names of Answered that a request about that
+	// name alone answered (Stat, Get), rather than a listing. A listing can
+	// show a secret the caller may not read: a cycle whose names are
+	// refused when asked about one by one and present only in a listing
+	// learnt nothing about any secret (see StoreFailure).
+	AnsweredAlone int
 	// Forbidden counts names the store refused this cycle (ErrPermission),
 	// whether or not the refusal is new.
 	Forbidden int
@@ -239,7 +245,9 @@ type Cycle struct {
 // rather than particular secrets. It returns the credential check's error
 // when the check failed; else, when names were watched and none was
 // answered, an error matching ErrUnavailable if any name could not be
-// checked and ErrPermission if every name was refused; else nil.
+// checked and ErrPermission if every name was refused; else, when names
+// were refused and every name answered was only listed (none answered
+// when asked about alone), an error matching ErrPermission; else nil.
 //
 // A nil result does not make every Forbidden or Deleted event a
 // revocation (that takes confirmation over time), but a non-nil one means
@@ -249,6 +257,11 @@ type Cycle struct {
 func (c Cycle) StoreFailure() error {
 	if c.CredentialsChecked && c.Credentials != nil {
 		return c.Credentials
+	}
+	if c.Forbidden > 0 && c.AnsweredAlone == 0 && c.Answered > 0 {
+		// Listed, but refused whenever asked about alone: the caller's
+		// own access to every secret, not a refusal of particular ones.
+		return NewError(opWatch, "", ErrPermission, fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered))
 	}
 	if c.Watched == 0 || c.Answered > 0 {
 		return nil
@@ -399,6 +412,7 @@ type observation struct {
 	version string
 	sum     [sha256.Size]byte
 	err     error
+	listed  bool // answered by a listing, not by a request about the name
 }
 
 // NewWatcher returns a watcher of store with no names. It validates
@@ -640,7 +654,7 @@ func (w *Watcher) check(ctx context.Context, snap []*watchEntry) {
 			md, found := listed[e.name]
 			spotted := (i-first+len(snap))%len(snap) < spot
 			if found && md.Version != "" && !spotted {
-				e.res = observation{state: statePresent, version: md.Version}
+				e.res = observation{state: statePresent, version: md.Version, listed: true}
 			} else {
 				rest = append(rest, e)
 			}
@@ -734,6 +748,9 @@ func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firs
 			continue
 		case statePresent:
 			c.Answered++
+			if !r.listed {
+				c.AnsweredAlone++
+			}
 			tag := observedTag(r.version, r.sum)
 			differs := !e.tag.IsZero() && tag != e.tag
 			switch {
@@ -750,6 +767,7 @@ func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firs
 			e.tag = tag
 		case stateMissing:
 			c.Answered++
+			c.AnsweredAlone++
 			if !e.seen || e.state != stateMissing {
 				c.Events = append(c.Events, Event{Kind: Deleted, Name: e.name, Initial: !e.seen})
 			}

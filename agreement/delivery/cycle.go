@@ -38,13 +38,18 @@ type cycleReport struct {
 	storeErr    error
 	forbidden   int   // checked and forbidden
 	fine        int   // checked and present or missing: definite answers
+	fineAlone   int   // of fine, answered when asked about alone, not only listed
 	credErr     error // the store's credential check, when it has one
 }
 
 // healthy reports whether the cycle may confirm a revocation: the store's
-// credential check passed (or it has none) and at least one name got a
-// definite answer.
-func (c cycleReport) healthy() bool { return c.credErr == nil && c.fine > 0 }
+// credential check passed (or it has none), at least one name got a
+// definite answer, and, when names were refused, at least one name asked
+// about alone was answered (a listing shows secrets the agbot may not
+// read, so names only listed say nothing of its access).
+func (c cycleReport) healthy() bool {
+	return c.credErr == nil && c.fine > 0 && (c.forbidden == 0 || c.fineAlone > 0)
+}
 
 // problem says why the store is not healthy, or what part of it failed.
 func (c cycleReport) problem() string {
@@ -57,6 +62,8 @@ func (c cycleReport) problem() string {
 		return "the store is unavailable: " + errText(c.storeErr)
 	case c.watched > 0 && c.fine == 0 && c.forbidden > 0:
 		return fmt.Sprintf("the store refuses the agbot every watched secret (%d): the agbot's own access, not a revocation; nothing is cancelled", c.forbidden)
+	case c.forbidden > 0 && c.fineAlone == 0:
+		return fmt.Sprintf("the store refuses the agbot every secret it asked about alone (%d), though its listing shows them: the agbot's own access, not a revocation; nothing is cancelled", c.forbidden)
 	case len(c.unavailable) > 0:
 		return fmt.Sprintf("the store did not answer for %d of %d secrets: %s", len(c.unavailable), c.watched, errText(c.storeErr))
 	}
@@ -145,7 +152,7 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 // watcher cycle and reports what it learnt.
 func (e *Engine) applyCycle(c secretstore.Cycle) cycleReport {
 	rep := cycleReport{
-		watched: c.Watched, fine: c.Answered, forbidden: c.Forbidden, credErr: c.Credentials,
+		watched: c.Watched, fine: c.Answered, fineAlone: c.AnsweredAlone, forbidden: c.Forbidden, credErr: c.Credentials,
 		unavailable: map[string]bool{},
 	}
 	seen := map[string]bool{}

@@ -3,6 +3,7 @@ package awssm_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -126,11 +127,14 @@ func TestCheckCredentials(t *testing.T) {
 // A spell of AccessDenied on every call, seen by a watcher: every name
 // reads Forbidden and the cycle shows a store-wide failure, not revoked
 // secrets; when the spell ends the names are back and the check passes.
-// A denial of one secret only shows that name Forbidden.
+// A denial of one secret only shows that name Forbidden. Reads denied
+// while the listing works (an identity denied DescribeSecret and
+// GetSecretValue, but not ListSecrets) are a store-wide failure too:
+// every name asked about alone is refused, the others only listed.
 func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 	e := newEnv(t)
 	s := e.store(awssm.Options{Scope: "org1"})
-	names := []string{"a", "b", "c"}
+	names := []string{"a", "b", "c", "d", "e"}
 	for _, n := range names {
 		e.put(s, n, d("k", "v-"+n), nil)
 	}
@@ -138,10 +142,11 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	ctx := t.Context()
-	require.Equal(t, 3, w.Poll(ctx).Answered)
+	require.Equal(t, 5, w.Poll(ctx).Answered)
 
 	type want struct {
 		answered, forbidden int
+		alone               int // answered when asked about alone
 		credentials         error
 		storeFailure        bool
 		events              []string
@@ -152,21 +157,29 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 		want  want
 	}{
 		{"AccessDenied spell on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException"}) },
-			want{forbidden: 3, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c"}}},
+			want{forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
 		{"spell over", e.srv.ClearFaults,
-			want{answered: 3, events: []string{"appeared a", "appeared b", "appeared c"}}},
+			want{answered: 5, alone: 3, events: []string{"appeared a", "appeared b", "appeared c", "appeared d", "appeared e"}}},
 		{"expired token on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "ExpiredTokenException"}) },
-			want{forbidden: 3, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c"}}},
+			want{forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
 		{"renewed", e.srv.ClearFaults,
-			want{answered: 3, events: []string{"appeared a", "appeared b", "appeared c"}}},
+			want{answered: 5, alone: 3, events: []string{"appeared a", "appeared b", "appeared c", "appeared d", "appeared e"}}},
+		{"reads denied, listing allowed", func() {
+			for _, op := range []string{smmock.OpDescribeSecret, smmock.OpGetSecretValue} {
+				e.srv.InjectFault(smmock.Fault{Op: op, Code: "AccessDeniedException"})
+			}
+		}, want{answered: 2, forbidden: 3, storeFailure: true, events: []string{"forbidden", "forbidden", "forbidden"}}},
+		{"reads allowed again", e.srv.ClearFaults,
+			want{answered: 5, alone: 3, events: []string{"appeared", "appeared", "appeared"}}},
 		{"one secret denied", func() { e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException", SecretID: "org1/b"}) },
-			want{answered: 2, forbidden: 1, events: []string{"forbidden b"}}},
+			want{answered: 4, alone: 2, forbidden: 1, events: []string{"forbidden b"}}},
 	}
 	for _, st := range steps {
 		st.setup()
 		c := w.Poll(ctx)
 		assert.Equal(t, st.want.answered, c.Answered, st.name)
 		assert.Equal(t, st.want.forbidden, c.Forbidden, st.name)
+		assert.Equal(t, st.want.alone, c.AnsweredAlone, st.name)
 		assert.True(t, c.CredentialsChecked, st.name)
 		if st.want.credentials == nil {
 			assert.NoError(t, c.Credentials, st.name)
@@ -174,9 +187,15 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 			assert.ErrorIs(t, c.Credentials, st.want.credentials, st.name)
 		}
 		assert.Equal(t, st.want.storeFailure, c.StoreFailure() != nil, st.name)
+		// The names asked about alone take turns: where the step does
+		// not name them, only the kinds are compared.
 		var got []string
 		for _, ev := range c.Events {
-			got = append(got, ev.Kind.String()+" "+ev.Name)
+			if strings.Contains(st.want.events[0], " ") {
+				got = append(got, ev.Kind.String()+" "+ev.Name)
+			} else {
+				got = append(got, ev.Kind.String())
+			}
 		}
 		assert.Equal(t, st.want.events, got, st.name)
 	}
