@@ -127,7 +127,7 @@ func tools(t *testing.T) (spin, gcc string) {
 	if errSpin == nil && errGCC == nil {
 		return spin, gcc
 	}
-	msg := "the model check needs spin and gcc: run scripts/devspin.sh (apt-get install spin gcc), or bash scripts/test.sh"
+	msg := "the model check needs spin and gcc: apt-get install spin gcc, or run bash scripts/test.sh"
 	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
 		t.Fatal(msg)
 	}

@@ -21,20 +21,10 @@ lint_bin=$(scripts/devlint.sh)
 "$lint_bin/staticcheck" -tests=false ./...
 
 # curl and jq run open-horizon/examples' helloSecretWorld script against the
-# example agent (examples/hellosecretworld_test.go). Installed from Debian's
-# packages when missing and we may; without them that test skips (fails in CI).
-if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
-  sudo=""
-  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo -n"; fi
-  if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
-    $sudo apt-get install -y --no-install-recommends curl jq >&2 ||
-      { $sudo apt-get update >&2 && $sudo apt-get install -y --no-install-recommends curl jq >&2; } ||
-      echo "test.sh: could not install curl and jq; the helloSecretWorld test will skip (or fail in CI)" >&2
-  fi
-fi
-
-# spin and gcc run the model check of the delivery protocol (model/).
-scripts/devspin.sh
+# example agent (examples/hellosecretworld_test.go); spin and gcc run the
+# model check of the delivery protocol (model/).
+scripts/debpkg.sh "the helloSecretWorld test" curl=curl jq=jq
+scripts/debpkg.sh "the model check" spin=spin gcc=gcc
 
 # PostgreSQL first: an install may ask for sudo, better now than after the
 # Vault build.
