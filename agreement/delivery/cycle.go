@@ -532,16 +532,23 @@ type evaluation struct {
 // of a shared State polls, one of its cycles within the last two
 // intervals (only healthy cycles record an absence).
 func (e *Engine) confirmation(now time.Time) func(Observation) bool {
-	mine := map[string]bool{}
-	for _, n := range e.watcher.Names() {
-		mine[n] = true
-	}
+	mine := e.polled()
 	return func(o Observation) bool {
 		if mine[o.Name] {
 			return !o.CheckedAt.Before(now)
 		}
 		return now.Sub(o.CheckedAt) <= 2*e.cfg.Interval
 	}
+}
+
+// polled returns the names this engine's watcher polls: in a shared
+// State, its share.
+func (e *Engine) polled() map[string]bool {
+	mine := map[string]bool{}
+	for _, n := range e.watcher.Names() {
+		mine[n] = true
+	}
+	return mine
 }
 
 // evaluate compares r with the observations at now; confirmed tells whether an

@@ -231,10 +231,7 @@ func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *ba
 	b.obs = obs
 	if e.member.m != nil {
 		// In a shared State, the bound names this member does not poll.
-		mine := map[string]bool{}
-		for _, n := range e.watcher.Names() {
-			mine[n] = true
-		}
+		mine := e.polled()
 		b.others = map[string]bool{}
 		for _, n := range names {
 			if !mine[n] {
