@@ -7,10 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,6 +20,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // tmpfs is a tmpfs the test mounted, and can "reboot" (empty).
@@ -36,10 +37,7 @@ func mountTmpfs(t *testing.T) *tmpfs {
 	m := &tmpfs{t: t, dir: filepath.Join(t.TempDir(), "mem")}
 	require.NoError(t, os.Mkdir(m.dir, 0o700))
 	if err := m.mount(); err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatalf("cannot mount a tmpfs in CI: %v", err)
-		}
-		t.Skipf("tmpfs cannot be mounted here (%v): run the tests as root or with CAP_SYS_ADMIN to test the memory-backed mode", err)
+		testkit.Unavailable(t, fmt.Sprintf("tmpfs cannot be mounted here (%v): run the tests as root or with CAP_SYS_ADMIN to test the memory-backed mode", err))
 	}
 	t.Cleanup(func() { unix.Unmount(m.dir, unix.MNT_DETACH) })
 	return m

@@ -41,6 +41,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // EnvBinDir names the environment variable holding the directory of the
@@ -184,16 +186,7 @@ func fatalOrSkip(t testing.TB, err error) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("pgtest: %v", err)
 	}
-	if InCI() {
-		t.Fatalf("pgtest: %v, in CI (%s)", err, HowToGet)
-	}
-	t.Skipf("pgtest: skipping: %v; to run the PostgreSQL tests, %s", err, HowToGet)
-}
-
-// InCI reports whether the CI environment variable is set to a true value.
-func InCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
+	testkit.Unavailable(t, fmt.Sprintf("pgtest: %v; to run the PostgreSQL tests, %s", err, HowToGet))
 }
 
 // StartServer starts a server and waits until it accepts connections. The

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // EnvBinary names the environment variable holding the Vault binary's path.
@@ -101,18 +103,9 @@ func binary() (string, error) {
 	return bin, nil
 }
 
-// InCI reports whether the CI environment variable is set to a true value.
-func InCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
-}
-
 func unavailable(t testing.TB, err error) {
 	t.Helper()
-	if InCI() {
-		t.Fatalf("vaulttest: no Vault server binary in CI: %v (%s)", err, HowToGetBinary)
-	}
-	t.Skipf("vaulttest: skipping, no Vault server binary: %v; to run the Vault tests, %s", err, HowToGetBinary)
+	testkit.Unavailable(t, fmt.Sprintf("vaulttest: no Vault server binary: %v; to run the Vault tests, %s", err, HowToGetBinary))
 }
 
 // Start starts a dedicated dev server and stops it when t ends. On test
