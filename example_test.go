@@ -19,108 +19,80 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// node is the agent's side of the link: a real agbot reaches it through
-// the exchange and takes its keys from its verified identity certificate.
+// node links the agbot to the agent in process. A real agbot reaches the
+// agent through the exchange and takes its keys from its identity certificate.
 type node struct {
-	keys     *agreement.PrivateKeys
-	receiver *agentapi.Receiver
+	*agentapi.Receiver
+	keys *agreement.PublicKeys
 }
 
-func (n node) Keys(context.Context, string) (*agreement.PublicKeys, error) {
-	return n.keys.Public(), nil
-}
-
+func (n node) Keys(context.Context, string) (*agreement.PublicKeys, error) { return n.keys, nil }
 func (n node) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
-	got, err := n.receiver.Receive(ctx, m.Envelope) // open, replay-check, apply
-	return got.Reply, err                           // sealed to the agbot
+	got, err := n.Receive(ctx, m.Envelope) // open, replay-check, apply
+	return got.Reply, err                  // sealed to the agbot
 }
 
-// An agbot embeds one delivery engine; an agent embeds a Receiver, which
-// applies what the engine sealed to it, and a Handler, which serves the
-// service its secrets. The README's "Embed an agbot and an agent" shows
-// this example.
-func Example() {
-	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "edgesecrets-example")
-	defer os.RemoveAll(dir)
-	agbotKeys, _ := agreement.GenerateKeys(agreement.DefaultSuite)
-	agentKeys, _ := agreement.GenerateKeys(agreement.DefaultSuite)
-
-	// The agent: root-only files per service instance, and the /secrets API.
-	tokens := &agentapi.TokenTable{}
-	files, err := agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "agent"), Tokens: tokens})
+// must stops the example at its first error.
+func must[T any](v T, err error) T {
 	if err != nil {
 		log.Fatal(err)
 	}
-	receiver, err := agentapi.NewReceiver(files, agentapi.ReceiverOptions{
+	return v
+}
+
+// An agbot embeds one delivery engine; an agent a Receiver, which applies
+// what the engine sealed to it, and a Handler, which serves the service.
+func Example() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop() // stops the engine
+	dir, _ := os.MkdirTemp("", "edgesecrets-example")
+	defer os.RemoveAll(dir)
+	agbotKeys, agentKeys := must(agreement.GenerateKeys(agreement.DefaultSuite)), must(agreement.GenerateKeys(agreement.DefaultSuite))
+
+	// The agent: root-only files per service instance, and the /secrets API.
+	tokens := &agentapi.TokenTable{}
+	files := must(agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "agent"), Tokens: tokens}))
+	receiver := must(agentapi.NewReceiver(files, agentapi.ReceiverOptions{
 		Keys: agentKeys, Agbot: agbotKeys.Public(),
 		Assign: func(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
 			return agentapi.Instances{p.Services[0].Service: {ID: "web-1"}}, nil
 		},
 		Provision: func(context.Context, agreement.Proposal, agentapi.Instances) error {
-			return tokens.Set("web-1", "token-of-web-1") // and start the container with it
+			return tokens.Set("web-1", "token-of-web-1")
 		},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	api, err := agentapi.NewHandler(files, agentapi.HandlerOptions{Tokens: tokens})
-	if err != nil {
-		log.Fatal(err)
-	}
+	}))
+	api := must(agentapi.NewHandler(files, agentapi.HandlerOptions{Tokens: tokens}))
 
 	// The agbot: the store, a state file, and the engine.
 	store := memory.New()
-	_, err = store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	state, err := boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
+	state := must(boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{}))
 	defer state.Close()
-	link := node{keys: agentKeys, receiver: receiver}
-	engine, err := delivery.New(delivery.Options{Store: store, State: state, Keys: agbotKeys, Agents: link, Transport: link,
-		Interval: time.Second}) // how often it polls the store; a minute by default
-	if err != nil {
-		log.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go engine.Run(runCtx)
-
+	link := node{receiver, agentKeys.Public()}
+	engine := must(delivery.New(delivery.Options{Store: store, State: state, Keys: agbotKeys, Agents: link, Transport: link,
+		Interval: time.Second})) // how often it polls the store; a minute by default
+	go engine.Run(ctx)
 	// An agreement, its binding resolved (binding.Report.Bindings does it).
-	err = engine.Register(ctx, delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{{
+	err := engine.Register(ctx, delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "web", Version: "1.0.0"},
 		Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"myorg/db"}}},
 	}}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if st, err := engine.Wait(ctx, "agr-1"); err == nil {
-		fmt.Println("agreement in sync:", st.InSync)
-	}
-	mount, _ := files.MountSource("web-1") // bind-mount it at agentapi.MountTarget
-	entries, _ := os.ReadDir(mount)
+	fmt.Println("agreement in sync:", must(engine.Wait(ctx, "agr-1")).InSync)
+	entries, _ := os.ReadDir(must(files.MountSource("web-1"))) // bind-mount it at agentapi.MountTarget
 	fmt.Println("service's files:", entries[0].Name())
-
 	// The secret rotates; the service polls the agent's API to learn it.
-	_, err = store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("rotated")}}, secretstore.PutOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for {
-		req := httptest.NewRequest(http.MethodGet, "/secrets", nil)
-		req.SetBasicAuth("web-1", "token-of-web-1")
-		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, req)
-		if rec.Code == http.StatusOK {
-			fmt.Println("updated:", rec.Body.String())
-			break
-		}
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
+	req := httptest.NewRequest(http.MethodGet, "/secrets", nil)
+	req.SetBasicAuth("web-1", "token-of-web-1")
+	rec := httptest.NewRecorder()
+	for api.ServeHTTP(rec, req); rec.Code != http.StatusOK; api.ServeHTTP(rec, req) {
+		rec = httptest.NewRecorder()
 		time.Sleep(50 * time.Millisecond) // 404 until the update arrives
 	}
+	fmt.Println("updated:", rec.Body.String())
 	// Output:
 	// agreement in sync: true
 	// service's files: db
