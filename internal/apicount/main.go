@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,22 +37,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "apicount:", err)
 		os.Exit(1)
 	}
-	fmt.Println("| package | exported identifiers | exported fields and interface methods |")
-	fmt.Println("|---|---:|---:|")
+	fmt.Print(table(counts))
+}
+
+// table renders counts as the README's Markdown table, packages sorted,
+// the module's total last.
+func table(counts map[string]count) string {
+	var b strings.Builder
+	b.WriteString("| package | exported identifiers | exported fields and interface methods |\n")
+	b.WriteString("|---|---:|---:|\n")
 	var total count
-	for _, pkg := range slices.Sorted(func(yield func(string) bool) {
-		for k := range counts {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, pkg := range slices.Sorted(maps.Keys(counts)) {
 		c := counts[pkg]
 		total.identifiers += c.identifiers
 		total.fields += c.fields
-		fmt.Printf("| `%s` | %d | %d |\n", pkg, c.identifiers, c.fields)
+		fmt.Fprintf(&b, "| `%s` | %d | %d |\n", pkg, c.identifiers, c.fields)
 	}
-	fmt.Printf("| **module** | **%d** | **%d** |\n", total.identifiers, total.fields)
+	fmt.Fprintf(&b, "| **module** | **%d** | **%d** |\n", total.identifiers, total.fields)
+	return b.String()
 }
 
 // countModule counts every public package under root, keyed by its path

@@ -53,3 +53,20 @@ func TestCountModuleSkipsTestsMainInternalAndExamples(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]count{"a": {identifiers: 1}}, got)
 }
+
+// The README's "Size of the API" table is this command's output for the
+// module as it is, so the figures a reader sees are never stale.
+func TestREADMETableIsCurrent(t *testing.T) {
+	root := filepath.Join("..", "..")
+	counts, err := countModule(root)
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), table(counts), "README's API table is stale: run bash scripts/apicount.sh and paste its output")
+}
+
+func TestTable(t *testing.T) {
+	got := table(map[string]count{"b": {identifiers: 2, fields: 1}, "a": {identifiers: 1}})
+	assert.Equal(t, "| package | exported identifiers | exported fields and interface methods |\n|---|---:|---:|\n"+
+		"| `a` | 1 | 0 |\n| `b` | 2 | 1 |\n| **module** | **3** | **1** |\n", got)
+}
