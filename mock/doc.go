@@ -13,8 +13,7 @@
 //
 // The package also provides a development agent that serves the
 // service-facing secrets API from local files, so a service container can be
-// developed against it without an agreement bot. The subpackage mock/awssm
-// is a wire-level AWS Secrets Manager endpoint for the real AWS SDK.
+// developed against it without an agreement bot.
 //
 // Everything here is for tests and development: faults are injected on
 // purpose, and no value passed through these doubles is printed or logged.
