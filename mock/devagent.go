@@ -52,14 +52,40 @@ type DevAgentOptions struct {
 // without a hub: it stores one service instance's secrets from local files
 // with the real agentapi.Store and serves the real /secrets API for it on
 // a local port. A test simulates the hub rotating a secret with
-// UpdateSecret and a container restart with RestartService.
+// UpdateSecret and a container restart with
+// Store.ServiceRestarted(ctx, InstanceID).
+//
+// Its fields are set by NewDevAgent and are for reading; changing them
+// changes nothing. Printing a DevAgent or its options (fmt with every verb,
+// slog, encoding/json) never shows the token.
 type DevAgent struct {
+	// URL is the base URL of the API, for example "http://127.0.0.1:41234";
+	// the service calls URL+"/secrets".
+	URL string
+	// InstanceID is the instance id: the HTTP Basic user id; Token returns
+	// the token.
+	InstanceID string
+	// MountSource is the directory to bind-mount read-only at
+	// /open-horizon-secrets in the service's container.
+	MountSource string
+	// StatusDir is the directory of the status files (see
+	// DevAgentOptions.StatusFiles).
+	StatusDir string
+	// Handler is the /secrets API handler, to serve it elsewhere as well
+	// (on a Unix socket, say).
+	Handler http.Handler `json:"-"`
+	// Store is the underlying store, for what the fields and methods here
+	// do not cover: Store.ServiceRestarted(ctx, InstanceID) simulates a
+	// restart of the service's container (the updated list is cleared and
+	// GET /secrets answers 404).
+	Store *agentapi.Store `json:"-"`
+
 	store     *agentapi.Store
-	handler   *agentapi.Handler
 	server    *http.Server
 	listener  net.Listener
 	serveDone chan struct{}
-	id, token string
+	id        string
+	token     string
 	tempDir   string // removed by Close; "" when the caller gave Dir
 	closeOnce sync.Once
 	closeErr  error
@@ -88,7 +114,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	if err != nil {
 		return nil, err
 	}
-	a := &DevAgent{id: opts.InstanceID, token: opts.Token, serveDone: make(chan struct{})}
+	a := &DevAgent{InstanceID: opts.InstanceID, id: opts.InstanceID, token: opts.Token, serveDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			// The error being returned says what went wrong; a failure to
@@ -113,7 +139,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	if _, err = a.store.ApplyProposal(ctx, proposal, agentapi.Instances{ref: instance}); err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
-	a.handler, err = agentapi.NewHandler(a.store, agentapi.HandlerOptions{
+	handler, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{
 		Tokens: agentapi.StaticTokens{opts.InstanceID: opts.Token}, Logger: opts.Logger,
 	})
 	if err != nil {
@@ -123,7 +149,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
 	// The settings agentapi's documentation asks of every /secrets server.
-	a.server = &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	go func() {
 		defer close(a.serveDone)
@@ -131,6 +157,11 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 			opts.Logger.Error("dev agent: serving stopped", "err", err)
 		}
 	}()
+	a.URL = "http://" + a.listener.Addr().String()
+	a.Handler = handler
+	a.Store = a.store
+	a.MountSource, _ = a.store.MountSource(a.id)
+	a.StatusDir, _ = a.store.StatusDir(a.id)
 	return a, nil
 }
 
@@ -160,38 +191,11 @@ func devAgentSecret(content []byte) agreement.SecretDetails {
 	return agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"content": content}}
 }
 
-func (a *DevAgent) service() agreement.ServiceRef {
-	return agreement.ServiceRef{Org: devAgentOrg, URL: a.id}
-}
-
-// URL returns the base URL of the API, for example
-// "http://127.0.0.1:41234"; the service calls URL()+"/secrets".
-func (a *DevAgent) URL() string { return "http://" + a.listener.Addr().String() }
-
-// Handler returns the /secrets API handler, to serve it elsewhere as well.
-func (a *DevAgent) Handler() http.Handler { return a.handler }
-
-// InstanceID returns the instance id: the HTTP Basic user id.
-func (a *DevAgent) InstanceID() string { return a.id }
-
 // Token returns the instance's HTTP Basic token.
 func (a *DevAgent) Token() string { return a.token }
 
-// Store returns the underlying store.
-func (a *DevAgent) Store() *agentapi.Store { return a.store }
-
-// MountSource returns the directory to bind-mount read-only at
-// /open-horizon-secrets in the service's container.
-func (a *DevAgent) MountSource() string {
-	dir, _ := a.store.MountSource(a.id)
-	return dir
-}
-
-// StatusDir returns the directory of the status files (see
-// DevAgentOptions.StatusFiles).
-func (a *DevAgent) StatusDir() string {
-	dir, _ := a.store.StatusDir(a.id)
-	return dir
+func (a *DevAgent) service() agreement.ServiceRef {
+	return agreement.ServiceRef{Org: devAgentOrg, URL: a.id}
 }
 
 // UpdateSecret simulates the hub updating the service secret name to
@@ -211,22 +215,6 @@ func (a *DevAgent) UpdateSecret(ctx context.Context, name string, content []byte
 		return false, fmt.Errorf("mock: dev agent: %w", err)
 	}
 	return len(changes[a.id]) > 0, nil
-}
-
-// UpdateSecretFile is UpdateSecret with the content of a local file, named
-// after the file as in DevAgentOptions.SecretFiles.
-func (a *DevAgent) UpdateSecretFile(ctx context.Context, path string) (changed bool, err error) {
-	content, err := os.ReadFile(path)
-	if err != nil {
-		return false, fmt.Errorf("mock: dev agent: %w", err)
-	}
-	return a.UpdateSecret(ctx, filepath.Base(path), content)
-}
-
-// RestartService simulates a restart of the service's container: the
-// updated list is cleared and GET /secrets answers 404.
-func (a *DevAgent) RestartService(ctx context.Context) error {
-	return a.store.ServiceRestarted(ctx, a.id)
 }
 
 // Close stops the API, wipes and removes the instance's files, closes the

@@ -26,12 +26,12 @@ func ExampleNewDevAgent() {
 		log.Fatal(err)
 	}
 	defer agent.Close()
-	// Run the container with agent.MountSource() bind-mounted read-only at
-	// /open-horizon-secrets and agent.URL(), InstanceID() and Token() in its
+	// Run the container with agent.MountSource bind-mounted read-only at
+	// /open-horizon-secrets and agent.URL, InstanceID and Token() in its
 	// environment. Here the test plays the service:
 	get := func(path string) string {
-		req, _ := http.NewRequest("GET", agent.URL()+path, nil)
-		req.SetBasicAuth(agent.InstanceID(), agent.Token())
+		req, _ := http.NewRequest("GET", agent.URL+path, nil)
+		req.SetBasicAuth(agent.InstanceID, agent.Token())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			log.Fatal(err)
@@ -43,7 +43,7 @@ func ExampleNewDevAgent() {
 	fmt.Println(get("/secrets"))
 	agent.UpdateSecret(ctx, "db", []byte(`{"password":"rotated"}`))
 	fmt.Println(get("/secrets"))
-	content, _ := os.ReadFile(filepath.Join(agent.MountSource(), "db"))
+	content, _ := os.ReadFile(filepath.Join(agent.MountSource, "db"))
 	fmt.Println(string(content))
 	// Output:
 	// 404 {"error":"no secrets have been updated"}

@@ -31,17 +31,17 @@ func (o DevAgentOptions) MarshalJSON() ([]byte, error) {
 
 // Format prints the agent's instance and URL, never its token.
 func (a *DevAgent) Format(f fmt.State, _ rune) {
-	_, _ = fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL(), secretstore.Redacted)
+	_, _ = fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL, secretstore.Redacted)
 }
 
 // LogValue logs the agent's instance and URL, never its token.
 func (a *DevAgent) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("instance", a.id), slog.String("url", a.URL()))
+	return slog.GroupValue(slog.String("instance", a.id), slog.String("url", a.URL))
 }
 
 // MarshalJSON encodes what LogValue logs.
 func (a *DevAgent) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]string{"instance": a.id, "url": a.URL()})
+	return json.Marshal(map[string]string{"instance": a.id, "url": a.URL})
 }
 
 func redactedUnlessEmpty(s string) string {

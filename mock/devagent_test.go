@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -33,9 +34,9 @@ func devAgentWriteFiles(t *testing.T, files map[string][]byte) []string {
 // devAgentCall sends one request to the dev agent as its instance.
 func devAgentCall(t *testing.T, a *mock.DevAgent, method, path, token string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, a.URL()+path, nil)
+	req, err := http.NewRequest(method, a.URL+path, nil)
 	require.NoError(t, err)
-	req.SetBasicAuth(a.InstanceID(), token)
+	req.SetBasicAuth(a.InstanceID, token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -65,9 +66,9 @@ func TestDevAgentServesLocalFiles(t *testing.T) {
 	defer a.Close()
 
 	// The mount holds the files byte for byte.
-	assert.Equal(t, password, mustReadFile(t, filepath.Join(a.MountSource(), "password")))
-	assert.Equal(t, cert, mustReadFile(t, filepath.Join(a.MountSource(), "cert.der")))
-	assert.FileExists(t, filepath.Join(a.StatusDir(), "SECRETS_PROVIDED"))
+	assert.Equal(t, password, mustReadFile(t, filepath.Join(a.MountSource, "password")))
+	assert.Equal(t, cert, mustReadFile(t, filepath.Join(a.MountSource, "cert.der")))
+	assert.FileExists(t, filepath.Join(a.StatusDir, "SECRETS_PROVIDED"))
 
 	status, body := devAgentCall(t, a, "GET", "/secrets/cert.der", a.Token())
 	require.Equal(t, http.StatusOK, status)
@@ -87,7 +88,7 @@ func TestDevAgentServesLocalFiles(t *testing.T) {
 	status, body = devAgentCall(t, a, "GET", "/secrets/password", a.Token())
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, `{"user":"dev","password":"rotated"}`, string(devAgentDetails(t, body, "password")))
-	assert.Equal(t, `{"user":"dev","password":"rotated"}`, string(mustReadFile(t, filepath.Join(a.MountSource(), "password"))))
+	assert.Equal(t, `{"user":"dev","password":"rotated"}`, string(mustReadFile(t, filepath.Join(a.MountSource, "password"))))
 	status, _ = devAgentCall(t, a, "POST", "/secrets/password?received=true", a.Token())
 	assert.Equal(t, http.StatusCreated, status)
 	status, _ = devAgentCall(t, a, "GET", "/secrets", a.Token())
@@ -100,21 +101,21 @@ func TestDevAgentServesLocalFiles(t *testing.T) {
 	_, err = a.UpdateSecret(ctx, "other", []byte("x"))
 	assert.ErrorIs(t, err, secretstore.ErrNotFound)
 
-	// An update from a file, then a restart of the service.
-	changed, err = a.UpdateSecretFile(ctx, devAgentWriteFiles(t, map[string][]byte{"cert.der": {1, 2, 3}})[0])
+	// Another update, then a restart of the service.
+	changed, err = a.UpdateSecret(ctx, "cert.der", []byte{1, 2, 3})
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.FileExists(t, filepath.Join(a.StatusDir(), "SECRETS_UPDATED"))
-	require.NoError(t, a.RestartService(ctx))
+	assert.FileExists(t, filepath.Join(a.StatusDir, "SECRETS_UPDATED"))
+	require.NoError(t, a.Store.ServiceRestarted(ctx, a.InstanceID))
 	status, _ = devAgentCall(t, a, "GET", "/secrets", a.Token())
 	assert.Equal(t, http.StatusNotFound, status)
 
 	// Close wipes everything and stops serving.
-	mount := a.MountSource()
+	mount := a.MountSource
 	require.NoError(t, a.Close())
 	assert.NoDirExists(t, mount)
 	assert.NoDirExists(t, filepath.Dir(filepath.Dir(filepath.Dir(mount))), "the temporary directory is left")
-	_, err = http.Get(a.URL() + "/secrets")
+	_, err = http.Get(a.URL + "/secrets")
 	assert.Error(t, err)
 	require.NoError(t, a.Close(), "a second Close")
 }
@@ -127,12 +128,23 @@ func TestDevAgentOptions(t *testing.T) {
 		InstanceID:  "my-service", Token: "tok", Dir: dir,
 	})
 	require.NoError(t, err)
-	assert.Equal(t, "my-service", a.InstanceID())
+	assert.Equal(t, "my-service", a.InstanceID)
 	assert.Equal(t, "tok", a.Token())
-	assert.Equal(t, filepath.Join(dir, "instances", "my-service"), a.MountSource())
+	assert.Equal(t, filepath.Join(dir, "instances", "my-service"), a.MountSource)
 	status, body := devAgentCall(t, a, "GET", "/secrets/k", "tok")
 	require.Equal(t, http.StatusOK, status)
 	assert.Equal(t, "v", string(devAgentDetails(t, body, "k")))
+
+	// The same API served elsewhere, from Handler.
+	elsewhere := httptest.NewServer(a.Handler)
+	defer elsewhere.Close()
+	req, err := http.NewRequest("GET", elsewhere.URL+"/secrets/k", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("my-service", "tok")
+	resp, err := elsewhere.Client().Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, a.Close())
 	assert.DirExists(t, dir, "a caller's directory is kept")
 	assert.NoDirExists(t, filepath.Join(dir, "instances", "my-service"))

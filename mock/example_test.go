@@ -24,19 +24,19 @@ func readWithRetry(ctx context.Context, store *secretstore.Store, name string) (
 func ExampleStore() {
 	ctx := context.Background()
 	store := mock.NewStore(nil) // an in-memory store underneath
-	_, _ = store.Inner().Put(ctx, &secretstore.Secret{
+	_, _ = store.Inner.Put(ctx, &secretstore.Secret{
 		Name: "db/password",
 		Data: secretstore.Data{"password": []byte("s3cr3t")},
 	}, secretstore.PutOptions{})
 
-	store.FailNext(secretstore.OpGet, 1, secretstore.ErrUnavailable)
+	store.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: secretstore.ErrUnavailable, Times: 1})
 	s, err := readWithRetry(ctx, store.Store, "db/password")
 
 	fmt.Println("error:", err)
 	fmt.Println("secret:", s.Name, s.Data)
-	fmt.Println("backend reads:", store.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", len(store.Calls(secretstore.OpGet, "")))
 
-	store.SetUnavailable(true)
+	store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable}) // the store is down
 	_, err = readWithRetry(ctx, store.Store, "db/password")
 	fmt.Println("error:", err)
 	// Output:

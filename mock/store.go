@@ -14,33 +14,61 @@ import (
 
 // Operations a Store records besides the secretstore Op constants.
 const (
-	// OpGetBatch is recorded for a GetBatch, passed on to the wrapped
-	// store's GetBatch.
-	OpGetBatch = "getbatch"
-	// OpClose is recorded for Close.
-	OpClose = "close"
-	// AnyOp selects every operation in FailNext, SetLatency and Count.
-	AnyOp = "*"
+	opGetBatch = "getbatch"
+	opClose    = "close"
 )
 
-// ErrInjected is the cause of every failure a Store injects, so a test can
-// tell an injected fault from a real one with errors.Is.
+// ErrInjected is the cause of every failure a Store injects with
+// Faults.Fail, so a test can tell an injected fault from a real one with
+// errors.Is.
 var ErrInjected = errors.New("mock: injected fault")
 
 // Call is one recorded call.
 type Call struct {
-	// Op is a secretstore Op constant (OpCheckCredentials for a credential
-	// check), OpGetBatch or OpClose.
+	// Op is the operation: "get", "stat", "put", "delete", "list" or
+	// "check-credentials" (the secretstore Op constants), "getbatch" for a
+	// GetBatch, passed on to the wrapped store's GetBatch, or "close".
 	Op string
 	// Name is the secret name, or the prefix for a List; empty for
-	// OpGetBatch and OpClose.
+	// "getbatch", "check-credentials" and "close".
 	Name string
-	// Names are the names of an OpGetBatch.
+	// Names are the names of a "getbatch".
 	Names []string
 }
 
+// Faults are the faults a Store injects into the calls that reach it, every
+// call but Close. The zero value injects none.
+//
+// For each call, in this order: the call is recorded; Latency elapses (or
+// the call's context ends, which fails the call with the context's error);
+// Hook runs; Fail fails the call; otherwise the wrapped store serves it.
+type Faults struct {
+	// Op limits Latency and Fail to the calls of one operation (a value of
+	// Call.Op); "" means the calls of every operation.
+	Op string
+	// Latency delays each of those calls before it goes further; zero means
+	// none.
+	Latency time.Duration
+	// Fail fails those calls with an error of this kind, usually one of
+	// secretstore's Err kinds (secretstore.ErrUnavailable for a store that
+	// is down), caused by ErrInjected. Nil fails none.
+	Fail error
+	// Times limits Fail to the next Times of those calls; zero means every
+	// one, until the faults are set again.
+	Times int
+	// Hook, when set, is called for every call. A non-nil error from it
+	// fails the call with that error, unchanged. It may block (to hold a
+	// call in flight) and should then return when ctx ends. It is called
+	// concurrently when calls are.
+	Hook func(ctx context.Context, c Call) error
+	// Versionless makes reads (Get, Stat, GetBatch) report no Version, as
+	// a store without versions does (Vault KV v1), so code's fallback to
+	// checksums of the data can be tested.
+	Versionless bool
+}
+
 // Store is a *secretstore.Store over a driver that passes every call to
-// the store it wraps, after recording the call and applying any fault set
+// the store it wraps, after recording the call and applying the faults set
 // up for it. Pass its Store field where a *secretstore.Store is wanted.
 // The zero value is not usable; call NewStore. It is safe for concurrent
 // use, and faults may be changed while calls are running.
@@ -48,36 +76,26 @@ type Call struct {
 // It records what the backend would see: a call refused before reaching a
 // backend (an invalid name, a closed store) is not recorded, and a Put is
 // recorded as the Get it makes to compare, then, when something changed,
-// the Put. The portable store does not retry here: each fault fails the
-// call it is used up by.
-//
-// For each call, in this order: the call is recorded; the latency set for
-// its operation elapses (or the context ends, which fails the call with the
-// context's error); the hook runs; if the store is switched unavailable the
-// call fails with ErrUnavailable; if failures are pending for the operation
-// one is used up and the call fails with its kind; otherwise the wrapped
-// store serves the call. Close is recorded and passed on without faults.
+// the Put. The portable store does not retry here: each failure Faults
+// injects fails the call it is used up by.
 type Store struct {
 	*secretstore.Store
+	// Inner is the wrapped store, to set up or inspect data without
+	// recording calls or meeting faults. Changing the field changes
+	// nothing.
+	Inner *secretstore.Store
+
 	d *recorder
 }
 
-// recorder is the driver: the state of the faults and the calls.
+// recorder is the driver: the faults and the recorded calls.
 type recorder struct {
 	inner *secretstore.Store
 
-	mu          sync.Mutex
-	calls       []Call
-	failures    map[string]failure
-	latency     map[string]time.Duration
-	unavailable bool
-	versionless bool
-	hook        func(context.Context, Call) error
-}
-
-type failure struct {
-	n    int
-	kind error
+	mu     sync.Mutex
+	calls  []Call
+	faults Faults
+	left   int // failures Faults.Times has left; unused when Times is 0
 }
 
 var (
@@ -90,117 +108,38 @@ func NewStore(inner *secretstore.Store) *Store {
 	if inner == nil {
 		inner = memory.New()
 	}
-	d := &recorder{inner: inner, failures: map[string]failure{}, latency: map[string]time.Duration{}}
+	d := &recorder{inner: inner}
 	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
 	if err != nil {
 		panic("mock: " + err.Error()) // constant, valid options
 	}
-	return &Store{Store: s, d: d}
+	return &Store{Store: s, Inner: inner, d: d}
 }
 
-// Inner returns the wrapped store, to set up or inspect data without
-// recording calls or meeting faults.
-func (s *Store) Inner() *secretstore.Store { return s.d.inner }
-
-// FailNext makes the next n calls of op (a secretstore Op constant,
-// OpGetBatch, or AnyOp for calls of any operation) fail with an error of
-// the given kind, usually one of secretstore's Err kinds. It replaces what
-// was pending for op; n <= 0 clears it. Failures pending for the call's own
-// operation are used before those set for AnyOp.
-func (s *Store) FailNext(op string, n int, kind error) {
+// SetFaults replaces the faults the store injects; SetFaults(Faults{})
+// removes them. The recorded calls and the wrapped store's data are
+// untouched.
+func (s *Store) SetFaults(f Faults) {
 	d := s.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n <= 0 {
-		delete(d.failures, op)
-		return
-	}
-	d.failures[op] = failure{n: n, kind: kind}
+	d.faults = f
+	d.left = f.Times
 }
 
-// SetLatency makes every call of op (or of any operation, for AnyOp) wait
-// d before it proceeds. A latency set for the call's own operation takes
-// precedence over the AnyOp one; d <= 0 removes the setting.
-func (s *Store) SetLatency(op string, d time.Duration) {
-	r := s.d
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if d <= 0 {
-		delete(r.latency, op)
-		return
-	}
-	r.latency[op] = d
-}
-
-// SetUnavailable switches the store down (every call but Close fails with
-// ErrUnavailable) or back up.
-func (s *Store) SetUnavailable(down bool) {
+// Calls returns the recorded calls of operation op for the secret name,
+// oldest first: op "" matches every operation and name "" every name; a
+// "getbatch" matches each of its Names. len(s.Calls(op, name)) counts them.
+func (s *Store) Calls(op, name string) []Call {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	s.d.unavailable = down
-}
-
-// SetVersionless makes reads report no Version (Get, Stat, GetBatch), as a
-// store without versions does (Vault KV v1), so code's fallback to
-// checksums of the data can be tested; or turns that off.
-func (s *Store) SetVersionless(on bool) {
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	s.d.versionless = on
-}
-
-// SetHook installs h, called for every call but Close after the latency
-// and before any other fault. A non-nil error from h fails the call with
-// that error, unchanged. h may block (to hold a call in flight) and should
-// then return when ctx ends. A nil h removes the hook.
-func (s *Store) SetHook(h func(ctx context.Context, c Call) error) {
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	s.d.hook = h
-}
-
-// Calls returns the calls recorded so far, oldest first.
-func (s *Store) Calls() []Call {
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	return slices.Clone(s.d.calls)
-}
-
-// Count returns how many calls of op (all calls, for AnyOp) were recorded.
-func (s *Store) Count(op string) int {
-	return s.count(func(c Call) bool { return op == AnyOp || c.Op == op })
-}
-
-// CountName returns how many calls of op were recorded for name.
-func (s *Store) CountName(op, name string) int {
-	return s.count(func(c Call) bool { return (op == AnyOp || c.Op == op) && c.Name == name })
-}
-
-func (s *Store) count(match func(Call) bool) int {
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	n := 0
+	var out []Call
 	for _, c := range s.d.calls {
-		if match(c) {
-			n++
+		if (op == "" || c.Op == op) && (name == "" || c.Name == name || slices.Contains(c.Names, name)) {
+			out = append(out, c)
 		}
 	}
-	return n
-}
-
-// Reset forgets the recorded calls and removes every fault, the hook and
-// SetVersionless.
-// The wrapped store's data is untouched.
-func (s *Store) Reset() {
-	d := s.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.calls = nil
-	clear(d.failures)
-	clear(d.latency)
-	d.unavailable = false
-	d.versionless = false
-	d.hook = nil
+	return out
 }
 
 // begin records c and applies the faults set up for it. A non-nil error
@@ -208,15 +147,11 @@ func (s *Store) Reset() {
 func (s *recorder) begin(ctx context.Context, c Call) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
-	d, ok := s.latency[c.Op]
-	if !ok {
-		d = s.latency[AnyOp]
-	}
-	hook := s.hook
+	f := s.faults
 	s.mu.Unlock()
 
-	if d > 0 {
-		t := time.NewTimer(d)
+	if f.Latency > 0 && (f.Op == "" || f.Op == c.Op) {
+		t := time.NewTimer(f.Latency)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -224,36 +159,30 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 			return secretstore.NewError(c.Op, c.Name, nil, ctx.Err())
 		}
 	}
-	if hook != nil {
-		if err := hook(ctx, c); err != nil {
+	if f.Hook != nil {
+		if err := f.Hook(ctx, c); err != nil {
 			return err
 		}
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.unavailable {
-		return secretstore.NewError(c.Op, c.Name, secretstore.ErrUnavailable, ErrInjected)
+	f = s.faults // as they are now: the hook may have changed them
+	if f.Fail == nil || (f.Op != "" && f.Op != c.Op) {
+		return nil
 	}
-	for _, op := range []string{c.Op, AnyOp} {
-		f, ok := s.failures[op]
-		if !ok {
-			continue
+	if f.Times > 0 {
+		if s.left == 0 {
+			return nil
 		}
-		if f.n--; f.n == 0 {
-			delete(s.failures, op)
-		} else {
-			s.failures[op] = f
-		}
-		return secretstore.NewError(c.Op, c.Name, f.kind, ErrInjected)
+		s.left--
 	}
-	return nil
+	return secretstore.NewError(c.Op, c.Name, f.Fail, ErrInjected)
 }
 
 // CheckCredentials implements driver.CredentialChecker: the check is
 // recorded as secretstore.OpCheckCredentials and meets the faults set up
-// for it like any call (FailNext(secretstore.OpCheckCredentials, ...),
-// SetUnavailable, AnyOp failures), then runs the wrapped store's check.
+// for it like any call, then runs the wrapped store's check.
 func (s *recorder) CheckCredentials(ctx context.Context) error {
 	if err := s.begin(ctx, Call{Op: secretstore.OpCheckCredentials}); err != nil {
 		return err
@@ -270,7 +199,7 @@ func (s *recorder) toDriver(sec *secretstore.Secret) *driver.Secret {
 func (s *recorder) version(v string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.versionless {
+	if s.faults.Versionless {
 		return ""
 	}
 	return v
@@ -321,10 +250,10 @@ func (s *recorder) List(ctx context.Context, prefix string) ([]string, error) {
 	return s.inner.List(ctx, prefix)
 }
 
-// GetBatch implements driver.BatchGetter: one OpGetBatch call, passed on
+// GetBatch implements driver.BatchGetter: one "getbatch" call, passed on
 // to the wrapped store's GetBatch.
 func (s *recorder) GetBatch(ctx context.Context, names []string) (map[string]*driver.Secret, error) {
-	if err := s.begin(ctx, Call{Op: OpGetBatch, Names: slices.Clone(names)}); err != nil {
+	if err := s.begin(ctx, Call{Op: opGetBatch, Names: slices.Clone(names)}); err != nil {
 		return nil, err
 	}
 	got, err := s.inner.GetBatch(ctx, names)
@@ -341,7 +270,7 @@ func (s *recorder) GetBatch(ctx context.Context, names []string) (map[string]*dr
 // Close records the call and closes the wrapped store.
 func (s *recorder) Close() error {
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Op: OpClose})
+	s.calls = append(s.calls, Call{Op: opClose})
 	s.mu.Unlock()
 	return s.inner.Close()
 }

@@ -37,7 +37,7 @@ func TestNewStoreWrapsMemoryByDefault(t *testing.T) {
 	got, err := s.Get(t.Context(), "a")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("1"), []byte(got.Data["k"]))
-	inner, err := s.Inner().Get(t.Context(), "a")
+	inner, err := s.Inner.Get(t.Context(), "a")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("1"), []byte(inner.Data["k"]), "the data is in the wrapped store")
 }
@@ -65,28 +65,29 @@ func TestStoreRecordsCalls(t *testing.T) {
 		{Op: secretstore.OpList, Name: "db/"},
 		{Op: secretstore.OpDelete, Name: "db/pw"},
 		// The nil Put was refused before any backend: not recorded.
-		{Op: mock.OpClose},
-	}, s.Calls())
+		{Op: "close"},
+	}, s.Calls("", ""))
 
 	for op, want := range map[string]int{
 		secretstore.OpGet: 4, secretstore.OpPut: 1, secretstore.OpStat: 1, secretstore.OpList: 1,
-		secretstore.OpDelete: 1, mock.OpClose: 1, mock.OpGetBatch: 0, mock.AnyOp: 9,
+		secretstore.OpDelete: 1, "close": 1, "getbatch": 0, "": 9,
 	} {
-		assert.Equal(t, want, s.Count(op), "Count(%q)", op)
+		assert.Len(t, s.Calls(op, ""), want, "Calls(%q)", op)
 	}
-	assert.Equal(t, 3, s.CountName(secretstore.OpGet, "db/pw"))
-	assert.Equal(t, 1, s.CountName(secretstore.OpGet, "missing"))
-	assert.Equal(t, 6, s.CountName(mock.AnyOp, "db/pw"))
+	assert.Len(t, s.Calls(secretstore.OpGet, "db/pw"), 3)
+	assert.Len(t, s.Calls(secretstore.OpGet, "missing"), 1)
+	assert.Len(t, s.Calls("", "db/pw"), 6)
+	assert.Empty(t, s.Calls(secretstore.OpStat, "missing"))
 
 	_, err := s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "closed")
 
-	calls := s.Calls()
+	calls := s.Calls("", "")
 	calls[0].Name = "changed"
-	assert.Equal(t, "db/pw", s.Calls()[0].Name, "Calls returns a copy")
+	assert.Equal(t, "db/pw", s.Calls("", "")[0].Name, "Calls returns a copy")
 }
 
-func TestFailNext(t *testing.T) {
+func TestFaultsFail(t *testing.T) {
 	for _, op := range ops {
 		for _, kind := range []error{secretstore.ErrNotFound, secretstore.ErrPermission, secretstore.ErrUnavailable, secretstore.ErrConflict, secretstore.ErrInvalid} {
 			t.Run(op+"/"+kind.Error(), func(t *testing.T) {
@@ -96,8 +97,8 @@ func TestFailNext(t *testing.T) {
 				_, err := backend.Put(ctx, secret("x", "old"), secretstore.PutOptions{}) // so each Put through s changes it
 				require.NoError(t, err)
 				s := mock.NewStore(backend.Store)
-				s.FailNext(op, 2, kind)
-				before := backend.Count(op)
+				s.SetFaults(mock.Faults{Op: op, Fail: kind, Times: 2})
+				before := len(backend.Calls(op, ""))
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
@@ -116,39 +117,41 @@ func TestFailNext(t *testing.T) {
 						}
 					}
 				}
-				assert.Equal(t, before, backend.Count(op), "failed calls never reached the wrapped store")
+				assert.Len(t, backend.Calls(op, ""), before, "failed calls never reached the wrapped store")
 				assert.NoError(t, call(ctx, s, op, "x"), "the third call succeeds")
-				assert.Equal(t, before+1, backend.Count(op))
-				assert.Equal(t, 3, s.Count(op), "failed calls are recorded too")
+				assert.Len(t, backend.Calls(op, ""), before+1)
+				assert.Len(t, s.Calls(op, ""), 3, "failed calls are recorded too")
 			})
 		}
 	}
 }
 
-func TestFailNextPrecedenceAndClearing(t *testing.T) {
+func TestFaultsSelectAndReplace(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	s.FailNext(mock.AnyOp, 2, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
+	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 2})
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrPermission, "Op \"\" selects every operation")
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpList, ""), secretstore.ErrPermission, "Op \"\" selects every operation")
+	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "the failures are used up")
 
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrPermission, "the op's own failure comes first")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrUnavailable, "then AnyOp's")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpList, ""), secretstore.ErrUnavailable, "AnyOp applies to every op")
-	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "AnyOp failures are used up")
-
-	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpStat, 1, secretstore.ErrConflict)
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrConflict, "a second FailNext replaces the first")
+	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrUnavailable, Times: 5})
+	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrConflict, Times: 1})
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrConflict, "a second SetFaults replaces the first")
 	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
 
-	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpStat, 0, nil)
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "n=0 clears pending failures")
+	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrUnavailable})
+	for i := range 3 {
+		assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrUnavailable, "Times 0 fails every call (%d)", i)
+	}
+	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "other operations are not selected")
+	s.SetFaults(mock.Faults{})
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the zero Faults removes them")
+	assert.Len(t, s.Calls("", ""), 10, "SetFaults keeps the recorded calls")
 }
 
-func TestFailNextConcurrent(t *testing.T) {
+func TestFaultsFailConcurrent(t *testing.T) {
 	s := mock.NewStore(nil)
-	s.FailNext(mock.AnyOp, 50, secretstore.ErrUnavailable)
+	s.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable, Times: 50})
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -162,14 +165,15 @@ func TestFailNextConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 50, failed.Load(), "exactly the requested number of calls fail")
-	assert.Equal(t, 200, s.Count(secretstore.OpList))
+	assert.Len(t, s.Calls(secretstore.OpList, ""), 200)
 }
 
-func TestUnavailableSwitch(t *testing.T) {
+// A store that is down: every call but Close fails until the faults go.
+func TestFaultsStoreDown(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
 	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-	s.SetUnavailable(true)
+	s.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
 	for _, op := range ops {
 		err := call(ctx, s, op, "a")
 		assert.ErrorIs(t, err, secretstore.ErrUnavailable, op)
@@ -178,7 +182,8 @@ func TestUnavailableSwitch(t *testing.T) {
 	batch, err := s.GetBatch(ctx, []string{"a"})
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "GetBatch")
 	assert.Nil(t, batch)
-	s.SetUnavailable(false)
+	assert.ErrorIs(t, s.CheckCredentials(ctx), secretstore.ErrUnavailable, "CheckCredentials")
+	s.SetFaults(mock.Faults{})
 	got, err := s.Get(ctx, "a")
 	require.NoError(t, err, "back up, and the data survived")
 	assert.Equal(t, []byte("v-a"), []byte(got.Data["k"]))
@@ -197,9 +202,9 @@ func TestLatency(t *testing.T) {
 	}{
 		{"own op delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpGet, 0, 3 * time.Second, nil},
 		{"other op not delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpList, 0, 0, nil},
-		{"AnyOp delays every op", mock.AnyOp, 2 * time.Second, secretstore.OpStat, 0, 2 * time.Second, nil},
+		{"Op \"\" delays every op", "", 2 * time.Second, secretstore.OpStat, 0, 2 * time.Second, nil},
 		{"context ends during latency", secretstore.OpGet, time.Minute, secretstore.OpGet, time.Second, time.Second, context.DeadlineExceeded},
-		{"cleared latency", secretstore.OpGet, 0, secretstore.OpGet, 0, 0, nil},
+		{"no latency", secretstore.OpGet, 0, secretstore.OpGet, 0, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,18 +212,13 @@ func TestLatency(t *testing.T) {
 				ctx := t.Context()
 				s := mock.NewStore(nil)
 				require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
-				s.SetLatency(secretstore.OpGet, time.Hour)
-				s.SetLatency(c.setOp, c.d)
-				if c.setOp == mock.AnyOp {
-					s.SetLatency(secretstore.OpGet, 0)
-				}
 				if c.timeout > 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithTimeout(ctx, c.timeout)
 					defer cancel()
 				}
 				reached := false
-				s.SetHook(func(context.Context, mock.Call) error { reached = true; return nil })
+				s.SetFaults(mock.Faults{Op: c.setOp, Latency: c.d, Hook: func(context.Context, mock.Call) error { reached = true; return nil }})
 				start := time.Now()
 				err := call(ctx, s, c.op, "x")
 				assert.Equal(t, c.wantDelay, time.Since(start), "delay (fake clock)")
@@ -240,7 +240,7 @@ func TestHook(t *testing.T) {
 		require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
 		release := make(chan struct{})
 		var seen []mock.Call
-		s.SetHook(func(ctx context.Context, c mock.Call) error {
+		s.SetFaults(mock.Faults{Hook: func(ctx context.Context, c mock.Call) error {
 			seen = append(seen, c)
 			if c.Name == "fail" {
 				return errBoom
@@ -251,7 +251,7 @@ func TestHook(t *testing.T) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		})
+		}})
 
 		done := make(chan error)
 		go func() { done <- call(ctx, s, secretstore.OpGet, "x") }()
@@ -270,7 +270,7 @@ func TestHook(t *testing.T) {
 		assert.Contains(t, err.Error(), `get "fail"`)
 		assert.Equal(t, []mock.Call{{Op: secretstore.OpGet, Name: "x"}, {Op: secretstore.OpGet, Name: "fail"}}, seen)
 
-		s.SetHook(nil)
+		s.SetFaults(mock.Faults{})
 		assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "fail"), secretstore.ErrNotFound, "hook removed")
 	})
 }
@@ -286,16 +286,19 @@ func TestGetBatch(t *testing.T) {
 	s := mock.NewStore(inner)
 	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
 	require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
-	s.Reset()
+	before := len(s.Calls("", ""))
 	got, err := s.GetBatch(ctx, names)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
 	assert.EqualValues(t, 1, d.Batches(), "one backend batch")
-	assert.Equal(t, 1, s.Count(mock.OpGetBatch))
-	assert.Zero(t, s.Count(secretstore.OpGet))
-	assert.ElementsMatch(t, []string{"a", "b", "missing"}, s.Calls()[0].Names, "each distinct name once")
+	batches := s.Calls("getbatch", "")
+	require.Len(t, batches, 1)
+	assert.Len(t, s.Calls("", ""), before+1, "one call, no Gets")
+	assert.ElementsMatch(t, []string{"a", "b", "missing"}, batches[0].Names, "each distinct name once")
+	assert.Equal(t, batches, s.Calls("", "missing"), "a batch matches each of its names")
+	assert.Empty(t, s.Calls("getbatch", "c"))
 
-	s.FailNext(mock.OpGetBatch, 1, secretstore.ErrUnavailable)
+	s.SetFaults(mock.Faults{Op: "getbatch", Fail: secretstore.ErrUnavailable, Times: 1})
 	_, err = s.GetBatch(ctx, names)
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
 	assert.EqualValues(t, 1, d.Batches(), "the failed batch did not reach the store")
@@ -309,18 +312,49 @@ func keys(m map[string]*secretstore.Secret) []string {
 	return out
 }
 
-func TestReset(t *testing.T) {
+// The hook runs before Fail, and its error wins; a hook may change the
+// faults, and Fail then applies as changed.
+func TestFaultsHookBeforeFail(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
+	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Hook: func(context.Context, mock.Call) error { return errBoom }})
+	err := call(ctx, s, secretstore.OpGet, "a")
+	assert.ErrorIs(t, err, errBoom)
+	assert.NotErrorIs(t, err, mock.ErrInjected, "Fail was not reached")
+
+	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Hook: func(context.Context, mock.Call) error {
+		s.SetFaults(mock.Faults{})
+		return nil
+	}})
+	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrNotFound, "the hook removed the fault before Fail")
+}
+
+// Versionless hides the version of every read, as a KV v1 store would.
+func TestFaultsVersionless(t *testing.T) {
+	ctx := t.Context()
+	d := testkit.NewDriver()
+	inner, err := secretstore.New(testkit.Batching(d), secretstore.Options{})
+	require.NoError(t, err)
+	s := mock.NewStore(inner)
 	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-	s.FailNext(mock.AnyOp, 10, secretstore.ErrUnavailable)
-	s.SetUnavailable(true)
-	s.SetLatency(mock.AnyOp, time.Hour)
-	s.SetHook(func(context.Context, mock.Call) error { return errBoom })
-	s.Reset()
-	assert.Empty(t, s.Calls())
-	assert.NoError(t, call(ctx, s, secretstore.OpGet, "a"), "faults are gone and the data is kept")
-	assert.Equal(t, 1, s.Count(mock.AnyOp))
+	versions := func() []string {
+		got, err := s.Get(ctx, "a")
+		require.NoError(t, err)
+		md, err := s.Stat(ctx, "a")
+		require.NoError(t, err)
+		batch, err := s.GetBatch(ctx, []string{"a"})
+		require.NoError(t, err)
+		return []string{got.Version, md.Version, batch["a"].Version}
+	}
+	for _, v := range versions() {
+		require.NotEmpty(t, v, "the wrapped store has versions")
+	}
+	s.SetFaults(mock.Faults{Versionless: true})
+	assert.Equal(t, []string{"", "", ""}, versions(), "Get, Stat and GetBatch report no version")
+	s.SetFaults(mock.Faults{})
+	for _, v := range versions() {
+		assert.NotEmpty(t, v, "versions are back")
+	}
 }
 
 // A credential check is recorded and meets faults like any call: a
@@ -335,14 +369,13 @@ func TestCheckCredentialsFaults(t *testing.T) {
 	}{
 		{"passes through to memory", nil, func(*mock.Store) {}, []error{nil, nil}},
 		{"rejected twice, then accepted", nil, func(s *mock.Store) {
-			s.FailNext(secretstore.OpCheckCredentials, 2, secretstore.ErrPermission)
+			s.SetFaults(mock.Faults{Op: secretstore.OpCheckCredentials, Fail: secretstore.ErrPermission, Times: 2})
 		}, []error{secretstore.ErrPermission, secretstore.ErrPermission, nil}},
 		{"reads are not affected by a check's fault", nil, func(s *mock.Store) {
-			s.FailNext(secretstore.OpGet, 5, secretstore.ErrPermission)
+			s.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: secretstore.ErrPermission, Times: 5})
 		}, []error{nil}},
-		{"store down", nil, func(s *mock.Store) { s.SetUnavailable(true) }, []error{secretstore.ErrUnavailable}},
-		{"any-op spell", nil, func(s *mock.Store) {
-			s.FailNext(mock.AnyOp, 1, secretstore.ErrPermission)
+		{"every operation", nil, func(s *mock.Store) {
+			s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 1})
 		}, []error{secretstore.ErrPermission, nil}},
 		{"wrapped store without a check", storeWithoutCheck(t), func(*mock.Store) {},
 			[]error{errors.ErrUnsupported}},
@@ -362,8 +395,8 @@ func TestCheckCredentialsFaults(t *testing.T) {
 					assert.ErrorIs(t, err, mock.ErrInjected)
 				}
 			}
-			assert.Equal(t, len(c.want), s.Count(secretstore.OpCheckCredentials), "every check is recorded")
-			assert.Equal(t, mock.Call{Op: secretstore.OpCheckCredentials}, s.Calls()[0])
+			assert.Len(t, s.Calls(secretstore.OpCheckCredentials, ""), len(c.want), "every check is recorded")
+			assert.Equal(t, mock.Call{Op: secretstore.OpCheckCredentials}, s.Calls("", "")[0])
 		})
 	}
 }

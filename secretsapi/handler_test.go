@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -159,13 +160,13 @@ func TestWritesAndDeletesReachTheStore(t *testing.T) {
 	v, ok := f.value(t, "myorg/hw-secret-name")
 	require.True(t, ok)
 	assert.Equal(t, "Everyone", v)
-	s, err := f.store.Inner().Get(t.Context(), "myorg/hw-secret-name")
+	s, err := f.store.Inner.Get(t.Context(), "myorg/hw-secret-name")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"owner": "test"}, s.Labels, "labels kept")
 	assert.Equal(t, ohData("name", "Everyone"), s.Data)
 
 	require.Equal(t, 201, f.do(t, "POST", "/org/myorg/secrets/user/alice/new", "myorg/alice", `{"key":"","value":"x<y"}`).status)
-	s, err = f.store.Inner().Get(t.Context(), "myorg/user/alice/new")
+	s, err = f.store.Inner.Get(t.Context(), "myorg/user/alice/new")
 	require.NoError(t, err)
 	assert.Equal(t, ohData("", "x<y"), s.Data)
 
@@ -279,7 +280,7 @@ func TestRefusalsDoNotRevealExistence(t *testing.T) {
 				assert.Equal(t, http.StatusForbidden, present.status)
 				assert.Equal(t, present.status, absent.status)
 				assert.Equal(t, present.body, strings.ReplaceAll(absent.body, c.absent, c.present), "same sentence, but for the name asked")
-				assert.Empty(t, f.store.Calls(), "the store is not asked")
+				assert.Empty(t, f.store.Calls("", ""), "the store is not asked")
 			})
 		}
 	}
@@ -290,7 +291,7 @@ func TestRefusalsDoNotRevealExistence(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, present.status)
 	assert.Equal(t, present.status, absent.status)
 	assert.Equal(t, present.body, strings.ReplaceAll(absent.body, "nothing", "token"))
-	assert.Empty(t, f.store.Calls())
+	assert.Empty(t, f.store.Calls("", ""))
 }
 
 // The design's existence route, GET /secrets/{name}: the organisation is
@@ -333,8 +334,8 @@ func TestDesignExistenceRoute(t *testing.T) {
 	}
 	f := newFixture(t, secretsapi.Options{})
 	f.do(t, "GET", "/secrets/db/password", "myorg/alice", "")
-	assert.Zero(t, f.store.Count(secretstore.OpGet), "existence is checked with Stat only")
-	assert.Equal(t, 1, f.store.Count(secretstore.OpStat))
+	assert.Empty(t, f.store.Calls(secretstore.OpGet, ""), "existence is checked with Stat only")
+	assert.Len(t, f.store.Calls(secretstore.OpStat, ""), 1)
 }
 
 // 503 when no store is configured or it is unavailable; the store refusing
@@ -354,11 +355,9 @@ func TestStoreMissingOrFailing(t *testing.T) {
 		fault func(f *fixture)
 		want  string
 	}{
-		{"unavailable", func(f *fixture) { f.store.SetUnavailable(true) }, "not ready"},
+		{"unavailable", func(f *fixture) { f.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable}) }, "not ready"},
 		{"refusing the agbot", func(f *fixture) {
-			for _, op := range []string{secretstore.OpStat, secretstore.OpGet, secretstore.OpList, secretstore.OpPut} {
-				f.store.FailNext(op, 100, secretstore.ErrPermission)
-			}
+			f.store.SetFaults(mock.Faults{Fail: secretstore.ErrPermission})
 		}, "refused the agbot's credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,7 +431,7 @@ func TestCredentialsNeverPrint(t *testing.T) {
 // longer gets a 503 in time; the handler says it applied the preference.
 func TestPreferredWaitBoundsTheStore(t *testing.T) {
 	f := newFixture(t, secretsapi.Options{})
-	f.store.SetLatency(secretstore.OpStat, time.Hour)
+	f.store.SetFaults(mock.Faults{Op: secretstore.OpStat, Latency: time.Hour})
 	req, err := http.NewRequestWithContext(t.Context(), "GET", f.server.URL+"/secrets/hw-secret-name", nil)
 	require.NoError(t, err)
 	req.SetBasicAuth("myorg/alice", "alice-pw")

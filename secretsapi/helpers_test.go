@@ -161,7 +161,7 @@ func (f *fixture) do(t *testing.T, method, path, as, body string) response {
 // value reads a secret's value straight from the store.
 func (f *fixture) value(t *testing.T, name string) (string, bool) {
 	t.Helper()
-	s, err := f.store.Inner().Get(context.Background(), name)
+	s, err := f.store.Inner.Get(context.Background(), name)
 	if errors.Is(err, secretstore.ErrNotFound) {
 		return "", false
 	}

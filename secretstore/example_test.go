@@ -104,7 +104,7 @@ func ExampleReader() {
 	ctx := context.Background()
 	backend := mock.NewStore(nil)
 	for _, name := range []string{"db/password", "api/token"} {
-		_, _ = backend.Inner().Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
+		_, _ = backend.Inner.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
 
 	reader := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 30 * time.Second})
@@ -112,11 +112,11 @@ func ExampleReader() {
 		_, _ = reader.Get(ctx, "db/password")
 		_, _ = reader.Get(ctx, "api/token")
 	}
-	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", len(backend.Calls(secretstore.OpGet, "")))
 
 	reader.Invalidate("api/token") // a watcher saw it change
 	_, _ = reader.Get(ctx, "api/token")
-	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", len(backend.Calls(secretstore.OpGet, "")))
 	// Output:
 	// backend reads: 2
 	// backend reads: 3
@@ -131,7 +131,7 @@ func ExampleStore_LastSuccess() {
 
 	_, _ = store.Get(ctx, "db/password") // not found: the backend answered
 	answered := store.LastSuccess()
-	backend.SetUnavailable(true)
+	backend.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
 	_, _ = store.Get(ctx, "db/password") // unavailable: no interaction
 
 	fmt.Println("lastVaultInteraction set:", !answered.IsZero(), "unchanged:", store.LastSuccess().Equal(answered))

@@ -22,7 +22,7 @@ import (
 // holdReads makes every call to backend wait at g.
 func holdReads(backend *mock.Store, g *testgate.Gate) {
 	g.Hold()
-	backend.SetHook(func(ctx context.Context, _ mock.Call) error { return g.Wait(ctx) })
+	backend.SetFaults(mock.Faults{Hook: func(ctx context.Context, _ mock.Call) error { return g.Wait(ctx) }})
 }
 
 func value(s *secretstore.Secret) string {
@@ -52,7 +52,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	seed := func(t *testing.T, backend *mock.Store) {
 		for i := range names {
 			name := fmt.Sprintf("s%03d", i)
-			put(t, backend.Inner(), name, "v-"+name)
+			put(t, backend.Inner, name, "v-"+name)
 		}
 	}
 
@@ -61,9 +61,9 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 		seed(t, backend)
 		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
 		run(t, r)
-		assert.LessOrEqual(t, backend.Count(secretstore.OpGet), names, "at most one backend read per name")
+		assert.LessOrEqual(t, len(backend.Calls(secretstore.OpGet, "")), names, "at most one backend read per name")
 		for i := range names {
-			assert.Equal(t, 1, backend.CountName(secretstore.OpGet, fmt.Sprintf("s%03d", i)))
+			assert.Len(t, backend.Calls(secretstore.OpGet, fmt.Sprintf("s%03d", i)), 1)
 		}
 	})
 
@@ -77,10 +77,10 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
-			assert.Equal(t, names, backend.Count(secretstore.OpGet), "one backend read per name in flight")
+			assert.Len(t, backend.Calls(secretstore.OpGet, ""), names, "one backend read per name in flight")
 			g.Release()
 			<-done
-			assert.Equal(t, names, backend.Count(secretstore.OpGet), "waiters shared those reads")
+			assert.Len(t, backend.Calls(secretstore.OpGet, ""), names, "waiters shared those reads")
 		})
 	})
 }
@@ -89,7 +89,7 @@ func TestReaderTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		backend := mock.NewStore(nil)
-		put(t, backend.Inner(), "x", "1")
+		put(t, backend.Inner, "x", "1")
 		const ttl = 30 * time.Second
 		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: ttl})
 
@@ -108,12 +108,12 @@ func TestReaderTTL(t *testing.T) {
 		for i, st := range steps {
 			time.Sleep(st.advance)
 			if st.change != "" {
-				put(t, backend.Inner(), "x", st.change)
+				put(t, backend.Inner, "x", st.change)
 			}
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "step %d", i)
 			assert.Equal(t, st.wantValue, value(s), "step %d", i)
-			assert.Equal(t, st.wantReads, backend.Count(secretstore.OpGet), "step %d", i)
+			assert.Len(t, backend.Calls(secretstore.OpGet, ""), st.wantReads, "step %d", i)
 		}
 	})
 }
@@ -121,17 +121,17 @@ func TestReaderTTL(t *testing.T) {
 func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	put(t, backend.Inner(), "x", "1")
+	put(t, backend.Inner, "x", "1")
 	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 0})
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
 		require.NoError(t, err)
-		assert.Equal(t, i+1, backend.Count(secretstore.OpGet))
+		assert.Len(t, backend.Calls(secretstore.OpGet, ""), i+1)
 	}
 	r = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: -time.Second})
 	_, _ = r.Get(ctx, "x")
 	_, _ = r.Get(ctx, "x")
-	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "a negative TTL disables caching too")
+	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 5, "a negative TTL disables caching too")
 }
 
 func TestReaderNeverCachesErrors(t *testing.T) {
@@ -149,22 +149,22 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			backend := mock.NewStore(nil)
 			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 			if c.inject != nil {
-				put(t, backend.Inner(), "x", "1")
-				backend.FailNext(secretstore.OpGet, 1, c.inject)
+				put(t, backend.Inner, "x", "1")
+				backend.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: c.inject, Times: 1})
 			}
 			_, err := r.Get(ctx, "x")
 			if c.inject != nil {
 				require.ErrorIs(t, err, c.inject)
 			} else {
 				require.ErrorIs(t, err, secretstore.ErrNotFound)
-				put(t, backend.Inner(), "x", "1")
+				put(t, backend.Inner, "x", "1")
 			}
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "the error was not cached")
 			assert.Equal(t, "1", value(s))
 			_, err = r.Get(ctx, "x")
 			require.NoError(t, err)
-			assert.Equal(t, 2, backend.Count(secretstore.OpGet), "the success was cached")
+			assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2, "the success was cached")
 		})
 	}
 }
@@ -261,7 +261,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				got := <-d
 				require.NoError(t, got.err)
 				assert.Equal(t, "new", value(got.s), "the stale in-flight read was never cached")
-				assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+				assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2)
 			})
 		})
 	}
@@ -300,7 +300,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		<-reads // the leader's read is in flight; never released
 		waiter := getAsync(t.Context(), r, "x")
 		synctest.Wait() // the waiter has joined the leader's read
-		assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+		assert.Len(t, backend.Calls(secretstore.OpGet, ""), 1)
 
 		cancelLeader()
 		got := <-leader
@@ -311,7 +311,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		got = <-waiter
 		require.NoError(t, got.err, "the waiter is not failed by the leader's cancellation")
 		assert.Equal(t, "1", value(got.s))
-		assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+		assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2)
 	})
 }
 
@@ -373,10 +373,10 @@ func TestReaderInvalidate(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
-	put(t, backend.Inner(), "y", "1")
+	put(t, backend.Inner, "y", "1")
 	_, err := r.Get(ctx, "y")
 	require.NoError(t, err)
-	put(t, backend.Inner(), "y", "2")
+	put(t, backend.Inner, "y", "2")
 	s, err := r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "1", value(s), "the cached copy")
@@ -384,13 +384,13 @@ func TestReaderInvalidate(t *testing.T) {
 	s, err = r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "2", value(s), "Invalidate drops the cached copy")
-	assert.Equal(t, 2, backend.Count(secretstore.OpGet), "each Get after an invalidation read the backend")
+	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2, "each Get after an invalidation read the backend")
 }
 
 func TestReaderReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	put(t, backend.Inner(), "x", "1")
+	put(t, backend.Inner, "x", "1")
 	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 	for range 3 {
 		s, err := r.Get(ctx, "x")
@@ -399,13 +399,13 @@ func TestReaderReturnsCopies(t *testing.T) {
 		s.Data["v"][0] = 'X'
 		s.Data["extra"] = nil
 	}
-	assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 1)
 }
 
 func TestReaderStat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
+		_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 		var g testgate.Gate
@@ -420,7 +420,7 @@ func TestReaderStat(t *testing.T) {
 			}()
 		}
 		synctest.Wait()
-		assert.Equal(t, 1, backend.Count(secretstore.OpStat), "concurrent Stats share one call")
+		assert.Len(t, backend.Calls(secretstore.OpStat, ""), 1, "concurrent Stats share one call")
 		g.Release()
 		var mds []secretstore.Metadata
 		for range 5 {
@@ -433,7 +433,7 @@ func TestReaderStat(t *testing.T) {
 
 		_, err = r.Stat(t.Context(), "x")
 		require.NoError(t, err)
-		assert.Equal(t, 2, backend.Count(secretstore.OpStat), "Stat results are not cached")
+		assert.Len(t, backend.Calls(secretstore.OpStat, ""), 2, "Stat results are not cached")
 	})
 }
 
@@ -495,16 +495,16 @@ func TestReaderGetBatch(t *testing.T) {
 
 	t.Run("invalidation during a batch", func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		put(t, backend.Inner(), "a", "old")
+		put(t, backend.Inner, "a", "old")
 		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
-		backend.SetHook(func(context.Context, mock.Call) error {
-			backend.SetHook(nil)
+		backend.SetFaults(mock.Faults{Hook: func(context.Context, mock.Call) error {
+			backend.SetFaults(mock.Faults{})
 			r.Invalidate("a") // a watcher reports a change while the batch runs
 			return nil
-		})
+		}})
 		_, err := r.GetBatch(ctx, []string{"a"})
 		require.NoError(t, err)
-		put(t, backend.Inner(), "a", "new")
+		put(t, backend.Inner, "a", "new")
 		s, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		assert.Equal(t, "new", value(s), "a batch read during an invalidation is not cached")
@@ -533,9 +533,8 @@ func BenchmarkAgreementReads(b *testing.B) {
 			b.Run(fmt.Sprintf("M=%d/%s", m, mode), func(b *testing.B) {
 				backend := mock.NewStore(nil)
 				for i := range m {
-					put(b, backend.Inner(), fmt.Sprintf("org/s%04d", i), "v")
+					put(b, backend.Inner, fmt.Sprintf("org/s%04d", i), "v")
 				}
-				backend.Reset()
 				var store interface {
 					Get(context.Context, string) (*secretstore.Secret, error)
 				} = backend.Store
@@ -556,7 +555,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 						}
 					}
 				})
-				b.ReportMetric(float64(backend.Count(secretstore.OpGet))/float64(b.N), "backend-reads/op")
+				b.ReportMetric(float64(len(backend.Calls(secretstore.OpGet, "")))/float64(b.N), "backend-reads/op")
 			})
 		}
 	}

@@ -84,17 +84,17 @@ func ExampleCycle_StoreFailure() {
 	}
 
 	// The agbot's credentials are rejected: every call is refused.
-	backend.FailNext(mock.AnyOp, 4, secretstore.ErrPermission)
+	backend.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 4})
 	show(w.Poll(ctx))
 	// Back to normal: the names reappear.
 	w.Poll(ctx)
 	// One secret's permission removed.
-	backend.SetHook(func(_ context.Context, c mock.Call) error {
+	backend.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if c.Name == "api/token" {
 			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, nil)
 		}
 		return nil
-	})
+	}})
 	show(w.Poll(ctx))
 	// Output:
 	// answered 0, forbidden 3, credentials secretstore: check-credentials: permission denied: mock: injected fault

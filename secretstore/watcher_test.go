@@ -893,7 +893,7 @@ func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
 			assert.Zero(t, c.Watched)
 			assert.True(t, c.CredentialsChecked)
 			assert.NoError(t, c.StoreFailure())
-			assert.Equal(t, i+1, backend.Count(secretstore.OpCheckCredentials))
+			assert.Len(t, backend.Calls(secretstore.OpCheckCredentials, ""), i+1)
 			r.tick()
 		}
 	})
@@ -923,7 +923,7 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.fail != nil {
-			backend.FailNext(secretstore.OpCheckCredentials, 1, s.fail)
+			backend.SetFaults(mock.Faults{Op: secretstore.OpCheckCredentials, Fail: s.fail, Times: 1})
 		}
 		w.Poll(ctx)
 		assert.Equal(t, s.rejected, count(rejected), "step %d: rejections logged", i)

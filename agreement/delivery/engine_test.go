@@ -154,7 +154,7 @@ func TestStoreDownDuringFirstDeployIsDeployedWhenItReturns(t *testing.T) {
 		h := newHarness(t)
 		agent := h.agent("node-1")
 		h.put("org/db", canary+"v1")
-		h.store.SetUnavailable(true)
+		h.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
 		h.register("agr-1", "node-1", "org/db")
 		h.start()
 		defer h.stop()
@@ -167,7 +167,7 @@ func TestStoreDownDuringFirstDeployIsDeployedWhenItReturns(t *testing.T) {
 		assert.Empty(t, agent.messages(), "nothing to propose without the values")
 		assert.Contains(t, h.engine.Health(context.Background()).StoreProblem, "unavailable")
 
-		h.store.SetUnavailable(false)
+		h.store.SetFaults(mock.Faults{})
 		h.wait("agr-1", testMaxDelay+time.Second)
 		got, _ := agent.file("agr-1", "pw")
 		assert.Equal(t, jsonFile(canary+"v1"), got)
@@ -222,7 +222,7 @@ func TestStoreWideForbiddenCancelsNothing(t *testing.T) {
 // failCredentials makes s's credential check fail with err from now on,
 // and refuses the forbidden names as harness.forbid does.
 func failCredentials(s *mock.Store, err error, forbidden ...string) {
-	s.SetHook(func(_ context.Context, c mock.Call) error {
+	s.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		switch {
 		case c.Op == secretstore.OpCheckCredentials:
 			return err
@@ -230,7 +230,7 @@ func failCredentials(s *mock.Store, err error, forbidden ...string) {
 			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
 		}
 		return nil
-	})
+	}})
 }
 
 func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
@@ -269,7 +269,7 @@ func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
 				assert.True(t, held)
 
 				// Once the check passes, the deletion is a revocation.
-				h.store.SetHook(nil)
+				h.store.SetFaults(mock.Faults{})
 				h.forbid()
 				cycles(2)
 				assert.Len(t, h.cancelled()["agr-a"], 1)
@@ -575,7 +575,7 @@ func TestEndBeforeAnythingWasSentDeletesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		agent := h.agent("node-1")
-		h.store.SetUnavailable(true)
+		h.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
 		h.register("agr-1", "node-1", "org/db")
 		h.start()
 		defer h.stop()
@@ -822,7 +822,7 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		// A slow store holds up the first watcher cycle: the agent
 		// acknowledges the cancellation, and the record goes, before the
 		// cycle reviews the agreements.
-		h.store.SetLatency(secretstore.OpStat, 10*time.Second)
+		h.store.SetFaults(mock.Faults{Op: secretstore.OpStat, Latency: 10 * time.Second})
 		h.engine, err = delivery.New(h.opts)
 		require.NoError(t, err)
 		h.start()

@@ -366,13 +366,13 @@ func (h *harness) agent(node string) *testAgent {
 // put stores a JSON secret {"password": value} under name.
 func (h *harness) put(name, value string) {
 	h.t.Helper()
-	_, err := h.store.Inner().Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"password": []byte(value)}}, secretstore.PutOptions{})
+	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"password": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(h.t, err)
 }
 
 func (h *harness) delete(name string) {
 	h.t.Helper()
-	require.NoError(h.t, h.store.Inner().Delete(context.Background(), name))
+	require.NoError(h.t, h.store.Inner.Delete(context.Background(), name))
 }
 
 // deployOne starts the engine with agreement agr-1 on node-1 bound to
@@ -438,12 +438,12 @@ func (h *harness) forbid(names ...string) {
 	for _, n := range names {
 		set[n] = true
 	}
-	h.store.SetHook(func(_ context.Context, c mock.Call) error {
+	h.store.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if set[c.Name] {
 			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
 		}
 		return nil
-	})
+	}})
 }
 
 // contains reports whether s holds sub, for readable assertions on reasons.

@@ -44,7 +44,7 @@ func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 		h.state = shared
 		agent := h.agent("node-1")
 		observe := func() { // the member polling org/db observes it
-			s, err := h.store.Inner().Get(ctx, "org/db")
+			s, err := h.store.Inner.Get(ctx, "org/db")
 			require.NoError(t, err)
 			now := time.Now()
 			require.NoError(t, shared.MemoryState.PutObservations(ctx, "other", delivery.Observation{

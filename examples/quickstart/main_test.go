@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
-	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 

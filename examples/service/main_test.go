@@ -50,7 +50,7 @@ func TestServiceAgainstTheAPI(t *testing.T) {
 	agent, err := mock.NewDevAgent(ctx, mock.DevAgentOptions{SecretFiles: []string{file}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { agent.Close() })
-	s, out, logs := newService(t, demo.Env{API: agent.URL(), Instance: agent.InstanceID(), Token: agent.Token(), Mount: agent.MountSource()})
+	s, out, logs := newService(t, demo.Env{API: agent.URL, Instance: agent.InstanceID, Token: agent.Token(), Mount: agent.MountSource})
 	tick := func() { s.once(ctx) }
 
 	tick()
@@ -63,7 +63,7 @@ func TestServiceAgainstTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	tick()
 	assert.Equal(t, "mount api_key "+hash("VALUE-2")+"\nupdate api_key "+hash("VALUE-2")+"\nack api_key\n", out.String())
-	info, _ := agent.Store().Instance(agent.InstanceID())
+	info, _ := agent.Store.Instance(agent.InstanceID)
 	assert.Empty(t, info.Updated, "acknowledged")
 	out.Reset()
 

@@ -139,7 +139,7 @@
 //
 // # Testing
 //
-// Package github.com/edgesecrets/edgesecrets/mock/awssm is a wire-level
-// Secrets Manager endpoint this backend's tests run against; embedders can
-// use it the same way (see the Example).
+// This backend's tests, and the Example, run against a wire-level Secrets
+// Manager endpoint internal to the module (internal/awsmock), with the
+// client's BaseEndpoint set to its URL.
 package awssm

@@ -1,4 +1,4 @@
-package awssm
+package awsmock
 
 import (
 	"bytes"

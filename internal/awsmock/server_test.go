@@ -1,4 +1,4 @@
-package awssm_test
+package awsmock_test
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
+	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 )
 
 const (

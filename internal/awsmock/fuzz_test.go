@@ -1,4 +1,4 @@
-package awssm_test
+package awsmock_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
+	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 )
 
 // FuzzRequest drives the endpoint's request decoding and every operation

@@ -1,4 +1,4 @@
-// Package awssm is a wire-level AWS Secrets Manager endpoint for tests: an
+// Package awsmock is a wire-level AWS Secrets Manager endpoint for tests: an
 // http.Handler speaking the AWS JSON 1.1 protocol (POST, X-Amz-Target
 // "secretsmanager.<Operation>", Content-Type application/x-amz-json-1.1)
 // that the real aws-sdk-go-v2 client, or any other SDK, talks to unchanged.
@@ -45,4 +45,4 @@
 // Not modelled: rotation, replication, resource policies, KMS, IAM policy
 // evaluation and eventual consistency (every answer reflects all earlier
 // writes).
-package awssm
+package awsmock

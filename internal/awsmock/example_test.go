@@ -1,4 +1,4 @@
-package awssm_test
+package awsmock_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/smithy-go"
 
-	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
+	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 )
 
 // Serve the endpoint over loopback HTTP and point an unmodified SDK client
