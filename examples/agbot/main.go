@@ -123,7 +123,7 @@ func main() {
 	flag.DurationVar(&c.backoff, "update-backoff", 2*time.Second, "first wait before sending an unanswered message again; doubles each time up to -max-backoff, never gives up")
 	flag.DurationVar(&c.maxBackoff, "max-backoff", time.Minute, "longest wait between two attempts to deliver a message")
 	flag.DurationVar(&c.replyTimeout, "reply-timeout", 10*time.Second, "how long to wait for an agent's reply to a message")
-	flag.DurationVar(&c.grace, "grace", delivery.DefaultGrace, "how long a bound secret must stay deleted (or forbidden, while others read fine) before its agreements are cancelled; 0: at once")
+	flag.DurationVar(&c.grace, "grace", 5*time.Minute, "how long a bound secret must stay deleted (or forbidden, while others read fine) before its agreements are cancelled; 0: at once")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agbot -deployment deployment.json [flags]",
 		"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
