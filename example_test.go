@@ -75,7 +75,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	state, err := boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{})
+	state, _, err := boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -281,11 +281,11 @@ func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State,
 	if path == "" {
 		path = filepath.Join(c.dir, stateFile)
 	}
-	st, err := boltstate.Open(path, boltstate.Options{Logger: log})
+	st, certs, err := boltstate.Open(path, boltstate.Options{Logger: log})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("opening the state file: %w", err)
 	}
-	return st, st.CertStore(), path, nil
+	return st, certs, path, nil
 }
 
 // defaultMember is the -member default: the host name and the name of the

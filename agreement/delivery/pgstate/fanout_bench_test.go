@@ -152,7 +152,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.DefaultSuite)
 		require.NoError(b, err)
 	}
-	bolt, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+	bolt, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = bolt.Close() })
 	pgStates := func(members ...string) []delivery.State {
