@@ -112,7 +112,7 @@ func main() {
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the agbot's URL to this `file` once listening")
 	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), the hub's identity CA ("+caFile+", "+caKeyFile+"), default token files and state file")
 	flag.StringVar(&c.state, "state", "", "the delivery engine's state: a `file` (default <dir>/"+stateFile+"), \"memory\", or a postgres:// URL shared by several agbots")
-	flag.DurationVar(&c.leasePeriod, "lease-period", pgstate.DefaultLeasePeriod, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
+	flag.DurationVar(&c.leasePeriod, "lease-period", 30*time.Second, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
 	flag.StringVar(&c.member, "member", "", "this agbot's `id` among the agbots sharing a PostgreSQL state (default <hostname>-<name of -dir>); stable across restarts")
 	flag.StringVar(&c.storeConfig, "store", "", "JSON secret store config `file` (memory, vault or awssm); default an in-memory store")
 	flag.StringVar(&c.preload, "preload", "", "JSON `file` of secrets to write into the memory store at start: {\"<name>\": {\"<key>\": \"<value>\"}}")

@@ -50,7 +50,7 @@ func stateMakers() []stateMaker {
 			db := pgtest.NewDatabase(b)
 			var out []delivery.State
 			for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, ids...) {
-				out = append(out, m.State)
+				out = append(out, m.sharedState)
 			}
 			return out
 		}},

@@ -159,7 +159,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		db := pgtest.NewDatabase(b)
 		var out []delivery.State
 		for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, members...) {
-			out = append(out, m.State)
+			out = append(out, m.sharedState)
 		}
 		return out
 	}
