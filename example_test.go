@@ -66,14 +66,17 @@ func Example() {
 	// The agbot: the store, a state file, and the engine.
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
-	state := must(boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{}))
+	state, _, err := boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{}) // and the file's identity records
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer state.Close()
 	link := node{receiver, agentKeys.Public()}
 	engine := must(delivery.New(delivery.Options{Store: store, State: state, Keys: agbotKeys, Agents: link, Transport: link,
 		Interval: time.Second})) // how often it polls the store; a minute by default
 	go engine.Run(ctx)
 	// An agreement, its binding resolved (binding.Report.Bindings does it).
-	err := engine.Register(ctx, delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{{
+	err = engine.Register(ctx, delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "web", Version: "1.0.0"},
 		Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"myorg/db"}}},
 	}}})

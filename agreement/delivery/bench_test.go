@@ -122,7 +122,7 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.Stat
 //	go test -run '^$' -bench RotationFanOut -benchtime 5x ./agreement/delivery/
 func BenchmarkRotationFanOut(b *testing.B) {
 	const n = 10_000
-	file, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+	file, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = file.Close() })
 	type engine struct {
@@ -259,7 +259,7 @@ func memoryPerAgreement(b *testing.B, n int, kind string) {
 		if kind == "embedded-state" {
 			// The file's pages are mapped, not on the heap: the engine's
 			// own memory is what remains.
-			file, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+			file, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			state = file
 		}

@@ -17,21 +17,20 @@ import (
 )
 
 // NoGrace, as Options.Grace, cancels a revoked agreement as soon as the
-// revocation is seen in a healthy cycle. The zero Grace means
-// DefaultGrace.
+// revocation is seen in a healthy cycle. The zero Grace means 5 minutes.
 const NoGrace time.Duration = -1
 
-// Defaults of Options.
+// Defaults of Options; the doc comment of each field states its value.
 const (
-	DefaultInterval      = time.Minute
-	DefaultGrace         = 5 * time.Minute
-	DefaultReplyTimeout  = time.Minute
-	DefaultInitialDelay  = time.Second
-	DefaultMaxDelay      = 5 * time.Minute
-	DefaultDivergedAfter = 15 * time.Minute
-	DefaultBudgetCount   = 10
-	DefaultBudgetPercent = 5
-	DefaultSenders       = 256
+	defaultInterval      = time.Minute
+	defaultGrace         = 5 * time.Minute
+	defaultReplyTimeout  = time.Minute
+	defaultInitialDelay  = time.Second
+	defaultMaxDelay      = 5 * time.Minute
+	defaultDivergedAfter = 15 * time.Minute
+	defaultBudgetCount   = 10
+	defaultBudgetPercent = 5
+	defaultSenders       = 256
 )
 
 // Agents gives the engine the keys of the agent on a node.
@@ -75,8 +74,8 @@ type Agreement struct {
 // Budget bounds how many agreements one watcher cycle may cancel. Beyond
 // it, the cycle's cancellations are held (Status.Held, Health.Held) until
 // Engine.ReleaseHeld, or until the secrets come back. The zero Budget
-// means DefaultBudgetCount or DefaultBudgetPercent of the registered
-// agreements, whichever is larger.
+// means 10 cancellations or 5 percent of the registered agreements,
+// whichever is larger.
 type Budget struct {
 	// Count is the number of cancellations a cycle may always make.
 	Count int
@@ -114,29 +113,29 @@ type Options struct {
 	// (Engine.WaitForSecrets) exists.
 	OnReady func(ctx context.Context, deploymentID string)
 
-	// Interval is the watcher's polling interval; zero means
-	// DefaultInterval.
+	// Interval is the watcher's polling interval; zero means 1 minute.
 	Interval time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
-	// before it cancels; zero means DefaultGrace, NoGrace none.
+	// before it cancels; zero means 5 minutes, NoGrace none.
 	Grace time.Duration
 	// Budget bounds the cancellations of one cycle.
 	Budget Budget
 	// ReplyTimeout is how long the engine waits for an answer before it
-	// sends again; zero means DefaultReplyTimeout.
+	// sends again; zero means 1 minute.
 	ReplyTimeout time.Duration
 	// InitialDelay and MaxDelay bound the backoff between attempts; zero
-	// means the defaults. The backoff is capped, never exhausted.
+	// means 1 second and 5 minutes. The backoff is capped, never
+	// exhausted.
 	InitialDelay, MaxDelay time.Duration
 	// DivergedAfter is how long an agent may go without answering before
-	// its agreements are reported diverged; zero means the default.
+	// its agreements are reported diverged; zero means 15 minutes.
 	DivergedAfter time.Duration
 	// Workers bounds the agreements being prepared at once: their values
 	// read and their messages sealed; zero means 4 × GOMAXPROCS.
 	Workers int
 	// Senders bounds the Transport.Send calls running at once, so that
 	// agents slow to answer a synchronous transport do not hold up the
-	// others; zero means DefaultSenders.
+	// others; zero means 256.
 	Senders int
 	// Member is this engine's id in a shared State; empty means a random
 	// one.

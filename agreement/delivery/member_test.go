@@ -17,7 +17,7 @@ import (
 // sharedMemoryState is a MemoryState that says it is shared: a
 // delivery.Membership whose heartbeats the test can fail.
 type sharedMemoryState struct {
-	*delivery.MemoryState
+	delivery.State
 	period time.Duration
 
 	mu           sync.Mutex
@@ -80,7 +80,7 @@ func (s *sharedMemoryState) counts() (joins int, left bool) {
 // membership joins again; stopping leaves.
 func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &sharedMemoryState{MemoryState: delivery.NewMemoryState(), period: 30 * time.Second}
+		shared := &sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		agent := h.deployOne()

@@ -14,15 +14,13 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-// MemoryState is a State kept in memory, for tests and for agbots that
-// may lose their delivery state on restart. The zero value is not ready;
-// use NewMemoryState. It ignores member ids: one engine uses it.
+// memoryState is the State of NewMemoryState.
 //
 // It keeps each record compact (its bindings as slices, not maps), a queue
 // of the records by NextAttempt for Due, and how many records bind each
 // store name; MarkDue looks at every record, which an agbot does about
 // once per watcher cycle.
-type MemoryState struct {
+type memoryState struct {
 	mu      sync.Mutex
 	records map[string]*memRecord
 	names   map[string]int // store name → records binding it
@@ -38,7 +36,7 @@ type MemoryState struct {
 type memRecord struct {
 	rec      Record
 	services []memService
-	slot     int // index in MemoryState.due; -1 when not in it
+	slot     int // index in memoryState.due; -1 when not in it
 }
 
 type memService struct {
@@ -108,9 +106,12 @@ func (m *memRecord) storeNames(fn func(string)) {
 	}
 }
 
-// NewMemoryState returns an empty MemoryState.
-func NewMemoryState() *MemoryState {
-	return &MemoryState{
+// NewMemoryState returns an empty State kept in memory, for tests and for
+// agbots that may lose their delivery state on restart. It ignores member
+// ids: one engine uses it. After Close its calls fail with
+// ErrStateUnavailable.
+func NewMemoryState() State {
+	return &memoryState{
 		records: map[string]*memRecord{},
 		names:   map[string]int{},
 		obs:     map[string]Observation{},
@@ -118,9 +119,9 @@ func NewMemoryState() *MemoryState {
 	}
 }
 
-var _ State = (*MemoryState)(nil)
+var _ State = (*memoryState)(nil)
 
-func (m *MemoryState) check(ctx context.Context) error {
+func (m *memoryState) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (m *MemoryState) check(ctx context.Context) error {
 }
 
 // Create implements State.
-func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
+func (m *memoryState) Create(ctx context.Context, rec *Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -153,7 +154,7 @@ func (m *MemoryState) Create(ctx context.Context, rec *Record) error {
 }
 
 // Get implements State.
-func (m *MemoryState) Get(ctx context.Context, id string) (Record, error) {
+func (m *memoryState) Get(ctx context.Context, id string) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -167,7 +168,7 @@ func (m *MemoryState) Get(ctx context.Context, id string) (Record, error) {
 }
 
 // Update implements State.
-func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) error {
+func (m *memoryState) Update(ctx context.Context, _ string, recs ...*Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -195,7 +196,7 @@ func (m *MemoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 }
 
 // Delete implements State.
-func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
+func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -220,7 +221,7 @@ func (m *MemoryState) Delete(ctx context.Context, ids ...string) error {
 }
 
 // Records implements State.
-func (m *MemoryState) Records(ctx context.Context, fn func(Record) bool) error {
+func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
 	m.mu.Lock()
 	if err := m.check(ctx); err != nil {
 		m.mu.Unlock()
@@ -244,7 +245,7 @@ func (m *MemoryState) Records(ctx context.Context, fn func(Record) bool) error {
 }
 
 // Names implements State.
-func (m *MemoryState) Names(ctx context.Context, _ string) ([]string, error) {
+func (m *memoryState) Names(ctx context.Context, _ string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -254,7 +255,7 @@ func (m *MemoryState) Names(ctx context.Context, _ string) ([]string, error) {
 }
 
 // MarkDue implements State.
-func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error) {
+func (m *memoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -297,7 +298,7 @@ func (m *MemoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 }
 
 // Due implements State.
-func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]Record, error) {
+func (m *memoryState) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -318,7 +319,7 @@ func (m *MemoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 }
 
 // schedule puts r where its NextAttempt belongs in the due queue.
-func (m *MemoryState) schedule(r *memRecord) {
+func (m *memoryState) schedule(r *memRecord) {
 	switch {
 	case r.rec.NextAttempt.IsZero() && r.slot >= 0:
 		heap.Remove(&m.due, r.slot)
@@ -357,7 +358,7 @@ func (q *dueQueue) Pop() any {
 }
 
 // Observations implements State.
-func (m *MemoryState) Observations(ctx context.Context, names []string) (map[string]Observation, error) {
+func (m *memoryState) Observations(ctx context.Context, names []string) (map[string]Observation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -376,7 +377,7 @@ func (m *MemoryState) Observations(ctx context.Context, names []string) (map[str
 }
 
 // PutObservations implements State.
-func (m *MemoryState) PutObservations(ctx context.Context, _ string, obs ...Observation) error {
+func (m *memoryState) PutObservations(ctx context.Context, _ string, obs ...Observation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -389,7 +390,7 @@ func (m *MemoryState) PutObservations(ctx context.Context, _ string, obs ...Obse
 }
 
 // PutWait implements State.
-func (m *MemoryState) PutWait(ctx context.Context, w Wait) error {
+func (m *memoryState) PutWait(ctx context.Context, w Wait) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -401,7 +402,7 @@ func (m *MemoryState) PutWait(ctx context.Context, w Wait) error {
 }
 
 // Waits implements State.
-func (m *MemoryState) Waits(ctx context.Context) ([]Wait, error) {
+func (m *memoryState) Waits(ctx context.Context) ([]Wait, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -417,7 +418,7 @@ func (m *MemoryState) Waits(ctx context.Context) ([]Wait, error) {
 }
 
 // DeleteWait implements State.
-func (m *MemoryState) DeleteWait(ctx context.Context, id string) error {
+func (m *memoryState) DeleteWait(ctx context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -428,7 +429,7 @@ func (m *MemoryState) DeleteWait(ctx context.Context, id string) error {
 }
 
 // NewEpoch implements State.
-func (m *MemoryState) NewEpoch(ctx context.Context) (uint64, error) {
+func (m *memoryState) NewEpoch(ctx context.Context) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -439,7 +440,7 @@ func (m *MemoryState) NewEpoch(ctx context.Context) (uint64, error) {
 }
 
 // Close implements State. Later calls fail with ErrStateUnavailable.
-func (m *MemoryState) Close() error {
+func (m *memoryState) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true

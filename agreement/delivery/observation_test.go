@@ -39,7 +39,7 @@ func (s notPollingState) PutObservations(_ context.Context, _ string, obs ...del
 func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared := notPollingState{&sharedMemoryState{MemoryState: delivery.NewMemoryState(), period: 30 * time.Second}}
+		shared := notPollingState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		agent := h.agent("node-1")
@@ -47,7 +47,7 @@ func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 			s, err := h.store.Inner.Get(ctx, "org/db")
 			require.NoError(t, err)
 			now := time.Now()
-			require.NoError(t, shared.MemoryState.PutObservations(ctx, "other", delivery.Observation{
+			require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
 				Name: "org/db", State: delivery.Present, Tag: s.ContentTag(), Since: now, CheckedAt: now}))
 			_, err = shared.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/db"}}, now, false)
 			require.NoError(t, err)

@@ -75,10 +75,10 @@ func (opts Options) check() (settings, error) {
 	}
 
 	s := settings{Options: opts}
-	s.Interval = cmp.Or(opts.Interval, DefaultInterval)
+	s.Interval = cmp.Or(opts.Interval, defaultInterval)
 	switch opts.Grace {
 	case 0:
-		s.grace = DefaultGrace
+		s.grace = defaultGrace
 	case NoGrace:
 		s.grace = 0
 	default:
@@ -86,17 +86,17 @@ func (opts Options) check() (settings, error) {
 	}
 	s.budget = opts.Budget
 	if s.budget == (Budget{}) {
-		s.budget = Budget{Count: DefaultBudgetCount, Percent: DefaultBudgetPercent}
+		s.budget = Budget{Count: defaultBudgetCount, Percent: defaultBudgetPercent}
 	}
-	s.ReplyTimeout = cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout)
-	s.InitialDelay = cmp.Or(opts.InitialDelay, DefaultInitialDelay)
-	s.MaxDelay = cmp.Or(opts.MaxDelay, DefaultMaxDelay)
+	s.ReplyTimeout = cmp.Or(opts.ReplyTimeout, defaultReplyTimeout)
+	s.InitialDelay = cmp.Or(opts.InitialDelay, defaultInitialDelay)
+	s.MaxDelay = cmp.Or(opts.MaxDelay, defaultMaxDelay)
 	if s.MaxDelay < s.InitialDelay {
 		bad("MaxDelay %s is below InitialDelay %s", s.MaxDelay, s.InitialDelay)
 	}
-	s.DivergedAfter = cmp.Or(opts.DivergedAfter, DefaultDivergedAfter)
+	s.DivergedAfter = cmp.Or(opts.DivergedAfter, defaultDivergedAfter)
 	s.workers = cmp.Or(opts.Workers, 4*runtime.GOMAXPROCS(0))
-	s.senders = cmp.Or(opts.Senders, DefaultSenders)
+	s.senders = cmp.Or(opts.Senders, defaultSenders)
 	s.batch = max(64, 8*s.workers)
 	s.lease = max(2*s.ReplyTimeout, 10*time.Second)
 	if len(problems) > 0 {

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
@@ -276,7 +275,7 @@ func TestOpenState(t *testing.T) {
 			st, certs, desc, err := openState(t.Context(), config{dir: dir, state: c.state}, log)
 			require.NoError(t, err)
 			defer st.Close()
-			_, isMemory := st.(*delivery.MemoryState)
+			isMemory := desc == "memory"
 			assert.Equal(t, c.memory, isMemory)
 			_, memCerts := certs.(*identity.MemoryCertStore)
 			assert.Equal(t, c.memory, memCerts, "a state file keeps the identity records too")

@@ -112,7 +112,7 @@ func main() {
 	flag.StringVar(&c.addrFile, "addr-file", "", "write the agbot's URL to this `file` once listening")
 	flag.StringVar(&c.dir, "dir", "agbot-state", "state `directory`: the agbot's agreement keys ("+keysFile+", 0600), its public keys for agents to pin ("+publicKeysFile+"), the hub's identity CA ("+caFile+", "+caKeyFile+"), default token files and state file")
 	flag.StringVar(&c.state, "state", "", "the delivery engine's state: a `file` (default <dir>/"+stateFile+"), \"memory\", or a postgres:// URL shared by several agbots")
-	flag.DurationVar(&c.leasePeriod, "lease-period", pgstate.DefaultLeasePeriod, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
+	flag.DurationVar(&c.leasePeriod, "lease-period", 30*time.Second, "with a PostgreSQL -state: how long after an agbot's last heartbeat the others take over its agreements")
 	flag.StringVar(&c.member, "member", "", "this agbot's `id` among the agbots sharing a PostgreSQL state (default <hostname>-<name of -dir>); stable across restarts")
 	flag.StringVar(&c.storeConfig, "store", "", "JSON secret store config `file` (memory, vault or awssm); default an in-memory store")
 	flag.StringVar(&c.preload, "preload", "", "JSON `file` of secrets to write into the memory store at start: {\"<name>\": {\"<key>\": \"<value>\"}}")
@@ -123,7 +123,7 @@ func main() {
 	flag.DurationVar(&c.backoff, "update-backoff", 2*time.Second, "first wait before sending an unanswered message again; doubles each time up to -max-backoff, never gives up")
 	flag.DurationVar(&c.maxBackoff, "max-backoff", time.Minute, "longest wait between two attempts to deliver a message")
 	flag.DurationVar(&c.replyTimeout, "reply-timeout", 10*time.Second, "how long to wait for an agent's reply to a message")
-	flag.DurationVar(&c.grace, "grace", delivery.DefaultGrace, "how long a bound secret must stay deleted (or forbidden, while others read fine) before its agreements are cancelled; 0: at once")
+	flag.DurationVar(&c.grace, "grace", 5*time.Minute, "how long a bound secret must stay deleted (or forbidden, while others read fine) before its agreements are cancelled; 0: at once")
 	flag.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error (logs go to stderr and never hold values)")
 	demo.SetUsage("agbot -deployment deployment.json [flags]",
 		"The hub side of the edgesecrets example: validates a deployment, verifies agent\n"+
@@ -281,11 +281,11 @@ func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State,
 	if path == "" {
 		path = filepath.Join(c.dir, stateFile)
 	}
-	st, err := boltstate.Open(path, boltstate.Options{Logger: log})
+	st, certs, err := boltstate.Open(path, boltstate.Options{Logger: log})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("opening the state file: %w", err)
 	}
-	return st, st.CertStore(), path, nil
+	return st, certs, path, nil
 }
 
 // defaultMember is the -member default: the host name and the name of the

@@ -47,7 +47,7 @@ type agbot struct {
 	checker  *binding.StoreChecker
 	resolver binding.Resolver
 	verifier *identity.Verifier
-	state    *boltstate.State
+	state    delivery.State
 	engine   *delivery.Engine
 	api      *httptest.Server
 	say      *narrator
@@ -94,7 +94,7 @@ func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	// The engine's durable memory: what each agent was sent and
 	// acknowledged (store names and content tags, never values), in one
 	// crash-safe file.
-	state, err := boltstate.Open(filepath.Join(opts.dir, stateFile), boltstate.Options{Logger: log})
+	state, _, err := boltstate.Open(filepath.Join(opts.dir, stateFile), boltstate.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}

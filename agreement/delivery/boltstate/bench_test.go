@@ -44,18 +44,18 @@ func benchRecord(i int) *delivery.Record {
 	return r
 }
 
-func benchState(b *testing.B) *State {
+func benchState(b *testing.B) *state {
 	b.Helper()
-	s, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{})
+	st, _, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = s.Close() })
-	return s
+	b.Cleanup(func() { _ = st.Close() })
+	return st.(*state)
 }
 
 // load stores n records in a few transactions, next attempts from due(i).
-func load(b *testing.B, s *State, n int, due func(i int) time.Time) {
+func load(b *testing.B, s *state, n int, due func(i int) time.Time) {
 	b.Helper()
 	const perTx = 10_000
 	for start := 0; start < n; start += perTx {
@@ -79,7 +79,7 @@ func load(b *testing.B, s *State, n int, due func(i int) time.Time) {
 // "sequential" is one Update of one record per call, each its own
 // commit; "concurrent" is the same from 64 goroutines, group-committed;
 // "batch-1000" is one Update of 1,000 records. ns/record compares them;
-// "memory" is MemoryState doing the concurrent case.
+// "memory" is delivery.NewMemoryState doing the concurrent case.
 func BenchmarkUpdate(b *testing.B) {
 	const records = 10_000
 	setup := func(b *testing.B, st delivery.State) []*delivery.Record {
@@ -88,7 +88,7 @@ func BenchmarkUpdate(b *testing.B) {
 			recs[i] = benchRecord(i)
 			recs[i].Revision = 1
 		}
-		if s, ok := st.(*State); ok {
+		if s, ok := st.(*state); ok {
 			load(b, s, records, func(int) time.Time { return time.Time{} })
 			return recs
 		}
@@ -167,7 +167,7 @@ func BenchmarkUpdate(b *testing.B) {
 
 // BenchmarkDue: Due(limit 100) with 1,000 and with 100,000 records
 // stored, 1,000 of them due: the file's cost follows what Due returns,
-// not what is stored. MemoryState scans every record, for comparison.
+// not what is stored. The memory state scans every record, for comparison.
 func BenchmarkDue(b *testing.B) {
 	now := time.Now()
 	for _, n := range []int{1_000, 100_000} {

@@ -19,16 +19,12 @@ import (
 // follows (the record holds serials and names, all text).
 const identityFormat byte = 1
 
-// CertStore is the hub's identity.CertStore kept in the state file, so an
-// agbot's identity records survive restarts with its agreements. Get one
-// with State.CertStore.
-type CertStore struct{ s *State }
+// certStore is the hub's identity.CertStore kept in the state file, so an
+// agbot's identity records survive restarts with its agreements. Open
+// returns it; it is closed with the state.
+type certStore struct{ s *state }
 
-var _ identity.CertStore = (*CertStore)(nil)
-
-// CertStore returns the identity records kept in the same file. It is
-// closed with the State.
-func (s *State) CertStore() *CertStore { return &CertStore{s: s} }
+var _ identity.CertStore = (*certStore)(nil)
 
 // identityKey is the key of an instance: the provider's length, the
 // provider, the instance id, so no two instances share a key whatever
@@ -98,7 +94,7 @@ func decodeIdentity(v []byte) (identity.Record, error) {
 }
 
 // Get implements identity.CertStore.
-func (c *CertStore) Get(ctx context.Context, provider, instanceID string) (identity.Record, error) {
+func (c *certStore) Get(ctx context.Context, provider, instanceID string) (identity.Record, error) {
 	id := identity.Identity{Provider: provider, InstanceID: instanceID}
 	var rec identity.Record
 	var found bool
@@ -123,7 +119,7 @@ func (c *CertStore) Get(ctx context.Context, provider, instanceID string) (ident
 
 // Put implements identity.CertStore: compare-and-set on Revision, 0 to
 // create.
-func (c *CertStore) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
+func (c *certStore) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
 	stored := rec
 	stored.Revision++
 	v, err := encodeIdentity(stored)
@@ -187,7 +183,7 @@ const maxNonceSweep = 64
 // UseNonce implements identity.CertStore: insert-if-absent in one
 // transaction, so of two concurrent uses of a nonce exactly one succeeds.
 // Expired nonces are dropped as later uses go.
-func (c *CertStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
+func (c *certStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
 	id := identity.Identity{Provider: u.Provider, InstanceID: u.InstanceID}
 	key := nonceKey(u)
 	var replayed bool

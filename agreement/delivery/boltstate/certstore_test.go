@@ -19,8 +19,7 @@ var instance = identity.Identity{Provider: "openhorizon.factory1", Org: "org", N
 func TestCertStoreCompareAndSet(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "state.db")
-	st := openState(t, path)
-	cs := st.CertStore()
+	st, cs := openFile(t, path)
 
 	_, err := cs.Get(ctx, instance.Provider, instance.InstanceID)
 	require.ErrorIs(t, err, identity.ErrNotFound)
@@ -45,8 +44,7 @@ func TestCertStoreCompareAndSet(t *testing.T) {
 	require.NoError(t, err, "instances whose provider and id concatenate alike are different keys")
 
 	require.NoError(t, st.Close())
-	st = openState(t, path)
-	cs = st.CertStore()
+	st, cs = openFile(t, path)
 	got, err := cs.Get(ctx, instance.Provider, instance.InstanceID)
 	require.NoError(t, err)
 	assert.Equal(t, rec2, got, "identity records survive a reopen, times to the nanosecond")
@@ -74,8 +72,7 @@ func TestCertStoreCompareAndSet(t *testing.T) {
 }
 
 func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
-	st := openState(t, filepath.Join(t.TempDir(), "state.db"))
-	cs := st.CertStore()
+	_, cs := openFile(t, filepath.Join(t.TempDir(), "state.db"))
 	base, err := cs.Put(t.Context(), identity.Record{Instance: instance, CurrentSerial: "01"})
 	require.NoError(t, err)
 	const n = 8
@@ -103,8 +100,7 @@ func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
 func TestCertStoreUseNonce(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "state.db")
-	st := openState(t, path)
-	cs := st.CertStore()
+	st, cs := openFile(t, path)
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	use := func(inst identity.Identity, nonce string, at time.Time) error {
 		return cs.UseNonce(ctx, identity.NonceUse{Provider: inst.Provider, InstanceID: inst.InstanceID,
@@ -118,8 +114,7 @@ func TestCertStoreUseNonce(t *testing.T) {
 	assert.NoError(t, use(instance, "nonce-9876543210", now), "another nonce of the same instance")
 
 	require.NoError(t, st.Close())
-	st = openState(t, path)
-	cs = st.CertStore()
+	st, cs = openFile(t, path)
 	assert.ErrorIs(t, use(instance, "nonce-0123456789", now.Add(2*time.Minute)), identity.ErrReplayed, "used nonces survive a reopen")
 
 	// Past its expiry a nonce is dropped by a later use: the Issuer refuses

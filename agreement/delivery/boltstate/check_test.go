@@ -13,7 +13,7 @@ import (
 // check verifies the whole file: bbolt's page structure, every stored
 // value decodes, and the indexes hold exactly the entries the records
 // call for. Tests run it after crashes.
-func (s *State) check(ctx context.Context) error {
+func (s *state) check(ctx context.Context) error {
 	return s.view(ctx, func(tx *bolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {

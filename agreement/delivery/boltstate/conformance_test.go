@@ -21,19 +21,21 @@ func newHarness(_ context.Context, t *testing.T) (statetest.Harness, error) {
 }
 
 func (h *harness) MakeState(context.Context) (delivery.State, error) {
-	return boltstate.Open(h.path, boltstate.Options{})
+	st, _, err := boltstate.Open(h.path, boltstate.Options{})
+	return st, err
 }
 
 func (h *harness) Reopen(ctx context.Context, st delivery.State) (delivery.State, error) {
 	// Every durable case reopens: check the file's structure and indexes
 	// each time.
-	if err := boltstate.Check(ctx, st.(*boltstate.State)); err != nil {
+	if err := boltstate.Check(ctx, st); err != nil {
 		return nil, err
 	}
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
-	return boltstate.Open(h.path, boltstate.Options{})
+	st, _, err := boltstate.Open(h.path, boltstate.Options{})
+	return st, err
 }
 
 func (h *harness) StoredBytes(context.Context, delivery.State) ([]byte, error) {

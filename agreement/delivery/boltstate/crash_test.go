@@ -63,7 +63,7 @@ func TestKill9KeepsEveryAcknowledgedWrite(t *testing.T) {
 			acks++
 		}
 
-		st, err := boltstate.Open(path, boltstate.Options{})
+		st, _, err := boltstate.Open(path, boltstate.Options{})
 		require.NoError(t, err, "round %d: the file opens after kill -9", rounds)
 		ctx := t.Context()
 		require.NoError(t, boltstate.Check(ctx, st), "round %d: the file is whole after kill -9", rounds)
@@ -139,7 +139,7 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestKill9KeepsEveryAcknowledgedWrite")
 	}
-	st, err := boltstate.Open(path, boltstate.Options{LockTimeout: 10 * time.Second})
+	st, _, err := boltstate.Open(path, boltstate.Options{LockTimeout: 10 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(3)

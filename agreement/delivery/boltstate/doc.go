@@ -1,10 +1,10 @@
 // Package boltstate is the delivery engine's embedded default State: one
 // file, crash-safe, pure Go, no server. An agbot opens it at start:
 //
-//	st, err := boltstate.Open("/var/lib/agbot/delivery.db", boltstate.Options{})
+//	st, certs, _, err := boltstate.Open("/var/lib/agbot/delivery.db", boltstate.Options{})
 //
-// and hands it to delivery.New as Options.State; State.CertStore gives the
-// hub's identity records (identity.CertStore) in the same file.
+// and hands st to delivery.New as Options.State; certs holds the hub's
+// identity records (an identity.CertStore) in the same file.
 //
 // # Why bbolt
 //

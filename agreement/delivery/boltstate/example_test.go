@@ -20,7 +20,7 @@ func Example() {
 	path := filepath.Join(dir, "delivery.db")
 	ctx := context.Background()
 
-	st, err := boltstate.Open(path, boltstate.Options{})
+	st, _, err := boltstate.Open(path, boltstate.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,7 +35,7 @@ func Example() {
 	_ = st.Create(ctx, rec)
 	_ = st.Close()
 
-	st, _ = boltstate.Open(path, boltstate.Options{})
+	st, _, _ = boltstate.Open(path, boltstate.Options{})
 	defer st.Close()
 	names, _ := st.Names(ctx, "")
 	due, _ := st.Due(ctx, "", time.Now(), time.Minute, 10)

@@ -1,9 +1,15 @@
 package boltstate
 
-import "context"
+import (
+	"context"
 
-// Check exposes the file check to the external tests.
-func Check(ctx context.Context, s *State) error { return s.check(ctx) }
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
 
-// Commits returns how many write transactions s committed.
-func Commits(s *State) int64 { return s.commits.Load() }
+// Check exposes the file check to the external tests; st is a State
+// Open returned.
+func Check(ctx context.Context, st delivery.State) error { return st.(*state).check(ctx) }
+
+// Commits returns how many write transactions st, a State Open returned,
+// committed.
+func Commits(st delivery.State) int64 { return st.(*state).commits.Load() }

@@ -17,15 +17,24 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-func openState(t *testing.T, path string) *boltstate.State {
+func openState(t *testing.T, path string) delivery.State {
 	t.Helper()
-	st, err := boltstate.Open(path, boltstate.Options{})
+	st, _ := openFile(t, path)
+	return st
+}
+
+// openFile opens the file at path, closed at the end of the test, and
+// returns its State and its CertStore.
+func openFile(t *testing.T, path string) (delivery.State, identity.CertStore) {
+	t.Helper()
+	st, certs, err := boltstate.Open(path, boltstate.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return st, certs
 }
 
 func TestOpenCreatesPrivateFile(t *testing.T) {
@@ -73,7 +82,7 @@ func TestOpenHeldByAnotherProcess(t *testing.T) {
 	require.Equal(t, "held\n", line)
 
 	start := time.Now()
-	_, err = boltstate.Open(path, boltstate.Options{LockTimeout: 200 * time.Millisecond})
+	_, _, err = boltstate.Open(path, boltstate.Options{LockTimeout: 200 * time.Millisecond})
 	require.Error(t, err, "a file another process holds cannot be opened")
 	assert.Contains(t, err.Error(), "in use by another process", "the error says why")
 	assert.Contains(t, err.Error(), path, "the error names the file")
@@ -92,7 +101,7 @@ func TestHoldChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestOpenHeldByAnotherProcess")
 	}
-	st, err := boltstate.Open(path, boltstate.Options{})
+	st, _, err := boltstate.Open(path, boltstate.Options{})
 	require.NoError(t, err)
 	fmt.Println("held")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
@@ -103,7 +112,7 @@ func TestOpenRejectsWhatIsNotAStateFile(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.db")
 	require.NoError(t, os.WriteFile(junk, []byte(strings.Repeat("not a bbolt file ", 1000)), 0o600))
-	_, err := boltstate.Open(junk, boltstate.Options{})
+	_, _, err := boltstate.Open(junk, boltstate.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not a state file")
 	assert.Contains(t, err.Error(), junk)
@@ -111,11 +120,11 @@ func TestOpenRejectsWhatIsNotAStateFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, strings.Repeat("not a bbolt file ", 1000), string(raw), "a foreign file is left as it was")
 
-	_, err = boltstate.Open(dir, boltstate.Options{})
+	_, _, err = boltstate.Open(dir, boltstate.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not a regular file")
 
-	_, err = boltstate.Open("", boltstate.Options{})
+	_, _, err = boltstate.Open("", boltstate.Options{})
 	require.Error(t, err, "no file name")
 }
 

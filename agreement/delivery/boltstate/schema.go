@@ -31,7 +31,7 @@ var (
 	bucketIdentities = []byte("identities")
 	// bucketNonces: nonceKey(provider, instance id, nonce) → expiry (Unix
 	// nanoseconds): the request proofs the Issuer accepted
-	// (CertStore.UseNonce).
+	// (certStore.UseNonce).
 	bucketNonces = []byte("nonces")
 	// bucketNonceExpiry: expiry (8 bytes) + nonceKey → nothing, so expired
 	// nonces are found in order and dropped.
@@ -43,8 +43,8 @@ var (
 	keyEpoch  = []byte("epoch")
 )
 
-// SchemaVersion is the version of the file layout this package writes.
-const SchemaVersion = 1
+// layoutVersion is the version of the file layout this package writes.
+const layoutVersion = 1
 
 // migration moves a file from one schema version to the next, inside the
 // transaction that opens it.

@@ -72,7 +72,7 @@ func TestPrepareFailedMigrationChangesNothing(t *testing.T) {
 
 func TestOpenRefusesANewerFile(t *testing.T) {
 	path := alteredFile(t, func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keySchema, 7) })
-	_, err := Open(path, Options{})
+	_, _, err := Open(path, Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "schema version 7, written by a newer edgesecrets")
 	assert.Contains(t, err.Error(), path)
@@ -85,7 +85,7 @@ func TestOpenRefusesANewerFile(t *testing.T) {
 
 func TestOpenRefusesAFileMissingABucket(t *testing.T) {
 	path := alteredFile(t, func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDue) })
-	_, err := Open(path, Options{})
+	_, _, err := Open(path, Options{})
 	require.ErrorIs(t, err, errCorrupt)
 	assert.Contains(t, err.Error(), `bucket "due" is missing`)
 }
@@ -95,7 +95,7 @@ func TestOpenRefusesAFileMissingABucket(t *testing.T) {
 func alteredFile(t *testing.T, fn func(tx *bolt.Tx) error) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(path, Options{})
+	s, _, err := Open(path, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	db, err := bolt.Open(path, 0o600, nil)

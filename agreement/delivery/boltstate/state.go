@@ -18,11 +18,12 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
-// DefaultLockTimeout is how long Open waits for another process to let go
+// defaultLockTimeout is how long Open waits for another process to let go
 // of the file when Options.LockTimeout is zero.
-const DefaultLockTimeout = time.Second
+const defaultLockTimeout = time.Second
 
 // maxBatch bounds the writes one transaction commits.
 const maxBatch = 4096
@@ -34,16 +35,16 @@ const recordsPage = 256
 // Options configure Open.
 type Options struct {
 	// LockTimeout is how long Open waits while another process holds the
-	// file; zero means DefaultLockTimeout.
+	// file; zero means 1 second.
 	LockTimeout time.Duration
 	// Logger receives what Open does to the file (creating it, migrating
 	// it, tightening its mode). Nil discards.
 	Logger *slog.Logger
 }
 
-// State is the embedded delivery.State: one bbolt file. Safe for
+// state is the embedded delivery.State: one bbolt file. Safe for
 // concurrent use by one engine; the file's lock keeps other processes out.
-type State struct {
+type state struct {
 	path string
 	db   *bolt.DB
 	log  *slog.Logger
@@ -58,69 +59,72 @@ type State struct {
 	commits    atomic.Int64 // transactions committed by the writer, for tests
 }
 
-var _ delivery.State = (*State)(nil)
+var _ delivery.State = (*state)(nil)
 
 // Open opens the state file at path, creating it (mode 0600, and its
 // directory, mode 0700) when it does not exist, and brings an older file
 // to the current schema. A file that another process holds is an error
 // after Options.LockTimeout.
-func Open(path string, opts Options) (*State, error) {
+//
+// It returns the file's delivery.State, for delivery.Options.State, and
+// the hub's identity records kept in the same file (an
+// identity.CertStore), so an agbot's identity records survive restarts
+// with its agreements. Closing the State closes the file: later calls of
+// either fail (the CertStore's with identity.ErrUnavailable).
+func Open(path string, opts Options) (delivery.State, identity.CertStore, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
-		timeout = DefaultLockTimeout
+		timeout = defaultLockTimeout
 	}
 	if path == "" {
-		return nil, errors.New("boltstate: no file name given")
+		return nil, nil, errors.New("boltstate: no file name given")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("boltstate: creating the directory of %s: %w", path, err)
+		return nil, nil, fmt.Errorf("boltstate: creating the directory of %s: %w", path, err)
 	}
 	fi, statErr := os.Stat(path)
 	switch {
 	case statErr == nil && !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("boltstate: %s is not a regular file", path)
+		return nil, nil, fmt.Errorf("boltstate: %s is not a regular file", path)
 	case statErr == nil && fi.Mode().Perm()&0o077 != 0:
 		// The file holds no secret values, but who holds which agreement
 		// and identity is the hub's business alone.
 		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, fmt.Errorf("boltstate: %s is readable by others (mode %v) and cannot be made 0600: %w", path, fi.Mode().Perm(), err)
+			return nil, nil, fmt.Errorf("boltstate: %s is readable by others (mode %v) and cannot be made 0600: %w", path, fi.Mode().Perm(), err)
 		}
 		log.Warn("boltstate: state file was readable by others; made it 0600", "path", path, "mode", fi.Mode().Perm().String())
 	case statErr != nil && !errors.Is(statErr, fs.ErrNotExist):
-		return nil, fmt.Errorf("boltstate: %w", statErr)
+		return nil, nil, fmt.Errorf("boltstate: %w", statErr)
 	}
 
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
-		return nil, fmt.Errorf("boltstate: %s is in use by another process (it holds the file's lock; waited %v): stop that agbot or give this one another file", path, timeout)
+		return nil, nil, fmt.Errorf("boltstate: %s is in use by another process (it holds the file's lock; waited %v): stop that agbot or give this one another file", path, timeout)
 	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
-		return nil, fmt.Errorf("boltstate: %s is not a state file, or is damaged: %w", path, err)
+		return nil, nil, fmt.Errorf("boltstate: %s is not a state file, or is damaged: %w", path, err)
 	case err != nil:
-		return nil, fmt.Errorf("boltstate: opening %s: %w", path, err)
+		return nil, nil, fmt.Errorf("boltstate: opening %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error { return prepare(tx, migrations()) }); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("boltstate: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("boltstate: %s: %w", path, err)
 	}
 	if statErr != nil {
-		log.Info("boltstate: created state file", "path", path, "schema", SchemaVersion)
+		log.Info("boltstate: created state file", "path", path, "schema", layoutVersion)
 	}
-	s := &State{path: path, db: db, log: log, ops: make(chan *op, maxBatch), writerDone: make(chan struct{})}
+	s := &state{path: path, db: db, log: log, ops: make(chan *op, maxBatch), writerDone: make(chan struct{})}
 	go s.writer()
-	return s, nil
+	return s, &certStore{s: s}, nil
 }
-
-// Path returns the file's path.
-func (s *State) Path() string { return s.path }
 
 // Close waits for the calls under way, then closes the file. Later calls
 // fail with delivery.ErrStateUnavailable.
-func (s *State) Close() error {
+func (s *state) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -137,7 +141,7 @@ func (s *State) Close() error {
 
 // errUnavailable wraps a failure of the file (or its absence) so it
 // matches delivery.ErrStateUnavailable.
-func (s *State) errUnavailable(err error) error {
+func (s *state) errUnavailable(err error) error {
 	if err == nil {
 		return fmt.Errorf("boltstate %s: %w (closed)", s.path, delivery.ErrStateUnavailable)
 	}
@@ -146,7 +150,7 @@ func (s *State) errUnavailable(err error) error {
 
 // txError classifies an error out of a transaction: a corrupt value is
 // said as such; any other failure of the file makes the state unavailable.
-func (s *State) txError(err error) error {
+func (s *state) txError(err error) error {
 	if err == nil || errors.Is(err, errCorrupt) {
 		return err
 	}
@@ -154,7 +158,7 @@ func (s *State) txError(err error) error {
 }
 
 // view runs fn in a read transaction.
-func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (s *state) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 
 // enter checks ctx and that s is open, and keeps it open until the caller
 // calls s.mu.RUnlock.
-func (s *State) enter(ctx context.Context) error {
+func (s *state) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -186,7 +190,7 @@ type op struct {
 
 // update runs fn in a write transaction, group-committed with the writes
 // of other goroutines queued meanwhile: one fsync for all of them.
-func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (s *state) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -199,7 +203,7 @@ func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // writer commits queued writes: it takes every write waiting when it
 // starts a transaction, so a burst of single writes costs one commit
 // while a lone write waits for no one.
-func (s *State) writer() {
+func (s *state) writer() {
 	defer close(s.writerDone)
 	batch := make([]*op, 0, maxBatch)
 	for o := range s.ops {
@@ -223,7 +227,7 @@ func (s *State) writer() {
 // commit runs a batch in one transaction. When one write fails, the
 // transaction is rolled back and each write runs alone, so one bad write
 // fails only its caller.
-func (s *State) commit(batch []*op) {
+func (s *state) commit(batch []*op) {
 	s.commits.Add(1)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range batch {
@@ -245,7 +249,7 @@ func (s *State) commit(batch []*op) {
 }
 
 // Create implements delivery.State.
-func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
+func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 	if err := checkKey("agreement id", rec.ID); err != nil {
 		return err
 	}
@@ -289,7 +293,7 @@ func createTx(tx *bolt.Tx, rec *delivery.Record, value []byte) (exists bool, err
 }
 
 // Get implements delivery.State.
-func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
 	var r delivery.Record
 	var found bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -321,7 +325,7 @@ func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
 
 // Update implements delivery.State: one transaction for all of recs.
 // Services are kept as registered.
-func (s *State) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
+func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
 	tails := make([][]byte, len(recs))
 	for i, r := range recs {
 		tails[i] = encodeTail(r)
@@ -396,7 +400,7 @@ func reindex(tx *bolt.Tx, id string, h head, node string, next time.Time) error 
 }
 
 // Delete implements delivery.State.
-func (s *State) Delete(ctx context.Context, ids ...string) error {
+func (s *state) Delete(ctx context.Context, ids ...string) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		for _, id := range ids {
 			if err := deleteRecord(tx, id); err != nil {
@@ -434,7 +438,7 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 
 // Records implements delivery.State. It reads a page of records per
 // transaction and calls fn outside it, so fn may call the State.
-func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
 	var after []byte
 	for {
 		var page []delivery.Record
@@ -475,7 +479,7 @@ func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 }
 
 // Names implements delivery.State: the keys of the name index.
-func (s *State) Names(ctx context.Context, _ string) ([]string, error) {
+func (s *state) Names(ctx context.Context, _ string) ([]string, error) {
 	names := []string{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketByName).ForEach(func(k, _ []byte) error {
@@ -490,7 +494,7 @@ func (s *State) Names(ctx context.Context, _ string) ([]string, error) {
 }
 
 // MarkDue implements delivery.State.
-func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+func (s *state) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
 	var changed int
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		changed = 0
@@ -544,7 +548,7 @@ func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time
 
 // Due implements delivery.State. It reads the due index from its start,
 // so its cost grows with the records it returns, not with those stored.
-func (s *State) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
 	var out []delivery.Record
 	limitKey := dueKey(now, "")
 	claim := now.Add(lease)
@@ -593,7 +597,7 @@ func (s *State) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 }
 
 // Observations implements delivery.State.
-func (s *State) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
 	out := make(map[string]delivery.Observation, len(names))
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObservations)
@@ -627,7 +631,7 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]de
 }
 
 // PutObservations implements delivery.State.
-func (s *State) PutObservations(ctx context.Context, _ string, obs ...delivery.Observation) error {
+func (s *state) PutObservations(ctx context.Context, _ string, obs ...delivery.Observation) error {
 	values := make([][]byte, len(obs))
 	for i, o := range obs {
 		if err := checkKey("observed store name", o.Name); err != nil {
@@ -647,7 +651,7 @@ func (s *State) PutObservations(ctx context.Context, _ string, obs ...delivery.O
 }
 
 // PutWait implements delivery.State.
-func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
+func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
 	if err := checkKey("wait id", w.ID); err != nil {
 		return err
 	}
@@ -658,7 +662,7 @@ func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
 }
 
 // Waits implements delivery.State.
-func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
+func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
 	out := []delivery.Wait{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketWaits).ForEach(func(k, v []byte) error {
@@ -677,7 +681,7 @@ func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
 }
 
 // DeleteWait implements delivery.State.
-func (s *State) DeleteWait(ctx context.Context, id string) error {
+func (s *state) DeleteWait(ctx context.Context, id string) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketWaits).Delete([]byte(id))
 	})
@@ -685,7 +689,7 @@ func (s *State) DeleteWait(ctx context.Context, id string) error {
 
 // NewEpoch implements delivery.State: a counter in the file, committed
 // before it is returned.
-func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
+func (s *state) NewEpoch(ctx context.Context) (uint64, error) {
 	var epoch uint64
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)

@@ -35,7 +35,7 @@ import (
 )
 
 // These are the pieces of the tests that run real delivery engines on one
-// PostgreSQL: each agbot is an engine with a pgstate.State of its own,
+// PostgreSQL: each agbot is an engine with a pgstate State of its own,
 // reading the store over the wire (the Secrets Manager endpoint of
 // internal/awsmock, which every agbot process reaches and which counts every
 // request by secret) and sending to real agents (agentapi.Receiver over an
@@ -66,7 +66,7 @@ const envAgbotChild = "PGSTATE_TEST_AGBOT"
 // runningAgbot is an agbot running in this process.
 type runningAgbot struct {
 	engine  *delivery.Engine
-	state   *pgstate.State
+	state   delivery.State
 	cancels atomic.Int64 // OnCancel calls
 	stop    func()
 }

@@ -41,7 +41,7 @@ type stateMaker struct {
 func stateMakers() []stateMaker {
 	return []stateMaker{
 		{"state=bolt", func(b *testing.B, ids ...string) []delivery.State {
-			st, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = st.Close() })
 			return []delivery.State{st}
@@ -50,7 +50,7 @@ func stateMakers() []stateMaker {
 			db := pgtest.NewDatabase(b)
 			var out []delivery.State
 			for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, ids...) {
-				out = append(out, m.State)
+				out = append(out, m.sharedState)
 			}
 			return out
 		}},

@@ -37,7 +37,7 @@ func (h *harness) MakeState(ctx context.Context) (delivery.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := st.Join(ctx, suiteMember); err != nil {
+	if _, err := st.(delivery.Membership).Join(ctx, suiteMember); err != nil {
 		_ = st.Close()
 		return nil, err
 	}

@@ -6,7 +6,7 @@
 //
 //	st, err := pgstate.Open(ctx, pgstate.Options{URL: "postgres://agbot@db/hub"})
 //	...
-//	lease, err := st.Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
+//	lease, err := st.(delivery.Membership).Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
 //
 // Open Horizon's agbot shares one PostgreSQL database the same way
 // (anax, agreementbot/persistence/postgresql/partition.go): each agbot
@@ -51,7 +51,8 @@
 //
 // Ids and names are text in the "C" collation, so that the database
 // orders them as Go does; PostgreSQL text cannot hold invalid UTF-8 or
-// NUL bytes, so such names are refused (ErrBadInput), while diagnostics
+// NUL bytes, so such names are refused (an error matching
+// secretstore.ErrInvalid), while diagnostics
 // (errors, rejection reasons) are stored with such bytes replaced.
 //
 // # Leases and fencing

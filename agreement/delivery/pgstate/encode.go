@@ -2,7 +2,6 @@ package pgstate
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -114,10 +114,10 @@ func (s *stamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ErrBadInput: a record, observation, wait or member id names something
+// errBadInput: a record, observation, wait or member id names something
 // PostgreSQL text cannot hold exactly (invalid UTF-8 or a NUL byte).
-// Nothing of the call is stored.
-var ErrBadInput = errors.New("pgstate: bad input")
+// Nothing of the call is stored. It matches secretstore.ErrInvalid.
+var errBadInput = errkind.New("pgstate: bad input", secretstore.ErrInvalid)
 
 // checker collects the first problem of the strings a record names: a
 // PostgreSQL text value holds valid UTF-8 without NUL bytes, and these
@@ -129,7 +129,7 @@ type checker struct {
 
 func (c *checker) check(field, s string) string {
 	if c.err == nil && (!utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0) {
-		c.err = fmt.Errorf("%w: %s: %s %q is not valid UTF-8 text (invalid bytes or a NUL byte)", ErrBadInput, c.what, field, s)
+		c.err = fmt.Errorf("%w: %s: %s %q is not valid UTF-8 text (invalid bytes or a NUL byte)", errBadInput, c.what, field, s)
 	}
 	return s
 }

@@ -118,7 +118,7 @@ func TestNamesMustBeText(t *testing.T) {
 		"in-flight":     {ID: "agr-1", InFlight: &delivery.Sent{Contents: map[int]delivery.Content{0: {StoreName: "\xfe"}}}},
 	} {
 		_, err := encodeBody(r)
-		require.ErrorIs(t, err, ErrBadInput, name)
+		require.ErrorIs(t, err, errBadInput, name)
 		assert.Contains(t, err.Error(), `record "agr-1"`, name)
 	}
 }
@@ -146,7 +146,7 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		again, err := encodeBody(&r)
 		if err != nil {
-			require.ErrorIs(t, err, ErrBadInput)
+			require.ErrorIs(t, err, errBadInput)
 			return
 		}
 		var back delivery.Record
@@ -173,7 +173,7 @@ func FuzzDecodeServices(f *testing.F) {
 		}
 		again, _, err := encodeServices("fuzz", services)
 		if err != nil {
-			require.ErrorIs(t, err, ErrBadInput)
+			require.ErrorIs(t, err, errBadInput)
 			return
 		}
 		back, err := decodeServices(again)

@@ -29,7 +29,7 @@ func ExampleOpen() {
 	}
 	defer srv.Close()
 
-	agbots := map[string]*pgstate.State{}
+	agbots := map[string]delivery.State{}
 	for _, id := range []string{"agbot-1", "agbot-2"} {
 		st, err := pgstate.Open(ctx, pgstate.Options{URL: srv.URL, LeasePeriod: 30 * time.Second})
 		if err != nil {
@@ -37,7 +37,8 @@ func ExampleOpen() {
 			return
 		}
 		defer st.Close()
-		lease, err := st.Join(ctx, id)
+		// The State is a delivery.Membership; an engine joins by itself.
+		lease, err := st.(delivery.Membership).Join(ctx, id)
 		if err != nil {
 			fmt.Println(err)
 			return

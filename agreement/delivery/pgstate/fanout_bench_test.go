@@ -152,14 +152,14 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.DefaultSuite)
 		require.NoError(b, err)
 	}
-	bolt, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+	bolt, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = bolt.Close() })
 	pgStates := func(members ...string) []delivery.State {
 		db := pgtest.NewDatabase(b)
 		var out []delivery.State
 		for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, members...) {
-			out = append(out, m.State)
+			out = append(out, m.sharedState)
 		}
 		return out
 	}

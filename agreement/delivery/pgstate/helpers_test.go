@@ -16,20 +16,29 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
+// sharedState is what Open returns: a delivery.State that is also a
+// delivery.Membership.
+type sharedState interface {
+	delivery.State
+	delivery.Membership
+}
+
 // open opens a State on url (closed when t ends) without joining.
-func open(t testing.TB, url string, opts pgstate.Options) *pgstate.State {
+func open(t testing.TB, url string, opts pgstate.Options) sharedState {
 	t.Helper()
 	opts.URL = url
 	st, err := pgstate.Open(t.Context(), opts)
 	require.NoError(t, err, "opening the state")
 	t.Cleanup(func() { _ = st.Close() })
-	return st
+	shared, ok := st.(sharedState)
+	require.True(t, ok, "the State is a delivery.Membership")
+	return shared
 }
 
 // member is one agbot's State, joined under its id.
 type member struct {
 	id string
-	*pgstate.State
+	sharedState
 }
 
 // joinAll opens one State per id on url, as separate agbots would (each
@@ -41,7 +50,7 @@ func joinAll(t testing.TB, url string, opts pgstate.Options, ids ...string) []*m
 		st := open(t, url, opts)
 		_, err := st.Join(t.Context(), id)
 		require.NoError(t, err, "joining as %s", id)
-		out[i] = &member{id: id, State: st}
+		out[i] = &member{id: id, sharedState: st}
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 // off (its next Heartbeat and fenced call fail with ErrLeaseLost), and
 // the claims it still held pass to the new incarnation, as they would to
 // an agbot restarted under the same id.
-func (s *State) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s *state) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
 	c := &checker{what: "member"}
 	if c.check("id", member); c.err != nil {
 		return delivery.MemberLease{}, c.err
@@ -62,7 +62,7 @@ func (s *State) Join(ctx context.Context, member string) (delivery.MemberLease, 
 	return s.lease(member, uint64(inc), sentAt), nil
 }
 
-func (s *State) lease(member string, inc uint64, sentAt time.Time) delivery.MemberLease {
+func (s *state) lease(member string, inc uint64, sentAt time.Time) delivery.MemberLease {
 	return delivery.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: sentAt.Add(s.period)}
 }
 
@@ -72,7 +72,7 @@ func (s *State) lease(member string, inc uint64, sentAt time.Time) delivery.Memb
 // State, left, was replaced by a later Join of its id, or let its lease
 // lapse: a lapsed lease is not renewed, since the other members may have
 // taken over its records and names meanwhile.
-func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s *state) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
 	o := op{what: "heartbeat", member: member, rerun: true}
 	inc, err := s.joined(o)
 	if err != nil {
@@ -100,7 +100,7 @@ func (s *State) Heartbeat(ctx context.Context, member string) (delivery.MemberLe
 // Leave implements delivery.Membership: member's membership expires now,
 // and with it every claim it holds (claim_valid), so the other members
 // take over its records and names at once.
-func (s *State) Leave(ctx context.Context, member string) error {
+func (s *state) Leave(ctx context.Context, member string) error {
 	inc := s.incarnation(member)
 	if inc == 0 {
 		return nil

@@ -14,7 +14,7 @@ import (
 // whose owner, among the live members, is member (rendezvous hashing: see
 // the package documentation). The member must have joined through this
 // State and be live; otherwise the error matches delivery.ErrLeaseLost.
-func (s *State) Names(ctx context.Context, member string) ([]string, error) {
+func (s *state) Names(ctx context.Context, member string) ([]string, error) {
 	o := op{what: "listing the names to poll", member: member, rerun: true}
 	inc, err := s.joined(o)
 	if err != nil {
@@ -28,7 +28,7 @@ func (s *State) Names(ctx context.Context, member string) ([]string, error) {
 }
 
 // Observations implements delivery.State.
-func (s *State) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
 	out := map[string]delivery.Observation{}
 	if names != nil && len(names) == 0 {
 		return out, ctx.Err()
@@ -76,7 +76,7 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]de
 // owner observes. The member must have joined through this State and be
 // live; otherwise nothing is stored and the error matches
 // delivery.ErrLeaseLost.
-func (s *State) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+func (s *state) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
 	o := op{what: "storing observations", member: member, rerun: true}
 	if len(obs) == 0 {
 		return ctx.Err()
@@ -117,7 +117,7 @@ func (s *State) PutObservations(ctx context.Context, member string, obs ...deliv
 }
 
 // PutWait implements delivery.State.
-func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
+func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
 	c := &checker{what: "wait"}
 	c.check("id", w.ID)
 	for _, n := range w.StoreNames {
@@ -133,7 +133,7 @@ func (s *State) PutWait(ctx context.Context, w delivery.Wait) error {
 }
 
 // Waits implements delivery.State.
-func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
+func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
 	var out []delivery.Wait
 	err := s.call(ctx, op{what: "listing waits", rerun: true}, func(ctx context.Context) error {
 		out = out[:0]
@@ -160,7 +160,7 @@ func (s *State) Waits(ctx context.Context) ([]delivery.Wait, error) {
 }
 
 // DeleteWait implements delivery.State.
-func (s *State) DeleteWait(ctx context.Context, id string) error {
+func (s *state) DeleteWait(ctx context.Context, id string) error {
 	return s.call(ctx, op{what: "deleting wait " + quote(id), rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.deleteWait, id)
 		return err
@@ -170,7 +170,7 @@ func (s *State) DeleteWait(ctx context.Context, id string) error {
 // NewEpoch implements delivery.State with a PostgreSQL sequence: above
 // every number it gave before, to any member, across restarts (a crash
 // may skip numbers, never repeat one).
-func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
+func (s *state) NewEpoch(ctx context.Context) (uint64, error) {
 	var epoch int64
 	err := s.call(ctx, op{what: "taking an epoch", rerun: true}, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, s.q.newEpoch).Scan(&epoch)

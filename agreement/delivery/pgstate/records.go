@@ -51,7 +51,7 @@ func (e *corruptError) Error() string {
 func corrupt(id, part string, err error) error { return &corruptError{id: id, part: part, err: err} }
 
 // Create implements delivery.State.
-func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
+func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 	c := &checker{what: "record " + quote(rec.ID)}
 	c.check("id", rec.ID)
 	c.check("node", rec.Node)
@@ -83,7 +83,7 @@ func (s *State) Create(ctx context.Context, rec *delivery.Record) error {
 func quote(id string) string { return fmt.Sprintf("%q", id) }
 
 // Get implements delivery.State.
-func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
 	var r delivery.Record
 	var missing bool
 	err := s.call(ctx, op{what: "reading record " + quote(id), rerun: true}, func(ctx context.Context) error {
@@ -107,7 +107,7 @@ func (s *State) Get(ctx context.Context, id string) (delivery.Record, error) {
 // member does not write under a claim of its own that lapsed. Storing a
 // record releases the member's claim. A member that joined and is no
 // longer live stores nothing (delivery.ErrLeaseLost).
-func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
+func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
 	if len(recs) == 0 {
 		return ctx.Err()
 	}
@@ -164,7 +164,7 @@ func (s *State) Update(ctx context.Context, member string, recs ...*delivery.Rec
 // fenced runs the statements queue adds in one transaction, after fence
 // when member joined through this State (inc > 0), so that nothing is
 // written once its membership lapsed. queue is called again for a retry.
-func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
+func (s *state) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
 	return s.call(ctx, o, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if inc != 0 {
@@ -177,7 +177,7 @@ func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Ba
 
 // fencedStrings runs query, which returns one text column, behind fence
 // and returns its rows.
-func (s *State) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
+func (s *state) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
 	var out []string
 	err := s.fenced(ctx, o, inc, func(b *pgx.Batch) {
 		out = out[:0]
@@ -218,7 +218,7 @@ func countOf(n int, what string) string {
 }
 
 // Delete implements delivery.State.
-func (s *State) Delete(ctx context.Context, ids ...string) error {
+func (s *state) Delete(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return ctx.Err()
 	}
@@ -234,7 +234,7 @@ const recordsPage = 256
 // Records implements delivery.State. It reads the records a page at a
 // time, in id order, and calls fn outside any transaction, so fn may use
 // the State.
-func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
 	after := ""
 	for {
 		var page []delivery.Record
@@ -270,7 +270,7 @@ func (s *State) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 }
 
 // MarkDue implements delivery.State.
-func (s *State) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+func (s *state) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
 	if len(sel.IDs)+len(sel.Nodes)+len(sel.StoreNames) == 0 {
 		return 0, ctx.Err()
 	}
@@ -299,7 +299,7 @@ func nonNil(ss []string) []string {
 // its holder's membership lapsed, judged by the database's clock), and no
 // other member holds a valid claim on it. A member that joined and is no
 // longer live claims nothing (delivery.ErrLeaseLost).
-func (s *State) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (s *state) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
 	var lim *int64
 	if limit > 0 {
 		l := int64(limit)

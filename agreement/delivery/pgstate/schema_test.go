@@ -12,6 +12,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // TestConcurrentMigration: agbots starting at once on an empty database
@@ -21,7 +22,7 @@ func TestConcurrentMigration(t *testing.T) {
 	pool := db.Pool(t)
 	const agbots = 6
 	start := make(chan struct{})
-	states := make([]*pgstate.State, agbots)
+	states := make([]delivery.State, agbots)
 	errs := make([]error, agbots)
 	var wg sync.WaitGroup
 	for i := range agbots {
@@ -79,7 +80,7 @@ func TestSchemasAreSeparate(t *testing.T) {
 	require.NoError(t, a.Create(t.Context(), newRecord("agr-1", time.Time{}, "org/a")))
 	_, err := b.Get(t.Context(), "agr-1")
 	require.ErrorIs(t, err, delivery.ErrNotFound)
-	assert.Equal(t, "Group B", b.Schema())
+	assert.Equal(t, "Group B", pgstate.SchemaOf(b))
 }
 
 // TestOpenErrors: bad options and an unreachable database fail clearly,
@@ -139,6 +140,7 @@ func TestBadInputStoresNothing(t *testing.T) {
 	} {
 		err := c.call()
 		require.ErrorIs(t, err, pgstate.ErrBadInput, name)
+		require.ErrorIs(t, err, secretstore.ErrInvalid, "%s: the module-wide kind", name)
 		assert.Contains(t, err.Error(), c.says, name)
 	}
 	_, err := m.Get(ctx, "bad-binding")

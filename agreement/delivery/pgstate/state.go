@@ -18,29 +18,29 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 )
 
-// Defaults of Options.
+// Defaults of Options; the doc comment of each field states its value.
 const (
-	DefaultSchema      = "edgesecrets_delivery"
-	DefaultLeasePeriod = 30 * time.Second
-	DefaultTimeout     = 10 * time.Second
+	defaultSchema      = "edgesecrets_delivery"
+	defaultLeasePeriod = 30 * time.Second
+	defaultTimeout     = 10 * time.Second
 )
 
-// Options configure a State. URL is required.
+// Options configure Open. URL is required.
 type Options struct {
 	// URL is the PostgreSQL connection string (postgres://… or key=value
 	// form, as pgx reads it). It holds a password: it is never logged or
 	// put in an error.
 	URL string
 	// Schema is the PostgreSQL schema holding the tables, created when
-	// missing; empty means DefaultSchema. Agbots that share the work use
+	// missing; empty means "edgesecrets_delivery". Agbots that share the work use
 	// the same database and schema.
 	Schema string
 	// LeasePeriod is how long a heartbeat keeps a member live; zero means
-	// DefaultLeasePeriod. A member that stops heartbeating loses its
+	// 30 seconds. A member that stops heartbeating loses its
 	// claims and names one LeasePeriod after its last heartbeat.
 	LeasePeriod time.Duration
 	// Timeout bounds each call to the database, retries included; zero
-	// means DefaultTimeout. A call that runs out of it (a hung server)
+	// means 10 seconds. A call that runs out of it (a hung server)
 	// fails with delivery.ErrStateUnavailable.
 	Timeout time.Duration
 	// MaxConns bounds the connection pool; zero means pgx's default
@@ -51,9 +51,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// State is a delivery.State on PostgreSQL that several engines (agbots)
+// state is a delivery.State on PostgreSQL that several engines (agbots)
 // share, and a delivery.Membership. See the package documentation.
-type State struct {
+type state struct {
 	pool    *pgxpool.Pool
 	schema  string
 	q       queries
@@ -67,25 +67,34 @@ type State struct {
 }
 
 var (
-	_ delivery.State      = (*State)(nil)
-	_ delivery.Membership = (*State)(nil)
+	_ delivery.State      = (*state)(nil)
+	_ delivery.Membership = (*state)(nil)
 )
 
 // Open connects to the database, applies the schema's migrations, and
-// returns the State. An unreachable database fails with an error matching
-// delivery.ErrStateUnavailable: the agbot may retry. A schema made by a
-// newer agbot fails with ErrSchemaNewer.
-func Open(ctx context.Context, opts Options) (*State, error) {
+// returns the State. The State is also a delivery.Membership (assert it
+// with st.(delivery.Membership)): delivery.New finds that and joins,
+// heartbeats and leaves by itself. An unreachable database fails with an
+// error matching delivery.ErrStateUnavailable: the agbot may retry. A
+// schema made by a newer agbot fails with ErrSchemaNewer; an
+// Options.Schema that PostgreSQL text cannot hold, with an error matching
+// secretstore.ErrInvalid.
+//
+// Close of the State closes the connection pool. Later calls fail with
+// delivery.ErrStateUnavailable. It does not leave: members joined through
+// the State stay live until their heartbeats lapse (call Leave first for
+// an orderly stop).
+func Open(ctx context.Context, opts Options) (delivery.State, error) {
 	if opts.URL == "" {
 		return nil, errors.New("pgstate: Options.URL is required")
 	}
 	if opts.LeasePeriod < 0 || opts.Timeout < 0 || opts.MaxConns < 0 {
 		return nil, fmt.Errorf("pgstate: negative LeasePeriod (%s), Timeout (%s) or MaxConns (%d)", opts.LeasePeriod, opts.Timeout, opts.MaxConns)
 	}
-	s := &State{
-		schema:       cmp.Or(opts.Schema, DefaultSchema),
-		period:       cmp.Or(opts.LeasePeriod, DefaultLeasePeriod),
-		timeout:      cmp.Or(opts.Timeout, DefaultTimeout),
+	s := &state{
+		schema:       cmp.Or(opts.Schema, defaultSchema),
+		period:       cmp.Or(opts.LeasePeriod, defaultLeasePeriod),
+		timeout:      cmp.Or(opts.Timeout, defaultTimeout),
 		log:          opts.Logger,
 		incarnations: map[string]uint64{},
 	}
@@ -128,17 +137,8 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	return s, nil
 }
 
-// Schema returns the PostgreSQL schema holding the State's tables.
-func (s *State) Schema() string { return s.schema }
-
-// LeasePeriod returns how long a heartbeat keeps a member live.
-func (s *State) LeasePeriod() time.Duration { return s.period }
-
-// Close closes the connection pool. Later calls fail with
-// delivery.ErrStateUnavailable. It does not leave: members joined through
-// the State stay live until their heartbeats lapse (call Leave first for
-// an orderly stop).
-func (s *State) Close() error {
+// Close implements delivery.State; see Open.
+func (s *state) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
 		s.pool.Close()
 	}
@@ -247,7 +247,7 @@ type op struct {
 // connection is handed out again. Errors: the caller's context error when
 // it ended; ErrStateUnavailable when the database did not answer (also
 // after Close); ErrLeaseLost when fence refused the member.
-func (s *State) call(ctx context.Context, o op, fn func(context.Context) error) error {
+func (s *state) call(ctx context.Context, o op, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (s *State) call(ctx context.Context, o op, fn func(context.Context) error) 
 
 // incarnation returns the incarnation under which member joined through
 // this State, or 0 when it did not.
-func (s *State) incarnation(member string) uint64 {
+func (s *state) incarnation(member string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.incarnations[member]
@@ -310,7 +310,7 @@ func (s *State) incarnation(member string) uint64 {
 // joined returns member's incarnation, or a lease-lost error when member
 // never joined through this State: names and observations are shares of
 // live members.
-func (s *State) joined(o op) (uint64, error) {
+func (s *state) joined(o op) (uint64, error) {
 	inc := s.incarnation(o.member)
 	if inc == 0 {
 		return 0, &leaseLostError{op: o.what, member: o.member}

@@ -96,10 +96,10 @@ func TestBrokenStateChild(t *testing.T) {
 }
 
 // brokenHarness serves the suite memory states that survive a reopen (the
-// harness keeps the MemoryState), with one rule broken.
+// harness keeps the memory state), with one rule broken.
 type brokenHarness struct {
 	rule  string
-	inner *delivery.MemoryState
+	inner delivery.State
 }
 
 func (h *brokenHarness) MakeState(context.Context) (delivery.State, error) {
@@ -133,7 +133,7 @@ func (h *brokenHarness) StoredBytes(ctx context.Context, _ delivery.State) ([]by
 
 func (h *brokenHarness) Close() {}
 
-// broken wraps a MemoryState and breaks one rule of the State contract.
+// broken wraps a memory state and breaks one rule of the State contract.
 type broken struct {
 	delivery.State
 	rule string

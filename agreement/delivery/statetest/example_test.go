@@ -9,7 +9,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
 )
 
-// memoryHarness runs the suite on delivery.MemoryState. A durable State's
+// memoryHarness runs the suite on delivery.NewMemoryState. A durable State's
 // harness also implements statetest.DurableHarness: Reopen closes the
 // State and opens its storage again, and StoredBytes returns the file (or
 // a database dump) for the canary scan.

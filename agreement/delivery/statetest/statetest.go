@@ -1,7 +1,7 @@
 // Package statetest is the conformance suite every delivery.State runs, in
 // the style of secretstore/storetest and Go CDK's drivertest: an
 // implementation provides a Harness, and Run executes the same cases
-// against it. delivery.MemoryState runs it always, the embedded
+// against it. delivery.NewMemoryState runs it always, the embedded
 // delivery/boltstate runs it with reopens and a canary scan of its file,
 // and a shared (PostgreSQL) state runs it against a real server.
 //
@@ -62,7 +62,7 @@ type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
 
 // Options declare what the State under test is, so the suite runs the
 // cases that apply. The zero value is a State for one engine that keeps
-// nothing across Close (delivery.MemoryState).
+// nothing across Close (delivery.NewMemoryState).
 type Options struct {
 	// Durable: the State keeps everything across Close (reopened through
 	// DurableHarness.Reopen), NewEpoch keeps increasing across reopens,

@@ -1,0 +1,11 @@
+package pgstate
+
+import "github.com/edgesecrets/edgesecrets/agreement/delivery"
+
+// ErrBadInput exposes the error of a name PostgreSQL text cannot hold to
+// the external tests.
+var ErrBadInput = errBadInput
+
+// SchemaOf returns the PostgreSQL schema holding the tables of st, a
+// State Open returned.
+func SchemaOf(st delivery.State) string { return st.(*state).schema }
