@@ -18,7 +18,7 @@ import (
 // (container) of a proposal, and how its files may be shared.
 type Instance struct {
 	// ID identifies the instance on this node: a single safe path element
-	// (CheckName) without a colon. It names the instance's directory and is
+	// (agreement.CheckSecretName) without a colon. It names the instance's directory and is
 	// the user id of the instance's HTTP Basic credentials.
 	ID string
 	// GroupReadable makes the instance's directories 0750 and its files

@@ -12,7 +12,7 @@
 // node, says which instance receives each service's secrets by passing an
 // [Instances] map to [Store.ApplyProposal]. The instance id is chosen by the
 // embedder (an Open Horizon agent would use its container instance key); it
-// must be a single safe path element ([CheckName]) without a colon, because
+// must be a single safe path element ([agreement.CheckSecretName]) without a colon, because
 // it is also the HTTP Basic user id the service authenticates with. Updates
 // ([Store.ApplyUpdate]) name the same agreement and ServiceRef, and the store
 // finds the instance from what the proposal recorded.

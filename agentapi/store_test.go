@@ -3,6 +3,7 @@ package agentapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -161,11 +162,11 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 		{"NUL", "a\x00b", "contains a control character", nil},
 		{"newline", "a\nb", "contains a control character", nil},
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8", secretstore.ErrNotFound},
-		{"too long", strings.Repeat("x", agentapi.MaxNameLength+1), "longer than 255 bytes", nil},
+		{"too long", strings.Repeat("x", 256), "longer than 255 bytes", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.ErrorIs(t, agentapi.CheckName(tt.secret), secretstore.ErrInvalid)
+			require.Error(t, agreement.CheckSecretName(tt.secret))
 
 			// In a proposal: nothing at all is written, not even the valid secret.
 			s := openStore(t, agentapi.Options{StatusFiles: true})
@@ -610,7 +611,7 @@ func TestOpenRejectsCorruptMetadata(t *testing.T) {
 
 func TestReply(t *testing.T) {
 	assert.Equal(t, agreement.Reply{Version: agreement.MessageVersion, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
-	bad := agentapi.Reply("ag", agentapi.CheckName("a/b"))
+	bad := agentapi.Reply("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
 	assert.False(t, bad.Accepted)
 	assert.Contains(t, bad.Reason, `"a/b"`)
 	local := agentapi.Reply("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})

@@ -84,7 +84,7 @@ func (t *TokenTable) Token(_ context.Context, instanceID string) (string, bool) 
 }
 
 // Set gives an instance its token, replacing any token it had. The
-// instance id must pass CheckName and contain no colon (it is the HTTP
+// instance id must pass agreement.CheckSecretName and contain no colon (it is the HTTP
 // Basic user id) and the token must not be empty; otherwise the error
 // matches secretstore.ErrInvalid and the table is unchanged. The error
 // never contains the token.

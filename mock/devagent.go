@@ -140,8 +140,8 @@ func devAgentReadFiles(paths []string) (map[string]agreement.SecretDetails, erro
 	secrets := make(map[string]agreement.SecretDetails, len(paths))
 	for _, p := range paths {
 		name := filepath.Base(p)
-		if err := agentapi.CheckName(name); err != nil {
-			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w", p, err)
+		if err := agreement.CheckSecretName(name); err != nil {
+			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w: %w", p, secretstore.ErrInvalid, err)
 		}
 		if _, dup := secrets[name]; dup {
 			return nil, fmt.Errorf("mock: dev agent: %w: two secret files are named %q", secretstore.ErrInvalid, name)

@@ -195,7 +195,7 @@ func (a *nodeAgent) applyProposal(ctx context.Context, p agreement.Proposal) err
 	var started []serviceAccess
 	for _, ss := range p.Services {
 		id := instanceID(p.AgreementID, ss.Service)
-		if err := agentapi.CheckName(id); err != nil {
+		if err := agreement.CheckSecretName(id); err != nil {
 			return err
 		}
 		instances[ss.Service] = agentapi.Instance{ID: id}
