@@ -14,8 +14,8 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// DefaultMaxBodyBytes is the default limit on request bodies.
-const DefaultMaxBodyBytes = 4 << 10
+// defaultMaxBodyBytes is the default limit on request bodies, 4 KiB.
+const defaultMaxBodyBytes = 4 << 10
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
@@ -36,7 +36,7 @@ type HandlerOptions struct {
 	// well.
 	Prefix string
 	// MaxBodyBytes limits request bodies (the API reads none; a larger one
-	// is answered 413). Default: DefaultMaxBodyBytes.
+	// is answered 413). Zero means 4096 bytes (4 KiB).
 	MaxBodyBytes int64
 	// Logger receives instance ids, routes, secret names and status codes,
 	// never values or tokens; a failed authentication is logged without the
@@ -78,7 +78,7 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 		h.auth = TokenAuthenticator(opts.Tokens)
 	}
 	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
+		h.maxBody = defaultMaxBodyBytes
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

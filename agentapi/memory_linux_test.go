@@ -155,7 +155,7 @@ func TestMemoryModeKeepsPlaintextOffDisk(t *testing.T) {
 	assert.Equal(t, info, restored)
 	status, err := f.store.StatusDir("svc-a")
 	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusProvided))
+	assert.FileExists(t, filepath.Join(status, "SECRETS_PROVIDED"))
 	fi, err := os.Stat(filepath.Join(mount, "cert"))
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o400), fi.Mode().Perm())

@@ -130,7 +130,7 @@ func TestModesAndOwnership(t *testing.T) {
 			status, err := s.StatusDir("a")
 			require.NoError(t, err)
 			check(status, tt.dirMode, tt.gid)
-			check(filepath.Join(status, agentapi.StatusProvided), tt.fileMode, tt.gid)
+			check(filepath.Join(status, "SECRETS_PROVIDED"), tt.fileMode, tt.gid)
 			check(filepath.Join(s.Root(), "meta", "a"), 0o600, os.Getegid())
 
 			// An update keeps the modes and the group.
@@ -139,7 +139,7 @@ func TestModesAndOwnership(t *testing.T) {
 			}))
 			require.NoError(t, err)
 			check(filepath.Join(mount, "password"), tt.fileMode, tt.gid)
-			check(filepath.Join(status, agentapi.StatusUpdated), tt.fileMode, tt.gid)
+			check(filepath.Join(status, "SECRETS_UPDATED"), tt.fileMode, tt.gid)
 		})
 	}
 }
@@ -448,7 +448,7 @@ func TestUnchangedUpdateKeepsMtime(t *testing.T) {
 	info, _ := s.Instance("a")
 	assert.Empty(t, info.Updated, "an unchanged secret is not an update")
 	status, _ := s.StatusDir("a")
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	// A changed value is written: the mtime moves.
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA,
@@ -465,25 +465,25 @@ func TestStatusFiles(t *testing.T) {
 	applyTwoServices(t, s)
 	status, err := s.StatusDir("a")
 	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusProvided))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.FileExists(t, filepath.Join(status, "SECRETS_PROVIDED"))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "2"), "cert": rawSecret([]byte("2"))}}))
 	require.NoError(t, err)
-	assert.Equal(t, "cert\npassword\n", string(mustRead(t, filepath.Join(status, agentapi.StatusUpdated))))
+	assert.Equal(t, "cert\npassword\n", string(mustRead(t, filepath.Join(status, "SECRETS_UPDATED"))))
 
 	require.NoError(t, s.Acknowledge(ctx, "a", "cert"))
-	assert.Equal(t, "password\n", string(mustRead(t, filepath.Join(status, agentapi.StatusUpdated))))
+	assert.Equal(t, "password\n", string(mustRead(t, filepath.Join(status, "SECRETS_UPDATED"))))
 	require.NoError(t, s.Acknowledge(ctx, "a", "password"))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "3")}}))
 	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.FileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 	require.NoError(t, s.ServiceRestarted(ctx, "a"))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	// Without the option there is no status directory.
 	plain := openStore(t, agentapi.Options{})
