@@ -64,7 +64,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	api, err := agentapi.NewHandler(files, agentapi.HandlerOptions{Tokens: tokens})
+	api, err := agentapi.NewHandler(files, agentapi.HandlerOptions{Authenticate: tokens.Authenticate})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -127,11 +127,11 @@
 //	GET  /secrets/{name}              200 {"<name>":{"details":"<base64 of the file content>"}}; 400 not a secret of the caller
 //	POST /secrets/{name}?received=true 201, acknowledges the name (also when never fetched); 400 not a secret of the caller or received is not "true"
 //
-// Every request needs HTTP Basic credentials: the instance id and its token
-// (looked up through [Tokens] and compared in constant time), or whatever an
-// [Authenticator] accepts; a caller only ever sees its own instance's secrets. A [TokenTable] holds the tokens of
-// instances that come and go; [StaticTokens] is a fixed table. Missing or
-// bad credentials: 401. Other methods: 405 with Allow. Paths outside the
+// Every request needs HTTP Basic credentials, which
+// [HandlerOptions].Authenticate checks: usually [TokenTable.Authenticate],
+// the instance id and its token (compared in constant time), for instances
+// that come and go; a caller only ever sees its own instance's secrets.
+// Missing or bad credentials: 401. Other methods: 405 with Allow. Paths outside the
 // API: 404. Request bodies over the limit: 413. A storage failure: 500.
 // Every error body is {"error":"<sentence>"}. Only names the instance's
 // metadata lists are served, and only from regular files: a symlink, FIFO
@@ -144,9 +144,9 @@
 // serves instead the API Open Horizon's agent ships and its services call:
 // /api/v1/secrets and /api/v1/secrets/{name}, the body {"key":…,"value":…},
 // anax's status codes (403 for bad credentials, 404 for a name that is not
-// the caller's) and plain-text errors; see [Profile]. An [Authenticator]
-// checks credentials of another shape, such as Open Horizon's ESS id and
-// token. Open Horizon serves the API over HTTPS, on a unix socket
+// the caller's) and plain-text errors; see [Profile]. An Authenticate
+// function of the embedder's own checks credentials of another shape, such
+// as Open Horizon's ESS id and token. Open Horizon serves the API over HTTPS, on a unix socket
 // ($HZN_ESS_API_ADDRESS) with a certificate the agent mounts into the
 // container ($HZN_ESS_CERT); examples/agent does the same.
 //

@@ -55,7 +55,9 @@ func Example() {
 	fmt.Println("update written:", changes, "accepted:", agentapi.Reply("ag-1", err).Accepted)
 
 	// The service asks the agent's API, with its instance id and token.
-	handler, _ := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: agentapi.StaticTokens{"web-1": "t0ken"}})
+	tokens := &agentapi.TokenTable{}
+	_ = tokens.Set("web-1", "t0ken")
+	handler, _ := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate})
 	server := httptest.NewServer(handler)
 	defer server.Close()
 	call := func(method, path string) (int, string) {
@@ -109,7 +111,7 @@ func ExampleTokenTable() {
 	defer store.Close()
 
 	var tokens agentapi.TokenTable
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: &tokens})
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package agentapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,12 +23,22 @@ type HandlerOptions struct {
 	// Profile selects the routes, bodies and status codes: ProfileDesign
 	// (the default) or ProfileOpenHorizon (anax's /api/v1/secrets).
 	Profile Profile
-	// Tokens authenticates callers whose HTTP Basic user id is their
-	// instance id. Exactly one of Tokens and Authenticator is required.
-	Tokens Tokens
-	// Authenticator authenticates callers with any credentials scheme, for
-	// instance Open Horizon's ESS credentials (see Authenticator).
-	Authenticator Authenticator
+	// Authenticate checks the HTTP Basic credentials a service presents
+	// and returns the instance they belong to, or false. Required.
+	//
+	// A TokenTable's Authenticate method takes the instance id as the user
+	// id and the instance's token as the password. Open Horizon's agent
+	// gives each service container ESS credentials instead, a file
+	// {"id":…,"token":…} mounted at $HZN_ESS_AUTH: the id is the service's
+	// (its URL, the same for every instance of the service) and the token is
+	// the instance's own; the agent finds the instance by the token
+	// (open-horizon/anax resource/secret_api.go, FindMSSInstWithESSToken, and
+	// resource/authentication_manager.go). An embedder that keeps such
+	// credentials supplies its own function over them.
+	//
+	// The function must compare tokens in constant time and be safe for
+	// concurrent use; the instance id returned must be one the Store knows.
+	Authenticate func(ctx context.Context, user, password string) (instanceID string, ok bool)
 	// Prefix is the path the API is mounted under, without a trailing
 	// slash: with "/api", the design profile serves /api/secrets and
 	// /api/secrets/{name}, the Open Horizon profile /api/api/v1/secrets...
@@ -49,7 +60,7 @@ type HandlerOptions struct {
 // routes and status codes.
 type Handler struct {
 	store   *Store
-	auth    Authenticator
+	auth    func(ctx context.Context, user, password string) (string, bool)
 	profile Profile
 	dialect dialect
 	prefix  string
@@ -62,10 +73,8 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 	switch {
 	case store == nil:
 		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
-	case opts.Tokens == nil && opts.Authenticator == nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Tokens is nil (set Tokens or Authenticator)", secretstore.ErrInvalid)
-	case opts.Tokens != nil && opts.Authenticator != nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: set HandlerOptions.Tokens or Authenticator, not both", secretstore.ErrInvalid)
+	case opts.Authenticate == nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Authenticate is nil (a TokenTable's Authenticate, for instance)", secretstore.ErrInvalid)
 	case opts.Profile != ProfileDesign && opts.Profile != ProfileOpenHorizon:
 		return nil, fmt.Errorf("agentapi: handler: %w: unknown profile %d", secretstore.ErrInvalid, int(opts.Profile))
 	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
@@ -73,10 +82,7 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, auth: opts.Authenticator, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
-	if h.auth == nil {
-		h.auth = TokenAuthenticator(opts.Tokens)
-	}
+	h := &Handler{store: store, auth: opts.Authenticate, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
 		h.maxBody = defaultMaxBodyBytes
 	}
@@ -143,7 +149,7 @@ func (h *Handler) authenticate(r *http.Request) (string, bool) {
 	if !ok || user == "" {
 		return "", false
 	}
-	id, ok := h.auth.Authenticate(r.Context(), user, password)
+	id, ok := h.auth(r.Context(), user, password)
 	return id, ok && id != ""
 }
 

@@ -37,7 +37,8 @@ type Options struct {
 	// files in each instance's StatusDir.
 	StatusFiles bool
 	// Tokens, when set, is the token table the instances' services
-	// authenticate with (the Handler's Tokens): removing an instance
+	// authenticate with (its Authenticate method is the Handler's
+	// HandlerOptions.Authenticate): removing an instance
 	// deletes its token, so its credentials stop working at once.
 	Tokens *TokenTable
 	// MemoryDir, when set, keeps every secret's plaintext off persistent

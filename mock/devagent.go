@@ -113,8 +113,12 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	if _, err = a.store.ApplyProposal(ctx, proposal, agentapi.Instances{ref: instance}); err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
+	tokens := &agentapi.TokenTable{}
+	if err = tokens.Set(opts.InstanceID, opts.Token); err != nil {
+		return nil, fmt.Errorf("mock: dev agent: %w", err)
+	}
 	a.handler, err = agentapi.NewHandler(a.store, agentapi.HandlerOptions{
-		Tokens: agentapi.StaticTokens{opts.InstanceID: opts.Token}, Logger: opts.Logger,
+		Authenticate: tokens.Authenticate, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)

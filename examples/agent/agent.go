@@ -73,7 +73,7 @@ func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions
 // socket and loopback (demo.ListenESS), as Open Horizon's agent serves its
 // ESS API. It returns the API's URL and how to shut it down.
 func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() error, error) {
-	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Tokens: a.tokens, Logger: a.log})
+	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Authenticate: a.tokens.Authenticate, Logger: a.log})
 	if err != nil {
 		return "", nil, err
 	}

@@ -85,7 +85,7 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 		}
 	}()
 	tokens := &agentapi.TokenTable{}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: tokens, Logger: log})
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate, Logger: log})
 	if err != nil {
 		return nil, err
 	}

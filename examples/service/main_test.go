@@ -120,7 +120,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 	var tokens agentapi.TokenTable
 	require.NoError(t, tokens.Set("hello", "t0ken"))
-	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Tokens: &tokens})
+	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticate: tokens.Authenticate})
 	require.NoError(t, err)
 	ess, err := demo.ListenESS(demo.ESSOptions{Socket: filepath.Join(dir, demo.ESSSocketFile), Dir: dir, Handler: h})
 	require.NoError(t, err)
