@@ -140,13 +140,14 @@
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.
 //
-// That is the design profile. HandlerOptions.Profile = [ProfileOpenHorizon]
-// serves instead the API Open Horizon's agent ships and its services call:
+// That is the design profile. [HandlerOptions].OpenHorizon serves instead
+// the API Open Horizon's agent ships and its services call:
 // /api/v1/secrets and /api/v1/secrets/{name}, the body {"key":…,"value":…},
 // anax's status codes (403 for bad credentials, 404 for a name that is not
-// the caller's) and plain-text errors; see [Profile]. An Authenticate
-// function of the embedder's own checks credentials of another shape, such
-// as Open Horizon's ESS id and token. Open Horizon serves the API over HTTPS, on a unix socket
+// the caller's) and plain-text errors (the option's documentation has the
+// details). An Authenticate function of the embedder's own checks
+// credentials of another shape, such as Open Horizon's ESS id and token.
+// Open Horizon serves the API over HTTPS, on a unix socket
 // ($HZN_ESS_API_ADDRESS) with a certificate the agent mounts into the
 // container ($HZN_ESS_CERT); examples/agent does the same.
 //

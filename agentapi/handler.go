@@ -20,9 +20,37 @@ const defaultMaxBodyBytes = 4 << 10
 
 // HandlerOptions configures a Handler.
 type HandlerOptions struct {
-	// Profile selects the routes, bodies and status codes: ProfileDesign
-	// (the default) or ProfileOpenHorizon (anax's /api/v1/secrets).
-	Profile Profile
+	// OpenHorizon selects the routes, bodies and status codes of the API
+	// Open Horizon's agent ships (open-horizon/anax resource/secret_api.go),
+	// which services such as open-horizon/examples' helloSecretWorld call:
+	//
+	//	GET  /api/v1/secrets                       200 ["<name>",...]; 404 (empty body) if none updated
+	//	GET  /api/v1/secrets/{name}                200 {"key":"…","value":"…"}; 404 not a secret of the caller
+	//	POST /api/v1/secrets/{name}?received=true  201; 404 not a secret of the caller
+	//
+	// 403 with the body "Unauthorized" for missing or bad credentials; 400
+	// for an empty or nested name and for a received parameter that is not
+	// true (strconv.ParseBool: "true", "1", "t", "T", "TRUE", "True");
+	// 405 for other methods; error bodies are plain text sentences. A
+	// secret's file content is mapped onto {"key","value"}: a file holding
+	// {"key":…,"value":…} (what anax writes) gives those two, a JSON object
+	// with one entry gives its name and value, any other text file (several
+	// entries, a raw or value-only secret) gives an empty key and the file's
+	// text as the value; a binary raw file cannot be carried and is answered
+	// 500. Unlike anax, a POST without received=true is answered 400 (anax
+	// answers 200 and records nothing) and a storage failure never leaves a
+	// request half answered.
+	//
+	// False (the default) serves the API of the edgesecrets design, the
+	// design profile:
+	//
+	//	GET  /secrets                       200 ["<name>",...]; 404 if none updated
+	//	GET  /secrets/{name}                200 {"<name>":{"details":"<base64 of the file>"}}
+	//	POST /secrets/{name}?received=true  201
+	//
+	// 401 for missing or bad credentials, 400 for a name that is not one of
+	// the caller's secrets, JSON error bodies {"error":"<sentence>"}.
+	OpenHorizon bool
 	// Authenticate checks the HTTP Basic credentials a service presents
 	// and returns the instance they belong to, or false. Required.
 	//
@@ -56,16 +84,16 @@ type HandlerOptions struct {
 }
 
 // Handler serves the service-facing secrets API for the instances of a
-// Store, in one of two profiles. See the package documentation for the
+// Store, in one of two profiles (HandlerOptions.OpenHorizon). See the package documentation for the
 // routes and status codes.
 type Handler struct {
-	store   *Store
-	auth    func(ctx context.Context, user, password string) (string, bool)
-	profile Profile
-	dialect dialect
-	prefix  string
-	maxBody int64
-	log     *slog.Logger
+	store       *Store
+	auth        func(ctx context.Context, user, password string) (string, bool)
+	openHorizon bool
+	dialect     dialect
+	prefix      string
+	maxBody     int64
+	log         *slog.Logger
 }
 
 // NewHandler returns the secrets API for store.
@@ -75,14 +103,12 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
 	case opts.Authenticate == nil:
 		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Authenticate is nil (a TokenTable's Authenticate, for instance)", secretstore.ErrInvalid)
-	case opts.Profile != ProfileDesign && opts.Profile != ProfileOpenHorizon:
-		return nil, fmt.Errorf("agentapi: handler: %w: unknown profile %d", secretstore.ErrInvalid, int(opts.Profile))
 	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
 		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", secretstore.ErrInvalid, opts.Prefix)
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, auth: opts.Authenticate, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	h := &Handler{store: store, auth: opts.Authenticate, openHorizon: opts.OpenHorizon, dialect: dialectOf(opts.OpenHorizon), prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
 		h.maxBody = defaultMaxBodyBytes
 	}
@@ -101,7 +127,7 @@ const secretsPath = "/secrets"
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.profile == ProfileOpenHorizon {
+	if h.openHorizon {
 		h.serveOpenHorizon(w, r)
 		return
 	}
@@ -212,20 +238,24 @@ type dialect struct {
 	received func(v string) bool
 }
 
-var dialects = map[Profile]dialect{
-	ProfileDesign: {
+// dialectOf returns the dialect of the Open Horizon profile or of the
+// design's.
+func dialectOf(openHorizon bool) dialect {
+	if openHorizon {
+		// anax's answers, resource/secret_api.go lines 237-250, 311-312.
+		return dialect{
+			fail:     (*Handler).failText,
+			notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
+			received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
+		}
+	}
+	return dialect{
 		fail: (*Handler).fail,
 		notMine: func(name string) (int, string) {
 			return http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name))
 		},
 		received: func(v string) bool { return v == "true" },
-	},
-	// anax's answers, resource/secret_api.go lines 237-250, 311-312.
-	ProfileOpenHorizon: {
-		fail:     (*Handler).failText,
-		notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
-		received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
-	},
+	}
 }
 
 // acknowledge serves POST .../secrets/{name}?received=true.

@@ -20,7 +20,7 @@ import (
 // secret's "value". Open Horizon's agent gives every instance of a service
 // the same ESS id and tells them apart by their tokens; an Authenticate
 // function does the same here.
-func ExampleProfile() {
+func ExampleHandlerOptions_openHorizon() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "agentapi-example")
 	if err != nil {
@@ -49,7 +49,7 @@ func ExampleProfile() {
 		}
 		return "", false
 	}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticate: ess})
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: ess})
 	if err != nil {
 		log.Fatal(err)
 	}

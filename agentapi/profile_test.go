@@ -57,7 +57,7 @@ var refHello2 = agreement.ServiceRef{Org: "myorg", URL: "com.example.hello", Arc
 func newOHFixture(t *testing.T, opts agentapi.HandlerOptions) *apiFixture {
 	t.Helper()
 	s := newOHStore(t)
-	opts.Profile = agentapi.ProfileOpenHorizon
+	opts.OpenHorizon = true
 	if opts.Authenticate == nil {
 		opts.Authenticate = testESS.Authenticate
 	}
@@ -203,7 +203,7 @@ func TestProfilesSideBySide(t *testing.T) {
 	applyTwoServices(t, s)
 	design, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate})
 	require.NoError(t, err)
-	oh, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticate: testTokens.Authenticate, Prefix: "/ess"})
+	oh, err := agentapi.NewHandler(s, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: testTokens.Authenticate, Prefix: "/ess"})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/secrets", design)
@@ -226,19 +226,6 @@ func TestProfilesSideBySide(t *testing.T) {
 	assert.Equal(t, 404, f.do(t, "GET", "/ess/api/v1/secrets/token", "a", "token-a", nil).status)
 }
 
-func TestNewHandlerProfileOptions(t *testing.T) {
-	s := openStore(t, agentapi.Options{})
-	_, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate, Profile: 7})
-	assert.ErrorContains(t, err, "unknown profile 7")
-	for _, p := range []agentapi.Profile{agentapi.ProfileDesign, agentapi.ProfileOpenHorizon} {
-		back, err := agentapi.ParseProfile(p.String())
-		require.NoError(t, err)
-		assert.Equal(t, p, back)
-	}
-	_, err = agentapi.ParseProfile("anax")
-	assert.ErrorContains(t, err, "want design or openhorizon")
-}
-
 // FuzzOpenHorizonPath sends arbitrary methods, paths and queries as
 // instance hello and checks that every answer is one of the profile's, and
 // that a 200 only ever carries one of hello's own secrets.
@@ -250,7 +237,7 @@ func FuzzOpenHorizonPath(f *testing.F) {
 	} {
 		f.Add(seed.method, seed.path, seed.query)
 	}
-	h, err := agentapi.NewHandler(newOHStore(f), agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticate: testESS.Authenticate})
+	h, err := agentapi.NewHandler(newOHStore(f), agentapi.HandlerOptions{OpenHorizon: true, Authenticate: testESS.Authenticate})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		req := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}, Body: http.NoBody}

@@ -72,12 +72,12 @@ func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions
 // loopback (demo.Listen), or Open Horizon's profile over HTTPS on a unix
 // socket and loopback (demo.ListenESS), as Open Horizon's agent serves its
 // ESS API. It returns the API's URL and how to shut it down.
-func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() error, error) {
-	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Authenticate: a.tokens.Authenticate, Logger: a.log})
+func (a *agent) serveAPI(c config, openHorizon bool) (string, func() error, error) {
+	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{OpenHorizon: openHorizon, Authenticate: a.tokens.Authenticate, Logger: a.log})
 	if err != nil {
 		return "", nil, err
 	}
-	if profile != agentapi.ProfileOpenHorizon {
+	if !openHorizon {
 		srv, err := demo.Listen(c.listen, c.addrFile, h, a.log)
 		if err != nil {
 			return "", nil, err

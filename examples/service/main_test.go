@@ -120,7 +120,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 	var tokens agentapi.TokenTable
 	require.NoError(t, tokens.Set("hello", "t0ken"))
-	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticate: tokens.Authenticate})
+	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: tokens.Authenticate})
 	require.NoError(t, err)
 	ess, err := demo.ListenESS(demo.ESSOptions{Socket: filepath.Join(dir, demo.ESSSocketFile), Dir: dir, Handler: h})
 	require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 
 	s, out, logs := newService(t, demo.Env{API: "https://unused", Instance: "hello", Token: "t0ken", Mount: mount})
-	s.profile = agentapi.ProfileOpenHorizon
+	s.openHorizon = true
 	s.base = "https://localhost"
 	s.http, err = demo.ESSClient(ess.CertFile, ess.Socket)
 	require.NoError(t, err)
