@@ -110,7 +110,7 @@
 //
 // # Serving the API
 //
-// Serve the Handler from an http.Server with ReadHeaderTimeout,
+// Serve the handler from an http.Server with ReadHeaderTimeout,
 // ReadTimeout, WriteTimeout and IdleTimeout set, MaxHeaderBytes small (the
 // API needs a few hundred bytes), and a bound on concurrent connections
 // well below the process's descriptor limit, so that clients holding

@@ -18,7 +18,7 @@ import (
 // defaultMaxBodyBytes is the default limit on request bodies, 4 KiB.
 const defaultMaxBodyBytes = 4 << 10
 
-// HandlerOptions configures a Handler.
+// HandlerOptions configures the handler NewHandler returns.
 type HandlerOptions struct {
 	// OpenHorizon selects the routes, bodies and status codes of the API
 	// Open Horizon's agent ships (open-horizon/anax resource/secret_api.go),
@@ -83,10 +83,9 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 }
 
-// Handler serves the service-facing secrets API for the instances of a
-// Store, in one of two profiles (HandlerOptions.OpenHorizon). See the package documentation for the
-// routes and status codes.
-type Handler struct {
+// handler serves the service-facing secrets API for the instances of a
+// Store, in one of two profiles (HandlerOptions.OpenHorizon).
+type handler struct {
 	store       *Store
 	auth        func(ctx context.Context, user, password string) (string, bool)
 	openHorizon bool
@@ -96,8 +95,10 @@ type Handler struct {
 	log         *slog.Logger
 }
 
-// NewHandler returns the secrets API for store.
-func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
+// NewHandler returns the service-facing secrets API for the instances of
+// store, in one of two profiles (HandlerOptions.OpenHorizon). See the
+// package documentation for the routes and status codes.
+func NewHandler(store *Store, opts HandlerOptions) (http.Handler, error) {
 	switch {
 	case store == nil:
 		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
@@ -108,7 +109,7 @@ func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, auth: opts.Authenticate, openHorizon: opts.OpenHorizon, dialect: dialectOf(opts.OpenHorizon), prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
+	h := &handler{store: store, auth: opts.Authenticate, openHorizon: opts.OpenHorizon, dialect: dialectOf(opts.OpenHorizon), prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
 		h.maxBody = defaultMaxBodyBytes
 	}
@@ -126,7 +127,7 @@ type errorResponse struct {
 const secretsPath = "/secrets"
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.openHorizon {
 		h.serveOpenHorizon(w, r)
 		return
@@ -170,7 +171,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authenticate checks the HTTP Basic credentials and returns the instance
 // id. The presented user id is never logged: a client may have swapped the
 // id and token fields.
-func (h *Handler) authenticate(r *http.Request) (string, bool) {
+func (h *handler) authenticate(r *http.Request) (string, bool) {
 	user, password, ok := r.BasicAuth()
 	if !ok || user == "" {
 		return "", false
@@ -181,7 +182,7 @@ func (h *Handler) authenticate(r *http.Request) (string, bool) {
 
 // readBody consumes the request body within the limit (the API uses
 // none) and reports whether it fit.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > h.maxBody {
 		return false
 	}
@@ -190,12 +191,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	return !errors.As(err, &tooLarge)
 }
 
-func (h *Handler) tooLarge() string {
+func (h *handler) tooLarge() string {
 	return fmt.Sprintf("request body is larger than %d bytes", h.maxBody)
 }
 
 // listUpdated serves GET /secrets.
-func (h *Handler) listUpdated(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) listUpdated(w http.ResponseWriter, r *http.Request, id string) {
 	info, _ := h.store.Instance(id)
 	if len(info.Updated) == 0 {
 		h.fail(w, r, id, http.StatusNotFound, "no secrets have been updated")
@@ -205,7 +206,7 @@ func (h *Handler) listUpdated(w http.ResponseWriter, r *http.Request, id string)
 }
 
 // getSecret serves GET /secrets/{name}.
-func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, id, name string) {
+func (h *handler) getSecret(w http.ResponseWriter, r *http.Request, id, name string) {
 	content, err := h.store.ReadSecret(r.Context(), id, name)
 	if err != nil {
 		h.secretError(w, r, id, name, err)
@@ -231,7 +232,7 @@ func secretBody(name string, content []byte) []byte {
 // dialect is what the profiles' answers to the routes they share differ in.
 type dialect struct {
 	// fail writes an error answer.
-	fail func(h *Handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
+	fail func(h *handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
 	// notMine is the answer for a name that is not a secret of the caller.
 	notMine func(name string) (status int, msg string)
 	// received reports whether the received parameter says true.
@@ -244,13 +245,13 @@ func dialectOf(openHorizon bool) dialect {
 	if openHorizon {
 		// anax's answers, resource/secret_api.go lines 237-250, 311-312.
 		return dialect{
-			fail:     (*Handler).failText,
+			fail:     (*handler).failText,
 			notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
 			received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
 		}
 	}
 	return dialect{
-		fail: (*Handler).fail,
+		fail: (*handler).fail,
 		notMine: func(name string) (int, string) {
 			return http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name))
 		},
@@ -259,7 +260,7 @@ func dialectOf(openHorizon bool) dialect {
 }
 
 // acknowledge serves POST .../secrets/{name}?received=true.
-func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
+func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
 	if v := r.URL.Query()["received"]; len(v) != 1 || !h.dialect.received(v[0]) {
 		h.dialect.fail(h, w, r, id, http.StatusBadRequest, "query parameter received must be true, once")
 		return
@@ -273,7 +274,7 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name s
 }
 
 // secretError answers a failed read or acknowledgement of name.
-func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
+func (h *handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
 	switch {
 	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
 		status, msg := h.dialect.notMine(name)
@@ -285,7 +286,7 @@ func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name s
 }
 
 // reply writes a JSON answer.
-func (h *Handler) reply(w http.ResponseWriter, r *http.Request, id, name string, status int, body any) {
+func (h *handler) reply(w http.ResponseWriter, r *http.Request, id, name string, status int, body any) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		h.fail(w, r, id, http.StatusInternalServerError, "encoding the answer failed")
@@ -296,7 +297,7 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, id, name string,
 }
 
 // fail writes a JSON error answer.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
 	b, _ := json.Marshal(errorResponse{Error: msg})
 	writeJSON(w, status, b)
 	h.log.Debug("secrets API", "instance", id, "method", r.Method, "status", status, "error", msg)

@@ -23,7 +23,7 @@ const (
 // anax's: for the list, the method before the credentials (secret_api.go
 // lines 112-127); for a secret, the credentials, then the name, then the
 // method (lines 162-192, 332-338).
-func (h *Handler) serveOpenHorizon(w http.ResponseWriter, r *http.Request) {
+func (h *handler) serveOpenHorizon(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, h.prefix)
 	if !ok || (rest != ohSecretsPath && !strings.HasPrefix(rest, ohSecretsPath+"/")) {
 		h.failText(w, r, "", http.StatusNotFound, "no such API path; the API serves "+h.prefix+ohSecretsPath)
@@ -69,7 +69,7 @@ func (h *Handler) serveOpenHorizon(w http.ResponseWriter, r *http.Request) {
 
 // ohListUpdated serves GET /api/v1/secrets: the names, indented as anax
 // indents them, or 404 with no body.
-func (h *Handler) ohListUpdated(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) ohListUpdated(w http.ResponseWriter, r *http.Request, id string) {
 	info, _ := h.store.Instance(id)
 	if len(info.Updated) == 0 {
 		h.failText(w, r, id, http.StatusNotFound, "")
@@ -81,7 +81,7 @@ func (h *Handler) ohListUpdated(w http.ResponseWriter, r *http.Request, id strin
 }
 
 // ohGetSecret serves GET /api/v1/secrets/{name}.
-func (h *Handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name string) {
+func (h *handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name string) {
 	content, err := h.store.ReadSecret(r.Context(), id, name)
 	if err != nil {
 		h.secretError(w, r, id, name, err)
@@ -100,7 +100,7 @@ func (h *Handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name s
 // failText writes a plain-text answer, as anax does: an empty msg writes no
 // body; other sentences end in a newline, except the 403 body, which anax
 // writes bare.
-func (h *Handler) failText(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
+func (h *handler) failText(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
 	hdr := w.Header()
 	hdr["Cache-Control"] = headerNoStore
 	hdr["X-Content-Type-Options"] = headerNoSniff

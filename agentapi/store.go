@@ -37,7 +37,7 @@ type Options struct {
 	// files in each instance's StatusDir.
 	StatusFiles bool
 	// Tokens, when set, is the token table the instances' services
-	// authenticate with (its Authenticate method is the Handler's
+	// authenticate with (its Authenticate method is the handler's
 	// HandlerOptions.Authenticate): removing an instance
 	// deletes its token, so its credentials stop working at once.
 	Tokens *TokenTable

@@ -18,10 +18,10 @@ import (
 )
 
 // TokenTable is an instance id → token table, the usual way services
-// authenticate to the Handler (HandlerOptions.Authenticate =
+// authenticate to the handler (HandlerOptions.Authenticate =
 // table.Authenticate): an agent sets an instance's token when it starts the
 // instance's container and deletes it when it removes the instance (with
-// Options.Tokens, Store.Remove does so). It may change while a Handler
+// Options.Tokens, Store.Remove does so). It may change while the handler
 // serves, and is safe for concurrent use: lookups take no lock, and Set and
 // Delete copy the table (a node runs few instances). The zero value is an
 // empty table; a TokenTable must not be copied after first use.

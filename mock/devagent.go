@@ -55,7 +55,7 @@ type DevAgentOptions struct {
 // UpdateSecret and a container restart with RestartService.
 type DevAgent struct {
 	store     *agentapi.Store
-	handler   *agentapi.Handler
+	handler   http.Handler
 	server    *http.Server
 	listener  net.Listener
 	serveDone chan struct{}
