@@ -13,7 +13,7 @@ import (
 )
 
 // Role is what a caller is in its organisation; it decides what the policy
-// lets it do (see Allowed).
+// lets it do (see the package documentation, "Authorization").
 type Role int
 
 const (

@@ -43,7 +43,7 @@ type deployCheckResponse struct {
 // validates the secret bindings of the deployment policy or pattern in the
 // body against the service definitions in the body (or from
 // Options.Resolver), checking that each bound vault secret exists as the
-// caller may see it (the policy's ActionExists). The deployment policy or
+// caller may see it (the policy's actionExists). The deployment policy or
 // pattern must be in the body: this agbot does not read the exchange.
 func (h *Handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -198,7 +198,7 @@ type callerChecker struct {
 }
 
 func (c callerChecker) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
-	if !authorize(c.caller, c.org, name, ActionExists) {
+	if !authorize(c.caller, c.org, name, actionExists) {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrPermission,
 			fmt.Errorf("user %q may not check it", c.caller.ID))
 	}

@@ -59,7 +59,7 @@
 //
 // # Authorization
 //
-// One explicit matrix, Allowed(role, scope, action), decides every
+// One explicit matrix of role, scope and action decides every
 // request; a caller may only touch its own organisation. Scopes are seen
 // from the caller: its own user secrets ("user/<caller>/...", with their
 // node-level ones) or another user's.

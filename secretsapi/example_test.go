@@ -79,32 +79,3 @@ func ExampleNewHandler() {
 	// missing false false
 	// user/bob/db false true
 }
-
-// The authorization matrix, printed.
-func ExampleAllowed() {
-	actions := []secretsapi.Action{secretsapi.ActionRead, secretsapi.ActionList, secretsapi.ActionExists, secretsapi.ActionWrite, secretsapi.ActionDelete}
-	for _, role := range []secretsapi.Role{secretsapi.RoleAdmin, secretsapi.RoleUser, secretsapi.RoleNode} {
-		for _, scope := range []secretsapi.Scope{secretsapi.ScopeOrg, secretsapi.ScopeNode, secretsapi.ScopeOwnUser, secretsapi.ScopeOtherUser} {
-			var allowed []string
-			for _, a := range actions {
-				if secretsapi.Allowed(role, scope, a) {
-					allowed = append(allowed, a.String())
-				}
-			}
-			fmt.Printf("%-5s %-10s %v\n", role, scope, allowed)
-		}
-	}
-	// Output:
-	// admin org        [read list check create remove]
-	// admin node       [read list check create remove]
-	// admin own user   [read list check create remove]
-	// admin other user [list check remove]
-	// user  org        [list check]
-	// user  node       [list check]
-	// user  own user   [read list check create remove]
-	// user  other user []
-	// node  org        []
-	// node  node       []
-	// node  own user   []
-	// node  other user []
-}

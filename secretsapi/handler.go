@@ -155,9 +155,9 @@ func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 		return
 	}
 	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
-	if !authorize(caller, caller.Org, name, ActionExists) {
+	if !authorize(caller, caller.Org, name, actionExists) {
 		log.Info("secret existence check refused by the policy")
-		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, ActionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
+		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
 		return
 	}
 	exists, err := h.exists(r.Context(), caller.Org, name)
@@ -240,7 +240,7 @@ func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 }
 
 // deniedMessage is anax's refusal (secure_api.go errCheck, lines 1182-1187).
-func deniedMessage(c Caller, a Action, t target) string {
+func deniedMessage(c Caller, a action, t target) string {
 	if t.dir {
 		return fmt.Sprintf("Permission denied, user %q cannot %s secrets %sin organization %q", c.ID, a, dirPhrase(t), t.org)
 	}
