@@ -28,16 +28,16 @@ func ExampleNewHandler() {
 		password string
 		role     secretsapi.Role
 	}{"admin": {"admin-pw", secretsapi.RoleAdmin}, "alice": {"alice-pw", secretsapi.RoleUser}, "bob": {"bob-pw", secretsapi.RoleUser}}
-	hook := secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+	hook := func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
 		u, ok := users[c.User]
 		if c.Org != "myorg" || !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(u.password)) != 1 {
 			return secretsapi.Caller{}, errors.New("unknown user or wrong password")
 		}
 		return secretsapi.Caller{Org: c.Org, ID: c.User, Role: u.role}, nil
-	})
+	}
 	handler, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:         memory.New(), // its LastSuccess feeds /health
-		Authenticator: hook,
+		Store:        memory.New(), // its LastSuccess feeds /health
+		Authenticate: hook,
 	})
 	if err != nil {
 		panic(err)

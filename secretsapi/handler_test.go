@@ -378,10 +378,10 @@ func TestBodyLimit(t *testing.T) {
 	r := f.do(t, "PUT", "/org/myorg/secrets/db", "myorg/admin", `{"key":"k","value":"`+strings.Repeat("x", 100)+`"}`)
 	assert.Equal(t, 413, r.status)
 	assert.Contains(t, r.body, "larger than 64 bytes")
-	_, err := secretsapi.NewHandler(secretsapi.Options{Authenticator: authenticate, MaxBodyBytes: -1})
+	_, err := secretsapi.NewHandler(secretsapi.Options{Authenticate: authenticate, MaxBodyBytes: -1})
 	assert.Error(t, err)
 	_, err = secretsapi.NewHandler(secretsapi.Options{})
-	assert.ErrorContains(t, err, "Authenticator")
+	assert.ErrorContains(t, err, "Authenticate")
 }
 
 // /health in anax's shape (agreementbot/api.go lines 678-700,

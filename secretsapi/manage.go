@@ -30,7 +30,7 @@ func ohError(msg, _ string) any { return msg }
 // an answer: route (404), OPTIONS (200, before credentials), credentials
 // (401), store configured (503), name (400), method (405), policy (403),
 // and only then the store.
-func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
+func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 	t, perr := parseOrgPath(r.URL.Path)
 	if errors.Is(perr, errNoRoute) {
 		writeJSON(w, http.StatusNotFound, "404 page not found")
@@ -125,7 +125,7 @@ func actionOf(method string, t target) (action, bool) {
 // relative to the organisation (anax: relative names, secure_api.go
 // listVaultSecret, lines 2247-2272; agreementbot/secrets/vault/vault.go
 // ListOrgNodeSecrets trims the directory).
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger, c Caller, t target) {
+func (h *handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger, c Caller, t target) {
 	prefix := t.storePrefix()
 	full, err := h.opts.Store.List(r.Context(), prefix)
 	if err != nil {
@@ -158,7 +158,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 }
 
 // read serves GET on a secret: {"key":…,"value":…}.
-func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+func (h *handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	s, err := h.opts.Store.Get(r.Context(), path)
 	if errors.Is(err, secretstore.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
@@ -181,7 +181,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // write serves PUT and POST on a secret: the body {"key":…,"value":…}
 // becomes the secret's data. Its labels (Vault custom_metadata, AWS tags)
 // are kept.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
+func (h *handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
 	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -213,7 +213,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger
 // delete serves DELETE on a secret: 404 when it does not exist, as anax
 // answers (agreementbot/secrets/vault/vault.go deleteSecret lists it
 // first).
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+func (h *handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	exists, err := h.exists(r.Context(), t.org, t.name)
 	if err != nil {
 		h.storeFailure(w, r, log, err, ohError)
