@@ -101,7 +101,8 @@ func Example() {
 	if st, err := engine.Wait(ctx, "agr-1"); err == nil {
 		fmt.Println("agreement in sync:", st.InSync)
 	}
-	mount, _ := files.MountSource("web-1") // bind-mount it at agentapi.MountTarget
+	info, _ := files.Instance("web-1")
+	mount := info.MountSource // bind-mount it at agentapi.MountTarget
 	entries, _ := os.ReadDir(mount)
 	fmt.Println("service's files:", entries[0].Name())
 

@@ -31,8 +31,9 @@
 //	agreements.json          0600 JSON: per agreement, the replay floor and the last reply sequence
 //	tmp/                     0700 staging area for atomic writes, emptied by Open
 //
-// The embedder bind-mounts [Store.MountSource] read-only at [MountTarget]
-// (/open-horizon-secrets) in the instance's container.
+// The embedder bind-mounts the instance's [InstanceInfo].MountSource
+// (from [Store.Instance]) read-only at [MountTarget] (/open-horizon-secrets)
+// in the instance's container.
 //
 // Every file is written to tmp/ first, given its final mode and group,
 // fsynced, and renamed into place, so a reader sees the old file or the new

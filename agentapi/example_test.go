@@ -42,7 +42,8 @@ func Example() {
 	}}}
 	_, err = store.ApplyProposal(ctx, proposal, agentapi.Instances{web: {ID: "web-1"}})
 	fmt.Printf("proposal reply: %+v\n", agentapi.Reply("ag-1", err))
-	mount, _ := store.MountSource("web-1")
+	info, _ := store.Instance("web-1")
+	mount := info.MountSource
 	content, _ := os.ReadFile(filepath.Join(mount, "db"))
 	fmt.Printf("bind-mount .../%s at %s; file db holds %s\n", filepath.Base(mount), agentapi.MountTarget, content)
 

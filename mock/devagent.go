@@ -187,15 +187,15 @@ func (a *DevAgent) Store() *agentapi.Store { return a.store }
 // MountSource returns the directory to bind-mount read-only at
 // /open-horizon-secrets in the service's container.
 func (a *DevAgent) MountSource() string {
-	dir, _ := a.store.MountSource(a.id)
-	return dir
+	info, _ := a.store.Instance(a.id)
+	return info.MountSource
 }
 
 // StatusDir returns the directory of the status files (see
 // DevAgentOptions.StatusFiles).
 func (a *DevAgent) StatusDir() string {
-	dir, _ := a.store.StatusDir(a.id)
-	return dir
+	info, _ := a.store.Instance(a.id)
+	return info.StatusDir
 }
 
 // UpdateSecret simulates the hub updating the service secret name to

@@ -211,10 +211,11 @@ func (a *agent) provisionAll(_ context.Context, _ agreement.Proposal, instances 
 // provide gives an instance a token, unless it has one, and writes its
 // environment file.
 func (a *agent) provide(instance string) error {
-	mount, err := a.store.MountSource(instance)
-	if err != nil {
-		return err
+	info, ok := a.store.Instance(instance)
+	if !ok {
+		return errors.New("agent: no instance " + instance)
 	}
+	mount := info.MountSource
 	if _, ok := a.tokens.Token(context.Background(), instance); ok {
 		return nil
 	}

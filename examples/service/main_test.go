@@ -125,8 +125,9 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	ess, err := demo.ListenESS(demo.ESSOptions{Socket: filepath.Join(dir, demo.ESSSocketFile), Dir: dir, Handler: h})
 	require.NoError(t, err)
 	t.Cleanup(func() { ess.Shutdown() })
-	mount, err := store.MountSource("hello")
-	require.NoError(t, err)
+	info, ok := store.Instance("hello")
+	require.True(t, ok)
+	mount := info.MountSource
 
 	s, out, logs := newService(t, demo.Env{API: "https://unused", Instance: "hello", Token: "t0ken", Mount: mount})
 	s.openHorizon = true
@@ -144,7 +145,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 	tick()
 	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"Everyone"}`)+"\nupdate hw_who "+hash("Everyone")+"\nack hw_who\n", out.String())
-	info, _ := store.Instance("hello")
+	info, _ = store.Instance("hello")
 	assert.Empty(t, info.Updated, "acknowledged")
 
 	// A refused token is 403 in this profile: the service re-reads its environment.
