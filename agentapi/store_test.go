@@ -329,7 +329,7 @@ func TestReapplyProposalIsIdempotent(t *testing.T) {
 	delete(p.Services[0].Secrets, "cert")
 	changes, err := s.ApplyProposal(ctx, p, inst)
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"password"}}, changes, "only the changed file is written")
+	assert.Equal(t, map[string][]string{"a": {"password"}}, changes, "only the changed file is written")
 	_, err = os.Lstat(cert)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a name dropped from the proposal is removed")
 	info, _ := s.Instance("a")
@@ -348,7 +348,7 @@ func TestApplyUpdate(t *testing.T) {
 			"cert":     rawSecret([]byte("-----BEGIN CERT A-----")), // unchanged
 		}}))
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"password"}}, changes)
+	assert.Equal(t, map[string][]string{"a": {"password"}}, changes)
 	assert.Equal(t, `{"password":"rotated","user":"alice"}`, string(mustRead(t, mountFile(t, s, "a", "password"))))
 	info, _ := s.Instance("a")
 	assert.Equal(t, []string{"password"}, info.Updated)
@@ -553,7 +553,7 @@ func TestRestartKeepsState(t *testing.T) {
 	changes, err := s2.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "2"), "cert": rawSecret([]byte("3"))}}))
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"cert"}}, changes)
+	assert.Equal(t, map[string][]string{"a": {"cert"}}, changes)
 }
 
 func TestOpenWipesLeftovers(t *testing.T) {
