@@ -82,6 +82,7 @@ func TestCanaryEveryType(t *testing.T) {
 
 	table := &agentapi.TokenTable{}
 	require.NoError(t, table.Set("web-1", v()))
+	require.NoError(t, table.Set("web-2", v()))
 	devOpts := mock.DevAgentOptions{Token: v(), Dir: filepath.Join(t.TempDir(), "dev")}
 	dev, err := mock.NewDevAgent(t.Context(), devOpts)
 	require.NoError(t, err)
