@@ -14,7 +14,7 @@
 //	                                                  │ (any untrusted transport)
 //	agent: agreement.Open ─▶ agentapi.Store: root-only files, one folder per service
 //	       instance, bind-mounted read-only at /open-horizon-secrets/<secret-name>
-//	service container ─▶ agentapi.Handler: GET /secrets, GET /secrets/{name}, POST ...?received=true
+//	service container ─▶ agentapi.NewHandler: GET /secrets, GET /secrets/{name}, POST ...?received=true
 //
 // Which package for what:
 //

@@ -61,7 +61,7 @@ func Example() {
 			return tokens.Set("web-1", "token-of-web-1")
 		},
 	}))
-	api := must(agentapi.NewHandler(files, agentapi.HandlerOptions{Tokens: tokens}))
+	api := must(agentapi.NewHandler(files, agentapi.HandlerOptions{Authenticate: tokens.Authenticate}))
 
 	// The agbot: the store, a state file, and the engine.
 	store := memory.New()
@@ -84,7 +84,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("agreement in sync:", must(engine.Wait(ctx, "agr-1")).InSync)
-	entries, _ := os.ReadDir(must(files.MountSource("web-1"))) // bind-mount it at agentapi.MountTarget
+	info, _ := files.Instance("web-1")
+	entries, _ := os.ReadDir(info.MountSource) // bind-mount it at agentapi.MountTarget
 	fmt.Println("service's files:", entries[0].Name())
 	// The secret rotates; the service polls the agent's API to learn it.
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))

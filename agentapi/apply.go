@@ -18,7 +18,7 @@ import (
 // (container) of a proposal, and how its files may be shared.
 type Instance struct {
 	// ID identifies the instance on this node: a single safe path element
-	// (CheckName) without a colon. It names the instance's directory and is
+	// (agreement.CheckSecretName) without a colon. It names the instance's directory and is
 	// the user id of the instance's HTTP Basic credentials.
 	ID string
 	// GroupReadable makes the instance's directories 0750 and its files
@@ -34,10 +34,6 @@ type Instance struct {
 // that receives its secrets. Entries for services the proposal does not
 // name are ignored.
 type Instances map[agreement.ServiceRef]Instance
-
-// Changes lists, per instance id, the service secret names whose files an
-// apply wrote (sorted). Files whose content was unchanged are not listed.
-type Changes map[string][]string
 
 // Reply turns the outcome of ApplyProposal or ApplyUpdate into the reply the
 // agent sends back: accepted when err is nil; otherwise rejected, with err's
@@ -94,10 +90,12 @@ type plan struct {
 // remaining ones are kept. An instance id that holds another agreement's or
 // another service's secrets is refused (secretstore.ErrConflict).
 //
-// Should the disk fail part way, what was written stays recorded (Changes
-// lists it) and the error is returned: apply the proposal again, or remove
-// its instances with RemoveAgreement.
-func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instances Instances) (Changes, error) {
+// It returns, per instance id, the service secret names whose files it
+// wrote (sorted); files whose content was unchanged are not listed. Should
+// the disk fail part way, what was written stays recorded (and listed) and
+// the error is returned: apply the proposal again, or remove its instances
+// with RemoveAgreement.
+func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instances Instances) (written map[string][]string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applyProposal(ctx, p, instances, 0)
@@ -105,7 +103,7 @@ func (s *Store) ApplyProposal(ctx context.Context, p agreement.Proposal, instanc
 
 // applyProposal is ApplyProposal with s.mu held; seq, when not 0, is the
 // proposal's envelope sequence, recorded in each instance's metadata.
-func (s *Store) applyProposal(ctx context.Context, p agreement.Proposal, instances Instances, seq uint64) (Changes, error) {
+func (s *Store) applyProposal(ctx context.Context, p agreement.Proposal, instances Instances, seq uint64) (map[string][]string, error) {
 	plans, err := s.planProposal(p, instances)
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: proposal of agreement %s rejected: %w", quoteName(p.AgreementID), err)
@@ -196,15 +194,16 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 // are left alone. Services are matched to instances by the agreement id and
 // the exact ServiceRef of the proposal. An update naming an unknown kind,
 // agreement, service or secret, or carrying an invalid secret, is rejected
-// and nothing is written; the error lists every problem.
-func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (Changes, error) {
+// and nothing is written; the error lists every problem. It returns what
+// it wrote as ApplyProposal does.
+func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (written map[string][]string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.applyUpdate(ctx, u, 0)
 }
 
 // applyUpdate is ApplyUpdate with s.mu held; seq as in applyProposal.
-func (s *Store) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) (Changes, error) {
+func (s *Store) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) (map[string][]string, error) {
 	su, err := u.Secrets()
 	if err != nil {
 		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", secretstore.ErrInvalid, err)
@@ -300,8 +299,8 @@ func sortedPlans(byID map[string]*plan) []*plan {
 
 // execute carries out validated plans. markUpdated says whether written
 // files count as updates (true for updates, false for proposals).
-func (s *Store) execute(ctx context.Context, plans []*plan, markUpdated bool) (Changes, error) {
-	changes := Changes{}
+func (s *Store) execute(ctx context.Context, plans []*plan, markUpdated bool) (map[string][]string, error) {
+	changes := map[string][]string{}
 	for _, pl := range plans {
 		if err := ctx.Err(); err != nil {
 			return changes, err

@@ -116,8 +116,7 @@ func TestKillMidBatch(t *testing.T) {
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: refA, Secrets: batch(0, killFiles)}}}
 	_, err = s.ApplyProposal(ctx, p, agentapi.Instances{refA: {ID: "a"}})
 	require.NoError(t, err)
-	mount, err := s.MountSource("a")
-	require.NoError(t, err)
+	mount := instanceInfo(t, s, "a").MountSource
 	require.NoError(t, s.Close())
 
 	mixed := 0

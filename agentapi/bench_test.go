@@ -35,7 +35,7 @@ func BenchmarkLoopback(b *testing.B) {
 	p, inst := twoServiceProposal()
 	_, err = s.ApplyProposal(context.Background(), p, inst)
 	require.NoError(b, err)
-	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens, Prefix: "/api"})
+	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate, Prefix: "/api"})
 	require.NoError(b, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/", h)

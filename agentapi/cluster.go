@@ -12,24 +12,26 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// ClusterSecretPrefix starts the name of the Kubernetes Secret that holds a
+// clusterSecretPrefix starts the name of the Kubernetes Secret that holds a
 // cluster service's secrets, and is the value of its "name" label (anax
 // kube_operator.HZN_SERVICE_SECRETS).
-const ClusterSecretPrefix = "hzn-service-secrets"
+const clusterSecretPrefix = "hzn-service-secrets"
 
-// MaxClusterSecretSize is the most data Kubernetes accepts in one Secret.
-const MaxClusterSecretSize = 1 << 20
+// maxClusterSecretSize is the most data Kubernetes accepts in one Secret,
+// 1 MiB.
+const maxClusterSecretSize = 1 << 20
 
-// ClusterSecretName returns the name of the Kubernetes Secret of an
+// clusterSecretName returns the name of the Kubernetes Secret of an
 // agreement's cluster service: "hzn-service-secrets-<agreement id>".
-func ClusterSecretName(agreementID string) string {
-	return ClusterSecretPrefix + "-" + agreementID
+func clusterSecretName(agreementID string) string {
+	return clusterSecretPrefix + "-" + agreementID
 }
 
 // ClusterSecretOptions say which Kubernetes Secret RenderClusterSecret
 // writes.
 type ClusterSecretOptions struct {
-	// AgreementID names the Secret (see ClusterSecretName). Required.
+	// AgreementID names the Secret, "hzn-service-secrets-<AgreementID>".
+	// Required.
 	AgreementID string
 	// Namespace is the operator's namespace; empty leaves it to the client
 	// that creates the Secret.
@@ -64,7 +66,7 @@ var (
 // RenderClusterSecret returns, as JSON, the Kubernetes Secret that Open
 // Horizon's agent hands the operator of a cluster service (anax
 // kube_operator CreateK8SSecrets): a v1 Secret of type Opaque named
-// ClusterSecretName(opts.AgreementID), labelled name=hzn-service-secrets,
+// "hzn-service-secrets-<opts.AgreementID>", labelled name=hzn-service-secrets,
 // with one data key per service secret holding what a device service's file
 // would (see "File content"): {"key":…,"value":…} for an Open Horizon
 // secret of the default format (anax also escapes '<', '>' and '&' in that
@@ -75,9 +77,10 @@ var (
 // whose Container is empty). Errors match secretstore.ErrInvalid and name
 // what is wrong (the agreement id or namespace that makes no Kubernetes
 // name, a secret name that is no Secret key, a secret whose data does not
-// fit its format, data over MaxClusterSecretSize); they never hold a value.
+// fit its format, data over 1 MiB, the most a Kubernetes Secret takes); they
+// never hold a value.
 func RenderClusterSecret(opts ClusterSecretOptions, ss agreement.ServiceSecrets) ([]byte, error) {
-	name := ClusterSecretName(opts.AgreementID)
+	name := clusterSecretName(opts.AgreementID)
 	switch {
 	case opts.AgreementID == "":
 		return nil, fmt.Errorf("agentapi: cluster secret: %w: no agreement id", secretstore.ErrInvalid)
@@ -91,7 +94,7 @@ func RenderClusterSecret(opts ClusterSecretOptions, ss agreement.ServiceSecrets)
 	}
 	out := clusterSecret{
 		APIVersion: "v1", Kind: "Secret", Type: "Opaque",
-		Metadata: clusterSecretMeta{Name: name, Namespace: opts.Namespace, Labels: map[string]string{"name": ClusterSecretPrefix}},
+		Metadata: clusterSecretMeta{Name: name, Namespace: opts.Namespace, Labels: map[string]string{"name": clusterSecretPrefix}},
 		Data:     make(map[string]string, len(ss.Secrets)),
 	}
 	size := 0
@@ -103,8 +106,8 @@ func RenderClusterSecret(opts ClusterSecretOptions, ss agreement.ServiceSecrets)
 		if err != nil {
 			return nil, fmt.Errorf("agentapi: cluster secret: %w", err)
 		}
-		if size += len(key) + len(content); size > MaxClusterSecretSize {
-			return nil, fmt.Errorf("agentapi: cluster secret: %w: the secrets of %s hold more than %d bytes, the most a Kubernetes Secret takes", secretstore.ErrInvalid, ss.Service, MaxClusterSecretSize)
+		if size += len(key) + len(content); size > maxClusterSecretSize {
+			return nil, fmt.Errorf("agentapi: cluster secret: %w: the secrets of %s hold more than %d bytes, the most a Kubernetes Secret takes", secretstore.ErrInvalid, ss.Service, maxClusterSecretSize)
 		}
 		out.Data[key] = base64.StdEncoding.EncodeToString(content)
 	}

@@ -79,7 +79,7 @@ func TestRenderClusterSecretErrors(t *testing.T) {
 			ss.Secrets["secret2"] = agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: secretstore.Data{"password": []byte("s3cr3t-pw")}}
 		}), `format "value_only" needs a "value" key`},
 		{"over the Kubernetes limit", agentapi.ClusterSecretOptions{AgreementID: "a1"}, with(func(ss *agreement.ServiceSecrets) {
-			ss.Secrets["big"] = agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"v": make([]byte, agentapi.MaxClusterSecretSize)}}
+			ss.Secrets["big"] = agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"v": make([]byte, 1<<20)}}
 		}), "more than 1048576 bytes"},
 	}
 	for _, c := range cases {

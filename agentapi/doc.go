@@ -12,7 +12,7 @@
 // node, says which instance receives each service's secrets by passing an
 // [Instances] map to [Store.ApplyProposal]. The instance id is chosen by the
 // embedder (an Open Horizon agent would use its container instance key); it
-// must be a single safe path element ([CheckName]) without a colon, because
+// must be a single safe path element ([agreement.CheckSecretName]) without a colon, because
 // it is also the HTTP Basic user id the service authenticates with. Updates
 // ([Store.ApplyUpdate]) name the same agreement and ServiceRef, and the store
 // finds the instance from what the proposal recorded.
@@ -31,8 +31,9 @@
 //	agreements.json          0600 JSON: per agreement, the replay floor and the last reply sequence
 //	tmp/                     0700 staging area for atomic writes, emptied by Open
 //
-// The embedder bind-mounts [Store.MountSource] read-only at [MountTarget]
-// (/open-horizon-secrets) in the instance's container.
+// The embedder bind-mounts the instance's [InstanceInfo].MountSource
+// (from [Store.Instance]) read-only at [MountTarget] (/open-horizon-secrets)
+// in the instance's container.
 //
 // Every file is written to tmp/ first, given its final mode and group,
 // fsynced, and renamed into place, so a reader sees the old file or the new
@@ -110,7 +111,7 @@
 //
 // # Serving the API
 //
-// Serve the Handler from an http.Server with ReadHeaderTimeout,
+// Serve the handler from an http.Server with ReadHeaderTimeout,
 // ReadTimeout, WriteTimeout and IdleTimeout set, MaxHeaderBytes small (the
 // API needs a few hundred bytes), and a bound on concurrent connections
 // well below the process's descriptor limit, so that clients holding
@@ -127,11 +128,11 @@
 //	GET  /secrets/{name}              200 {"<name>":{"details":"<base64 of the file content>"}}; 400 not a secret of the caller
 //	POST /secrets/{name}?received=true 201, acknowledges the name (also when never fetched); 400 not a secret of the caller or received is not "true"
 //
-// Every request needs HTTP Basic credentials: the instance id and its token
-// (looked up through [Tokens] and compared in constant time), or whatever an
-// [Authenticator] accepts; a caller only ever sees its own instance's secrets. A [TokenTable] holds the tokens of
-// instances that come and go; [StaticTokens] is a fixed table. Missing or
-// bad credentials: 401. Other methods: 405 with Allow. Paths outside the
+// Every request needs HTTP Basic credentials, which
+// [HandlerOptions].Authenticate checks: usually [TokenTable.Authenticate],
+// the instance id and its token (compared in constant time), for instances
+// that come and go; a caller only ever sees its own instance's secrets.
+// Missing or bad credentials: 401. Other methods: 405 with Allow. Paths outside the
 // API: 404. Request bodies over the limit: 413. A storage failure: 500.
 // Every error body is {"error":"<sentence>"}. Only names the instance's
 // metadata lists are served, and only from regular files: a symlink, FIFO
@@ -140,13 +141,14 @@
 // GET /secrets answers 404 until the next update: the mount already holds
 // the newest values.
 //
-// That is the design profile. HandlerOptions.Profile = [ProfileOpenHorizon]
-// serves instead the API Open Horizon's agent ships and its services call:
+// That is the design profile. [HandlerOptions].OpenHorizon serves instead
+// the API Open Horizon's agent ships and its services call:
 // /api/v1/secrets and /api/v1/secrets/{name}, the body {"key":…,"value":…},
 // anax's status codes (403 for bad credentials, 404 for a name that is not
-// the caller's) and plain-text errors; see [Profile]. An [Authenticator]
-// checks credentials of another shape, such as Open Horizon's ESS id and
-// token. Open Horizon serves the API over HTTPS, on a unix socket
+// the caller's) and plain-text errors (the option's documentation has the
+// details). An Authenticate function of the embedder's own checks
+// credentials of another shape, such as Open Horizon's ESS id and token.
+// Open Horizon serves the API over HTTPS, on a unix socket
 // ($HZN_ESS_API_ADDRESS) with a certificate the agent mounts into the
 // container ($HZN_ESS_CERT); examples/agent does the same.
 //

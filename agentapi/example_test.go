@@ -42,7 +42,8 @@ func Example() {
 	}}}
 	_, err = store.ApplyProposal(ctx, proposal, agentapi.Instances{web: {ID: "web-1"}})
 	fmt.Printf("proposal reply: %+v\n", agentapi.Reply("ag-1", err))
-	mount, _ := store.MountSource("web-1")
+	info, _ := store.Instance("web-1")
+	mount := info.MountSource
 	content, _ := os.ReadFile(filepath.Join(mount, "db"))
 	fmt.Printf("bind-mount .../%s at %s; file db holds %s\n", filepath.Base(mount), agentapi.MountTarget, content)
 
@@ -55,7 +56,9 @@ func Example() {
 	fmt.Println("update written:", changes, "accepted:", agentapi.Reply("ag-1", err).Accepted)
 
 	// The service asks the agent's API, with its instance id and token.
-	handler, _ := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: agentapi.StaticTokens{"web-1": "t0ken"}})
+	tokens := &agentapi.TokenTable{}
+	_ = tokens.Set("web-1", "t0ken")
+	handler, _ := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate})
 	server := httptest.NewServer(handler)
 	defer server.Close()
 	call := func(method, path string) (int, string) {
@@ -109,7 +112,7 @@ func ExampleTokenTable() {
 	defer store.Close()
 
 	var tokens agentapi.TokenTable
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: &tokens})
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,14 +19,14 @@ const (
 	dirMeta      = "meta"
 	dirTmp       = "tmp"
 
-	// StatusProvided is created in an instance's status directory once its
+	// statusProvided is created in an instance's status directory once its
 	// secrets have been written for the first time.
-	StatusProvided = "SECRETS_PROVIDED"
-	// StatusUpdated exists in an instance's status directory while the
+	statusProvided = "SECRETS_PROVIDED"
+	// statusUpdated exists in an instance's status directory while the
 	// instance has updated secrets it has not acknowledged; it is rewritten
 	// (one updated name per line) on every update that changed a file, so a
 	// file watcher sees each update.
-	StatusUpdated = "SECRETS_UPDATED"
+	statusUpdated = "SECRETS_UPDATED"
 )
 
 // noGroup leaves a file's group as created.

@@ -1,6 +1,7 @@
 package agentapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,20 +15,58 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// DefaultMaxBodyBytes is the default limit on request bodies.
-const DefaultMaxBodyBytes = 4 << 10
+// defaultMaxBodyBytes is the default limit on request bodies, 4 KiB.
+const defaultMaxBodyBytes = 4 << 10
 
-// HandlerOptions configures a Handler.
+// HandlerOptions configures the handler NewHandler returns.
 type HandlerOptions struct {
-	// Profile selects the routes, bodies and status codes: ProfileDesign
-	// (the default) or ProfileOpenHorizon (anax's /api/v1/secrets).
-	Profile Profile
-	// Tokens authenticates callers whose HTTP Basic user id is their
-	// instance id. Exactly one of Tokens and Authenticator is required.
-	Tokens Tokens
-	// Authenticator authenticates callers with any credentials scheme, for
-	// instance Open Horizon's ESS credentials (see Authenticator).
-	Authenticator Authenticator
+	// OpenHorizon selects the routes, bodies and status codes of the API
+	// Open Horizon's agent ships (open-horizon/anax resource/secret_api.go),
+	// which services such as open-horizon/examples' helloSecretWorld call:
+	//
+	//	GET  /api/v1/secrets                       200 ["<name>",...]; 404 (empty body) if none updated
+	//	GET  /api/v1/secrets/{name}                200 {"key":"…","value":"…"}; 404 not a secret of the caller
+	//	POST /api/v1/secrets/{name}?received=true  201; 404 not a secret of the caller
+	//
+	// 403 with the body "Unauthorized" for missing or bad credentials; 400
+	// for an empty or nested name and for a received parameter that is not
+	// true (strconv.ParseBool: "true", "1", "t", "T", "TRUE", "True");
+	// 405 for other methods; error bodies are plain text sentences. A
+	// secret's file content is mapped onto {"key","value"}: a file holding
+	// {"key":…,"value":…} (what anax writes) gives those two, a JSON object
+	// with one entry gives its name and value, any other text file (several
+	// entries, a raw or value-only secret) gives an empty key and the file's
+	// text as the value; a binary raw file cannot be carried and is answered
+	// 500. Unlike anax, a POST without received=true is answered 400 (anax
+	// answers 200 and records nothing) and a storage failure never leaves a
+	// request half answered.
+	//
+	// False (the default) serves the API of the edgesecrets design, the
+	// design profile:
+	//
+	//	GET  /secrets                       200 ["<name>",...]; 404 if none updated
+	//	GET  /secrets/{name}                200 {"<name>":{"details":"<base64 of the file>"}}
+	//	POST /secrets/{name}?received=true  201
+	//
+	// 401 for missing or bad credentials, 400 for a name that is not one of
+	// the caller's secrets, JSON error bodies {"error":"<sentence>"}.
+	OpenHorizon bool
+	// Authenticate checks the HTTP Basic credentials a service presents
+	// and returns the instance they belong to, or false. Required.
+	//
+	// A TokenTable's Authenticate method takes the instance id as the user
+	// id and the instance's token as the password. Open Horizon's agent
+	// gives each service container ESS credentials instead, a file
+	// {"id":…,"token":…} mounted at $HZN_ESS_AUTH: the id is the service's
+	// (its URL, the same for every instance of the service) and the token is
+	// the instance's own; the agent finds the instance by the token
+	// (open-horizon/anax resource/secret_api.go, FindMSSInstWithESSToken, and
+	// resource/authentication_manager.go). An embedder that keeps such
+	// credentials supplies its own function over them.
+	//
+	// The function must compare tokens in constant time and be safe for
+	// concurrent use; the instance id returned must be one the Store knows.
+	Authenticate func(ctx context.Context, user, password string) (instanceID string, ok bool)
 	// Prefix is the path the API is mounted under, without a trailing
 	// slash: with "/api", the design profile serves /api/secrets and
 	// /api/secrets/{name}, the Open Horizon profile /api/api/v1/secrets...
@@ -36,7 +75,7 @@ type HandlerOptions struct {
 	// well.
 	Prefix string
 	// MaxBodyBytes limits request bodies (the API reads none; a larger one
-	// is answered 413). Default: DefaultMaxBodyBytes.
+	// is answered 413). Zero means 4096 bytes (4 KiB).
 	MaxBodyBytes int64
 	// Logger receives instance ids, routes, secret names and status codes,
 	// never values or tokens; a failed authentication is logged without the
@@ -44,41 +83,35 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 }
 
-// Handler serves the service-facing secrets API for the instances of a
-// Store, in one of two profiles. See the package documentation for the
-// routes and status codes.
-type Handler struct {
-	store   *Store
-	auth    Authenticator
-	profile Profile
-	dialect dialect
-	prefix  string
-	maxBody int64
-	log     *slog.Logger
+// handler serves the service-facing secrets API for the instances of a
+// Store, in one of two profiles (HandlerOptions.OpenHorizon).
+type handler struct {
+	store       *Store
+	auth        func(ctx context.Context, user, password string) (string, bool)
+	openHorizon bool
+	dialect     dialect
+	prefix      string
+	maxBody     int64
+	log         *slog.Logger
 }
 
-// NewHandler returns the secrets API for store.
-func NewHandler(store *Store, opts HandlerOptions) (*Handler, error) {
+// NewHandler returns the service-facing secrets API for the instances of
+// store, in one of two profiles (HandlerOptions.OpenHorizon). See the
+// package documentation for the routes and status codes.
+func NewHandler(store *Store, opts HandlerOptions) (http.Handler, error) {
 	switch {
 	case store == nil:
 		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
-	case opts.Tokens == nil && opts.Authenticator == nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Tokens is nil (set Tokens or Authenticator)", secretstore.ErrInvalid)
-	case opts.Tokens != nil && opts.Authenticator != nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: set HandlerOptions.Tokens or Authenticator, not both", secretstore.ErrInvalid)
-	case opts.Profile != ProfileDesign && opts.Profile != ProfileOpenHorizon:
-		return nil, fmt.Errorf("agentapi: handler: %w: unknown profile %d", secretstore.ErrInvalid, int(opts.Profile))
+	case opts.Authenticate == nil:
+		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Authenticate is nil (a TokenTable's Authenticate, for instance)", secretstore.ErrInvalid)
 	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
 		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", secretstore.ErrInvalid, opts.Prefix)
 	case opts.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
-	h := &Handler{store: store, auth: opts.Authenticator, profile: opts.Profile, dialect: dialects[opts.Profile], prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
-	if h.auth == nil {
-		h.auth = TokenAuthenticator(opts.Tokens)
-	}
+	h := &handler{store: store, auth: opts.Authenticate, openHorizon: opts.OpenHorizon, dialect: dialectOf(opts.OpenHorizon), prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
+		h.maxBody = defaultMaxBodyBytes
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -94,8 +127,8 @@ type errorResponse struct {
 const secretsPath = "/secrets"
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.profile == ProfileOpenHorizon {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.openHorizon {
 		h.serveOpenHorizon(w, r)
 		return
 	}
@@ -138,18 +171,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authenticate checks the HTTP Basic credentials and returns the instance
 // id. The presented user id is never logged: a client may have swapped the
 // id and token fields.
-func (h *Handler) authenticate(r *http.Request) (string, bool) {
+func (h *handler) authenticate(r *http.Request) (string, bool) {
 	user, password, ok := r.BasicAuth()
 	if !ok || user == "" {
 		return "", false
 	}
-	id, ok := h.auth.Authenticate(r.Context(), user, password)
+	id, ok := h.auth(r.Context(), user, password)
 	return id, ok && id != ""
 }
 
 // readBody consumes the request body within the limit (the API uses
 // none) and reports whether it fit.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > h.maxBody {
 		return false
 	}
@@ -158,12 +191,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	return !errors.As(err, &tooLarge)
 }
 
-func (h *Handler) tooLarge() string {
+func (h *handler) tooLarge() string {
 	return fmt.Sprintf("request body is larger than %d bytes", h.maxBody)
 }
 
 // listUpdated serves GET /secrets.
-func (h *Handler) listUpdated(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) listUpdated(w http.ResponseWriter, r *http.Request, id string) {
 	info, _ := h.store.Instance(id)
 	if len(info.Updated) == 0 {
 		h.fail(w, r, id, http.StatusNotFound, "no secrets have been updated")
@@ -173,7 +206,7 @@ func (h *Handler) listUpdated(w http.ResponseWriter, r *http.Request, id string)
 }
 
 // getSecret serves GET /secrets/{name}.
-func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, id, name string) {
+func (h *handler) getSecret(w http.ResponseWriter, r *http.Request, id, name string) {
 	content, err := h.store.ReadSecret(r.Context(), id, name)
 	if err != nil {
 		h.secretError(w, r, id, name, err)
@@ -199,31 +232,35 @@ func secretBody(name string, content []byte) []byte {
 // dialect is what the profiles' answers to the routes they share differ in.
 type dialect struct {
 	// fail writes an error answer.
-	fail func(h *Handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
+	fail func(h *handler, w http.ResponseWriter, r *http.Request, id string, status int, msg string)
 	// notMine is the answer for a name that is not a secret of the caller.
 	notMine func(name string) (status int, msg string)
 	// received reports whether the received parameter says true.
 	received func(v string) bool
 }
 
-var dialects = map[Profile]dialect{
-	ProfileDesign: {
-		fail: (*Handler).fail,
+// dialectOf returns the dialect of the Open Horizon profile or of the
+// design's.
+func dialectOf(openHorizon bool) dialect {
+	if openHorizon {
+		// anax's answers, resource/secret_api.go lines 237-250, 311-312.
+		return dialect{
+			fail:     (*handler).failText,
+			notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
+			received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
+		}
+	}
+	return dialect{
+		fail: (*handler).fail,
 		notMine: func(name string) (int, string) {
 			return http.StatusBadRequest, fmt.Sprintf("%s is not a secret of this service", quoteName(name))
 		},
 		received: func(v string) bool { return v == "true" },
-	},
-	// anax's answers, resource/secret_api.go lines 237-250, 311-312.
-	ProfileOpenHorizon: {
-		fail:     (*Handler).failText,
-		notMine:  func(string) (int, string) { return http.StatusNotFound, ohSecretNotFound },
-		received: func(v string) bool { b, err := strconv.ParseBool(v); return err == nil && b },
-	},
+	}
 }
 
 // acknowledge serves POST .../secrets/{name}?received=true.
-func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
+func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
 	if v := r.URL.Query()["received"]; len(v) != 1 || !h.dialect.received(v[0]) {
 		h.dialect.fail(h, w, r, id, http.StatusBadRequest, "query parameter received must be true, once")
 		return
@@ -237,7 +274,7 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name s
 }
 
 // secretError answers a failed read or acknowledgement of name.
-func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
+func (h *handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
 	switch {
 	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
 		status, msg := h.dialect.notMine(name)
@@ -249,7 +286,7 @@ func (h *Handler) secretError(w http.ResponseWriter, r *http.Request, id, name s
 }
 
 // reply writes a JSON answer.
-func (h *Handler) reply(w http.ResponseWriter, r *http.Request, id, name string, status int, body any) {
+func (h *handler) reply(w http.ResponseWriter, r *http.Request, id, name string, status int, body any) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		h.fail(w, r, id, http.StatusInternalServerError, "encoding the answer failed")
@@ -260,7 +297,7 @@ func (h *Handler) reply(w http.ResponseWriter, r *http.Request, id, name string,
 }
 
 // fail writes a JSON error answer.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, id string, status int, msg string) {
 	b, _ := json.Marshal(errorResponse{Error: msg})
 	writeJSON(w, status, b)
 	h.log.Debug("secrets API", "instance", id, "method", r.Method, "status", status, "error", msg)

@@ -20,7 +20,16 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
-var testTokens = agentapi.StaticTokens{"a": "token-a", "b": "token-b", "empty": ""}
+// testTokens gives instances a and b their tokens; no test changes it.
+var testTokens = func() *agentapi.TokenTable {
+	t := &agentapi.TokenTable{}
+	for id, token := range map[string]string{"a": "token-a", "b": "token-b"} {
+		if err := t.Set(id, token); err != nil {
+			panic(err)
+		}
+	}
+	return t
+}()
 
 // apiFixture is a store with instances a and b, a's password updated, and
 // the API served over loopback.
@@ -36,8 +45,8 @@ func newAPIFixture(t *testing.T, opts agentapi.HandlerOptions) *apiFixture {
 	_, err := s.ApplyUpdate(context.Background(), secretsUpdate(t, agreement.ServiceSecrets{Service: refA,
 		Secrets: map[string]agreement.SecretDetails{"password": jsonSecret("user", "alice", "password", "rotated-A")}}))
 	require.NoError(t, err)
-	if opts.Tokens == nil {
-		opts.Tokens = testTokens
+	if opts.Authenticate == nil {
+		opts.Authenticate = testTokens.Authenticate
 	}
 	h, err := agentapi.NewHandler(s, opts)
 	require.NoError(t, err)
@@ -107,7 +116,7 @@ func TestHandlerStatusCodes(t *testing.T) {
 		{name: "wrong token", method: "GET", path: "/secrets", user: "a", token: "token-b", status: 401, wantErr: "missing or bad credentials"},
 		{name: "token prefix", method: "GET", path: "/secrets", user: "a", token: "token-", status: 401, wantErr: "missing or bad credentials"},
 		{name: "unknown instance", method: "GET", path: "/secrets", user: "zz", token: "token-a", status: 401, wantErr: "missing or bad credentials"},
-		{name: "instance with empty token", method: "GET", path: "/secrets", user: "empty", token: "", status: 401, wantErr: "missing or bad credentials"},
+		{name: "instance without a token", method: "GET", path: "/secrets", user: "empty", token: "", status: 401, wantErr: "missing or bad credentials"},
 		{name: "no credentials on a wrong method", method: "DELETE", path: "/secrets/cert", status: 401, wantErr: "missing or bad credentials"},
 		{name: "unknown path", method: "GET", path: "/other", user: "a", token: "token-a", status: 404, wantErr: "no such API path"},
 		{name: "look-alike path", method: "GET", path: "/secretsX", user: "a", token: "token-a", status: 404, wantErr: "no such API path"},
@@ -155,7 +164,7 @@ func (b neverEnding) Read(p []byte) (int, error) {
 }
 
 func TestHandlerTokenLookupUnavailable(t *testing.T) {
-	f := newAPIFixture(t, agentapi.HandlerOptions{Tokens: agentapi.StaticTokens{}})
+	f := newAPIFixture(t, agentapi.HandlerOptions{Authenticate: (&agentapi.TokenTable{}).Authenticate})
 	r := f.do(t, "GET", "/secrets", "a", "token-a", nil)
 	assert.Equal(t, http.StatusUnauthorized, r.status)
 }
@@ -231,9 +240,9 @@ func TestGetSecretsAfterServiceRestart(t *testing.T) {
 func TestHandlerMountedUnderPrefix(t *testing.T) {
 	s := openStore(t, agentapi.Options{})
 	applyTwoServices(t, s)
-	withPrefix, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens, Prefix: "/api/v1"})
+	withPrefix, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate, Prefix: "/api/v1"})
 	require.NoError(t, err)
-	plain, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens})
+	plain, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", withPrefix)
@@ -253,11 +262,11 @@ func TestHandlerMountedUnderPrefix(t *testing.T) {
 	assert.Equal(t, "hello", string(f.do(t, "GET", "/hello", "", "", nil).body))
 
 	for _, prefix := range []string{"api", "/api/"} {
-		_, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens, Prefix: prefix})
+		_, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate, Prefix: prefix})
 		assert.Error(t, err, prefix)
 	}
 	_, err = agentapi.NewHandler(s, agentapi.HandlerOptions{})
-	assert.ErrorContains(t, err, "Tokens is nil")
+	assert.ErrorContains(t, err, "Authenticate is nil")
 }
 
 // FuzzHandlerPath sends arbitrary methods, paths and queries, always as
@@ -278,7 +287,7 @@ func FuzzHandlerPath(f *testing.F) {
 	p, inst := twoServiceProposal()
 	_, err = s.ApplyProposal(context.Background(), p, inst)
 	require.NoError(f, err)
-	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens})
+	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate})
 	require.NoError(f, err)
 	own := map[string]bool{"password": true, "cert": true}
 

@@ -25,13 +25,20 @@ var (
 // openStore opens a store rooted in a fresh temporary directory.
 func openStore(t *testing.T, opts agentapi.Options) *agentapi.Store {
 	t.Helper()
+	s, _ := openStoreRoot(t, opts)
+	return s
+}
+
+// openStoreRoot is openStore, also returning the store's root directory.
+func openStoreRoot(t *testing.T, opts agentapi.Options) (*agentapi.Store, string) {
+	t.Helper()
 	if opts.Root == "" {
 		opts.Root = filepath.Join(t.TempDir(), "secrets")
 	}
 	s, err := agentapi.Open(context.Background(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, opts.Root
 }
 
 // jsonSecret is a FormatJSON secret with the given key/value pairs.
@@ -114,8 +121,7 @@ func mustRead(t *testing.T, path string) []byte {
 // mountFile is the path of one secret file of an instance.
 func mountFile(t *testing.T, s *agentapi.Store, id, name string) string {
 	t.Helper()
-	dir, err := s.MountSource(id)
-	require.NoError(t, err)
+	dir := instanceInfo(t, s, id).MountSource
 	return filepath.Join(dir, name)
 }
 
@@ -124,4 +130,12 @@ func mustParseTime(t *testing.T, s string) time.Time {
 	tm, err := time.Parse(time.RFC3339, s)
 	require.NoError(t, err)
 	return tm
+}
+
+// instanceInfo returns what the store knows about a known instance.
+func instanceInfo(t *testing.T, s *agentapi.Store, id string) agentapi.InstanceInfo {
+	t.Helper()
+	info, ok := s.Instance(id)
+	require.True(t, ok, "instance %s is unknown", id)
+	return info
 }

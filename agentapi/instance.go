@@ -225,11 +225,11 @@ func (s *Store) writeStatus(m *metadata, provided, updated bool) error {
 		return err
 	}
 	if provided {
-		if err := s.writeFile(s.data, path.Join(dir, StatusProvided), nil, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeFile(s.data, path.Join(dir, statusProvided), nil, m.fileMode(), m.gid()); err != nil {
 			return err
 		}
 	}
-	file := path.Join(dir, StatusUpdated)
+	file := path.Join(dir, statusUpdated)
 	switch {
 	case len(m.Updated) == 0:
 		if err := s.data.remove(file, false); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -56,7 +56,9 @@ func TestNoValueReachesLogsOrErrors(t *testing.T) {
 	require.Error(t, err)
 	keep(err)
 
-	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: agentapi.StaticTokens{"a": canaries[3]}, Logger: logger})
+	tokens := &agentapi.TokenTable{}
+	require.NoError(t, tokens.Set("a", canaries[3]))
+	h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: tokens.Authenticate, Logger: logger})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	f := &apiFixture{store: s, server: srv}

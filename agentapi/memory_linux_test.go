@@ -130,8 +130,7 @@ func TestMemoryModeKeepsPlaintextOffDisk(t *testing.T) {
 	require.True(t, reply.Accepted, reply.Reason)
 	require.NoError(t, f.store.Acknowledge(ctx, "svc-a", "cert"))
 
-	mount, err := f.store.MountSource("svc-a")
-	require.NoError(t, err)
+	mount := instanceInfo(t, f.store, "svc-a").MountSource
 	assert.Equal(t, filepath.Join(mem.dir, "instances", "svc-a"), mount)
 	assert.Equal(t, values[3], string(mustRead(t, filepath.Join(mount, "cert"))))
 	check := func(when, current string) {
@@ -153,9 +152,8 @@ func TestMemoryModeKeepsPlaintextOffDisk(t *testing.T) {
 	assert.Equal(t, values[3], string(mustRead(t, filepath.Join(mount, "cert"))), "the mount source holds the file again")
 	restored, _ := f.store.Instance("svc-a")
 	assert.Equal(t, info, restored)
-	status, err := f.store.StatusDir("svc-a")
-	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusProvided))
+	status := instanceInfo(t, f.store, "svc-a").StatusDir
+	assert.FileExists(t, filepath.Join(status, "SECRETS_PROVIDED"))
 	fi, err := os.Stat(filepath.Join(mount, "cert"))
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o400), fi.Mode().Perm())

@@ -8,23 +8,18 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// MaxNameLength is the longest service secret name or instance id CheckName
-// accepts, in bytes: the usual file-name limit.
-const MaxNameLength = safename.MaxLen
-
-// CheckName checks that name can be used as a file or directory name under
-// the store's root: a single path element that is not empty, "." or "..",
-// at most MaxNameLength bytes of valid UTF-8, without a slash, backslash,
-// NUL or other control character. Service secret names and instance ids
-// must pass it. The error matches secretstore.ErrInvalid and names what is
-// wrong (the name itself is quoted, escaped).
-func CheckName(name string) error { return checkElement("name", name) }
-
-// checkSecretName checks a service secret name.
+// checkSecretName checks a service secret name: the rule of
+// agreement.CheckSecretName (internal/safename), with an error that matches
+// secretstore.ErrInvalid.
 func checkSecretName(name string) error { return checkElement("secret name", name) }
 
-// checkElement returns an error saying which kind of name (what) is wrong
-// and why.
+// checkElement checks that name can be used as a file or directory name
+// under the store's root: a single path element that is not empty, "." or
+// "..", at most 255 bytes of valid UTF-8, without a slash, backslash, NUL or
+// other control character (internal/safename, the rule of
+// agreement.CheckSecretName). The error matches secretstore.ErrInvalid and
+// says which kind of name (what) is wrong and why (the name itself is
+// quoted, escaped).
 func checkElement(what, name string) error {
 	if problem := safename.Check(name); problem != nil {
 		return fmt.Errorf("%s %s: %w: %w", what, quoteName(name), secretstore.ErrInvalid, problem)

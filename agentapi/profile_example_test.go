@@ -18,9 +18,9 @@ import (
 // An Open Horizon service, such as open-horizon/examples' helloSecretWorld,
 // calls the agent's /api/v1/secrets with its ESS credentials and reads the
 // secret's "value". Open Horizon's agent gives every instance of a service
-// the same ESS id and tells them apart by their tokens; an Authenticator
-// does the same here.
-func ExampleProfile() {
+// the same ESS id and tells them apart by their tokens; an Authenticate
+// function does the same here.
+func ExampleHandlerOptions_openHorizon() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "agentapi-example")
 	if err != nil {
@@ -43,13 +43,13 @@ func ExampleProfile() {
 
 	// The ESS credentials the agent mounted at $HZN_ESS_AUTH:
 	// {"id": "myorg/hello-secret", "token": "t0ken"}.
-	ess := agentapi.AuthenticatorFunc(func(_ context.Context, id, token string) (string, bool) {
+	ess := func(_ context.Context, id, token string) (string, bool) {
 		if id == "myorg/hello-secret" && token == "t0ken" { // a real agent compares in constant time
 			return "hello-1", true
 		}
 		return "", false
-	})
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticator: ess})
+	}
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: ess})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // serviceURL, ...)).
 const essID = "myorg/com.example.hello"
 
-// essCredentials is an Authenticator as anax's agent has it: instances of
+// essCredentials are ESS credentials as anax's agent has it: instances of
 // one service share the id and are told apart by their tokens
 // (resource/authentication_manager.go Authenticate, secret_api.go
 // FindMSSInstWithESSToken).
@@ -57,9 +57,9 @@ var refHello2 = agreement.ServiceRef{Org: "myorg", URL: "com.example.hello", Arc
 func newOHFixture(t *testing.T, opts agentapi.HandlerOptions) *apiFixture {
 	t.Helper()
 	s := newOHStore(t)
-	opts.Profile = agentapi.ProfileOpenHorizon
-	if opts.Authenticator == nil && opts.Tokens == nil {
-		opts.Authenticator = testESS
+	opts.OpenHorizon = true
+	if opts.Authenticate == nil {
+		opts.Authenticate = testESS.Authenticate
 	}
 	h, err := agentapi.NewHandler(s, opts)
 	require.NoError(t, err)
@@ -201,9 +201,9 @@ func TestOpenHorizonProfileAcknowledgeClearsTheList(t *testing.T) {
 func TestProfilesSideBySide(t *testing.T) {
 	s := openStore(t, agentapi.Options{})
 	applyTwoServices(t, s)
-	design, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens})
+	design, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Authenticate: testTokens.Authenticate})
 	require.NoError(t, err)
-	oh, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Tokens: testTokens, Prefix: "/ess"})
+	oh, err := agentapi.NewHandler(s, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: testTokens.Authenticate, Prefix: "/ess"})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/secrets", design)
@@ -226,21 +226,6 @@ func TestProfilesSideBySide(t *testing.T) {
 	assert.Equal(t, 404, f.do(t, "GET", "/ess/api/v1/secrets/token", "a", "token-a", nil).status)
 }
 
-func TestNewHandlerProfileOptions(t *testing.T) {
-	s := openStore(t, agentapi.Options{})
-	_, err := agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens, Authenticator: testESS})
-	assert.ErrorContains(t, err, "not both")
-	_, err = agentapi.NewHandler(s, agentapi.HandlerOptions{Tokens: testTokens, Profile: 7})
-	assert.ErrorContains(t, err, "unknown profile 7")
-	for _, p := range []agentapi.Profile{agentapi.ProfileDesign, agentapi.ProfileOpenHorizon} {
-		back, err := agentapi.ParseProfile(p.String())
-		require.NoError(t, err)
-		assert.Equal(t, p, back)
-	}
-	_, err = agentapi.ParseProfile("anax")
-	assert.ErrorContains(t, err, "want design or openhorizon")
-}
-
 // FuzzOpenHorizonPath sends arbitrary methods, paths and queries as
 // instance hello and checks that every answer is one of the profile's, and
 // that a 200 only ever carries one of hello's own secrets.
@@ -252,7 +237,7 @@ func FuzzOpenHorizonPath(f *testing.F) {
 	} {
 		f.Add(seed.method, seed.path, seed.query)
 	}
-	h, err := agentapi.NewHandler(newOHStore(f), agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Authenticator: testESS})
+	h, err := agentapi.NewHandler(newOHStore(f), agentapi.HandlerOptions{OpenHorizon: true, Authenticate: testESS.Authenticate})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, method, path, query string) {
 		req := &http.Request{Method: method, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}, Body: http.NoBody}

@@ -95,8 +95,10 @@ type Received struct {
 	Header agreement.Header
 	// Kind is the update's kind; "" for a proposal.
 	Kind string
-	// Changes lists the files written (proposals and secrets updates).
-	Changes Changes
+	// Changes lists, per instance id, the service secret names whose files
+	// were written (proposals and secrets updates), as
+	// Store.ApplyProposal returns them.
+	Changes map[string][]string
 	// Removed lists the instances a cancellation removed.
 	Removed []string
 	// Err says why the message was not applied, or is nil: the reply

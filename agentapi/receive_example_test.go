@@ -27,7 +27,7 @@ func ExampleReceiver() {
 	agentKeys, _ := agreement.GenerateKeys("")
 	agbotKeys, _ := agreement.GenerateKeys("")
 
-	tokens := &agentapi.TokenTable{} // also the Handler's Tokens
+	tokens := &agentapi.TokenTable{} // its Authenticate is the handler's
 	store, err := agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "secrets"), Tokens: tokens})
 	if err != nil {
 		log.Fatal(err)

@@ -128,7 +128,7 @@ func TestReceiverLifecycle(t *testing.T) {
 
 	got, reply := f.receive(f.proposal(10, "v1"))
 	assert.True(t, reply.Accepted, reply.Reason)
-	assert.Equal(t, agentapi.Changes{"svc-a": {"cert"}}, got.Changes)
+	assert.Equal(t, map[string][]string{"svc-a": {"cert"}}, got.Changes)
 	assert.Equal(t, "v1", f.content())
 	assert.Equal(t, []string{"svc-a"}, f.tokens.IDs(), "Provision ran")
 

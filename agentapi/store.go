@@ -23,7 +23,7 @@ import (
 )
 
 // MountTarget is where a service container finds its secrets: the embedder
-// bind-mounts Store.MountSource read-only here.
+// bind-mounts the instance's InstanceInfo.MountSource read-only here.
 const MountTarget = "/open-horizon-secrets"
 
 // Options configures a Store.
@@ -34,10 +34,11 @@ type Options struct {
 	// accessible to group or others. Required.
 	Root string
 	// StatusFiles enables the SECRETS_PROVIDED and SECRETS_UPDATED status
-	// files in each instance's StatusDir.
+	// files in each instance's status directory (InstanceInfo.StatusDir).
 	StatusFiles bool
 	// Tokens, when set, is the token table the instances' services
-	// authenticate with (the Handler's Tokens): removing an instance
+	// authenticate with (its Authenticate method is the handler's
+	// HandlerOptions.Authenticate): removing an instance
 	// deletes its token, so its credentials stop working at once.
 	Tokens *TokenTable
 	// MemoryDir, when set, keeps every secret's plaintext off persistent
@@ -327,31 +328,6 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Root returns the absolute path of the storage root.
-func (s *Store) Root() string { return s.path }
-
-// MountSource returns the directory to bind-mount read-only at MountTarget
-// in the instance's container, or an error matching secretstore.ErrNotFound.
-func (s *Store) MountSource(instanceID string) (string, error) {
-	m, err := s.lookup(instanceID)
-	if err != nil {
-		return "", err
-	}
-	return s.data.abs(m.dir()), nil
-}
-
-// StatusDir returns the instance's status directory, which holds the
-// SECRETS_PROVIDED and SECRETS_UPDATED files when Options.StatusFiles is
-// set. The embedder may bind-mount it read-only for the container's probes.
-// The error matches secretstore.ErrNotFound for an unknown instance.
-func (s *Store) StatusDir(instanceID string) (string, error) {
-	m, err := s.lookup(instanceID)
-	if err != nil {
-		return "", err
-	}
-	return s.data.abs(m.statusDir()), nil
-}
-
 // InstanceInfo describes one stored instance. It holds names, never values.
 type InstanceInfo struct {
 	// ID is the instance id.
@@ -371,10 +347,18 @@ type InstanceInfo struct {
 	// GroupReadable and Group are the instance's group settings.
 	GroupReadable bool
 	Group         int
+	// MountSource is the instance's directory (absolute), to bind-mount
+	// read-only at MountTarget in the instance's container.
+	MountSource string
+	// StatusDir is the instance's status directory (absolute), which holds
+	// the files SECRETS_PROVIDED and SECRETS_UPDATED when
+	// Options.StatusFiles is set. The embedder may bind-mount it read-only
+	// for the container's probes.
+	StatusDir string
 }
 
-// Instance returns what the store knows about an instance, and false for an
-// unknown one.
+// Instance returns what the store knows about an instance, where its files
+// are included, and false for an unknown one.
 func (s *Store) Instance(instanceID string) (InstanceInfo, bool) {
 	s.view.RLock()
 	m := s.instances[instanceID]
@@ -382,7 +366,9 @@ func (s *Store) Instance(instanceID string) (InstanceInfo, bool) {
 	if m == nil {
 		return InstanceInfo{}, false
 	}
-	return m.info(), true
+	info := m.info()
+	info.MountSource, info.StatusDir = s.data.abs(m.dir()), s.data.abs(m.statusDir())
+	return info, true
 }
 
 // InstanceIDs returns the ids of all stored instances, sorted.

@@ -3,6 +3,7 @@ package agentapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -104,7 +105,7 @@ func TestModesAndOwnership(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := openStore(t, agentapi.Options{StatusFiles: true})
+			s, root := openStoreRoot(t, agentapi.Options{StatusFiles: true})
 			p, _ := twoServiceProposal()
 			p.Services = p.Services[:1]
 			_, err := s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: tt.instance})
@@ -120,17 +121,15 @@ func TestModesAndOwnership(t *testing.T) {
 				assert.Equal(t, os.Geteuid(), uid, "owner of %s", path)
 				assert.Equal(t, gid, fgid, "group of %s", path)
 			}
-			check(s.Root(), 0o700, os.Getegid())
-			mount, err := s.MountSource("a")
-			require.NoError(t, err)
+			check(root, 0o700, os.Getegid())
+			mount := instanceInfo(t, s, "a").MountSource
 			check(mount, tt.dirMode, tt.gid)
 			check(filepath.Join(mount, "password"), tt.fileMode, tt.gid)
 			check(filepath.Join(mount, "cert"), tt.fileMode, tt.gid)
-			status, err := s.StatusDir("a")
-			require.NoError(t, err)
+			status := instanceInfo(t, s, "a").StatusDir
 			check(status, tt.dirMode, tt.gid)
-			check(filepath.Join(status, agentapi.StatusProvided), tt.fileMode, tt.gid)
-			check(filepath.Join(s.Root(), "meta", "a"), 0o600, os.Getegid())
+			check(filepath.Join(status, "SECRETS_PROVIDED"), tt.fileMode, tt.gid)
+			check(filepath.Join(root, "meta", "a"), 0o600, os.Getegid())
 
 			// An update keeps the modes and the group.
 			_, err = s.ApplyUpdate(context.Background(), secretsUpdate(t, agreement.ServiceSecrets{
@@ -138,7 +137,7 @@ func TestModesAndOwnership(t *testing.T) {
 			}))
 			require.NoError(t, err)
 			check(filepath.Join(mount, "password"), tt.fileMode, tt.gid)
-			check(filepath.Join(status, agentapi.StatusUpdated), tt.fileMode, tt.gid)
+			check(filepath.Join(status, "SECRETS_UPDATED"), tt.fileMode, tt.gid)
 		})
 	}
 }
@@ -161,15 +160,15 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 		{"NUL", "a\x00b", "contains a control character", nil},
 		{"newline", "a\nb", "contains a control character", nil},
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8", secretstore.ErrNotFound},
-		{"too long", strings.Repeat("x", agentapi.MaxNameLength+1), "longer than 255 bytes", nil},
+		{"too long", strings.Repeat("x", 256), "longer than 255 bytes", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.ErrorIs(t, agentapi.CheckName(tt.secret), secretstore.ErrInvalid)
+			require.Error(t, agreement.CheckSecretName(tt.secret))
 
 			// In a proposal: nothing at all is written, not even the valid secret.
-			s := openStore(t, agentapi.Options{StatusFiles: true})
-			before := tree(t, s.Root())
+			s, root := openStoreRoot(t, agentapi.Options{StatusFiles: true})
+			before := tree(t, root)
 			p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
 				Service: refA, Secrets: map[string]agreement.SecretDetails{
 					"good": jsonSecret("k", "v"), tt.secret: jsonSecret("k", "v"),
@@ -179,7 +178,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.Contains(t, err.Error(), tt.problem)
 			assert.Contains(t, err.Error(), "secret name")
-			assert.Equal(t, before, tree(t, s.Root()), "files written for a rejected proposal")
+			assert.Equal(t, before, tree(t, root), "files written for a rejected proposal")
 			assert.Empty(t, s.InstanceIDs())
 
 			// As an instance id.
@@ -188,7 +187,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.Contains(t, err.Error(), "instance id")
 			assert.Contains(t, err.Error(), tt.problem)
-			assert.Equal(t, before, tree(t, s.Root()))
+			assert.Equal(t, before, tree(t, root))
 
 			// In an update: rejected, the valid secret of the same update is not written.
 			_, err = s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: {ID: "a"}})
@@ -270,7 +269,7 @@ func TestFileContent(t *testing.T) {
 
 func TestApplyProposalChecks(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t, agentapi.Options{})
+	s, root := openStoreRoot(t, agentapi.Options{})
 	applyTwoServices(t, s)
 
 	tests := []struct {
@@ -304,13 +303,13 @@ func TestApplyProposalChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := tree(t, s.Root())
+			before := tree(t, root)
 			_, err := s.ApplyProposal(ctx, tt.proposal, tt.instances)
 			require.ErrorIs(t, err, tt.kind)
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
 			}
-			assert.Equal(t, before, tree(t, s.Root()))
+			assert.Equal(t, before, tree(t, root))
 			assert.Equal(t, []string{"a", "b"}, s.InstanceIDs())
 		})
 	}
@@ -330,7 +329,7 @@ func TestReapplyProposalIsIdempotent(t *testing.T) {
 	delete(p.Services[0].Secrets, "cert")
 	changes, err := s.ApplyProposal(ctx, p, inst)
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"password"}}, changes, "only the changed file is written")
+	assert.Equal(t, map[string][]string{"a": {"password"}}, changes, "only the changed file is written")
 	_, err = os.Lstat(cert)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a name dropped from the proposal is removed")
 	info, _ := s.Instance("a")
@@ -349,7 +348,7 @@ func TestApplyUpdate(t *testing.T) {
 			"cert":     rawSecret([]byte("-----BEGIN CERT A-----")), // unchanged
 		}}))
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"password"}}, changes)
+	assert.Equal(t, map[string][]string{"a": {"password"}}, changes)
 	assert.Equal(t, `{"password":"rotated","user":"alice"}`, string(mustRead(t, mountFile(t, s, "a", "password"))))
 	info, _ := s.Instance("a")
 	assert.Equal(t, []string{"password"}, info.Updated)
@@ -399,12 +398,12 @@ func TestApplyUpdateRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := openStore(t, agentapi.Options{StatusFiles: true})
+			s, root := openStoreRoot(t, agentapi.Options{StatusFiles: true})
 			applyTwoServices(t, s)
 			before := map[string][]byte{}
-			for _, f := range tree(t, s.Root()) {
-				if fi, err := os.Stat(filepath.Join(s.Root(), f)); err == nil && fi.Mode().IsRegular() {
-					before[f] = mustRead(t, filepath.Join(s.Root(), f))
+			for _, f := range tree(t, root) {
+				if fi, err := os.Stat(filepath.Join(root, f)); err == nil && fi.Mode().IsRegular() {
+					before[f] = mustRead(t, filepath.Join(root, f))
 				}
 			}
 			changes, err := s.ApplyUpdate(ctx, tt.update(t))
@@ -412,9 +411,9 @@ func TestApplyUpdateRejects(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 			assert.Empty(t, changes)
 			after := map[string][]byte{}
-			for _, f := range tree(t, s.Root()) {
-				if fi, err := os.Stat(filepath.Join(s.Root(), f)); err == nil && fi.Mode().IsRegular() {
-					after[f] = mustRead(t, filepath.Join(s.Root(), f))
+			for _, f := range tree(t, root) {
+				if fi, err := os.Stat(filepath.Join(root, f)); err == nil && fi.Mode().IsRegular() {
+					after[f] = mustRead(t, filepath.Join(root, f))
 				}
 			}
 			assert.Equal(t, before, after, "a rejected update wrote something")
@@ -427,10 +426,10 @@ func TestApplyUpdateRejects(t *testing.T) {
 
 func TestUnchangedUpdateKeepsMtime(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t, agentapi.Options{StatusFiles: true})
+	s, root := openStoreRoot(t, agentapi.Options{StatusFiles: true})
 	applyTwoServices(t, s)
 	file := mountFile(t, s, "a", "password")
-	meta := filepath.Join(s.Root(), "meta", "a")
+	meta := filepath.Join(root, "meta", "a")
 	past := mustParseTime(t, "2001-02-03T04:05:06Z")
 	require.NoError(t, os.Chtimes(file, past, past))
 	require.NoError(t, os.Chtimes(meta, past, past))
@@ -446,8 +445,8 @@ func TestUnchangedUpdateKeepsMtime(t *testing.T) {
 	}
 	info, _ := s.Instance("a")
 	assert.Empty(t, info.Updated, "an unchanged secret is not an update")
-	status, _ := s.StatusDir("a")
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	status := instanceInfo(t, s, "a").StatusDir
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	// A changed value is written: the mtime moves.
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA,
@@ -462,33 +461,31 @@ func TestStatusFiles(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, agentapi.Options{StatusFiles: true})
 	applyTwoServices(t, s)
-	status, err := s.StatusDir("a")
-	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusProvided))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	status := instanceInfo(t, s, "a").StatusDir
+	assert.FileExists(t, filepath.Join(status, "SECRETS_PROVIDED"))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
-	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
+	_, err := s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "2"), "cert": rawSecret([]byte("2"))}}))
 	require.NoError(t, err)
-	assert.Equal(t, "cert\npassword\n", string(mustRead(t, filepath.Join(status, agentapi.StatusUpdated))))
+	assert.Equal(t, "cert\npassword\n", string(mustRead(t, filepath.Join(status, "SECRETS_UPDATED"))))
 
 	require.NoError(t, s.Acknowledge(ctx, "a", "cert"))
-	assert.Equal(t, "password\n", string(mustRead(t, filepath.Join(status, agentapi.StatusUpdated))))
+	assert.Equal(t, "password\n", string(mustRead(t, filepath.Join(status, "SECRETS_UPDATED"))))
 	require.NoError(t, s.Acknowledge(ctx, "a", "password"))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "3")}}))
 	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.FileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 	require.NoError(t, s.ServiceRestarted(ctx, "a"))
-	assert.NoFileExists(t, filepath.Join(status, agentapi.StatusUpdated))
+	assert.NoFileExists(t, filepath.Join(status, "SECRETS_UPDATED"))
 
 	// Without the option there is no status directory.
 	plain := openStore(t, agentapi.Options{})
 	applyTwoServices(t, plain)
-	dir, err := plain.StatusDir("a")
-	require.NoError(t, err)
+	dir := instanceInfo(t, plain, "a").StatusDir
 	assert.NoDirExists(t, dir)
 }
 
@@ -556,7 +553,7 @@ func TestRestartKeepsState(t *testing.T) {
 	changes, err := s2.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 		"password": jsonSecret("password", "2"), "cert": rawSecret([]byte("3"))}}))
 	require.NoError(t, err)
-	assert.Equal(t, agentapi.Changes{"a": {"cert"}}, changes)
+	assert.Equal(t, map[string][]string{"a": {"cert"}}, changes)
 }
 
 func TestOpenWipesLeftovers(t *testing.T) {
@@ -610,7 +607,7 @@ func TestOpenRejectsCorruptMetadata(t *testing.T) {
 
 func TestReply(t *testing.T) {
 	assert.Equal(t, agreement.Reply{Version: agreement.MessageVersion, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
-	bad := agentapi.Reply("ag", agentapi.CheckName("a/b"))
+	bad := agentapi.Reply("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
 	assert.False(t, bad.Accepted)
 	assert.Contains(t, bad.Reason, `"a/b"`)
 	local := agentapi.Reply("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})

@@ -26,15 +26,14 @@ func TestSymlinkedInstanceDirectoryIsRefused(t *testing.T) {
 	for _, name := range []string{"password", "cert"} {
 		require.NoError(t, os.WriteFile(filepath.Join(outside, name), []byte("OUTSIDE-"+name), 0o600))
 	}
-	mount, err := f.store.MountSource("a")
-	require.NoError(t, err)
+	mount := instanceInfo(t, f.store, "a").MountSource
 	require.NoError(t, os.RemoveAll(mount))
 	require.NoError(t, os.Symlink(outside, mount))
 
 	r := f.do(t, "GET", "/secrets/password", "a", "token-a", nil)
 	assert.Equal(t, http.StatusInternalServerError, r.status)
 	assert.NotContains(t, string(r.body), details("OUTSIDE-password"))
-	_, err = f.store.ReadSecret(ctx, "a", "password")
+	_, err := f.store.ReadSecret(ctx, "a", "password")
 	assert.ErrorContains(t, err, "symlink")
 
 	_, err = f.store.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA,

@@ -2,6 +2,8 @@ package agentapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,51 +17,14 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Tokens looks up the token of a service instance: the same id and token
-// the instance uses for the agent's other service-facing APIs (Open
-// Horizon's ESS). Implementations must be safe for concurrent use.
-type Tokens interface {
-	// Token returns the instance's token, or false when the instance is
-	// unknown. An empty token never authenticates anyone.
-	Token(ctx context.Context, instanceID string) (token string, ok bool)
-}
-
-// StaticTokens is a fixed instance id → token table. It must not be
-// modified while a Handler uses it; use a TokenTable for instances that
-// come and go. Printing it (fmt with any verb, slog, encoding/json) shows
-// instance ids only, each token as [secretstore.Redacted].
-type StaticTokens map[string]string
-
-// Token implements Tokens.
-func (t StaticTokens) Token(_ context.Context, instanceID string) (string, bool) {
-	tok, ok := t[instanceID]
-	return tok, ok
-}
-
-// Format implements fmt.Formatter: instance ids, tokens redacted.
-func (t StaticTokens) Format(f fmt.State, verb rune) {
-	formatTokens(f, verb, "agentapi.StaticTokens{", slices.Sorted(maps.Keys(t)))
-}
-
-// String returns the %v form: instance ids, tokens redacted.
-func (t StaticTokens) String() string { return fmt.Sprint(t) }
-
-// GoString returns the %#v form: instance ids, tokens redacted.
-func (t StaticTokens) GoString() string { return fmt.Sprintf("%#v", t) }
-
-// LogValue implements slog.LogValuer: a group of instance ids, each
-// [secretstore.Redacted].
-func (t StaticTokens) LogValue() slog.Value { return tokensLogValue(slices.Sorted(maps.Keys(t))) }
-
-// MarshalJSON implements json.Marshaler: {"<id>":"[redacted]",...}.
-func (t StaticTokens) MarshalJSON() ([]byte, error) { return tokensJSON(slices.Sorted(maps.Keys(t))) }
-
-// TokenTable is an instance id → token table that may change while a
-// Handler serves: an agent sets an instance's token when it starts the
-// instance's container and deletes it when it removes the instance. It is
-// safe for concurrent use: lookups take no lock, and Set and Delete copy
-// the table (a node runs few instances). The zero value is an empty table;
-// a TokenTable must not be copied after first use.
+// TokenTable is an instance id → token table, the usual way services
+// authenticate to the handler (HandlerOptions.Authenticate =
+// table.Authenticate): an agent sets an instance's token when it starts the
+// instance's container and deletes it when it removes the instance (with
+// Options.Tokens, Store.Remove does so). It may change while the handler
+// serves, and is safe for concurrent use: lookups take no lock, and Set and
+// Delete copy the table (a node runs few instances). The zero value is an
+// empty table; a TokenTable must not be copied after first use.
 //
 // A token should be unguessable; crypto/rand.Text makes a good one.
 // Printing the table (fmt with any verb, slog) shows instance ids only,
@@ -73,7 +38,7 @@ type TokenTable struct {
 	byID atomic.Pointer[map[string]string]
 }
 
-// Token implements Tokens.
+// Token returns the instance's token, or false when the instance has none.
 func (t *TokenTable) Token(_ context.Context, instanceID string) (string, bool) {
 	m := t.byID.Load()
 	if m == nil {
@@ -83,8 +48,23 @@ func (t *TokenTable) Token(_ context.Context, instanceID string) (string, bool) 
 	return token, ok
 }
 
+// Authenticate checks HTTP Basic credentials whose user id is an instance
+// id and whose password is that instance's token, and returns the instance
+// id; it is meant for HandlerOptions.Authenticate. The comparison takes the
+// same time whatever the tokens are, and whether or not the id is known; an
+// instance without a token never authenticates.
+func (t *TokenTable) Authenticate(ctx context.Context, user, password string) (instanceID string, ok bool) {
+	want, known := t.Token(ctx, user)
+	known = known && want != ""
+	got, exp := sha256.Sum256([]byte(password)), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(got[:], exp[:]) == 1 && known {
+		return user, true
+	}
+	return "", false
+}
+
 // Set gives an instance its token, replacing any token it had. The
-// instance id must pass CheckName and contain no colon (it is the HTTP
+// instance id must pass agreement.CheckSecretName and contain no colon (it is the HTTP
 // Basic user id) and the token must not be empty; otherwise the error
 // matches secretstore.ErrInvalid and the table is unchanged. The error
 // never contains the token.

@@ -206,7 +206,7 @@ func TestTokenTablePrintsNoToken(t *testing.T) {
 // only, and no longer once its token is deleted.
 func TestHandlerWithTokenTable(t *testing.T) {
 	table := &agentapi.TokenTable{}
-	f := newAPIFixture(t, agentapi.HandlerOptions{Tokens: table})
+	f := newAPIFixture(t, agentapi.HandlerOptions{Authenticate: table.Authenticate})
 	steps := []struct {
 		name   string
 		change func(t *testing.T)
@@ -230,72 +230,76 @@ func TestHandlerWithTokenTable(t *testing.T) {
 	}
 }
 
-// BenchmarkTokenLookup compares a lookup in a TokenTable with one in a
-// StaticTokens map of the same 100 instances, from parallel goroutines as
-// the handler makes them.
-//
-//	go test -bench TokenLookup -benchmem -run '^$' ./agentapi
-func BenchmarkTokenLookup(b *testing.B) {
-	static := agentapi.StaticTokens{}
+// TestTokenTableAuthenticate checks the credentials Authenticate accepts:
+// a known instance id with its current token, and nothing else.
+func TestTokenTableAuthenticate(t *testing.T) {
 	table := &agentapi.TokenTable{}
-	for i := range 100 {
-		id := "inst-" + strconv.Itoa(i)
-		static[id] = "token-" + id
-		require.NoError(b, table.Set(id, "token-"+id))
+	require.NoError(t, table.Set("web-1", "token-1"))
+	require.NoError(t, table.Set("db-1", "token-2"))
+	tests := []struct {
+		name, user, password string
+		ok                   bool
+	}{
+		{"instance and its token", "web-1", "token-1", true},
+		{"another instance's token", "web-1", "token-2", false},
+		{"wrong token", "web-1", "token-1x", false},
+		{"prefix of the token", "web-1", "token-", false},
+		{"empty token", "web-1", "", false},
+		{"unknown instance", "web-2", "token-1", false},
+		{"unknown instance, empty token", "web-2", "", false},
 	}
-	for _, tc := range []struct {
-		name   string
-		tokens agentapi.Tokens
-	}{{"static", static}, {"table", table}} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if _, ok := tc.tokens.Token(ctx, "inst-42"); !ok {
-						b.Error("inst-42 has no token")
-						return
-					}
-				}
-			})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, ok := table.Authenticate(t.Context(), tt.user, tt.password)
+			assert.Equal(t, tt.ok, ok)
+			if tt.ok {
+				assert.Equal(t, tt.user, id)
+			} else {
+				assert.Empty(t, id)
+			}
 		})
 	}
 }
 
-// A StaticTokens table, alone or inside HandlerOptions, prints no token
-// through fmt, slog (text and JSON) or encoding/json.
-func TestStaticTokensPrintNoToken(t *testing.T) {
-	const canary = "CANARY-static-token"
-	table := agentapi.StaticTokens{"web-1": canary + "-1", "db-1": canary + "-2"}
-	opts := agentapi.HandlerOptions{Tokens: table, Prefix: "/api"}
-	var text, js bytes.Buffer
-	slog.New(slog.NewTextHandler(&text, nil)).Info("tokens", "table", table, "opts", opts)
-	slog.New(slog.NewJSONHandler(&js, nil)).Info("tokens", "table", table, "opts", opts)
-	marshalled, err := json.Marshal(opts)
-	require.NoError(t, err)
-	printed := map[string]string{
-		"slog text": text.String(), "slog JSON": js.String(), "json.Marshal": string(marshalled),
-		"GoString": table.GoString(), "String": table.String(),
+// BenchmarkTokenAuthenticate authenticates against a table of 100
+// instances from parallel goroutines, as the handler does.
+//
+//	go test -bench TokenAuthenticate -benchmem -run '^$' ./agentapi
+func BenchmarkTokenAuthenticate(b *testing.B) {
+	table := &agentapi.TokenTable{}
+	for i := range 100 {
+		id := "inst-" + strconv.Itoa(i)
+		require.NoError(b, table.Set(id, "token-"+id))
 	}
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, ok := table.Authenticate(ctx, "inst-42", "token-inst-42"); !ok {
+				b.Error("inst-42 does not authenticate")
+				return
+			}
+		}
+	})
+}
+
+// A TokenTable's Authenticate method inside HandlerOptions prints no
+// token through fmt, slog (text and JSON) or encoding/json.
+func TestHandlerOptionsPrintNoToken(t *testing.T) {
+	const canary = "CANARY-options-token"
+	table := &agentapi.TokenTable{}
+	require.NoError(t, table.Set("web-1", canary+"-1"))
+	opts := agentapi.HandlerOptions{Authenticate: table.Authenticate, Prefix: "/api"}
+	var text, js bytes.Buffer
+	slog.New(slog.NewTextHandler(&text, nil)).Info("tokens", "opts", opts)
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("tokens", "opts", opts)
+	marshalled, _ := json.Marshal(opts) // fails on the function: nothing printed
+	printed := map[string]string{"slog text": text.String(), "slog JSON": js.String(), "json.Marshal": string(marshalled)}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
-		printed[verb] = fmt.Sprintf(verb, table)
 		printed["options "+verb] = fmt.Sprintf(verb, opts)
 	}
 	for how, out := range printed {
 		assert.NotContains(t, out, canary, how)
 		assert.NotContains(t, strings.ToLower(out), strings.ToLower(fmt.Sprintf("%x", canary)), how)
 	}
-	assert.Equal(t, "map[db-1:[redacted] web-1:[redacted]]", printed["%v"])
-	assert.Equal(t, `agentapi.StaticTokens{"db-1":[redacted], "web-1":[redacted]}`, printed["%#v"])
-	assert.Contains(t, printed["slog JSON"], `"table":{"db-1":"[redacted]","web-1":"[redacted]"}`)
-	assert.JSONEq(t, `{"db-1":"[redacted]","web-1":"[redacted]"}`, string(must(json.Marshal(table))))
-	tok, ok := table.Token(t.Context(), "web-1")
-	assert.True(t, ok)
-	assert.Equal(t, canary+"-1", tok, "the table still holds the token")
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
+	assert.Contains(t, printed["options %v"], "/api", "the options were printed")
 }

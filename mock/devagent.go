@@ -139,8 +139,12 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	if _, err = a.store.ApplyProposal(ctx, proposal, agentapi.Instances{ref: instance}); err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
+	tokens := &agentapi.TokenTable{}
+	if err = tokens.Set(opts.InstanceID, opts.Token); err != nil {
+		return nil, fmt.Errorf("mock: dev agent: %w", err)
+	}
 	handler, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{
-		Tokens: agentapi.StaticTokens{opts.InstanceID: opts.Token}, Logger: opts.Logger,
+		Authenticate: tokens.Authenticate, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
@@ -160,8 +164,8 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 	a.URL = "http://" + a.listener.Addr().String()
 	a.Handler = handler
 	a.Store = a.store
-	a.MountSource, _ = a.store.MountSource(a.id)
-	a.StatusDir, _ = a.store.StatusDir(a.id)
+	info, _ := a.store.Instance(a.id)
+	a.MountSource, a.StatusDir = info.MountSource, info.StatusDir
 	return a, nil
 }
 
@@ -171,8 +175,8 @@ func devAgentReadFiles(paths []string) (map[string]agreement.SecretDetails, erro
 	secrets := make(map[string]agreement.SecretDetails, len(paths))
 	for _, p := range paths {
 		name := filepath.Base(p)
-		if err := agentapi.CheckName(name); err != nil {
-			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w", p, err)
+		if err := agreement.CheckSecretName(name); err != nil {
+			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w: %w", p, secretstore.ErrInvalid, err)
 		}
 		if _, dup := secrets[name]; dup {
 			return nil, fmt.Errorf("mock: dev agent: %w: two secret files are named %q", secretstore.ErrInvalid, name)

@@ -23,7 +23,7 @@ func BenchmarkExistence(b *testing.B) {
 		b.Fatal(err)
 	}
 	name, _ := binding.ParseVaultSecretName("db/password")
-	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticator: authenticate})
+	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticate: authenticate})
 	if err != nil {
 		b.Fatal(err)
 	}

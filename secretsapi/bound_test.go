@@ -35,7 +35,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 	_, err = store.Put(t.Context(), &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 
-	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticator: authenticate})
+	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticate: authenticate})
 	require.NoError(t, err)
 	api := httptest.NewServer(h)
 	t.Cleanup(api.Close)

@@ -1,7 +1,6 @@
 package secretsapi
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,7 +12,7 @@ import (
 )
 
 // Role is what a caller is in its organisation; it decides what the policy
-// lets it do (see Allowed).
+// lets it do (see the package documentation, "Authorization").
 type Role int
 
 const (
@@ -41,7 +40,7 @@ func (r Role) String() string {
 	return "Role(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Caller is who the Authenticator found a request to come from.
+// Caller is who Options.Authenticate found a request to come from.
 type Caller struct {
 	// Org is the caller's organisation. A caller may only use the secrets
 	// of its own organisation.
@@ -56,7 +55,7 @@ type Caller struct {
 // String returns "<org>/<id> (<role>)", for logs.
 func (c Caller) String() string { return c.Org + "/" + c.ID + " (" + c.Role.String() + ")" }
 
-// check reports what is wrong with a caller the Authenticator returned.
+// check reports what is wrong with a caller Options.Authenticate returned.
 func (c Caller) check() error {
 	if err := safename.Check(c.Org); err != nil {
 		return fmt.Errorf("caller organisation %w", err)
@@ -99,15 +98,15 @@ func (c Credentials) LogValue() slog.Value {
 
 // Headers anax's agbot reads with a bearer token.
 const (
-	HeaderOrganization = "X-Organization"
-	HeaderUserID       = "X-UserId"
+	headerOrganization = "X-Organization"
+	headerUserID       = "X-UserId"
 )
 
-// ReadCredentials returns the request's credentials, or false when it
+// readCredentials returns the request's credentials, or false when it
 // carries none (no Basic credentials, no bearer token).
-func ReadCredentials(r *http.Request) (Credentials, bool) {
+func readCredentials(r *http.Request) (Credentials, bool) {
 	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return Credentials{Org: r.Header.Get(HeaderOrganization), User: r.Header.Get(HeaderUserID), Secret: token, Bearer: true}, token != ""
+		return Credentials{Org: r.Header.Get(headerOrganization), User: r.Header.Get(headerUserID), Secret: token, Bearer: true}, token != ""
 	}
 	id, password, ok := r.BasicAuth()
 	if !ok {
@@ -118,21 +117,4 @@ func ReadCredentials(r *http.Request) (Credentials, bool) {
 		org, user = "", id
 	}
 	return Credentials{Org: org, User: user, Secret: password}, true
-}
-
-// Authenticator is the authentication hook: it verifies credentials (Open
-// Horizon checks them with the exchange, GET /orgs/{org}/users/{user})
-// and says who the caller is. Any error refuses the request (401); the
-// error is neither sent nor logged, so it may say anything.
-// Implementations must be safe for concurrent use.
-type Authenticator interface {
-	Authenticate(ctx context.Context, c Credentials) (Caller, error)
-}
-
-// AuthenticatorFunc adapts a function to Authenticator.
-type AuthenticatorFunc func(ctx context.Context, c Credentials) (Caller, error)
-
-// Authenticate implements Authenticator.
-func (f AuthenticatorFunc) Authenticate(ctx context.Context, c Credentials) (Caller, error) {
-	return f(ctx, c)
 }

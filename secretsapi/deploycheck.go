@@ -43,9 +43,9 @@ type deployCheckResponse struct {
 // validates the secret bindings of the deployment policy or pattern in the
 // body against the service definitions in the body (or from
 // Options.Resolver), checking that each bound vault secret exists as the
-// caller may see it (the policy's ActionExists). The deployment policy or
+// caller may see it (the policy's actionExists). The deployment policy or
 // pattern must be in the body: this agbot does not read the exchange.
-func (h *Handler) deployCheck(w http.ResponseWriter, r *http.Request) {
+func (h *handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, OPTIONS")
 		if r.Method == http.MethodOptions {
@@ -100,7 +100,7 @@ func (h *Handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 // architecture applied, the resolver of its services, and the
 // organisation whose secrets are checked (node_org, else the caller's).
 // Errors are the sentences of the 400 answer.
-func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, binding.Resolver, string, error) {
+func (h *handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, binding.Resolver, string, error) {
 	var req deployCheckRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		//lint:ignore ST1005 anax's exact user-facing message, which clients compare
@@ -192,13 +192,13 @@ func (rs resolvers) ServiceVersions(ctx context.Context, q binding.ServiceQuery)
 // policy hides from the caller is reported forbidden, whether or not it
 // exists.
 type callerChecker struct {
-	h      *Handler
+	h      *handler
 	caller Caller
 	org    string
 }
 
 func (c callerChecker) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
-	if !authorize(c.caller, c.org, name, ActionExists) {
+	if !authorize(c.caller, c.org, name, actionExists) {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrPermission,
 			fmt.Errorf("user %q may not check it", c.caller.ID))
 	}

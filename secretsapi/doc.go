@@ -36,7 +36,7 @@
 // one, which hzn prints); those of the design route {"error","code"}. A
 // request is checked in this order, so that nothing a caller may not see
 // decides its answer: 404 not a route; 401 no credentials, or refused by
-// the Authenticator; 503 no store configured; 400 a bad organisation or
+// Options.Authenticate; 503 no store configured; 400 a bad organisation or
 // name; 405 a method the path does not take; 403 refused by the policy;
 // then the store: 404 (GET, DELETE of a missing secret), 503 store
 // unavailable or refusing the agbot (clients retry a few times), 400 a name
@@ -51,15 +51,15 @@
 //
 // # Authentication
 //
-// Credentials are read as anax reads them (ReadCredentials): HTTP Basic
+// Credentials are read as anax reads them ([Credentials]): HTTP Basic
 // "<org>/<user>:<password>", or "Authorization: Bearer <token>" with
-// X-Organization and X-UserId. The Authenticator hook verifies them (Open
-// Horizon asks the exchange) and returns the Caller: organisation, id and
-// Role. A refusal is 401.
+// X-Organization and X-UserId. The Options.Authenticate hook verifies them
+// (Open Horizon asks the exchange) and returns the [Caller]: organisation,
+// id and [Role]. A refusal is 401.
 //
 // # Authorization
 //
-// One explicit matrix, Allowed(role, scope, action), decides every
+// One explicit matrix of role, scope and action decides every
 // request; a caller may only touch its own organisation. Scopes are seen
 // from the caller: its own user secrets ("user/<caller>/...", with their
 // node-level ones) or another user's.

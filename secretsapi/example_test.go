@@ -28,16 +28,16 @@ func ExampleNewHandler() {
 		password string
 		role     secretsapi.Role
 	}{"admin": {"admin-pw", secretsapi.RoleAdmin}, "alice": {"alice-pw", secretsapi.RoleUser}, "bob": {"bob-pw", secretsapi.RoleUser}}
-	hook := secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+	hook := func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
 		u, ok := users[c.User]
 		if c.Org != "myorg" || !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(u.password)) != 1 {
 			return secretsapi.Caller{}, errors.New("unknown user or wrong password")
 		}
 		return secretsapi.Caller{Org: c.Org, ID: c.User, Role: u.role}, nil
-	})
+	}
 	handler, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:         memory.New(), // its LastSuccess feeds /health
-		Authenticator: hook,
+		Store:        memory.New(), // its LastSuccess feeds /health
+		Authenticate: hook,
 	})
 	if err != nil {
 		panic(err)
@@ -78,33 +78,4 @@ func ExampleNewHandler() {
 	// hw-secret-name true false
 	// missing false false
 	// user/bob/db false true
-}
-
-// The authorization matrix, printed.
-func ExampleAllowed() {
-	actions := []secretsapi.Action{secretsapi.ActionRead, secretsapi.ActionList, secretsapi.ActionExists, secretsapi.ActionWrite, secretsapi.ActionDelete}
-	for _, role := range []secretsapi.Role{secretsapi.RoleAdmin, secretsapi.RoleUser, secretsapi.RoleNode} {
-		for _, scope := range []secretsapi.Scope{secretsapi.ScopeOrg, secretsapi.ScopeNode, secretsapi.ScopeOwnUser, secretsapi.ScopeOtherUser} {
-			var allowed []string
-			for _, a := range actions {
-				if secretsapi.Allowed(role, scope, a) {
-					allowed = append(allowed, a.String())
-				}
-			}
-			fmt.Printf("%-5s %-10s %v\n", role, scope, allowed)
-		}
-	}
-	// Output:
-	// admin org        [read list check create remove]
-	// admin node       [read list check create remove]
-	// admin own user   [read list check create remove]
-	// admin other user [list check remove]
-	// user  org        [list check]
-	// user  node       [list check]
-	// user  own user   [read list check create remove]
-	// user  other user []
-	// node  org        []
-	// node  node       []
-	// node  own user   []
-	// node  other user []
 }

@@ -16,19 +16,23 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// DefaultMaxBodyBytes bounds request bodies by default: a secret of up to
-// 2 MiB, or a deploycheck request with its service definitions.
-const DefaultMaxBodyBytes = 4 << 20
+// defaultMaxBodyBytes bounds request bodies by default, 4 MiB: a secret of
+// up to 2 MiB, or a deploycheck request with its service definitions.
+const defaultMaxBodyBytes = 4 << 20
 
-// Options configure a Handler.
+// Options configure the handler NewHandler returns.
 type Options struct {
 	// Store is the agbot's secret store, used with the agbot's own
 	// credentials once the policy allows a request. Nil means the hub has
 	// no secret store: every secrets request answers 503.
 	Store *secretstore.Store
-	// Authenticator verifies the caller of every request but /health.
-	// Required.
-	Authenticator Authenticator
+	// Authenticate is the authentication hook, asked about every request
+	// but /health: it verifies the credentials the request carries (Open
+	// Horizon checks them with the exchange, GET /orgs/{org}/users/{user})
+	// and says who the caller is. Any error refuses the request (401); the
+	// error is neither sent nor logged, so it may say anything. It must be
+	// safe for concurrent use. Required.
+	Authenticate func(ctx context.Context, c Credentials) (Caller, error)
 	// Resolver supplies the service definitions a deploycheck request does
 	// not carry (an exchange client). Optional: without it, deploycheck
 	// requests must carry every service definition.
@@ -41,8 +45,9 @@ type Options struct {
 	// Configuration is /health's "configuration". Arch defaults to
 	// runtime.GOARCH.
 	Configuration binding.HealthConfiguration
-	// MaxBodyBytes bounds request bodies (413 beyond). Default:
-	// DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds request bodies (413 beyond). Zero means 4 MiB: a
+	// secret of up to 2 MiB, or a deploycheck request with its service
+	// definitions.
 	MaxBodyBytes int64
 	// Logger receives one line per write and delete (caller and secret
 	// name, never the value), per refused request and per store failure.
@@ -50,23 +55,24 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Handler serves the agbot's secret APIs. See the package documentation
-// for the routes, the status codes and the authorization policy.
-type Handler struct {
+// handler serves the agbot's secret APIs.
+type handler struct {
 	opts Options
 	log  *slog.Logger
 }
 
-// NewHandler returns the handler.
-func NewHandler(opts Options) (*Handler, error) {
-	if opts.Authenticator == nil {
-		return nil, fmt.Errorf("secretsapi: %w: Options.Authenticator is nil", secretstore.ErrInvalid)
+// NewHandler returns the handler of the agbot's secret APIs. See the
+// package documentation for the routes, the status codes and the
+// authorization policy.
+func NewHandler(opts Options) (http.Handler, error) {
+	if opts.Authenticate == nil {
+		return nil, fmt.Errorf("secretsapi: %w: Options.Authenticate is nil", secretstore.ErrInvalid)
 	}
 	if opts.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("secretsapi: %w: Options.MaxBodyBytes is negative", secretstore.ErrInvalid)
 	}
 	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+		opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if opts.LastVaultInteraction == nil && opts.Store != nil {
 		opts.LastVaultInteraction = opts.Store.LastSuccess
@@ -74,7 +80,7 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.Configuration.Arch == "" {
 		opts.Configuration.Arch = runtime.GOARCH
 	}
-	h := &Handler{opts: opts, log: opts.Logger}
+	h := &handler{opts: opts, log: opts.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -82,7 +88,7 @@ func NewHandler(opts Options) (*Handler, error) {
 }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if wait, ok := preferredWait(r.Header); ok && p != binding.HealthPath {
 		// The caller waits this long (RFC 7240): answer 503 by then
@@ -99,7 +105,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.designExists(w, r, strings.TrimPrefix(p, binding.SecretsPath))
 	case strings.HasPrefix(p, binding.OrgPath):
 		h.manage(w, r)
-	case p == DeployCheckPath:
+	case p == deployCheckPath:
 		h.deployCheck(w, r)
 	default:
 		writeJSON(w, http.StatusNotFound, binding.APIError{Error: "no such resource", Code: binding.APIErrNotFound})
@@ -108,14 +114,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authenticate runs the hook and checks what it returns. On failure it
 // answers 401 itself, with body(msg).
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, body func(msg, code string) any) (Caller, bool) {
-	cred, ok := ReadCredentials(r)
+func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func(msg, code string) any) (Caller, bool) {
+	cred, ok := readCredentials(r)
 	if !ok {
 		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
 		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", binding.APIErrUnauthorized))
 		return Caller{}, false
 	}
-	c, err := h.opts.Authenticator.Authenticate(r.Context(), cred)
+	c, err := h.opts.Authenticate(r.Context(), cred)
 	if err == nil {
 		if err = c.check(); err != nil {
 			h.log.Error("the authentication hook returned an invalid caller", "err", err)
@@ -135,7 +141,7 @@ func designError(msg, code string) any { return binding.APIError{Error: msg, Cod
 
 // designExists serves GET /secrets/{name...}: existence of a secret of the
 // caller's organisation, with Stat only.
-func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw string) {
+func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})
@@ -155,9 +161,9 @@ func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 		return
 	}
 	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
-	if !authorize(caller, caller.Org, name, ActionExists) {
+	if !authorize(caller, caller.Org, name, actionExists) {
 		log.Info("secret existence check refused by the policy")
-		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, ActionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
+		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
 		return
 	}
 	exists, err := h.exists(r.Context(), caller.Org, name)
@@ -175,7 +181,7 @@ func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 
 // exists checks a secret with Stat, never reading its value
 // (binding.StoreChecker).
-func (h *Handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
+func (h *handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
 	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
@@ -219,7 +225,7 @@ func preferredWait(hdr http.Header) (time.Duration, bool) {
 // storeFailure answers a store error: 503 when the store is unavailable or
 // refuses the agbot, or did not answer within the wait the caller
 // preferred; 400 when it refuses the name; 500 otherwise.
-func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, body func(msg, code string) any) {
+func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, body func(msg, code string) any) {
 	waited := errors.Is(context.Cause(r.Context()), errWaitElapsed)
 	switch {
 	case r.Context().Err() != nil && !waited:
@@ -240,7 +246,7 @@ func (h *Handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 }
 
 // deniedMessage is anax's refusal (secure_api.go errCheck, lines 1182-1187).
-func deniedMessage(c Caller, a Action, t target) string {
+func deniedMessage(c Caller, a action, t target) string {
 	if t.dir {
 		return fmt.Sprintf("Permission denied, user %q cannot %s secrets %sin organization %q", c.ID, a, dirPhrase(t), t.org)
 	}
@@ -256,7 +262,7 @@ func dirPhrase(t target) string {
 
 // health serves GET /health in anax's shape (agreementbot/api.go lines
 // 678-700; apicommon/status.go Info).
-func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})

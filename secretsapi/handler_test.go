@@ -189,65 +189,57 @@ func TestWritesAndDeletesReachTheStore(t *testing.T) {
 // USER_PRIVATE_DENY_POLICY1 for admins (lines 16-17, 23, 158-163);
 // NON_ADMIN_ORG_WIDE_POLICY, USER_PRIVATE_DENY_POLICY1/2 and
 // USER_PRIVATE_POLICY1-3 for users (lines 22-29, 165-171); nothing for
-// nodes. Each row is checked on Allowed and through the HTTP API, on a
-// secret of that scope.
+// nodes. Each row is checked through the HTTP API, on a secret of that
+// scope (policy_internal_test.go checks the matrix itself).
 func TestAuthorizationMatrix(t *testing.T) {
 	type row struct {
 		as                                 string
 		role                               secretsapi.Role
-		scope                              secretsapi.Scope
+		scope                              string
 		read, list, exists, write, delete_ bool
 	}
 	const Y, N = true, false
 	matrix := []row{
-		{"myorg/admin", secretsapi.RoleAdmin, secretsapi.ScopeOrg, Y, Y, Y, Y, Y},
-		{"myorg/admin", secretsapi.RoleAdmin, secretsapi.ScopeNode, Y, Y, Y, Y, Y},
-		{"myorg/admin", secretsapi.RoleAdmin, secretsapi.ScopeOwnUser, Y, Y, Y, Y, Y},
-		{"myorg/admin", secretsapi.RoleAdmin, secretsapi.ScopeOtherUser, N, Y, Y, N, Y},
-		{"myorg/alice", secretsapi.RoleUser, secretsapi.ScopeOrg, N, Y, Y, N, N},
-		{"myorg/alice", secretsapi.RoleUser, secretsapi.ScopeNode, N, Y, Y, N, N},
-		{"myorg/alice", secretsapi.RoleUser, secretsapi.ScopeOwnUser, Y, Y, Y, Y, Y},
-		{"myorg/alice", secretsapi.RoleUser, secretsapi.ScopeOtherUser, N, N, N, N, N},
-		{"myorg/n1", secretsapi.RoleNode, secretsapi.ScopeOrg, N, N, N, N, N},
-		{"myorg/n1", secretsapi.RoleNode, secretsapi.ScopeNode, N, N, N, N, N},
-		{"myorg/n1", secretsapi.RoleNode, secretsapi.ScopeOwnUser, N, N, N, N, N},
-		{"myorg/n1", secretsapi.RoleNode, secretsapi.ScopeOtherUser, N, N, N, N, N},
+		{"myorg/admin", secretsapi.RoleAdmin, "org", Y, Y, Y, Y, Y},
+		{"myorg/admin", secretsapi.RoleAdmin, "node", Y, Y, Y, Y, Y},
+		{"myorg/admin", secretsapi.RoleAdmin, "own user", Y, Y, Y, Y, Y},
+		{"myorg/admin", secretsapi.RoleAdmin, "other user", N, Y, Y, N, Y},
+		{"myorg/alice", secretsapi.RoleUser, "org", N, Y, Y, N, N},
+		{"myorg/alice", secretsapi.RoleUser, "node", N, Y, Y, N, N},
+		{"myorg/alice", secretsapi.RoleUser, "own user", Y, Y, Y, Y, Y},
+		{"myorg/alice", secretsapi.RoleUser, "other user", N, N, N, N, N},
+		{"myorg/n1", secretsapi.RoleNode, "org", N, N, N, N, N},
+		{"myorg/n1", secretsapi.RoleNode, "node", N, N, N, N, N},
+		{"myorg/n1", secretsapi.RoleNode, "other user", N, N, N, N, N},
+		// A node has no user secrets: "user/n1/..." is another user's to it.
 	}
 	// A secret and a directory of each scope, as seen by the row's caller.
-	secretOf := map[string]map[secretsapi.Scope][2]string{
-		"myorg/admin": {secretsapi.ScopeOrg: {"db/password", ""}, secretsapi.ScopeNode: {"node/n1/cert", "/node/n1"},
-			secretsapi.ScopeOwnUser: {"user/admin/own", "/user/admin"}, secretsapi.ScopeOtherUser: {"user/bob/token", "/user/bob"}},
-		"myorg/alice": {secretsapi.ScopeOrg: {"db/password", ""}, secretsapi.ScopeNode: {"node/n1/cert", "/node/n1"},
-			secretsapi.ScopeOwnUser: {"user/alice/node/n1/key", "/user/alice/node/n1"}, secretsapi.ScopeOtherUser: {"user/bob/node/n1/key", "/user/bob/node/n1"}},
-		"myorg/n1": {secretsapi.ScopeOrg: {"db/password", ""}, secretsapi.ScopeNode: {"node/n1/cert", "/node/n1"},
-			secretsapi.ScopeOwnUser: {"user/n1/x", "/user/n1"}, secretsapi.ScopeOtherUser: {"user/bob/token", "/user/bob"}},
+	secretOf := map[string]map[string][2]string{
+		"myorg/admin": {"org": {"db/password", ""}, "node": {"node/n1/cert", "/node/n1"},
+			"own user": {"user/admin/own", "/user/admin"}, "other user": {"user/bob/token", "/user/bob"}},
+		"myorg/alice": {"org": {"db/password", ""}, "node": {"node/n1/cert", "/node/n1"},
+			"own user": {"user/alice/node/n1/key", "/user/alice/node/n1"}, "other user": {"user/bob/node/n1/key", "/user/bob/node/n1"}},
+		"myorg/n1": {"org": {"db/password", ""}, "node": {"node/n1/cert", "/node/n1"},
+			"other user": {"user/bob/token", "/user/bob"}},
 	}
 	for _, r := range matrix {
-		want := map[secretsapi.Action]bool{secretsapi.ActionRead: r.read, secretsapi.ActionList: r.list, secretsapi.ActionExists: r.exists,
-			secretsapi.ActionWrite: r.write, secretsapi.ActionDelete: r.delete_}
-		for action, allowed := range want {
-			assert.Equal(t, allowed, secretsapi.Allowed(r.role, r.scope, action), "%s %s %s", r.role, r.scope, action)
-		}
-		if r.role == secretsapi.RoleNode && r.scope == secretsapi.ScopeOwnUser {
-			continue // a node has no user secrets; "user/n1/..." is another user's to it
-		}
-		t.Run(r.role.String()+" on "+r.scope.String(), func(t *testing.T) {
+		t.Run(r.role.String()+" on "+r.scope, func(t *testing.T) {
 			f := newFixture(t, secretsapi.Options{})
 			name, dir := secretOf[r.as][r.scope][0], secretOf[r.as][r.scope][1]
 			requests := []struct {
-				action       secretsapi.Action
+				allowed      bool
 				method, path string
 				body         string
 			}{
-				{secretsapi.ActionRead, "GET", "/org/myorg/secrets/" + name, ""},
-				{secretsapi.ActionList, "LIST", "/org/myorg/secrets" + dir, ""},
-				{secretsapi.ActionExists, "LIST", "/org/myorg/secrets/" + name, ""},
-				{secretsapi.ActionWrite, "PUT", "/org/myorg/secrets/" + name, `{"key":"k","value":"new"}`},
-				{secretsapi.ActionDelete, "DELETE", "/org/myorg/secrets/" + name, ""},
+				{r.read, "GET", "/org/myorg/secrets/" + name, ""},
+				{r.list, "LIST", "/org/myorg/secrets" + dir, ""},
+				{r.exists, "LIST", "/org/myorg/secrets/" + name, ""},
+				{r.write, "PUT", "/org/myorg/secrets/" + name, `{"key":"k","value":"new"}`},
+				{r.delete_, "DELETE", "/org/myorg/secrets/" + name, ""},
 			}
 			for _, req := range requests {
 				resp := f.do(t, req.method, req.path, r.as, req.body)
-				if want[req.action] {
+				if req.allowed {
 					assert.NotEqual(t, http.StatusForbidden, resp.status, "%s %s: %s", req.method, req.path, resp.body)
 					assert.Less(t, resp.status, 300, "%s %s: %s", req.method, req.path, resp.body)
 				} else {
@@ -385,10 +377,10 @@ func TestBodyLimit(t *testing.T) {
 	r := f.do(t, "PUT", "/org/myorg/secrets/db", "myorg/admin", `{"key":"k","value":"`+strings.Repeat("x", 100)+`"}`)
 	assert.Equal(t, 413, r.status)
 	assert.Contains(t, r.body, "larger than 64 bytes")
-	_, err := secretsapi.NewHandler(secretsapi.Options{Authenticator: authenticate, MaxBodyBytes: -1})
+	_, err := secretsapi.NewHandler(secretsapi.Options{Authenticate: authenticate, MaxBodyBytes: -1})
 	assert.Error(t, err)
 	_, err = secretsapi.NewHandler(secretsapi.Options{})
-	assert.ErrorContains(t, err, "Authenticator")
+	assert.ErrorContains(t, err, "Authenticate")
 }
 
 // /health in anax's shape (agreementbot/api.go lines 678-700,

@@ -36,7 +36,7 @@ var fixtureSecrets = map[string]string{
 	"myorg/user/alice/deep/a/b/c/d/e": "alice-deep-value",
 }
 
-// account is one caller the test Authenticator knows.
+// account is one caller the test hook knows.
 type account struct {
 	password string
 	caller   secretsapi.Caller
@@ -55,7 +55,7 @@ var accounts = map[string]account{
 const aliceBearer = "bearer-token-of-alice"
 
 // authenticate is the test hook, standing in for the exchange.
-var authenticate = secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+func authenticate(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
 	if c.Bearer {
 		if c.Org == "myorg" && c.User == "alice" && subtle.ConstantTimeCompare([]byte(c.Secret), []byte(aliceBearer)) == 1 {
 			return accounts["myorg/alice"].caller, nil
@@ -67,7 +67,7 @@ var authenticate = secretsapi.AuthenticatorFunc(func(_ context.Context, c secret
 		return secretsapi.Caller{}, errors.New("bad password " + c.Secret)
 	}
 	return a.caller, nil
-})
+}
 
 // fixture is a handler over a recording store, served over loopback.
 type fixture struct {
@@ -89,8 +89,8 @@ func newFixture(t *testing.T, opts secretsapi.Options) *fixture {
 	if opts.Store == nil {
 		opts.Store = store.Store
 	}
-	if opts.Authenticator == nil {
-		opts.Authenticator = authenticate
+	if opts.Authenticate == nil {
+		opts.Authenticate = authenticate
 	}
 	opts.Logger = log
 	h, err := secretsapi.NewHandler(opts)
@@ -104,7 +104,7 @@ func newFixture(t *testing.T, opts secretsapi.Options) *fixture {
 func newBareFixture(t *testing.T) *fixture {
 	t.Helper()
 	log, logs := logtest.NewLogger()
-	h, err := secretsapi.NewHandler(secretsapi.Options{Authenticator: authenticate, Logger: log})
+	h, err := secretsapi.NewHandler(secretsapi.Options{Authenticate: authenticate, Logger: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -145,8 +145,8 @@ func (f *fixture) do(t *testing.T, method, path, as, body string) response {
 	case "":
 	case "bearer":
 		req.Header.Set("Authorization", "Bearer "+aliceBearer)
-		req.Header.Set(secretsapi.HeaderOrganization, "myorg")
-		req.Header.Set(secretsapi.HeaderUserID, "alice")
+		req.Header.Set("X-Organization", "myorg")
+		req.Header.Set("X-UserId", "alice")
 	default:
 		req.SetBasicAuth(as, accounts[as].password)
 	}

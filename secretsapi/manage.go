@@ -30,7 +30,7 @@ func ohError(msg, _ string) any { return msg }
 // an answer: route (404), OPTIONS (200, before credentials), credentials
 // (401), store configured (503), name (400), method (405), policy (403),
 // and only then the store.
-func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
+func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 	t, perr := parseOrgPath(r.URL.Path)
 	if errors.Is(perr, errNoRoute) {
 		writeJSON(w, http.StatusNotFound, "404 page not found")
@@ -58,25 +58,25 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", perr))
 		return
 	}
-	action, ok := actionOf(r.Method, t)
+	act, ok := actionOf(r.Method, t)
 	if !ok {
 		w.Header().Set("Allow", allowed)
 		writeJSON(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method %s is not allowed here; use %s.", r.Method, allowed))
 		return
 	}
-	log := h.log.With("caller", caller.String(), "org", t.org, "vaultSecret", t.String(), "action", action.String())
+	log := h.log.With("caller", caller.String(), "org", t.org, "vaultSecret", t.String(), "action", act.String())
 	// allsecrets lists whatever the caller may list, name by name; the
 	// caller must still be allowed to list its organisation's secrets.
 	scopeName := t.name
 	if t.all {
 		scopeName = binding.VaultSecretName{}
 	}
-	if !authorize(caller, t.org, scopeName, action) {
+	if !authorize(caller, t.org, scopeName, act) {
 		log.Info("secrets request refused by the policy")
-		writeJSON(w, http.StatusForbidden, deniedMessage(caller, action, t))
+		writeJSON(w, http.StatusForbidden, deniedMessage(caller, act, t))
 		return
 	}
-	if action == ActionList {
+	if act == actionList {
 		h.list(w, r, log, caller, t)
 		return
 	}
@@ -85,37 +85,37 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
 		return
 	}
-	switch action {
-	case ActionExists:
+	switch act {
+	case actionExists:
 		exists, err := h.exists(r.Context(), t.org, t.name)
 		if err != nil {
 			h.storeFailure(w, r, log, err, ohError)
 			return
 		}
 		writeJSON(w, http.StatusOK, binding.Existence{Exists: exists})
-	case ActionRead:
+	case actionRead:
 		h.read(w, r, log, t, path)
-	case ActionWrite:
+	case actionWrite:
 		h.write(w, r, log, path)
-	case ActionDelete:
+	case actionDelete:
 		h.delete(w, r, log, t, path)
 	}
 }
 
 // actionOf maps a method on a target to the action it is.
-func actionOf(method string, t target) (Action, bool) {
+func actionOf(method string, t target) (action, bool) {
 	if t.dir {
-		return ActionList, method == binding.MethodList
+		return actionList, method == binding.MethodList
 	}
 	switch method {
 	case binding.MethodList:
-		return ActionExists, true
+		return actionExists, true
 	case http.MethodGet:
-		return ActionRead, true
+		return actionRead, true
 	case http.MethodPut, http.MethodPost:
-		return ActionWrite, true
+		return actionWrite, true
 	case http.MethodDelete:
-		return ActionDelete, true
+		return actionDelete, true
 	}
 	return 0, false
 }
@@ -125,7 +125,7 @@ func actionOf(method string, t target) (Action, bool) {
 // relative to the organisation (anax: relative names, secure_api.go
 // listVaultSecret, lines 2247-2272; agreementbot/secrets/vault/vault.go
 // ListOrgNodeSecrets trims the directory).
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger, c Caller, t target) {
+func (h *handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger, c Caller, t target) {
 	prefix := t.storePrefix()
 	full, err := h.opts.Store.List(r.Context(), prefix)
 	if err != nil {
@@ -140,7 +140,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 		case err != nil:
 			log.Debug("store name that is not a vault secret name skipped", "name", p)
 		case t.all:
-			if authorize(c, t.org, n, ActionList) {
+			if authorize(c, t.org, n, actionList) {
 				names = append(names, rel)
 			}
 		case t.name.String() == "":
@@ -158,7 +158,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 }
 
 // read serves GET on a secret: {"key":…,"value":…}.
-func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+func (h *handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	s, err := h.opts.Store.Get(r.Context(), path)
 	if errors.Is(err, secretstore.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
@@ -181,7 +181,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // write serves PUT and POST on a secret: the body {"key":…,"value":…}
 // becomes the secret's data. Its labels (Vault custom_metadata, AWS tags)
 // are kept.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
+func (h *handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
 	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -213,7 +213,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger
 // delete serves DELETE on a secret: 404 when it does not exist, as anax
 // answers (agreementbot/secrets/vault/vault.go deleteSecret lists it
 // first).
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
+func (h *handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	exists, err := h.exists(r.Context(), t.org, t.name)
 	if err != nil {
 		h.storeFailure(w, r, log, err, ohError)

@@ -9,12 +9,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
-// Routes served besides binding.SecretsPath, binding.OrgPath and
-// binding.HealthPath.
-const (
-	// DeployCheckPath is GET /deploycheck/secretbindingcompatible.
-	DeployCheckPath = "/deploycheck/secretbindingcompatible"
-)
+// deployCheckPath is the route served besides binding.SecretsPath,
+// binding.OrgPath and binding.HealthPath: GET
+// /deploycheck/secretbindingcompatible.
+const deployCheckPath = "/deploycheck/secretbindingcompatible"
 
 // target is what an Open Horizon secrets-manager path names: a directory
 // of secrets (dir: name has Scope, User and Node set and Secret empty;

@@ -6,93 +6,93 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-// Action is what a request does with a secret or a directory of secrets.
-type Action int
+// action is what a request does with a secret or a directory of secrets.
+type action int
 
 const (
-	// ActionRead reads a secret's value (GET).
-	ActionRead Action = iota + 1
-	// ActionList lists the names in a directory (LIST on a directory, and
+	// actionRead reads a secret's value (GET).
+	actionRead action = iota + 1
+	// actionList lists the names in a directory (LIST on a directory, and
 	// each name of LIST /org/{org}/allsecrets).
-	ActionList
-	// ActionExists checks whether a secret exists (LIST on a name, and the
+	actionList
+	// actionExists checks whether a secret exists (LIST on a name, and the
 	// design route GET /secrets/{name}).
-	ActionExists
-	// ActionWrite creates or replaces a secret (PUT, POST).
-	ActionWrite
-	// ActionDelete deletes a secret (DELETE).
-	ActionDelete
+	actionExists
+	// actionWrite creates or replaces a secret (PUT, POST).
+	actionWrite
+	// actionDelete deletes a secret (DELETE).
+	actionDelete
 )
 
 // String returns the verb used in anax's refusals ("read", "list",
-// "create", "remove"), or "check" for ActionExists.
-func (a Action) String() string {
+// "create", "remove"), or "check" for actionExists.
+func (a action) String() string {
 	switch a {
-	case ActionRead:
+	case actionRead:
 		return "read"
-	case ActionList:
+	case actionList:
 		return "list"
-	case ActionExists:
+	case actionExists:
 		return "check"
-	case ActionWrite:
+	case actionWrite:
 		return "create"
-	case ActionDelete:
+	case actionDelete:
 		return "remove"
 	}
-	return "Action(" + strconv.Itoa(int(a)) + ")"
+	return "action(" + strconv.Itoa(int(a)) + ")"
 }
 
-// Scope is where a secret (or directory) lies, seen from the caller.
-type Scope int
+// scope is where a secret (or directory) lies, seen from the caller.
+type scope int
 
 const (
-	// ScopeOrg: "<name>", an organisation secret.
-	ScopeOrg Scope = iota + 1
-	// ScopeNode: "node/<node>/<name>", an organisation secret for one node.
-	ScopeNode
-	// ScopeOwnUser: "user/<caller>/<name>" and
+	// scopeOrg: "<name>", an organisation secret.
+	scopeOrg scope = iota + 1
+	// scopeNode: "node/<node>/<name>", an organisation secret for one node.
+	scopeNode
+	// scopeOwnUser: "user/<caller>/<name>" and
 	// "user/<caller>/node/<node>/<name>", the caller's own private secrets.
-	ScopeOwnUser
-	// ScopeOtherUser: "user/<someone else>/..." , another user's private
+	scopeOwnUser
+	// scopeOtherUser: "user/<someone else>/..." , another user's private
 	// secrets.
-	ScopeOtherUser
+	scopeOtherUser
 )
 
 // String returns "org", "node", "own user" or "other user".
-func (s Scope) String() string {
+func (s scope) String() string {
 	switch s {
-	case ScopeOrg:
+	case scopeOrg:
 		return "org"
-	case ScopeNode:
+	case scopeNode:
 		return "node"
-	case ScopeOwnUser:
+	case scopeOwnUser:
 		return "own user"
-	case ScopeOtherUser:
+	case scopeOtherUser:
 		return "other user"
 	}
-	return "Scope(" + strconv.Itoa(int(s)) + ")"
+	return "scope(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ScopeOf returns the scope of a vault secret name (or of a directory: a
+// scopeOf returns the scope of a vault secret name (or of a directory: a
 // name whose Secret is empty) as seen by c. The name is taken to be in c's
-// organisation; Allowed refuses everything in another one.
-func ScopeOf(c Caller, n binding.VaultSecretName) Scope {
+// organisation; authorize refuses everything in another one.
+func scopeOf(c Caller, n binding.VaultSecretName) scope {
 	switch n.Scope {
 	case binding.ScopeNode:
-		return ScopeNode
+		return scopeNode
 	case binding.ScopeUser, binding.ScopeUserNode:
 		if n.User == c.ID && c.Role != RoleNode {
-			return ScopeOwnUser
+			return scopeOwnUser
 		}
-		return ScopeOtherUser
+		return scopeOtherUser
 	}
-	return ScopeOrg
+	return scopeOrg
 }
 
 // actions is a set of actions.
 type actions uint8
 
-func allow(as ...Action) actions {
+func allow(as ...action) actions {
 	var s actions
 	for _, a := range as {
 		s |= 1 << a
@@ -121,29 +121,29 @@ func allow(as ...Action) actions {
 //     its own, nothing on other users'.
 //   - The plugin has no policy for nodes (anax's secrets routes take user
 //     credentials only, secure_api.go line 1088): nodes get nothing.
-var policy = map[Role]map[Scope]actions{
+var policy = map[Role]map[scope]actions{
 	RoleAdmin: {
-		ScopeOrg:       allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
-		ScopeNode:      allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
-		ScopeOwnUser:   allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
-		ScopeOtherUser: allow(ActionList, ActionExists, ActionDelete),
+		scopeOrg:       allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
+		scopeNode:      allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
+		scopeOwnUser:   allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
+		scopeOtherUser: allow(actionList, actionExists, actionDelete),
 	},
 	RoleUser: {
-		ScopeOrg:     allow(ActionList, ActionExists),
-		ScopeNode:    allow(ActionList, ActionExists),
-		ScopeOwnUser: allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
+		scopeOrg:     allow(actionList, actionExists),
+		scopeNode:    allow(actionList, actionExists),
+		scopeOwnUser: allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
 	},
 	RoleNode: {},
 }
 
-// Allowed reports whether the policy lets a caller with role do action on
+// allowed reports whether the policy lets a caller with role do action on
 // a secret of scope. It is the whole authorization matrix; callers of
 // another organisation than the secret's are refused before it is asked.
-func Allowed(role Role, scope Scope, action Action) bool {
-	return policy[role][scope]&(1<<action) != 0
+func allowed(role Role, s scope, a action) bool {
+	return policy[role][s]&(1<<a) != 0
 }
 
 // authorize reports whether c may do action on name (or directory) in org.
-func authorize(c Caller, org string, n binding.VaultSecretName, action Action) bool {
-	return c.Org == org && Allowed(c.Role, ScopeOf(c, n), action)
+func authorize(c Caller, org string, n binding.VaultSecretName, a action) bool {
+	return c.Org == org && allowed(c.Role, scopeOf(c, n), a)
 }

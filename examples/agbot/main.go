@@ -304,9 +304,9 @@ func defaultMember(dir string) string {
 // newMux routes the agbot's APIs.
 func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminToken string, log *slog.Logger) (http.Handler, error) {
 	secrets, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:         store,
-		Authenticator: adminAuthenticator(a.dep.org, adminToken),
-		Logger:        log,
+		Store:        store,
+		Authenticate: adminAuthenticator(a.dep.org, adminToken),
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, err
@@ -328,7 +328,7 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 	mux.Handle(binding.SecretsPath, secrets)
 	mux.Handle(binding.OrgPath, secrets)
 	mux.Handle(binding.HealthPath, secrets)
-	mux.Handle(secretsapi.DeployCheckPath, secrets)
+	mux.Handle("/deploycheck/secretbindingcompatible", secrets)
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)
 	mux.Handle(adminPathPrefix, &adminHandler{store: store, token: adminToken, log: log})
@@ -339,8 +339,8 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 // token makes its bearer the organisation's administrator, as a bearer
 // token (with or without anax's X-Organization and X-UserId) or as the
 // password of "<org>/admin" (hzn's -u <org>/admin:<token>).
-func adminAuthenticator(org, token string) secretsapi.Authenticator {
-	return secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+func adminAuthenticator(org, token string) func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {
+	return func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
 		user := c.User
 		if c.Bearer && user == "" {
 			user = "admin"
@@ -349,7 +349,7 @@ func adminAuthenticator(org, token string) secretsapi.Authenticator {
 			return secretsapi.Caller{}, errors.New("missing or wrong admin token")
 		}
 		return secretsapi.Caller{Org: org, ID: "admin", Role: secretsapi.RoleAdmin}, nil
-	})
+	}
 }
 
 // openStore opens the store of the config file at path, or an in-memory

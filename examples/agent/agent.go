@@ -72,12 +72,12 @@ func newAgent(store *agentapi.Store, tokens *agentapi.TokenTable, o agentOptions
 // loopback (demo.Listen), or Open Horizon's profile over HTTPS on a unix
 // socket and loopback (demo.ListenESS), as Open Horizon's agent serves its
 // ESS API. It returns the API's URL and how to shut it down.
-func (a *agent) serveAPI(c config, profile agentapi.Profile) (string, func() error, error) {
-	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{Profile: profile, Tokens: a.tokens, Logger: a.log})
+func (a *agent) serveAPI(c config, openHorizon bool) (string, func() error, error) {
+	h, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{OpenHorizon: openHorizon, Authenticate: a.tokens.Authenticate, Logger: a.log})
 	if err != nil {
 		return "", nil, err
 	}
-	if profile != agentapi.ProfileOpenHorizon {
+	if !openHorizon {
 		srv, err := demo.Listen(c.listen, c.addrFile, h, a.log)
 		if err != nil {
 			return "", nil, err
@@ -211,10 +211,11 @@ func (a *agent) provisionAll(_ context.Context, _ agreement.Proposal, instances 
 // provide gives an instance a token, unless it has one, and writes its
 // environment file.
 func (a *agent) provide(instance string) error {
-	mount, err := a.store.MountSource(instance)
-	if err != nil {
-		return err
+	info, ok := a.store.Instance(instance)
+	if !ok {
+		return errors.New("agent: no instance " + instance)
 	}
+	mount := info.MountSource
 	if _, ok := a.tokens.Token(context.Background(), instance); ok {
 		return nil
 	}

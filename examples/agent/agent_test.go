@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http/httptest"
 	"os"
@@ -131,11 +132,11 @@ func (f *fixture) secretsUpdate(id, value string) []byte {
 }
 
 func (f *fixture) file() (string, error) {
-	mount, err := f.agent.store.MountSource("web")
-	if err != nil {
-		return "", err
+	info, ok := f.agent.store.Instance("web")
+	if !ok {
+		return "", fmt.Errorf("instance web: %w", secretstore.ErrNotFound)
 	}
-	b, err := os.ReadFile(filepath.Join(mount, "api_key"))
+	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
 	return string(b), err
 }
 
@@ -153,7 +154,8 @@ func TestAgentLifecycle(t *testing.T) {
 	assert.Equal(t, "VALUE-1", content)
 	env, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
 	require.NoError(t, err)
-	mount, _ := f.agent.store.MountSource("web")
+	info, _ := f.agent.store.Instance("web")
+	mount := info.MountSource
 	assert.Equal(t, demo.Env{API: "http://127.0.0.1:1", Instance: "web", Token: env.Token, Mount: mount}, env)
 	token, ok := f.agent.tokens.Token(t.Context(), "web")
 	require.True(t, ok)
@@ -179,7 +181,7 @@ func TestAgentLifecycle(t *testing.T) {
 	content, err = f.file()
 	require.NoError(t, err)
 	assert.Equal(t, "VALUE-2", content, "no rollback")
-	info, _ := f.agent.store.Instance("web")
+	info, _ = f.agent.store.Instance("web")
 	assert.Equal(t, []string{"api_key"}, info.Updated)
 	env2, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
 	require.NoError(t, err)

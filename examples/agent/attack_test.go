@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 )
@@ -39,7 +38,7 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), attackTimeout)
 	defer cancel()
 	f := newFixture(t)
-	apiURL, shutdown, err := f.agent.serveAPI(config{listen: "127.0.0.1:0"}, agentapi.ProfileDesign)
+	apiURL, shutdown, err := f.agent.serveAPI(config{listen: "127.0.0.1:0"}, false)
 	require.NoError(t, err)
 	t.Cleanup(func() { shutdown() })
 	addr := strings.TrimPrefix(apiURL, "http://")

@@ -185,11 +185,15 @@ func run(c config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	profile, err := agentapi.ParseProfile(c.profile)
-	if err != nil {
-		return err
+	var openHorizon bool
+	switch c.profile {
+	case "design":
+	case "openhorizon":
+		openHorizon = true
+	default:
+		return fmt.Errorf("-profile %q: want design or openhorizon", c.profile)
 	}
-	apiURL, shutdown, err := a.serveAPI(c, profile)
+	apiURL, shutdown, err := a.serveAPI(c, openHorizon)
 	if err != nil {
 		return err
 	}
@@ -204,7 +208,7 @@ func run(c config, log *slog.Logger) (err error) {
 			return err
 		}
 	}
-	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", profile.String()), slog.String("instance", me.String()))
+	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", c.profile), slog.String("instance", me.String()))
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

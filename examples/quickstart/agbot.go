@@ -78,7 +78,7 @@ type agbotOptions struct {
 	verifier *identity.Verifier
 	resolver binding.Resolver // the exchange's service definitions
 	// authenticate checks a deployer's credentials for the agbot's API.
-	authenticate secretsapi.Authenticator
+	authenticate func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error)
 	// dir holds the agbot's delivery state file.
 	dir    string
 	say    *narrator
@@ -136,7 +136,7 @@ func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), org); err != nil {
 		return nil, err
 	}
-	handler, err := secretsapi.NewHandler(secretsapi.Options{Store: a.engine.Store(), Authenticator: opts.authenticate, Logger: log})
+	handler, err := secretsapi.NewHandler(secretsapi.Options{Store: a.engine.Store(), Authenticate: opts.authenticate, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +147,13 @@ func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 // basicAuthenticator is the agbot API's authentication hook for one
 // deployer, a user of the organisation, with a password. A real hook asks
 // the exchange.
-func basicAuthenticator(user, password string) secretsapi.Authenticator {
-	return secretsapi.AuthenticatorFunc(func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+func basicAuthenticator(user, password string) func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {
+	return func(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
 		if c.Org != "" && c.Org != org || c.User != user || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(password)) != 1 {
 			return secretsapi.Caller{}, errors.New("unknown user or wrong password")
 		}
 		return secretsapi.Caller{Org: org, ID: user, Role: secretsapi.RoleUser}, nil
-	})
+	}
 }
 
 // propose makes an agreement: it validates the deployment with the store

@@ -27,6 +27,7 @@ type nodeAgent struct {
 	agbotKeys *agreement.PublicKeys // pinned: only the agbot's envelopes are opened
 	guard     *agreement.MemoryReplayGuard
 	store     *agentapi.Store
+	root      string // the store's root directory
 	tokens    *agentapi.TokenTable
 	api       *httptest.Server
 	newToken  func() string
@@ -85,7 +86,7 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 		}
 	}()
 	tokens := &agentapi.TokenTable{}
-	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Tokens: tokens, Logger: log})
+	handler, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Authenticate: tokens.Authenticate, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +97,7 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 		agbotKeys: opts.agbotKeys,
 		guard:     agreement.NewMemoryReplayGuard(),
 		store:     store,
+		root:      opts.root,
 		tokens:    tokens,
 		api:       httptest.NewServer(handler),
 		newToken:  opts.newToken,
@@ -130,7 +132,7 @@ func (f *flow) registerAgent(ctx context.Context) (err error) {
 		return err
 	}
 	f.say.sayf("agent", "storage root %s (0700); registered as %s: certificate serial %x, expires %s, carries its %s key %s",
-		f.agent.store.Root(), id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Suite(), f.agent.keys.Public().EncryptionKeyID())
+		f.agent.root, id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Suite(), f.agent.keys.Public().EncryptionKeyID())
 	return nil
 }
 
@@ -195,7 +197,7 @@ func (a *nodeAgent) applyProposal(ctx context.Context, p agreement.Proposal) err
 	var started []serviceAccess
 	for _, ss := range p.Services {
 		id := instanceID(p.AgreementID, ss.Service)
-		if err := agentapi.CheckName(id); err != nil {
+		if err := agreement.CheckSecretName(id); err != nil {
 			return err
 		}
 		instances[ss.Service] = agentapi.Instance{ID: id}
@@ -207,9 +209,11 @@ func (a *nodeAgent) applyProposal(ctx context.Context, p agreement.Proposal) err
 	}
 	for i := range started {
 		s := &started[i]
-		if s.mount, err = a.store.MountSource(s.instanceID); err != nil {
-			return err
+		info, ok := a.store.Instance(s.instanceID)
+		if !ok {
+			return fmt.Errorf("no instance %s", s.instanceID)
 		}
+		s.mount = info.MountSource
 		if err := a.tokens.Set(s.instanceID, s.token); err != nil {
 			return err
 		}

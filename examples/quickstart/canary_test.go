@@ -208,8 +208,8 @@ func (c *capture) addErr(err error) {
 // replaced, kept in the root's tmp/ for a short grace before it is
 // overwritten (a reader that opened it just before still reads it whole).
 func (c *capture) snapshotFiles(t *testing.T, f *flow) {
-	instances := filepath.Join(f.agent.store.Root(), "instances")
-	staged := filepath.Join(f.agent.store.Root(), "tmp") + string(filepath.Separator)
+	instances := filepath.Join(f.agent.root, "instances")
+	staged := filepath.Join(f.agent.root, "tmp") + string(filepath.Separator)
 	err := filepath.WalkDir(f.workDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err

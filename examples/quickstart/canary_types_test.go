@@ -80,9 +80,9 @@ func TestCanaryEveryType(t *testing.T) {
 	require.NoError(t, err)
 	vaultAuth := vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(v()), SecretID: vault.Sensitive(v())}
 
-	static := agentapi.StaticTokens{"web-1": v()}
 	table := &agentapi.TokenTable{}
 	require.NoError(t, table.Set("web-1", v()))
+	require.NoError(t, table.Set("web-2", v()))
 	devOpts := mock.DevAgentOptions{Token: v(), Dir: filepath.Join(t.TempDir(), "dev")}
 	dev, err := mock.NewDevAgent(t.Context(), devOpts)
 	require.NoError(t, err)
@@ -107,9 +107,8 @@ func TestCanaryEveryType(t *testing.T) {
 		{name: "identity.Agent", v: idAgent},
 		{name: "identity.CAOptions", v: identity.CAOptions{Key: caKey}},
 		{name: "identity.CA", v: ca},
-		{name: "agentapi.StaticTokens", v: static},
 		{name: "agentapi.TokenTable", v: table},
-		{name: "agentapi.HandlerOptions", v: agentapi.HandlerOptions{Tokens: static}},
+		{name: "agentapi.HandlerOptions", v: agentapi.HandlerOptions{Authenticate: table.Authenticate}},
 		{name: "agentapi.Options", v: agentapi.Options{Root: "/r", Tokens: table, SealKeys: keys, MemoryDir: "/m"}},
 		{name: "agentapi.ReceiverOptions", v: agentapi.ReceiverOptions{Keys: keys, Agbot: keys.Public()}},
 		{name: "mock.DevAgentOptions", v: devOpts},

@@ -47,7 +47,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
@@ -79,10 +78,15 @@ func main() {
 		if *poll <= 0 {
 			return errors.New("-poll must be positive")
 		}
-		profile, err := agentapi.ParseProfile(*profileName)
-		if err != nil {
-			return err
+		var openHorizon bool
+		switch *profileName {
+		case "design":
+		case "openhorizon":
+			openHorizon = true
+		default:
+			return fmt.Errorf("-profile %q: want design or openhorizon", *profileName)
 		}
+		var err error
 		client := &http.Client{Timeout: 10 * time.Second}
 		switch {
 		case *caCert != "":
@@ -94,7 +98,7 @@ func main() {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		s := &service{envPath: *envPath, out: os.Stdout, log: log, http: client, seen: map[string]string{}, profile: profile}
+		s := &service{envPath: *envPath, out: os.Stdout, log: log, http: client, seen: map[string]string{}, openHorizon: openHorizon}
 		if *socket != "" {
 			s.base = "https://localhost"
 		}
@@ -109,7 +113,8 @@ type service struct {
 	out     io.Writer
 	log     *slog.Logger
 	http    *http.Client
-	profile agentapi.Profile
+	// openHorizon: the agent serves Open Horizon's /api/v1/secrets.
+	openHorizon bool
 	// base replaces the environment's API URL (a unix socket's
 	// https://localhost).
 	base string
@@ -217,7 +222,7 @@ func (s *service) checkUpdates(ctx context.Context) {
 		return
 	case status == http.StatusNotFound:
 		return // nothing updated
-	case status == http.StatusUnauthorized, status == http.StatusForbidden && s.profile == agentapi.ProfileOpenHorizon:
+	case status == http.StatusUnauthorized, status == http.StatusForbidden && s.openHorizon:
 		s.log.Warn("the agent refused the instance's token; re-reading the environment file")
 		return
 	case status != http.StatusOK:
@@ -247,8 +252,8 @@ func (s *service) checkUpdates(ctx context.Context) {
 
 // secretsPath is the profile's list route.
 func (s *service) secretsPath() string {
-	if s.profile == agentapi.ProfileOpenHorizon {
-		return agentapi.OpenHorizonPath
+	if s.openHorizon {
+		return "/api/v1/secrets"
 	}
 	return "/secrets"
 }
@@ -264,7 +269,7 @@ func (s *service) fetch(ctx context.Context, name string) ([]byte, error) {
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("status %d", status)
 	}
-	if s.profile == agentapi.ProfileOpenHorizon {
+	if s.openHorizon {
 		return decodeKeyValue(body)
 	}
 	return decodeSecret(body, name)

@@ -120,16 +120,17 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 	var tokens agentapi.TokenTable
 	require.NoError(t, tokens.Set("hello", "t0ken"))
-	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{Profile: agentapi.ProfileOpenHorizon, Tokens: &tokens})
+	h, err := agentapi.NewHandler(store, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: tokens.Authenticate})
 	require.NoError(t, err)
 	ess, err := demo.ListenESS(demo.ESSOptions{Socket: filepath.Join(dir, demo.ESSSocketFile), Dir: dir, Handler: h})
 	require.NoError(t, err)
 	t.Cleanup(func() { ess.Shutdown() })
-	mount, err := store.MountSource("hello")
-	require.NoError(t, err)
+	info, ok := store.Instance("hello")
+	require.True(t, ok)
+	mount := info.MountSource
 
 	s, out, logs := newService(t, demo.Env{API: "https://unused", Instance: "hello", Token: "t0ken", Mount: mount})
-	s.profile = agentapi.ProfileOpenHorizon
+	s.openHorizon = true
 	s.base = "https://localhost"
 	s.http, err = demo.ESSClient(ess.CertFile, ess.Socket)
 	require.NoError(t, err)
@@ -144,7 +145,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	require.NoError(t, err)
 	tick()
 	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"Everyone"}`)+"\nupdate hw_who "+hash("Everyone")+"\nack hw_who\n", out.String())
-	info, _ := store.Instance("hello")
+	info, _ = store.Instance("hello")
 	assert.Empty(t, info.Updated, "acknowledged")
 
 	// A refused token is 403 in this profile: the service re-reads its environment.

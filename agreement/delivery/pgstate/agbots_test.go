@@ -272,7 +272,7 @@ type received struct {
 	node, agbot string
 	header      agreement.Header
 	kind        string
-	changes     agentapi.Changes
+	changes     map[string][]string
 	at          time.Time
 }
 

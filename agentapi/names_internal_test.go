@@ -1,4 +1,4 @@
-package agentapi_test
+package agentapi
 
 import (
 	"os"
@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// FuzzCheckName checks that every accepted name is one path element that
-// stays in the directory it is joined to, and every rejected one says why.
-func FuzzCheckName(f *testing.F) {
+// FuzzCheckSecretName checks that every accepted name is one path element
+// that stays in the directory it is joined to, and every rejected one says
+// why.
+func FuzzCheckSecretName(f *testing.F) {
 	for _, seed := range []string{"password", "../x", "a/b", ".", "..", "", "a\x00b", `a\b`, "...", ".hidden", "ünï", "a\xff"} {
 		f.Add(seed)
 	}
@@ -24,10 +24,10 @@ func FuzzCheckName(f *testing.F) {
 	defer root.Close()
 
 	f.Fuzz(func(t *testing.T, name string) {
-		err := agentapi.CheckName(name)
+		err := checkSecretName(name)
 		if err != nil {
 			assert.ErrorIs(t, err, secretstore.ErrInvalid)
-			assert.Contains(t, err.Error(), "name ")
+			assert.Contains(t, err.Error(), "secret name ")
 			return
 		}
 		assert.Equal(t, dir, filepath.Dir(filepath.Join(dir, name)), "%q leaves the directory", name)
