@@ -18,7 +18,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -278,8 +278,8 @@ func TestOpenState(t *testing.T) {
 			defer st.Close()
 			_, isMemory := st.(*delivery.MemoryState)
 			assert.Equal(t, c.memory, isMemory)
-			_, memCerts := certs.(*identity.MemoryCertStore)
-			assert.Equal(t, c.memory, memCerts, "a state file keeps the identity records too")
+			_, fileCerts := certs.(*boltstate.CertStore)
+			assert.Equal(t, !c.memory, fileCerts, "a state file keeps the identity records too")
 			if c.file != "" {
 				assert.Equal(t, c.file, desc)
 				fi, err := os.Stat(c.file)

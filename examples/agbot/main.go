@@ -223,7 +223,7 @@ func run(c config, log *slog.Logger) (err error) {
 	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), dep.org); err != nil {
 		return err
 	}
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
 	if err != nil {
 		return err
 	}
