@@ -252,7 +252,7 @@ func (a *Agent) Renew(ctx context.Context) (*x509.Certificate, error) {
 
 // LoadCertificate takes the certificate installed at CertFile (after a
 // restart), with the same checks as a fresh one. An expired certificate is
-// refused with ErrExpired: register again.
+// refused (ErrUnauthenticated, "certificate expired"): register again.
 func (a *Agent) LoadCertificate() error {
 	if a.files == nil {
 		return newError(opInstall, a.id, secretstore.ErrInvalid, "the agent has no KeyFile and CertFile", nil)

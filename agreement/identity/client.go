@@ -28,7 +28,7 @@ var (
 
 // ClientOptions configures NewClient.
 type ClientOptions struct {
-	// BaseURL is where NewHandler's handler is mounted, e.g.
+	// BaseURL is where Issuer.Handler is mounted, e.g.
 	// "https://hub.example.com/identity". Required; use https outside
 	// tests.
 	BaseURL string
@@ -39,7 +39,7 @@ type ClientOptions struct {
 	PrepareRequest func(*http.Request) error
 }
 
-// Client calls the hub's identity API (NewHandler): an Agent's way to the
+// Client calls the hub's identity API (Issuer.Handler): an Agent's way to the
 // hub (AgentOptions.Hub), and an administrator's to revoke.
 type Client struct {
 	base    *url.URL
@@ -178,7 +178,7 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonRevoked:
 		reason = ErrRevoked
 	case reasonExpired:
-		reason = ErrExpired
+		reason = errExpired
 	case reasonReplayed:
 		if kind == secretstore.ErrConflict {
 			// Its own kind, so that the error matches exactly one.

@@ -32,7 +32,7 @@
 // state machine — current shifts to previous, previous is allowed once
 // more, any other serial revokes the instance; revoke: a tombstone),
 // CertSigner with the in-memory CA (NewCA) as default, CertStore with
-// NewMemoryCertStore as default, NewHandler (the HTTP API), and Verifier,
+// NewMemoryCertStore as default, Issuer.Handler (the HTTP API), and Verifier,
 // which the agbot calls before sealing and which returns the agent's keys
 // only for an active instance.
 //
@@ -45,7 +45,7 @@
 // Errors match the module's kinds of package secretstore with errors.Is
 // (ErrInvalid, ErrPermission, ErrNotFound, ErrConflict, ErrUnavailable);
 // ErrUnauthenticated and ErrForbidden refine ErrPermission, ErrReplayed
-// refines ErrConflict, and ErrRevoked and ErrExpired say why.
+// refines ErrConflict, and ErrRevoked says why a refusal is for good.
 //
 // Keys are standard library types (crypto.Signer with an Ed25519 key,
 // crypto/hpke public keys), so the agreement package's key types adapt to

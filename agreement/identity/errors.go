@@ -43,9 +43,10 @@ var (
 // ErrForbidden) both hold. The agbot uses it to stop sealing to the agent.
 var ErrRevoked = errors.New("instance revoked")
 
-// ErrExpired is the reason, under ErrUnauthenticated, when a certificate is
-// past its NotAfter: the agent must register again.
-var ErrExpired = errors.New("certificate expired")
+// errExpired is the reason, under ErrUnauthenticated, when a certificate is
+// past its NotAfter (the message says "certificate expired"; the HTTP
+// handler sends reason "expired"): the agent must register again.
+var errExpired = errors.New("certificate expired")
 
 // errorKinds lists the kinds in the order kindOf tries them: the
 // refinements before the module kinds they refine.
@@ -126,7 +127,7 @@ func (e *Error) public() string {
 // the cause.
 func (e *Error) Error() string {
 	// A reason sentinel is already said by Reason.
-	if e.Err == nil || e.Err == ErrRevoked || e.Err == ErrExpired || e.Err == errTooLarge {
+	if e.Err == nil || e.Err == ErrRevoked || e.Err == errExpired || e.Err == errTooLarge {
 		return e.public()
 	}
 	return e.public() + ": " + e.Err.Error()

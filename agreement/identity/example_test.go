@@ -32,7 +32,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	srv := httptest.NewServer(must(identity.NewHandler(identity.HandlerOptions{Issuer: issuer})))
+	srv := httptest.NewServer(issuer.Handler(nil))
 	defer srv.Close()
 
 	// Agent: its keys (from the agreement package in a real agent).
@@ -97,7 +97,11 @@ func ExampleAgent_Run() {
 	go func() {
 		// after agent.Register or agent.LoadCertificate
 		err := agent.Run(context.Background())
-		if errors.Is(err, identity.ErrRevoked) || errors.Is(err, identity.ErrExpired) {
+		switch {
+		case errors.Is(err, context.Canceled):
+		case errors.Is(err, identity.ErrRevoked):
+			fmt.Println("revoked for good:", err)
+		default:
 			fmt.Println("register again:", err)
 		}
 	}()
@@ -105,20 +109,17 @@ func ExampleAgent_Run() {
 
 // The revoke endpoint is off until the embedder supplies an authorisation
 // hook; here an organisation's administrator token.
-func ExampleHandlerOptions() {
+func ExampleIssuer_Handler() {
 	issuer := must(identity.NewIssuer(identity.IssuerOptions{
 		Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
 			return time.Time{}, errors.New("no provider configured")
 		}}))
-	handler := must(identity.NewHandler(identity.HandlerOptions{
-		Issuer: issuer,
-		AuthorizeRevoke: func(r *http.Request, id identity.Identity) error {
-			if r.Header.Get("Authorization") != "Bearer admin-of-"+id.Org {
-				return identity.ErrUnauthenticated
-			}
-			return nil
-		},
-	}))
+	handler := issuer.Handler(func(r *http.Request, id identity.Identity) error {
+		if r.Header.Get("Authorization") != "Bearer admin-of-"+id.Org {
+			return identity.ErrUnauthenticated
+		}
+		return nil
+	})
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 

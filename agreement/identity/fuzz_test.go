@@ -44,7 +44,7 @@ func FuzzParseCSR(f *testing.F) {
 
 func FuzzDecodeRegisterRequest(f *testing.F) {
 	k := newAgentKeys(f)
-	valid, err := registerRequest(f, k, testID, "att-CANARY", t0).Body()
+	valid, err := registerRequest(f, k, testID, "att-CANARY", now()).Body()
 	require.NoError(f, err)
 	f.Add(valid)
 	f.Add([]byte(`{"provider":"p","org":"o","node":"n","attestation":"x","csr":"y","lifetimeSeconds":-1}`))
@@ -138,11 +138,10 @@ func FuzzHandler(f *testing.F) {
 	h := newHub(f)
 	k := newAgentKeys(f)
 	registered := h.register(f, k, testID)
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer, AuthorizeRevoke: func(r *http.Request, id Identity) error { return ErrUnauthenticated }})
-	require.NoError(f, err)
+	handler := h.Issuer.Handler(func(r *http.Request, id Identity) error { return ErrUnauthenticated })
 	refresh, err := json.Marshal(refreshRequest(f, k, testID, registered, now()))
 	require.NoError(f, err)
-	register, err := registerRequest(f, k, testID, "good", t0).Body()
+	register, err := registerRequest(f, k, testID, "good", now()).Body()
 	require.NoError(f, err)
 	f.Add("POST", "/instance", register)
 	f.Add("POST", testID.path(), refresh)

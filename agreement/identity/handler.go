@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -13,31 +12,23 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// HandlerOptions configures NewHandler.
-type HandlerOptions struct {
-	// Issuer serves the requests. Required.
-	Issuer *Issuer
-	// AuthorizeRevoke decides whether the caller of DELETE may revoke id:
-	// return nil to allow, an error matching ErrUnauthenticated for 401,
-	// any other error for 403. Its error is logged, not sent. When nil,
-	// revocation over HTTP is disabled (403).
-	AuthorizeRevoke func(r *http.Request, id Identity) error
-	// Logger defaults to discarding.
-	Logger *slog.Logger
-}
-
-// handler serves the hub's identity API (NewHandler).
+// handler serves the hub's identity API (Issuer.Handler).
 type handler struct {
 	issuer    *Issuer
 	authorize func(*http.Request, Identity) error
 	log       *slog.Logger
 }
 
-// NewHandler returns the http.Handler serving the hub's identity API:
+// Handler returns the http.Handler serving the Issuer's identity API:
 //
 //	POST   /instance                                          register → 201, Location, the new certificate
 //	POST   /instance/{provider}/{org}/{node}/{instanceId}     refresh  → 200, the new certificate
 //	DELETE /instance/{provider}/{org}/{node}/{instanceId}     revoke   → 204
+//
+// authorizeRevoke decides whether the caller of DELETE may revoke id:
+// return nil to allow, an error matching ErrUnauthenticated for 401, any
+// other error for 403. Its error is logged, not sent. When nil, revocation
+// over HTTP is disabled (403).
 //
 // A certificate answer is JSON {"provider","org","node","instanceId",
 // "certificate" (PEM),"caCertificates" (PEM),"serial","notAfter"}. Errors
@@ -46,17 +37,11 @@ type handler struct {
 // instance or path), 405 (method), 409 (concurrent update, or reason
 // "replayed": a request whose proof was already used), 413 (body over
 // 64 KiB), 503 (store or signer failed). Messages never carry key
-// material, attestation data or plug-in error text. Mount it at the root or
-// under a prefix with http.StripPrefix; Client calls it.
-func NewHandler(opts HandlerOptions) (http.Handler, error) {
-	if opts.Issuer == nil {
-		return nil, fmt.Errorf("identity: handler: no Issuer")
-	}
-	h := &handler{issuer: opts.Issuer, authorize: opts.AuthorizeRevoke, log: opts.Logger}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	return h, nil
+// material, attestation data or plug-in error text; the full error goes to
+// the Issuer's Logger. Mount it at the root or under a prefix with
+// http.StripPrefix; Client calls it.
+func (is *Issuer) Handler(authorizeRevoke func(r *http.Request, id Identity) error) http.Handler {
+	return &handler{issuer: is, authorize: authorizeRevoke, log: is.log}
 }
 
 const instancePath = "/instance"
@@ -183,7 +168,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	switch {
 	case errors.Is(err, ErrRevoked):
 		body.Reason = reasonRevoked
-	case errors.Is(err, ErrExpired):
+	case errors.Is(err, errExpired):
 		body.Reason = reasonExpired
 	case errors.Is(err, ErrReplayed):
 		body.Reason = reasonReplayed

@@ -37,13 +37,10 @@ type server struct {
 	client *Client
 }
 
-func newServer(t *testing.T, opts HandlerOptions) *server {
+func newServer(t *testing.T, authorizeRevoke func(*http.Request, Identity) error) *server {
 	t.Helper()
 	h := newHub(t)
-	opts.Issuer = h.Issuer
-	handler, err := NewHandler(opts)
-	require.NoError(t, err)
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(h.Issuer.Handler(authorizeRevoke))
 	t.Cleanup(srv.Close)
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
 	require.NoError(t, err)
@@ -67,7 +64,7 @@ func (s *server) do(t *testing.T, method, path string, body []byte, header ...st
 
 func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 	ctx := context.Background()
-	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
+	s := newServer(t, authorizeAdmin)
 	k := newAgentKeys(t)
 
 	body, err := registerRequest(t, k, testID, "good", now()).Body()
@@ -100,7 +97,7 @@ func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 
 func TestHandlerUnknownSerialRevokesThen403(t *testing.T) {
 	ctx := context.Background()
-	s := newServer(t, HandlerOptions{})
+	s := newServer(t, nil)
 	k := newAgentKeys(t)
 	a, err := s.client.register(ctx, registerRequest(t, k, testID, "good", now()))
 	require.NoError(t, err)
@@ -126,7 +123,7 @@ func TestHandlerUnknownSerialRevokesThen403(t *testing.T) {
 }
 
 func TestHandlerErrors(t *testing.T) {
-	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
+	s := newServer(t, authorizeAdmin)
 	k := newAgentKeys(t)
 	registerBody := func(att Attestation) []byte {
 		b, err := registerRequest(t, k, testID, att, now()).Body()
@@ -180,7 +177,7 @@ func TestHandlerErrors(t *testing.T) {
 }
 
 func TestHandlerRevokeDisabledByDefault(t *testing.T) {
-	s := newServer(t, HandlerOptions{})
+	s := newServer(t, nil)
 	k := newAgentKeys(t)
 	s.register(t, k, testID)
 	resp, raw := s.do(t, http.MethodDelete, testID.path(), nil, "Authorization", adminToken)
@@ -191,8 +188,7 @@ func TestHandlerRevokeDisabledByDefault(t *testing.T) {
 
 func TestHandlerUnderPrefix(t *testing.T) {
 	h := newHub(t)
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer})
-	require.NoError(t, err)
+	handler := h.Issuer.Handler(nil)
 	mux := http.NewServeMux()
 	mux.Handle("/identity/", http.StripPrefix("/identity", handler))
 	srv := httptest.NewServer(mux)

@@ -347,7 +347,7 @@ func (is *Issuer) revokeForSerial(ctx context.Context, id Identity, serial strin
 // Revoke revokes an instance: its record becomes a tombstone, so it can
 // neither refresh nor register again and the Verifier refuses its
 // certificates. Revoking a revoked instance succeeds. Callers authorise the
-// request (the HTTP handler through HandlerOptions.AuthorizeRevoke).
+// request (Handler through its authorizeRevoke).
 func (is *Issuer) Revoke(ctx context.Context, id Identity) error {
 	if err := id.Validate(); err != nil {
 		return withOp(err, opRevoke)

@@ -131,8 +131,7 @@ func testLogsAndErrorsNeverCarrySecrets(t *testing.T) {
 			return t0, nil
 		}
 	})
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer, Logger: logger, AuthorizeRevoke: authorizeAdmin})
-	require.NoError(t, err)
+	handler := h.Issuer.Handler(authorizeAdmin)
 	client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{handler}}})
 	require.NoError(t, err)
 

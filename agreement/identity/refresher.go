@@ -67,8 +67,9 @@ func newRefresher(r renewer, opts refresherOptions) *refresher {
 // (OnExpiryWarning) when the certificate would expire before the next
 // attempt. It returns when ctx ends (ctx.Err()) or when a renewal fails in
 // a way no retry can fix (that error): the instance is refused
-// (ErrForbidden, e.g. ErrRevoked) or the certificate expired (ErrExpired);
-// either way the agent must register again. Call it after Register or
+// (ErrForbidden; with ErrRevoked for good) or the certificate expired
+// (ErrUnauthenticated, "certificate expired"); the agent must register
+// again, unless revoked. Call it after Register or
 // LoadCertificate.
 func (a *Agent) Run(ctx context.Context) error {
 	return newRefresher(a, a.renewal).run(ctx)
@@ -107,7 +108,7 @@ func (r *refresher) renew(ctx context.Context, cert *x509.Certificate) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrForbidden) || errors.Is(err, ErrExpired) {
+		if errors.Is(err, ErrForbidden) || errors.Is(err, errExpired) {
 			r.log.ErrorContext(ctx, "identity: renewal refused; register again", "error", err)
 			return err
 		}

@@ -52,9 +52,7 @@ func TestReplayedRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHub(t)
-		handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer})
-		require.NoError(t, err)
-		tap := &wiretap{next: handler, bodies: map[string][][]byte{}}
+		tap := &wiretap{next: h.Issuer.Handler(nil), bodies: map[string][][]byte{}}
 		client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{tap}}})
 		require.NoError(t, err)
 		// post sends body again, as the attacker on the path would.

@@ -63,10 +63,10 @@ func newTrust(chain []*x509.Certificate) (*trust, error) {
 
 // verify checks that leaf is valid at now and chains to the root for
 // client authentication. extra are intermediates the caller presented.
-// Errors are reasons; ErrExpired is wrapped when leaf is past NotAfter.
+// Errors are reasons; errExpired is wrapped when leaf is past NotAfter.
 func (t *trust) verify(leaf *x509.Certificate, extra []*x509.Certificate, now time.Time) error {
 	if now.After(leaf.NotAfter) {
-		return fmt.Errorf("%w at %s", ErrExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w at %s", errExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if now.Before(leaf.NotBefore) {
 		return fmt.Errorf("certificate is not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
@@ -148,7 +148,7 @@ type VerifiedIdentity struct {
 // blocks, at most 32 KiB: the leaf first, then any intermediates the agent
 // presented; see encodeCertificatesPEM) and returns what it vouches for.
 // Refusals match secretstore.ErrInvalid (not such a PEM chain),
-// ErrUnauthenticated (not from the hub CA; ErrExpired when expired),
+// ErrUnauthenticated (not from the hub CA, or expired),
 // ErrForbidden (ErrRevoked when the instance is revoked; a serial neither
 // current nor previous; a record for another node),
 // secretstore.ErrNotFound (no record) or secretstore.ErrUnavailable (the
@@ -212,10 +212,10 @@ func checkRecord(rec Record, id Identity) error {
 	return nil
 }
 
-// reasonSentinel returns ErrRevoked or ErrExpired when err wraps one, so
+// reasonSentinel returns ErrRevoked or errExpired when err wraps one, so
 // the *Error built from err's text still matches it.
 func reasonSentinel(err error) error {
-	for _, s := range []error{ErrRevoked, ErrExpired} {
+	for _, s := range []error{ErrRevoked, errExpired} {
 		if errors.Is(err, s) {
 			return s
 		}
