@@ -22,7 +22,8 @@ const maxElementLen = 128
 // Identity names one agent instance: the provider that launched it and its
 // instance id within that provider, and the organisation and node it runs
 // as. A certificate carries it as subject CN = Node plus exactly two SAN
-// URIs, NodeURI and InstanceURI.
+// URIs, edgesecrets://node/<org>/<node> and
+// edgesecrets://instanceid/<provider>/<instance-id>.
 //
 // Every element is 1 to 128 characters from the URI unreserved set
 // (A–Z a–z 0–9 - . _ ~), and not "." or "..", so it is a single path

@@ -59,7 +59,7 @@ type CertStore interface {
 	// concurrent uses exactly one succeeds. Nonces are random (16 to 64
 	// bytes); a store keeps each until u.Expires and may forget it after:
 	// the Issuer refuses proofs older than its window anyway. u.Now is the
-	// Issuer's clock, for stores that expire entries as they go.
+	// Issuer's current time, for stores that expire entries as they go.
 	UseNonce(ctx context.Context, u NonceUse) error
 }
 

@@ -57,7 +57,7 @@ func (Attestation) Format(f fmt.State, _ rune) {
 func (Attestation) LogValue() slog.Value { return slog.StringValue(redacted) }
 
 // MarshalJSON writes "[redacted]", so a value holding an attestation
-// (a registerBody in a log record, an error report) never carries it.
+// (a request in a log record, an error report) never carries it.
 // Decoding reads the value.
 func (Attestation) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
 
