@@ -32,17 +32,15 @@ type CertSigner interface {
 type CAOptions struct {
 	// Certificate and Key are an existing CA to load. With Key alone,
 	// NewCA makes a self-signed root for that key (an embedder that keeps
-	// the key, to keep its CA across restarts, then saves
-	// CA.Certificate()); with neither, a self-signed root for a new Ed25519
-	// key that exists only in memory.
+	// the key, to keep its CA across restarts, then saves the root,
+	// Chain()[0]); with neither, a self-signed root for a new Ed25519 key
+	// that exists only in memory.
 	Certificate *x509.Certificate
 	Key         crypto.Signer
 	// CommonName names a generated root; default "edgesecrets hub CA".
 	CommonName string
 	// Lifetime of a generated root; default ten years.
 	Lifetime time.Duration
-	// Clock dates a generated root; default the system clock.
-	Clock Clock
 }
 
 // Format prints the options without the key.
@@ -61,19 +59,26 @@ func (o CAOptions) LogValue() slog.Value {
 		slog.Bool("certificate", o.Certificate != nil), slog.String("key", keyPresence(o.Key)))
 }
 
-// CA is an in-memory certificate authority, the Issuer's default
-// CertSigner. Its key exists only in memory unless the embedder passes in
-// one it persists, so a generated CA's certificates die with the process.
-type CA struct {
+// memoryCA is the in-memory certificate authority of NewCA.
+type memoryCA struct {
 	cert *x509.Certificate
 	key  *heldKey // behind a pointer: printing a CA value shows an address
 }
 
-// NewCA loads or generates a CA.
-func NewCA(opts CAOptions) (*CA, error) {
+// NewCA loads or generates an in-memory certificate authority, the
+// Issuer's default CertSigner. Its key exists only in memory unless the
+// embedder passes in one it persists, so a generated CA's certificates die
+// with the process. Chain returns its certificate alone; Sign cuts a
+// validity past the CA's own to it. Printing it (fmt, slog) shows its
+// subject, never its key.
+func NewCA(opts CAOptions) (CertSigner, error) {
 	switch {
 	case opts.Certificate != nil && opts.Key != nil:
-		return loadCA(opts.Certificate, opts.Key)
+		ca, err := loadCA(opts.Certificate, opts.Key)
+		if err != nil {
+			return nil, err
+		}
+		return ca, nil
 	case opts.Certificate != nil:
 		return nil, fmt.Errorf("identity: CA: a certificate without its key")
 	}
@@ -85,7 +90,7 @@ func NewCA(opts CAOptions) (*CA, error) {
 	if lifetime <= 0 {
 		lifetime = 10 * 365 * 24 * time.Hour
 	}
-	now := clockOrSystem(opts.Clock).Now()
+	now := time.Now()
 	key := opts.Key
 	if key == nil {
 		_, generated, err := ed25519.GenerateKey(rand.Reader)
@@ -116,10 +121,10 @@ func NewCA(opts CAOptions) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: CA: parsing own certificate: %w", err)
 	}
-	return &CA{cert: cert, key: &heldKey{key}}, nil
+	return &memoryCA{cert: cert, key: &heldKey{key}}, nil
 }
 
-func loadCA(cert *x509.Certificate, key crypto.Signer) (*CA, error) {
+func loadCA(cert *x509.Certificate, key crypto.Signer) (*memoryCA, error) {
 	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, fmt.Errorf("identity: CA: certificate %q is not a CA certificate with the cert-sign key usage", cert.Subject.CommonName)
 	}
@@ -127,17 +132,14 @@ func loadCA(cert *x509.Certificate, key crypto.Signer) (*CA, error) {
 	if !ok || !pub.Equal(cert.PublicKey) {
 		return nil, fmt.Errorf("identity: CA: the key does not match certificate %q", cert.Subject.CommonName)
 	}
-	return &CA{cert: cert, key: &heldKey{key}}, nil
+	return &memoryCA{cert: cert, key: &heldKey{key}}, nil
 }
 
-// Certificate returns the CA certificate.
-func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
-
 // Chain implements CertSigner: the CA certificate alone.
-func (ca *CA) Chain() []*x509.Certificate { return []*x509.Certificate{ca.cert} }
+func (ca *memoryCA) Chain() []*x509.Certificate { return []*x509.Certificate{ca.cert} }
 
 // Sign implements CertSigner. A validity past the CA's own is cut to it.
-func (ca *CA) Sign(ctx context.Context, template *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+func (ca *memoryCA) Sign(ctx context.Context, template *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -158,12 +160,14 @@ func (ca *CA) Sign(ctx context.Context, template *x509.Certificate, pub crypto.P
 }
 
 // Format prints the CA's subject, never its key.
-func (ca *CA) Format(f fmt.State, _ rune) {
+func (ca *memoryCA) Format(f fmt.State, _ rune) {
 	_, _ = fmt.Fprintf(f, "CA{%q}", ca.cert.Subject.CommonName) // fmt.State buffers in memory; Format has no error to return
 }
 
 // LogValue logs the CA's subject, never its key.
-func (ca *CA) LogValue() slog.Value { return slog.StringValue("CA " + ca.cert.Subject.CommonName) }
+func (ca *memoryCA) LogValue() slog.Value {
+	return slog.StringValue("CA " + ca.cert.Subject.CommonName)
+}
 
 // randomSerial returns a positive serial of 127 random bits.
 func randomSerial() (*big.Int, error) {

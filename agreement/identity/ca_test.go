@@ -26,19 +26,20 @@ func TestNewCA(t *testing.T) {
 	}{
 		{name: "generated", opts: CAOptions{}},
 		{name: "a root for the given key", opts: CAOptions{Key: key}, wantKey: key.Public().(ed25519.PublicKey)},
-		{name: "loaded", opts: CAOptions{Key: key, Certificate: own.Certificate()}, wantKey: key.Public().(ed25519.PublicKey)},
-		{name: "certificate without key", opts: CAOptions{Certificate: own.Certificate()}, wantErr: "a certificate without its key"},
-		{name: "key of another certificate", opts: CAOptions{Key: otherKey, Certificate: own.Certificate()}, wantErr: "does not match"},
+		{name: "loaded", opts: CAOptions{Key: key, Certificate: own.Chain()[0]}, wantKey: key.Public().(ed25519.PublicKey)},
+		{name: "certificate without key", opts: CAOptions{Certificate: own.Chain()[0]}, wantErr: "a certificate without its key"},
+		{name: "key of another certificate", opts: CAOptions{Key: otherKey, Certificate: own.Chain()[0]}, wantErr: "does not match"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ca, err := NewCA(tt.opts)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
+				assert.True(t, ca == nil, "no signer, not a nil pointer in an interface")
 				return
 			}
 			require.NoError(t, err)
-			cert := ca.Certificate()
+			cert := ca.Chain()[0]
 			assert.True(t, cert.IsCA)
 			assert.NotZero(t, cert.KeyUsage&x509.KeyUsageCertSign)
 			require.NoError(t, cert.CheckSignatureFrom(cert), "self-signed")

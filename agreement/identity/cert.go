@@ -8,9 +8,9 @@ import (
 	"fmt"
 )
 
-// ParseCertificatesPEM decodes 1 to 8 PEM "CERTIFICATE" blocks (at most
-// 32 KiB in all), leaf first. Errors are ErrInvalid.
-func ParseCertificatesPEM(b []byte) ([]*x509.Certificate, error) {
+// parseCertificatesPEM decodes 1 to 8 PEM "CERTIFICATE" blocks (at most
+// 32 KiB in all), leaf first. Errors are secretstore.ErrInvalid.
+func parseCertificatesPEM(b []byte) ([]*x509.Certificate, error) {
 	ders, err := decodePEMBlocks(b, pemTypeCert, maxChainCerts)
 	if err != nil {
 		return nil, nameError(err.Error())
@@ -26,8 +26,8 @@ func ParseCertificatesPEM(b []byte) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// EncodeCertificatesPEM returns certs as concatenated PEM blocks.
-func EncodeCertificatesPEM(certs ...*x509.Certificate) []byte {
+// encodeCertificatesPEM returns certs as concatenated PEM blocks.
+func encodeCertificatesPEM(certs ...*x509.Certificate) []byte {
 	var out []byte
 	for _, c := range certs {
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: pemTypeCert, Bytes: c.Raw})...)
@@ -44,7 +44,7 @@ type certContents struct {
 }
 
 // inspectCertificate reads an agent certificate's identity and keys with
-// the same naming rules as ParseCSR. It does not check the chain or the
+// the same naming rules as parseCSR. It does not check the chain or the
 // validity period.
 func inspectCertificate(cert *x509.Certificate) (certContents, error) {
 	pub, ok := cert.PublicKey.(ed25519.PublicKey)

@@ -10,23 +10,25 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Hub is what an Agent talks to: the hub's identity API. *Client implements
+// hub is what an Agent talks to: the hub's identity API. *Client implements
 // it over HTTP; *Issuer implements it in process.
-type Hub interface {
-	Register(ctx context.Context, req *RegisterRequest) (*IdentityResponse, error)
-	Refresh(ctx context.Context, id Identity, req *RefreshRequest) (*IdentityResponse, error)
+type hub interface {
+	register(ctx context.Context, req *registerBody) (*responseBody, error)
+	refresh(ctx context.Context, id Identity, req *refreshBody) (*responseBody, error)
 }
 
 var (
-	_ Hub = (*Client)(nil)
-	_ Hub = (*Issuer)(nil)
+	_ hub = (*Client)(nil)
+	_ hub = (*Issuer)(nil)
 )
 
 // ClientOptions configures NewClient.
 type ClientOptions struct {
-	// BaseURL is where the Handler is mounted, e.g.
+	// BaseURL is where Issuer.Handler is mounted, e.g.
 	// "https://hub.example.com/identity". Required; use https outside
 	// tests.
 	BaseURL string
@@ -37,7 +39,8 @@ type ClientOptions struct {
 	PrepareRequest func(*http.Request) error
 }
 
-// Client calls the hub's identity API (Handler).
+// Client calls the hub's identity API (Issuer.Handler): an Agent's way to the
+// hub (AgentOptions.Hub), and an administrator's to revoke.
 type Client struct {
 	base    *url.URL
 	http    *http.Client
@@ -59,47 +62,47 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	return c, nil
 }
 
-// Register posts a registration (POST /instance).
-func (c *Client) Register(ctx context.Context, req *RegisterRequest) (*IdentityResponse, error) {
+// register posts a registration (POST /instance).
+func (c *Client) register(ctx context.Context, req *registerBody) (*responseBody, error) {
 	if req == nil {
-		return nil, newError(OpRegister, Identity{}, ErrInvalid, "no request", nil)
+		return nil, newError(opRegister, Identity{}, secretstore.ErrInvalid, "no request", nil)
 	}
 	body, err := req.Body()
 	if err != nil {
-		return nil, newError(OpRegister, Identity{}, ErrInvalid, "encoding the request", err)
+		return nil, newError(opRegister, Identity{}, secretstore.ErrInvalid, "encoding the request", err)
 	}
-	return c.identityCall(ctx, OpRegister, Identity{}, instancePath, body, http.StatusCreated)
+	return c.identityCall(ctx, opRegister, Identity{}, instancePath, body, http.StatusCreated)
 }
 
-// Refresh posts a refresh (POST /instance/{provider}/{org}/{node}/{instanceId}).
-func (c *Client) Refresh(ctx context.Context, id Identity, req *RefreshRequest) (*IdentityResponse, error) {
+// refresh posts a refresh (POST /instance/{provider}/{org}/{node}/{instanceId}).
+func (c *Client) refresh(ctx context.Context, id Identity, req *refreshBody) (*responseBody, error) {
 	if err := id.Validate(); err != nil {
-		return nil, withOp(err, OpRefresh)
+		return nil, withOp(err, opRefresh)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, newError(OpRefresh, id, ErrInvalid, "encoding the request", err)
+		return nil, newError(opRefresh, id, secretstore.ErrInvalid, "encoding the request", err)
 	}
-	return c.identityCall(ctx, OpRefresh, id, id.Path(), body, http.StatusOK)
+	return c.identityCall(ctx, opRefresh, id, id.path(), body, http.StatusOK)
 }
 
 // Revoke revokes an instance (DELETE /instance/{provider}/{org}/{node}/{instanceId}).
 func (c *Client) Revoke(ctx context.Context, id Identity) error {
 	if err := id.Validate(); err != nil {
-		return withOp(err, OpRevoke)
+		return withOp(err, opRevoke)
 	}
-	resp, err := c.do(ctx, OpRevoke, id, http.MethodDelete, id.Path(), nil)
+	resp, err := c.do(ctx, opRevoke, id, http.MethodDelete, id.path(), nil)
 	if err != nil {
 		return err
 	}
 	defer drain(resp.Body)
 	if resp.StatusCode != http.StatusNoContent {
-		return responseError(OpRevoke, id, resp)
+		return responseError(opRevoke, id, resp)
 	}
 	return nil
 }
 
-func (c *Client) identityCall(ctx context.Context, op string, id Identity, path string, payload []byte, want int) (*IdentityResponse, error) {
+func (c *Client) identityCall(ctx context.Context, op string, id Identity, path string, payload []byte, want int) (*responseBody, error) {
 	resp, err := c.do(ctx, op, id, http.MethodPost, path, payload)
 	if err != nil {
 		return nil, err
@@ -108,7 +111,7 @@ func (c *Client) identityCall(ctx context.Context, op string, id Identity, path 
 	if resp.StatusCode != want {
 		return nil, responseError(op, id, resp)
 	}
-	out, err := DecodeIdentityResponse(resp.Body)
+	out, err := decodeResponseBody(resp.Body)
 	if err != nil {
 		return nil, withInstance(withOp(err, op), id)
 	}
@@ -124,7 +127,7 @@ func (c *Client) do(ctx context.Context, op string, id Identity, method, path st
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, newError(op, id, ErrInvalid, "building the request", err)
+		return nil, newError(op, id, secretstore.ErrInvalid, "building the request", err)
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -132,7 +135,7 @@ func (c *Client) do(ctx context.Context, op string, id Identity, method, path st
 	req.Header.Set("Accept", "application/json")
 	if c.prepare != nil {
 		if err := c.prepare(req); err != nil {
-			return nil, newError(op, id, ErrInvalid, "preparing the request", err)
+			return nil, newError(op, id, secretstore.ErrInvalid, "preparing the request", err)
 		}
 	}
 	resp, err := c.http.Do(req)
@@ -140,7 +143,7 @@ func (c *Client) do(ctx context.Context, op string, id Identity, method, path st
 		if ctx.Err() != nil {
 			return nil, newError(op, id, nil, "calling the hub", ctx.Err())
 		}
-		return nil, newError(op, id, ErrUnavailable, "calling the hub", err)
+		return nil, newError(op, id, secretstore.ErrUnavailable, "calling the hub", err)
 	}
 	return resp, nil
 }
@@ -151,18 +154,18 @@ const maxErrorBody = 4 << 10
 // responseError turns an unexpected status into an error of the matching
 // kind, quoting the hub's message (which the hub keeps free of secrets).
 func responseError(op string, id Identity, resp *http.Response) error {
-	kind := ErrUnavailable
+	kind := secretstore.ErrUnavailable
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
-		kind = ErrInvalid
+		kind = secretstore.ErrInvalid
 	case http.StatusUnauthorized:
 		kind = ErrUnauthenticated
 	case http.StatusForbidden:
 		kind = ErrForbidden
 	case http.StatusNotFound:
-		kind = ErrNotFound
+		kind = secretstore.ErrNotFound
 	case http.StatusConflict:
-		kind = ErrConflict
+		kind = secretstore.ErrConflict
 	}
 	var body errorBody
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -175,9 +178,9 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonRevoked:
 		reason = ErrRevoked
 	case reasonExpired:
-		reason = ErrExpired
+		reason = errExpired
 	case reasonReplayed:
-		if kind == ErrConflict {
+		if kind == secretstore.ErrConflict {
 			// Its own kind, so that the error matches exactly one.
 			kind = ErrReplayed
 		}
@@ -186,6 +189,6 @@ func responseError(op string, id Identity, resp *http.Response) error {
 }
 
 func drain(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, MaxBodyBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxBodyBytes))
 	_ = body.Close()
 }

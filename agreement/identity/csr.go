@@ -11,6 +11,8 @@ import (
 	"encoding/asn1"
 	"encoding/pem"
 	"fmt"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The HPKE public key travels as an X.509 extension: in the CSR's extension
@@ -39,12 +41,6 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // oidCommonName is the subject CN attribute.
 var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
 
-// EncryptionKeyExtensionOID returns the OID of the extension carrying the
-// agent's HPKE public key in CSRs and certificates.
-func EncryptionKeyExtensionOID() asn1.ObjectIdentifier {
-	return append(asn1.ObjectIdentifier(nil), encryptionKeyOID...)
-}
-
 // Input limits.
 const (
 	// maxPEMBytes bounds one PEM input (a CSR, a certificate chain). An
@@ -72,7 +68,7 @@ func marshalEncryptionKey(pub hpke.PublicKey) (pkix.Extension, error) {
 	if err != nil {
 		return pkix.Extension{}, err
 	}
-	return pkix.Extension{Id: EncryptionKeyExtensionOID(), Value: der}, nil
+	return pkix.Extension{Id: append(asn1.ObjectIdentifier(nil), encryptionKeyOID...), Value: der}, nil
 }
 
 // parseEncryptionKey decodes the extension value into an HPKE public key.
@@ -109,18 +105,18 @@ func signingPublicKey(signer crypto.Signer) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
-// NewCSR returns a PEM certificate signing request for id, signed with the
+// newCSR returns a PEM certificate signing request for id, signed with the
 // agent's Ed25519 signing key and carrying its HPKE public key: subject CN =
-// id.Node, SAN URIs id.NodeURI() and id.InstanceURI(), and the encryption
-// key extension (see EncryptionKeyExtensionOID).
-func NewCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey) ([]byte, error) {
+// id.Node, SAN URIs id.nodeURI() and id.instanceURI(), and the encryption
+// key extension (see encryptionKeyOID).
+func newCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey) ([]byte, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := signingPublicKey(signingKey); err != nil {
-		return nil, newError(OpRegister, id, ErrInvalid, err.Error(), nil)
+		return nil, newError(opRegister, id, secretstore.ErrInvalid, err.Error(), nil)
 	}
-	exts, err := agentExtensions(OpRegister, id, encryptionKey)
+	exts, err := agentExtensions(opRegister, id, encryptionKey)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +124,7 @@ func NewCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, signingKey)
 	if err != nil {
 		// The cause comes from the signer; it describes a failure, not the key.
-		return nil, newError(OpRegister, id, ErrInvalid, "signing the CSR", err)
+		return nil, newError(opRegister, id, secretstore.ErrInvalid, "signing the CSR", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: pemTypeCSR, Bytes: der}), nil
 }
@@ -138,11 +134,11 @@ func NewCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 func agentExtensions(op string, id Identity, encryptionKey hpke.PublicKey) ([]pkix.Extension, error) {
 	enc, err := marshalEncryptionKey(encryptionKey)
 	if err != nil {
-		return nil, newError(op, id, ErrInvalid, err.Error(), nil)
+		return nil, newError(op, id, secretstore.ErrInvalid, err.Error(), nil)
 	}
 	san, err := marshalURISAN(id)
 	if err != nil {
-		return nil, newError(op, id, ErrInvalid, "encoding SAN URIs", err)
+		return nil, newError(op, id, secretstore.ErrInvalid, "encoding SAN URIs", err)
 	}
 	return []pkix.Extension{san, enc}, nil
 }
@@ -152,7 +148,7 @@ func agentExtensions(op string, id Identity, encryptionKey hpke.PublicKey) ([]pk
 // text.
 func marshalURISAN(id Identity) (pkix.Extension, error) {
 	var names []asn1.RawValue
-	for _, u := range []string{id.NodeURI(), id.InstanceURI()} {
+	for _, u := range []string{id.nodeURI(), id.instanceURI()} {
 		names = append(names, asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(u)})
 	}
 	der, err := asn1.Marshal(names)
@@ -186,9 +182,9 @@ func sanURIs(der []byte) ([]string, error) {
 	return uris, nil
 }
 
-// CSR is a certificate signing request that passed every check of
-// ParseCSR.
-type CSR struct {
+// parsedCSR is a certificate signing request that passed every check of
+// parseCSR.
+type parsedCSR struct {
 	// Identity is what the CN and SAN URIs name.
 	Identity Identity
 	// SigningKey is the agent's Ed25519 public key (the CSR's key).
@@ -199,14 +195,14 @@ type CSR struct {
 	Raw []byte
 }
 
-// ParseCSR decodes one PEM "CERTIFICATE REQUEST" of at most 32 KiB and checks
+// parseCSR decodes one PEM "CERTIFICATE REQUEST" of at most 32 KiB and checks
 // it: a valid signature by an Ed25519 key (the one allowed key type);
 // subject exactly CN = node id; exactly one node SAN URI and one
 // instance-id SAN URI in canonical form and no other name of any kind; the
 // HPKE public key extension holding a key of a KEM crypto/hpke knows; no
-// other requested extension. Errors are ErrInvalid and say which rule
+// other requested extension. Errors are secretstore.ErrInvalid and say which rule
 // failed.
-func ParseCSR(pemBytes []byte) (*CSR, error) {
+func parseCSR(pemBytes []byte) (*parsedCSR, error) {
 	der, err := decodeSinglePEM(pemBytes, pemTypeCSR)
 	if err != nil {
 		return nil, nameError(err.Error())
@@ -237,7 +233,7 @@ func ParseCSR(pemBytes []byte) (*CSR, error) {
 	if err != nil {
 		return nil, nameError("CSR " + err.Error())
 	}
-	return &CSR{Identity: id, SigningKey: pub, EncryptionKey: encKey, Raw: der}, nil
+	return &parsedCSR{Identity: id, SigningKey: pub, EncryptionKey: encKey, Raw: der}, nil
 }
 
 // onlyCommonName returns the subject CN, or an error if the subject holds

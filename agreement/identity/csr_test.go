@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestNewCSRRoundTrip(t *testing.T) {
@@ -16,9 +18,9 @@ func TestNewCSRRoundTrip(t *testing.T) {
 	for _, kem := range []hpke.KEM{hpke.MLKEM768X25519(), hpke.DHKEM(ecdh.X25519())} {
 		enc, err := kem.GenerateKey()
 		require.NoError(t, err)
-		pemBytes, err := NewCSR(k.sign, testID, enc.PublicKey())
+		pemBytes, err := newCSR(k.sign, testID, enc.PublicKey())
 		require.NoError(t, err)
-		csr, err := ParseCSR(pemBytes)
+		csr, err := parseCSR(pemBytes)
 		require.NoError(t, err)
 		assert.Equal(t, testID, csr.Identity)
 		assert.True(t, csr.SigningKey.Equal(k.sign.Public()))
@@ -28,11 +30,11 @@ func TestNewCSRRoundTrip(t *testing.T) {
 
 func TestNewCSRRefusesBadInput(t *testing.T) {
 	k := newAgentKeys(t)
-	_, err := NewCSR(k.sign, Identity{Provider: "p", Org: "a b", Node: "n", InstanceID: "i"}, k.enc.PublicKey())
+	_, err := newCSR(k.sign, Identity{Provider: "p", Org: "a b", Node: "n", InstanceID: "i"}, k.enc.PublicKey())
 	assert.ErrorContains(t, err, "org has a character outside")
-	_, err = NewCSR(nil, testID, k.enc.PublicKey())
+	_, err = newCSR(nil, testID, k.enc.PublicKey())
 	assert.ErrorContains(t, err, "no signing key")
-	_, err = NewCSR(k.sign, testID, nil)
+	_, err = newCSR(k.sign, testID, nil)
 	assert.ErrorContains(t, err, "no HPKE public key")
 }
 
@@ -55,12 +57,12 @@ func TestParseCSRFraming(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseCSR([]byte(tc.in))
-			require.ErrorIs(t, err, ErrInvalid)
+			_, err := parseCSR([]byte(tc.in))
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.ErrorContains(t, err, tc.msg)
 		})
 	}
-	_, err := ParseCSR([]byte("\n\n" + valid + "\n\n"))
+	_, err := parseCSR([]byte("\n\n" + valid + "\n\n"))
 	assert.NoError(t, err, "surrounding whitespace is fine")
 }
 
@@ -73,10 +75,10 @@ func TestParseCSRBadEncryptionKey(t *testing.T) {
 		"KEM too big": mustMarshal(t, encryptionKeyASN1{KEM: 1 << 20, PublicKey: []byte{1}}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := rawCSR{signer: k.sign, subject: pkix.Name{CommonName: testID.Node}, uris: []string{testID.NodeURI(), testID.InstanceURI()}, noEnc: true,
-				extra: []pkix.Extension{{Id: EncryptionKeyExtensionOID(), Value: value}}}
-			_, err := ParseCSR([]byte(c.pem(t)))
-			require.ErrorIs(t, err, ErrInvalid)
+			c := rawCSR{signer: k.sign, subject: pkix.Name{CommonName: testID.Node}, uris: []string{testID.nodeURI(), testID.instanceURI()}, noEnc: true,
+				extra: []pkix.Extension{{Id: encryptionKeyOID, Value: value}}}
+			_, err := parseCSR([]byte(c.pem(t)))
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			assert.ErrorContains(t, err, "HPKE")
 		})
 	}
@@ -86,17 +88,22 @@ func TestIdentityValidate(t *testing.T) {
 	assert.NoError(t, testID.Validate())
 	long := strings.Repeat("a", 129)
 	err := Identity{Provider: "", Org: "..", Node: long, InstanceID: "i/1"}.Validate()
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	for _, want := range []string{"provider is empty", `org ".." is not a name`, "node is longer than 128", "instance id has a character outside"} {
 		assert.ErrorContains(t, err, want, "every problem is reported")
 	}
-	assert.Equal(t, "edgesecrets://node/acme/node-1", testID.NodeURI())
-	assert.Equal(t, "edgesecrets://instanceid/openhorizon.factory1/i-0123456789", testID.InstanceURI())
-	assert.Equal(t, "/instance/openhorizon.factory1/acme/node-1/i-0123456789", testID.Path())
+	assert.Equal(t, "edgesecrets://node/acme/node-1", testID.nodeURI())
+	assert.Equal(t, "edgesecrets://instanceid/openhorizon.factory1/i-0123456789", testID.instanceURI())
+	assert.Equal(t, "/instance/openhorizon.factory1/acme/node-1/i-0123456789", testID.path())
 }
 
 func TestEncryptionKeyExtensionOIDIsACopy(t *testing.T) {
-	oid := EncryptionKeyExtensionOID()
-	oid[0] = 1
-	assert.Equal(t, "2.999.3131.1.1", EncryptionKeyExtensionOID().String(), "callers cannot change the package's OID")
+	k := newAgentKeys(t)
+	ext, err := marshalEncryptionKey(k.enc.PublicKey())
+	require.NoError(t, err)
+	assert.Equal(t, "2.999.3131.1.1", ext.Id.String(), "the OID the package documentation names")
+	ext.Id[0] = 1
+	again, err := marshalEncryptionKey(k.enc.PublicKey())
+	require.NoError(t, err)
+	assert.Equal(t, "2.999.3131.1.1", again.Id.String(), "a certificate template cannot change the package's OID")
 }

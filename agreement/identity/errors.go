@@ -8,18 +8,20 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Error kinds. Every error of this package matches exactly one of them with
-// errors.Is (a context error matches the context error instead). The HTTP
-// handler maps them to status codes and the client maps the codes back.
+// Error kinds. Every error of this package matches exactly one of the
+// module-wide kinds of package secretstore with errors.Is (a context error
+// matches the context error instead): secretstore.ErrInvalid for malformed
+// input — a bad CSR, a bad name, a bad body (HTTP 400);
+// secretstore.ErrPermission for a refusal (401 or 403); secretstore.ErrNotFound
+// when there is no record for the instance (404); secretstore.ErrConflict when
+// a concurrent update of the same instance record won (409);
+// secretstore.ErrUnavailable when the record store or the signer failed
+// (503). The HTTP handler maps them to status codes and the client maps the
+// codes back.
 //
-// Each kind is also one of the module's kinds (secretstore.ErrInvalid,
-// ErrPermission, ErrNotFound, ErrConflict, ErrUnavailable), which it
-// matches too, so that code handling errors from several packages needs
-// only those: errors.Is(err, secretstore.ErrUnavailable) holds for an
-// identity error of kind ErrUnavailable.
+// Three refusals have a kind of their own, which also matches the module
+// kind it refines.
 var (
-	// ErrInvalid: malformed input — a bad CSR, a bad name, a bad body (400).
-	ErrInvalid = errkind.New("invalid request", secretstore.ErrInvalid)
 	// ErrUnauthenticated: the caller did not prove who it is — the presented
 	// certificate is not from the hub CA or has expired, or the refresh
 	// proof's signature or time is wrong (401). Also
@@ -29,12 +31,6 @@ var (
 	// stale, identity mismatch, instance revoked, serial neither current nor
 	// previous (403). Also secretstore.ErrPermission.
 	ErrForbidden = errkind.New("forbidden", secretstore.ErrPermission)
-	// ErrNotFound: no record for the instance (404).
-	ErrNotFound = errkind.New("instance not found", secretstore.ErrNotFound)
-	// ErrConflict: a concurrent update of the same instance record won (409).
-	ErrConflict = errkind.New("conflict", secretstore.ErrConflict)
-	// ErrUnavailable: the record store or the signer failed (503).
-	ErrUnavailable = errkind.New("unavailable", secretstore.ErrUnavailable)
 	// ErrReplayed: the request carries a proof (register or refresh) that
 	// the hub has already accepted once; it changes nothing (409, reason
 	// "replayed"). An agent never sees it for its own requests: each one
@@ -47,15 +43,18 @@ var (
 // ErrForbidden) both hold. The agbot uses it to stop sealing to the agent.
 var ErrRevoked = errors.New("instance revoked")
 
-// ErrExpired is the reason, under ErrUnauthenticated, when a certificate is
-// past its NotAfter: the agent must register again.
-var ErrExpired = errors.New("certificate expired")
+// errExpired is the reason, under ErrUnauthenticated, when a certificate is
+// past its NotAfter (the message says "certificate expired"; the HTTP
+// handler sends reason "expired"): the agent must register again.
+var errExpired = errors.New("certificate expired")
 
-// errorKinds lists the kinds in the order KindOf tries them.
-var errorKinds = [...]error{ErrInvalid, ErrUnauthenticated, ErrForbidden, ErrNotFound, ErrConflict, ErrUnavailable, ErrReplayed}
+// errorKinds lists the kinds in the order kindOf tries them: the
+// refinements before the module kinds they refine.
+var errorKinds = [...]error{ErrUnauthenticated, ErrForbidden, ErrReplayed,
+	secretstore.ErrInvalid, secretstore.ErrNotFound, secretstore.ErrConflict, secretstore.ErrUnavailable}
 
-// KindOf returns the error kind err matches, or nil if it matches none.
-func KindOf(err error) error {
+// kindOf returns the error kind err matches, or nil if it matches none.
+func kindOf(err error) error {
 	for _, k := range errorKinds {
 		if errors.Is(err, k) {
 			return k
@@ -66,28 +65,32 @@ func KindOf(err error) error {
 
 // Operation names used in Error.Op.
 const (
-	OpRegister = "register"
-	OpRefresh  = "refresh"
-	OpRevoke   = "revoke"
-	OpVerify   = "verify"
-	OpInstall  = "install"
-	OpDecode   = "decode"
-	OpStore    = "store"
+	opRegister = "register"
+	opRefresh  = "refresh"
+	opRevoke   = "revoke"
+	opVerify   = "verify"
+	opInstall  = "install"
+	opDecode   = "decode"
+	opStore    = "store"
 )
 
 // Error is the error type of this package. It names the operation and the
 // instance, carries one kind, says what was wrong, and may wrap a cause.
 //
 // Reason is written by this package and never holds key material or
-// attestation data. Err may come from a plug-in (Attestor, Signer,
-// CertStore); the HTTP handler sends only Public() to callers and logs the
-// rest.
+// attestation data. Err may come from a plug-in (IssuerOptions.Attest, Signer,
+// CertStore); the HTTP handler sends only the message without the
+// cause to callers and logs the rest.
 type Error struct {
-	// Op is the operation, one of the Op constants.
+	// Op is the operation: "register", "refresh", "revoke", "verify",
+	// "install" (the agent's certificate and key files), "decode" (a name or
+	// a body) or "store" (a CertStore).
 	Op string
 	// Instance is the instance the operation was for, when known.
 	Instance Identity
-	// Kind is one of the package's error kinds.
+	// Kind is one of the error kinds: ErrUnauthenticated, ErrForbidden,
+	// ErrReplayed, or the module's secretstore.ErrInvalid, ErrNotFound,
+	// ErrConflict or ErrUnavailable; nil for a context error.
 	Kind error
 	// Reason is a sentence saying what was wrong.
 	Reason string
@@ -99,13 +102,13 @@ func newError(op string, id Identity, kind error, reason string, cause error) *E
 	return &Error{Op: op, Instance: id, Kind: kind, Reason: reason, Err: cause}
 }
 
-// Public returns the message without the cause: "identity: <op>
+// public returns the message without the cause: "identity: <op>
 // <instance>: <kind>: <reason>". It is what callers of the HTTP API see.
-func (e *Error) Public() string {
+func (e *Error) public() string {
 	var b strings.Builder
 	b.WriteString("identity: ")
 	b.WriteString(e.Op)
-	if !e.Instance.IsZero() {
+	if !e.Instance.isZero() {
 		b.WriteString(" ")
 		b.WriteString(e.Instance.String())
 	}
@@ -120,13 +123,14 @@ func (e *Error) Public() string {
 	return b.String()
 }
 
-// Error returns Public() followed by the cause.
+// Error returns "identity: <op> <instance>: <kind>: <reason>" followed by
+// the cause.
 func (e *Error) Error() string {
 	// A reason sentinel is already said by Reason.
-	if e.Err == nil || e.Err == ErrRevoked || e.Err == ErrExpired || e.Err == errTooLarge {
-		return e.Public()
+	if e.Err == nil || e.Err == ErrRevoked || e.Err == errExpired || e.Err == errTooLarge {
+		return e.public()
 	}
-	return e.Public() + ": " + e.Err.Error()
+	return e.public() + ": " + e.Err.Error()
 }
 
 // Unwrap returns the kind and the cause, so errors.Is matches either.
@@ -144,9 +148,9 @@ func (e *Error) Unwrap() []error {
 // publicMessage returns what may be shown to a remote caller for err.
 func publicMessage(err error) string {
 	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Public()
+		return e.public()
 	}
-	if k := KindOf(err); k != nil {
+	if k := kindOf(err); k != nil {
 		return "identity: " + k.Error()
 	}
 	return "identity: internal error"

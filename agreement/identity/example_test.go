@@ -22,17 +22,17 @@ func Example() {
 
 	// Hub: the provider's attestor vouches for documents it issued.
 	issuer, err := identity.NewIssuer(identity.IssuerOptions{
-		Attestor: identity.AttestorFunc(func(ctx context.Context, req identity.AttestationRequest) (identity.Confirmation, error) {
+		Attest: func(ctx context.Context, req identity.AttestationRequest) (time.Time, error) {
 			if string(req.Attestation) != "signed-document-for-"+req.Instance.InstanceID {
-				return identity.Confirmation{}, errors.New("not our document")
+				return time.Time{}, errors.New("not our document")
 			}
-			return identity.Confirmation{IssuedAt: time.Now()}, nil
-		}),
+			return time.Now(), nil // when the provider issued the document
+		},
 	})
 	if err != nil {
 		panic(err)
 	}
-	srv := httptest.NewServer(must(identity.NewHandler(identity.HandlerOptions{Issuer: issuer})))
+	srv := httptest.NewServer(issuer.Handler(nil))
 	defer srv.Close()
 
 	// Agent: its keys (from the agreement package in a real agent).
@@ -50,54 +50,58 @@ func Example() {
 
 	// Agbot: verify before sealing.
 	verifier := issuer.Verifier()
-	got, err := verifier.Verify(ctx, agent.CertificateChain()...)
+	got, err := verifier.Verify(ctx, agent.CertificateChain())
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("verified", got.Instance)
 	fmt.Println("seal to the agent's key:", string(got.EncryptionKey.Bytes()) == string(encryptionKey.PublicKey().Bytes()))
 
-	// Agent: renew (a Refresher does this after 2/3 of the lifetime).
+	// Agent: renew (Run does this after 2/3 of the lifetime).
 	if _, err := agent.Renew(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println("renewed; still verifies:", must(verifier.Verify(ctx, agent.CertificateChain()...)) != nil)
+	fmt.Println("renewed; still verifies:", must(verifier.Verify(ctx, agent.CertificateChain())) != nil)
 
 	// Administrator: revoke. The agbot refuses; so does the hub on refresh.
 	if err := issuer.Revoke(ctx, got.Instance); err != nil {
 		panic(err)
 	}
-	_, err = verifier.Verify(ctx, agent.CertificateChain()...)
+	_, err = verifier.Verify(ctx, agent.CertificateChain())
 	fmt.Println("after revoke, verifier:", errors.Is(err, identity.ErrRevoked))
 	_, err = agent.Renew(ctx)
-	fmt.Println("after revoke, refresh:", errors.Is(err, identity.ErrRevoked), identity.StatusOf(err))
+	fmt.Println("after revoke, refresh:", errors.Is(err, identity.ErrRevoked), errors.Is(err, identity.ErrForbidden))
 
 	// Output:
 	// verified openhorizon.factory1/acme/node-1/i-42
 	// seal to the agent's key: true
 	// renewed; still verifies: true
 	// after revoke, verifier: true
-	// after revoke, refresh: true 403
+	// after revoke, refresh: true true
 }
 
-// An agent keeps its certificate fresh with a Refresher: renewal after 2/3
-// of the lifetime, retries with jittered backoff while the hub is down, a
-// warning when the certificate would lapse before the next attempt, and an
-// end when the hub refuses for good (revoked, expired).
-func ExampleRefresher() {
-	var agent *identity.Agent // after agent.Register
-	refresher, err := identity.NewRefresher(identity.RefresherOptions{
-		Renewer: agent,
-		OnExpiryWarning: func(w identity.ExpiryWarning) {
-			fmt.Printf("certificate expires %s, before the next attempt at %s: %v\n", w.NotAfter, w.NextAttempt, w.Err)
+// An agent keeps its certificate fresh with Run: renewal after 2/3 of the
+// lifetime, retries with jittered backoff while the hub is down, a warning
+// when the certificate would lapse before the next attempt, and an end
+// when the hub refuses for good (revoked, expired).
+func ExampleAgent_Run() {
+	agent, err := identity.NewAgent(identity.AgentOptions{
+		// Instance, keys and Hub as in the package example.
+		OnExpiryWarning: func(notAfter, nextAttempt time.Time, err error) {
+			fmt.Printf("certificate expires %s, before the next attempt at %s: %v\n", notAfter, nextAttempt, err)
 		},
 	})
 	if err != nil {
-		panic(err)
+		return
 	}
 	go func() {
-		err := refresher.Run(context.Background())
-		if errors.Is(err, identity.ErrRevoked) || errors.Is(err, identity.ErrExpired) {
+		// after agent.Register or agent.LoadCertificate
+		err := agent.Run(context.Background())
+		switch {
+		case errors.Is(err, context.Canceled):
+		case errors.Is(err, identity.ErrRevoked):
+			fmt.Println("revoked for good:", err)
+		default:
 			fmt.Println("register again:", err)
 		}
 	}()
@@ -105,26 +109,23 @@ func ExampleRefresher() {
 
 // The revoke endpoint is off until the embedder supplies an authorisation
 // hook; here an organisation's administrator token.
-func ExampleHandlerOptions() {
-	issuer := must(identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
-		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
-			return identity.Confirmation{}, errors.New("no provider configured")
-		})}))
-	handler := must(identity.NewHandler(identity.HandlerOptions{
-		Issuer: issuer,
-		AuthorizeRevoke: func(r *http.Request, id identity.Identity) error {
-			if r.Header.Get("Authorization") != "Bearer admin-of-"+id.Org {
-				return identity.ErrUnauthenticated
-			}
-			return nil
-		},
-	}))
+func ExampleIssuer_Handler() {
+	issuer := must(identity.NewIssuer(identity.IssuerOptions{
+		Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+			return time.Time{}, errors.New("no provider configured")
+		}}))
+	handler := issuer.Handler(func(r *http.Request, id identity.Identity) error {
+		if r.Header.Get("Authorization") != "Bearer admin-of-"+id.Org {
+			return identity.ErrUnauthenticated
+		}
+		return nil
+	})
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
-	id := identity.Identity{Provider: "p", Org: "acme", Node: "node-1", InstanceID: "i-1"}
 	for _, token := range []string{"", "Bearer admin-of-acme"} {
-		req, _ := http.NewRequest(http.MethodDelete, srv.URL+id.Path(), nil)
+		// DELETE /instance/{provider}/{org}/{node}/{instanceId}
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/instance/p/acme/node-1/i-1", nil)
 		req.Header.Set("Authorization", token)
 		resp, err := srv.Client().Do(req)
 		if err != nil {

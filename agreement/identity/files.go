@@ -12,69 +12,69 @@ import (
 	"os"
 
 	"github.com/natefinch/atomic"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// KeyFileMode is the mode of the private key file.
-const KeyFileMode fs.FileMode = 0o600
+// keyFileMode is the mode of the private key file.
+const keyFileMode fs.FileMode = 0o600
 
 // pemTypeKey is the PEM type of the PKCS #8 key file.
 const pemTypeKey = "PRIVATE KEY"
 
-// Files is where an agent keeps its Ed25519 key and its certificate: a
-// PKCS #8 PEM key file (mode 0600) and a PEM certificate file (leaf, then the
-// CA chain), the pair a TLS stack loads. Both are written atomically
-// (github.com/natefinch/atomic: temporary file, fsync, rename), so a crash
-// leaves the old file or the new one, never a mix. The HPKE private key is
-// the agreement package's to store.
-type Files struct {
-	// KeyPath is the private key file. Required.
-	KeyPath string
-	// CertPath is the certificate file. Required.
-	CertPath string
+// files is where an agent keeps its Ed25519 key and its certificate
+// (AgentOptions.KeyFile and CertFile): a PKCS #8 PEM key file (mode 0600)
+// and a PEM certificate file (leaf, then the CA chain), the pair a TLS
+// stack loads. Both are written atomically (github.com/natefinch/atomic:
+// temporary file, fsync, rename), so a crash leaves the old file or the new
+// one, never a mix. The HPKE private key is the agreement package's to
+// store.
+type files struct {
+	keyPath, certPath string
 }
 
-// WriteKey writes key to KeyPath with mode 0600, atomically. An existing
-// file's mode is tightened first, since the atomic write keeps the mode of
-// the file it replaces.
-func (f Files) WriteKey(key ed25519.PrivateKey) error {
+// writeKeyFile writes the agent's Ed25519 key to path as a PKCS #8 PEM
+// file with mode 0600, atomically. An existing file's mode is tightened
+// first, since the atomic write keeps the mode of the file it replaces.
+func writeKeyFile(path string, key ed25519.PrivateKey) error {
 	if len(key) != ed25519.PrivateKeySize {
-		return newError(OpInstall, Identity{}, ErrInvalid, "not an Ed25519 private key", nil)
+		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "not an Ed25519 private key", nil)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return newError(OpInstall, Identity{}, ErrInvalid, "encoding the key", nil)
+		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "encoding the key", nil)
 	}
 	block := pem.EncodeToMemory(&pem.Block{Type: pemTypeKey, Bytes: der})
 	defer clear(block)
 	clear(der)
-	if err := os.Chmod(f.KeyPath, KeyFileMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fileError("tightening the mode of the key file", f.KeyPath, err)
+	if err := os.Chmod(path, keyFileMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fileError("tightening the mode of the key file", path, err)
 	}
-	if err := atomic.WriteFile(f.KeyPath, bytes.NewReader(block)); err != nil {
-		return fileError("writing the key file", f.KeyPath, err)
+	if err := atomic.WriteFile(path, bytes.NewReader(block)); err != nil {
+		return fileError("writing the key file", path, err)
 	}
 	// The temporary file was created 0600; check nothing widened it.
-	info, err := os.Stat(f.KeyPath)
+	info, err := os.Stat(path)
 	if err != nil {
-		return fileError("checking the key file", f.KeyPath, err)
+		return fileError("checking the key file", path, err)
 	}
-	if info.Mode().Perm() != KeyFileMode {
-		return newError(OpInstall, Identity{}, ErrInvalid, fmt.Sprintf("key file %s has mode %v, want %v", f.KeyPath, info.Mode().Perm(), KeyFileMode), nil)
+	if info.Mode().Perm() != keyFileMode {
+		return newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s has mode %v, want %v", path, info.Mode().Perm(), keyFileMode), nil)
 	}
 	return nil
 }
 
-// ReadKey reads the Ed25519 key from KeyPath. A key file readable by group
-// or others is refused.
-func (f Files) ReadKey() (ed25519.PrivateKey, error) {
-	info, err := os.Stat(f.KeyPath)
+// readKeyFile reads the Ed25519 key writeKeyFile wrote to path. A key file
+// readable by group or others is refused.
+func readKeyFile(path string) (ed25519.PrivateKey, error) {
+	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fileError("reading the key file", f.KeyPath, err)
+		return nil, fileError("reading the key file", path, err)
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		return nil, newError(OpInstall, Identity{}, ErrInvalid, fmt.Sprintf("key file %s has mode %v: it must not be readable by group or others", f.KeyPath, info.Mode().Perm()), nil)
+		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s has mode %v: it must not be readable by group or others", path, info.Mode().Perm()), nil)
 	}
-	raw, err := readBounded(f.KeyPath)
+	raw, err := readBounded(path)
 	if err != nil {
 		return nil, err
 	}
@@ -82,52 +82,52 @@ func (f Files) ReadKey() (ed25519.PrivateKey, error) {
 	der, err := decodeSinglePEM(raw, pemTypeKey)
 	if err != nil {
 		// err describes the PEM framing, never the content.
-		return nil, newError(OpInstall, Identity{}, ErrInvalid, "key file "+f.KeyPath+": "+err.Error(), nil)
+		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, "key file "+path+": "+err.Error(), nil)
 	}
 	defer clear(der)
 	parsed, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
-		return nil, newError(OpInstall, Identity{}, ErrInvalid, "key file "+f.KeyPath+" is not a PKCS #8 key", nil)
+		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, "key file "+path+" is not a PKCS #8 key", nil)
 	}
 	key, ok := parsed.(ed25519.PrivateKey)
 	if !ok {
-		return nil, newError(OpInstall, Identity{}, ErrInvalid, fmt.Sprintf("key file %s holds a %T, want an Ed25519 key", f.KeyPath, parsed), nil)
+		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s holds a %T, want an Ed25519 key", path, parsed), nil)
 	}
 	return key, nil
 }
 
-// WriteCertificate installs a certificate chain (leaf first) at CertPath,
-// atomically, but only if the leaf's public key is the key in KeyPath: a
+// writeCertificate installs a certificate chain (leaf first) at certPath,
+// atomically, but only if the leaf's public key is the key in keyPath: a
 // certificate that does not match the key is never installed, and the file
 // keeps its old content.
-func (f Files) WriteCertificate(chain []*x509.Certificate) error {
+func (f *files) writeCertificate(chain []*x509.Certificate) error {
 	if len(chain) == 0 || chain[0] == nil {
-		return newError(OpInstall, Identity{}, ErrInvalid, "no certificate", nil)
+		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "no certificate", nil)
 	}
-	key, err := f.ReadKey()
+	key, err := readKeyFile(f.keyPath)
 	if err != nil {
 		return err
 	}
 	defer clear(key)
 	leafKey, ok := chain[0].PublicKey.(ed25519.PublicKey)
 	if !ok || !leafKey.Equal(key.Public()) {
-		return newError(OpInstall, Identity{}, ErrForbidden, "the certificate's public key is not the agent's key in "+f.KeyPath+"; not installed", nil)
+		return newError(opInstall, Identity{}, ErrForbidden, "the certificate's public key is not the agent's key in "+f.keyPath+"; not installed", nil)
 	}
-	if err := atomic.WriteFile(f.CertPath, bytes.NewReader(EncodeCertificatesPEM(chain...))); err != nil {
-		return fileError("writing the certificate file", f.CertPath, err)
+	if err := atomic.WriteFile(f.certPath, bytes.NewReader(encodeCertificatesPEM(chain...))); err != nil {
+		return fileError("writing the certificate file", f.certPath, err)
 	}
 	return nil
 }
 
-// ReadCertificate reads the chain at CertPath, leaf first.
-func (f Files) ReadCertificate() ([]*x509.Certificate, error) {
-	raw, err := readBounded(f.CertPath)
+// readCertificate reads the chain at certPath, leaf first.
+func (f *files) readCertificate() ([]*x509.Certificate, error) {
+	raw, err := readBounded(f.certPath)
 	if err != nil {
 		return nil, err
 	}
-	certs, err := ParseCertificatesPEM(raw)
+	certs, err := parseCertificatesPEM(raw)
 	if err != nil {
-		return nil, withOp(err, OpInstall)
+		return nil, withOp(err, opInstall)
 	}
 	return certs, nil
 }
@@ -145,13 +145,13 @@ func readBounded(path string) ([]byte, error) {
 	}
 	if len(raw) > maxPEMBytes {
 		clear(raw)
-		return nil, newError(OpInstall, Identity{}, ErrInvalid, fmt.Sprintf("%s is larger than %d bytes", path, maxPEMBytes), nil)
+		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("%s is larger than %d bytes", path, maxPEMBytes), nil)
 	}
 	return raw, nil
 }
 
-// fileError wraps a file-system failure as ErrUnavailable; the cause is
+// fileError wraps a file-system failure as secretstore.ErrUnavailable; the cause is
 // kept, so a missing file matches fs.ErrNotExist.
 func fileError(what, path string, err error) error {
-	return newError(OpInstall, Identity{}, ErrUnavailable, what+" "+path, err)
+	return newError(opInstall, Identity{}, secretstore.ErrUnavailable, what+" "+path, err)
 }

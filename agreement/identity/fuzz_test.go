@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Every decoder of outside input is fuzzed: it must not panic, must stay
@@ -27,9 +29,9 @@ func FuzzParseCSR(f *testing.F) {
 	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		csr, err := ParseCSR(in)
+		csr, err := parseCSR(in)
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			require.Less(t, len(err.Error()), 1024)
 			return
 		}
@@ -42,7 +44,7 @@ func FuzzParseCSR(f *testing.F) {
 
 func FuzzDecodeRegisterRequest(f *testing.F) {
 	k := newAgentKeys(f)
-	valid, err := registerRequest(f, k, testID, "att-CANARY", t0).Body()
+	valid, err := registerRequest(f, k, testID, "att-CANARY", now()).Body()
 	require.NoError(f, err)
 	f.Add(valid)
 	f.Add([]byte(`{"provider":"p","org":"o","node":"n","attestation":"x","csr":"y","lifetimeSeconds":-1}`))
@@ -51,9 +53,9 @@ func FuzzDecodeRegisterRequest(f *testing.F) {
 	f.Add([]byte(`{} {}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		req, err := DecodeRegisterRequest(bytes.NewReader(in))
+		req, err := decodeRegisterBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			require.NotContains(t, err.Error(), "att-CANARY", "errors never quote the attestation")
 			return
 		}
@@ -69,7 +71,7 @@ func FuzzDecodeRefreshRequest(f *testing.F) {
 	h := newHub(f)
 	k := newAgentKeys(f)
 	resp := h.register(f, k, testID)
-	validReq := refreshRequest(f, k, testID, resp, h.clock.Now())
+	validReq := refreshRequest(f, k, testID, resp, now())
 	valid, err := json.Marshal(validReq)
 	require.NoError(f, err)
 	f.Add(valid)
@@ -77,9 +79,9 @@ func FuzzDecodeRefreshRequest(f *testing.F) {
 	f.Add([]byte(`{"csr":"a","certificate":"b","signedAt":1,"signature":"!!"}`))
 	f.Add([]byte(`{"signedAt":"yesterday"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		req, err := DecodeRefreshRequest(bytes.NewReader(in))
+		req, err := decodeRefreshBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			return
 		}
 		require.Len(t, req.Signature, 64)
@@ -87,7 +89,7 @@ func FuzzDecodeRefreshRequest(f *testing.F) {
 		require.NotEmpty(t, req.Certificate)
 		// Whatever decodes, the Issuer answers without panicking, and
 		// only the agent's own signature gets through.
-		if _, err := h.Refresh(context.Background(), testID, req); err == nil {
+		if _, err := h.Issuer.refresh(context.Background(), testID, req); err == nil {
 			require.Equal(t, validReq.Signature, req.Signature)
 		}
 	})
@@ -100,15 +102,15 @@ func FuzzParseCertificatesPEM(f *testing.F) {
 	f.Add([]byte(resp.Certificate))
 	f.Add([]byte(strings.Repeat(resp.CACertificates, maxChainCerts+1)))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		certs, err := ParseCertificatesPEM(in)
+		certs, err := parseCertificatesPEM(in)
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			return
 		}
 		require.NotEmpty(t, certs)
 		require.LessOrEqual(t, len(certs), maxChainCerts)
 		// The verifier takes whatever parses without panicking.
-		_, _ = h.Verifier().Verify(context.Background(), certs...)
+		_, _ = h.Verifier().verify(context.Background(), certs...)
 	})
 }
 
@@ -120,9 +122,9 @@ func FuzzDecodeIdentityResponse(f *testing.F) {
 	f.Add(valid)
 	f.Add([]byte(`{"certificate":"x","caCertificates":"y","notAfter":"not a time"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := DecodeIdentityResponse(bytes.NewReader(in))
+		out, err := decodeResponseBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			return
 		}
 		require.NotEmpty(t, out.Certificate)
@@ -136,15 +138,14 @@ func FuzzHandler(f *testing.F) {
 	h := newHub(f)
 	k := newAgentKeys(f)
 	registered := h.register(f, k, testID)
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer, AuthorizeRevoke: func(r *http.Request, id Identity) error { return ErrUnauthenticated }})
+	handler := h.Issuer.Handler(func(r *http.Request, id Identity) error { return ErrUnauthenticated })
+	refresh, err := json.Marshal(refreshRequest(f, k, testID, registered, now()))
 	require.NoError(f, err)
-	refresh, err := json.Marshal(refreshRequest(f, k, testID, registered, h.clock.Now()))
-	require.NoError(f, err)
-	register, err := registerRequest(f, k, testID, "good", t0).Body()
+	register, err := registerRequest(f, k, testID, "good", now()).Body()
 	require.NoError(f, err)
 	f.Add("POST", "/instance", register)
-	f.Add("POST", testID.Path(), refresh)
-	f.Add("DELETE", testID.Path(), []byte(nil))
+	f.Add("POST", testID.path(), refresh)
+	f.Add("DELETE", testID.path(), []byte(nil))
 	f.Add("GET", "/instance/%2e%2e/a/b/c", []byte(nil))
 	f.Add("POST", "/instance//a/b/c", []byte("{"))
 	allowed := map[int]bool{200: true, 201: true, 204: true, 400: true, 401: true, 403: true, 404: true, 405: true, 409: true, 413: true}

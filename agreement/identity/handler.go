@@ -4,61 +4,50 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// HandlerOptions configures NewHandler.
-type HandlerOptions struct {
-	// Issuer serves the requests. Required.
-	Issuer *Issuer
-	// AuthorizeRevoke decides whether the caller of DELETE may revoke id:
-	// return nil to allow, an error matching ErrUnauthenticated for 401,
-	// any other error for 403. Its error is logged, not sent. When nil,
-	// revocation over HTTP is disabled (403).
-	AuthorizeRevoke func(r *http.Request, id Identity) error
-	// Logger defaults to discarding.
-	Logger *slog.Logger
-}
-
-// Handler serves the hub's identity API:
-//
-//	POST   /instance                                          register → 201, Location, IdentityResponse
-//	POST   /instance/{provider}/{org}/{node}/{instanceId}     refresh  → 200, IdentityResponse
-//	DELETE /instance/{provider}/{org}/{node}/{instanceId}     revoke   → 204
-//
-// Errors are JSON {"error":"<message>","reason":"revoked"|"expired"|"replayed"}
-// with 400 (bad input), 401 (no proof), 403 (refused), 404 (no such
-// instance or path), 405 (method), 409 (concurrent update, or reason
-// "replayed": a request whose proof was already used), 413 (body over
-// MaxBodyBytes), 503 (store or signer failed). Messages never carry key
-// material, attestation data or plug-in error text. Mount it at the root or
-// under a prefix with http.StripPrefix.
-type Handler struct {
+// handler serves the hub's identity API (Issuer.Handler).
+type handler struct {
 	issuer    *Issuer
 	authorize func(*http.Request, Identity) error
 	log       *slog.Logger
 }
 
-// NewHandler returns a Handler.
-func NewHandler(opts HandlerOptions) (*Handler, error) {
-	if opts.Issuer == nil {
-		return nil, fmt.Errorf("identity: handler: no Issuer")
-	}
-	h := &Handler{issuer: opts.Issuer, authorize: opts.AuthorizeRevoke, log: opts.Logger}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	return h, nil
+// Handler returns the http.Handler serving the Issuer's identity API:
+//
+//	POST   /instance                                          register → 201, Location, the new certificate
+//	POST   /instance/{provider}/{org}/{node}/{instanceId}     refresh  → 200, the new certificate
+//	DELETE /instance/{provider}/{org}/{node}/{instanceId}     revoke   → 204
+//
+// authorizeRevoke decides whether the caller of DELETE may revoke id:
+// return nil to allow, an error matching ErrUnauthenticated for 401, any
+// other error for 403. Its error is logged, not sent. When nil, revocation
+// over HTTP is disabled (403).
+//
+// A certificate answer is JSON {"provider","org","node","instanceId",
+// "certificate" (PEM),"caCertificates" (PEM),"serial","notAfter"}. Errors
+// are JSON {"error":"<message>","reason":"revoked"|"expired"|"replayed"}
+// with 400 (bad input), 401 (no proof), 403 (refused), 404 (no such
+// instance or path), 405 (method), 409 (concurrent update, or reason
+// "replayed": a request whose proof was already used), 413 (body over
+// 64 KiB), 503 (store or signer failed). Messages never carry key
+// material, attestation data or plug-in error text; the full error goes to
+// the Issuer's Logger. Mount it at the root or under a prefix with
+// http.StripPrefix; Client calls it.
+func (is *Issuer) Handler(authorizeRevoke func(r *http.Request, id Identity) error) http.Handler {
+	return &handler{issuer: is, authorize: authorizeRevoke, log: is.log}
 }
 
 const instancePath = "/instance"
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	if path == instancePath {
 		if r.Method != http.MethodPost {
@@ -71,7 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(path, instancePath+"/")
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) != 4 {
-		h.fail(w, r, http.StatusNotFound, newError(OpDecode, Identity{}, ErrNotFound, "no such resource", nil))
+		h.fail(w, r, http.StatusNotFound, newError(opDecode, Identity{}, secretstore.ErrNotFound, "no such resource", nil))
 		return
 	}
 	id := Identity{Provider: parts[0], Org: parts[1], Node: parts[2], InstanceID: parts[3]}
@@ -85,42 +74,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) register(w http.ResponseWriter, r *http.Request) {
-	req, err := DecodeRegisterRequest(r.Body)
+func (h *handler) register(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRegisterBody(r.Body)
 	if err == nil {
-		var resp *IdentityResponse
-		if resp, err = h.issuer.Register(r.Context(), req); err == nil {
-			w.Header().Set("Location", mountPrefix(r)+resp.Path())
+		var resp *responseBody
+		if resp, err = h.issuer.register(r.Context(), req); err == nil {
+			w.Header().Set("Location", mountPrefix(r)+resp.path())
 			h.reply(w, http.StatusCreated, resp)
 			return
 		}
 	}
-	h.fail(w, r, StatusOf(err), err)
+	h.fail(w, r, statusOf(err), err)
 }
 
-func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id Identity) {
+func (h *handler) refresh(w http.ResponseWriter, r *http.Request, id Identity) {
 	if err := id.Validate(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, withOp(err, OpRefresh))
+		h.fail(w, r, http.StatusBadRequest, withOp(err, opRefresh))
 		return
 	}
-	req, err := DecodeRefreshRequest(r.Body)
+	req, err := decodeRefreshBody(r.Body)
 	if err == nil {
-		var resp *IdentityResponse
-		if resp, err = h.issuer.Refresh(r.Context(), id, req); err == nil {
+		var resp *responseBody
+		if resp, err = h.issuer.refresh(r.Context(), id, req); err == nil {
 			h.reply(w, http.StatusOK, resp)
 			return
 		}
 	}
-	h.fail(w, r, StatusOf(err), withInstance(err, id))
+	h.fail(w, r, statusOf(err), withInstance(err, id))
 }
 
-func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, id Identity) {
+func (h *handler) revoke(w http.ResponseWriter, r *http.Request, id Identity) {
 	if err := id.Validate(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, withOp(err, OpRevoke))
+		h.fail(w, r, http.StatusBadRequest, withOp(err, opRevoke))
 		return
 	}
 	if h.authorize == nil {
-		h.fail(w, r, http.StatusForbidden, newError(OpRevoke, id, ErrForbidden, "revocation over HTTP is not enabled on this hub", nil))
+		h.fail(w, r, http.StatusForbidden, newError(opRevoke, id, ErrForbidden, "revocation over HTTP is not enabled on this hub", nil))
 		return
 	}
 	if err := h.authorize(r, id); err != nil {
@@ -128,19 +117,19 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, id Identity) {
 		if errors.Is(err, ErrUnauthenticated) {
 			kind, reason, status = ErrUnauthenticated, "the caller is not authenticated", http.StatusUnauthorized
 		}
-		h.fail(w, r, status, newError(OpRevoke, id, kind, reason, err))
+		h.fail(w, r, status, newError(opRevoke, id, kind, reason, err))
 		return
 	}
 	if err := h.issuer.Revoke(r.Context(), id); err != nil {
-		h.fail(w, r, StatusOf(err), err)
+		h.fail(w, r, statusOf(err), err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
-	h.fail(w, r, http.StatusMethodNotAllowed, newError(OpDecode, Identity{}, ErrInvalid, "method "+clip(r.Method)+" not allowed; use "+allow, nil))
+	h.fail(w, r, http.StatusMethodNotAllowed, newError(opDecode, Identity{}, secretstore.ErrInvalid, "method "+clip(r.Method)+" not allowed; use "+allow, nil))
 }
 
 // mountPrefix returns the path prefix the handler is mounted under (what
@@ -168,7 +157,7 @@ const (
 	reasonReplayed = "replayed"
 )
 
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
@@ -179,7 +168,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	switch {
 	case errors.Is(err, ErrRevoked):
 		body.Reason = reasonRevoked
-	case errors.Is(err, ErrExpired):
+	case errors.Is(err, errExpired):
 		body.Reason = reasonExpired
 	case errors.Is(err, ErrReplayed):
 		body.Reason = reasonReplayed
@@ -187,30 +176,29 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	h.reply(w, status, body)
 }
 
-func (h *Handler) reply(w http.ResponseWriter, status int, v any) {
+func (h *handler) reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// StatusOf returns the HTTP status the Handler answers err with, for
-// embedders serving the Issuer through their own router.
-func StatusOf(err error) int {
+// statusOf returns the HTTP status the handler answers err with.
+func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, secretstore.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, secretstore.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrReplayed):
+	case errors.Is(err, secretstore.ErrConflict), errors.Is(err, ErrReplayed):
 		return http.StatusConflict
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrUnavailable):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, secretstore.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

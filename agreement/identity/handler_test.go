@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // adminToken is what the test's revoke hook accepts.
@@ -30,22 +32,19 @@ func authorizeAdmin(r *http.Request, id Identity) error {
 }
 
 type server struct {
-	*hub
+	*testHub
 	srv    *httptest.Server
 	client *Client
 }
 
-func newServer(t *testing.T, opts HandlerOptions) *server {
+func newServer(t *testing.T, authorizeRevoke func(*http.Request, Identity) error) *server {
 	t.Helper()
 	h := newHub(t)
-	opts.Issuer = h.Issuer
-	handler, err := NewHandler(opts)
-	require.NoError(t, err)
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(h.Issuer.Handler(authorizeRevoke))
 	t.Cleanup(srv.Close)
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
 	require.NoError(t, err)
-	return &server{hub: h, srv: srv, client: client}
+	return &server{testHub: h, srv: srv, client: client}
 }
 
 func (s *server) do(t *testing.T, method, path string, body []byte, header ...string) (*http.Response, []byte) {
@@ -65,20 +64,20 @@ func (s *server) do(t *testing.T, method, path string, body []byte, header ...st
 
 func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 	ctx := context.Background()
-	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
+	s := newServer(t, authorizeAdmin)
 	k := newAgentKeys(t)
 
-	body, err := registerRequest(t, k, testID, "good", s.clock.Now()).Body()
+	body, err := registerRequest(t, k, testID, "good", now()).Body()
 	require.NoError(t, err)
 	resp, raw := s.do(t, http.MethodPost, "/instance", body)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(raw))
-	assert.Equal(t, testID.Path(), resp.Header.Get("Location"))
+	assert.Equal(t, testID.path(), resp.Header.Get("Location"))
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-	a, err := DecodeIdentityResponse(bytes.NewReader(raw))
+	a, err := decodeResponseBody(bytes.NewReader(raw))
 	require.NoError(t, err)
 	assert.Equal(t, s.record(t, testID).CurrentSerial, a.Serial)
 
-	b, err := s.client.Refresh(ctx, testID, refreshRequest(t, k, testID, a, s.clock.Now()))
+	b, err := s.client.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 	require.NoError(t, err)
 	assert.Equal(t, b.Serial, s.record(t, testID).CurrentSerial)
 	assert.Equal(t, a.Serial, s.record(t, testID).PreviousSerial)
@@ -91,25 +90,25 @@ func TestHandlerRegisterRefreshRevoke(t *testing.T) {
 	require.NoError(t, admin.Revoke(ctx, testID))
 	assert.True(t, s.record(t, testID).Revoked)
 
-	_, err = s.client.Refresh(ctx, testID, refreshRequest(t, k, testID, b, s.clock.Now()))
+	_, err = s.client.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
 	require.ErrorIs(t, err, ErrForbidden)
 	require.ErrorIs(t, err, ErrRevoked, "the client maps the revoked reason back")
 }
 
 func TestHandlerUnknownSerialRevokesThen403(t *testing.T) {
 	ctx := context.Background()
-	s := newServer(t, HandlerOptions{})
+	s := newServer(t, nil)
 	k := newAgentKeys(t)
-	a, err := s.client.Register(ctx, registerRequest(t, k, testID, "good", s.clock.Now()))
+	a, err := s.client.register(ctx, registerRequest(t, k, testID, "good", now()))
 	require.NoError(t, err)
-	b, err := s.client.Refresh(ctx, testID, refreshRequest(t, k, testID, a, s.clock.Now()))
+	b, err := s.client.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 	require.NoError(t, err)
-	c, err := s.client.Refresh(ctx, testID, refreshRequest(t, k, testID, b, s.clock.Now()))
+	c, err := s.client.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
 	require.NoError(t, err)
 
-	body, err := json.Marshal(refreshRequest(t, k, testID, a, s.clock.Now())) // a: neither current (c) nor previous (b)
+	body, err := json.Marshal(refreshRequest(t, k, testID, a, now())) // a: neither current (c) nor previous (b)
 	require.NoError(t, err)
-	resp, raw := s.do(t, http.MethodPost, testID.Path(), body)
+	resp, raw := s.do(t, http.MethodPost, testID.path(), body)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	var eb errorBody
 	require.NoError(t, json.Unmarshal(raw, &eb))
@@ -117,17 +116,17 @@ func TestHandlerUnknownSerialRevokesThen403(t *testing.T) {
 	assert.Contains(t, eb.Error, "instance revoked")
 	assert.True(t, s.record(t, testID).Revoked)
 
-	body, err = json.Marshal(refreshRequest(t, k, testID, c, s.clock.Now()))
+	body, err = json.Marshal(refreshRequest(t, k, testID, c, now()))
 	require.NoError(t, err)
-	resp, _ = s.do(t, http.MethodPost, testID.Path(), body)
+	resp, _ = s.do(t, http.MethodPost, testID.path(), body)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a later refresh with the current certificate is refused too")
 }
 
 func TestHandlerErrors(t *testing.T) {
-	s := newServer(t, HandlerOptions{AuthorizeRevoke: authorizeAdmin})
+	s := newServer(t, authorizeAdmin)
 	k := newAgentKeys(t)
 	registerBody := func(att Attestation) []byte {
-		b, err := registerRequest(t, k, testID, att, s.clock.Now()).Body()
+		b, err := registerRequest(t, k, testID, att, now()).Body()
 		require.NoError(t, err)
 		return b
 	}
@@ -143,7 +142,7 @@ func TestHandlerErrors(t *testing.T) {
 		notInIt string
 	}{
 		{name: "GET /instance", method: http.MethodGet, path: "/instance", status: 405, allow: "POST", msg: "method GET not allowed"},
-		{name: "PUT instance", method: http.MethodPut, path: testID.Path(), status: 405, allow: "POST, DELETE"},
+		{name: "PUT instance", method: http.MethodPut, path: testID.path(), status: 405, allow: "POST, DELETE"},
 		{name: "unknown path", method: http.MethodPost, path: "/instances", status: 404, msg: "no such resource"},
 		{name: "too few elements", method: http.MethodPost, path: "/instance/a/b/c", status: 404},
 		{name: "too many elements", method: http.MethodDelete, path: "/instance/a/b/c/d/e", status: 404},
@@ -152,12 +151,12 @@ func TestHandlerErrors(t *testing.T) {
 		{name: "not JSON", method: http.MethodPost, path: "/instance", body: []byte("{"), status: 400, msg: "unexpected end of input"},
 		{name: "unknown field", method: http.MethodPost, path: "/instance", body: []byte(`{"provider":"p","bogus":1}`), status: 400, msg: `unknown field "bogus"`},
 		{name: "trailing data", method: http.MethodPost, path: "/instance", body: append(registerBody("good"), []byte(" {}")...), status: 400, msg: "trailing data"},
-		{name: "body too large", method: http.MethodPost, path: "/instance", body: bytes.Repeat([]byte(" "), MaxBodyBytes+1), status: 413},
+		{name: "body too large", method: http.MethodPost, path: "/instance", body: bytes.Repeat([]byte(" "), maxBodyBytes+1), status: 413},
 		{name: "attestor refusal", method: http.MethodPost, path: "/instance", body: registerBody("forged"), status: 403, msg: "the attestor refused the attestation", notInIt: "ref-7f3a"},
-		{name: "refresh unknown instance", method: http.MethodPost, path: testID.Path(), body: []byte(`{}`), status: 400, msg: "missing"},
-		{name: "revoke without credentials", method: http.MethodDelete, path: testID.Path(), status: 401, msg: "not authenticated"},
-		{name: "revoke with a weak token", method: http.MethodDelete, path: testID.Path(), header: []string{"Authorization", "Bearer user"}, status: 403, msg: "may not revoke", notInIt: "token not allowed"},
-		{name: "revoke unknown instance", method: http.MethodDelete, path: testID.Path(), header: []string{"Authorization", adminToken}, status: 404},
+		{name: "refresh unknown instance", method: http.MethodPost, path: testID.path(), body: []byte(`{}`), status: 400, msg: "missing"},
+		{name: "revoke without credentials", method: http.MethodDelete, path: testID.path(), status: 401, msg: "not authenticated"},
+		{name: "revoke with a weak token", method: http.MethodDelete, path: testID.path(), header: []string{"Authorization", "Bearer user"}, status: 403, msg: "may not revoke", notInIt: "token not allowed"},
+		{name: "revoke unknown instance", method: http.MethodDelete, path: testID.path(), header: []string{"Authorization", adminToken}, status: 404},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,10 +177,10 @@ func TestHandlerErrors(t *testing.T) {
 }
 
 func TestHandlerRevokeDisabledByDefault(t *testing.T) {
-	s := newServer(t, HandlerOptions{})
+	s := newServer(t, nil)
 	k := newAgentKeys(t)
 	s.register(t, k, testID)
-	resp, raw := s.do(t, http.MethodDelete, testID.Path(), nil, "Authorization", adminToken)
+	resp, raw := s.do(t, http.MethodDelete, testID.path(), nil, "Authorization", adminToken)
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	assert.Contains(t, string(raw), "revocation over HTTP is not enabled")
 	assert.False(t, s.record(t, testID).Revoked)
@@ -189,8 +188,7 @@ func TestHandlerRevokeDisabledByDefault(t *testing.T) {
 
 func TestHandlerUnderPrefix(t *testing.T) {
 	h := newHub(t)
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer})
-	require.NoError(t, err)
+	handler := h.Issuer.Handler(nil)
 	mux := http.NewServeMux()
 	mux.Handle("/identity/", http.StripPrefix("/identity", handler))
 	srv := httptest.NewServer(mux)
@@ -199,23 +197,23 @@ func TestHandlerUnderPrefix(t *testing.T) {
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL + "/identity/"})
 	require.NoError(t, err)
 	k := newAgentKeys(t)
-	a, err := client.Register(context.Background(), registerRequest(t, k, testID, "good", h.clock.Now()))
+	a, err := client.register(context.Background(), registerRequest(t, k, testID, "good", now()))
 	require.NoError(t, err)
-	_, err = client.Refresh(context.Background(), testID, refreshRequest(t, k, testID, a, h.clock.Now()))
+	_, err = client.refresh(context.Background(), testID, refreshRequest(t, k, testID, a, now()))
 	require.NoError(t, err)
 
-	body, err := registerRequest(t, k, testID, "good", h.clock.Now()).Body()
+	body, err := registerRequest(t, k, testID, "good", now()).Body()
 	require.NoError(t, err)
 	resp, err := srv.Client().Post(srv.URL+"/identity/instance", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, "/identity"+testID.Path(), resp.Header.Get("Location"))
+	assert.Equal(t, "/identity"+testID.path(), resp.Header.Get("Location"))
 }
 
 func TestClientErrorKinds(t *testing.T) {
 	for status, kind := range map[int]error{
-		400: ErrInvalid, 401: ErrUnauthenticated, 403: ErrForbidden, 404: ErrNotFound,
-		409: ErrConflict, 413: ErrInvalid, 500: ErrUnavailable, 503: ErrUnavailable,
+		400: secretstore.ErrInvalid, 401: ErrUnauthenticated, 403: ErrForbidden, 404: secretstore.ErrNotFound,
+		409: secretstore.ErrConflict, 413: secretstore.ErrInvalid, 500: secretstore.ErrUnavailable, 503: secretstore.ErrUnavailable,
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(status)
@@ -223,8 +221,8 @@ func TestClientErrorKinds(t *testing.T) {
 		}))
 		client, err := NewClient(ClientOptions{BaseURL: srv.URL})
 		require.NoError(t, err)
-		_, err = client.Refresh(context.Background(), testID, &RefreshRequest{})
-		assert.Equal(t, kind, KindOf(err), "status %d", status)
+		_, err = client.refresh(context.Background(), testID, &refreshBody{})
+		assert.Equal(t, kind, kindOf(err), "status %d", status)
 		assert.Contains(t, err.Error(), "computer says no")
 		srv.Close()
 	}
@@ -236,14 +234,14 @@ func TestClientHubDown(t *testing.T) {
 	srv.Close()
 	client, err := NewClient(ClientOptions{BaseURL: url, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 	require.NoError(t, err)
-	_, err = client.Register(context.Background(), &RegisterRequest{})
-	assert.ErrorIs(t, err, ErrUnavailable)
+	_, err = client.register(context.Background(), &registerBody{})
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = client.Register(ctx, &RegisterRequest{})
+	_, err = client.register(ctx, &registerBody{})
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Nil(t, KindOf(err))
+	assert.Nil(t, kindOf(err))
 }
 
 func TestNewClientNeedsURL(t *testing.T) {
@@ -254,7 +252,7 @@ func TestNewClientNeedsURL(t *testing.T) {
 }
 
 func TestStatusOfContextErrors(t *testing.T) {
-	assert.Equal(t, 503, StatusOf(context.Canceled))
-	assert.Equal(t, 500, StatusOf(errors.New("?")))
+	assert.Equal(t, 503, statusOf(context.Canceled))
+	assert.Equal(t, 500, statusOf(errors.New("?")))
 	assert.True(t, strings.HasPrefix(publicMessage(errors.New("secret detail")), "identity: internal error"))
 }

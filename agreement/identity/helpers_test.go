@@ -11,7 +11,8 @@ import (
 	"encoding/asn1"
 	"encoding/pem"
 	"errors"
-	"sort"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -19,77 +20,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// t0 is the fake clock's start.
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// t0 is when the bubble of a synctest.Test starts: midnight UTC at the
+// start of 2000.
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fakeClock is a Clock whose time moves only when the test says so.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
+// now is the current time in UTC without a monotonic reading, so that it
+// compares equal to the same instant read back from a certificate or a
+// record. In a synctest bubble it is the bubble's time, which moves only
+// when every goroutine of the bubble waits (time.Sleep in the test).
+func now() time.Time { return time.Now().UTC().Round(0) }
+
+// handlerTransport serves requests with h in the calling goroutine: an
+// HTTP round trip without a network, usable in a synctest bubble.
+type handlerTransport struct{ h http.Handler }
+
+func (tr handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	tr.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
 }
 
-type fakeWaiter struct {
-	at time.Time
-	d  time.Duration
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), d: d, ch: ch})
-	return ch
-}
-
-// Advance moves time by d and fires the waiters that are due.
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
-
-// Set moves time to t and fires the waiters that are due.
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(t) {
-			w.ch <- t
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-// waiter waits until something is waiting on the clock and returns the
-// earliest waiter.
-func (c *fakeClock) waiter(t *testing.T) fakeWaiter {
+// inMemoryClient returns a Client of the identity API of is that needs no
+// network.
+func inMemoryClient(t testing.TB, is *Issuer) *Client {
 	t.Helper()
-	var w fakeWaiter
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.waiters) == 0 {
-			return false
-		}
-		sort.Slice(c.waiters, func(i, j int) bool { return c.waiters[i].at.Before(c.waiters[j].at) })
-		w = c.waiters[0]
-		return true
-	}, 10*time.Second, time.Millisecond, "nothing waits on the clock")
-	return w
+	c, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{is.Handler(nil)}}})
+	require.NoError(t, err)
+	return c
 }
 
 var testID = Identity{Provider: "openhorizon.factory1", Org: "acme", Node: "node-1", InstanceID: "i-0123456789"}
@@ -111,16 +68,15 @@ func newAgentKeys(t testing.TB) agentKeys {
 
 func (k agentKeys) csr(t testing.TB, id Identity) string {
 	t.Helper()
-	pemBytes, err := NewCSR(k.sign, id, k.enc.PublicKey())
+	pemBytes, err := newCSR(k.sign, id, k.enc.PublicKey())
 	require.NoError(t, err)
 	return string(pemBytes)
 }
 
-// hub is an Issuer on a fake clock whose attestor accepts documents that
-// say "good" and dates them with attestedAt (default: now).
-type hub struct {
+// testHub is an Issuer whose attestor accepts documents that say "good"
+// and dates them with attestedAt (default: now).
+type testHub struct {
 	*Issuer
-	clock      *fakeClock
 	store      CertStore
 	attestedAt func() time.Time
 	attested   []AttestationRequest
@@ -129,21 +85,19 @@ type hub struct {
 
 type hubOption func(*IssuerOptions)
 
-func newHub(t testing.TB, opts ...hubOption) *hub {
+func newHub(t testing.TB, opts ...hubOption) *testHub {
 	t.Helper()
-	h := &hub{clock: newFakeClock()}
-	h.attestedAt = h.clock.Now
+	h := &testHub{attestedAt: now}
 	o := IssuerOptions{
-		Attestor: AttestorFunc(func(_ context.Context, req AttestationRequest) (Confirmation, error) {
+		Attest: func(_ context.Context, req AttestationRequest) (time.Time, error) {
 			h.mu.Lock()
 			h.attested = append(h.attested, req)
 			h.mu.Unlock()
 			if string(req.Attestation) != "good" {
-				return Confirmation{}, errDocumentRejected
+				return time.Time{}, errDocumentRejected
 			}
-			return Confirmation{IssuedAt: h.attestedAt()}, nil
-		}),
-		Clock: h.clock,
+			return h.attestedAt(), nil
+		},
 		Store: NewMemoryCertStore(),
 	}
 	for _, opt := range opts {
@@ -160,61 +114,65 @@ func newHub(t testing.TB, opts ...hubOption) *hub {
 // never sends it to the caller.
 var errDocumentRejected = errors.New("provider rejected document ref-7f3a")
 
-func (h *hub) register(t testing.TB, k agentKeys, id Identity) *IdentityResponse {
+func (h *testHub) register(t testing.TB, k agentKeys, id Identity) *responseBody {
 	t.Helper()
-	resp, err := h.Register(context.Background(), registerRequest(t, k, id, "good", h.clock.Now()))
+	resp, err := h.Issuer.register(context.Background(), registerRequest(t, k, id, "good", now()))
 	require.NoError(t, err)
 	return resp
 }
 
 // registerRequest builds a registration for id with attestation att and a
 // fresh proof by k made at now.
-func registerRequest(t testing.TB, k agentKeys, id Identity, att Attestation, now time.Time) *RegisterRequest {
+func registerRequest(t testing.TB, k agentKeys, id Identity, att Attestation, now time.Time) *registerBody {
 	t.Helper()
-	req, err := NewRegisterRequest(k.sign, id, []byte(k.csr(t, id)), att, now, 0)
+	req, err := newRegisterBody(k.sign, id, []byte(k.csr(t, id)), att, now, 0)
 	require.NoError(t, err)
 	return req
 }
 
 // resign gives r, changed by a test, a fresh proof by key made at now.
-func resign(t testing.TB, key crypto.Signer, r *RegisterRequest, now time.Time) {
+func resign(t testing.TB, key crypto.Signer, r *registerBody, now time.Time) {
 	t.Helper()
 	csrDER, _ := decodeSinglePEM([]byte(r.CSR), pemTypeCSR)
-	p, err := newProof(key, now, func(p RequestProof) []byte {
+	p, err := newProof(key, now, func(p requestProof) []byte {
 		c := *r
-		c.RequestProof = p
+		c.requestProof = p
 		return registerProofMessage(&c, csrDER)
 	})
 	require.NoError(t, err)
-	r.RequestProof = p
+	r.requestProof = p
 }
 
-func (h *hub) record(t testing.TB, id Identity) Record {
+// record returns id's record, its times as now returns them.
+func (h *testHub) record(t testing.TB, id Identity) Record {
 	t.Helper()
 	rec, err := h.store.Get(context.Background(), id.Provider, id.InstanceID)
 	require.NoError(t, err)
+	for _, tm := range []*time.Time{&rec.NotAfter, &rec.RevokedAt, &rec.UpdatedAt} {
+		*tm = tm.UTC().Round(0)
+	}
 	return rec
 }
 
 // refreshRequest builds a refresh for id proven with the certificate in
 // resp and key k, asking for a new certificate for the same keys.
-func refreshRequest(t testing.TB, k agentKeys, id Identity, resp *IdentityResponse, now time.Time) *RefreshRequest {
+func refreshRequest(t testing.TB, k agentKeys, id Identity, resp *responseBody, now time.Time) *refreshBody {
 	t.Helper()
 	cert := leafOf(t, resp)
-	req, err := NewRefreshRequest(k.sign, id, cert, []byte(k.csr(t, id)), now, 0)
+	req, err := newRefreshBody(k.sign, id, cert, []byte(k.csr(t, id)), now, 0)
 	require.NoError(t, err)
 	return req
 }
 
-func leafOf(t testing.TB, resp *IdentityResponse) *x509.Certificate {
+func leafOf(t testing.TB, resp *responseBody) *x509.Certificate {
 	t.Helper()
-	certs, err := ParseCertificatesPEM([]byte(resp.Certificate))
+	certs, err := parseCertificatesPEM([]byte(resp.Certificate))
 	require.NoError(t, err)
 	require.Len(t, certs, 1)
 	return certs[0]
 }
 
-// rawCSR builds a CSR from parts, for requests NewCSR refuses to make.
+// rawCSR builds a CSR from parts, for requests newCSR refuses to make.
 type rawCSR struct {
 	signer  crypto.Signer
 	subject pkix.Name

@@ -3,10 +3,12 @@ package identity
 import (
 	"fmt"
 	"strings"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// URIScheme is the scheme of the two SAN URIs an agent certificate carries.
-const URIScheme = "edgesecrets"
+// sanScheme is the scheme of the two SAN URIs an agent certificate carries.
+const sanScheme = "edgesecrets"
 
 // The two kinds of edgesecrets SAN URI (the URI's host part).
 const (
@@ -20,7 +22,8 @@ const maxElementLen = 128
 // Identity names one agent instance: the provider that launched it and its
 // instance id within that provider, and the organisation and node it runs
 // as. A certificate carries it as subject CN = Node plus exactly two SAN
-// URIs, NodeURI and InstanceURI.
+// URIs, edgesecrets://node/<org>/<node> and
+// edgesecrets://instanceid/<provider>/<instance-id>.
 //
 // Every element is 1 to 128 characters from the URI unreserved set
 // (A–Z a–z 0–9 - . _ ~), and not "." or "..", so it is a single path
@@ -38,15 +41,15 @@ type Identity struct {
 	InstanceID string `json:"instanceId"`
 }
 
-// IsZero reports whether every element is empty.
-func (id Identity) IsZero() bool { return id == Identity{} }
+// isZero reports whether every element is empty.
+func (id Identity) isZero() bool { return id == Identity{} }
 
 // String returns "<provider>/<org>/<node>/<instance-id>".
 func (id Identity) String() string {
 	return id.Provider + "/" + id.Org + "/" + id.Node + "/" + id.InstanceID
 }
 
-// Validate reports every bad element in one ErrInvalid error.
+// Validate reports every bad element in one secretstore.ErrInvalid error.
 func (id Identity) Validate() error {
 	var problems []string
 	for _, f := range []struct{ name, value string }{
@@ -57,24 +60,24 @@ func (id Identity) Validate() error {
 		}
 	}
 	if len(problems) > 0 {
-		return newError(OpDecode, Identity{}, ErrInvalid, strings.Join(problems, "; "), nil)
+		return newError(opDecode, Identity{}, secretstore.ErrInvalid, strings.Join(problems, "; "), nil)
 	}
 	return nil
 }
 
-// NodeURI returns "edgesecrets://node/<org>/<node>".
-func (id Identity) NodeURI() string {
-	return URIScheme + "://" + uriKindNode + "/" + id.Org + "/" + id.Node
+// nodeURI returns "edgesecrets://node/<org>/<node>".
+func (id Identity) nodeURI() string {
+	return sanScheme + "://" + uriKindNode + "/" + id.Org + "/" + id.Node
 }
 
-// InstanceURI returns "edgesecrets://instanceid/<provider>/<instance-id>".
-func (id Identity) InstanceURI() string {
-	return URIScheme + "://" + uriKindInstance + "/" + id.Provider + "/" + id.InstanceID
+// instanceURI returns "edgesecrets://instanceid/<provider>/<instance-id>".
+func (id Identity) instanceURI() string {
+	return sanScheme + "://" + uriKindInstance + "/" + id.Provider + "/" + id.InstanceID
 }
 
-// Path returns the instance's HTTP resource path,
+// path returns the instance's HTTP resource path,
 // "/instance/<provider>/<org>/<node>/<instance-id>".
-func (id Identity) Path() string {
+func (id Identity) path() string {
 	return "/instance/" + id.String()
 }
 
@@ -110,16 +113,16 @@ func identityFromNames(cn string, uris []string) (Identity, error) {
 	var nodes, instances int
 	for _, raw := range uris {
 		scheme, rest, ok := strings.Cut(raw, "://")
-		if !ok || scheme != URIScheme {
-			return Identity{}, fmt.Errorf("SAN URI with scheme %q: only %s:// URIs are allowed", uriScheme(raw), URIScheme)
+		if !ok || scheme != sanScheme {
+			return Identity{}, fmt.Errorf("SAN URI with scheme %q: only %s:// URIs are allowed", uriScheme(raw), sanScheme)
 		}
 		kind, path, _ := strings.Cut(rest, "/")
 		if kind != uriKindNode && kind != uriKindInstance {
-			return Identity{}, fmt.Errorf("unknown SAN URI kind %s://%s/: want %q or %q", URIScheme, clip(kind), uriKindNode, uriKindInstance)
+			return Identity{}, fmt.Errorf("unknown SAN URI kind %s://%s/: want %q or %q", sanScheme, clip(kind), uriKindNode, uriKindInstance)
 		}
 		first, second, ok := strings.Cut(path, "/")
 		if !ok || checkElement(first) != "" || checkElement(second) != "" {
-			return Identity{}, fmt.Errorf("SAN URI %s://%s/... is not of the form %s://%s/<a>/<b> with two valid name elements", URIScheme, kind, URIScheme, kind)
+			return Identity{}, fmt.Errorf("SAN URI %s://%s/... is not of the form %s://%s/<a>/<b> with two valid name elements", sanScheme, kind, sanScheme, kind)
 		}
 		if kind == uriKindNode {
 			nodes++
@@ -130,10 +133,10 @@ func identityFromNames(cn string, uris []string) (Identity, error) {
 		}
 	}
 	if nodes != 1 {
-		return Identity{}, fmt.Errorf("%d node SAN URIs (%s://%s/...), want exactly 1", nodes, URIScheme, uriKindNode)
+		return Identity{}, fmt.Errorf("%d node SAN URIs (%s://%s/...), want exactly 1", nodes, sanScheme, uriKindNode)
 	}
 	if instances != 1 {
-		return Identity{}, fmt.Errorf("%d instance-id SAN URIs (%s://%s/...), want exactly 1", instances, URIScheme, uriKindInstance)
+		return Identity{}, fmt.Errorf("%d instance-id SAN URIs (%s://%s/...), want exactly 1", instances, sanScheme, uriKindInstance)
 	}
 	if cn != id.Node {
 		return Identity{}, fmt.Errorf("subject CN %q is not the node id %q of the node SAN URI", clip(cn), id.Node)
@@ -142,7 +145,7 @@ func identityFromNames(cn string, uris []string) (Identity, error) {
 }
 
 func nameError(reason string) error {
-	return newError(OpDecode, Identity{}, ErrInvalid, reason, nil)
+	return newError(opDecode, Identity{}, secretstore.ErrInvalid, reason, nil)
 }
 
 // uriScheme returns the part of raw before "://" (or ":"), clipped, for

@@ -19,24 +19,26 @@ func TestVerifiedKeysAreTheAgreementKeys(t *testing.T) {
 		t.Run(string(suite), func(t *testing.T) {
 			ctx := t.Context()
 			issuer, err := identity.NewIssuer(identity.IssuerOptions{
-				Attestor: identity.AttestorFunc(func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
-					return identity.Confirmation{IssuedAt: time.Now()}, nil
-				}),
+				Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+					return time.Now(), nil
+				},
 			})
 			require.NoError(t, err)
 			agentKeys, err := agreement.GenerateKeys(suite)
 			require.NoError(t, err)
-			agent, err := identity.NewAgent(identity.AgentKeyOptions(agentKeys, identity.AgentOptions{
-				Instance: identity.Identity{Provider: "test", Org: "acme", Node: "node-1", InstanceID: "i-1"},
-				Hub:      issuer,
-			}))
+			agent, err := identity.NewAgent(identity.AgentOptions{
+				Instance:      identity.Identity{Provider: "test", Org: "acme", Node: "node-1", InstanceID: "i-1"},
+				SigningKey:    agentKeys.Signer(),
+				EncryptionKey: agentKeys.Public().EncryptionKey(),
+				Issuer:        issuer,
+			})
 			require.NoError(t, err)
 			_, err = agent.Register(ctx, "attestation")
 			require.NoError(t, err)
 
-			verified, err := issuer.Verifier().Verify(ctx, agent.CertificateChain()...)
+			verified, err := issuer.Verifier().Verify(ctx, agent.CertificateChain())
 			require.NoError(t, err)
-			pub, err := verified.PublicKeys()
+			pub, err := agreement.NewPublicKeys(verified.SigningKey, verified.EncryptionKey)
 			require.NoError(t, err)
 			require.True(t, pub.Equal(agentKeys.Public()), "verified keys are the agent's agreement keys")
 

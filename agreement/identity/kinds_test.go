@@ -10,31 +10,32 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Each kind of this package is also the module-wide kind it refines, and
-// only that one; the kinds stay distinct from each other.
+// Every error kind is one of the module-wide kinds or refines exactly one
+// of them; the package's own kinds stay distinct from each other.
 func TestKindsAreModuleKinds(t *testing.T) {
 	moduleKinds := []error{secretstore.ErrInvalid, secretstore.ErrPermission, secretstore.ErrNotFound, secretstore.ErrConflict, secretstore.ErrUnavailable}
+	ownKinds := []error{ErrUnauthenticated, ErrForbidden, ErrReplayed}
 	tests := []struct {
 		kind, module error
 	}{
-		{ErrInvalid, secretstore.ErrInvalid},
+		{secretstore.ErrInvalid, secretstore.ErrInvalid},
 		{ErrUnauthenticated, secretstore.ErrPermission},
 		{ErrForbidden, secretstore.ErrPermission},
-		{ErrNotFound, secretstore.ErrNotFound},
-		{ErrConflict, secretstore.ErrConflict},
-		{ErrUnavailable, secretstore.ErrUnavailable},
+		{secretstore.ErrNotFound, secretstore.ErrNotFound},
+		{secretstore.ErrConflict, secretstore.ErrConflict},
+		{secretstore.ErrUnavailable, secretstore.ErrUnavailable},
 		{ErrReplayed, secretstore.ErrConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.Error(), func(t *testing.T) {
-			err := &Error{Op: OpRefresh, Kind: tt.kind, Reason: "test"}
+			err := &Error{Op: opRefresh, Kind: tt.kind, Reason: "test"}
 			wrapped := fmt.Errorf("calling the hub: %w", err)
 			for _, m := range moduleKinds {
 				assert.Equal(t, m == tt.module, errors.Is(wrapped, m), "matches %v", m)
 			}
-			assert.Equal(t, tt.kind, KindOf(wrapped), "its own kind first")
-			for _, other := range errorKinds {
-				assert.Equal(t, other == tt.kind, errors.Is(wrapped, other), "matches %v", other)
+			assert.Equal(t, tt.kind, kindOf(wrapped), "its own kind first")
+			for _, own := range ownKinds {
+				assert.Equal(t, own == tt.kind, errors.Is(wrapped, own), "matches %v", own)
 			}
 		})
 	}

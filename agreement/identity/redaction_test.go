@@ -11,10 +11,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -47,14 +48,14 @@ func assertClean(t *testing.T, out string, forbidden []string) {
 func TestFmtNeverPrintsKeysOrAttestation(t *testing.T) {
 	h := newHub(t)
 	k := newAgentKeys(t)
-	ca := h.signer.(*CA)
+	ca := h.signer.(*memoryCA)
 	caKey := ca.key.Signer.(ed25519.PrivateKey)
 	forbidden := append(append(keyForms(t, k.sign), keyForms(t, caKey)...), attestationCanary)
 
-	opts := AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Hub: h.Issuer}
+	opts := AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Issuer: h.Issuer}
 	agent, err := NewAgent(opts)
 	require.NoError(t, err)
-	req := &RegisterRequest{Provider: "p", Attestation: attestationCanary, CSR: "c"}
+	req := &registerBody{Provider: "p", Attestation: attestationCanary, CSR: "c"}
 	var out bytes.Buffer
 	values := []any{agent, opts, &opts, ca, CAOptions{Key: caKey, Certificate: ca.cert}, Attestation(attestationCanary), req, *req, h.Issuer}
 	// Printing the structs by value skips their Format methods; the keys
@@ -74,7 +75,7 @@ func TestFmtNeverPrintsKeysOrAttestation(t *testing.T) {
 		logger.Info("nested", "v", struct {
 			Opts AgentOptions
 			CA   CAOptions
-			Req  RegisterRequest
+			Req  registerBody
 			Att  Attestation
 		}{opts, CAOptions{Key: caKey}, *req, req.Attestation})
 	}
@@ -114,31 +115,32 @@ func (b *syncBuffer) String() string {
 // with every logger at debug level, and greps everything logged and every
 // error returned.
 func TestLogsAndErrorsNeverCarrySecrets(t *testing.T) {
+	synctest.Test(t, testLogsAndErrorsNeverCarrySecrets)
+}
+
+func testLogsAndErrorsNeverCarrySecrets(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHub(t, func(o *IssuerOptions) {
 		o.Logger = logger
-		o.Attestor = AttestorFunc(func(_ context.Context, req AttestationRequest) (Confirmation, error) {
+		o.Attest = func(_ context.Context, req AttestationRequest) (time.Time, error) {
 			if string(req.Attestation) != attestationCanary {
-				return Confirmation{}, fmt.Errorf("unknown document")
+				return time.Time{}, fmt.Errorf("unknown document")
 			}
-			return Confirmation{IssuedAt: t0}, nil
-		})
+			return t0, nil
+		}
 	})
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer, Logger: logger, AuthorizeRevoke: authorizeAdmin})
-	require.NoError(t, err)
-	srv := httptest.NewServer(handler)
-	defer srv.Close()
-	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
+	handler := h.Issuer.Handler(authorizeAdmin)
+	client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{handler}}})
 	require.NoError(t, err)
 
 	k := newAgentKeys(t)
 	f := testFiles(t)
-	require.NoError(t, f.WriteKey(k.sign))
-	agent, err := NewAgent(AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Hub: client, Files: &f, Clock: h.clock, Logger: logger})
+	agent, err := NewAgent(AgentOptions{Instance: testID, SigningKey: k.sign, EncryptionKey: k.enc.PublicKey(), Hub: client,
+		KeyFile: f.keyPath, CertFile: f.certPath, Logger: logger})
 	require.NoError(t, err)
-	ca := h.signer.(*CA)
+	ca := h.signer.(*memoryCA)
 	forbidden := append(append(keyForms(t, k.sign), keyForms(t, ca.key.Signer.(ed25519.PrivateKey))...), attestationCanary)
 
 	var errs []error
@@ -146,23 +148,21 @@ func TestLogsAndErrorsNeverCarrySecrets(t *testing.T) {
 	first, err := agent.Register(ctx, attestationCanary)
 	require.NoError(t, err)
 	record(agent.Register(ctx, Attestation(attestationCanary+"-forged")))
-	record(client.Register(ctx, &RegisterRequest{Provider: "p", Org: "o", Node: "n", Attestation: attestationCanary, CSR: "not a csr"}))
+	record(client.register(ctx, &registerBody{Provider: "p", Org: "o", Node: "n", Attestation: attestationCanary, CSR: "not a csr"}))
 	// Renew twice, then present the superseded first certificate: revocation.
 	for range 2 {
 		_, err = agent.Renew(ctx)
 		require.NoError(t, err)
 	}
-	req, err := NewRefreshRequest(k.sign, testID, first, []byte(k.csr(t, testID)), h.clock.Now(), 0)
+	req, err := newRefreshBody(k.sign, testID, first, []byte(k.csr(t, testID)), now(), 0)
 	require.NoError(t, err)
-	record(client.Refresh(ctx, testID, req))
+	record(client.refresh(ctx, testID, req))
 	errs = append(errs, client.Revoke(ctx, testID)) // no credentials: 401
 
-	refresher, err := NewRefresher(RefresherOptions{Renewer: agent, Clock: h.clock, Logger: logger})
-	require.NoError(t, err)
 	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	h.clock.Advance(24 * time.Hour)
-	errs = append(errs, refresher.Run(runCtx))
+	time.Sleep(24 * time.Hour)
+	errs = append(errs, agent.Run(runCtx))
 
 	var all strings.Builder
 	all.WriteString(logs.String())

@@ -7,67 +7,68 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// The refresher tests run in synctest bubbles: time moves only when every
+// goroutine waits, so a renewal due in two hours happens at once, at
+// exactly that time.
+
 // scriptedRenewer lets the test answer each Renew call.
 type scriptedRenewer struct {
 	mu      sync.Mutex
 	cert    *x509.Certificate
-	calls   chan time.Time // the clock time of each call
+	calls   chan time.Time // the time of each call
 	answers chan error     // nil: succeed with a certificate from next
 	next    func(now time.Time) *x509.Certificate
-	clock   Clock
 }
 
-func newScriptedRenewer(clock Clock, lifetime time.Duration) *scriptedRenewer {
-	r := &scriptedRenewer{calls: make(chan time.Time), answers: make(chan error), clock: clock}
+func newScriptedRenewer(lifetime time.Duration) *scriptedRenewer {
+	r := &scriptedRenewer{calls: make(chan time.Time), answers: make(chan error)}
 	r.next = func(now time.Time) *x509.Certificate {
 		return &x509.Certificate{NotBefore: now, NotAfter: now.Add(lifetime)}
 	}
-	r.cert = r.next(clock.Now())
+	r.cert = r.next(now())
 	return r
 }
 
-func (r *scriptedRenewer) Certificate() *x509.Certificate {
+func (r *scriptedRenewer) certificate() *x509.Certificate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cert
 }
 
 func (r *scriptedRenewer) Renew(ctx context.Context) (*x509.Certificate, error) {
-	r.calls <- r.clock.Now()
+	r.calls <- now()
 	if err := <-r.answers; err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cert = r.next(r.clock.Now())
+	r.cert = r.next(now())
 	return r.cert, nil
 }
 
-// expectCall waits for Renew and answers it.
+// expectCall waits for Renew, answers it, and returns when it was called.
 func (r *scriptedRenewer) expectCall(t *testing.T, answer error) time.Time {
 	t.Helper()
-	select {
-	case at := <-r.calls:
-		r.answers <- answer
-		return at
-	case <-time.After(10 * time.Second):
-		t.Fatal("Renew was not called")
-		return time.Time{}
-	}
+	at := <-r.calls
+	r.answers <- answer
+	return at
 }
 
+// noCall checks that Renew is not being called now.
 func (r *scriptedRenewer) noCall(t *testing.T) {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case at := <-r.calls:
 		t.Fatalf("unexpected Renew at %v", at)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
@@ -76,34 +77,25 @@ type refresherRun struct {
 	done   chan error
 }
 
-func startRefresher(t *testing.T, opts RefresherOptions) *refresherRun {
+// startRefresher runs a refresher of r in the test's bubble until the test
+// ends.
+func startRefresher(t *testing.T, r renewer, opts refresherOptions) *refresherRun {
 	t.Helper()
-	r, err := NewRefresher(opts)
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &refresherRun{cancel: cancel, done: make(chan error, 1)}
-	go func() { run.done <- r.Run(ctx) }()
+	go func() { run.done <- newRefresher(r, opts).run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case <-run.done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after cancel")
-		}
+		<-run.done
 	})
 	return run
 }
 
 func (run *refresherRun) result(t *testing.T) error {
 	t.Helper()
-	select {
-	case err := <-run.done:
-		run.done <- err // for the cleanup
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return")
-		return nil
-	}
+	err := <-run.done
+	run.done <- err // for the cleanup
+	return err
 }
 
 var errHubDown = errors.New("hub down")
@@ -111,20 +103,17 @@ var errHubDown = errors.New("hub down")
 func halfJitter() float64 { return 0.5 }
 
 func TestRefresherFiresAtTwoThirds(t *testing.T) {
-	clock := newFakeClock()
-	r := newScriptedRenewer(clock, 3*time.Hour)
-	startRefresher(t, RefresherOptions{Renewer: r, Clock: clock})
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptedRenewer(3 * time.Hour)
+		startRefresher(t, r, refresherOptions{})
 
-	w := clock.waiter(t)
-	assert.Equal(t, t0.Add(2*time.Hour), w.at, "renewal is due after 2/3 of the lifetime")
-	clock.Set(w.at.Add(-time.Second))
-	r.noCall(t)
-	clock.Set(w.at)
-	assert.Equal(t, t0.Add(2*time.Hour), r.expectCall(t, nil))
+		time.Sleep(2*time.Hour - time.Second)
+		r.noCall(t)
+		assert.Equal(t, t0.Add(2*time.Hour), r.expectCall(t, nil), "renewal is due after 2/3 of the lifetime")
 
-	// The next wait follows the new certificate.
-	w = clock.waiter(t)
-	assert.Equal(t, t0.Add(4*time.Hour), w.at)
+		// The next wait follows the new certificate.
+		assert.Equal(t, t0.Add(4*time.Hour), r.expectCall(t, nil))
+	})
 }
 
 func TestRenewalTime(t *testing.T) {
@@ -134,53 +123,52 @@ func TestRenewalTime(t *testing.T) {
 		// A span past the range of time.Duration still renews in its first half, not at overflow.
 		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(math.MaxInt64 / 3 * 2)},
 	} {
-		assert.Equal(t, tc.want, RenewalTime(&x509.Certificate{NotBefore: tc.notBefore, NotAfter: tc.notAfter}))
+		assert.Equal(t, tc.want, renewalTime(&x509.Certificate{NotBefore: tc.notBefore, NotAfter: tc.notAfter}))
 	}
 }
 
 func TestRefresherBackoffGrows(t *testing.T) {
-	clock := newFakeClock()
-	r := newScriptedRenewer(clock, 3*time.Hour)
-	startRefresher(t, RefresherOptions{Renewer: r, Clock: clock, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second, Jitter: halfJitter})
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptedRenewer(3 * time.Hour)
+		startRefresher(t, r, refresherOptions{initial: time.Second, max: 10 * time.Second, jitter: halfJitter})
 
-	clock.Set(clock.waiter(t).at)
-	var delays []time.Duration
-	for range 6 {
-		r.expectCall(t, errHubDown)
-		w := clock.waiter(t)
-		delays = append(delays, w.d)
-		clock.Set(w.at)
-	}
-	// Base 1 s doubling, capped at 10 s; the delay is 3/4 of the base with jitter 0.5.
-	assert.Equal(t, []time.Duration{750 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second, 6 * time.Second, 7500 * time.Millisecond, 7500 * time.Millisecond}, delays)
+		at := r.expectCall(t, errHubDown)
+		var delays []time.Duration
+		for i := range 6 {
+			answer := errHubDown
+			if i == 5 {
+				answer = nil
+			}
+			next := r.expectCall(t, answer)
+			delays = append(delays, next.Sub(at))
+			at = next
+		}
+		// Base 1 s doubling, capped at 10 s; the delay is 3/4 of the base with jitter 0.5.
+		assert.Equal(t, []time.Duration{750 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second, 6 * time.Second, 7500 * time.Millisecond, 7500 * time.Millisecond}, delays)
 
-	// Success resets: the next failure starts from the initial backoff again.
-	r.expectCall(t, nil)
-	clock.Set(clock.waiter(t).at)
-	r.expectCall(t, errHubDown)
-	assert.Equal(t, 750*time.Millisecond, clock.waiter(t).d)
+		// Success resets: the next failure starts from the initial backoff again.
+		at = r.expectCall(t, errHubDown)
+		assert.Equal(t, 750*time.Millisecond, r.expectCall(t, nil).Sub(at))
+	})
 }
 
 func TestRefresherDoesNotSpinOnShortCertificates(t *testing.T) {
-	clock := newFakeClock()
-	r := newScriptedRenewer(clock, time.Hour)
-	startRefresher(t, RefresherOptions{Renewer: r, Clock: clock, InitialBackoff: 7 * time.Second})
-	clock.Set(clock.waiter(t).at)
-	// The hub answers with a certificate that is due at once.
-	r.next = func(now time.Time) *x509.Certificate {
-		return &x509.Certificate{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Minute)}
-	}
-	r.expectCall(t, nil)
-	w := clock.waiter(t)
-	assert.Equal(t, 7*time.Second, w.d, "the next attempt waits at least the initial backoff")
-	clock.Set(w.at)
-	r.expectCall(t, nil)
-	assert.Equal(t, 7*time.Second, clock.waiter(t).d)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptedRenewer(time.Hour)
+		// The hub answers with certificates that are due at once.
+		r.next = func(now time.Time) *x509.Certificate {
+			return &x509.Certificate{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Minute)}
+		}
+		startRefresher(t, r, refresherOptions{initial: 7 * time.Second})
+		first := r.expectCall(t, nil)
+		second := r.expectCall(t, nil)
+		assert.Equal(t, 7*time.Second, second.Sub(first), "the next attempt waits at least the initial backoff")
+		assert.Equal(t, 7*time.Second, r.expectCall(t, nil).Sub(second))
+	})
 }
 
 func TestRefresherJitterStaysInRange(t *testing.T) {
-	r, err := NewRefresher(RefresherOptions{Renewer: newScriptedRenewer(newFakeClock(), time.Hour), InitialBackoff: time.Second, MaxBackoff: time.Minute})
-	require.NoError(t, err)
+	r := newRefresher(newScriptedRenewer(time.Hour), refresherOptions{initial: time.Second, max: time.Minute})
 	seen := map[time.Duration]bool{}
 	for n := range 10 {
 		base := min(time.Second<<n, time.Minute)
@@ -195,82 +183,95 @@ func TestRefresherJitterStaysInRange(t *testing.T) {
 }
 
 func TestRefresherExpiryWarning(t *testing.T) {
-	clock := newFakeClock()
-	r := newScriptedRenewer(clock, 30*time.Second) // due at t0+20s, expires at t0+30s
-	var mu sync.Mutex
-	var warnings []ExpiryWarning
-	startRefresher(t, RefresherOptions{
-		Renewer: r, Clock: clock, InitialBackoff: 4 * time.Second, MaxBackoff: time.Minute, Jitter: halfJitter,
-		OnExpiryWarning: func(w ExpiryWarning) { mu.Lock(); warnings = append(warnings, w); mu.Unlock() },
-	})
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(warnings) }
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptedRenewer(30 * time.Second) // due at t0+20s, expires at t0+30s
+		type warning struct {
+			notAfter, nextAttempt time.Time
+			err                   error
+		}
+		var mu sync.Mutex
+		var warnings []warning
+		startRefresher(t, r, refresherOptions{
+			initial: 4 * time.Second, max: time.Minute, jitter: halfJitter,
+			onWarning: func(notAfter, nextAttempt time.Time, err error) {
+				mu.Lock()
+				warnings = append(warnings, warning{notAfter, nextAttempt.UTC().Round(0), err})
+				mu.Unlock()
+			},
+		})
+		count := func() int { mu.Lock(); defer mu.Unlock(); return len(warnings) }
 
-	clock.Set(clock.waiter(t).at)
-	r.expectCall(t, errHubDown) // at 20 s; next at 23 s
-	clock.Set(clock.waiter(t).at)
-	r.expectCall(t, errHubDown) // at 23 s; next at 29 s, still before expiry
-	w := clock.waiter(t)
-	assert.Equal(t, t0.Add(29*time.Second), w.at)
-	assert.Zero(t, count(), "no warning while the next attempt comes before expiry")
-	clock.Set(w.at)
-	r.expectCall(t, errHubDown) // at 29 s; next at 41 s, after expiry
-	w = clock.waiter(t)
-	require.Equal(t, 1, count())
-	mu.Lock()
-	got := warnings[0]
-	mu.Unlock()
-	assert.Equal(t, t0.Add(30*time.Second), got.NotAfter)
-	assert.Equal(t, t0.Add(41*time.Second), got.NextAttempt)
-	assert.Equal(t, w.at, got.NextAttempt)
-	assert.ErrorIs(t, got.Err, errHubDown)
+		assert.Equal(t, t0.Add(20*time.Second), r.expectCall(t, errHubDown)) // next at 23 s
+		assert.Equal(t, t0.Add(23*time.Second), r.expectCall(t, errHubDown)) // next at 29 s, still before expiry
+		assert.Equal(t, t0.Add(29*time.Second), r.expectCall(t, errHubDown)) // next at 41 s, after expiry
+		assert.Zero(t, count(), "no warning while the next attempt comes before expiry")
+		next := r.expectCall(t, nil)
+		assert.Equal(t, t0.Add(41*time.Second), next)
+		require.Equal(t, 1, count())
+		mu.Lock()
+		got := warnings[0]
+		mu.Unlock()
+		assert.Equal(t, t0.Add(30*time.Second), got.notAfter)
+		assert.Equal(t, next, got.nextAttempt)
+		assert.ErrorIs(t, got.err, errHubDown)
+	})
 }
 
 func TestRefresherStopsWhenRefused(t *testing.T) {
 	for name, refusal := range map[string]error{
-		"revoked": newError(OpRefresh, testID, ErrForbidden, "instance revoked", ErrRevoked),
-		"expired": newError(OpRefresh, testID, ErrUnauthenticated, "certificate expired", ErrExpired),
+		"revoked": newError(opRefresh, testID, ErrForbidden, "instance revoked", ErrRevoked),
+		"expired": newError(opRefresh, testID, ErrUnauthenticated, "certificate expired", errExpired),
 	} {
 		t.Run(name, func(t *testing.T) {
-			clock := newFakeClock()
-			r := newScriptedRenewer(clock, time.Hour)
-			run := startRefresher(t, RefresherOptions{Renewer: r, Clock: clock})
-			clock.Set(clock.waiter(t).at)
-			r.expectCall(t, refusal)
-			assert.ErrorIs(t, run.result(t), refusal, "no retry can fix it: register again")
+			synctest.Test(t, func(t *testing.T) {
+				r := newScriptedRenewer(time.Hour)
+				run := startRefresher(t, r, refresherOptions{})
+				r.expectCall(t, refusal)
+				assert.ErrorIs(t, run.result(t), refusal, "no retry can fix it: register again")
+			})
 		})
 	}
 }
 
 func TestRefresherCancel(t *testing.T) {
-	clock := newFakeClock()
-	r := newScriptedRenewer(clock, time.Hour)
-	run := startRefresher(t, RefresherOptions{Renewer: r, Clock: clock})
-	clock.waiter(t)
-	run.cancel()
-	assert.ErrorIs(t, run.result(t), context.Canceled)
+	synctest.Test(t, func(t *testing.T) {
+		r := newScriptedRenewer(time.Hour)
+		run := startRefresher(t, r, refresherOptions{})
+		synctest.Wait()
+		run.cancel()
+		assert.ErrorIs(t, run.result(t), context.Canceled)
+	})
 }
 
-func TestRefresherWithoutCertificate(t *testing.T) {
+func TestAgentRunWithoutCertificate(t *testing.T) {
 	h := newHub(t)
-	r, err := NewRefresher(RefresherOptions{Renewer: newTestAgent(t, h.Issuer, newAgentKeys(t), h.clock, nil)})
-	require.NoError(t, err)
-	assert.ErrorContains(t, r.Run(context.Background()), "register first")
+	agent := newTestAgent(t, h.Issuer, newAgentKeys(t), nil)
+	assert.ErrorContains(t, agent.Run(context.Background()), "register first")
 }
 
-// TestRefresherRenewsAgentAgainstIssuer runs the real parts together on one
-// fake clock.
-func TestRefresherRenewsAgentAgainstIssuer(t *testing.T) {
-	h := newHub(t, func(o *IssuerOptions) { o.Policy.MaxLifetime = 3 * time.Hour })
-	agent := newTestAgent(t, h.Issuer, newAgentKeys(t), h.clock, nil)
-	first, err := agent.Register(context.Background(), "good")
-	require.NoError(t, err)
-	startRefresher(t, RefresherOptions{Renewer: agent, Clock: h.clock})
+// TestAgentRunRenewsAgainstIssuer runs the real parts together.
+func TestAgentRunRenewsAgainstIssuer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHub(t, func(o *IssuerOptions) { o.MaxLifetime = 3 * time.Hour })
+		agent := newTestAgent(t, h.Issuer, newAgentKeys(t), nil)
+		first, err := agent.Register(context.Background(), "good")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
 
-	w := h.clock.waiter(t)
-	assert.Equal(t, RenewalTime(first), w.at)
-	h.clock.Set(w.at)
-	require.Eventually(t, func() bool { return agent.Certificate() != first }, 10*time.Second, time.Millisecond)
-	rec := h.record(t, testID)
-	assert.Equal(t, serialString(agent.Certificate()), rec.CurrentSerial)
-	assert.Equal(t, serialString(first), rec.PreviousSerial)
+		time.Sleep(time.Until(renewalTime(first)) - time.Second)
+		synctest.Wait()
+		assert.Same(t, first, agent.certificate(), "not renewed before 2/3 of the lifetime")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.NotSame(t, first, agent.certificate(), "renewed after 2/3 of the lifetime")
+		rec := h.record(t, testID)
+		assert.Equal(t, serialString(agent.certificate()), rec.CurrentSerial)
+		assert.Equal(t, serialString(first), rec.PreviousSerial)
+	})
 }

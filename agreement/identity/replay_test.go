@@ -9,10 +9,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // wiretap is an HTTP front for a Handler that keeps the body of every
@@ -46,125 +49,131 @@ func (w *wiretap) last(t *testing.T, path string) []byte {
 // agent keeps renewing (issue 18: a replay used to replace the record,
 // after which the agent's next renewal got the instance revoked).
 func TestReplayedRequestsAreRefusedAndChangeNothing(t *testing.T) {
-	ctx := context.Background()
-	h := newHub(t)
-	handler, err := NewHandler(HandlerOptions{Issuer: h.Issuer})
-	require.NoError(t, err)
-	tap := &wiretap{next: handler, bodies: map[string][][]byte{}}
-	srv := httptest.NewServer(tap)
-	t.Cleanup(srv.Close)
-	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
-	require.NoError(t, err)
-	k := newAgentKeys(t)
-	agent := newTestAgent(t, client, k, h.clock, nil)
-
-	replay := func(t *testing.T, path string, body []byte) {
-		t.Helper()
-		before := h.record(t, testID)
-		resp, err := srv.Client().Post(srv.URL+path, "application/json", bytes.NewReader(body))
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHub(t)
+		tap := &wiretap{next: h.Issuer.Handler(nil), bodies: map[string][][]byte{}}
+		client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{tap}}})
 		require.NoError(t, err)
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusConflict, resp.StatusCode, string(raw))
-		var eb errorBody
-		require.NoError(t, json.Unmarshal(raw, &eb))
-		assert.Equal(t, reasonReplayed, eb.Reason)
-		assert.Contains(t, eb.Error, "this request was already used once")
-		assert.Equal(t, before, h.record(t, testID), "a replayed request changes nothing")
-		_, err = h.Verifier().Verify(ctx, agent.CertificateChain()...)
-		require.NoError(t, err, "the real agent's certificate still verifies")
-	}
+		// post sends body again, as the attacker on the path would.
+		post := func(path string, body []byte) *http.Response {
+			rec := httptest.NewRecorder()
+			tap.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+			return rec.Result()
+		}
+		k := newAgentKeys(t)
+		agent := newTestAgent(t, client, k, nil)
 
-	// Registration, replayed a minute later: within both the proof window
-	// and the attestation's freshness window.
-	_, err = agent.Register(ctx, "good")
-	require.NoError(t, err)
-	registration := tap.last(t, "/instance")
-	h.clock.Advance(time.Minute)
-	replay(t, "/instance", registration)
+		replay := func(t *testing.T, path string, body []byte) {
+			t.Helper()
+			before := h.record(t, testID)
+			resp := post(path, body)
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusConflict, resp.StatusCode, string(raw))
+			var eb errorBody
+			require.NoError(t, json.Unmarshal(raw, &eb))
+			assert.Equal(t, reasonReplayed, eb.Reason)
+			assert.Contains(t, eb.Error, "this request was already used once")
+			assert.Equal(t, before, h.record(t, testID), "a replayed request changes nothing")
+			_, err = h.Verifier().Verify(ctx, agent.CertificateChain())
+			require.NoError(t, err, "the real agent's certificate still verifies")
+		}
 
-	// Refresh, replayed a minute later: its serial is now the previous one,
-	// which a fresh proof may present, but this proof is spent.
-	_, err = agent.Renew(ctx)
-	require.NoError(t, err)
-	refresh := tap.last(t, testID.Path())
-	h.clock.Advance(time.Minute)
-	replay(t, testID.Path(), refresh)
-	replay(t, "/instance", registration) // the registration stays spent
+		// Registration, replayed a minute later: within both the proof window
+		// and the attestation's freshness window.
+		_, err = agent.Register(ctx, "good")
+		require.NoError(t, err)
+		registration := tap.last(t, "/instance")
+		time.Sleep(time.Minute)
+		replay(t, "/instance", registration)
 
-	// The real agent keeps working: it renews (twice, so the replayed
-	// request's serial would now be unknown) and is never revoked.
-	for range 2 {
-		h.clock.Advance(time.Minute)
+		// Refresh, replayed a minute later: its serial is now the previous one,
+		// which a fresh proof may present, but this proof is spent.
 		_, err = agent.Renew(ctx)
 		require.NoError(t, err)
-	}
-	replay(t, testID.Path(), refresh)
-	assert.False(t, h.record(t, testID).Revoked)
+		refresh := tap.last(t, testID.path())
+		time.Sleep(time.Minute)
+		replay(t, testID.path(), refresh)
+		replay(t, "/instance", registration) // the registration stays spent
 
-	// Once outside the proof window a replay is refused for its age.
-	h.clock.Advance(10 * time.Minute)
-	resp, err := srv.Client().Post(srv.URL+testID.Path(), "application/json", bytes.NewReader(refresh))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	_, err = agent.Renew(ctx)
-	require.NoError(t, err)
+		// The real agent keeps working: it renews (twice, so the replayed
+		// request's serial would now be unknown) and is never revoked.
+		for range 2 {
+			time.Sleep(time.Minute)
+			_, err = agent.Renew(ctx)
+			require.NoError(t, err)
+		}
+		replay(t, testID.path(), refresh)
+		assert.False(t, h.record(t, testID).Revoked)
+
+		// Once outside the proof window a replay is refused for its age.
+		time.Sleep(10 * time.Minute)
+		resp := post(testID.path(), refresh)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		_, err = agent.Renew(ctx)
+		require.NoError(t, err)
+	})
 }
 
 // Over the Go API too, a replay is ErrReplayed and only that kind; of
 // concurrent uses of one request exactly one wins.
 func TestReplayedRequestKind(t *testing.T) {
-	ctx := context.Background()
-	h := newHub(t)
-	k := newAgentKeys(t)
-	reg := registerRequest(t, k, testID, "good", h.clock.Now())
-	a, err := h.Register(ctx, reg)
-	require.NoError(t, err)
-	_, err = h.Register(ctx, reg)
-	require.ErrorIs(t, err, ErrReplayed)
-	assert.Equal(t, ErrReplayed, KindOf(err))
-	assert.Equal(t, http.StatusConflict, StatusOf(err))
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, OpRegister, e.Op)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h := newHub(t)
+		k := newAgentKeys(t)
+		reg := registerRequest(t, k, testID, "good", now())
+		a, err := h.Issuer.register(ctx, reg)
+		require.NoError(t, err)
+		_, err = h.Issuer.register(ctx, reg)
+		require.ErrorIs(t, err, ErrReplayed)
+		assert.Equal(t, ErrReplayed, kindOf(err))
+		assert.Equal(t, http.StatusConflict, statusOf(err))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, opRegister, e.Op)
 
-	req := refreshRequest(t, k, testID, a, h.clock.Now())
-	const n = 8
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { _, errs[i] = h.Refresh(ctx, testID, req) })
-	}
-	wg.Wait()
-	wins := 0
-	for _, err := range errs {
-		if err == nil {
-			wins++
-			continue
+		req := refreshRequest(t, k, testID, a, now())
+		const n = 8
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { _, errs[i] = h.Issuer.refresh(ctx, testID, req) })
 		}
-		assert.Equal(t, ErrReplayed, KindOf(err), "%v", err)
-	}
-	assert.Equal(t, 1, wins)
-	rec := h.record(t, testID)
-	assert.Equal(t, a.Serial, rec.PreviousSerial)
-	assert.False(t, rec.Revoked)
+		wg.Wait()
+		wins := 0
+		for _, err := range errs {
+			if err == nil {
+				wins++
+				continue
+			}
+			assert.Equal(t, ErrReplayed, kindOf(err), "%v", err)
+		}
+		assert.Equal(t, 1, wins)
+		rec := h.record(t, testID)
+		assert.Equal(t, a.Serial, rec.PreviousSerial)
+		assert.False(t, rec.Revoked)
+	})
 }
 
 // A refused request (attestation refused, bad proof) spends no nonce, so
 // nothing an unattested caller sends fills the store.
 func TestRefusedRegistrationSpendsNoNonce(t *testing.T) {
-	ctx := context.Background()
-	store := NewMemoryCertStore()
-	h := newHub(t, func(o *IssuerOptions) { o.Store = store })
-	k := newAgentKeys(t)
-	for range 3 {
-		_, err := h.Register(ctx, registerRequest(t, k, testID, "forged", h.clock.Now()))
-		require.ErrorIs(t, err, ErrForbidden)
-	}
-	assert.Empty(t, store.nonces)
-	h.register(t, k, testID)
-	assert.Len(t, store.nonces, 1)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := NewMemoryCertStore().(*memoryCertStore)
+		h := newHub(t, func(o *IssuerOptions) { o.Store = store })
+		k := newAgentKeys(t)
+		for range 3 {
+			_, err := h.Issuer.register(ctx, registerRequest(t, k, testID, "forged", now()))
+			require.ErrorIs(t, err, ErrForbidden)
+		}
+		assert.Empty(t, store.nonces)
+		h.register(t, k, testID)
+		assert.Len(t, store.nonces, 1)
+	})
 }
 
 func TestClientMapsReplayedReason(t *testing.T) {
@@ -175,14 +184,14 @@ func TestClientMapsReplayedReason(t *testing.T) {
 	defer srv.Close()
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
 	require.NoError(t, err)
-	_, err = client.Refresh(context.Background(), testID, &RefreshRequest{})
-	assert.Equal(t, ErrReplayed, KindOf(err))
-	assert.NotErrorIs(t, err, ErrConflict)
+	_, err = client.refresh(context.Background(), testID, &refreshBody{})
+	assert.Equal(t, ErrReplayed, kindOf(err))
+	assert.ErrorIs(t, err, secretstore.ErrConflict, "a replay is also the module kind it refines")
 }
 
 func TestMemoryCertStoreNonces(t *testing.T) {
 	ctx := context.Background()
-	s := NewMemoryCertStore()
+	s := NewMemoryCertStore().(*memoryCertStore)
 	use := func(instance, nonce string, expires, now time.Time) error {
 		return s.UseNonce(ctx, NonceUse{Provider: "p", InstanceID: instance, Nonce: []byte(nonce), Expires: expires, Now: now})
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Record is the hub's state for one instance, keyed by (Provider,
@@ -39,14 +41,14 @@ type Record struct {
 // PostgreSQL table): a store that forgets records makes every certificate
 // fail verification, one that forgets nonces within ProofWindow lets a
 // captured request be replayed. Errors other than the kinds named below are
-// reported as ErrUnavailable.
+// reported as secretstore.ErrUnavailable.
 type CertStore interface {
 	// Get returns the record for the instance, or an error matching
-	// ErrNotFound.
+	// secretstore.ErrNotFound.
 	Get(ctx context.Context, provider, instanceID string) (Record, error)
 	// Put stores rec if the stored record's Revision equals rec.Revision
 	// (0: no record may exist yet), and returns it with its new Revision.
-	// A lost race is an error matching ErrConflict. Put is
+	// A lost race is an error matching secretstore.ErrConflict. Put is
 	// compare-and-set so two refreshes of one instance cannot both win.
 	Put(ctx context.Context, rec Record) (Record, error)
 	// UseNonce records that the Issuer accepted a proof carrying
@@ -57,7 +59,7 @@ type CertStore interface {
 	// concurrent uses exactly one succeeds. Nonces are random (16 to 64
 	// bytes); a store keeps each until u.Expires and may forget it after:
 	// the Issuer refuses proofs older than its window anyway. u.Now is the
-	// Issuer's clock, for stores that expire entries as they go.
+	// Issuer's current time, for stores that expire entries as they go.
 	UseNonce(ctx context.Context, u NonceUse) error
 }
 
@@ -74,14 +76,12 @@ type NonceUse struct {
 	Now time.Time
 }
 
-// MaxMemoryNonces bounds the nonces a MemoryCertStore remembers at once:
-// above it, UseNonce refuses with ErrUnavailable until some expire.
-const MaxMemoryNonces = 1 << 16
+// maxMemoryNonces bounds the nonces a memoryCertStore remembers at once:
+// above it, UseNonce refuses with secretstore.ErrUnavailable until some expire.
+const maxMemoryNonces = 1 << 16
 
-// MemoryCertStore is the in-memory CertStore, the default. Its records are
-// lost when the process exits, so every certificate it knows about then
-// fails verification; use a persistent CertStore where that matters.
-type MemoryCertStore struct {
+// memoryCertStore is the in-memory CertStore (NewMemoryCertStore).
+type memoryCertStore struct {
 	mu      sync.Mutex
 	records map[instanceKey]Record
 	nonces  map[nonceKey]time.Time // → expiry
@@ -96,13 +96,18 @@ type nonceKey struct {
 	nonce string
 }
 
-// NewMemoryCertStore returns an empty MemoryCertStore.
-func NewMemoryCertStore() *MemoryCertStore {
-	return &MemoryCertStore{records: make(map[instanceKey]Record), nonces: make(map[nonceKey]time.Time), sweepAt: 64}
+// NewMemoryCertStore returns an empty in-memory CertStore, the Issuer's
+// default. Its records are lost when the process exits, so every
+// certificate it knows about then fails verification; use a persistent
+// CertStore where that matters. It remembers at most 65536 request proofs
+// at once: above that, UseNonce refuses with secretstore.ErrUnavailable
+// until some leave their window.
+func NewMemoryCertStore() CertStore {
+	return &memoryCertStore{records: make(map[instanceKey]Record), nonces: make(map[nonceKey]time.Time), sweepAt: 64}
 }
 
 // Get implements CertStore.
-func (s *MemoryCertStore) Get(ctx context.Context, provider, instanceID string) (Record, error) {
+func (s *memoryCertStore) Get(ctx context.Context, provider, instanceID string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
@@ -110,13 +115,13 @@ func (s *MemoryCertStore) Get(ctx context.Context, provider, instanceID string) 
 	defer s.mu.Unlock()
 	rec, ok := s.records[instanceKey{provider, instanceID}]
 	if !ok {
-		return Record{}, newError(OpStore, Identity{Provider: provider, InstanceID: instanceID}, ErrNotFound, "no record", nil)
+		return Record{}, newError(opStore, Identity{Provider: provider, InstanceID: instanceID}, secretstore.ErrNotFound, "no record", nil)
 	}
 	return rec, nil
 }
 
 // Put implements CertStore.
-func (s *MemoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
+func (s *memoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
@@ -124,7 +129,7 @@ func (s *MemoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.records[key].Revision != rec.Revision {
-		return Record{}, newError(OpStore, rec.Instance, ErrConflict, "record changed since it was read", nil)
+		return Record{}, newError(opStore, rec.Instance, secretstore.ErrConflict, "record changed since it was read", nil)
 	}
 	rec.Revision++
 	s.records[key] = rec
@@ -132,7 +137,7 @@ func (s *MemoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
 }
 
 // UseNonce implements CertStore.
-func (s *MemoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
+func (s *memoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -141,7 +146,7 @@ func (s *MemoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, used := s.nonces[key]; used {
-		return newError(OpStore, id, ErrReplayed, "nonce already used", nil)
+		return newError(opStore, id, ErrReplayed, "nonce already used", nil)
 	}
 	if len(s.nonces) >= s.sweepAt {
 		for k, expires := range s.nonces {
@@ -152,8 +157,8 @@ func (s *MemoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
 		// Sweep again once the table has doubled: amortised O(1) per use.
 		s.sweepAt = max(64, 2*len(s.nonces))
 	}
-	if len(s.nonces) >= MaxMemoryNonces {
-		return newError(OpStore, id, ErrUnavailable, fmt.Sprintf("%d request proofs are within their window; retry later", len(s.nonces)), nil)
+	if len(s.nonces) >= maxMemoryNonces {
+		return newError(opStore, id, secretstore.ErrUnavailable, fmt.Sprintf("%d request proofs are within their window; retry later", len(s.nonces)), nil)
 	}
 	s.nonces[key] = u.Expires
 	return nil

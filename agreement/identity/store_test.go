@@ -7,20 +7,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestMemoryCertStoreCompareAndSet(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryCertStore()
 	_, err := s.Get(ctx, testID.Provider, testID.InstanceID)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, secretstore.ErrNotFound)
 
 	rec, err := s.Put(ctx, Record{Instance: testID, CurrentSerial: "a"})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), rec.Revision)
 
 	_, err = s.Put(ctx, Record{Instance: testID, CurrentSerial: "x"})
-	require.ErrorIs(t, err, ErrConflict, "revision 0 means create; the record exists")
+	require.ErrorIs(t, err, secretstore.ErrConflict, "revision 0 means create; the record exists")
 
 	rec.CurrentSerial, rec.PreviousSerial = "b", "a"
 	rec2, err := s.Put(ctx, rec)
@@ -28,7 +30,7 @@ func TestMemoryCertStoreCompareAndSet(t *testing.T) {
 	assert.Equal(t, uint64(2), rec2.Revision)
 
 	_, err = s.Put(ctx, rec) // still revision 1
-	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, secretstore.ErrConflict)
 
 	got, err := s.Get(ctx, testID.Provider, testID.InstanceID)
 	require.NoError(t, err)
@@ -50,14 +52,14 @@ func TestConcurrentRefreshesNeverRevoke(t *testing.T) {
 	k := newAgentKeys(t)
 	a := h.register(t, k, testID)
 	const n = 8
-	reqs := make([]*RefreshRequest, n)
+	reqs := make([]*refreshBody, n)
 	for i := range reqs {
-		reqs[i] = refreshRequest(t, k, testID, a, h.clock.Now())
+		reqs[i] = refreshRequest(t, k, testID, a, now())
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { _, errs[i] = h.Refresh(context.Background(), testID, reqs[i]) })
+		wg.Go(func() { _, errs[i] = h.Issuer.refresh(context.Background(), testID, reqs[i]) })
 	}
 	wg.Wait()
 	wins := 0
@@ -66,7 +68,7 @@ func TestConcurrentRefreshesNeverRevoke(t *testing.T) {
 			wins++
 			continue
 		}
-		assert.ErrorIs(t, err, ErrConflict)
+		assert.ErrorIs(t, err, secretstore.ErrConflict)
 	}
 	assert.GreaterOrEqual(t, wins, 1)
 	rec := h.record(t, testID)

@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// DefaultKEMs are the HPKE KEMs accepted when a policy lists none: the
-// post-quantum hybrid ML-KEM-768+X25519 (the agreement package's default)
-// and classic DHKEM(X25519).
-func DefaultKEMs() []uint16 {
+// defaultKEMs are the HPKE KEMs accepted when a policy lists none: the
+// post-quantum hybrid ML-KEM-768+X25519 (0x647a, the agreement package's
+// default) and classic DHKEM(X25519) (0x0020).
+func defaultKEMs() []uint16 {
 	return []uint16{hpke.MLKEM768X25519().ID(), hpke.DHKEM(ecdh.X25519()).ID()}
 }
 
@@ -25,7 +27,7 @@ type kemPolicy []uint16
 
 func newKEMPolicy(ids []uint16) kemPolicy {
 	if len(ids) == 0 {
-		return DefaultKEMs()
+		return defaultKEMs()
 	}
 	return slices.Clone(ids)
 }
@@ -61,10 +63,10 @@ func newTrust(chain []*x509.Certificate) (*trust, error) {
 
 // verify checks that leaf is valid at now and chains to the root for
 // client authentication. extra are intermediates the caller presented.
-// Errors are reasons; ErrExpired is wrapped when leaf is past NotAfter.
+// Errors are reasons; errExpired is wrapped when leaf is past NotAfter.
 func (t *trust) verify(leaf *x509.Certificate, extra []*x509.Certificate, now time.Time) error {
 	if now.After(leaf.NotAfter) {
-		return fmt.Errorf("%w at %s", ErrExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w at %s", errExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if now.Before(leaf.NotBefore) {
 		return fmt.Errorf("certificate is not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
@@ -91,15 +93,13 @@ func (t *trust) verify(leaf *x509.Certificate, extra []*x509.Certificate, now ti
 // VerifierOptions configures NewVerifier.
 type VerifierOptions struct {
 	// CACertificates is the hub CA chain, issuing CA first, root last
-	// (Issuer.CACertificates, or IdentityResponse.CACertificates pinned at
-	// deployment). Required.
+	// (the CertSigner's Chain, pinned at deployment). Required.
 	CACertificates []*x509.Certificate
 	// Store holds the instance records the Issuer writes. Required.
 	Store CertStore
-	// AllowedKEMs lists acceptable HPKE KEM ids; empty means DefaultKEMs.
+	// AllowedKEMs lists acceptable HPKE KEM ids; empty means
+	// ML-KEM-768+X25519 (0x647a) and DHKEM(X25519) (0x0020).
 	AllowedKEMs []uint16
-	// Clock defaults to the system clock.
-	Clock Clock
 }
 
 // Verifier is what the agbot asks before sealing secrets to an agent: is
@@ -110,7 +110,6 @@ type Verifier struct {
 	trust *trust
 	store CertStore
 	kems  kemPolicy
-	clock Clock
 }
 
 // NewVerifier returns a Verifier.
@@ -122,7 +121,7 @@ func NewVerifier(opts VerifierOptions) (*Verifier, error) {
 	if opts.Store == nil {
 		return nil, fmt.Errorf("identity: verifier: no CertStore")
 	}
-	return &Verifier{trust: t, store: opts.Store, kems: newKEMPolicy(opts.AllowedKEMs), clock: clockOrSystem(opts.Clock)}, nil
+	return &Verifier{trust: t, store: opts.Store, kems: newKEMPolicy(opts.AllowedKEMs)}, nil
 }
 
 // VerifiedIdentity is what Verify vouches for.
@@ -131,54 +130,62 @@ type VerifiedIdentity struct {
 	Instance Identity
 	// Serial is the certificate serial (lowercase hex).
 	Serial string
+	// NotBefore is when the certificate became valid.
+	NotBefore time.Time
 	// NotAfter is when the certificate expires; re-verify after it.
 	NotAfter time.Time
 	// SigningKey is the agent's Ed25519 public key: the key that verifies
 	// the agent's signatures (replies, envelopes it sends).
 	SigningKey ed25519.PublicKey
 	// EncryptionKey is the agent's HPKE public key: the key to seal to.
+	// agreement.NewPublicKeys(SigningKey, EncryptionKey) is the key set
+	// the agbot seals to (agreement.SealProposal, agreement.SealUpdate)
+	// and whose signatures it accepts on the agent's replies.
 	EncryptionKey hpke.PublicKey
 }
 
-// Verify checks an agent certificate (leaf first, then any intermediates
-// the agent presented) and returns what it vouches for. Refusals match
-// ErrUnauthenticated (not from the hub CA; ErrExpired when expired),
+// Verify checks an agent certificate chain in PEM (1 to 8 "CERTIFICATE"
+// blocks, at most 32 KiB: the leaf first, then any intermediates the agent
+// presented; see encodeCertificatesPEM) and returns what it vouches for.
+// Refusals match secretstore.ErrInvalid (not such a PEM chain),
+// ErrUnauthenticated (not from the hub CA, or expired),
 // ErrForbidden (ErrRevoked when the instance is revoked; a serial neither
-// current nor previous; a record for another node), ErrNotFound (no record)
-// or ErrUnavailable (the store failed).
-func (v *Verifier) Verify(ctx context.Context, certs ...*x509.Certificate) (*VerifiedIdentity, error) {
+// current nor previous; a record for another node),
+// secretstore.ErrNotFound (no record) or secretstore.ErrUnavailable (the
+// store failed).
+func (v *Verifier) Verify(ctx context.Context, chainPEM []byte) (*VerifiedIdentity, error) {
+	certs, err := parseCertificatesPEM(chainPEM)
+	if err != nil {
+		return nil, withOp(err, opVerify)
+	}
+	return v.verify(ctx, certs...)
+}
+
+// verify is Verify for a parsed chain, leaf first.
+func (v *Verifier) verify(ctx context.Context, certs ...*x509.Certificate) (*VerifiedIdentity, error) {
 	if len(certs) == 0 || certs[0] == nil {
-		return nil, newError(OpVerify, Identity{}, ErrInvalid, "no certificate", nil)
+		return nil, newError(opVerify, Identity{}, secretstore.ErrInvalid, "no certificate", nil)
 	}
 	leaf := certs[0]
-	if err := v.trust.verify(leaf, certs[1:], v.clock.Now()); err != nil {
-		return nil, newError(OpVerify, Identity{}, ErrUnauthenticated, err.Error(), reasonSentinel(err))
+	if err := v.trust.verify(leaf, certs[1:], time.Now()); err != nil {
+		return nil, newError(opVerify, Identity{}, ErrUnauthenticated, err.Error(), reasonSentinel(err))
 	}
 	c, err := inspectCertificate(leaf)
 	if err != nil {
-		return nil, newError(OpVerify, Identity{}, ErrUnauthenticated, err.Error(), nil)
+		return nil, newError(opVerify, Identity{}, ErrUnauthenticated, err.Error(), nil)
 	}
 	id := c.Identity
 	if err := v.kems.check(c.EncryptionKey); err != nil {
-		return nil, newError(OpVerify, id, ErrForbidden, err.Error(), nil)
+		return nil, newError(opVerify, id, ErrForbidden, err.Error(), nil)
 	}
-	rec, err := activeRecord(ctx, v.store, OpVerify, id)
+	rec, err := activeRecord(ctx, v.store, opVerify, id)
 	if err != nil {
 		return nil, err
 	}
 	if c.Serial != rec.CurrentSerial && (rec.PreviousSerial == "" || c.Serial != rec.PreviousSerial) {
-		return nil, newError(OpVerify, id, ErrForbidden, fmt.Sprintf("certificate serial %s is neither the current nor the previous serial of the instance", c.Serial), nil)
+		return nil, newError(opVerify, id, ErrForbidden, fmt.Sprintf("certificate serial %s is neither the current nor the previous serial of the instance", c.Serial), nil)
 	}
-	return &VerifiedIdentity{Instance: id, Serial: c.Serial, NotAfter: leaf.NotAfter, SigningKey: c.SigningKey, EncryptionKey: c.EncryptionKey}, nil
-}
-
-// VerifyPEM is Verify for a PEM chain, leaf first (ParseCertificatesPEM).
-func (v *Verifier) VerifyPEM(ctx context.Context, chainPEM []byte) (*VerifiedIdentity, error) {
-	certs, err := ParseCertificatesPEM(chainPEM)
-	if err != nil {
-		return nil, err
-	}
-	return v.Verify(ctx, certs...)
+	return &VerifiedIdentity{Instance: id, Serial: c.Serial, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter, SigningKey: c.SigningKey, EncryptionKey: c.EncryptionKey}, nil
 }
 
 // activeRecord reads id's record and refuses one that is missing, revoked
@@ -205,10 +212,10 @@ func checkRecord(rec Record, id Identity) error {
 	return nil
 }
 
-// reasonSentinel returns ErrRevoked or ErrExpired when err wraps one, so
+// reasonSentinel returns ErrRevoked or errExpired when err wraps one, so
 // the *Error built from err's text still matches it.
 func reasonSentinel(err error) error {
-	for _, s := range []error{ErrRevoked, ErrExpired} {
+	for _, s := range []error{ErrRevoked, errExpired} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -218,15 +225,15 @@ func reasonSentinel(err error) error {
 
 // storeError wraps a CertStore failure: NotFound and Conflict keep their
 // kind, a context error stays a context error, anything else is
-// ErrUnavailable. The cause is kept for logs but not shown to callers.
+// secretstore.ErrUnavailable. The cause is kept for logs but not shown to callers.
 func storeError(op string, id Identity, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newError(op, id, nil, "record store", err)
-	case errors.Is(err, ErrNotFound):
-		return newError(op, id, ErrNotFound, "no record for the instance", nil)
-	case errors.Is(err, ErrConflict):
-		return newError(op, id, ErrConflict, "the instance record changed concurrently; retry", nil)
+	case errors.Is(err, secretstore.ErrNotFound):
+		return newError(op, id, secretstore.ErrNotFound, "no record for the instance", nil)
+	case errors.Is(err, secretstore.ErrConflict):
+		return newError(op, id, secretstore.ErrConflict, "the instance record changed concurrently; retry", nil)
 	}
-	return newError(op, id, ErrUnavailable, "record store failed", err)
+	return newError(op, id, secretstore.ErrUnavailable, "record store failed", err)
 }

@@ -5,10 +5,13 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestVerifierHandsOutTheAgentKeys(t *testing.T) {
@@ -17,13 +20,14 @@ func TestVerifierHandsOutTheAgentKeys(t *testing.T) {
 	k := newAgentKeys(t)
 	resp := h.register(t, k, testID)
 
-	v, err := NewVerifier(VerifierOptions{CACertificates: h.CACertificates(), Store: h.store, Clock: h.clock})
+	v, err := NewVerifier(VerifierOptions{CACertificates: h.trust.chain, Store: h.store})
 	require.NoError(t, err)
-	got, err := v.VerifyPEM(ctx, []byte(resp.Certificate+resp.CACertificates))
+	got, err := v.Verify(ctx, []byte(resp.Certificate+resp.CACertificates))
 	require.NoError(t, err)
 	assert.Equal(t, testID, got.Instance)
 	assert.Equal(t, resp.Serial, got.Serial)
 	assert.Equal(t, resp.NotAfter, got.NotAfter)
+	assert.Equal(t, leafOf(t, resp).NotBefore, got.NotBefore)
 	assert.True(t, got.SigningKey.Equal(k.sign.Public()))
 	assert.Equal(t, k.enc.PublicKey().KEM().ID(), got.EncryptionKey.KEM().ID())
 	assert.Equal(t, k.enc.PublicKey().Bytes(), got.EncryptionKey.Bytes())
@@ -39,85 +43,85 @@ func TestVerifierHandsOutTheAgentKeys(t *testing.T) {
 func TestVerifierRefusals(t *testing.T) {
 	ctx := context.Background()
 	k := newAgentKeys(t)
-	foreignHub := newHub(t)
-	foreign := foreignHub.register(t, k, testID)
 
 	cases := []struct {
 		name     string
 		hubOpts  []hubOption
-		verifier func(h *hub) VerifierOptions
-		act      func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse // returns the certificate to verify
+		verifier func(h *testHub) VerifierOptions
+		act      func(t *testing.T, h *testHub, a *responseBody) *responseBody // returns the certificate to verify
 		kind     error
 		sentinel error
 		msg      string
 	}{
 		{name: "previous serial is accepted", kind: nil,
-			act: func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse {
-				_, err := h.Refresh(ctx, testID, refreshRequest(t, k, testID, a, h.clock.Now()))
+			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
+				_, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 				require.NoError(t, err)
 				return a
 			}},
 		{name: "superseded serial", kind: ErrForbidden, msg: "is neither the current nor the previous serial",
-			act: func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse {
-				b, err := h.Refresh(ctx, testID, refreshRequest(t, k, testID, a, h.clock.Now()))
+			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
+				b, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 				require.NoError(t, err)
-				_, err = h.Refresh(ctx, testID, refreshRequest(t, k, testID, b, h.clock.Now()))
+				_, err = h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
 				require.NoError(t, err)
 				return a
 			}},
 		{name: "revoked", kind: ErrForbidden, sentinel: ErrRevoked, msg: "instance revoked at",
-			act: func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse {
+			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
 				require.NoError(t, h.Revoke(ctx, testID))
 				return a
 			}},
-		{name: "expired", kind: ErrUnauthenticated, sentinel: ErrExpired, msg: "certificate expired at",
-			act: func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse {
-				h.clock.Advance(24*time.Hour + time.Second)
+		{name: "expired", kind: ErrUnauthenticated, sentinel: errExpired, msg: "certificate expired at",
+			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
+				time.Sleep(24*time.Hour + time.Second)
 				return a
 			}},
 		{name: "another hub's CA", kind: ErrUnauthenticated, msg: "does not chain to the hub CA",
-			act: func(t *testing.T, h *hub, a *IdentityResponse) *IdentityResponse { return foreign }},
-		{name: "no record", kind: ErrNotFound, msg: "no record for the instance",
-			verifier: func(h *hub) VerifierOptions {
-				return VerifierOptions{CACertificates: h.CACertificates(), Store: NewMemoryCertStore(), Clock: h.clock}
+			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody { return newHub(t).register(t, k, testID) }},
+		{name: "no record", kind: secretstore.ErrNotFound, msg: "no record for the instance",
+			verifier: func(h *testHub) VerifierOptions {
+				return VerifierOptions{CACertificates: h.trust.chain, Store: NewMemoryCertStore()}
 			}},
-		{name: "store down", kind: ErrUnavailable, msg: "record store failed",
-			verifier: func(h *hub) VerifierOptions {
-				return VerifierOptions{CACertificates: h.CACertificates(), Store: &failingStore{CertStore: h.store, getErr: errDiskFull}, Clock: h.clock}
+		{name: "store down", kind: secretstore.ErrUnavailable, msg: "record store failed",
+			verifier: func(h *testHub) VerifierOptions {
+				return VerifierOptions{CACertificates: h.trust.chain, Store: &failingStore{CertStore: h.store, getErr: errDiskFull}}
 			}},
 		{name: "KEM not allowed by the agbot", kind: ErrForbidden, msg: "HPKE KEM 0x647a is not allowed",
-			verifier: func(h *hub) VerifierOptions {
-				return VerifierOptions{CACertificates: h.CACertificates(), Store: h.store, Clock: h.clock, AllowedKEMs: []uint16{hpke.DHKEM(ecdh.X25519()).ID()}}
+			verifier: func(h *testHub) VerifierOptions {
+				return VerifierOptions{CACertificates: h.trust.chain, Store: h.store, AllowedKEMs: []uint16{hpke.DHKEM(ecdh.X25519()).ID()}}
 			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHub(t, tc.hubOpts...)
-			a := h.register(t, k, testID)
-			target := a
-			if tc.act != nil {
-				target = tc.act(t, h, a)
-			}
-			opts := VerifierOptions{CACertificates: h.CACertificates(), Store: h.store, Clock: h.clock}
-			if tc.verifier != nil {
-				opts = tc.verifier(h)
-			}
-			v, err := NewVerifier(opts)
-			require.NoError(t, err)
-			got, err := v.Verify(ctx, leafOf(t, target))
-			if tc.kind == nil {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHub(t, tc.hubOpts...)
+				a := h.register(t, k, testID)
+				target := a
+				if tc.act != nil {
+					target = tc.act(t, h, a)
+				}
+				opts := VerifierOptions{CACertificates: h.trust.chain, Store: h.store}
+				if tc.verifier != nil {
+					opts = tc.verifier(h)
+				}
+				v, err := NewVerifier(opts)
 				require.NoError(t, err)
-				assert.Equal(t, target.Serial, got.Serial)
-				return
-			}
-			require.Error(t, err)
-			assert.Nil(t, got)
-			assert.Equal(t, tc.kind, KindOf(err), "%v", err)
-			if tc.sentinel != nil {
-				assert.ErrorIs(t, err, tc.sentinel)
-			}
-			assert.Contains(t, err.Error(), tc.msg)
-			assert.NotContains(t, publicMessage(err), errDiskFull.Error())
+				got, err := v.verify(ctx, leafOf(t, target))
+				if tc.kind == nil {
+					require.NoError(t, err)
+					assert.Equal(t, target.Serial, got.Serial)
+					return
+				}
+				require.Error(t, err)
+				assert.Nil(t, got)
+				assert.Equal(t, tc.kind, kindOf(err), "%v", err)
+				if tc.sentinel != nil {
+					assert.ErrorIs(t, err, tc.sentinel)
+				}
+				assert.Contains(t, err.Error(), tc.msg)
+				assert.NotContains(t, publicMessage(err), errDiskFull.Error())
+			})
 		})
 	}
 }
@@ -126,6 +130,6 @@ func TestNewVerifierNeedsCAAndStore(t *testing.T) {
 	_, err := NewVerifier(VerifierOptions{Store: NewMemoryCertStore()})
 	assert.ErrorContains(t, err, "no CA certificates")
 	h := newHub(t)
-	_, err = NewVerifier(VerifierOptions{CACertificates: h.CACertificates()})
+	_, err = NewVerifier(VerifierOptions{CACertificates: h.trust.chain})
 	assert.ErrorContains(t, err, "no CertStore")
 }

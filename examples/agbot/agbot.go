@@ -268,12 +268,12 @@ func (a *agbot) verify(ctx context.Context, n relay.Node) (*agreement.PublicKeys
 	if !ok {
 		return nil, errors.New("no certificate published for the node")
 	}
-	vid, err := a.verifier.VerifyPEM(ctx, chain)
+	vid, err := a.verifier.Verify(ctx, chain)
 	if err != nil {
 		return nil, err
 	}
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
 		return nil, fmt.Errorf("the certificate is for node %s/%s", vid.Instance.Org, vid.Instance.Node)
 	}
-	return vid.PublicKeys()
+	return agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -274,11 +275,18 @@ func TestOpenState(t *testing.T) {
 		t.Run(c.state, func(t *testing.T) {
 			st, certs, desc, err := openState(t.Context(), config{dir: dir, state: c.state}, log)
 			require.NoError(t, err)
-			defer st.Close()
 			isMemory := desc == "memory"
 			assert.Equal(t, c.memory, isMemory)
-			_, memCerts := certs.(*identity.MemoryCertStore)
-			assert.Equal(t, c.memory, memCerts, "a state file keeps the identity records too")
+			rec := identity.Record{Instance: identity.Identity{Provider: "p", Org: "o", Node: "n", InstanceID: "i-" + c.state}}
+			_, err = certs.Put(t.Context(), rec)
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+
+			st, certs, _, err = openState(t.Context(), config{dir: dir, state: c.state}, log)
+			require.NoError(t, err)
+			defer st.Close()
+			_, err = certs.Get(t.Context(), "p", rec.Instance.InstanceID)
+			assert.Equal(t, c.memory, errors.Is(err, secretstore.ErrNotFound), "a state file keeps the identity records too")
 			if c.file != "" {
 				assert.Equal(t, c.file, desc)
 				fi, err := os.Stat(c.file)

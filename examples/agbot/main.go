@@ -223,7 +223,7 @@ func run(c config, log *slog.Logger) (err error) {
 	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), dep.org); err != nil {
 		return err
 	}
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -311,19 +311,12 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 	if err != nil {
 		return nil, err
 	}
-	ids, err := identity.NewHandler(identity.HandlerOptions{
-		Issuer: issuer,
-		AuthorizeRevoke: func(r *http.Request, _ identity.Identity) error {
-			if !bearerIs(r, adminToken) {
-				return identity.ErrUnauthenticated
-			}
-			return nil
-		},
-		Logger: log,
+	ids := issuer.Handler(func(r *http.Request, _ identity.Identity) error {
+		if !bearerIs(r, adminToken) {
+			return identity.ErrUnauthenticated
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.Handle(binding.SecretsPath, secrets)
 	mux.Handle(binding.OrgPath, secrets)

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/x509"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -40,8 +40,8 @@ type upstream struct {
 	identity *identity.Agent
 
 	// Used by poll only.
-	published *x509.Certificate // the certificate last published on the relay
-	after     uint64            // the id of the last relay message handled
+	published []byte // the certificate chain (PEM) last published on the relay
+	after     uint64 // the id of the last relay message handled
 }
 
 // agentOptions are what newAgent needs besides the store.
@@ -118,17 +118,16 @@ func (a *agent) pollOne(ctx context.Context, up *upstream) {
 	if len(a.upstreams) > 1 {
 		log = log.With(slog.String("agbot", up.url))
 	}
-	cert := up.identity.Certificate()
-	if cert == nil {
+	chain := up.identity.CertificateChain()
+	if chain == nil {
 		return // not registered with this agbot (yet)
 	}
-	if cert != up.published {
-		chain := identity.EncodeCertificatesPEM(up.identity.CertificateChain()...)
+	if !bytes.Equal(chain, up.published) {
 		if err := up.relay.PublishCertificate(ctx, a.node, chain); err != nil {
 			log.Warn("publishing the certificate failed; retrying", slog.String("err", err.Error()))
 		} else {
-			up.published = cert
-			log.Info("certificate published on the relay", slog.String("serial", cert.SerialNumber.Text(16)))
+			up.published = chain
+			log.Info("certificate published on the relay")
 		}
 	}
 	for ctx.Err() == nil {

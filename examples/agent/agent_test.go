@@ -51,13 +51,13 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	agentKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
-		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
-			return identity.Confirmation{IssuedAt: time.Now()}, nil
-		})})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+		return time.Now(), nil
+	}})
 	require.NoError(t, err)
-	id, err := identity.NewAgent(identity.AgentKeyOptions(agentKeys, identity.AgentOptions{
-		Instance: identity.Identity{Provider: "demo", Org: node.Org, Node: node.Node, InstanceID: node.Node}, Hub: issuer}))
+	id, err := identity.NewAgent(identity.AgentOptions{
+		Instance:   identity.Identity{Provider: "demo", Org: node.Org, Node: node.Node, InstanceID: node.Node},
+		SigningKey: agentKeys.Signer(), EncryptionKey: agentKeys.Public().EncryptionKey(), Issuer: issuer})
 	require.NoError(t, err)
 	_, err = id.Register(t.Context(), "attested")
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(srv.Close)
 	client, err := relay.NewClient(srv.URL, srv.Client())
 	require.NoError(t, err)
-	require.NoError(t, client.PublishCertificate(t.Context(), node, identity.EncodeCertificatesPEM(id.CertificateChain()...)))
+	require.NoError(t, client.PublishCertificate(t.Context(), node, id.CertificateChain()))
 	f := &fixture{
 		t: t, keys: agentKeys, relay: server, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(),
 		envDir: filepath.Join(dir, "env"), root: filepath.Join(dir, "secrets"), relayTS: srv,

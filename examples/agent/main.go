@@ -61,6 +61,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Files in -dir.
@@ -161,7 +162,7 @@ func run(c config, log *slog.Logger) (err error) {
 		if err != nil {
 			return err
 		}
-		id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: hub, Logger: log}))
+		id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -218,12 +219,8 @@ func run(c config, log *slog.Logger) (err error) {
 		if err := a.register(ctx, up, bootstrap, me, 10); err != nil {
 			return err
 		}
-		refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: up.identity, Logger: log})
-		if err != nil {
-			return err
-		}
 		wg.Go(func() {
-			if err := refresher.Run(ctx); !errors.Is(err, context.Canceled) {
+			if err := up.identity.Run(ctx); !errors.Is(err, context.Canceled) {
 				cancel(fmt.Errorf("identity lost, restart the agent to register again: %w", err))
 			}
 		})
@@ -261,7 +258,7 @@ func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me
 			a.log.Info("identity registered", slog.String("agbot", up.url), slog.String("serial", cert.SerialNumber.Text(16)), slog.Time("not_after", cert.NotAfter))
 			return nil
 		}
-		if attempt == attempts || attempts > 0 && (errors.Is(err, identity.ErrForbidden) || errors.Is(err, identity.ErrInvalid)) {
+		if attempt == attempts || attempts > 0 && (errors.Is(err, identity.ErrForbidden) || errors.Is(err, secretstore.ErrInvalid)) {
 			return fmt.Errorf("registering the identity: %w", err)
 		}
 		a.log.Warn("registering the identity failed; retrying", slog.String("agbot", up.url), slog.String("err", err.Error()))
@@ -281,12 +278,7 @@ func (a *agent) keepRegistered(ctx context.Context, up *upstream, bootstrap stri
 		if err := a.register(ctx, up, bootstrap, me, 0); err != nil {
 			return
 		}
-		refresher, err := identity.NewRefresher(identity.RefresherOptions{Renewer: up.identity, Logger: a.log})
-		if err != nil {
-			a.log.Error("renewing the certificate", slog.String("err", err.Error()))
-			return
-		}
-		if err := refresher.Run(ctx); ctx.Err() == nil {
+		if err := up.identity.Run(ctx); ctx.Err() == nil {
 			a.log.Warn("the agbot no longer renews the identity; registering again", slog.String("agbot", up.url), slog.String("err", err.Error()))
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/subtle"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,7 +61,7 @@ type agbot struct {
 // agentContact is what the agbot knows of a node's agent: the certificate
 // chain it published (re-verified before every seal) and how to reach it.
 type agentContact struct {
-	chain    []*x509.Certificate
+	chain    []byte // PEM
 	endpoint agentEndpoint
 }
 
@@ -227,11 +226,11 @@ func (a *agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, e
 	if err != nil {
 		return nil, err
 	}
-	verified, err := a.verifier.Verify(ctx, agent.chain...)
+	verified, err := a.verifier.Verify(ctx, agent.chain)
 	if err != nil {
 		return nil, fmt.Errorf("agbot: the agent's certificate: %w", err)
 	}
-	keys, err := verified.PublicKeys()
+	keys, err := agreement.NewPublicKeys(verified.SigningKey, verified.EncryptionKey)
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ type serviceAccess struct {
 
 type nodeAgentOptions struct {
 	instance  identity.Identity
-	hub       identity.Hub // the hub's identity API; the Issuer in process
+	hub       *identity.Issuer // the hub's identity API, in process
 	agbotKeys *agreement.PublicKeys
 	root      string // the agent's secret storage
 	newToken  func() string
@@ -67,12 +67,14 @@ func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err
 	}
 	// The identity certificate carries the agreement keys: the signing key
 	// as its public key, the HPKE key in an extension.
-	ident, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{
-		Instance: opts.instance,
-		Hub:      opts.hub,
-		Lifetime: time.Hour,
-		Logger:   log,
-	}))
+	ident, err := identity.NewAgent(identity.AgentOptions{
+		Instance:      opts.instance,
+		SigningKey:    keys.Signer(),
+		EncryptionKey: keys.Public().EncryptionKey(),
+		Issuer:        opts.hub,
+		Lifetime:      time.Hour,
+		Logger:        log,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -63,16 +65,20 @@ func TestCanaryEveryType(t *testing.T) {
 	c.mu.Unlock()
 	ca, err := identity.NewCA(identity.CAOptions{})
 	require.NoError(t, err)
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Signer: ca, Attestor: identity.AttestorFunc(nil)})
+	var attested identity.AttestationRequest
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Signer: ca, Attest: func(_ context.Context, req identity.AttestationRequest) (time.Time, error) {
+		attested = req
+		return time.Time{}, errors.New("only looked at")
+	}})
 	require.NoError(t, err)
 	me := identity.Identity{Provider: "demo", Org: "myorg", Node: "node-1", InstanceID: "i-1"}
-	agentOpts := identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: me, Hub: issuer})
+	agentOpts := identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Issuer: issuer}
 	idAgent, err := identity.NewAgent(agentOpts)
 	require.NoError(t, err)
-	csr, err := identity.NewCSR(keys.Signer(), me, keys.Public().EncryptionKey())
-	require.NoError(t, err)
-	register, err := identity.NewRegisterRequest(keys.Signer(), me, csr, identity.Attestation(v()), time.Now(), 0)
-	require.NoError(t, err)
+	attestation := identity.Attestation(v())
+	_, err = idAgent.Register(t.Context(), attestation)
+	require.Error(t, err)
+	require.Equal(t, attestation, attested.Attestation, "the attestor saw the document")
 
 	cfg, err := secretstore.ParseConfig(bytes.NewReader(fmt.Appendf(nil,
 		`{"type":"memory","vault":{"address":"http://127.0.0.1:8200","auth":{"method":"token","token":%q}},"awssm":{"region":"eu-west-1","accessKeyId":"AKIA","secretAccessKey":%q}}`,
@@ -101,12 +107,12 @@ func TestCanaryEveryType(t *testing.T) {
 		{name: "agreement.Proposal", v: agreement.Proposal{Version: agreement.MessageVersion, AgreementID: "ag-1", Services: services}, wire: true},
 		{name: "agreement.SecretsUpdate", v: agreement.SecretsUpdate{Services: services}, wire: true},
 		{name: "agreement.Update", v: update, wire: true},
-		{name: "identity.Attestation", v: register.Attestation},
-		{name: "identity.RegisterRequest", v: *register},
+		{name: "identity.Attestation", v: attestation},
+		{name: "identity.AttestationRequest", v: attested},
 		{name: "identity.AgentOptions", v: agentOpts},
 		{name: "identity.Agent", v: idAgent},
 		{name: "identity.CAOptions", v: identity.CAOptions{Key: caKey}},
-		{name: "identity.CA", v: ca},
+		{name: "identity.NewCA", v: ca},
 		{name: "agentapi.TokenTable", v: table},
 		{name: "agentapi.HandlerOptions", v: agentapi.HandlerOptions{Authenticate: table.Authenticate}},
 		{name: "agentapi.Options", v: agentapi.Options{Root: "/r", Tokens: table, SealKeys: keys, MemoryDir: "/m"}},

@@ -80,7 +80,7 @@ func (a *admin) cleanUp(ctx context.Context) error {
 // provider is the party that launched the node (a cloud, a factory
 // installer) and vouches for it: it hands the agent an attestation
 // document, and confirms to the identity issuer that it made it
-// (identity.Attestor, the Copper Argos model).
+// (identity.IssuerOptions.Attest, the Copper Argos model).
 type provider struct {
 	name   string
 	mu     sync.Mutex
@@ -94,16 +94,16 @@ func (p *provider) attestation(instanceID, document string) identity.Attestation
 	return identity.Attestation(document)
 }
 
-// Attest implements identity.Attestor. Its error is logged by the hub and
-// never sent back; it does not quote the document.
-func (p *provider) Attest(_ context.Context, req identity.AttestationRequest) (identity.Confirmation, error) {
+// Attest is the identity issuer's attestor. Its error is logged by the hub
+// and never sent back; it does not quote the document.
+func (p *provider) Attest(_ context.Context, req identity.AttestationRequest) (time.Time, error) {
 	p.mu.Lock()
 	want, ok := p.issued[req.Instance.InstanceID]
 	p.mu.Unlock()
 	if !ok || subtle.ConstantTimeCompare([]byte(want), []byte(req.Attestation)) != 1 {
-		return identity.Confirmation{}, fmt.Errorf("provider %s issued no such document for instance %s", p.name, req.Instance.InstanceID)
+		return time.Time{}, fmt.Errorf("provider %s issued no such document for instance %s", p.name, req.Instance.InstanceID)
 	}
-	return identity.Confirmation{IssuedAt: time.Now()}, nil
+	return time.Now(), nil
 }
 
 // startHub opens the store, and starts the identity issuer and the agbot
@@ -122,8 +122,8 @@ func (f *flow) startHub(ctx context.Context) (err error) {
 
 	f.provider = &provider{name: "quickstart-provider", issued: map[string]string{}}
 	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{
-		Attestor: f.provider,
-		Logger:   f.opts.Logger.With("component", "identity-issuer"),
+		Attest: f.provider.Attest,
+		Logger: f.opts.Logger.With("component", "identity-issuer"),
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var instance = identity.Identity{Provider: "openhorizon.factory1", Org: "org", Node: "node-1", InstanceID: "i-0123"}
@@ -22,7 +23,7 @@ func TestCertStoreCompareAndSet(t *testing.T) {
 	st, cs := openFile(t, path)
 
 	_, err := cs.Get(ctx, instance.Provider, instance.InstanceID)
-	require.ErrorIs(t, err, identity.ErrNotFound)
+	require.ErrorIs(t, err, secretstore.ErrNotFound)
 
 	notAfter := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
 	rec, err := cs.Put(ctx, identity.Record{Instance: instance, CurrentSerial: "0a", NotAfter: notAfter})
@@ -30,14 +31,14 @@ func TestCertStoreCompareAndSet(t *testing.T) {
 	assert.Equal(t, uint64(1), rec.Revision)
 
 	_, err = cs.Put(ctx, identity.Record{Instance: instance, CurrentSerial: "ff"})
-	require.ErrorIs(t, err, identity.ErrConflict, "revision 0 means create; the record exists")
+	require.ErrorIs(t, err, secretstore.ErrConflict, "revision 0 means create; the record exists")
 
 	rec.CurrentSerial, rec.PreviousSerial = "0b", "0a"
 	rec2, err := cs.Put(ctx, rec)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), rec2.Revision)
 	_, err = cs.Put(ctx, rec)
-	require.ErrorIs(t, err, identity.ErrConflict, "a stale revision loses")
+	require.ErrorIs(t, err, secretstore.ErrConflict, "a stale revision loses")
 
 	other := identity.Identity{Provider: instance.Provider + "i", Org: "org", Node: "node-2", InstanceID: "-0123"}
 	_, err = cs.Put(ctx, identity.Record{Instance: other, CurrentSerial: "01"})
@@ -66,9 +67,9 @@ func TestCertStoreCompareAndSet(t *testing.T) {
 
 	require.NoError(t, st.Close())
 	_, err = cs.Get(ctx, instance.Provider, instance.InstanceID)
-	assert.ErrorIs(t, err, identity.ErrUnavailable, "a closed state is unavailable")
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "a closed state is unavailable")
 	_, err = cs.Put(ctx, got)
-	assert.ErrorIs(t, err, identity.ErrUnavailable)
+	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
 }
 
 func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
@@ -92,7 +93,7 @@ func TestCertStoreConcurrentPutsOneWins(t *testing.T) {
 			wins++
 			continue
 		}
-		assert.ErrorIs(t, err, identity.ErrConflict)
+		assert.ErrorIs(t, err, secretstore.ErrConflict)
 	}
 	assert.Equal(t, 1, wins, "exactly one refresh of a revision wins")
 }

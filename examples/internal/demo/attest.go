@@ -27,28 +27,29 @@ func Attest(bootstrapToken string, id identity.Identity, now time.Time) identity
 	return identity.Attestation(attestationPrefix + unix + "." + attestationMAC(bootstrapToken, id, unix))
 }
 
-// NewAttestor returns the hub's Attestor for documents made by Attest with
-// the same bootstrap token. Its errors never quote the document.
-func NewAttestor(bootstrapToken string) identity.Attestor {
-	return identity.AttestorFunc(func(_ context.Context, req identity.AttestationRequest) (identity.Confirmation, error) {
+// NewAttestor returns the hub's attestor (identity.IssuerOptions.Attest)
+// for documents made by Attest with the same bootstrap token. Its errors
+// never quote the document.
+func NewAttestor(bootstrapToken string) func(context.Context, identity.AttestationRequest) (time.Time, error) {
+	return func(_ context.Context, req identity.AttestationRequest) (time.Time, error) {
 		rest, ok := strings.CutPrefix(string(req.Attestation), attestationPrefix)
 		if !ok {
-			return identity.Confirmation{}, errors.New("demo attestor: not a demo attestation document")
+			return time.Time{}, errors.New("demo attestor: not a demo attestation document")
 		}
 		unix, mac, ok := strings.Cut(rest, ".")
 		if !ok {
-			return identity.Confirmation{}, errors.New("demo attestor: malformed document")
+			return time.Time{}, errors.New("demo attestor: malformed document")
 		}
 		secs, err := strconv.ParseInt(unix, 10, 64)
 		if err != nil {
-			return identity.Confirmation{}, errors.New("demo attestor: malformed time")
+			return time.Time{}, errors.New("demo attestor: malformed time")
 		}
 		want := attestationMAC(bootstrapToken, req.Instance, unix)
 		if !hmac.Equal([]byte(mac), []byte(want)) {
-			return identity.Confirmation{}, errors.New("demo attestor: document not made with the bootstrap token for this instance")
+			return time.Time{}, errors.New("demo attestor: document not made with the bootstrap token for this instance")
 		}
-		return identity.Confirmation{IssuedAt: time.Unix(secs, 0)}, nil
-	})
+		return time.Unix(secs, 0), nil
+	}
 }
 
 func attestationMAC(token string, id identity.Identity, unix string) string {

@@ -23,7 +23,7 @@ const caLifetime = 10 * 365 * 24 * time.Hour
 // reports whether it created the CA. An agbot that keeps its CA across
 // restarts keeps the agents' certificates valid. One of the two files
 // without the other is an error.
-func LoadOrCreateCA(certPath, keyPath string) (*identity.CA, bool, error) {
+func LoadOrCreateCA(certPath, keyPath string) (identity.CertSigner, bool, error) {
 	certPEM, certErr := os.ReadFile(certPath)
 	keyPEM, keyErr := os.ReadFile(keyPath)
 	switch {
@@ -55,7 +55,7 @@ func LoadOrCreateCA(certPath, keyPath string) (*identity.CA, bool, error) {
 		return nil, false, err
 	}
 	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw})
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Chain()[0].Raw})
 	// The key first: a certificate without its key is refused at the next
 	// start, a key without its certificate too, and neither is used.
 	if err := WritePrivateFile(keyPath, keyPEM); err != nil {
@@ -69,7 +69,7 @@ func LoadOrCreateCA(certPath, keyPath string) (*identity.CA, bool, error) {
 
 // parseCA loads a CA from its PEM certificate and PKCS #8 key. Errors never
 // quote the key.
-func parseCA(certPEM, keyPEM []byte) (*identity.CA, error) {
+func parseCA(certPEM, keyPEM []byte) (identity.CertSigner, error) {
 	cb, _ := pem.Decode(certPEM)
 	if cb == nil || cb.Type != "CERTIFICATE" {
 		return nil, errors.New("no PEM certificate")

@@ -28,9 +28,9 @@ func TestAttestation(t *testing.T) {
 	doc := demo.Attest("bootstrap-token", instance, now)
 	attestor := demo.NewAttestor("bootstrap-token")
 
-	conf, err := attestor.Attest(t.Context(), identity.AttestationRequest{Instance: instance, Attestation: doc})
+	issuedAt, err := attestor(t.Context(), identity.AttestationRequest{Instance: instance, Attestation: doc})
 	require.NoError(t, err)
-	assert.Equal(t, now, conf.IssuedAt, "the Issuer checks freshness against the document's time")
+	assert.Equal(t, now, issuedAt, "the Issuer checks freshness against the document's time")
 
 	other := instance
 	other.InstanceID = "i-2"
@@ -44,7 +44,7 @@ func TestAttestation(t *testing.T) {
 		"bad time":         {Instance: instance, Attestation: "demo1.x.00"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := attestor.Attest(t.Context(), req)
+			_, err := attestor(t.Context(), req)
 			require.Error(t, err)
 			assert.NotContains(t, err.Error(), string(doc)[6:], "errors never quote the document")
 		})
@@ -53,11 +53,11 @@ func TestAttestation(t *testing.T) {
 
 // The Issuer takes a demo attestation for a registration.
 func TestAttestationRegisters(t *testing.T) {
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: demo.NewAttestor("bootstrap-token")})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: demo.NewAttestor("bootstrap-token")})
 	require.NoError(t, err)
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
-	agent, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{Instance: instance, Hub: issuer}))
+	agent, err := identity.NewAgent(identity.AgentOptions{Instance: instance, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Issuer: issuer})
 	require.NoError(t, err)
 	_, err = agent.Register(t.Context(), demo.Attest("wrong-token", instance, time.Now()))
 	require.ErrorIs(t, err, identity.ErrForbidden)
@@ -213,7 +213,7 @@ func TestLoadOrCreateCA(t *testing.T) {
 	again, created, err := demo.LoadOrCreateCA(certPath, keyPath)
 	require.NoError(t, err)
 	assert.False(t, created)
-	assert.True(t, ca.Certificate().Equal(again.Certificate()), "the same CA after a restart")
+	assert.True(t, ca.Chain()[0].Equal(again.Chain()[0]), "the same CA after a restart")
 
 	require.NoError(t, os.Remove(keyPath))
 	_, _, err = demo.LoadOrCreateCA(certPath, keyPath)

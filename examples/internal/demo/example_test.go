@@ -16,9 +16,9 @@ func ExampleAttest() {
 	doc := demo.Attest("shared-bootstrap-token", id, time.Unix(1_800_000_000, 0))
 	fmt.Println(doc) // an attestation never prints
 
-	conf, err := demo.NewAttestor("shared-bootstrap-token").Attest(context.Background(),
+	issuedAt, err := demo.NewAttestor("shared-bootstrap-token")(context.Background(),
 		identity.AttestationRequest{Instance: id, Attestation: doc})
-	fmt.Println(conf.IssuedAt.UTC(), err)
+	fmt.Println(issuedAt.UTC(), err)
 	// Output:
 	// [redacted]
 	// 2027-01-15 08:00:00 +0000 UTC <nil>

@@ -16,7 +16,7 @@ import (
 
 // Limits harden a server against clients that hold connections, send
 // slowly or send too much. Every example server uses them; an embedder
-// serving the library's handlers (agentapi.NewHandler, identity.Handler,
+// serving the library's handlers (agentapi.NewHandler, identity.Issuer.Handler,
 // binding.Handler) should set the same on its own http.Server.
 type Limits struct {
 	// ReadHeaderTimeout bounds reading a request's headers.

@@ -24,10 +24,9 @@ func Example() {
 	}
 	// The hub: an identity issuer (attestation accepted as is, for the
 	// example), the agbot's keys and the relay.
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
-		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
-			return identity.Confirmation{IssuedAt: time.Now()}, nil
-		})})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+		return time.Now(), nil
+	}})
 	must(err)
 	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	must(err)
@@ -39,14 +38,15 @@ func Example() {
 	// Agent: register and publish the certificate.
 	agentKeys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	must(err)
-	id, err := identity.NewAgent(identity.AgentKeyOptions(agentKeys, identity.AgentOptions{
-		Instance: identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: "i-1"}, Hub: issuer}))
+	id, err := identity.NewAgent(identity.AgentOptions{
+		Instance:   identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: "i-1"},
+		SigningKey: agentKeys.Signer(), EncryptionKey: agentKeys.Public().EncryptionKey(), Issuer: issuer})
 	must(err)
 	_, err = id.Register(ctx, "attestation")
 	must(err)
 	client, err := relay.NewClient(hub.URL, nil)
 	must(err)
-	must(client.PublishCertificate(ctx, n, identity.EncodeCertificatesPEM(id.CertificateChain()...)))
+	must(client.PublishCertificate(ctx, n, id.CertificateChain()))
 
 	// Agbot: seal a proposal to the agent and post it.
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{

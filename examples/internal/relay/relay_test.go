@@ -35,10 +35,9 @@ type hub struct {
 
 func newHub(t *testing.T, opts relay.ServerOptions) (*hub, *relay.Client) {
 	t.Helper()
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attestor: identity.AttestorFunc(
-		func(context.Context, identity.AttestationRequest) (identity.Confirmation, error) {
-			return identity.Confirmation{IssuedAt: time.Now()}, nil
-		})})
+	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+		return time.Now(), nil
+	}})
 	require.NoError(t, err)
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
@@ -61,15 +60,16 @@ func (h *hub) agent(n relay.Node) *agent {
 	h.t.Helper()
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(h.t, err)
-	id, err := identity.NewAgent(identity.AgentKeyOptions(keys, identity.AgentOptions{
-		Instance: identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: n.Node}, Hub: h.issuer}))
+	id, err := identity.NewAgent(identity.AgentOptions{
+		Instance:   identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: n.Node},
+		SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Issuer: h.issuer})
 	require.NoError(h.t, err)
 	_, err = id.Register(h.t.Context(), "attested")
 	require.NoError(h.t, err)
 	return &agent{keys: keys, id: id}
 }
 
-func (a *agent) chain() []byte { return identity.EncodeCertificatesPEM(a.id.CertificateChain()...) }
+func (a *agent) chain() []byte { return a.id.CertificateChain() }
 
 // post seals a proposal of agreement ag to a and posts it to n's mailbox.
 func (h *hub) post(n relay.Node, a *agent, ag string) (uint64, <-chan []byte, agreement.Header) {

@@ -192,22 +192,18 @@ func (s *Server) verifyChain(ctx context.Context, n Node, chain []byte) (*agreem
 	if s.opts.Verifier == nil {
 		return nil, time.Time{}, errors.New("this relay verifies no certificates (no Verifier)")
 	}
-	vid, err := s.opts.Verifier.VerifyPEM(ctx, chain)
+	vid, err := s.opts.Verifier.Verify(ctx, chain)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
 		return nil, time.Time{}, fmt.Errorf("the certificate names node %s/%s, not %s", vid.Instance.Org, vid.Instance.Node, n)
 	}
-	keys, err := vid.PublicKeys()
+	keys, err := agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	certs, err := identity.ParseCertificatesPEM(chain)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	return keys, certs[0].NotBefore, nil
+	return keys, vid.NotBefore, nil
 }
 
 func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
