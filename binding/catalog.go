@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 )
 
 // Catalog is a Resolver over a fixed set of service definitions, such as the
@@ -28,7 +30,7 @@ func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
 			errs = append(errs, fmt.Errorf("definition %d (%s) needs org, url and arch", i+1, ref))
 			continue
 		}
-		if _, err := ParseVersion(d.Version); err != nil {
+		if _, err := ohversion.Parse(d.Version); err != nil {
 			errs = append(errs, fmt.Errorf("definition %d (%s): %w", i+1, ref, err))
 			continue
 		}
@@ -49,7 +51,7 @@ func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
 func (c *Catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
 	var out []*ServiceDefinition
 	for _, d := range c.defs {
-		if d.Org == q.Org && d.URL == q.URL && ArchMatches(q.Arch, d.Arch) {
+		if d.Org == q.Org && d.URL == q.URL && ohversion.ArchMatches(q.Arch, d.Arch) {
 			out = append(out, d)
 		}
 	}

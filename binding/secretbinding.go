@@ -86,8 +86,9 @@ type SecretBinding struct {
 	ServiceURL   string
 	// ServiceArch selects the architecture; "" or "*" selects any.
 	ServiceArch string
-	// ServiceVersionRange selects versions (see ParseVersionRange); ""
-	// selects any, as in Open Horizon.
+	// ServiceVersionRange selects versions: an Open Horizon range such as
+	// "[1.0.0,2.0.0)", "(1.0,INFINITY)" or a bare version meaning that
+	// version or newer. "" selects any, as in Open Horizon.
 	ServiceVersionRange string
 	// ServiceContainer (design form only; Open Horizon has no such field)
 	// narrows the bindings to one container of the service. Without it,

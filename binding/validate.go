@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -180,7 +181,7 @@ type entry struct {
 	index    int // 1-based
 	sb       *SecretBinding
 	usable   bool // selector valid: can match services
-	versions VersionRange
+	versions ohversion.Range
 	vault    []*VaultSecretName // parsed vault name per binding; nil when invalid
 	used     bool               // selected a service, version included
 	selected bool               // org, url and arch selected a service, whatever the version
@@ -210,7 +211,7 @@ func (e *entry) problem() Problem {
 // select def.
 func (e *entry) selects(def *ServiceDefinition) bool {
 	return e.sb.ServiceOrgid == def.Org && e.sb.ServiceURL == def.URL &&
-		checkArch(e.sb.ServiceArch) == nil && ArchMatches(e.sb.ServiceArch, def.Arch)
+		ohversion.CheckArch(e.sb.ServiceArch) == nil && ohversion.ArchMatches(e.sb.ServiceArch, def.Arch)
 }
 
 type validation struct {
@@ -247,12 +248,12 @@ func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
 	if len(sb.Bindings) == 0 {
 		pend(-1, v.add(CodeFieldMissing, p, "secretBinding entry %d binds no secrets.", index))
 	}
-	if err := checkArch(sb.ServiceArch); err != nil {
+	if err := ohversion.CheckArch(sb.ServiceArch); err != nil {
 		e.usable = false
 		pend(-1, v.add(CodeArchInvalid, p, "secretBinding entry %d has an invalid serviceArch: %s.", index, err))
 	}
 	if sb.ServiceVersionRange != "" {
-		r, err := ParseVersionRange(sb.ServiceVersionRange)
+		r, err := ohversion.ParseRange(sb.ServiceVersionRange)
 		if err != nil {
 			e.usable = false
 			pend(-1, v.add(CodeVersionRangeInvalid, p, "secretBinding entry %d has an invalid serviceVersionRange: %s.", index, err))
@@ -363,9 +364,9 @@ func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
 // lookup asks the resolver and keeps only well-formed matches of org, url
 // and arch pattern, with their parsed versions. A failed lookup is reported
 // against ref and returns ok false.
-func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*ServiceDefinition, versions []Version, ok bool, err error) {
+func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*ServiceDefinition, versions []ohversion.Version, ok bool, err error) {
 	q := ServiceQuery{Org: ref.Org, URL: ref.URL, Arch: ref.Arch}
-	if q.Arch == AnyArch {
+	if q.Arch == ohversion.AnyArch {
 		q.Arch = ""
 	}
 	found, err := v.opts.Resolver.ServiceVersions(ctx, q)
@@ -377,10 +378,10 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 		return nil, nil, false, nil
 	}
 	for _, d := range found {
-		if d == nil || d.Org != ref.Org || d.URL != ref.URL || !ArchMatches(ref.Arch, d.Arch) {
+		if d == nil || d.Org != ref.Org || d.URL != ref.URL || !ohversion.ArchMatches(ref.Arch, d.Arch) {
 			continue
 		}
-		ver, err := ParseVersion(d.Version)
+		ver, err := ohversion.Parse(d.Version)
 		if err != nil {
 			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.Ref()), "error", err)
 			continue
@@ -398,14 +399,14 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 		v.add(CodeServiceUnresolved, Problem{Service: ref}, "A deployed service has no organisation or URL.")
 		return nil, nil
 	}
-	want := VersionRange{}
+	want := ohversion.Range{}
 	if ref.Version != "" {
-		ver, err := ParseVersion(ref.Version)
+		ver, err := ohversion.Parse(ref.Version)
 		if err != nil {
 			v.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", refString(ref), err)
 			return nil, nil
 		}
-		want = exactVersion(ver)
+		want = ohversion.Exact(ver)
 	}
 	defs, versions, ok, err := v.lookup(ctx, ref)
 	if !ok {
@@ -430,9 +431,9 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
 		return nil, nil
 	}
-	var want VersionRange
+	var want ohversion.Range
 	if ref.Version != "" {
-		r, err := ParseVersionRange(ref.Version)
+		r, err := ohversion.ParseRange(ref.Version)
 		if err != nil {
 			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
 			return nil, nil
@@ -453,7 +454,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 
 // highestPerArch keeps, per architecture, the highest version within want,
 // in the order architectures first appear.
-func highestPerArch(defs []*ServiceDefinition, versions []Version, want VersionRange) []*ServiceDefinition {
+func highestPerArch(defs []*ServiceDefinition, versions []ohversion.Version, want ohversion.Range) []*ServiceDefinition {
 	best := map[string]int{}
 	var order []string
 	for i, d := range defs {
@@ -530,7 +531,7 @@ func placesFor(containers []string, decls []declaration, narrow string) (places 
 // secrets left unbound.
 func (v *validation) bindService(def *ServiceDefinition) {
 	ref := def.Ref()
-	ver, err := ParseVersion(def.Version)
+	ver, err := ohversion.Parse(def.Version)
 	if err != nil {
 		return // lookup only yields parsable versions
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -134,7 +135,7 @@ func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 	if req.NodeArch != "" {
 		kept := target.Services[:0]
 		for _, s := range target.Services {
-			if binding.ArchMatches(s.Arch, req.NodeArch) {
+			if ohversion.ArchMatches(s.Arch, req.NodeArch) {
 				s.Arch = req.NodeArch
 				kept = append(kept, s)
 			}
