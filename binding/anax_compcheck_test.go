@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // TestAnaxParseVaultSecretName: Test_ParseVaultSecretName_good and _bad,
@@ -115,8 +117,8 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 	depSecrets := []string{"mysecret_dep1", "mysecret_both"}
 	sbTop := func(pairs ...[2]string) SecretBinding { return anaxEntry("myorg", "mysvc", "amd64", "1.0.1", pairs...) }
 	sbDep := func(pairs ...[2]string) SecretBinding { return anaxEntry("deporg", "dep1", "amd64", "0.0.1", pairs...) }
-	topAt := func(arch string) []ServiceRef {
-		return []ServiceRef{{Org: "myorg", URL: "mysvc", Arch: arch, Version: "1.0.1"}}
+	topAt := func(arch string) []agreement.ServiceRef {
+		return []agreement.ServiceRef{{Org: "myorg", URL: "mysvc", Arch: arch, Version: "1.0.1"}}
 	}
 	type problem struct {
 		code     Code

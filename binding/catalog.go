@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 )
 
@@ -17,7 +18,7 @@ type Catalog struct {
 // NewCatalog returns a catalog of defs. Each definition needs an org, a URL,
 // an arch and a valid version, and no two may share all four.
 func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
-	seen := map[ServiceRef]bool{}
+	seen := map[agreement.ServiceRef]bool{}
 	var errs []error
 	c := &Catalog{}
 	for i, d := range defs {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -28,7 +29,7 @@ func TestDecodeServiceDefinition(t *testing.T) {
 				"deployment":{"services":{"web":{"image":"web:1"},"worker":{"image":"worker:1"}}}}`,
 			containers: []string{"web", "worker"},
 			kind:       DeployDevice,
-			secrets:    map[string]ServiceSecret{"db": {Type: "basic", Description: "database", Format: FormatRaw}},
+			secrets:    map[string]ServiceSecret{"db": {Type: "basic", Description: "database", Format: agreement.FormatRaw}},
 		},
 		{
 			name:       "exchange form with deployment as a JSON string",
@@ -242,7 +243,7 @@ func TestPatternAndPolicyTargets(t *testing.T) {
 		"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u1","secrets":[{"a":"b"}]}]}`))
 	require.NoError(t, err)
 	tg := p.Target()
-	assert.Equal(t, []ServiceRef{
+	assert.Equal(t, []agreement.ServiceRef{
 		{Org: "o", URL: "u1", Arch: "amd64", Version: "1.0.0"},
 		{Org: "o", URL: "u1", Arch: "amd64", Version: "1.1.0"},
 		{Org: "o", URL: "u2", Arch: "*"},
@@ -254,7 +255,7 @@ func TestPatternAndPolicyTargets(t *testing.T) {
 		"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","bindings":{"a":{"vaultSecret":"b"}}}]}`))
 	require.NoError(t, err)
 	tg = pol.Target()
-	assert.Equal(t, []ServiceRef{{Org: "o", URL: "u", Arch: "arm64", Version: "2.0.0"}}, tg.Services)
+	assert.Equal(t, []agreement.ServiceRef{{Org: "o", URL: "u", Arch: "arm64", Version: "2.0.0"}}, tg.Services)
 	assert.Len(t, tg.SecretBindings, 1)
 }
 

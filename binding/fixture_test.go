@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected reports in testdata/")
@@ -91,7 +93,7 @@ func TestFixtureReports(t *testing.T) {
 			assert.Contains(t, logs.String(), "vaultSecret=")
 			assert.NotContains(t, logs.String(), "s3cr3t", "no value is logged")
 			assert.Equal(t, c.codes, rep.Codes())
-			assert.Equal(t, []ServiceRef{
+			assert.Equal(t, []agreement.ServiceRef{
 				{Org: testOrg, URL: "com.example.gateway", Arch: "amd64", Version: "1.2.0"},
 				{Org: testOrg, URL: "com.example.db", Arch: "amd64", Version: "1.5.0"},
 				{Org: testOrg, URL: "com.example.mqtt", Arch: "amd64", Version: "1.0.0"},

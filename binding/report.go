@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -176,7 +177,7 @@ type Problem struct {
 	// container when known). For a problem of a secretBinding entry on its
 	// own it holds the entry's serviceOrgid, serviceUrl, serviceArch and
 	// serviceContainer, with Version holding its serviceVersionRange.
-	Service ServiceRef `json:"service"`
+	Service agreement.ServiceRef `json:"service"`
 	// Binding is the 1-based position of the secretBinding entry concerned,
 	// or 0 when the problem is not about an entry.
 	Binding int `json:"binding,omitempty"`
@@ -198,9 +199,9 @@ func (p Problem) String() string {
 type ResolvedBinding struct {
 	// Service includes the container the secret is mounted into; an empty
 	// Container is the service's cluster deployment.
-	Service       ServiceRef `json:"service"`
-	ServiceSecret string     `json:"serviceSecret"`
-	// Format is the declared format (FormatJSON when not declared).
+	Service       agreement.ServiceRef `json:"service"`
+	ServiceSecret string               `json:"serviceSecret"`
+	// Format is the declared format (agreement.FormatJSON when not declared).
 	Format      string          `json:"format"`
 	VaultSecret VaultSecretName `json:"vaultSecret"`
 	// NodeLevel is the entry's enableNodeLevelSecrets: the binding resolves
@@ -216,7 +217,7 @@ type Report struct {
 	Problems []Problem `json:"problems"`
 	// Services lists every service version visited (the top-level ones and
 	// their whole dependency trees), in visiting order.
-	Services []ServiceRef `json:"services,omitempty"`
+	Services []agreement.ServiceRef `json:"services,omitempty"`
 	// Resolved lists the bindings that apply, with valid vault secret names.
 	// The agbot resolves them per node (Bindings) and registers them with
 	// its delivery engine.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -15,7 +16,7 @@ type ServiceBinding struct {
 	// Service is the service (container) the secrets are mounted into. An
 	// empty Container is the service's cluster deployment, whose secrets
 	// the agent hands the operator as one Kubernetes Secret.
-	Service ServiceRef
+	Service agreement.ServiceRef
 	// Secrets maps each service secret name (its file name on the node) to
 	// the store secrets it is bound to.
 	Secrets map[string]BoundSecret
@@ -101,7 +102,7 @@ func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 		}
 	}
 	var out []ServiceBinding
-	index := map[ServiceRef]int{}
+	index := map[agreement.ServiceRef]int{}
 	for _, rb := range r.Resolved {
 		names := candidates(rb.VaultSecret, rb.NodeLevel, node)
 		bound := BoundSecret{StoreNames: make([]string, 0, len(names)), Format: rb.Format}

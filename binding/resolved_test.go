@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -116,13 +117,13 @@ func TestNodeSecretFallbackSeverity(t *testing.T) {
 }
 
 func TestReportBindingsErrors(t *testing.T) {
-	web := ServiceRef{Org: testOrg, URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"}
+	web := agreement.ServiceRef{Org: testOrg, URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"}
 	name := func(s string) VaultSecretName {
 		n, err := ParseVaultSecretName(s)
 		require.NoError(t, err)
 		return n
 	}
-	ok := Report{Resolved: []ResolvedBinding{{Service: web, ServiceSecret: "pw", Format: FormatJSON, VaultSecret: name("db"), NodeLevel: true, Binding: 1}}}
+	ok := Report{Resolved: []ResolvedBinding{{Service: web, ServiceSecret: "pw", Format: agreement.FormatJSON, VaultSecret: name("db"), NodeLevel: true, Binding: 1}}}
 	cases := []struct {
 		name      string
 		report    Report
@@ -135,7 +136,7 @@ func TestReportBindingsErrors(t *testing.T) {
 		{name: "org with a slash", report: ok, org: "a/b", wantErr: "organisation contains a slash"},
 		{name: "node given as org/id", report: ok, org: testOrg, node: "myorg/n1", wantErr: "node id contains a slash"},
 		{name: "one secret resolved twice differently", report: Report{Resolved: append(ok.Resolved,
-			ResolvedBinding{Service: web, ServiceSecret: "pw", Format: FormatJSON, VaultSecret: name("db"), Binding: 2})},
+			ResolvedBinding{Service: web, ServiceSecret: "pw", Format: agreement.FormatJSON, VaultSecret: name("db"), Binding: 2})},
 			org: testOrg, node: "n1", wantErr: `secret "pw" of myorg/com.example.web_1.0.0_amd64 container web is resolved to store secrets ["myorg/node/n1/db" "myorg/db"] (format "json") and to ["myorg/db"]`},
 	}
 	for _, c := range cases {
@@ -151,6 +152,6 @@ func TestReportBindingsErrors(t *testing.T) {
 	got, err := twice.Bindings(testOrg, "n1")
 	require.NoError(t, err)
 	assert.Equal(t, []ServiceBinding{{Service: web, Secrets: map[string]BoundSecret{
-		"pw": {StoreNames: []string{"myorg/node/n1/db", "myorg/db"}, Format: FormatJSON},
+		"pw": {StoreNames: []string{"myorg/node/n1/db", "myorg/db"}, Format: agreement.FormatJSON},
 	}}}, got, "the same binding twice is one")
 }

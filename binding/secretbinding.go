@@ -10,14 +10,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
-// ServiceRef identifies a service version and, where it matters, one of its
-// containers. It is agreement.ServiceRef, so resolved bindings feed
-// agreement proposals and the delivery engine without conversion.
-type ServiceRef = agreement.ServiceRef
-
 // refString writes a service the Open Horizon way, "org/url_version_arch",
 // followed by " container <name>" when a container is set.
-func refString(s ServiceRef) string {
+func refString(s agreement.ServiceRef) string {
 	out := s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
 	if s.Container != "" {
 		out += " container " + s.Container
@@ -300,7 +295,7 @@ type Target struct {
 	// Services are the top-level services. Arch "" or "*" means every
 	// architecture the resolver knows; Version "" means the highest version
 	// of each architecture. Container is ignored.
-	Services []ServiceRef
+	Services []agreement.ServiceRef
 	// SecretBindings are the "secretBinding" entries.
 	SecretBindings []SecretBinding
 }
@@ -324,13 +319,13 @@ func (p *DeploymentPolicy) Target() Target {
 	}
 }
 
-func versionRefs(org, url, arch string, versions []ServiceVersion) []ServiceRef {
+func versionRefs(org, url, arch string, versions []ServiceVersion) []agreement.ServiceRef {
 	if len(versions) == 0 {
-		return []ServiceRef{{Org: org, URL: url, Arch: arch}}
+		return []agreement.ServiceRef{{Org: org, URL: url, Arch: arch}}
 	}
-	refs := make([]ServiceRef, 0, len(versions))
+	refs := make([]agreement.ServiceRef, 0, len(versions))
 	for _, v := range versions {
-		refs = append(refs, ServiceRef{Org: org, URL: url, Arch: arch, Version: v.Version})
+		refs = append(refs, agreement.ServiceRef{Org: org, URL: url, Arch: arch, Version: v.Version})
 	}
 	return refs
 }

@@ -11,20 +11,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
-// Secret formats a service definition may ask for (agreement's).
-const (
-	// FormatJSON: the file holds the secret's key/value pairs as a JSON
-	// object; for an Open Horizon secret that is {"key":…,"value":…}, as
-	// anax writes it. The default when "format" is empty.
-	FormatJSON = agreement.FormatJSON
-	// FormatValueOnly is Open Horizon's "value_only": the file holds the
-	// secret's "value" only.
-	FormatValueOnly = agreement.FormatValueOnly
-	// FormatRaw (ours): the secret has one key; the file holds its value's
-	// bytes.
-	FormatRaw = agreement.FormatRaw
-)
-
 // ServiceSecret declares one secret of a service, keyed by the service
 // secret name (which becomes the file name under /open-horizon-secrets):
 //
@@ -41,15 +27,15 @@ type ServiceSecret struct {
 	Type string `json:"type,omitempty"`
 	// Description tells the deployer what the secret is for.
 	Description string `json:"description,omitempty"`
-	// Format is FormatJSON (the default when empty), FormatValueOnly or
-	// FormatRaw.
+	// Format is agreement.FormatJSON (the default when empty), agreement.FormatValueOnly or
+	// agreement.FormatRaw.
 	Format string `json:"format,omitempty"`
 }
 
-// format returns the declared format, FormatJSON when empty.
+// format returns the declared format, agreement.FormatJSON when empty.
 func (s ServiceSecret) format() string {
 	if s.Format == "" {
-		return FormatJSON
+		return agreement.FormatJSON
 	}
 	return s.Format
 }
@@ -218,8 +204,8 @@ func (d *ServiceDefinition) SecretNames() []string {
 }
 
 // Ref returns the service's identity (without a container).
-func (d *ServiceDefinition) Ref() ServiceRef {
-	return ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
+func (d *ServiceDefinition) Ref() agreement.ServiceRef {
+	return agreement.ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
 }
 
 // Where a service secret is declared.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -91,7 +92,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("binding: Validate: %w: node id %s", secretstore.ErrInvalid, err)
 		}
 	}
-	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[ServiceRef]bool{}}
+	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[agreement.ServiceRef]bool{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -129,13 +130,13 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 // and top-level (design form) secrets are declared where device containers
 // can receive them (cluster-only: error; device and cluster: warning).
 func ValidateService(def *ServiceDefinition) *Report {
-	rep := &Report{Problems: []Problem{}, Services: []ServiceRef{def.Ref()}}
+	rep := &Report{Problems: []Problem{}, Services: []agreement.ServiceRef{def.Ref()}}
 	checkDefinition(rep, PointPublish, def)
 	return rep
 }
 
 // where names the place a declaration is made, for messages.
-func (d declaration) where(ref ServiceRef) string {
+func (d declaration) where(ref agreement.ServiceRef) string {
 	switch d.place {
 	case declContainer:
 		return fmt.Sprintf("Container %q of service %s", d.container, refString(ref))
@@ -146,7 +147,7 @@ func (d declaration) where(ref ServiceRef) string {
 }
 
 // problem is the Problem about the declaration.
-func (d declaration) problem(ref ServiceRef) Problem {
+func (d declaration) problem(ref agreement.ServiceRef) Problem {
 	ref.Container = d.container
 	return Problem{Service: ref, ServiceSecret: d.name}
 }
@@ -160,9 +161,9 @@ func checkDefinition(rep *Report, at Point, def *ServiceDefinition) {
 			rep.add(at, CodeSecretNameInvalid, p, "%s declares secret %q, whose name %s; it must be a single safe file name.", d.where(ref), d.name, err)
 		}
 		switch f := d.secret.Format; f {
-		case "", FormatJSON, FormatValueOnly, FormatRaw:
+		case "", agreement.FormatJSON, agreement.FormatValueOnly, agreement.FormatRaw:
 		default:
-			rep.add(at, CodeSecretFormatInvalid, p, "%s declares secret %q with format %q; the format must be %q (the default), %q or %q.", d.where(ref), d.name, f, FormatJSON, FormatValueOnly, FormatRaw)
+			rep.add(at, CodeSecretFormatInvalid, p, "%s declares secret %q with format %q; the format must be %q (the default), %q or %q.", d.where(ref), d.name, f, agreement.FormatJSON, agreement.FormatValueOnly, agreement.FormatRaw)
 		}
 	}
 	if len(def.Secrets) == 0 {
@@ -201,7 +202,7 @@ type pendingProblem struct {
 }
 
 func (e *entry) problem() Problem {
-	return Problem{Binding: e.index, Service: ServiceRef{
+	return Problem{Binding: e.index, Service: agreement.ServiceRef{
 		Org: e.sb.ServiceOrgid, URL: e.sb.ServiceURL, Arch: e.sb.ServiceArch,
 		Version: e.sb.ServiceVersionRange, Container: e.sb.ServiceContainer,
 	}}
@@ -219,7 +220,7 @@ type validation struct {
 	log     *slog.Logger
 	rep     *Report
 	entries []*entry
-	visited map[ServiceRef]bool
+	visited map[agreement.ServiceRef]bool
 }
 
 // add reports a problem with its severity at the validation's point.
@@ -325,7 +326,7 @@ func (v *validation) settleSeverities(e *entry) {
 }
 
 // walk visits the top-level services and their dependency trees breadth first.
-func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
+func (v *validation) walk(ctx context.Context, top []agreement.ServiceRef) error {
 	var queue []*ServiceDefinition
 	for _, ref := range top {
 		defs, err := v.resolveTop(ctx, ref)
@@ -364,7 +365,7 @@ func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
 // lookup asks the resolver and keeps only well-formed matches of org, url
 // and arch pattern, with their parsed versions. A failed lookup is reported
 // against ref and returns ok false.
-func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*ServiceDefinition, versions []ohversion.Version, ok bool, err error) {
+func (v *validation) lookup(ctx context.Context, ref agreement.ServiceRef) (defs []*ServiceDefinition, versions []ohversion.Version, ok bool, err error) {
 	q := ServiceQuery{Org: ref.Org, URL: ref.URL, Arch: ref.Arch}
 	if q.Arch == ohversion.AnyArch {
 		q.Arch = ""
@@ -393,7 +394,7 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 
 // resolveTop finds the definitions a top-level reference deploys: per
 // architecture, the exact version asked for, or the highest one.
-func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*ServiceDefinition, error) {
+func (v *validation) resolveTop(ctx context.Context, ref agreement.ServiceRef) ([]*ServiceDefinition, error) {
 	ref.Container = ""
 	if ref.Org == "" || ref.URL == "" {
 		v.add(CodeServiceUnresolved, Problem{Service: ref}, "A deployed service has no organisation or URL.")
@@ -422,7 +423,7 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 // resolveDependency finds the highest version of dep within its range, for
 // the parent's architecture when dep names none; nil when there is none.
 func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefinition, dep ServiceDependency) (*ServiceDefinition, error) {
-	ref := ServiceRef{Org: dep.Org, URL: dep.URL, Arch: dep.Arch, Version: dep.rangeText()}
+	ref := agreement.ServiceRef{Org: dep.Org, URL: dep.URL, Arch: dep.Arch, Version: dep.rangeText()}
 	if ref.Arch == "" {
 		ref.Arch = parent.Arch
 	}
@@ -647,7 +648,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 }
 
 // placeRef writes a service (container) or its cluster deployment.
-func placeRef(s ServiceRef, cluster bool) string {
+func placeRef(s agreement.ServiceRef, cluster bool) string {
 	if cluster {
 		return "the cluster deployment of " + refString(s)
 	}

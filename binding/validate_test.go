@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -61,8 +62,8 @@ func sbEntry(url string, bindings ...Binding) SecretBinding {
 
 func bind(secret, vault string) Binding { return Binding{ServiceSecret: secret, VaultSecret: vault} }
 
-func top(url, version string) []ServiceRef {
-	return []ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
+func top(url, version string) []agreement.ServiceRef {
+	return []agreement.ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
 }
 
 // faultStore is a store whose Stat can be made to fail, counting Stat and
@@ -122,9 +123,9 @@ func TestValidateRules(t *testing.T) {
 			check: func(t *testing.T, rep *Report) {
 				require.Len(t, rep.Resolved, 1)
 				rb := rep.Resolved[0]
-				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
+				assert.Equal(t, agreement.ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
 				assert.Equal(t, "token", rb.ServiceSecret)
-				assert.Equal(t, FormatJSON, rb.Format)
+				assert.Equal(t, agreement.FormatJSON, rb.Format)
 				assert.Equal(t, VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "tok"}, rb.VaultSecret)
 				assert.True(t, rep.ExistenceChecked)
 				assert.NoError(t, rep.Err())
@@ -269,12 +270,12 @@ func TestValidateRules(t *testing.T) {
 		},
 		{
 			name:   "raw format is carried into the resolved binding",
-			defs:   []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.Secrets["token"] = ServiceSecret{Format: FormatRaw} })},
+			defs:   []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.Secrets["token"] = ServiceSecret{Format: agreement.FormatRaw} })},
 			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
 			want:   nil,
 			check: func(t *testing.T, rep *Report) {
 				require.Len(t, rep.Resolved, 1)
-				assert.Equal(t, FormatRaw, rep.Resolved[0].Format)
+				assert.Equal(t, agreement.FormatRaw, rep.Resolved[0].Format)
 			},
 		},
 		{
@@ -389,7 +390,7 @@ func TestValidateRules(t *testing.T) {
 			target: Target{Services: top("com.example.top", "1.0.0")},
 			want:   []Code{CodeServiceUnresolved},
 			check: func(t *testing.T, rep *Report) {
-				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "[2.0.0,3.0.0)"}, rep.Problems[0].Service)
+				assert.Equal(t, agreement.ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "[2.0.0,3.0.0)"}, rep.Problems[0].Service)
 			},
 		},
 		{
@@ -474,11 +475,11 @@ func TestValidateEveryArch(t *testing.T) {
 	cat, err := NewCatalog(svc("com.example.a", "1.0.0", "token"), arm, svc("com.example.a", "0.9.0", "token"))
 	require.NoError(t, err)
 	rep, err := Validate(context.Background(), Target{
-		Services:       []ServiceRef{{Org: testOrg, URL: "com.example.a", Arch: "*"}},
+		Services:       []agreement.ServiceRef{{Org: testOrg, URL: "com.example.a", Arch: "*"}},
 		SecretBindings: []SecretBinding{{ServiceOrgid: testOrg, ServiceURL: "com.example.a", ServiceArch: "amd64", Bindings: []Binding{bind("token", "tok")}}},
 	}, Options{Resolver: cat})
 	require.NoError(t, err)
-	assert.Equal(t, []ServiceRef{
+	assert.Equal(t, []agreement.ServiceRef{
 		{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0"},
 		{Org: testOrg, URL: "com.example.a", Arch: "arm64", Version: "1.0.0"},
 	}, rep.Services)
@@ -628,16 +629,16 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 	}{
 		{
 			name: "a secret two containers declare goes to both, each in its format",
-			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatValueOnly}, "worker": {"pw": ""}, "cache": nil}, nil),
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": agreement.FormatValueOnly}, "worker": {"pw": ""}, "cache": nil}, nil),
 			sb:   []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
-			res:  []res{{"web", "pw", FormatValueOnly, "db"}, {"worker", "pw", FormatJSON, "db"}},
+			res:  []res{{"web", "pw", agreement.FormatValueOnly, "db"}, {"worker", "pw", agreement.FormatJSON, "db"}},
 		},
 		{
 			name: "serviceContainer narrows: the other declaring container is left unbound",
 			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}, "worker": {"pw": ""}}, nil),
 			sb:   []SecretBinding{with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" })},
 			want: []Code{CodeSecretUnbound},
-			res:  []res{{"web", "pw", FormatJSON, "db"}},
+			res:  []res{{"web", "pw", agreement.FormatJSON, "db"}},
 		},
 		{
 			name: "serviceContainer naming a container that does not declare the secret",
@@ -652,20 +653,20 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 				with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" }),
 				with2(sbEntry("com.example.oh", bind("pw", "user/alice/db")), func(e *SecretBinding) { e.ServiceContainer = "worker" }),
 			},
-			res: []res{{"web", "pw", FormatJSON, "db"}, {"worker", "pw", FormatJSON, "user/alice/db"}},
+			res: []res{{"web", "pw", agreement.FormatJSON, "db"}, {"worker", "pw", agreement.FormatJSON, "user/alice/db"}},
 		},
 		{
 			name: "a cluster service's secrets are bound, in the cluster deployment",
-			def:  ohDef("com.example.op", nil, map[string]string{"token": FormatValueOnly, "cert": ""}),
+			def:  ohDef("com.example.op", nil, map[string]string{"token": agreement.FormatValueOnly, "cert": ""}),
 			sb:   []SecretBinding{sbEntry("com.example.op", bind("token", "tok"))},
 			want: []Code{CodeSecretUnbound},
-			res:  []res{{"", "token", FormatValueOnly, "tok"}},
+			res:  []res{{"", "token", agreement.FormatValueOnly, "tok"}},
 		},
 		{
 			name: "device and cluster declare the same secret: both get it",
-			def:  ohDef("com.example.both", map[string]map[string]string{"web": {"token": ""}}, map[string]string{"token": FormatValueOnly}),
+			def:  ohDef("com.example.both", map[string]map[string]string{"web": {"token": ""}}, map[string]string{"token": agreement.FormatValueOnly}),
 			sb:   []SecretBinding{sbEntry("com.example.both", bind("token", "tok"))},
-			res:  []res{{"web", "token", FormatJSON, "tok"}, {"", "token", FormatValueOnly, "tok"}},
+			res:  []res{{"web", "token", agreement.FormatJSON, "tok"}, {"", "token", agreement.FormatValueOnly, "tok"}},
 		},
 		{
 			name: "serviceContainer on a cluster service names no container",
@@ -675,11 +676,11 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 		},
 		{
 			name: "declared at the top and by a container: the containers decide",
-			def: with(ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatRaw}, "worker": nil}, nil), func(d *ServiceDefinition) {
+			def: with(ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": agreement.FormatRaw}, "worker": nil}, nil), func(d *ServiceDefinition) {
 				d.Secrets = map[string]ServiceSecret{"pw": {}}
 			}),
 			sb:  []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
-			res: []res{{"web", "pw", FormatRaw, "db"}},
+			res: []res{{"web", "pw", agreement.FormatRaw, "db"}},
 		},
 		{
 			name: "first binding wins, as in Open Horizon; a later conflicting one is a warning",
@@ -689,7 +690,7 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 				sbEntry("com.example.oh", bind("pw", "other")),
 			},
 			want:  []Code{CodeBindingConflict},
-			res:   []res{{"web", "pw", FormatJSON, "db"}},
+			res:   []res{{"web", "pw", agreement.FormatJSON, "db"}},
 			point: PointAgreement,
 		},
 	}

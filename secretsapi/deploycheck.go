@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
@@ -245,6 +246,6 @@ func deployCheckAnswer(rep *binding.Report) deployCheckResponse {
 }
 
 // serviceKey is anax's service id: "<org>/<url>_<version>_<arch>".
-func serviceKey(s binding.ServiceRef) string {
+func serviceKey(s agreement.ServiceRef) string {
 	return s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
 }
