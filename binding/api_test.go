@@ -238,8 +238,8 @@ func TestNewClientChecksOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "ClientOptions.Org")
 	c, err := NewClient("https://agbot:8083/api/", ClientOptions{Org: "myorg"})
 	require.NoError(t, err)
-	assert.Equal(t, DefaultMaxAttempts, c.opts.MaxAttempts)
-	assert.Equal(t, DefaultRetryDelay, c.opts.RetryDelay)
+	assert.Equal(t, defaultMaxAttempts, c.opts.MaxAttempts)
+	assert.Equal(t, defaultRetryDelay, c.opts.RetryDelay)
 }
 
 // FuzzHealthDecode: Health decodes any JSON object without panicking and

@@ -19,12 +19,12 @@ import (
 
 // Client defaults.
 const (
-	// DefaultMaxAttempts is how often a 503 answer is tried in all.
-	DefaultMaxAttempts = 4
-	// DefaultRetryDelay is the pause between attempts after a 503.
-	DefaultRetryDelay = 500 * time.Millisecond
-	// DefaultClientTimeout bounds one request when no HTTPClient is given.
-	DefaultClientTimeout = 30 * time.Second
+	// defaultMaxAttempts is how often a 503 answer is tried in all.
+	defaultMaxAttempts = 4
+	// defaultRetryDelay is the pause between attempts after a 503.
+	defaultRetryDelay = 500 * time.Millisecond
+	// defaultClientTimeout bounds one request when no HTTPClient is given.
+	defaultClientTimeout = 30 * time.Second
 	// maxResponseSize bounds the API answers the client reads.
 	maxResponseSize = 64 << 10
 )
@@ -38,8 +38,8 @@ type ClientOptions struct {
 	// GET /secrets/<name>, where the agbot takes the organisation from the
 	// credentials.
 	Org string
-	// HTTPClient sends the requests. Default: a client with
-	// DefaultClientTimeout.
+	// HTTPClient sends the requests. Default: a client with a 30s timeout
+	// per request.
 	HTTPClient *http.Client
 	// Authorize adds the caller's credentials to each request. Open
 	// Horizon's agbot takes HTTP Basic with "<org>/<user>" and the password
@@ -48,9 +48,9 @@ type ClientOptions struct {
 	// X-UserId. Credentials never go into the URL.
 	Authorize func(r *http.Request)
 	// MaxAttempts is how often a request answered with 503 is sent in all;
-	// 1 disables retrying. Default DefaultMaxAttempts.
+	// 1 disables retrying. Zero means 4.
 	MaxAttempts int
-	// RetryDelay is the pause between attempts. Default DefaultRetryDelay.
+	// RetryDelay is the pause between attempts. Zero means 500ms.
 	RetryDelay time.Duration
 	// Logger receives a debug line per retry. Default: discard.
 	Logger *slog.Logger
@@ -81,13 +81,13 @@ func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 		}
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: DefaultClientTimeout}
+		opts.HTTPClient = &http.Client{Timeout: defaultClientTimeout}
 	}
 	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = DefaultMaxAttempts
+		opts.MaxAttempts = defaultMaxAttempts
 	}
 	if opts.RetryDelay <= 0 {
-		opts.RetryDelay = DefaultRetryDelay
+		opts.RetryDelay = defaultRetryDelay
 	}
 	c := &Client{base: u, opts: opts, log: opts.Logger}
 	if c.log == nil {
@@ -240,7 +240,7 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: DefaultClientTimeout}
+		hc = &http.Client{Timeout: defaultClientTimeout}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

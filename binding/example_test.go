@@ -29,7 +29,7 @@ func ExampleValidate() {
 
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(store, "myorg")
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Checker: checker})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func ExampleValidate_publish() {
 			"secrets": [{"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(memory.New(), "myorg")
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker, Point: binding.PointPublish})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Checker: checker, Point: binding.PointPublish})
 	if err != nil {
 		panic(err)
 	}
@@ -126,7 +126,7 @@ func ExampleReport_Bindings() {
 			"serviceVersionRange": "[0.0.0,INFINITY)", "enableNodeLevelSecrets": true,
 			"secrets": [{"api_key": "web/api-key"}]}]}`))
 	catalog, _ := binding.NewCatalog(svc)
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Point: binding.PointAgreement, Node: "node-1"})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Point: binding.PointAgreement, Node: "node-1"})
 	if err != nil {
 		panic(err)
 	}

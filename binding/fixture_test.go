@@ -58,7 +58,7 @@ func TestFixtureReports(t *testing.T) {
 			target: func(t *testing.T, f *os.File) Target {
 				p, err := DecodePattern(f)
 				require.NoError(t, err)
-				return p.Target()
+				return p
 			},
 			codes: []Code{CodeSecretsMixedDeployment},
 		},
@@ -67,7 +67,7 @@ func TestFixtureReports(t *testing.T) {
 			target: func(t *testing.T, f *os.File) Target {
 				p, err := DecodeDeploymentPolicy(f)
 				require.NoError(t, err)
-				return p.Target()
+				return p
 			},
 			codes: []Code{
 				CodeVaultSecretInvalid,     // entry 1: tls_cert given as the fully qualified store path

@@ -150,14 +150,14 @@ func ohPolicy(t testing.TB, name string, vars map[string]string) Target {
 	t.Helper()
 	p, err := DecodeDeploymentPolicy(strings.NewReader(expandOH(t, name, vars)))
 	require.NoError(t, err, name)
-	return p.Target()
+	return p
 }
 
 func ohPattern(t testing.TB, name string, vars map[string]string) Target {
 	t.Helper()
 	p, err := DecodePattern(strings.NewReader(expandOH(t, name, vars)))
 	require.NoError(t, err, name)
-	return p.Target()
+	return p
 }
 
 // TestOpenHorizonServiceDefinitions decodes every service definition
@@ -562,7 +562,7 @@ func TestOpenHorizonBindingsRoundTrip(t *testing.T) {
 			for _, raw := range doc.SecretBinding {
 				var sb SecretBinding
 				require.NoError(t, json.Unmarshal(raw, &sb))
-				assert.Equal(t, FormOpenHorizon, sb.Form)
+				assert.False(t, sb.DesignForm)
 				assert.NotEmpty(t, sb.Bindings)
 
 				out, err := json.Marshal(sb)

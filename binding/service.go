@@ -40,27 +40,28 @@ func (s ServiceSecret) format() string {
 	return s.Format
 }
 
-// Limits on decoded documents. Larger input is refused by the decoders.
+// Limits on decoded documents, written in the doc comments of the decoders
+// that apply them. Larger input is refused.
 const (
-	// MaxServiceDefinitionSize bounds a service definition document; the
+	// maxServiceDefinitionSize bounds a service definition document; the
 	// limit is generous because clusterDeployment may carry a whole
 	// operator archive.
-	MaxServiceDefinitionSize = 16 << 20
-	// MaxDocumentSize bounds a pattern, deployment policy or hub URL document.
-	MaxDocumentSize = 1 << 20
-	// MaxSecretsPerService bounds the secrets of each place a service
+	maxServiceDefinitionSize = 16 << 20
+	// maxDocumentSize bounds a pattern, deployment policy or hub URL document.
+	maxDocumentSize = 1 << 20
+	// maxSecretsPerService bounds the secrets of each place a service
 	// declares them (the top level, each container, the cluster deployment).
-	MaxSecretsPerService = 256
-	// MaxRequiredServices bounds a service definition's "requiredServices".
-	MaxRequiredServices = 256
-	// MaxContainers bounds the containers of a deployment.
-	MaxContainers = 256
-	// MaxSecretBindings bounds the "secretBinding" entries of a document.
-	MaxSecretBindings = 1024
-	// MaxBindingsPerEntry bounds the bindings of one secretBinding entry.
-	MaxBindingsPerEntry = 256
-	// MaxTopLevelServices bounds the services a pattern deploys.
-	MaxTopLevelServices = 256
+	maxSecretsPerService = 256
+	// maxRequiredServices bounds a service definition's "requiredServices".
+	maxRequiredServices = 256
+	// maxContainers bounds the containers of a deployment.
+	maxContainers = 256
+	// maxSecretBindings bounds the "secretBinding" entries of a document.
+	maxSecretBindings = 1024
+	// maxBindingsPerEntry bounds the bindings of one secretBinding entry.
+	maxBindingsPerEntry = 256
+	// maxTopLevelServices bounds the services a pattern deploys.
+	maxTopLevelServices = 256
 )
 
 // ServiceDependency is an entry of a service definition's
@@ -244,7 +245,9 @@ func (d *ServiceDefinition) declarations() []declaration {
 }
 
 // UnmarshalJSON decodes a service definition, ignoring fields it does not
-// use, and enforces the count limits.
+// use. It refuses more than 256 requiredServices, and more than 256 secrets
+// in any one place they are declared (the top level, a container, the
+// cluster deployment) or more than 256 containers.
 func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	const what = "service definition"
 	type plain ServiceDefinition // without this method
@@ -253,10 +256,10 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	switch {
-	case len(in.Secrets) > MaxSecretsPerService:
-		return badInput(what, "more than %d secrets", MaxSecretsPerService)
-	case len(in.RequiredServices) > MaxRequiredServices:
-		return badInput(what, "more than %d requiredServices", MaxRequiredServices)
+	case len(in.Secrets) > maxSecretsPerService:
+		return badInput(what, "more than %d secrets", maxSecretsPerService)
+	case len(in.RequiredServices) > maxRequiredServices:
+		return badInput(what, "more than %d requiredServices", maxRequiredServices)
 	}
 	if len(in.RequiredServices) == 0 {
 		in.RequiredServices = nil // [] and absent are the same
@@ -289,8 +292,8 @@ func unquoteDeployment(b []byte, what string) ([]byte, error) {
 }
 
 // UnmarshalJSON reads a deployment given as an object, or as a string
-// holding the object's JSON (exchange form; "" means none), and enforces
-// MaxContainers.
+// holding the object's JSON (exchange form; "" means none), of at most 256
+// containers with at most 256 secrets each.
 func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	const what = "deployment"
 	b, err := unquoteDeployment(b, what)
@@ -304,8 +307,8 @@ func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	if err := unmarshal(b, what, &in); err != nil {
 		return err
 	}
-	if len(in.Services) > MaxContainers {
-		return badInput(what, "more than %d containers", MaxContainers)
+	if len(in.Services) > maxContainers {
+		return badInput(what, "more than %d containers", maxContainers)
 	}
 	out := DeploymentConfig{}
 	if in.Services != nil {
@@ -367,8 +370,8 @@ func decodeSecretsHolder(raw []byte, what string, secrets *map[string]ServiceSec
 		if err := unmarshal(s, what+" secrets", secrets); err != nil {
 			return err
 		}
-		if len(*secrets) > MaxSecretsPerService {
-			return badInput(what, "more than %d secrets", MaxSecretsPerService)
+		if len(*secrets) > maxSecretsPerService {
+			return badInput(what, "more than %d secrets", maxSecretsPerService)
 		}
 	}
 	for k, v := range members {
@@ -400,12 +403,12 @@ func encodeSecretsHolder(secrets map[string]ServiceSecret, config map[string]jso
 	return json.Marshal(members)
 }
 
-// DecodeServiceDefinition reads one service definition of at most
-// MaxServiceDefinitionSize bytes. Errors name what was wrong without quoting
-// the input.
+// DecodeServiceDefinition reads one service definition of at most 16 MiB
+// (clusterDeployment may carry a whole operator archive). Errors name what
+// was wrong without quoting the input.
 func DecodeServiceDefinition(r io.Reader) (*ServiceDefinition, error) {
 	var d ServiceDefinition
-	if err := decodeLimited(r, MaxServiceDefinitionSize, "service definition", &d); err != nil {
+	if err := decodeLimited(r, maxServiceDefinitionSize, "service definition", &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -120,13 +120,13 @@ func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 		if err != nil {
 			return target, nil, "", fmt.Errorf("business_policy: %w", err)
 		}
-		target = p.Target()
+		target = p
 	case hasPattern:
 		p, err := binding.DecodePattern(bytes.NewReader(req.Pattern))
 		if err != nil {
 			return target, nil, "", fmt.Errorf("pattern: %w", err)
 		}
-		target = p.Target()
+		target = p
 	case req.BusinessPolicyID != "" || req.PatternID != "":
 		return target, nil, "", errors.New("give the deployment policy (business_policy) or the pattern (pattern) in the request: this agbot does not read them from the exchange by id")
 	default:

@@ -92,8 +92,8 @@ func (d *deployer) check(ctx context.Context, policyJSON string) (binding.Target
 	if err != nil {
 		return binding.Target{}, nil, err
 	}
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: d.catalog, Checker: d.agbot, Logger: d.log})
-	return policy.Target(), report, err
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: d.catalog, Checker: d.agbot, Logger: d.log})
+	return policy, report, err
 }
 
 // validateBindings is the deployer checking the good policy (which the
