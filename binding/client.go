@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -69,7 +70,8 @@ type Client struct {
 
 // NewClient returns a client of the agbot API at agbotURL (an absolute
 // http or https URL, possibly with a path prefix, without credentials): for
-// Open Horizon, the value of HZN_AGBOT_URL (EnvAgbotURL).
+// Open Horizon, the value of the environment variable HZN_AGBOT_URL, as hzn
+// reads it.
 func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 	u, err := checkServiceURL("agbot", agbotURL)
 	if err != nil {
@@ -130,9 +132,9 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	method, route := http.MethodGet, []string{strings.Trim(SecretsPath, "/")}
+	method, route := http.MethodGet, []string{strings.Trim(agbotapi.SecretsPath, "/")}
 	if c.opts.Org != "" {
-		method, route = MethodList, []string{strings.Trim(OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
+		method, route = agbotapi.MethodList, []string{strings.Trim(agbotapi.OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
 	}
 	u := c.base.JoinPath(append(route, segs...)...)
 	fail := func(kind error, format string, args ...any) (bool, error) {
@@ -166,7 +168,7 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			return fail(secretstore.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
 		case http.StatusServiceUnavailable:
 			summary := answerSummary(body)
-			if summary == APIErrStoreForbidden {
+			if summary == agbotapi.ErrStoreForbidden {
 				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
 			_, unavailable = fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
@@ -209,7 +211,7 @@ func (c *Client) routeHint() string {
 // Health calls GET /health.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(HealthPath, "/")))
+	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(agbotapi.HealthPath, "/")))
 	switch {
 	case err != nil:
 		return h, fmt.Errorf("binding: agbot health: %w", err)
@@ -257,11 +259,11 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 }
 
 // answerSummary returns what an error answer says, for an error message:
-// the code of a design APIError body, the sentence of Open Horizon's JSON
+// the code of a design agbotapi.Error body, the sentence of Open Horizon's JSON
 // string body (cut short), or "no explanation". The API's answers name
 // secrets and callers, never values.
 func answerSummary(body []byte) string {
-	var e APIError
+	var e agbotapi.Error
 	if json.Unmarshal(body, &e) == nil && e.Code != "" {
 		return e.Code
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -92,7 +93,7 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 			h.storeFailure(w, r, log, err, ohError)
 			return
 		}
-		writeJSON(w, http.StatusOK, binding.Existence{Exists: exists})
+		writeJSON(w, http.StatusOK, agbotapi.Existence{Exists: exists})
 	case ActionRead:
 		h.read(w, r, log, t, path)
 	case ActionWrite:
@@ -105,10 +106,10 @@ func (h *Handler) manage(w http.ResponseWriter, r *http.Request) {
 // actionOf maps a method on a target to the action it is.
 func actionOf(method string, t target) (Action, bool) {
 	if t.dir {
-		return ActionList, method == binding.MethodList
+		return ActionList, method == agbotapi.MethodList
 	}
 	switch method {
-	case binding.MethodList:
+	case agbotapi.MethodList:
 		return ActionExists, true
 	case http.MethodGet:
 		return ActionRead, true

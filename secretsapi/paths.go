@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
-// Routes served besides binding.SecretsPath, binding.OrgPath and
-// binding.HealthPath.
+// Routes served besides agbotapi.SecretsPath, agbotapi.OrgPath and
+// agbotapi.HealthPath.
 const (
 	// DeployCheckPath is GET /deploycheck/secretbindingcompatible.
 	DeployCheckPath = "/deploycheck/secretbindingcompatible"
@@ -38,7 +39,7 @@ var errNoRoute = errors.New("no such route")
 // read with the same rules as names (binding.ParseVaultSecretName).
 const probe = "x"
 
-// parseOrgPath reads a path under binding.OrgPath:
+// parseOrgPath reads a path under agbotapi.OrgPath:
 //
 //	/org/{org}/allsecrets
 //	/org/{org}/secrets                                  directory: the organisation's secrets
@@ -50,7 +51,7 @@ const probe = "x"
 // Names follow binding.ParseVaultSecretName, which accepts more characters
 // than anax's route pattern [\w/-]+.
 func parseOrgPath(p string) (target, error) {
-	rest, ok := strings.CutPrefix(p, binding.OrgPath)
+	rest, ok := strings.CutPrefix(p, agbotapi.OrgPath)
 	if !ok {
 		return target{}, errNoRoute
 	}
