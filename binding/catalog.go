@@ -9,18 +9,19 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 )
 
-// Catalog is a Resolver over a fixed set of service definitions, such as the
-// files a developer runs deploycheck against. It is safe for concurrent use.
-type Catalog struct {
+// catalog is a Resolver over a fixed set of service definitions.
+type catalog struct {
 	defs []*ServiceDefinition
 }
 
-// NewCatalog returns a catalog of defs. Each definition needs an org, a URL,
-// an arch and a valid version, and no two may share all four.
-func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
+// NewCatalog returns a Resolver over a fixed set of service definitions,
+// defs, such as the files a developer runs deploycheck against. Each
+// definition needs an org, a URL, an arch and a valid version, and no two
+// may share all four. The Resolver is safe for concurrent use.
+func NewCatalog(defs ...*ServiceDefinition) (Resolver, error) {
 	seen := map[agreement.ServiceRef]bool{}
 	var errs []error
-	c := &Catalog{}
+	c := &catalog{}
 	for i, d := range defs {
 		if d == nil {
 			errs = append(errs, fmt.Errorf("definition %d is nil", i+1))
@@ -49,7 +50,7 @@ func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
 }
 
 // ServiceVersions implements Resolver.
-func (c *Catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
+func (c *catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
 	var out []*ServiceDefinition
 	for _, d := range c.defs {
 		if d.Org == q.Org && d.URL == q.URL && ohversion.ArchMatches(q.Arch, d.Arch) {

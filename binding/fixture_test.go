@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the expected reports in testdat
 
 // loadFixtures reads testdata/services/*.json into a catalog and
 // testdata/vault.json into a store.
-func loadFixtures(t testing.TB) (*Catalog, *faultStore) {
+func loadFixtures(t testing.TB) (Resolver, *faultStore) {
 	t.Helper()
 	files, err := filepath.Glob("testdata/services/*.json")
 	require.NoError(t, err)

@@ -373,7 +373,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 	vars := ohVars(t, nil)
 	hub := e2eHub(t)
 	// --service replaces the exchange's definition of the deployed service.
-	withInput := func(files ...string) *Catalog {
+	withInput := func(files ...string) Resolver {
 		inputs := map[agreement.ServiceRef]*ServiceDefinition{}
 		for _, f := range files {
 			d := ohService(t, f, orgE2E, "", "amd64")
@@ -408,7 +408,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 	cases := []struct {
 		name     string
 		target   Target
-		catalog  *Catalog
+		catalog  Resolver
 		errors   []Code
 		warnings []Code
 	}{

@@ -23,8 +23,8 @@ type ServiceQuery struct {
 	Arch string
 }
 
-// Resolver supplies service definitions: an exchange client, or a Catalog
-// of local files.
+// Resolver supplies service definitions: an exchange client, or the one
+// NewCatalog returns over local files.
 type Resolver interface {
 	// ServiceVersions returns every known version of the service (for the
 	// architecture asked, or all of them). No match is an empty result, not
@@ -32,8 +32,9 @@ type Resolver interface {
 	ServiceVersions(ctx context.Context, q ServiceQuery) ([]*ServiceDefinition, error)
 }
 
-// ExistenceChecker says whether vault secrets exist. StoreChecker asks a
-// secretstore.Store; Client asks the agbot API. The organisation is part of
+// ExistenceChecker says whether vault secrets exist. The one
+// NewStoreChecker returns asks a secretstore.Store; Client asks the agbot
+// API. The organisation is part of
 // the checker (the store adapter is built for one, the agbot takes it from
 // the caller's credentials).
 type ExistenceChecker interface {

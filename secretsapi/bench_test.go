@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkExistence compares one existence check made directly on the
-// store (binding.StoreChecker), through the handler in process on each
+// store (binding.NewStoreChecker), through the handler in process on each
 // route (authentication and the policy included), and through the client
 // over loopback HTTP on each route.
 func BenchmarkExistence(b *testing.B) {

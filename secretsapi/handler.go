@@ -175,7 +175,7 @@ func (h *Handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 }
 
 // exists checks a secret with Stat, never reading its value
-// (binding.StoreChecker).
+// (binding.NewStoreChecker).
 func (h *Handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
 	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {

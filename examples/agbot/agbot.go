@@ -30,7 +30,7 @@ type agbot struct {
 	dep      *deployment
 	engine   *delivery.Engine
 	state    delivery.State // the engine's
-	checker  *binding.StoreChecker
+	checker  binding.ExistenceChecker
 	verifier *identity.Verifier
 	relay    *relay.Server
 

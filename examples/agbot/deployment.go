@@ -38,7 +38,7 @@ type deploymentFile struct {
 type deployment struct {
 	org     string
 	target  binding.Target
-	catalog *binding.Catalog
+	catalog binding.Resolver
 }
 
 // loadDeployment reads and decodes the -deployment file. The service

@@ -51,7 +51,7 @@ const deployerUser = "alice"
 
 // publishService checks the service definition as publishing it does and
 // returns the catalog that stands in for the exchange's service registry.
-func publishService() (*binding.Catalog, error) {
+func publishService() (binding.Resolver, error) {
 	def, err := binding.DecodeServiceDefinition(strings.NewReader(serviceDefinition))
 	if err != nil {
 		return nil, err
@@ -66,13 +66,13 @@ func publishService() (*binding.Catalog, error) {
 // `hzn deploycheck` does: against the service definitions and, through the
 // agbot's existence API, the store.
 type deployer struct {
-	catalog *binding.Catalog
+	catalog binding.Resolver
 	agbot   *binding.Client
 	say     *narrator
 	log     *slog.Logger
 }
 
-func newDeployer(agbotURL string, catalog *binding.Catalog, client *http.Client, password string, say *narrator, logger *slog.Logger) (*deployer, error) {
+func newDeployer(agbotURL string, catalog binding.Resolver, client *http.Client, password string, say *narrator, logger *slog.Logger) (*deployer, error) {
 	log := logger.With("component", "deployer")
 	agbot, err := binding.NewClient(agbotURL, binding.ClientOptions{
 		HTTPClient: client,
