@@ -54,8 +54,8 @@
 //     narrows an entry to one container.
 //   - Severities: a binding no service needs is a note (a warning in
 //     deploycheck), a missing vault secret at publication a warning, as in
-//     anax (see Code.SeverityAt). Every problem keeps a stable code, the
-//     service, the secret and a sentence.
+//     anax (see Code). Every problem keeps a stable code, the service, the
+//     secret and a sentence.
 //
 // # Where anax stops early and this package reports everything
 //

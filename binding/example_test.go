@@ -36,7 +36,7 @@ func ExampleValidate() {
 	for _, p := range report.Problems {
 		fmt.Println(p)
 	}
-	fmt.Println("deployable:", report.OK())
+	fmt.Println("deployable:", (report.Err() == nil))
 	// Output:
 	// warning secret_undeclared: secretBinding entry 1 binds secret "debug", which service myorg/com.example.web_1.0.0_amd64 does not declare, so the binding is not needed.
 	// error vault_secret_missing: Vault secret "web/api-key", bound to secret "api_key" of myorg/com.example.web_1.0.0_amd64 container web, does not exist.
@@ -64,7 +64,7 @@ func ExampleValidate_publish() {
 	for _, p := range report.Problems {
 		fmt.Println(p.Severity, p.Code)
 	}
-	fmt.Println("publishable:", report.OK())
+	fmt.Println("publishable:", (report.Err() == nil))
 	// Output:
 	// note secret_undeclared
 	// warning vault_secret_missing
@@ -78,7 +78,7 @@ func ExampleValidateService() {
 		"org": "myorg", "url": "k8s-hello-secret", "version": "1.0.0", "arch": "amd64",
 		"clusterDeployment": {"operatorYamlArchive": "H4sI", "secrets": {
 			"secret1": {"description": "Secret 1"}, "secret2": {"format": "value_only"}}}}`))
-	fmt.Println(op.DeploymentKind(), op.SecretNames(), binding.ValidateService(op).OK())
+	fmt.Println(op.DeploymentKind(), op.SecretNames(), binding.ValidateService(op).Err() == nil)
 
 	bad, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
 		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",

@@ -92,7 +92,7 @@ func TestFixtureReports(t *testing.T) {
 			assert.Zero(t, store.getCalls(), "existence is checked with Stat only")
 			assert.Contains(t, logs.String(), "vaultSecret=")
 			assert.NotContains(t, logs.String(), "s3cr3t", "no value is logged")
-			assert.Equal(t, c.codes, rep.Codes())
+			assert.Equal(t, c.codes, codes(rep))
 			assert.Equal(t, []agreement.ServiceRef{
 				{Org: testOrg, URL: "com.example.gateway", Arch: "amd64", Version: "1.2.0"},
 				{Org: testOrg, URL: "com.example.db", Arch: "amd64", Version: "1.5.0"},

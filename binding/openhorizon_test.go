@@ -323,7 +323,7 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			require.NoError(t, rep.Err())
 			assert.Empty(t, rep.Warnings())
 			assert.Equal(t, c.notes, nilIfEmpty(slices.Collect(func(yield func(Code) bool) {
-				for _, p := range rep.Notes() {
+				for _, p := range rep.bySeverity(severityNote) {
 					if !yield(p.Code) {
 						return
 					}
@@ -531,7 +531,7 @@ func TestOpenHorizonHelloSecretWorld(t *testing.T) {
 		rep, err := Validate(context.Background(), ohPolicy(t, "examples/helloSecretWorld/deployment.policy.json", vars),
 			Options{Resolver: allArches, Point: PointPublish, Checker: checker})
 		require.NoError(t, err)
-		assert.Equal(t, []Code{CodeSecretUnbound, CodeSecretUnbound}, rep.Codes())
+		assert.Equal(t, []Code{CodeSecretUnbound, CodeSecretUnbound}, codes(rep))
 		assert.Equal(t, "arm", rep.Problems[0].Service.Arch)
 		assert.Equal(t, "arm64", rep.Problems[1].Service.Arch)
 	})

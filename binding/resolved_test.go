@@ -89,7 +89,7 @@ func TestNodeLevelResolution(t *testing.T) {
 			require.NoError(t, err)
 			rep, err = Validate(context.Background(), target, Options{Resolver: cat, Checker: checker, Node: c.node})
 			require.NoError(t, err)
-			assert.Equal(t, c.codes, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
+			assert.Equal(t, c.codes, nilIfEmpty(codes(rep)), "%v", rep.Problems)
 			assert.LessOrEqual(t, store.statCalls(), int64(len(c.want)), "each candidate is asked about once at most")
 			for _, p := range rep.Problems {
 				assert.Equal(t, c.vault, p.VaultSecret)
@@ -106,12 +106,12 @@ func TestNodeSecretFallbackSeverity(t *testing.T) {
 	entry.EnableNodeLevelSecrets = true
 	checker, err := NewStoreChecker(newStore(t, "myorg/db").Store, testOrg)
 	require.NoError(t, err)
-	for point, want := range map[Point]Severity{PointDeployCheck: SeverityWarning, PointAgreement: SeverityNote} {
+	for point, want := range map[Point]string{PointDeployCheck: severityWarning, PointAgreement: severityNote} {
 		rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{entry}},
 			Options{Resolver: cat, Checker: checker, Point: point, Node: "n1"})
 		require.NoError(t, err)
 		require.Len(t, rep.Problems, 1)
-		assert.Equal(t, want, rep.Problems[0].Severity, point.String())
+		assert.Equal(t, want, rep.Problems[0].Severity, point.name())
 		assert.Equal(t, `Node-level vault secret "node/n1/db", bound to secret "token" of myorg/com.example.a_1.0.0_amd64 container main, does not exist; "db" is used instead.`, rep.Problems[0].Message)
 	}
 }
@@ -130,7 +130,7 @@ func TestReportBindingsErrors(t *testing.T) {
 		org, node string
 		wantErr   string
 	}{
-		{name: "a report with errors", report: Report{Problems: []Problem{{Code: CodeSecretUnbound, Severity: SeverityError, Message: "unbound"}}},
+		{name: "a report with errors", report: Report{Problems: []Problem{{Code: CodeSecretUnbound, Severity: severityError, Message: "unbound"}}},
 			org: testOrg, wantErr: "error secret_unbound: unbound"},
 		{name: "empty org", report: ok, org: "", wantErr: "organisation is empty"},
 		{name: "org with a slash", report: ok, org: "a/b", wantErr: "organisation contains a slash"},

@@ -52,7 +52,7 @@ type Options struct {
 	// pattern at publication, whose nodes' organisations are not known).
 	Checker ExistenceChecker
 	// Point is where in Open Horizon's flow the validation runs; it sets
-	// the severities (Code.SeverityAt). The zero value is PointDeployCheck.
+	// the severities (see Code). The zero value is PointDeployCheck.
 	Point Point
 	// Node is the id, within the organisation the Checker looks in, of the
 	// node the deployment is checked for. With it, a binding of an entry
@@ -120,8 +120,8 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 		v.log.Debug("binding problem", "code", p.Code, "severity", p.Severity, "service", refString(p.Service),
 			"binding", p.Binding, "serviceSecret", p.ServiceSecret, "vaultSecret", p.VaultSecret)
 	}
-	v.log.Debug("secret bindings validated", "point", opts.Point, "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
-		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()), "notes", len(v.rep.Notes()))
+	v.log.Debug("secret bindings validated", "point", opts.Point.name(), "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
+		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()), "notes", len(v.rep.bySeverity(severityNote)))
 	return v.rep, nil
 }
 
@@ -314,7 +314,7 @@ func (v *validation) reportUndeclared(e *entry) {
 // invalid version range stays an error when the entry selects a deployed
 // service by organisation, URL and architecture, since anax fails there.
 func (v *validation) settleSeverities(e *entry) {
-	unneeded := CodeBindingUnused.SeverityAt(v.opts.Point)
+	unneeded := CodeBindingUnused.severityAt(v.opts.Point)
 	for _, pp := range e.pending {
 		p := &v.rep.Problems[pp.problem]
 		switch {

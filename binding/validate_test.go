@@ -358,7 +358,7 @@ func TestValidateRules(t *testing.T) {
 			check: func(t *testing.T, rep *Report) {
 				assert.Equal(t, 2, rep.Problems[0].Binding)
 				assert.Equal(t, 3, rep.Problems[1].Binding)
-				assert.True(t, rep.OK())
+				assert.True(t, (rep.Err() == nil))
 			},
 		},
 		{
@@ -441,9 +441,9 @@ func TestValidateRules(t *testing.T) {
 			}
 			rep, err := Validate(context.Background(), c.target, opts)
 			require.NoError(t, err)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "problems: %v", rep.Problems)
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)), "problems: %v", rep.Problems)
 			for _, p := range rep.Problems {
-				assert.Contains(t, []Severity{p.Code.Severity(), CodeBindingUnused.Severity()}, p.Severity, "its own severity, or that of a binding no service needs")
+				assert.Contains(t, []string{p.Code.severityAt(PointDeployCheck), CodeBindingUnused.severityAt(PointDeployCheck)}, p.Severity, "its own severity, or that of a binding no service needs")
 				assert.NotEmpty(t, p.Message)
 				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
 				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
@@ -461,6 +461,15 @@ func TestValidateRules(t *testing.T) {
 func with2(e SecretBinding, change func(*SecretBinding)) SecretBinding {
 	change(&e)
 	return e
+}
+
+// codes returns the code of every problem of rep, in report order.
+func codes(rep *Report) []Code {
+	out := make([]Code, len(rep.Problems))
+	for i, p := range rep.Problems {
+		out[i] = p.Code
+	}
+	return out
 }
 
 func nilIfEmpty(c []Code) []Code {
@@ -483,7 +492,7 @@ func TestValidateEveryArch(t *testing.T) {
 		{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0"},
 		{Org: testOrg, URL: "com.example.a", Arch: "arm64", Version: "1.0.0"},
 	}, rep.Services)
-	assert.Equal(t, []Code{CodeSecretUnbound}, rep.Codes(), "the arm64 version has no binding")
+	assert.Equal(t, []Code{CodeSecretUnbound}, codes(rep), "the arm64 version has no binding")
 	assert.Equal(t, "arm64", rep.Problems[0].Service.Arch)
 }
 
@@ -512,7 +521,7 @@ func TestValidateResolverFailureIsReported(t *testing.T) {
 	rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0")},
 		Options{Resolver: failingResolver{errors.New("exchange answered 502")}})
 	require.NoError(t, err)
-	require.Equal(t, []Code{CodeServiceUnresolved}, rep.Codes())
+	require.Equal(t, []Code{CodeServiceUnresolved}, codes(rep))
 	assert.Contains(t, rep.Problems[0].Message, "exchange answered 502")
 }
 
@@ -551,7 +560,7 @@ func TestValidateService(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rep := ValidateService(c.def)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()))
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)))
 		})
 	}
 }
@@ -566,12 +575,12 @@ func TestReportErr(t *testing.T) {
 	err := rep.Err()
 	require.Error(t, err)
 	assert.ErrorIs(t, err, secretstore.ErrInvalid)
-	var ve *ValidationError
+	var ve *validationError
 	require.ErrorAs(t, err, &ve)
-	assert.Len(t, ve.Problems, 2)
+	assert.Len(t, ve.problems, 2)
 	assert.Equal(t, "binding: 2 problems:\n  - error secret_unbound: secret \"a\" is unbound.\n  - error vault_secret_missing: secret \"b\" is missing.", err.Error())
 	assert.Len(t, rep.Warnings(), 1)
-	assert.Len(t, rep.Notes(), 1)
+	assert.Len(t, rep.bySeverity(severityNote), 1)
 }
 
 func TestCatalogRejectsBadDefinitions(t *testing.T) {
@@ -702,7 +711,7 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 			target.SecretBindings = c.sb
 			rep, err := Validate(context.Background(), target, Options{Resolver: cat, Point: c.point})
 			require.NoError(t, err)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)), "%v", rep.Problems)
 			var got []res
 			for _, rb := range rep.Resolved {
 				got = append(got, res{rb.Service.Container, rb.ServiceSecret, rb.Format, rb.VaultSecret.String()})
@@ -720,25 +729,24 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 func TestSeveritiesByPoint(t *testing.T) {
 	table := []struct {
 		code                     Code
-		publish, check, agreeing Severity
+		publish, check, agreeing string
 	}{
-		{CodeBindingUnused, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeSecretUndeclared, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeBindingDuplicate, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeNodeSecretFallback, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeVaultSecretMissing, SeverityWarning, SeverityError, SeverityError},
-		{CodeStoreUnavailable, SeverityWarning, SeverityError, SeverityError},
-		{CodeStoreForbidden, SeverityWarning, SeverityError, SeverityError},
-		{CodeBindingConflict, SeverityWarning, SeverityWarning, SeverityWarning},
-		{CodeSecretsMixedDeployment, SeverityWarning, SeverityWarning, SeverityWarning},
-		{CodeSecretUnbound, SeverityError, SeverityError, SeverityError},
-		{CodeVaultSecretInvalid, SeverityError, SeverityError, SeverityError},
-		{CodeContainerUnknown, SeverityError, SeverityError, SeverityError},
+		{CodeBindingUnused, severityNote, severityWarning, severityNote},
+		{CodeSecretUndeclared, severityNote, severityWarning, severityNote},
+		{CodeBindingDuplicate, severityNote, severityWarning, severityNote},
+		{CodeNodeSecretFallback, severityNote, severityWarning, severityNote},
+		{CodeVaultSecretMissing, severityWarning, severityError, severityError},
+		{CodeStoreUnavailable, severityWarning, severityError, severityError},
+		{CodeStoreForbidden, severityWarning, severityError, severityError},
+		{CodeBindingConflict, severityWarning, severityWarning, severityWarning},
+		{CodeSecretsMixedDeployment, severityWarning, severityWarning, severityWarning},
+		{CodeSecretUnbound, severityError, severityError, severityError},
+		{CodeVaultSecretInvalid, severityError, severityError, severityError},
+		{CodeContainerUnknown, severityError, severityError, severityError},
 	}
 	for _, r := range table {
-		assert.Equal(t, []Severity{r.publish, r.check, r.agreeing},
-			[]Severity{r.code.SeverityAt(PointPublish), r.code.SeverityAt(PointDeployCheck), r.code.SeverityAt(PointAgreement)}, string(r.code))
-		assert.Equal(t, r.check, r.code.Severity())
+		assert.Equal(t, []string{r.publish, r.check, r.agreeing},
+			[]string{r.code.severityAt(PointPublish), r.code.severityAt(PointDeployCheck), r.code.severityAt(PointAgreement)}, string(r.code))
 	}
 
 	a := svc("com.example.a", "1.0.0", "token")
@@ -748,7 +756,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 	require.NoError(t, err)
 	type sev struct {
 		code     Code
-		severity Severity
+		severity string
 	}
 	cases := []struct {
 		name string
@@ -758,7 +766,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 		{
 			name: "an invalid vault name: an error where needed, a note where not",
 			sb:   []SecretBinding{sbEntry("com.example.a", bind("token", "openhorizon/x"), bind("debug", "user/alice"))},
-			want: []sev{{CodeVaultSecretInvalid, SeverityError}, {CodeVaultSecretInvalid, SeverityNote}, {CodeSecretUndeclared, SeverityNote}},
+			want: []sev{{CodeVaultSecretInvalid, severityError}, {CodeVaultSecretInvalid, severityNote}, {CodeSecretUndeclared, severityNote}},
 		},
 		{
 			name: "an invalid version range: an error where the entry selects a deployed service, a note elsewhere",
@@ -767,7 +775,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
 				with2(sbEntry("com.example.gone", bind("x", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
 			},
-			want: []sev{{CodeVersionRangeInvalid, SeverityError}, {CodeVersionRangeInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+			want: []sev{{CodeVersionRangeInvalid, severityError}, {CodeVersionRangeInvalid, severityNote}, {CodeVaultSecretMissing, severityWarning}},
 		},
 		{
 			name: "entries that cannot select anything are notes",
@@ -776,7 +784,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 				{ServiceURL: "com.example.a", Bindings: []Binding{bind("token", "tok")}},
 				with2(sbEntry("com.example.a", bind("", "tok"), bind("../x", "tok")), func(e *SecretBinding) { e.ServiceArch = "amd 64" }),
 			},
-			want: []sev{{CodeFieldMissing, SeverityNote}, {CodeArchInvalid, SeverityNote}, {CodeFieldMissing, SeverityNote}, {CodeSecretNameInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+			want: []sev{{CodeFieldMissing, severityNote}, {CodeArchInvalid, severityNote}, {CodeFieldMissing, severityNote}, {CodeSecretNameInvalid, severityNote}, {CodeVaultSecretMissing, severityWarning}},
 		},
 	}
 	for _, c := range cases {

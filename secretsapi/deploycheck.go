@@ -94,7 +94,7 @@ func (h *Handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	h.log.Info("deploycheck", "caller", caller.String(), "org", org, "compatible", report.OK(), "problems", len(report.Problems))
+	h.log.Info("deploycheck", "caller", caller.String(), "org", org, "compatible", report.Err() == nil, "problems", len(report.Problems))
 	writeJSON(w, http.StatusOK, deployCheckAnswer(report))
 }
 
@@ -215,13 +215,13 @@ func deployCheckAnswer(rep *binding.Report) deployCheckResponse {
 	errs, warns := map[string][]string{}, map[string][]string{}
 	for _, p := range rep.Problems {
 		k := serviceKey(p.Service)
-		if p.Severity == binding.SeverityError {
+		if p.Severity == "error" {
 			errs[k] = append(errs[k], p.Message)
 		} else {
 			warns[k] = append(warns[k], p.Message)
 		}
 	}
-	out := deployCheckResponse{Compatible: rep.OK(), Reason: map[string]string{}, Problems: rep.Problems}
+	out := deployCheckResponse{Compatible: rep.Err() == nil, Reason: map[string]string{}, Problems: rep.Problems}
 	if out.Problems == nil {
 		out.Problems = []binding.Problem{}
 	}

@@ -121,7 +121,7 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if report.OK() {
+	if report.Err() == nil {
 		return fmt.Errorf("the broken policy passed validation")
 	}
 	f.say.sayf("deployer", "a broken policy is refused, with every problem in one report:")
