@@ -71,14 +71,14 @@ func TestAnaxParseVaultSecretName(t *testing.T) {
 // given.
 func anaxWorld(topSecrets, depSecrets []string, arches ...string) []*ServiceDefinition {
 	withSecrets := func(d *ServiceDefinition, names []string) *ServiceDefinition {
-		c := ContainerConfig{Config: d.Deployment.Services["main"].Config}
+		c := Workload{Config: d.Deployment.Services["main"].Config}
 		for _, n := range names {
 			if c.Secrets == nil {
 				c.Secrets = map[string]ServiceSecret{}
 			}
 			c.Secrets[n] = ServiceSecret{Description: "blah"}
 		}
-		d.Deployment = &DeploymentConfig{Services: map[string]ContainerConfig{"mysvc": c}}
+		d.Deployment = &DeploymentConfig{Services: map[string]Workload{"mysvc": c}}
 		return d
 	}
 	var defs []*ServiceDefinition

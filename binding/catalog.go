@@ -27,7 +27,7 @@ func NewCatalog(defs ...*ServiceDefinition) (Resolver, error) {
 			errs = append(errs, fmt.Errorf("definition %d is nil", i+1))
 			continue
 		}
-		ref := d.Ref()
+		ref := d.ref()
 		if d.Org == "" || d.URL == "" || d.Arch == "" {
 			errs = append(errs, fmt.Errorf("definition %d (%s) needs org, url and arch", i+1, ref))
 			continue

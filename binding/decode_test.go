@@ -19,7 +19,7 @@ func TestDecodeServiceDefinition(t *testing.T) {
 		name       string
 		json       string
 		containers []string
-		kind       DeploymentKind
+		kind       deploymentKind
 		secrets    map[string]ServiceSecret
 	}{
 		{
@@ -28,38 +28,38 @@ func TestDecodeServiceDefinition(t *testing.T) {
 				"secrets":{"db":{"type":"basic","description":"database","format":"raw","future":1}},
 				"deployment":{"services":{"web":{"image":"web:1"},"worker":{"image":"worker:1"}}}}`,
 			containers: []string{"web", "worker"},
-			kind:       DeployDevice,
+			kind:       deployDevice,
 			secrets:    map[string]ServiceSecret{"db": {Type: "basic", Description: "database", Format: agreement.FormatRaw}},
 		},
 		{
 			name:       "exchange form with deployment as a JSON string",
 			json:       `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"{\"services\":{\"main\":{}}}","clusterDeployment":""}`,
 			containers: []string{"main"},
-			kind:       DeployDevice,
+			kind:       deployDevice,
 		},
 		{
 			name: "cluster only",
 			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"","clusterDeployment":"{\"operatorYamlArchive\":\"eA==\"}"}`,
-			kind: DeployCluster,
+			kind: deployCluster,
 		},
 		{
 			name:       "device and cluster",
 			json:       `{"org":"o","url":"u","version":"1","arch":"arm","deployment":{"services":{"c":{}}},"clusterDeployment":{"operatorYamlArchive":"eA=="}}`,
 			containers: []string{"c"},
-			kind:       DeployMixed,
+			kind:       deployMixed,
 		},
 		{
 			name: "no deployment at all",
 			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":null,"clusterDeployment":{}}`,
-			kind: DeployNone,
+			kind: deployNone,
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := DecodeServiceDefinition(strings.NewReader(c.json))
 			require.NoError(t, err)
-			assert.Equal(t, c.containers, d.Containers())
-			assert.Equal(t, c.kind, d.DeploymentKind())
+			assert.Equal(t, c.containers, d.containers())
+			assert.Equal(t, c.kind, d.kind())
 			assert.Equal(t, c.secrets, d.Secrets)
 		})
 	}
@@ -269,7 +269,7 @@ func TestServiceDefinitionRoundTrip(t *testing.T) {
 	back, err := DecodeServiceDefinition(strings.NewReader(string(out)))
 	require.NoError(t, err)
 	assert.Equal(t, d, back)
-	assert.Equal(t, DeployMixed, back.DeploymentKind())
+	assert.Equal(t, deployMixed, back.kind())
 }
 
 // Fuzz tests: no panic, bounded work, and what decodes re-encodes.
@@ -307,9 +307,8 @@ func FuzzDecodeServiceDefinition(f *testing.F) {
 			return
 		}
 		require.LessOrEqual(t, len(d.Secrets), maxSecretsPerService)
-		require.LessOrEqual(t, len(d.Containers()), maxContainers)
-		_ = d.DeploymentKind()
-		_ = d.SecretNames()
+		require.LessOrEqual(t, len(d.containers()), maxContainers)
+		_ = d.kind()
 		_ = ValidateService(d)
 		out, err := json.Marshal(d)
 		require.NoError(t, err)

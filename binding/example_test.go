@@ -3,6 +3,8 @@ package binding_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -78,7 +80,7 @@ func ExampleValidateService() {
 		"org": "myorg", "url": "k8s-hello-secret", "version": "1.0.0", "arch": "amd64",
 		"clusterDeployment": {"operatorYamlArchive": "H4sI", "secrets": {
 			"secret1": {"description": "Secret 1"}, "secret2": {"format": "value_only"}}}}`))
-	fmt.Println(op.DeploymentKind(), op.SecretNames(), binding.ValidateService(op).Err() == nil)
+	fmt.Println(op.Deployment == nil, slices.Sorted(maps.Keys(op.ClusterDeployment.Secrets)), binding.ValidateService(op).Err() == nil)
 
 	bad, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
 		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
@@ -87,7 +89,7 @@ func ExampleValidateService() {
 		fmt.Println(p)
 	}
 	// Output:
-	// cluster [secret1 secret2] true
+	// true [secret1 secret2] true
 	// error secret_name_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "../etc", whose name contains a slash or backslash; it must be a single safe file name.
 	// error secret_format_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "db" with format "yaml"; the format must be "json" (the default), "value_only" or "raw".
 }

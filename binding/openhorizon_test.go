@@ -173,30 +173,30 @@ func TestOpenHorizonServiceDefinitions(t *testing.T) {
 	cases := []struct {
 		file    string
 		org     string
-		kind    DeploymentKind
+		kind    deploymentKind
 		secrets []declared
 	}{
-		{"anax/service_defs/e2edev/netspeed_2.3.0_secrets.json", orgE2E, DeployMixed,
+		{"anax/service_defs/e2edev/netspeed_2.3.0_secrets.json", orgE2E, deployMixed,
 			[]declared{{"netspeed", "sec1", agreement.FormatValueOnly}, {"netspeed", "sec2", ""}}},
-		{"anax/service_defs/IBM/netspeed_2.3.0_secrets.json", orgIBM, DeployMixed,
+		{"anax/service_defs/IBM/netspeed_2.3.0_secrets.json", orgIBM, deployMixed,
 			[]declared{{"netspeed", "sec3", agreement.FormatValueOnly}}},
-		{"anax/service_defs/IBM/service-cpu_1.2.2_secrets.json", orgIBM, DeployDevice, []declared{{"cpu", "secret-dep1", ""}}},
-		{"anax/service_defs/e2edev/service-cpu_1.0_secrets.json", orgE2E, DeployDevice, []declared{{"cpu", "secret-dep2", ""}}},
-		{"anax/compcheck/service_location_secrets.json", orgE2E, DeployDevice,
+		{"anax/service_defs/IBM/service-cpu_1.2.2_secrets.json", orgIBM, deployDevice, []declared{{"cpu", "secret-dep1", ""}}},
+		{"anax/service_defs/e2edev/service-cpu_1.0_secrets.json", orgE2E, deployDevice, []declared{{"cpu", "secret-dep2", ""}}},
+		{"anax/compcheck/service_location_secrets.json", orgE2E, deployDevice,
 			[]declared{{"location2", "loc_secret1", ""}, {"location2", "loc_secret2", ""}}},
-		{"anax/compcheck/service_location_secrets_extra.json", orgE2E, DeployDevice,
+		{"anax/compcheck/service_location_secrets_extra.json", orgE2E, deployDevice,
 			[]declared{{"location2", "foo", ""}, {"location2", "loc_secret1", ""}, {"location2", "loc_secret2", ""}}},
-		{"anax/compcheck/service_locgps.json", orgE2E, DeployDevice, nil},
-		{"anax/service_apireg/k8s-hello-secret.json", orgE2E, DeployCluster,
+		{"anax/compcheck/service_locgps.json", orgE2E, deployDevice, nil},
+		{"anax/service_apireg/k8s-hello-secret.json", orgE2E, deployCluster,
 			[]declared{{"", "secret1", ""}, {"", "secret2", agreement.FormatValueOnly}}},
-		{"anax/service_apireg/network_1.5.0.json", orgIBM, DeployNone, nil},
-		{"anax/service_apireg/location_2.0.7.json", orgE2E, DeployDevice, nil},
-		{"examples/helloSecretWorld/service.definition.json", orgIBM, DeployDevice, []declared{{"ibm.hello-secret", "hw_who", ""}}},
+		{"anax/service_apireg/network_1.5.0.json", orgIBM, deployNone, nil},
+		{"anax/service_apireg/location_2.0.7.json", orgE2E, deployDevice, nil},
+		{"examples/helloSecretWorld/service.definition.json", orgIBM, deployDevice, []declared{{"ibm.hello-secret", "hw_who", ""}}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			d := ohService(t, c.file, c.org, "1.0.0", "amd64")
-			assert.Equal(t, c.kind, d.DeploymentKind())
+			assert.Equal(t, c.kind, d.kind())
 			var got []declared
 			for _, dc := range d.declarations() {
 				got = append(got, declared{dc.container, dc.name, dc.secret.Format})
@@ -377,7 +377,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 		inputs := map[agreement.ServiceRef]*ServiceDefinition{}
 		for _, f := range files {
 			d := ohService(t, f, orgE2E, "", "amd64")
-			inputs[d.Ref()] = d
+			inputs[d.ref()] = d
 		}
 		defs := slices.Collect(func(yield func(*ServiceDefinition) bool) {
 			for _, d := range inputs {
@@ -387,7 +387,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 			}
 		})
 		for _, d := range hub {
-			if inputs[d.Ref()] == nil {
+			if inputs[d.ref()] == nil {
 				defs = append(defs, d)
 			}
 		}

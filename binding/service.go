@@ -17,7 +17,7 @@ import (
 //	"secrets": {"db_password": {"type": "basic-auth", "description": "...", "format": "value_only"}}
 //
 // Open Horizon declares secrets per container and for the cluster
-// deployment (ContainerConfig.Secrets, ClusterDeploymentConfig.Secrets);
+// deployment (Workload.Secrets, Workload.Secrets);
 // the design form declares them at the top of the definition
 // (ServiceDefinition.Secrets). Open Horizon's internal members (svcOrg,
 // svcUrl, svcVersionRange) are ignored.
@@ -88,28 +88,21 @@ func (d ServiceDependency) rangeText() string {
 // DeploymentConfig is a service's device deployment: its containers, keyed
 // by container name (the names serviceContainer refers to).
 type DeploymentConfig struct {
-	Services map[string]ContainerConfig `json:"services"`
+	Services map[string]Workload `json:"services"`
 }
 
-// ContainerConfig is one container of a device deployment: the secrets it
-// declares (deployment.services.<container>.secrets) and the rest of its
-// configuration, kept as it is and not interpreted here.
-type ContainerConfig struct {
-	// Secrets are the secrets mounted into this container.
+// Workload is one container of a device deployment
+// (deployment.services.<container>) or a service's edge-cluster deployment
+// (clusterDeployment): the secrets it declares and the rest of its
+// configuration, kept as it is and not interpreted here. A container's
+// secrets are mounted into it; the cluster deployment's are handed to the
+// operator as one Kubernetes Secret.
+type Workload struct {
+	// Secrets are the secrets the workload declares ("secrets").
 	Secrets map[string]ServiceSecret
-	// Config holds the container's other members ("image", "binds", ...),
-	// each as JSON.
-	Config map[string]json.RawMessage
-}
-
-// ClusterDeploymentConfig is a service's edge-cluster deployment: the
-// secrets it declares (clusterDeployment.secrets), which the agent hands the
-// operator as one Kubernetes Secret, and the rest of its configuration
-// ("operatorYamlArchive", ...), kept as it is.
-type ClusterDeploymentConfig struct {
-	// Secrets are the secrets handed to the operator.
-	Secrets map[string]ServiceSecret
-	// Config holds the other members, each as JSON.
+	// Config holds the other members ("image", "binds", ... of a
+	// container; "operatorYamlArchive", ... of a cluster deployment), each
+	// as JSON.
 	Config map[string]json.RawMessage
 }
 
@@ -118,7 +111,9 @@ type ClusterDeploymentConfig struct {
 //
 // Secrets are read from every place they are declared: each container of
 // the device deployment and the cluster deployment (as Open Horizon ships
-// them), and the top-level "secrets" of the design form.
+// them), and the top-level "secrets" of the design form. A service runs on
+// devices when Deployment has containers, on edge clusters when
+// ClusterDeployment is set, and may do both.
 type ServiceDefinition struct {
 	Org              string              `json:"org"`
 	URL              string              `json:"url"`
@@ -136,76 +131,46 @@ type ServiceDefinition struct {
 	// ClusterDeployment is the edge-cluster deployment; nil when the
 	// service has none. Both forms are accepted as for Deployment; absent,
 	// null, "" and {} mean none.
-	ClusterDeployment *ClusterDeploymentConfig `json:"clusterDeployment,omitempty"`
+	ClusterDeployment *Workload `json:"clusterDeployment,omitempty"`
 }
 
-// DeploymentKind says where a service can run.
-type DeploymentKind int
+// deploymentKind says where a service can run.
+type deploymentKind int
 
 // Deployment kinds.
 const (
-	// DeployNone: neither a device nor a cluster deployment.
-	DeployNone DeploymentKind = iota
-	// DeployDevice: device containers only.
-	DeployDevice
-	// DeployCluster: an edge-cluster deployment only.
-	DeployCluster
-	// DeployMixed: both.
-	DeployMixed
+	deployNone    deploymentKind = iota // neither a device nor a cluster deployment
+	deployDevice                        // device containers only
+	deployCluster                       // an edge-cluster deployment only
+	deployMixed                         // both
 )
 
-// String returns "none", "device", "cluster" or "device+cluster".
-func (k DeploymentKind) String() string {
-	switch k {
-	case DeployNone:
-		return "none"
-	case DeployDevice:
-		return "device"
-	case DeployCluster:
-		return "cluster"
-	case DeployMixed:
-		return "device+cluster"
-	}
-	return fmt.Sprintf("DeploymentKind(%d)", int(k))
-}
-
-// DeploymentKind reports whether the service has a device deployment, a
-// cluster deployment, both or neither.
-func (d *ServiceDefinition) DeploymentKind() DeploymentKind {
+// kind reports whether the service has a device deployment, a cluster
+// deployment, both or neither.
+func (d *ServiceDefinition) kind() deploymentKind {
 	device := d.Deployment != nil && len(d.Deployment.Services) > 0
 	cluster := d.ClusterDeployment != nil
 	switch {
 	case device && cluster:
-		return DeployMixed
+		return deployMixed
 	case cluster:
-		return DeployCluster
+		return deployCluster
 	case device:
-		return DeployDevice
+		return deployDevice
 	}
-	return DeployNone
+	return deployNone
 }
 
-// Containers returns the names of the device deployment's containers, sorted.
-func (d *ServiceDefinition) Containers() []string {
+// containers returns the names of the device deployment's containers, sorted.
+func (d *ServiceDefinition) containers() []string {
 	if d.Deployment == nil {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(d.Deployment.Services))
 }
 
-// SecretNames returns the name of every secret the service declares,
-// wherever it is declared, sorted and without repeats.
-func (d *ServiceDefinition) SecretNames() []string {
-	var names []string
-	for _, dc := range d.declarations() {
-		names = append(names, dc.name)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
-}
-
-// Ref returns the service's identity (without a container).
-func (d *ServiceDefinition) Ref() agreement.ServiceRef {
+// ref returns the service's identity (without a container).
+func (d *ServiceDefinition) ref() agreement.ServiceRef {
 	return agreement.ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
 }
 
@@ -235,7 +200,7 @@ func (d *ServiceDefinition) declarations() []declaration {
 		}
 	}
 	add(declService, "", d.Secrets)
-	for _, c := range d.Containers() {
+	for _, c := range d.containers() {
 		add(declContainer, c, d.Deployment.Services[c].Secrets)
 	}
 	if d.ClusterDeployment != nil {
@@ -312,13 +277,13 @@ func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	}
 	out := DeploymentConfig{}
 	if in.Services != nil {
-		out.Services = make(map[string]ContainerConfig, len(in.Services))
+		out.Services = make(map[string]Workload, len(in.Services))
 	}
 	for name, raw := range in.Services {
 		if name == "" {
 			return badInput(what, "a container has an empty name")
 		}
-		var cc ContainerConfig
+		var cc Workload
 		if err := decodeSecretsHolder(raw, fmt.Sprintf("container %q", name), &cc.Secrets, &cc.Config); err != nil {
 			return err
 		}
@@ -328,21 +293,18 @@ func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the container's configuration with its "secrets".
-func (c ContainerConfig) MarshalJSON() ([]byte, error) {
-	return encodeSecretsHolder(c.Secrets, c.Config)
-}
-
-// UnmarshalJSON reads a cluster deployment given as an object, or as a
-// string holding the object's JSON (exchange form; "" means none).
-func (c *ClusterDeploymentConfig) UnmarshalJSON(b []byte) error {
+// UnmarshalJSON reads a workload given as an object, or as a string
+// holding the object's JSON (the exchange form of a cluster deployment; ""
+// means none), of at most 256 secrets. (A deployment's containers are read
+// as objects only.)
+func (c *Workload) UnmarshalJSON(b []byte) error {
 	const what = "clusterDeployment"
 	b, err := unquoteDeployment(b, what)
 	if err != nil || b == nil {
-		*c = ClusterDeploymentConfig{}
+		*c = Workload{}
 		return err
 	}
-	var out ClusterDeploymentConfig
+	var out Workload
 	if err := decodeSecretsHolder(b, what, &out.Secrets, &out.Config); err != nil {
 		return err
 	}
@@ -350,9 +312,8 @@ func (c *ClusterDeploymentConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the cluster deployment's configuration with its
-// "secrets".
-func (c ClusterDeploymentConfig) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the workload's configuration with its "secrets".
+func (c Workload) MarshalJSON() ([]byte, error) {
 	return encodeSecretsHolder(c.Secrets, c.Config)
 }
 

@@ -131,7 +131,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 // and top-level (design form) secrets are declared where device containers
 // can receive them (cluster-only: error; device and cluster: warning).
 func ValidateService(def *ServiceDefinition) *Report {
-	rep := &Report{Problems: []Problem{}, Services: []agreement.ServiceRef{def.Ref()}}
+	rep := &Report{Problems: []Problem{}, Services: []agreement.ServiceRef{def.ref()}}
 	checkDefinition(rep, PointPublish, def)
 	return rep
 }
@@ -155,7 +155,7 @@ func (d declaration) problem(ref agreement.ServiceRef) Problem {
 
 // checkDefinition reports the service-level rules for def.
 func checkDefinition(rep *Report, at Point, def *ServiceDefinition) {
-	ref := def.Ref()
+	ref := def.ref()
 	for _, d := range def.declarations() {
 		p := d.problem(ref)
 		if err := safename.Check(d.name); err != nil {
@@ -170,10 +170,10 @@ func checkDefinition(rep *Report, at Point, def *ServiceDefinition) {
 	if len(def.Secrets) == 0 {
 		return
 	}
-	switch def.DeploymentKind() {
-	case DeployCluster:
+	switch def.kind() {
+	case deployCluster:
 		rep.add(at, CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets at the top of its definition but has only a cluster deployment; declare them in clusterDeployment.secrets.", refString(ref))
-	case DeployMixed:
+	case deployMixed:
 		rep.add(at, CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets at the top of its definition and has a cluster deployment; only its device containers will receive them (declare the cluster's in clusterDeployment.secrets).", refString(ref))
 	}
 }
@@ -342,7 +342,7 @@ func (v *validation) walk(ctx context.Context, top []agreement.ServiceRef) error
 		}
 		def := queue[0]
 		queue = queue[1:]
-		ref := def.Ref()
+		ref := def.ref()
 		if v.visited[ref] {
 			continue
 		}
@@ -385,7 +385,7 @@ func (v *validation) lookup(ctx context.Context, ref agreement.ServiceRef) (defs
 		}
 		ver, err := ohversion.Parse(d.Version)
 		if err != nil {
-			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.Ref()), "error", err)
+			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.ref()), "error", err)
 			continue
 		}
 		defs, versions = append(defs, d), append(versions, ver)
@@ -430,14 +430,14 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	p := Problem{Service: ref}
 	if ref.Org == "" || ref.URL == "" {
-		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
+		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.ref()))
 		return nil, nil
 	}
 	var want ohversion.Range
 	if ref.Version != "" {
 		r, err := ohversion.ParseRange(ref.Version)
 		if err != nil {
-			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
+			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.ref()), ref.Org, ref.URL, err)
 			return nil, nil
 		}
 		want = r
@@ -448,7 +448,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.Ref()), ref.Org, ref.URL, want, ref.Arch)
+		v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.ref()), ref.Org, ref.URL, want, ref.Arch)
 		return nil, nil
 	}
 	return best[0], nil
@@ -532,12 +532,12 @@ func placesFor(containers []string, decls []declaration, narrow string) (places 
 // goes, first-wins duplicates and conflicts, and finally the declared
 // secrets left unbound.
 func (v *validation) bindService(def *ServiceDefinition) {
-	ref := def.Ref()
+	ref := def.ref()
 	ver, err := ohversion.Parse(def.Version)
 	if err != nil {
 		return // lookup only yields parsable versions
 	}
-	containers := def.Containers()
+	containers := def.containers()
 	decls := def.declarations()
 	byName := map[string][]declaration{}
 	for _, d := range decls {
@@ -623,7 +623,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			}
 		}
 	}
-	clusterOnly := def.DeploymentKind() == DeployCluster
+	clusterOnly := def.kind() == deployCluster
 	for _, d := range decls {
 		if safename.Check(d.name) != nil || attempted[d.name] {
 			continue // an unsafe name is reported as such and cannot be bound

@@ -20,16 +20,16 @@ const testOrg = "myorg"
 
 // device returns a device deployment with the named containers.
 func device(containers ...string) *DeploymentConfig {
-	d := &DeploymentConfig{Services: map[string]ContainerConfig{}}
+	d := &DeploymentConfig{Services: map[string]Workload{}}
 	for _, c := range containers {
-		d.Services[c] = ContainerConfig{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
+		d.Services[c] = Workload{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
 	}
 	return d
 }
 
 // cluster returns a cluster deployment declaring the secrets named.
-func cluster(secrets ...string) *ClusterDeploymentConfig {
-	c := &ClusterDeploymentConfig{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
+func cluster(secrets ...string) *Workload {
+	c := &Workload{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
 	for _, s := range secrets {
 		if c.Secrets == nil {
 			c.Secrets = map[string]ServiceSecret{}
@@ -610,11 +610,11 @@ func ohDef(url string, containers map[string]map[string]string, cluster map[stri
 	if containers != nil {
 		d.Deployment = device()
 		for c, s := range containers {
-			d.Deployment.Services[c] = ContainerConfig{Secrets: secrets(s), Config: map[string]json.RawMessage{"image": json.RawMessage(`"x"`)}}
+			d.Deployment.Services[c] = Workload{Secrets: secrets(s), Config: map[string]json.RawMessage{"image": json.RawMessage(`"x"`)}}
 		}
 	}
 	if cluster != nil {
-		d.ClusterDeployment = &ClusterDeploymentConfig{Secrets: secrets(cluster)}
+		d.ClusterDeployment = &Workload{Secrets: secrets(cluster)}
 	}
 	return d
 }
