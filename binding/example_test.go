@@ -102,13 +102,13 @@ func ExampleParseVaultSecretName() {
 			continue
 		}
 		path, _ := n.StorePath("myorg")
-		fmt.Printf("%-9s %s\n", n.Scope, path)
+		fmt.Printf("%-30s user %q, node %q\n", path, n.User, n.Node)
 	}
 	// Output:
-	// org       myorg/db/password
-	// user      myorg/user/alice/db
-	// node      myorg/node/n7/cert
-	// user+node myorg/user/alice/node/n7/cert
+	// myorg/db/password              user "", node ""
+	// myorg/user/alice/db            user "alice", node ""
+	// myorg/node/n7/cert             user "", node "n7"
+	// myorg/user/alice/node/n7/cert  user "alice", node "n7"
 	// invalid: vault secret name starts with "openhorizon/": give the name relative to the organisation, without the store prefix
 }
 

@@ -18,17 +18,17 @@ func TestParseVaultSecretName(t *testing.T) {
 		wantErr string
 	}{
 		// org level
-		{in: "db", want: VaultSecretName{Scope: ScopeOrg, Secret: "db"}, canon: "db"},
-		{in: "team/db/password", want: VaultSecretName{Scope: ScopeOrg, Secret: "team/db/password"}, canon: "team/db/password"},
-		{in: "/db", want: VaultSecretName{Scope: ScopeOrg, Secret: "db"}, canon: "db"},
-		{in: "users/x", want: VaultSecretName{Scope: ScopeOrg, Secret: "users/x"}, canon: "users/x"},
-		{in: "a/user/b", want: VaultSecretName{Scope: ScopeOrg, Secret: "a/user/b"}, canon: "a/user/b"},
+		{in: "db", want: VaultSecretName{Secret: "db"}, canon: "db"},
+		{in: "team/db/password", want: VaultSecretName{Secret: "team/db/password"}, canon: "team/db/password"},
+		{in: "/db", want: VaultSecretName{Secret: "db"}, canon: "db"},
+		{in: "users/x", want: VaultSecretName{Secret: "users/x"}, canon: "users/x"},
+		{in: "a/user/b", want: VaultSecretName{Secret: "a/user/b"}, canon: "a/user/b"},
 		// user level
-		{in: "user/alice/db", want: VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "db"}, canon: "user/alice/db"},
-		{in: "/user/alice/a/b", want: VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "a/b"}, canon: "user/alice/a/b"},
+		{in: "user/alice/db", want: VaultSecretName{User: "alice", Secret: "db"}, canon: "user/alice/db"},
+		{in: "/user/alice/a/b", want: VaultSecretName{User: "alice", Secret: "a/b"}, canon: "user/alice/a/b"},
 		// node level
-		{in: "node/n1/cert", want: VaultSecretName{Scope: ScopeNode, Node: "n1", Secret: "cert"}, canon: "node/n1/cert"},
-		{in: "user/alice/node/n1/cert", want: VaultSecretName{Scope: ScopeUserNode, User: "alice", Node: "n1", Secret: "cert"}, canon: "user/alice/node/n1/cert"},
+		{in: "node/n1/cert", want: VaultSecretName{Node: "n1", Secret: "cert"}, canon: "node/n1/cert"},
+		{in: "user/alice/node/n1/cert", want: VaultSecretName{User: "alice", Node: "n1", Secret: "cert"}, canon: "user/alice/node/n1/cert"},
 		// invalid
 		{in: "", wantErr: "empty"},
 		{in: "/", wantErr: "empty"},

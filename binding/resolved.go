@@ -48,14 +48,9 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 	if !nodeLevel {
 		return []VaultSecretName{name}
 	}
-	base := name
-	base.Node = ""
-	switch name.Scope {
-	case ScopeNode:
-		base.Scope = ScopeOrg
-		return []VaultSecretName{name, base}
-	case ScopeUserNode:
-		base.Scope = ScopeUser
+	if name.Node != "" {
+		base := name
+		base.Node = ""
 		return []VaultSecretName{name, base}
 	}
 	if node == "" {
@@ -63,10 +58,6 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 	}
 	atNode := name
 	atNode.Node = node
-	atNode.Scope = ScopeNode
-	if name.Scope == ScopeUser {
-		atNode.Scope = ScopeUserNode
-	}
 	return []VaultSecretName{atNode, name}
 }
 

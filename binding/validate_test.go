@@ -126,7 +126,7 @@ func TestValidateRules(t *testing.T) {
 				assert.Equal(t, agreement.ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
 				assert.Equal(t, "token", rb.ServiceSecret)
 				assert.Equal(t, agreement.FormatJSON, rb.Format)
-				assert.Equal(t, VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "tok"}, rb.VaultSecret)
+				assert.Equal(t, VaultSecretName{User: "alice", Secret: "tok"}, rb.VaultSecret)
 				assert.True(t, rep.ExistenceChecked)
 				assert.NoError(t, rep.Err())
 			},

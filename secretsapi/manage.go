@@ -147,7 +147,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 		case t.name.String() == "":
 			// The organisation's own secrets, not those under user/ and
 			// node/ (vault.go listSecrets filters them out at the top).
-			if n.Scope == binding.ScopeOrg {
+			if n.User == "" && n.Node == "" {
 				names = append(names, rel)
 			}
 		default:

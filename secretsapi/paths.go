@@ -82,7 +82,7 @@ func parseOrgPath(p string) (target, error) {
 	// Not a name; perhaps a directory: "user/<u>", "node/<n>",
 	// "user/<u>/node/<n>" each make a name with one more segment.
 	d, derr := binding.ParseVaultSecretName(rest + "/" + probe)
-	if derr != nil || d.Scope == binding.ScopeOrg || d.Secret != probe {
+	if derr != nil || (d.User == "" && d.Node == "") || d.Secret != probe {
 		return target{}, err
 	}
 	d.Secret = ""

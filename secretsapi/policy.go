@@ -77,10 +77,10 @@ func (s Scope) String() string {
 // name whose Secret is empty) as seen by c. The name is taken to be in c's
 // organisation; Allowed refuses everything in another one.
 func ScopeOf(c Caller, n binding.VaultSecretName) Scope {
-	switch n.Scope {
-	case binding.ScopeNode:
+	switch {
+	case n.Node != "" && n.User == "":
 		return ScopeNode
-	case binding.ScopeUser, binding.ScopeUserNode:
+	case n.User != "":
 		if n.User == c.ID && c.Role != RoleNode {
 			return ScopeOwnUser
 		}
