@@ -1,9 +1,6 @@
 package binding
 
-import (
-	"encoding/json"
-	"time"
-)
+import "encoding/json"
 
 // Health is the body of GET /health, in the shape anax's agbot answers it
 // (open-horizon/anax apicommon/status.go, Info; agreementbot/api.go,
@@ -37,15 +34,6 @@ type LiveHealth struct {
 	// LastVaultInteraction is the last time the agbot successfully talked
 	// to the secret store (an answer, including "not found", counts).
 	LastVaultInteraction uint64 `json:"lastVaultInteraction"`
-}
-
-// LastVaultInteractionTime returns liveHealth.lastVaultInteraction as a
-// time, or the zero time when it is 0 or missing.
-func (h Health) LastVaultInteractionTime() time.Time {
-	if h.LiveHealth == nil || h.LiveHealth.LastVaultInteraction == 0 {
-		return time.Time{}
-	}
-	return time.Unix(int64(h.LiveHealth.LastVaultInteraction), 0)
 }
 
 // UnmarshalJSON also reads the earlier edgesecrets form, with

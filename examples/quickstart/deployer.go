@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/binding"
 )
@@ -133,9 +134,9 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if health.LastVaultInteractionTime().IsZero() {
+	if health.LiveHealth == nil || health.LiveHealth.LastVaultInteraction == 0 {
 		return fmt.Errorf("the agbot's /health reports no store interaction")
 	}
-	f.say.sayf("deployer", "agbot /health: last store interaction at %s", health.LastVaultInteractionTime().Format("15:04:05"))
+	f.say.sayf("deployer", "agbot /health: last store interaction at %s", time.Unix(int64(health.LiveHealth.LastVaultInteraction), 0).Format("15:04:05"))
 	return nil
 }
