@@ -71,7 +71,7 @@ type Options struct {
 // report of every problem (see the Code constants) with the severities Open
 // Horizon gives them at opts.Point. It serves deploycheck, adding a
 // deployment policy, publishing a pattern and the agbot's check before an
-// agreement; build the Target with Pattern.Target or DeploymentPolicy.Target.
+// agreement; DecodePattern and DecodeDeploymentPolicy build the Target.
 //
 // Each declared secret is bound in every container that declares it (and
 // in the cluster deployment when that declares it); serviceContainer, when
