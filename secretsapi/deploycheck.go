@@ -159,7 +159,7 @@ func (h *Handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 	if err != nil {
 		return target, nil, "", fmt.Errorf("service: %w", err)
 	}
-	var resolver binding.Resolver = catalog
+	resolver := catalog
 	if h.opts.Resolver != nil {
 		resolver = resolvers{catalog, h.opts.Resolver}
 	}
