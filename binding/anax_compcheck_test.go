@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // TestAnaxParseVaultSecretName: Test_ParseVaultSecretName_good and _bad,
@@ -69,14 +71,14 @@ func TestAnaxParseVaultSecretName(t *testing.T) {
 // given.
 func anaxWorld(topSecrets, depSecrets []string, arches ...string) []*ServiceDefinition {
 	withSecrets := func(d *ServiceDefinition, names []string) *ServiceDefinition {
-		c := ContainerConfig{Config: d.Deployment.Services["main"].Config}
+		c := Workload{Config: d.Deployment.Services["main"].Config}
 		for _, n := range names {
 			if c.Secrets == nil {
 				c.Secrets = map[string]ServiceSecret{}
 			}
 			c.Secrets[n] = ServiceSecret{Description: "blah"}
 		}
-		d.Deployment = &DeploymentConfig{Services: map[string]ContainerConfig{"mysvc": c}}
+		d.Deployment = &DeploymentConfig{Services: map[string]Workload{"mysvc": c}}
 		return d
 	}
 	var defs []*ServiceDefinition
@@ -115,12 +117,12 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 	depSecrets := []string{"mysecret_dep1", "mysecret_both"}
 	sbTop := func(pairs ...[2]string) SecretBinding { return anaxEntry("myorg", "mysvc", "amd64", "1.0.1", pairs...) }
 	sbDep := func(pairs ...[2]string) SecretBinding { return anaxEntry("deporg", "dep1", "amd64", "0.0.1", pairs...) }
-	topAt := func(arch string) []ServiceRef {
-		return []ServiceRef{{Org: "myorg", URL: "mysvc", Arch: arch, Version: "1.0.1"}}
+	topAt := func(arch string) []agreement.ServiceRef {
+		return []agreement.ServiceRef{{Org: "myorg", URL: "mysvc", Arch: arch, Version: "1.0.1"}}
 	}
 	type problem struct {
 		code     Code
-		severity Severity
+		severity string
 		secret   string
 		service  string // URL of the service concerned
 	}
@@ -161,8 +163,8 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("*"), SecretBindings: []SecretBinding{sbTop(top1, top2), sbDep(dep1, dep2)}},
 			point:  PointPublish, resolved: 4,
 			want: []problem{
-				{CodeSecretUnbound, SeverityError, "mysecret_both", "mysvc"},
-				{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_both", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_top1", "mysvc"},
 			},
 		},
 		{
@@ -171,10 +173,10 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64")},
 			point:  PointPublish,
 			want: []problem{
-				{CodeSecretUnbound, SeverityError, "mysecret_both", "mysvc"},
-				{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"},
-				{CodeSecretUnbound, SeverityError, "mysecret_both", "dep1"},
-				{CodeSecretUnbound, SeverityError, "mysecret_dep1", "dep1"},
+				{CodeSecretUnbound, severityError, "mysecret_both", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_top1", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_both", "dep1"},
+				{CodeSecretUnbound, severityError, "mysecret_dep1", "dep1"},
 			},
 			differs: "anax stops at the first service with a problem (the top-level one); we report the dependency's too",
 		},
@@ -184,8 +186,8 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top1, top2)}},
 			point:  PointPublish, resolved: 2,
 			want: []problem{
-				{CodeSecretUnbound, SeverityError, "mysecret_both", "dep1"},
-				{CodeSecretUnbound, SeverityError, "mysecret_dep1", "dep1"},
+				{CodeSecretUnbound, severityError, "mysecret_both", "dep1"},
+				{CodeSecretUnbound, severityError, "mysecret_dep1", "dep1"},
 			},
 		},
 		{
@@ -194,8 +196,8 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbDep(dep1, dep2)}},
 			point:  PointPublish, resolved: 2,
 			want: []problem{
-				{CodeSecretUnbound, SeverityError, "mysecret_both", "mysvc"},
-				{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_both", "mysvc"},
+				{CodeSecretUnbound, severityError, "mysecret_top1", "mysvc"},
 			},
 		},
 		{
@@ -203,14 +205,14 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			defs:   anaxWorld(topSecrets, depSecrets, "amd64"),
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top1, top2), sbDep(dep1)}},
 			point:  PointPublish, resolved: 3,
-			want: []problem{{CodeSecretUnbound, SeverityError, "mysecret_both", "dep1"}},
+			want: []problem{{CodeSecretUnbound, severityError, "mysecret_both", "dep1"}},
 		},
 		{
 			name: "one binding missing for the top-level service", anax: "missing one secret binding for the top level service",
 			defs:   anaxWorld(topSecrets, depSecrets, "amd64"),
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top2), sbDep(dep1, dep2)}},
 			point:  PointPublish, resolved: 3,
-			want: []problem{{CodeSecretUnbound, SeverityError, "mysecret_top1", "mysvc"}},
+			want: []problem{{CodeSecretUnbound, severityError, "mysecret_top1", "mysvc"}},
 		},
 		{
 			name: "fully qualified vault secret name", anax: "invalid vault secret name",
@@ -218,7 +220,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2), sbDep([2]string{"mysecret_dep1", "openhorizon/myorg/user/fred/sd1"}, dep2)}},
 			point: PointPublish, resolved: 3,
-			want: []problem{{CodeVaultSecretInvalid, SeverityError, "mysecret_dep1", "dep1"}},
+			want: []problem{{CodeVaultSecretInvalid, severityError, "mysecret_dep1", "dep1"}},
 		},
 		{
 			name: "a binding the top-level service does not declare", anax: "extra secret binding for top level service",
@@ -226,7 +228,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2, [2]string{"mysecret_top3", "s3"}), sbDep(dep1, dep2)}},
 			point: PointPublish, resolved: 4,
-			want: []problem{{CodeSecretUndeclared, SeverityNote, "mysecret_top3", "mysvc"}},
+			want: []problem{{CodeSecretUndeclared, severityNote, "mysecret_top3", "mysvc"}},
 		},
 		{
 			name: "an entry for a service not deployed", anax: "extra secret binding for a different service",
@@ -234,7 +236,7 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{
 				sbTop(top1, top2), sbDep(dep1, dep2), anaxEntry("extra_url", "dep1", "amd64", "0.0.1", [2]string{"svc_secret", "vault_secret"})}},
 			point: PointPublish, resolved: 4,
-			want: []problem{{CodeBindingUnused, SeverityNote, "", "dep1"}},
+			want: []problem{{CodeBindingUnused, severityNote, "", "dep1"}},
 		},
 		{
 			name: "no service needs any binding", anax: "Test_GroupSecretBindings: all extraneous",
@@ -242,10 +244,10 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top1, top2), sbDep(dep1, dep2)}},
 			point:  PointDeployCheck,
 			want: []problem{
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_top1", "mysvc"},
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_both", "mysvc"},
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_dep1", "dep1"},
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_both", "dep1"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_top1", "mysvc"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_both", "mysvc"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_dep1", "dep1"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_both", "dep1"},
 			},
 			differs: "anax lists each wholly extraneous entry once; we list each binding, with the service it was checked against",
 		},
@@ -255,8 +257,8 @@ func TestAnaxSecretBindingChecks(t *testing.T) {
 			target: Target{Services: topAt("amd64"), SecretBindings: []SecretBinding{sbTop(top1, top2), sbDep(dep1, dep2)}},
 			point:  PointDeployCheck, resolved: 2,
 			want: []problem{
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_both", "mysvc"},
-				{CodeSecretUndeclared, SeverityWarning, "mysecret_dep1", "dep1"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_both", "mysvc"},
+				{CodeSecretUndeclared, severityWarning, "mysecret_dep1", "dep1"},
 			},
 		},
 		{

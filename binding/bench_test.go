@@ -19,7 +19,7 @@ func BenchmarkValidateFixture(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	target := pol.Target()
+	target := pol
 	checker, _ := NewStoreChecker(store.Store, testOrg)
 	for _, bc := range []struct {
 		name    string

@@ -4,31 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 )
 
-// Catalog is a Resolver over a fixed set of service definitions, such as the
-// files a developer runs deploycheck against. It is safe for concurrent use.
-type Catalog struct {
+// catalog is a Resolver over a fixed set of service definitions.
+type catalog struct {
 	defs []*ServiceDefinition
 }
 
-// NewCatalog returns a catalog of defs. Each definition needs an org, a URL,
-// an arch and a valid version, and no two may share all four.
-func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
-	seen := map[ServiceRef]bool{}
+// NewCatalog returns a Resolver over a fixed set of service definitions,
+// defs, such as the files a developer runs deploycheck against. Each
+// definition needs an org, a URL, an arch and a valid version, and no two
+// may share all four. The Resolver is safe for concurrent use.
+func NewCatalog(defs ...*ServiceDefinition) (Resolver, error) {
+	seen := map[agreement.ServiceRef]bool{}
 	var errs []error
-	c := &Catalog{}
+	c := &catalog{}
 	for i, d := range defs {
 		if d == nil {
 			errs = append(errs, fmt.Errorf("definition %d is nil", i+1))
 			continue
 		}
-		ref := d.Ref()
+		ref := d.ref()
 		if d.Org == "" || d.URL == "" || d.Arch == "" {
 			errs = append(errs, fmt.Errorf("definition %d (%s) needs org, url and arch", i+1, ref))
 			continue
 		}
-		if _, err := ParseVersion(d.Version); err != nil {
+		if _, err := ohversion.Parse(d.Version); err != nil {
 			errs = append(errs, fmt.Errorf("definition %d (%s): %w", i+1, ref, err))
 			continue
 		}
@@ -46,10 +50,10 @@ func NewCatalog(defs ...*ServiceDefinition) (*Catalog, error) {
 }
 
 // ServiceVersions implements Resolver.
-func (c *Catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
+func (c *catalog) ServiceVersions(_ context.Context, q ServiceQuery) ([]*ServiceDefinition, error) {
 	var out []*ServiceDefinition
 	for _, d := range c.defs {
-		if d.Org == q.Org && d.URL == q.URL && ArchMatches(q.Arch, d.Arch) {
+		if d.Org == q.Org && d.URL == q.URL && ohversion.ArchMatches(q.Arch, d.Arch) {
 			out = append(out, d)
 		}
 	}

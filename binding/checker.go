@@ -12,26 +12,28 @@ import (
 // errNoStore is the cause reported when no store is configured.
 var errNoStore = errors.New("no secret store is configured")
 
-// StoreChecker is the ExistenceChecker of an agbot that holds the store: it
-// looks vault secrets up under "<org>/" with Stat, so no value is read.
-type StoreChecker struct {
+// storeChecker is the ExistenceChecker NewStoreChecker returns.
+type storeChecker struct {
 	store *secretstore.Store
 	org   string
 }
 
-// NewStoreChecker returns a checker for org's secrets in store. A nil store
-// is allowed and makes every check fail with secretstore.ErrUnavailable
-// (the hub has no vault). org must be a single safe path element.
-func NewStoreChecker(store *secretstore.Store, org string) (*StoreChecker, error) {
+// NewStoreChecker returns the ExistenceChecker of an agbot that holds the
+// store: it looks org's vault secrets up under "<org>/" in store with Stat,
+// so no value is read. A missing secret is (false, nil); other store errors
+// are returned with their secretstore kind. A nil store is allowed and
+// makes every check fail with secretstore.ErrUnavailable (the hub has no
+// vault). org must be a single safe path element. The checker is safe for
+// concurrent use.
+func NewStoreChecker(store *secretstore.Store, org string) (ExistenceChecker, error) {
 	if err := safename.Check(org); err != nil {
 		return nil, fmt.Errorf("binding: organisation %s", err)
 	}
-	return &StoreChecker{store: store, org: org}, nil
+	return &storeChecker{store: store, org: org}, nil
 }
 
-// SecretExists implements ExistenceChecker. A missing secret is (false, nil);
-// other store errors are returned with their secretstore kind.
-func (c *StoreChecker) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
+// SecretExists implements ExistenceChecker.
+func (c *storeChecker) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
 	path, err := name.StorePath(c.org)
 	if err != nil {
 		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -19,12 +20,12 @@ import (
 
 // Client defaults.
 const (
-	// DefaultMaxAttempts is how often a 503 answer is tried in all.
-	DefaultMaxAttempts = 4
-	// DefaultRetryDelay is the pause between attempts after a 503.
-	DefaultRetryDelay = 500 * time.Millisecond
-	// DefaultClientTimeout bounds one request when no HTTPClient is given.
-	DefaultClientTimeout = 30 * time.Second
+	// defaultMaxAttempts is how often a 503 answer is tried in all.
+	defaultMaxAttempts = 4
+	// defaultRetryDelay is the pause between attempts after a 503.
+	defaultRetryDelay = 500 * time.Millisecond
+	// defaultClientTimeout bounds one request when no HTTPClient is given.
+	defaultClientTimeout = 30 * time.Second
 	// maxResponseSize bounds the API answers the client reads.
 	maxResponseSize = 64 << 10
 )
@@ -38,8 +39,8 @@ type ClientOptions struct {
 	// GET /secrets/<name>, where the agbot takes the organisation from the
 	// credentials.
 	Org string
-	// HTTPClient sends the requests. Default: a client with
-	// DefaultClientTimeout.
+	// HTTPClient sends the requests. Default: a client with a 30s timeout
+	// per request.
 	HTTPClient *http.Client
 	// Authorize adds the caller's credentials to each request. Open
 	// Horizon's agbot takes HTTP Basic with "<org>/<user>" and the password
@@ -48,9 +49,9 @@ type ClientOptions struct {
 	// X-UserId. Credentials never go into the URL.
 	Authorize func(r *http.Request)
 	// MaxAttempts is how often a request answered with 503 is sent in all;
-	// 1 disables retrying. Default DefaultMaxAttempts.
+	// 1 disables retrying. Zero means 4.
 	MaxAttempts int
-	// RetryDelay is the pause between attempts. Default DefaultRetryDelay.
+	// RetryDelay is the pause between attempts. Zero means 500ms.
 	RetryDelay time.Duration
 	// Logger receives a debug line per retry. Default: discard.
 	Logger *slog.Logger
@@ -69,7 +70,8 @@ type Client struct {
 
 // NewClient returns a client of the agbot API at agbotURL (an absolute
 // http or https URL, possibly with a path prefix, without credentials): for
-// Open Horizon, the value of HZN_AGBOT_URL (EnvAgbotURL).
+// Open Horizon, the value of the environment variable HZN_AGBOT_URL, as hzn
+// reads it.
 func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 	u, err := checkServiceURL("agbot", agbotURL)
 	if err != nil {
@@ -81,13 +83,13 @@ func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 		}
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: DefaultClientTimeout}
+		opts.HTTPClient = &http.Client{Timeout: defaultClientTimeout}
 	}
 	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = DefaultMaxAttempts
+		opts.MaxAttempts = defaultMaxAttempts
 	}
 	if opts.RetryDelay <= 0 {
-		opts.RetryDelay = DefaultRetryDelay
+		opts.RetryDelay = defaultRetryDelay
 	}
 	c := &Client{base: u, opts: opts, log: opts.Logger}
 	if c.log == nil {
@@ -130,9 +132,9 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	method, route := http.MethodGet, []string{strings.Trim(SecretsPath, "/")}
+	method, route := http.MethodGet, []string{strings.Trim(agbotapi.SecretsPath, "/")}
 	if c.opts.Org != "" {
-		method, route = MethodList, []string{strings.Trim(OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
+		method, route = agbotapi.MethodList, []string{strings.Trim(agbotapi.OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
 	}
 	u := c.base.JoinPath(append(route, segs...)...)
 	fail := func(kind error, format string, args ...any) (bool, error) {
@@ -166,7 +168,7 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			return fail(secretstore.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
 		case http.StatusServiceUnavailable:
 			summary := answerSummary(body)
-			if summary == APIErrStoreForbidden {
+			if summary == agbotapi.ErrStoreForbidden {
 				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
 			_, unavailable = fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
@@ -209,7 +211,7 @@ func (c *Client) routeHint() string {
 // Health calls GET /health.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(HealthPath, "/")))
+	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(agbotapi.HealthPath, "/")))
 	switch {
 	case err != nil:
 		return h, fmt.Errorf("binding: agbot health: %w", err)
@@ -240,7 +242,7 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: DefaultClientTimeout}
+		hc = &http.Client{Timeout: defaultClientTimeout}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -257,11 +259,11 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 }
 
 // answerSummary returns what an error answer says, for an error message:
-// the code of a design APIError body, the sentence of Open Horizon's JSON
+// the code of a design agbotapi.Error body, the sentence of Open Horizon's JSON
 // string body (cut short), or "no explanation". The API's answers name
 // secrets and callers, never values.
 func answerSummary(body []byte) string {
-	var e APIError
+	var e agbotapi.Error
 	if json.Unmarshal(body, &e) == nil && e.Code != "" {
 		return e.Code
 	}

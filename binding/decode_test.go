@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -18,7 +19,7 @@ func TestDecodeServiceDefinition(t *testing.T) {
 		name       string
 		json       string
 		containers []string
-		kind       DeploymentKind
+		kind       deploymentKind
 		secrets    map[string]ServiceSecret
 	}{
 		{
@@ -27,38 +28,38 @@ func TestDecodeServiceDefinition(t *testing.T) {
 				"secrets":{"db":{"type":"basic","description":"database","format":"raw","future":1}},
 				"deployment":{"services":{"web":{"image":"web:1"},"worker":{"image":"worker:1"}}}}`,
 			containers: []string{"web", "worker"},
-			kind:       DeployDevice,
-			secrets:    map[string]ServiceSecret{"db": {Type: "basic", Description: "database", Format: FormatRaw}},
+			kind:       deployDevice,
+			secrets:    map[string]ServiceSecret{"db": {Type: "basic", Description: "database", Format: agreement.FormatRaw}},
 		},
 		{
 			name:       "exchange form with deployment as a JSON string",
 			json:       `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"{\"services\":{\"main\":{}}}","clusterDeployment":""}`,
 			containers: []string{"main"},
-			kind:       DeployDevice,
+			kind:       deployDevice,
 		},
 		{
 			name: "cluster only",
 			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":"","clusterDeployment":"{\"operatorYamlArchive\":\"eA==\"}"}`,
-			kind: DeployCluster,
+			kind: deployCluster,
 		},
 		{
 			name:       "device and cluster",
 			json:       `{"org":"o","url":"u","version":"1","arch":"arm","deployment":{"services":{"c":{}}},"clusterDeployment":{"operatorYamlArchive":"eA=="}}`,
 			containers: []string{"c"},
-			kind:       DeployMixed,
+			kind:       deployMixed,
 		},
 		{
 			name: "no deployment at all",
 			json: `{"org":"o","url":"u","version":"1","arch":"arm","deployment":null,"clusterDeployment":{}}`,
-			kind: DeployNone,
+			kind: deployNone,
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := DecodeServiceDefinition(strings.NewReader(c.json))
 			require.NoError(t, err)
-			assert.Equal(t, c.containers, d.Containers())
-			assert.Equal(t, c.kind, d.DeploymentKind())
+			assert.Equal(t, c.containers, d.containers())
+			assert.Equal(t, c.kind, d.kind())
 			assert.Equal(t, c.secrets, d.Secrets)
 		})
 	}
@@ -89,17 +90,17 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"service syntax", decodeService, `{"org": "o", "secret-value-here`, "syntax error at byte"},
 		{"service wrong type", decodeService, `{"org": 5}`, `field "org": expected string, got JSON number`},
-		{"service too big", decodeService, `{"x":"` + strings.Repeat("a", MaxServiceDefinitionSize) + `"}`, "larger than"},
-		{"too many secrets", decodeService, `{"secrets":{` + many(MaxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}`, "more than 256 secrets"},
-		{"too many dependencies", decodeService, `{"requiredServices":[` + many(MaxRequiredServices+1, func(int) string { return `{}` }) + `]}`, "requiredServices"},
-		{"too many containers", decodeService, `{"deployment":{"services":{` + many(MaxContainers+1, func(i int) string { return fmt.Sprintf(`"c%d":{}`, i) }) + `}}}`, "containers"},
+		{"service too big", decodeService, `{"x":"` + strings.Repeat("a", maxServiceDefinitionSize) + `"}`, "larger than"},
+		{"too many secrets", decodeService, `{"secrets":{` + many(maxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}`, "more than 256 secrets"},
+		{"too many dependencies", decodeService, `{"requiredServices":[` + many(maxRequiredServices+1, func(int) string { return `{}` }) + `]}`, "requiredServices"},
+		{"too many containers", decodeService, `{"deployment":{"services":{` + many(maxContainers+1, func(i int) string { return fmt.Sprintf(`"c%d":{}`, i) }) + `}}}`, "containers"},
 		{"deployment string not JSON", decodeService, `{"deployment":"{services"}`, "deployment"},
 		{"deployment of wrong type", decodeService, `{"deployment":[1]}`, "deployment"},
 		{"cluster deployment string not JSON", decodeService, `{"clusterDeployment":"eA=="}`, "clusterDeployment: syntax error"},
 		{"container of wrong type", decodeService, `{"deployment":{"services":{"web":5}}}`, `container "web"`},
 		{"container with an empty name", decodeService, `{"deployment":{"services":{"":{}}}}`, "empty name"},
 		{"container secrets of wrong type", decodeService, `{"deployment":{"services":{"web":{"secrets":["a"]}}}}`, `container "web" secrets`},
-		{"too many container secrets", decodeService, `{"deployment":{"services":{"web":{"secrets":{` + many(MaxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}}}}`, `container "web": more than 256 secrets`},
+		{"too many container secrets", decodeService, `{"deployment":{"services":{"web":{"secrets":{` + many(maxSecretsPerService+1, func(i int) string { return fmt.Sprintf(`"s%d":{}`, i) }) + `}}}}}`, `container "web": more than 256 secrets`},
 		{"cluster secrets of wrong type", decodeService, `{"clusterDeployment":{"secrets":{"a":"b"}}}`, "clusterDeployment secrets"},
 		{"binding value not an object", decodePolicy, `{"secretBinding":[{"bindings":{"db":"name"}}]}`, `bindings["db"] must be an object`},
 		{"binding object without vaultSecret", decodePolicy, `{"secretBinding":[{"bindings":{"db":{}}}]}`, `bindings["db"]`},
@@ -107,12 +108,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"list form value not a string", decodePolicy, `{"secretBinding":[{"secrets":[{"db":{"vaultSecret":"x"}}]}]}`, `secrets[0]["db"] must be a string`},
 		{"list form not a list", decodePolicy, `{"secretBinding":[{"secrets":{"db":"x"}}]}`, `"secrets" must be a list`},
 		{"list form item not an object", decodePolicy, `{"secretBinding":[{"secrets":["db"]}]}`, "expected a JSON object"},
-		{"too many bindings", decodePolicy, `{"secretBinding":[{"secrets":[` + many(MaxBindingsPerEntry+1, func(i int) string { return fmt.Sprintf(`{"s%d":"v"}`, i) }) + `]}]}`, "more than 256 bindings"},
-		{"too many entries", decodePolicy, `{"secretBinding":[` + many(MaxSecretBindings+1, func(int) string { return `{}` }) + `]}`, "more than 1024 secretBinding"},
-		{"policy too many versions", decodePolicy, `{"service":{"serviceVersions":[` + many(MaxTopLevelServices+1, func(int) string { return `{}` }) + `]}}`, "service versions"},
-		{"pattern too many services", decodePattern, `{"services":[` + many(MaxTopLevelServices+1, func(int) string { return `{}` }) + `]}`, "service versions"},
-		{"pattern too many entries", decodePattern, `{"secretBinding":[` + many(MaxSecretBindings+1, func(int) string { return `{}` }) + `]}`, "secretBinding entries"},
-		{"pattern too big", decodePattern, `"` + strings.Repeat("a", MaxDocumentSize) + `"`, "larger than"},
+		{"too many bindings", decodePolicy, `{"secretBinding":[{"secrets":[` + many(maxBindingsPerEntry+1, func(i int) string { return fmt.Sprintf(`{"s%d":"v"}`, i) }) + `]}]}`, "more than 256 bindings"},
+		{"too many entries", decodePolicy, `{"secretBinding":[` + many(maxSecretBindings+1, func(int) string { return `{}` }) + `]}`, "more than 1024 secretBinding"},
+		{"policy too many versions", decodePolicy, `{"service":{"serviceVersions":[` + many(maxTopLevelServices+1, func(int) string { return `{}` }) + `]}}`, "service versions"},
+		{"pattern too many services", decodePattern, `{"services":[` + many(maxTopLevelServices+1, func(int) string { return `{}` }) + `]}`, "service versions"},
+		{"pattern too many entries", decodePattern, `{"secretBinding":[` + many(maxSecretBindings+1, func(int) string { return `{}` }) + `]}`, "secretBinding entries"},
+		{"pattern too big", decodePattern, `"` + strings.Repeat("a", maxDocumentSize) + `"`, "larger than"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,14 +144,14 @@ func TestSecretBindingForms(t *testing.T) {
 			json: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"[1,2)","serviceContainer":"c",
 				"bindings":{"zeta":{"vaultSecret":"z"},"alpha":{"vaultSecret":"user/a/x","note":"ignored"}},"unknown":true}`,
 			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "[1,2)", ServiceContainer: "c",
-				Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, Form: FormDesign},
+				Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, DesignForm: true},
 		},
 		{
 			name: "Open Horizon list form",
 			json: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"[0.0.0,INFINITY)",
 				"secrets":[{"api_key":"cloud-api-key"},{"db_password":"user/johndoe/db-password"}]}`,
 			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "[0.0.0,INFINITY)",
-				Bindings: []Binding{{"api_key", "cloud-api-key"}, {"db_password", "user/johndoe/db-password"}}, Form: FormOpenHorizon},
+				Bindings: []Binding{{"api_key", "cloud-api-key"}, {"db_password", "user/johndoe/db-password"}}},
 		},
 		{
 			name: "Open Horizon form with enableNodeLevelSecrets and several members in one item",
@@ -160,7 +161,7 @@ func TestSecretBindingForms(t *testing.T) {
 		{
 			name: "design form with enableNodeLevelSecrets",
 			json: `{"serviceOrgid":"o","serviceUrl":"u","enableNodeLevelSecrets":true,"bindings":{"a":{"vaultSecret":"1"}}}`,
-			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", EnableNodeLevelSecrets: true, Bindings: []Binding{{"a", "1"}}, Form: FormDesign},
+			want: SecretBinding{ServiceOrgid: "o", ServiceURL: "u", EnableNodeLevelSecrets: true, Bindings: []Binding{{"a", "1"}}, DesignForm: true},
 		},
 		{
 			name: "both forms, and duplicates kept for the report",
@@ -185,7 +186,7 @@ func TestSecretBindingForms(t *testing.T) {
 
 func TestSecretBindingMarshal(t *testing.T) {
 	b := SecretBinding{ServiceOrgid: "o", ServiceURL: "u", ServiceArch: "amd64", ServiceVersionRange: "1.0.0",
-		Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, Form: FormDesign}
+		Bindings: []Binding{{"zeta", "z"}, {"alpha", "user/a/x"}}, DesignForm: true}
 	cases := []struct {
 		name    string
 		change  func(*SecretBinding)
@@ -201,14 +202,14 @@ func TestSecretBindingMarshal(t *testing.T) {
 			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","serviceContainer":"c","bindings":{}}`},
 		{name: "design form cannot bind a secret twice", change: func(b *SecretBinding) { b.Bindings = []Binding{{"a", "1"}, {"a", "2"}} },
 			wantErr: `binds service secret "a" twice`},
-		{name: "Open Horizon form, as anax writes it", change: func(b *SecretBinding) { b.Form = FormOpenHorizon },
+		{name: "Open Horizon form, as anax writes it", change: func(b *SecretBinding) { b.DesignForm = false },
 			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":false,
 			"secrets":[{"zeta":"z"},{"alpha":"user/a/x"}]}`},
 		{name: "Open Horizon form binds a secret twice", change: func(b *SecretBinding) {
-			b.Form, b.EnableNodeLevelSecrets, b.Bindings = FormOpenHorizon, true, []Binding{{"a", "1"}, {"a", "2"}}
+			b.DesignForm, b.EnableNodeLevelSecrets, b.Bindings = false, true, []Binding{{"a", "1"}, {"a", "2"}}
 		}, want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":true,
 			"secrets":[{"a":"1"},{"a":"2"}]}`},
-		{name: "Open Horizon form without bindings", change: func(b *SecretBinding) { b.Form, b.Bindings = FormOpenHorizon, nil },
+		{name: "Open Horizon form without bindings", change: func(b *SecretBinding) { b.DesignForm, b.Bindings = false, nil },
 			want: `{"serviceOrgid":"o","serviceUrl":"u","serviceArch":"amd64","serviceVersionRange":"1.0.0","enableNodeLevelSecrets":false,"secrets":[]}`},
 	}
 	for _, c := range cases {
@@ -241,8 +242,8 @@ func TestPatternAndPolicyTargets(t *testing.T) {
 		{"serviceUrl":"u2","serviceOrgid":"o","serviceArch":"*"}],
 		"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u1","secrets":[{"a":"b"}]}]}`))
 	require.NoError(t, err)
-	tg := p.Target()
-	assert.Equal(t, []ServiceRef{
+	tg := p
+	assert.Equal(t, []agreement.ServiceRef{
 		{Org: "o", URL: "u1", Arch: "amd64", Version: "1.0.0"},
 		{Org: "o", URL: "u1", Arch: "amd64", Version: "1.1.0"},
 		{Org: "o", URL: "u2", Arch: "*"},
@@ -253,8 +254,8 @@ func TestPatternAndPolicyTargets(t *testing.T) {
 		"serviceVersions":[{"version":"2.0.0","priority":{}}],"nodeHealth":{}},"properties":[],
 		"secretBinding":[{"serviceOrgid":"o","serviceUrl":"u","bindings":{"a":{"vaultSecret":"b"}}}]}`))
 	require.NoError(t, err)
-	tg = pol.Target()
-	assert.Equal(t, []ServiceRef{{Org: "o", URL: "u", Arch: "arm64", Version: "2.0.0"}}, tg.Services)
+	tg = pol
+	assert.Equal(t, []agreement.ServiceRef{{Org: "o", URL: "u", Arch: "arm64", Version: "2.0.0"}}, tg.Services)
 	assert.Len(t, tg.SecretBindings, 1)
 }
 
@@ -268,7 +269,7 @@ func TestServiceDefinitionRoundTrip(t *testing.T) {
 	back, err := DecodeServiceDefinition(strings.NewReader(string(out)))
 	require.NoError(t, err)
 	assert.Equal(t, d, back)
-	assert.Equal(t, DeployMixed, back.DeploymentKind())
+	assert.Equal(t, deployMixed, back.kind())
 }
 
 // Fuzz tests: no panic, bounded work, and what decodes re-encodes.
@@ -305,10 +306,9 @@ func FuzzDecodeServiceDefinition(f *testing.F) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
 			return
 		}
-		require.LessOrEqual(t, len(d.Secrets), MaxSecretsPerService)
-		require.LessOrEqual(t, len(d.Containers()), MaxContainers)
-		_ = d.DeploymentKind()
-		_ = d.SecretNames()
+		require.LessOrEqual(t, len(d.Secrets), maxSecretsPerService)
+		require.LessOrEqual(t, len(d.containers()), maxContainers)
+		_ = d.kind()
 		_ = ValidateService(d)
 		out, err := json.Marshal(d)
 		require.NoError(t, err)
@@ -340,14 +340,14 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				if err != nil {
 					return Target{}, err
 				}
-				return p.Target(), nil
+				return p, nil
 			},
 			func(s string) (Target, error) {
 				p, err := DecodePattern(strings.NewReader(s))
 				if err != nil {
 					return Target{}, err
 				}
-				return p.Target(), nil
+				return p, nil
 			},
 		} {
 			tg, err := decode(s)
@@ -355,12 +355,12 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				require.ErrorIs(t, err, secretstore.ErrInvalid)
 				continue
 			}
-			require.LessOrEqual(t, len(tg.SecretBindings), MaxSecretBindings)
+			require.LessOrEqual(t, len(tg.SecretBindings), maxSecretBindings)
 			for _, sb := range tg.SecretBindings {
-				require.LessOrEqual(t, len(sb.Bindings), MaxBindingsPerEntry)
+				require.LessOrEqual(t, len(sb.Bindings), maxBindingsPerEntry)
 				out, err := json.Marshal(sb)
 				if err != nil {
-					require.Equal(t, FormDesign, sb.Form, "only the design form cannot hold a secret bound twice")
+					require.True(t, sb.DesignForm, "only the design form cannot hold a secret bound twice")
 					require.ErrorContains(t, err, "twice")
 					continue
 				}
@@ -368,7 +368,7 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 				require.NoError(t, json.Unmarshal(out, &members))
 				_, list := members["secrets"]
 				_, object := members["bindings"]
-				require.Equal(t, sb.Form == FormOpenHorizon, list && !object, "written in its form")
+				require.Equal(t, !sb.DesignForm, list && !object, "written in its form")
 				var back SecretBinding
 				require.NoError(t, json.Unmarshal(out, &back))
 				require.Equal(t, sb, back)

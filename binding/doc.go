@@ -5,9 +5,9 @@
 // secret-existence API with its client.
 //
 // Validate walks the deployed services and their whole dependency trees
-// through a Resolver (an exchange client, or a Catalog of local files) and
-// checks every rule, asking an ExistenceChecker whether the bound vault
-// secrets exist: a StoreChecker on the agbot (Stat only, so no value is
+// through a Resolver (an exchange client, or NewCatalog over local files)
+// and checks every rule, asking an ExistenceChecker whether the bound vault
+// secrets exist: NewStoreChecker on the agbot (Stat only, so no value is
 // read), or a Client of the agbot's API in the CLI. The same call serves the
 // three points where Open Horizon checks bindings (Options.Point):
 // publishing a pattern or deployment policy, `hzn deploycheck`, and the
@@ -54,8 +54,8 @@
 //     narrows an entry to one container.
 //   - Severities: a binding no service needs is a note (a warning in
 //     deploycheck), a missing vault secret at publication a warning, as in
-//     anax (see Code.SeverityAt). Every problem keeps a stable code, the
-//     service, the secret and a sentence.
+//     anax (see Code). Every problem keeps a stable code, the service, the
+//     secret and a sentence.
 //
 // # Where anax stops early and this package reports everything
 //

@@ -3,6 +3,8 @@ package binding_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -29,14 +31,14 @@ func ExampleValidate() {
 
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(store, "myorg")
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Checker: checker})
 	if err != nil {
 		panic(err)
 	}
 	for _, p := range report.Problems {
 		fmt.Println(p)
 	}
-	fmt.Println("deployable:", report.OK())
+	fmt.Println("deployable:", (report.Err() == nil))
 	// Output:
 	// warning secret_undeclared: secretBinding entry 1 binds secret "debug", which service myorg/com.example.web_1.0.0_amd64 does not declare, so the binding is not needed.
 	// error vault_secret_missing: Vault secret "web/api-key", bound to secret "api_key" of myorg/com.example.web_1.0.0_amd64 container web, does not exist.
@@ -57,14 +59,14 @@ func ExampleValidate_publish() {
 			"secrets": [{"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(memory.New(), "myorg")
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Checker: checker, Point: binding.PointPublish})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Checker: checker, Point: binding.PointPublish})
 	if err != nil {
 		panic(err)
 	}
 	for _, p := range report.Problems {
 		fmt.Println(p.Severity, p.Code)
 	}
-	fmt.Println("publishable:", report.OK())
+	fmt.Println("publishable:", (report.Err() == nil))
 	// Output:
 	// note secret_undeclared
 	// warning vault_secret_missing
@@ -78,7 +80,7 @@ func ExampleValidateService() {
 		"org": "myorg", "url": "k8s-hello-secret", "version": "1.0.0", "arch": "amd64",
 		"clusterDeployment": {"operatorYamlArchive": "H4sI", "secrets": {
 			"secret1": {"description": "Secret 1"}, "secret2": {"format": "value_only"}}}}`))
-	fmt.Println(op.DeploymentKind(), op.SecretNames(), binding.ValidateService(op).OK())
+	fmt.Println(op.Deployment == nil, slices.Sorted(maps.Keys(op.ClusterDeployment.Secrets)), binding.ValidateService(op).Err() == nil)
 
 	bad, _ := binding.DecodeServiceDefinition(strings.NewReader(`{
 		"org": "myorg", "url": "com.example.web", "version": "1.0.0", "arch": "amd64",
@@ -87,7 +89,7 @@ func ExampleValidateService() {
 		fmt.Println(p)
 	}
 	// Output:
-	// cluster [secret1 secret2] true
+	// true [secret1 secret2] true
 	// error secret_name_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "../etc", whose name contains a slash or backslash; it must be a single safe file name.
 	// error secret_format_invalid: Container "web" of service myorg/com.example.web_1.0.0_amd64 declares secret "db" with format "yaml"; the format must be "json" (the default), "value_only" or "raw".
 }
@@ -100,13 +102,13 @@ func ExampleParseVaultSecretName() {
 			continue
 		}
 		path, _ := n.StorePath("myorg")
-		fmt.Printf("%-9s %s\n", n.Scope, path)
+		fmt.Printf("%-30s user %q, node %q\n", path, n.User, n.Node)
 	}
 	// Output:
-	// org       myorg/db/password
-	// user      myorg/user/alice/db
-	// node      myorg/node/n7/cert
-	// user+node myorg/user/alice/node/n7/cert
+	// myorg/db/password              user "", node ""
+	// myorg/user/alice/db            user "alice", node ""
+	// myorg/node/n7/cert             user "", node "n7"
+	// myorg/user/alice/node/n7/cert  user "alice", node "n7"
 	// invalid: vault secret name starts with "openhorizon/": give the name relative to the organisation, without the store prefix
 }
 
@@ -126,7 +128,7 @@ func ExampleReport_Bindings() {
 			"serviceVersionRange": "[0.0.0,INFINITY)", "enableNodeLevelSecrets": true,
 			"secrets": [{"api_key": "web/api-key"}]}]}`))
 	catalog, _ := binding.NewCatalog(svc)
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: catalog, Point: binding.PointAgreement, Node: "node-1"})
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: catalog, Point: binding.PointAgreement, Node: "node-1"})
 	if err != nil {
 		panic(err)
 	}

@@ -12,13 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected reports in testdata/")
 
 // loadFixtures reads testdata/services/*.json into a catalog and
 // testdata/vault.json into a store.
-func loadFixtures(t testing.TB) (*Catalog, *faultStore) {
+func loadFixtures(t testing.TB) (Resolver, *faultStore) {
 	t.Helper()
 	files, err := filepath.Glob("testdata/services/*.json")
 	require.NoError(t, err)
@@ -56,7 +58,7 @@ func TestFixtureReports(t *testing.T) {
 			target: func(t *testing.T, f *os.File) Target {
 				p, err := DecodePattern(f)
 				require.NoError(t, err)
-				return p.Target()
+				return p
 			},
 			codes: []Code{CodeSecretsMixedDeployment},
 		},
@@ -65,7 +67,7 @@ func TestFixtureReports(t *testing.T) {
 			target: func(t *testing.T, f *os.File) Target {
 				p, err := DecodeDeploymentPolicy(f)
 				require.NoError(t, err)
-				return p.Target()
+				return p
 			},
 			codes: []Code{
 				CodeVaultSecretInvalid,     // entry 1: tls_cert given as the fully qualified store path
@@ -90,8 +92,8 @@ func TestFixtureReports(t *testing.T) {
 			assert.Zero(t, store.getCalls(), "existence is checked with Stat only")
 			assert.Contains(t, logs.String(), "vaultSecret=")
 			assert.NotContains(t, logs.String(), "s3cr3t", "no value is logged")
-			assert.Equal(t, c.codes, rep.Codes())
-			assert.Equal(t, []ServiceRef{
+			assert.Equal(t, c.codes, codes(rep))
+			assert.Equal(t, []agreement.ServiceRef{
 				{Org: testOrg, URL: "com.example.gateway", Arch: "amd64", Version: "1.2.0"},
 				{Org: testOrg, URL: "com.example.db", Arch: "amd64", Version: "1.5.0"},
 				{Org: testOrg, URL: "com.example.mqtt", Arch: "amd64", Version: "1.0.0"},

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -149,14 +150,14 @@ func ohPolicy(t testing.TB, name string, vars map[string]string) Target {
 	t.Helper()
 	p, err := DecodeDeploymentPolicy(strings.NewReader(expandOH(t, name, vars)))
 	require.NoError(t, err, name)
-	return p.Target()
+	return p
 }
 
 func ohPattern(t testing.TB, name string, vars map[string]string) Target {
 	t.Helper()
 	p, err := DecodePattern(strings.NewReader(expandOH(t, name, vars)))
 	require.NoError(t, err, name)
-	return p.Target()
+	return p
 }
 
 // TestOpenHorizonServiceDefinitions decodes every service definition
@@ -172,30 +173,30 @@ func TestOpenHorizonServiceDefinitions(t *testing.T) {
 	cases := []struct {
 		file    string
 		org     string
-		kind    DeploymentKind
+		kind    deploymentKind
 		secrets []declared
 	}{
-		{"anax/service_defs/e2edev/netspeed_2.3.0_secrets.json", orgE2E, DeployMixed,
-			[]declared{{"netspeed", "sec1", FormatValueOnly}, {"netspeed", "sec2", ""}}},
-		{"anax/service_defs/IBM/netspeed_2.3.0_secrets.json", orgIBM, DeployMixed,
-			[]declared{{"netspeed", "sec3", FormatValueOnly}}},
-		{"anax/service_defs/IBM/service-cpu_1.2.2_secrets.json", orgIBM, DeployDevice, []declared{{"cpu", "secret-dep1", ""}}},
-		{"anax/service_defs/e2edev/service-cpu_1.0_secrets.json", orgE2E, DeployDevice, []declared{{"cpu", "secret-dep2", ""}}},
-		{"anax/compcheck/service_location_secrets.json", orgE2E, DeployDevice,
+		{"anax/service_defs/e2edev/netspeed_2.3.0_secrets.json", orgE2E, deployMixed,
+			[]declared{{"netspeed", "sec1", agreement.FormatValueOnly}, {"netspeed", "sec2", ""}}},
+		{"anax/service_defs/IBM/netspeed_2.3.0_secrets.json", orgIBM, deployMixed,
+			[]declared{{"netspeed", "sec3", agreement.FormatValueOnly}}},
+		{"anax/service_defs/IBM/service-cpu_1.2.2_secrets.json", orgIBM, deployDevice, []declared{{"cpu", "secret-dep1", ""}}},
+		{"anax/service_defs/e2edev/service-cpu_1.0_secrets.json", orgE2E, deployDevice, []declared{{"cpu", "secret-dep2", ""}}},
+		{"anax/compcheck/service_location_secrets.json", orgE2E, deployDevice,
 			[]declared{{"location2", "loc_secret1", ""}, {"location2", "loc_secret2", ""}}},
-		{"anax/compcheck/service_location_secrets_extra.json", orgE2E, DeployDevice,
+		{"anax/compcheck/service_location_secrets_extra.json", orgE2E, deployDevice,
 			[]declared{{"location2", "foo", ""}, {"location2", "loc_secret1", ""}, {"location2", "loc_secret2", ""}}},
-		{"anax/compcheck/service_locgps.json", orgE2E, DeployDevice, nil},
-		{"anax/service_apireg/k8s-hello-secret.json", orgE2E, DeployCluster,
-			[]declared{{"", "secret1", ""}, {"", "secret2", FormatValueOnly}}},
-		{"anax/service_apireg/network_1.5.0.json", orgIBM, DeployNone, nil},
-		{"anax/service_apireg/location_2.0.7.json", orgE2E, DeployDevice, nil},
-		{"examples/helloSecretWorld/service.definition.json", orgIBM, DeployDevice, []declared{{"ibm.hello-secret", "hw_who", ""}}},
+		{"anax/compcheck/service_locgps.json", orgE2E, deployDevice, nil},
+		{"anax/service_apireg/k8s-hello-secret.json", orgE2E, deployCluster,
+			[]declared{{"", "secret1", ""}, {"", "secret2", agreement.FormatValueOnly}}},
+		{"anax/service_apireg/network_1.5.0.json", orgIBM, deployNone, nil},
+		{"anax/service_apireg/location_2.0.7.json", orgE2E, deployDevice, nil},
+		{"examples/helloSecretWorld/service.definition.json", orgIBM, deployDevice, []declared{{"ibm.hello-secret", "hw_who", ""}}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			d := ohService(t, c.file, c.org, "1.0.0", "amd64")
-			assert.Equal(t, c.kind, d.DeploymentKind())
+			assert.Equal(t, c.kind, d.kind())
 			var got []declared
 			for _, dc := range d.declarations() {
 				got = append(got, declared{dc.container, dc.name, dc.secret.Format})
@@ -248,13 +249,13 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			services: 5,
 			notes:    []Code{CodeNodeSecretFallback, CodeNodeSecretFallback, CodeNodeSecretFallback, CodeNodeSecretFallback},
 			want: []resolved{
-				{"e2edev@somecomp.com/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec1", FormatValueOnly,
+				{"e2edev@somecomp.com/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec1", agreement.FormatValueOnly,
 					[]string{"userdev/node/an12345/netspeed-secret1", "userdev/netspeed-secret1"}},
-				{"e2edev@somecomp.com/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec2", FormatJSON,
+				{"e2edev@somecomp.com/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec2", agreement.FormatJSON,
 					[]string{"userdev/node/an12345/netspeed-secret2", "userdev/netspeed-secret2"}},
-				{"e2edev@somecomp.com/https://bluehorizon.network/service-cpu@1.0[amd64]#cpu", "secret-dep2", FormatJSON,
+				{"e2edev@somecomp.com/https://bluehorizon.network/service-cpu@1.0[amd64]#cpu", "secret-dep2", agreement.FormatJSON,
 					[]string{"userdev/node/an12345/netspeed-secret2", "userdev/netspeed-secret2"}},
-				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", FormatJSON,
+				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", agreement.FormatJSON,
 					[]string{"userdev/node/an12345/netspeed-secret1", "userdev/netspeed-secret1"}},
 			},
 		},
@@ -267,9 +268,9 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			services: 4,
 			notes:    []Code{CodeBindingUnused, CodeNodeSecretFallback, CodeNodeSecretFallback},
 			want: []resolved{
-				{"IBM/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec3", FormatValueOnly,
+				{"IBM/https://bluehorizon.network/services/netspeed@2.3.0[amd64]#netspeed", "sec3", agreement.FormatValueOnly,
 					[]string{"e2edev@somecomp.com/node/an12345/netspeed-secret3", "e2edev@somecomp.com/netspeed-secret3"}},
-				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", FormatJSON,
+				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", agreement.FormatJSON,
 					[]string{"e2edev@somecomp.com/node/an12345/netspeed-secret1", "e2edev@somecomp.com/netspeed-secret1"}},
 			},
 		},
@@ -278,7 +279,7 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			target:   ohPattern(t, "anax/patterns/sloc_secrets.json", vars),
 			services: 5,
 			want: []resolved{
-				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", FormatJSON, []string{"userdev/netspeed-secret1"}},
+				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", agreement.FormatJSON, []string{"userdev/netspeed-secret1"}},
 			},
 		},
 		{
@@ -286,7 +287,7 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			target:   ohPolicy(t, "anax/deployment_policies/location_secrets.json", vars),
 			services: 5,
 			want: []resolved{
-				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", FormatJSON, []string{"userdev/netspeed-secret1"}},
+				{"IBM/https://bluehorizon.network/service-cpu@1.2.2[amd64]#cpu", "secret-dep1", agreement.FormatJSON, []string{"userdev/netspeed-secret1"}},
 			},
 		},
 		{
@@ -296,8 +297,8 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			target:   ohPattern(t, "anax/patterns/sk8s_secrets.json", vars),
 			services: 1,
 			want: []resolved{
-				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret1", FormatJSON, []string{"userdev/k8s-hello-secret1"}},
-				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret2", FormatValueOnly, []string{"userdev/k8s-hello-secret2"}},
+				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret1", agreement.FormatJSON, []string{"userdev/k8s-hello-secret1"}},
+				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret2", agreement.FormatValueOnly, []string{"userdev/k8s-hello-secret2"}},
 			},
 		},
 		{
@@ -308,8 +309,8 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			services: 1,
 			notes:    []Code{CodeBindingDuplicate, CodeBindingDuplicate},
 			want: []resolved{
-				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret1", FormatJSON, []string{"userdev/k8s-hello-secret1"}},
-				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret2", FormatValueOnly, []string{"userdev/k8s-hello-secret2"}},
+				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret1", agreement.FormatJSON, []string{"userdev/k8s-hello-secret1"}},
+				{"e2edev@somecomp.com/k8s-hello-secret@1.0.0[amd64]", "secret2", agreement.FormatValueOnly, []string{"userdev/k8s-hello-secret2"}},
 			},
 		},
 	}
@@ -322,7 +323,7 @@ func TestOpenHorizonAgreements(t *testing.T) {
 			require.NoError(t, rep.Err())
 			assert.Empty(t, rep.Warnings())
 			assert.Equal(t, c.notes, nilIfEmpty(slices.Collect(func(yield func(Code) bool) {
-				for _, p := range rep.Notes() {
+				for _, p := range rep.bySeverity(severityNote) {
 					if !yield(p.Code) {
 						return
 					}
@@ -372,11 +373,11 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 	vars := ohVars(t, nil)
 	hub := e2eHub(t)
 	// --service replaces the exchange's definition of the deployed service.
-	withInput := func(files ...string) *Catalog {
-		inputs := map[ServiceRef]*ServiceDefinition{}
+	withInput := func(files ...string) Resolver {
+		inputs := map[agreement.ServiceRef]*ServiceDefinition{}
 		for _, f := range files {
 			d := ohService(t, f, orgE2E, "", "amd64")
-			inputs[d.Ref()] = d
+			inputs[d.ref()] = d
 		}
 		defs := slices.Collect(func(yield func(*ServiceDefinition) bool) {
 			for _, d := range inputs {
@@ -386,7 +387,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 			}
 		})
 		for _, d := range hub {
-			if inputs[d.Ref()] == nil {
+			if inputs[d.ref()] == nil {
 				defs = append(defs, d)
 			}
 		}
@@ -398,7 +399,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 	// anax's deploycheck is satisfied when one listed version is compatible;
 	// we check each version we are given (see the last case).
 	only := func(tg Target, versions ...string) Target {
-		tg.Services = slices.DeleteFunc(slices.Clone(tg.Services), func(r ServiceRef) bool {
+		tg.Services = slices.DeleteFunc(slices.Clone(tg.Services), func(r agreement.ServiceRef) bool {
 			return r.URL == "https://bluehorizon.network/services/location" && !slices.Contains(versions, r.Version)
 		})
 		return tg
@@ -407,7 +408,7 @@ func TestOpenHorizonDeployCheck(t *testing.T) {
 	cases := []struct {
 		name     string
 		target   Target
-		catalog  *Catalog
+		catalog  Resolver
 		errors   []Code
 		warnings []Code
 	}{
@@ -518,8 +519,8 @@ func TestOpenHorizonHelloSecretWorld(t *testing.T) {
 		bindings, err := rep.Bindings(org, "node1")
 		require.NoError(t, err)
 		assert.Equal(t, []ServiceBinding{{
-			Service: ServiceRef{Org: org, URL: "ibm.hello-secret", Arch: "amd64", Version: "1.0.0", Container: "ibm.hello-secret"},
-			Secrets: map[string]BoundSecret{"hw_who": {StoreNames: []string{"IBM/hw-secret-name"}, Format: FormatJSON}},
+			Service: agreement.ServiceRef{Org: org, URL: "ibm.hello-secret", Arch: "amd64", Version: "1.0.0", Container: "ibm.hello-secret"},
+			Secrets: map[string]BoundSecret{"hw_who": {StoreNames: []string{"IBM/hw-secret-name"}, Format: agreement.FormatJSON}},
 		}}, bindings)
 	})
 	t.Run("deployment policy over every architecture", func(t *testing.T) {
@@ -530,7 +531,7 @@ func TestOpenHorizonHelloSecretWorld(t *testing.T) {
 		rep, err := Validate(context.Background(), ohPolicy(t, "examples/helloSecretWorld/deployment.policy.json", vars),
 			Options{Resolver: allArches, Point: PointPublish, Checker: checker})
 		require.NoError(t, err)
-		assert.Equal(t, []Code{CodeSecretUnbound, CodeSecretUnbound}, rep.Codes())
+		assert.Equal(t, []Code{CodeSecretUnbound, CodeSecretUnbound}, codes(rep))
 		assert.Equal(t, "arm", rep.Problems[0].Service.Arch)
 		assert.Equal(t, "arm64", rep.Problems[1].Service.Arch)
 	})
@@ -561,7 +562,7 @@ func TestOpenHorizonBindingsRoundTrip(t *testing.T) {
 			for _, raw := range doc.SecretBinding {
 				var sb SecretBinding
 				require.NoError(t, json.Unmarshal(raw, &sb))
-				assert.Equal(t, FormOpenHorizon, sb.Form)
+				assert.False(t, sb.DesignForm)
 				assert.NotEmpty(t, sb.Bindings)
 
 				out, err := json.Marshal(sb)

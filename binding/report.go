@@ -4,25 +4,21 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Severity says whether a problem blocks deployment.
-type Severity string
-
-// Severities, as Open Horizon's CLI prints them.
+// Severities of a problem (Problem.Severity), as Open Horizon's CLI prints
+// them.
 const (
-	// SeverityError: the deployment (or publication) must not proceed.
-	SeverityError Severity = "error"
-	// SeverityWarning: worth telling the user; does not block.
-	SeverityWarning Severity = "warning"
-	// SeverityNote: for information; does not block.
-	SeverityNote Severity = "note"
+	severityError   = "error"
+	severityWarning = "warning"
+	severityNote    = "note"
 )
 
 // Point is where in Open Horizon's flow a validation runs. Open Horizon
-// gives some problems a different severity at each point (see
-// Code.SeverityAt); Validate follows it.
+// gives some problems a different severity at each point (see Code);
+// Validate follows it.
 type Point int
 
 // Validation points.
@@ -38,8 +34,8 @@ const (
 	PointAgreement
 )
 
-// String returns "deploycheck", "publish" or "agreement".
-func (p Point) String() string {
+// name returns "deploycheck", "publish" or "agreement", for logs.
+func (p Point) name() string {
 	switch p {
 	case PointDeployCheck:
 		return "deploycheck"
@@ -52,11 +48,24 @@ func (p Point) String() string {
 }
 
 // Code identifies the rule a problem breaks. Codes are stable: tools may
-// match on them.
+// match on them. Each code's severity depends on the validation point, as
+// anax decides it there:
+//
+//	code                                   publish   deploycheck   agreement
+//	binding_unused, secret_undeclared,
+//	binding_duplicate, node_secret_fallback note      warning       note
+//	vault_secret_missing, store_unavailable,
+//	store_forbidden                        warning   error         error
+//	binding_conflict,
+//	secrets_mixed_deployment               warning   warning       warning
+//	every other code                       error     error         error
+//
+// A problem of a binding or entry that no service needs (an invalid vault
+// name, a missing field) takes binding_unused's severity instead.
 type Code string
 
 // Problem codes, one per rule. Severities are those at PointDeployCheck;
-// see Code.SeverityAt for the other points.
+// see Code for the other points.
 const (
 	// CodeFieldMissing: a secretBinding entry lacks serviceOrgid,
 	// serviceUrl or bindings, or a binding lacks its service secret or
@@ -133,50 +142,38 @@ const (
 	CodeServiceUnresolved Code = "service_unresolved"
 )
 
-// Severity returns the code's severity at PointDeployCheck.
-func (c Code) Severity() Severity { return c.SeverityAt(PointDeployCheck) }
-
-// SeverityAt returns the code's severity at validation point p, as anax
-// decides it there:
-//
-//	code                                   publish   deploycheck   agreement
-//	binding_unused, secret_undeclared,
-//	binding_duplicate, node_secret_fallback note      warning       note
-//	vault_secret_missing, store_unavailable,
-//	store_forbidden                        warning   error         error
-//	binding_conflict,
-//	secrets_mixed_deployment               warning   warning       warning
-//	every other code                       error     error         error
-//
-// A problem of a binding or entry that no service needs (an invalid vault
-// name, a missing field) takes binding_unused's severity instead.
-func (c Code) SeverityAt(p Point) Severity {
+// severityAt returns the code's severity at validation point p (see Code).
+func (c Code) severityAt(p Point) string {
 	switch c {
 	case CodeBindingUnused, CodeSecretUndeclared, CodeBindingDuplicate, CodeNodeSecretFallback:
 		if p == PointDeployCheck {
-			return SeverityWarning
+			return severityWarning
 		}
-		return SeverityNote
+		return severityNote
 	case CodeVaultSecretMissing, CodeStoreUnavailable, CodeStoreForbidden:
 		if p == PointPublish {
-			return SeverityWarning
+			return severityWarning
 		}
-		return SeverityError
+		return severityError
 	case CodeBindingConflict, CodeSecretsMixedDeployment:
-		return SeverityWarning
+		return severityWarning
 	}
-	return SeverityError
+	return severityError
 }
 
 // Problem is one finding of a validation.
 type Problem struct {
-	Code     Code     `json:"code"`
-	Severity Severity `json:"severity"`
+	Code Code `json:"code"`
+	// Severity is "error" (the deployment or publication must not
+	// proceed), "warning" (worth telling the user; does not block) or
+	// "note" (for information), as Open Horizon's CLI prints them; it
+	// depends on the code and on Options.Point (see Code).
+	Severity string `json:"severity"`
 	// Service is the service concerned (org/url/arch/version, and the
 	// container when known). For a problem of a secretBinding entry on its
 	// own it holds the entry's serviceOrgid, serviceUrl, serviceArch and
 	// serviceContainer, with Version holding its serviceVersionRange.
-	Service ServiceRef `json:"service"`
+	Service agreement.ServiceRef `json:"service"`
 	// Binding is the 1-based position of the secretBinding entry concerned,
 	// or 0 when the problem is not about an entry.
 	Binding int `json:"binding,omitempty"`
@@ -190,7 +187,7 @@ type Problem struct {
 
 // String returns "<severity> <code>: <message>".
 func (p Problem) String() string {
-	return string(p.Severity) + " " + string(p.Code) + ": " + p.Message
+	return p.Severity + " " + string(p.Code) + ": " + p.Message
 }
 
 // ResolvedBinding is a binding Validate found to apply: the service
@@ -198,9 +195,9 @@ func (p Problem) String() string {
 type ResolvedBinding struct {
 	// Service includes the container the secret is mounted into; an empty
 	// Container is the service's cluster deployment.
-	Service       ServiceRef `json:"service"`
-	ServiceSecret string     `json:"serviceSecret"`
-	// Format is the declared format (FormatJSON when not declared).
+	Service       agreement.ServiceRef `json:"service"`
+	ServiceSecret string               `json:"serviceSecret"`
+	// Format is the declared format (agreement.FormatJSON when not declared).
 	Format      string          `json:"format"`
 	VaultSecret VaultSecretName `json:"vaultSecret"`
 	// NodeLevel is the entry's enableNodeLevelSecrets: the binding resolves
@@ -216,7 +213,7 @@ type Report struct {
 	Problems []Problem `json:"problems"`
 	// Services lists every service version visited (the top-level ones and
 	// their whole dependency trees), in visiting order.
-	Services []ServiceRef `json:"services,omitempty"`
+	Services []agreement.ServiceRef `json:"services,omitempty"`
 	// Resolved lists the bindings that apply, with valid vault secret names.
 	// The agbot resolves them per node (Bindings) and registers them with
 	// its delivery engine.
@@ -226,19 +223,14 @@ type Report struct {
 	ExistenceChecked bool `json:"existenceChecked"`
 }
 
-// OK reports whether the report has no errors (warnings allowed).
-func (r *Report) OK() bool { return len(r.Errors()) == 0 }
+// Errors returns the problems of severity "error"; the report is clean
+// (deployable, publishable) when there are none.
+func (r *Report) Errors() []Problem { return r.bySeverity(severityError) }
 
-// Errors returns the problems of severity error.
-func (r *Report) Errors() []Problem { return r.bySeverity(SeverityError) }
+// Warnings returns the problems of severity "warning".
+func (r *Report) Warnings() []Problem { return r.bySeverity(severityWarning) }
 
-// Warnings returns the problems of severity warning.
-func (r *Report) Warnings() []Problem { return r.bySeverity(SeverityWarning) }
-
-// Notes returns the problems of severity note.
-func (r *Report) Notes() []Problem { return r.bySeverity(SeverityNote) }
-
-func (r *Report) bySeverity(s Severity) []Problem {
+func (r *Report) bySeverity(s string) []Problem {
 	var out []Problem
 	for _, p := range r.Problems {
 		if p.Severity == s {
@@ -248,48 +240,39 @@ func (r *Report) bySeverity(s Severity) []Problem {
 	return out
 }
 
-// Codes returns the code of every problem, in report order.
-func (r *Report) Codes() []Code {
-	out := make([]Code, len(r.Problems))
-	for i, p := range r.Problems {
-		out[i] = p.Code
-	}
-	return out
-}
-
-// Err returns nil when the report has no errors, and otherwise a
-// *ValidationError listing them; it matches secretstore.ErrInvalid.
+// Err returns nil when the report has no errors, and otherwise an error
+// listing them, one per line; it matches secretstore.ErrInvalid.
 func (r *Report) Err() error {
 	if errs := r.Errors(); len(errs) > 0 {
-		return &ValidationError{Problems: errs}
+		return &validationError{problems: errs}
 	}
 	return nil
 }
 
-// ValidationError lists the errors of a report.
-type ValidationError struct {
-	Problems []Problem
+// validationError lists the errors of a report.
+type validationError struct {
+	problems []Problem
 }
 
 // Error lists the problems, one per line.
-func (e *ValidationError) Error() string {
-	if len(e.Problems) == 1 {
-		return "binding: " + e.Problems[0].String()
+func (e *validationError) Error() string {
+	if len(e.problems) == 1 {
+		return "binding: " + e.problems[0].String()
 	}
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
+	lines := make([]string, len(e.problems))
+	for i, p := range e.problems {
 		lines[i] = p.String()
 	}
-	return fmt.Sprintf("binding: %d problems:\n  - %s", len(e.Problems), strings.Join(lines, "\n  - "))
+	return fmt.Sprintf("binding: %d problems:\n  - %s", len(e.problems), strings.Join(lines, "\n  - "))
 }
 
 // Unwrap returns secretstore.ErrInvalid.
-func (e *ValidationError) Unwrap() error { return secretstore.ErrInvalid }
+func (e *validationError) Unwrap() error { return secretstore.ErrInvalid }
 
 // add appends a problem of code c with its severity at point and a
 // message built from format, and returns its index in r.Problems.
 func (r *Report) add(at Point, c Code, p Problem, format string, args ...any) int {
-	p.Code, p.Severity, p.Message = c, c.SeverityAt(at), fmt.Sprintf(format, args...)
+	p.Code, p.Severity, p.Message = c, c.severityAt(at), fmt.Sprintf(format, args...)
 	r.Problems = append(r.Problems, p)
 	return len(r.Problems) - 1
 }

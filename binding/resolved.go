@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -15,7 +16,7 @@ type ServiceBinding struct {
 	// Service is the service (container) the secrets are mounted into. An
 	// empty Container is the service's cluster deployment, whose secrets
 	// the agent hands the operator as one Kubernetes Secret.
-	Service ServiceRef
+	Service agreement.ServiceRef
 	// Secrets maps each service secret name (its file name on the node) to
 	// the store secrets it is bound to.
 	Secrets map[string]BoundSecret
@@ -47,14 +48,9 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 	if !nodeLevel {
 		return []VaultSecretName{name}
 	}
-	base := name
-	base.Node = ""
-	switch name.Scope {
-	case ScopeNode:
-		base.Scope = ScopeOrg
-		return []VaultSecretName{name, base}
-	case ScopeUserNode:
-		base.Scope = ScopeUser
+	if name.Node != "" {
+		base := name
+		base.Node = ""
 		return []VaultSecretName{name, base}
 	}
 	if node == "" {
@@ -62,10 +58,6 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 	}
 	atNode := name
 	atNode.Node = node
-	atNode.Scope = ScopeNode
-	if name.Scope == ScopeUser {
-		atNode.Scope = ScopeUserNode
-	}
 	return []VaultSecretName{atNode, name}
 }
 
@@ -101,7 +93,7 @@ func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 		}
 	}
 	var out []ServiceBinding
-	index := map[ServiceRef]int{}
+	index := map[agreement.ServiceRef]int{}
 	for _, rb := range r.Resolved {
 		names := candidates(rb.VaultSecret, rb.NodeLevel, node)
 		bound := BoundSecret{StoreNames: make([]string, 0, len(names)), Format: rb.Format}

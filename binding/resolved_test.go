@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -88,7 +89,7 @@ func TestNodeLevelResolution(t *testing.T) {
 			require.NoError(t, err)
 			rep, err = Validate(context.Background(), target, Options{Resolver: cat, Checker: checker, Node: c.node})
 			require.NoError(t, err)
-			assert.Equal(t, c.codes, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
+			assert.Equal(t, c.codes, nilIfEmpty(codes(rep)), "%v", rep.Problems)
 			assert.LessOrEqual(t, store.statCalls(), int64(len(c.want)), "each candidate is asked about once at most")
 			for _, p := range rep.Problems {
 				assert.Equal(t, c.vault, p.VaultSecret)
@@ -105,37 +106,37 @@ func TestNodeSecretFallbackSeverity(t *testing.T) {
 	entry.EnableNodeLevelSecrets = true
 	checker, err := NewStoreChecker(newStore(t, "myorg/db").Store, testOrg)
 	require.NoError(t, err)
-	for point, want := range map[Point]Severity{PointDeployCheck: SeverityWarning, PointAgreement: SeverityNote} {
+	for point, want := range map[Point]string{PointDeployCheck: severityWarning, PointAgreement: severityNote} {
 		rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{entry}},
 			Options{Resolver: cat, Checker: checker, Point: point, Node: "n1"})
 		require.NoError(t, err)
 		require.Len(t, rep.Problems, 1)
-		assert.Equal(t, want, rep.Problems[0].Severity, point.String())
+		assert.Equal(t, want, rep.Problems[0].Severity, point.name())
 		assert.Equal(t, `Node-level vault secret "node/n1/db", bound to secret "token" of myorg/com.example.a_1.0.0_amd64 container main, does not exist; "db" is used instead.`, rep.Problems[0].Message)
 	}
 }
 
 func TestReportBindingsErrors(t *testing.T) {
-	web := ServiceRef{Org: testOrg, URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"}
+	web := agreement.ServiceRef{Org: testOrg, URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"}
 	name := func(s string) VaultSecretName {
 		n, err := ParseVaultSecretName(s)
 		require.NoError(t, err)
 		return n
 	}
-	ok := Report{Resolved: []ResolvedBinding{{Service: web, ServiceSecret: "pw", Format: FormatJSON, VaultSecret: name("db"), NodeLevel: true, Binding: 1}}}
+	ok := Report{Resolved: []ResolvedBinding{{Service: web, ServiceSecret: "pw", Format: agreement.FormatJSON, VaultSecret: name("db"), NodeLevel: true, Binding: 1}}}
 	cases := []struct {
 		name      string
 		report    Report
 		org, node string
 		wantErr   string
 	}{
-		{name: "a report with errors", report: Report{Problems: []Problem{{Code: CodeSecretUnbound, Severity: SeverityError, Message: "unbound"}}},
+		{name: "a report with errors", report: Report{Problems: []Problem{{Code: CodeSecretUnbound, Severity: severityError, Message: "unbound"}}},
 			org: testOrg, wantErr: "error secret_unbound: unbound"},
 		{name: "empty org", report: ok, org: "", wantErr: "organisation is empty"},
 		{name: "org with a slash", report: ok, org: "a/b", wantErr: "organisation contains a slash"},
 		{name: "node given as org/id", report: ok, org: testOrg, node: "myorg/n1", wantErr: "node id contains a slash"},
 		{name: "one secret resolved twice differently", report: Report{Resolved: append(ok.Resolved,
-			ResolvedBinding{Service: web, ServiceSecret: "pw", Format: FormatJSON, VaultSecret: name("db"), Binding: 2})},
+			ResolvedBinding{Service: web, ServiceSecret: "pw", Format: agreement.FormatJSON, VaultSecret: name("db"), Binding: 2})},
 			org: testOrg, node: "n1", wantErr: `secret "pw" of myorg/com.example.web_1.0.0_amd64 container web is resolved to store secrets ["myorg/node/n1/db" "myorg/db"] (format "json") and to ["myorg/db"]`},
 	}
 	for _, c := range cases {
@@ -151,6 +152,6 @@ func TestReportBindingsErrors(t *testing.T) {
 	got, err := twice.Bindings(testOrg, "n1")
 	require.NoError(t, err)
 	assert.Equal(t, []ServiceBinding{{Service: web, Secrets: map[string]BoundSecret{
-		"pw": {StoreNames: []string{"myorg/node/n1/db", "myorg/db"}, Format: FormatJSON},
+		"pw": {StoreNames: []string{"myorg/node/n1/db", "myorg/db"}, Format: agreement.FormatJSON},
 	}}}, got, "the same binding twice is one")
 }

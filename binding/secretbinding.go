@@ -10,14 +10,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
-// ServiceRef identifies a service version and, where it matters, one of its
-// containers. It is agreement.ServiceRef, so resolved bindings feed
-// agreement proposals and the delivery engine without conversion.
-type ServiceRef = agreement.ServiceRef
-
 // refString writes a service the Open Horizon way, "org/url_version_arch",
 // followed by " container <name>" when a container is set.
-func refString(s ServiceRef) string {
+func refString(s agreement.ServiceRef) string {
 	out := s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
 	if s.Container != "" {
 		out += " container " + s.Container
@@ -31,31 +26,6 @@ type Binding struct {
 	ServiceSecret string
 	// VaultSecret is the vault secret name (see ParseVaultSecretName).
 	VaultSecret string
-}
-
-// BindingForm says which JSON form a SecretBinding is written in.
-type BindingForm int
-
-// Binding forms.
-const (
-	// FormOpenHorizon is the form Open Horizon ships and anax writes:
-	//	"secrets": [{"<service secret>": "<vault secret>"}, ...]
-	// The zero value.
-	FormOpenHorizon BindingForm = iota
-	// FormDesign is the design text's form:
-	//	"bindings": {"<service secret>": {"vaultSecret": "<vault secret>"}}
-	FormDesign
-)
-
-// String returns "openhorizon" or "design".
-func (f BindingForm) String() string {
-	switch f {
-	case FormOpenHorizon:
-		return "openhorizon"
-	case FormDesign:
-		return "design"
-	}
-	return fmt.Sprintf("BindingForm(%d)", int(f))
 }
 
 // SecretBinding is one entry of a pattern's or deployment policy's
@@ -76,18 +46,19 @@ func (f BindingForm) String() string {
 // member of each "secrets" item (anax reads one member per item, chosen
 // at random by Go's map order); it ignores unknown fields as Open Horizon
 // does. Bindings keep the document's order, and a service secret bound
-// twice is kept twice so that Validate can report it. Encoding writes the
-// form the entry was decoded from (Form): an entry that used "bindings"
-// alone is written in the design form, any other in Open Horizon's form,
-// one binding per item.
+// twice is kept twice so that Validate can report it; an entry holds at
+// most 256 bindings. Encoding writes the form the entry was decoded from
+// (DesignForm): an entry that used "bindings" alone is written in the
+// design form, any other in Open Horizon's form, one binding per item.
 type SecretBinding struct {
 	// ServiceOrgid and ServiceURL select the service; both are required.
 	ServiceOrgid string
 	ServiceURL   string
 	// ServiceArch selects the architecture; "" or "*" selects any.
 	ServiceArch string
-	// ServiceVersionRange selects versions (see ParseVersionRange); ""
-	// selects any, as in Open Horizon.
+	// ServiceVersionRange selects versions: an Open Horizon range such as
+	// "[1.0.0,2.0.0)", "(1.0,INFINITY)" or a bare version meaning that
+	// version or newer. "" selects any, as in Open Horizon.
 	ServiceVersionRange string
 	// ServiceContainer (design form only; Open Horizon has no such field)
 	// narrows the bindings to one container of the service. Without it,
@@ -99,9 +70,12 @@ type SecretBinding struct {
 	EnableNodeLevelSecrets bool
 	// Bindings are the secret associations, in document order.
 	Bindings []Binding
-	// Form is the JSON form MarshalJSON writes: the one the entry was
-	// decoded from. The zero value is Open Horizon's.
-	Form BindingForm
+	// DesignForm makes MarshalJSON write the design text's form,
+	//	"bindings": {"<service secret>": {"vaultSecret": "<vault secret>"}}
+	// instead of the form Open Horizon ships and anax writes,
+	//	"secrets": [{"<service secret>": "<vault secret>"}, ...]
+	// Decoding sets it when the entry used "bindings" alone.
+	DesignForm bool
 }
 
 type secretBindingJSON struct {
@@ -133,11 +107,11 @@ func (b *SecretBinding) UnmarshalJSON(data []byte) error {
 		EnableNodeLevelSecrets: in.EnableNodeLevelSecrets != nil && *in.EnableNodeLevelSecrets,
 	}
 	if !isNull(in.Bindings) && isNull(in.Secrets) {
-		out.Form = FormDesign
+		out.DesignForm = true
 	}
 	add := func(key string, vault string) error {
-		if len(out.Bindings) == MaxBindingsPerEntry {
-			return badInput(secretBindingWhat, "more than %d bindings", MaxBindingsPerEntry)
+		if len(out.Bindings) == maxBindingsPerEntry {
+			return badInput(secretBindingWhat, "more than %d bindings", maxBindingsPerEntry)
 		}
 		out.Bindings = append(out.Bindings, Binding{ServiceSecret: key, VaultSecret: vault})
 		return nil
@@ -174,15 +148,16 @@ func (b *SecretBinding) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the entry in its Form, bindings in order. In the
-// design form a service secret bound twice cannot be written (a JSON
-// object) and is an error; Open Horizon's form writes one item per binding.
+// MarshalJSON writes the entry in its form (DesignForm), bindings in
+// order. In the design form a service secret bound twice cannot be written
+// (a JSON object) and is an error; Open Horizon's form writes one item per
+// binding.
 func (b SecretBinding) MarshalJSON() ([]byte, error) {
 	head := secretBindingJSON{
 		ServiceOrgid: b.ServiceOrgid, ServiceURL: b.ServiceURL, ServiceArch: b.ServiceArch,
 		ServiceVersionRange: b.ServiceVersionRange, ServiceContainer: b.ServiceContainer,
 	}
-	if b.Form != FormDesign || b.EnableNodeLevelSecrets {
+	if !b.DesignForm || b.EnableNodeLevelSecrets {
 		// anax always writes it; the design form has it only when set.
 		head.EnableNodeLevelSecrets = &b.EnableNodeLevelSecrets
 	}
@@ -194,8 +169,8 @@ func (b SecretBinding) MarshalJSON() ([]byte, error) {
 			buf.WriteByte(',')
 		}
 		k, _ := json.Marshal(bd.ServiceSecret)
-		switch b.Form {
-		case FormDesign:
+		switch {
+		case b.DesignForm:
 			if seen[bd.ServiceSecret] {
 				return nil, fmt.Errorf("binding: secretBinding for %s/%s binds service secret %q twice, which the design form cannot hold", b.ServiceOrgid, b.ServiceURL, bd.ServiceSecret)
 			}
@@ -215,8 +190,8 @@ func (b SecretBinding) MarshalJSON() ([]byte, error) {
 	}
 	buf.WriteByte(']')
 	list := buf.Bytes()
-	switch b.Form {
-	case FormDesign:
+	switch {
+	case b.DesignForm:
 		list[0], list[len(list)-1] = '{', '}'
 		head.Bindings = list
 	default:
@@ -257,121 +232,108 @@ func eachMember(raw json.RawMessage, fn func(key string, val json.RawMessage) er
 	return nil
 }
 
-// ServiceVersion is an entry of "serviceVersions" in a pattern or policy.
-type ServiceVersion struct {
+// serviceVersion is an entry of "serviceVersions" in a pattern or policy.
+type serviceVersion struct {
 	Version string `json:"version"`
 }
 
-// PatternService is an entry of a pattern's "services".
-type PatternService struct {
-	ServiceURL      string           `json:"serviceUrl"`
-	ServiceOrgid    string           `json:"serviceOrgid"`
-	ServiceArch     string           `json:"serviceArch"`
-	ServiceVersions []ServiceVersion `json:"serviceVersions"`
+// patternJSON is the part of an Open Horizon pattern that secret
+// validation reads: the services it deploys and its secret bindings.
+type patternJSON struct {
+	Services []struct {
+		ServiceURL      string           `json:"serviceUrl"`
+		ServiceOrgid    string           `json:"serviceOrgid"`
+		ServiceArch     string           `json:"serviceArch"`
+		ServiceVersions []serviceVersion `json:"serviceVersions"`
+	} `json:"services"`
+	SecretBinding []SecretBinding `json:"secretBinding,omitempty"`
 }
 
-// Pattern is the part of an Open Horizon pattern that secret validation
-// needs: the services it deploys and its secret bindings.
-type Pattern struct {
-	Services      []PatternService `json:"services"`
-	SecretBinding []SecretBinding  `json:"secretBinding,omitempty"`
-}
-
-// PolicyService is a deployment policy's "service".
-type PolicyService struct {
-	// Name is the service URL.
-	Name            string           `json:"name"`
-	Org             string           `json:"org"`
-	Arch            string           `json:"arch"`
-	ServiceVersions []ServiceVersion `json:"serviceVersions"`
-}
-
-// DeploymentPolicy is the part of an Open Horizon deployment policy that
-// secret validation needs.
-type DeploymentPolicy struct {
-	Service       PolicyService   `json:"service"`
+// policyJSON is the part of an Open Horizon deployment policy that secret
+// validation reads. The service's "name" is its URL.
+type policyJSON struct {
+	Service struct {
+		Name            string           `json:"name"`
+		Org             string           `json:"org"`
+		Arch            string           `json:"arch"`
+		ServiceVersions []serviceVersion `json:"serviceVersions"`
+	} `json:"service"`
 	SecretBinding []SecretBinding `json:"secretBinding,omitempty"`
 }
 
 // Target is what Validate checks: the top-level services a pattern or
-// deployment policy deploys, and its secret bindings.
+// deployment policy deploys, and its secret bindings. DecodePattern and
+// DecodeDeploymentPolicy read it from Open Horizon's documents.
 type Target struct {
 	// Services are the top-level services. Arch "" or "*" means every
 	// architecture the resolver knows; Version "" means the highest version
 	// of each architecture. Container is ignored.
-	Services []ServiceRef
+	Services []agreement.ServiceRef
 	// SecretBindings are the "secretBinding" entries.
 	SecretBindings []SecretBinding
 }
 
-// Target returns the services the pattern deploys (one per listed version)
-// and its bindings.
-func (p *Pattern) Target() Target {
-	t := Target{SecretBindings: p.SecretBinding}
-	for _, s := range p.Services {
-		t.Services = append(t.Services, versionRefs(s.ServiceOrgid, s.ServiceURL, s.ServiceArch, s.ServiceVersions)...)
-	}
-	return t
-}
-
-// Target returns the service the policy deploys (one per listed version)
-// and its bindings.
-func (p *DeploymentPolicy) Target() Target {
-	return Target{
-		Services:       versionRefs(p.Service.Org, p.Service.Name, p.Service.Arch, p.Service.ServiceVersions),
-		SecretBindings: p.SecretBinding,
-	}
-}
-
-func versionRefs(org, url, arch string, versions []ServiceVersion) []ServiceRef {
+func versionRefs(org, url, arch string, versions []serviceVersion) []agreement.ServiceRef {
 	if len(versions) == 0 {
-		return []ServiceRef{{Org: org, URL: url, Arch: arch}}
+		return []agreement.ServiceRef{{Org: org, URL: url, Arch: arch}}
 	}
-	refs := make([]ServiceRef, 0, len(versions))
+	refs := make([]agreement.ServiceRef, 0, len(versions))
 	for _, v := range versions {
-		refs = append(refs, ServiceRef{Org: org, URL: url, Arch: arch, Version: v.Version})
+		refs = append(refs, agreement.ServiceRef{Org: org, URL: url, Arch: arch, Version: v.Version})
 	}
 	return refs
 }
 
-// DecodePattern reads a pattern of at most MaxDocumentSize bytes.
-func DecodePattern(r io.Reader) (*Pattern, error) {
-	var p Pattern
-	if err := decodeLimited(r, MaxDocumentSize, "pattern", &p); err != nil {
-		return nil, err
+// DecodePattern reads an Open Horizon pattern of at most 1 MiB and returns
+// what Validate checks: each service of its "services" once per listed
+// version (once, with no version, when it lists none), at most 256 in all,
+// and its "secretBinding" entries, at most 1024. Other fields are ignored.
+func DecodePattern(r io.Reader) (Target, error) {
+	var p patternJSON
+	if err := decodeLimited(r, maxDocumentSize, "pattern", &p); err != nil {
+		return Target{}, err
 	}
 	n := 0
 	for _, s := range p.Services {
 		n += max(len(s.ServiceVersions), 1)
 	}
-	if n > MaxTopLevelServices {
-		return nil, badInput("pattern", "more than %d service versions", MaxTopLevelServices)
+	if n > maxTopLevelServices {
+		return Target{}, badInput("pattern", "more than %d service versions", maxTopLevelServices)
 	}
 	if err := checkBindingCount("pattern", p.SecretBinding); err != nil {
-		return nil, err
+		return Target{}, err
 	}
-	return &p, nil
+	t := Target{SecretBindings: p.SecretBinding}
+	for _, s := range p.Services {
+		t.Services = append(t.Services, versionRefs(s.ServiceOrgid, s.ServiceURL, s.ServiceArch, s.ServiceVersions)...)
+	}
+	return t, nil
 }
 
-// DecodeDeploymentPolicy reads a deployment policy of at most
-// MaxDocumentSize bytes.
-func DecodeDeploymentPolicy(r io.Reader) (*DeploymentPolicy, error) {
-	var p DeploymentPolicy
-	if err := decodeLimited(r, MaxDocumentSize, "deployment policy", &p); err != nil {
-		return nil, err
+// DecodeDeploymentPolicy reads an Open Horizon deployment policy of at most
+// 1 MiB and returns what Validate checks: its "service" once per listed
+// version (once, with no version, when it lists none), at most 256, and its
+// "secretBinding" entries, at most 1024. Other fields are ignored.
+func DecodeDeploymentPolicy(r io.Reader) (Target, error) {
+	var p policyJSON
+	if err := decodeLimited(r, maxDocumentSize, "deployment policy", &p); err != nil {
+		return Target{}, err
 	}
-	if len(p.Service.ServiceVersions) > MaxTopLevelServices {
-		return nil, badInput("deployment policy", "more than %d service versions", MaxTopLevelServices)
+	if len(p.Service.ServiceVersions) > maxTopLevelServices {
+		return Target{}, badInput("deployment policy", "more than %d service versions", maxTopLevelServices)
 	}
 	if err := checkBindingCount("deployment policy", p.SecretBinding); err != nil {
-		return nil, err
+		return Target{}, err
 	}
-	return &p, nil
+	return Target{
+		Services:       versionRefs(p.Service.Org, p.Service.Name, p.Service.Arch, p.Service.ServiceVersions),
+		SecretBindings: p.SecretBinding,
+	}, nil
 }
 
 func checkBindingCount(what string, sb []SecretBinding) error {
-	if len(sb) > MaxSecretBindings {
-		return badInput(what, "more than %d secretBinding entries", MaxSecretBindings)
+	if len(sb) > maxSecretBindings {
+		return badInput(what, "more than %d secretBinding entries", maxSecretBindings)
 	}
 	return nil
 }

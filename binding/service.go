@@ -11,27 +11,13 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
-// Secret formats a service definition may ask for (agreement's).
-const (
-	// FormatJSON: the file holds the secret's key/value pairs as a JSON
-	// object; for an Open Horizon secret that is {"key":…,"value":…}, as
-	// anax writes it. The default when "format" is empty.
-	FormatJSON = agreement.FormatJSON
-	// FormatValueOnly is Open Horizon's "value_only": the file holds the
-	// secret's "value" only.
-	FormatValueOnly = agreement.FormatValueOnly
-	// FormatRaw (ours): the secret has one key; the file holds its value's
-	// bytes.
-	FormatRaw = agreement.FormatRaw
-)
-
 // ServiceSecret declares one secret of a service, keyed by the service
 // secret name (which becomes the file name under /open-horizon-secrets):
 //
 //	"secrets": {"db_password": {"type": "basic-auth", "description": "...", "format": "value_only"}}
 //
 // Open Horizon declares secrets per container and for the cluster
-// deployment (ContainerConfig.Secrets, ClusterDeploymentConfig.Secrets);
+// deployment (Workload.Secrets, Workload.Secrets);
 // the design form declares them at the top of the definition
 // (ServiceDefinition.Secrets). Open Horizon's internal members (svcOrg,
 // svcUrl, svcVersionRange) are ignored.
@@ -41,40 +27,41 @@ type ServiceSecret struct {
 	Type string `json:"type,omitempty"`
 	// Description tells the deployer what the secret is for.
 	Description string `json:"description,omitempty"`
-	// Format is FormatJSON (the default when empty), FormatValueOnly or
-	// FormatRaw.
+	// Format is agreement.FormatJSON (the default when empty), agreement.FormatValueOnly or
+	// agreement.FormatRaw.
 	Format string `json:"format,omitempty"`
 }
 
-// format returns the declared format, FormatJSON when empty.
+// format returns the declared format, agreement.FormatJSON when empty.
 func (s ServiceSecret) format() string {
 	if s.Format == "" {
-		return FormatJSON
+		return agreement.FormatJSON
 	}
 	return s.Format
 }
 
-// Limits on decoded documents. Larger input is refused by the decoders.
+// Limits on decoded documents, written in the doc comments of the decoders
+// that apply them. Larger input is refused.
 const (
-	// MaxServiceDefinitionSize bounds a service definition document; the
+	// maxServiceDefinitionSize bounds a service definition document; the
 	// limit is generous because clusterDeployment may carry a whole
 	// operator archive.
-	MaxServiceDefinitionSize = 16 << 20
-	// MaxDocumentSize bounds a pattern, deployment policy or hub URL document.
-	MaxDocumentSize = 1 << 20
-	// MaxSecretsPerService bounds the secrets of each place a service
+	maxServiceDefinitionSize = 16 << 20
+	// maxDocumentSize bounds a pattern, deployment policy or hub URL document.
+	maxDocumentSize = 1 << 20
+	// maxSecretsPerService bounds the secrets of each place a service
 	// declares them (the top level, each container, the cluster deployment).
-	MaxSecretsPerService = 256
-	// MaxRequiredServices bounds a service definition's "requiredServices".
-	MaxRequiredServices = 256
-	// MaxContainers bounds the containers of a deployment.
-	MaxContainers = 256
-	// MaxSecretBindings bounds the "secretBinding" entries of a document.
-	MaxSecretBindings = 1024
-	// MaxBindingsPerEntry bounds the bindings of one secretBinding entry.
-	MaxBindingsPerEntry = 256
-	// MaxTopLevelServices bounds the services a pattern deploys.
-	MaxTopLevelServices = 256
+	maxSecretsPerService = 256
+	// maxRequiredServices bounds a service definition's "requiredServices".
+	maxRequiredServices = 256
+	// maxContainers bounds the containers of a deployment.
+	maxContainers = 256
+	// maxSecretBindings bounds the "secretBinding" entries of a document.
+	maxSecretBindings = 1024
+	// maxBindingsPerEntry bounds the bindings of one secretBinding entry.
+	maxBindingsPerEntry = 256
+	// maxTopLevelServices bounds the services a pattern deploys.
+	maxTopLevelServices = 256
 )
 
 // ServiceDependency is an entry of a service definition's
@@ -101,28 +88,21 @@ func (d ServiceDependency) rangeText() string {
 // DeploymentConfig is a service's device deployment: its containers, keyed
 // by container name (the names serviceContainer refers to).
 type DeploymentConfig struct {
-	Services map[string]ContainerConfig `json:"services"`
+	Services map[string]Workload `json:"services"`
 }
 
-// ContainerConfig is one container of a device deployment: the secrets it
-// declares (deployment.services.<container>.secrets) and the rest of its
-// configuration, kept as it is and not interpreted here.
-type ContainerConfig struct {
-	// Secrets are the secrets mounted into this container.
+// Workload is one container of a device deployment
+// (deployment.services.<container>) or a service's edge-cluster deployment
+// (clusterDeployment): the secrets it declares and the rest of its
+// configuration, kept as it is and not interpreted here. A container's
+// secrets are mounted into it; the cluster deployment's are handed to the
+// operator as one Kubernetes Secret.
+type Workload struct {
+	// Secrets are the secrets the workload declares ("secrets").
 	Secrets map[string]ServiceSecret
-	// Config holds the container's other members ("image", "binds", ...),
-	// each as JSON.
-	Config map[string]json.RawMessage
-}
-
-// ClusterDeploymentConfig is a service's edge-cluster deployment: the
-// secrets it declares (clusterDeployment.secrets), which the agent hands the
-// operator as one Kubernetes Secret, and the rest of its configuration
-// ("operatorYamlArchive", ...), kept as it is.
-type ClusterDeploymentConfig struct {
-	// Secrets are the secrets handed to the operator.
-	Secrets map[string]ServiceSecret
-	// Config holds the other members, each as JSON.
+	// Config holds the other members ("image", "binds", ... of a
+	// container; "operatorYamlArchive", ... of a cluster deployment), each
+	// as JSON.
 	Config map[string]json.RawMessage
 }
 
@@ -131,7 +111,9 @@ type ClusterDeploymentConfig struct {
 //
 // Secrets are read from every place they are declared: each container of
 // the device deployment and the cluster deployment (as Open Horizon ships
-// them), and the top-level "secrets" of the design form.
+// them), and the top-level "secrets" of the design form. A service runs on
+// devices when Deployment has containers, on edge clusters when
+// ClusterDeployment is set, and may do both.
 type ServiceDefinition struct {
 	Org              string              `json:"org"`
 	URL              string              `json:"url"`
@@ -149,77 +131,47 @@ type ServiceDefinition struct {
 	// ClusterDeployment is the edge-cluster deployment; nil when the
 	// service has none. Both forms are accepted as for Deployment; absent,
 	// null, "" and {} mean none.
-	ClusterDeployment *ClusterDeploymentConfig `json:"clusterDeployment,omitempty"`
+	ClusterDeployment *Workload `json:"clusterDeployment,omitempty"`
 }
 
-// DeploymentKind says where a service can run.
-type DeploymentKind int
+// deploymentKind says where a service can run.
+type deploymentKind int
 
 // Deployment kinds.
 const (
-	// DeployNone: neither a device nor a cluster deployment.
-	DeployNone DeploymentKind = iota
-	// DeployDevice: device containers only.
-	DeployDevice
-	// DeployCluster: an edge-cluster deployment only.
-	DeployCluster
-	// DeployMixed: both.
-	DeployMixed
+	deployNone    deploymentKind = iota // neither a device nor a cluster deployment
+	deployDevice                        // device containers only
+	deployCluster                       // an edge-cluster deployment only
+	deployMixed                         // both
 )
 
-// String returns "none", "device", "cluster" or "device+cluster".
-func (k DeploymentKind) String() string {
-	switch k {
-	case DeployNone:
-		return "none"
-	case DeployDevice:
-		return "device"
-	case DeployCluster:
-		return "cluster"
-	case DeployMixed:
-		return "device+cluster"
-	}
-	return fmt.Sprintf("DeploymentKind(%d)", int(k))
-}
-
-// DeploymentKind reports whether the service has a device deployment, a
-// cluster deployment, both or neither.
-func (d *ServiceDefinition) DeploymentKind() DeploymentKind {
+// kind reports whether the service has a device deployment, a cluster
+// deployment, both or neither.
+func (d *ServiceDefinition) kind() deploymentKind {
 	device := d.Deployment != nil && len(d.Deployment.Services) > 0
 	cluster := d.ClusterDeployment != nil
 	switch {
 	case device && cluster:
-		return DeployMixed
+		return deployMixed
 	case cluster:
-		return DeployCluster
+		return deployCluster
 	case device:
-		return DeployDevice
+		return deployDevice
 	}
-	return DeployNone
+	return deployNone
 }
 
-// Containers returns the names of the device deployment's containers, sorted.
-func (d *ServiceDefinition) Containers() []string {
+// containers returns the names of the device deployment's containers, sorted.
+func (d *ServiceDefinition) containers() []string {
 	if d.Deployment == nil {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(d.Deployment.Services))
 }
 
-// SecretNames returns the name of every secret the service declares,
-// wherever it is declared, sorted and without repeats.
-func (d *ServiceDefinition) SecretNames() []string {
-	var names []string
-	for _, dc := range d.declarations() {
-		names = append(names, dc.name)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
-}
-
-// Ref returns the service's identity (without a container).
-func (d *ServiceDefinition) Ref() ServiceRef {
-	return ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
+// ref returns the service's identity (without a container).
+func (d *ServiceDefinition) ref() agreement.ServiceRef {
+	return agreement.ServiceRef{Org: d.Org, URL: d.URL, Arch: d.Arch, Version: d.Version}
 }
 
 // Where a service secret is declared.
@@ -248,7 +200,7 @@ func (d *ServiceDefinition) declarations() []declaration {
 		}
 	}
 	add(declService, "", d.Secrets)
-	for _, c := range d.Containers() {
+	for _, c := range d.containers() {
 		add(declContainer, c, d.Deployment.Services[c].Secrets)
 	}
 	if d.ClusterDeployment != nil {
@@ -258,7 +210,9 @@ func (d *ServiceDefinition) declarations() []declaration {
 }
 
 // UnmarshalJSON decodes a service definition, ignoring fields it does not
-// use, and enforces the count limits.
+// use. It refuses more than 256 requiredServices, and more than 256 secrets
+// in any one place they are declared (the top level, a container, the
+// cluster deployment) or more than 256 containers.
 func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	const what = "service definition"
 	type plain ServiceDefinition // without this method
@@ -267,10 +221,10 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	switch {
-	case len(in.Secrets) > MaxSecretsPerService:
-		return badInput(what, "more than %d secrets", MaxSecretsPerService)
-	case len(in.RequiredServices) > MaxRequiredServices:
-		return badInput(what, "more than %d requiredServices", MaxRequiredServices)
+	case len(in.Secrets) > maxSecretsPerService:
+		return badInput(what, "more than %d secrets", maxSecretsPerService)
+	case len(in.RequiredServices) > maxRequiredServices:
+		return badInput(what, "more than %d requiredServices", maxRequiredServices)
 	}
 	if len(in.RequiredServices) == 0 {
 		in.RequiredServices = nil // [] and absent are the same
@@ -303,8 +257,8 @@ func unquoteDeployment(b []byte, what string) ([]byte, error) {
 }
 
 // UnmarshalJSON reads a deployment given as an object, or as a string
-// holding the object's JSON (exchange form; "" means none), and enforces
-// MaxContainers.
+// holding the object's JSON (exchange form; "" means none), of at most 256
+// containers with at most 256 secrets each.
 func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	const what = "deployment"
 	b, err := unquoteDeployment(b, what)
@@ -318,18 +272,18 @@ func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	if err := unmarshal(b, what, &in); err != nil {
 		return err
 	}
-	if len(in.Services) > MaxContainers {
-		return badInput(what, "more than %d containers", MaxContainers)
+	if len(in.Services) > maxContainers {
+		return badInput(what, "more than %d containers", maxContainers)
 	}
 	out := DeploymentConfig{}
 	if in.Services != nil {
-		out.Services = make(map[string]ContainerConfig, len(in.Services))
+		out.Services = make(map[string]Workload, len(in.Services))
 	}
 	for name, raw := range in.Services {
 		if name == "" {
 			return badInput(what, "a container has an empty name")
 		}
-		var cc ContainerConfig
+		var cc Workload
 		if err := decodeSecretsHolder(raw, fmt.Sprintf("container %q", name), &cc.Secrets, &cc.Config); err != nil {
 			return err
 		}
@@ -339,21 +293,18 @@ func (c *DeploymentConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the container's configuration with its "secrets".
-func (c ContainerConfig) MarshalJSON() ([]byte, error) {
-	return encodeSecretsHolder(c.Secrets, c.Config)
-}
-
-// UnmarshalJSON reads a cluster deployment given as an object, or as a
-// string holding the object's JSON (exchange form; "" means none).
-func (c *ClusterDeploymentConfig) UnmarshalJSON(b []byte) error {
+// UnmarshalJSON reads a workload given as an object, or as a string
+// holding the object's JSON (the exchange form of a cluster deployment; ""
+// means none), of at most 256 secrets. (A deployment's containers are read
+// as objects only.)
+func (c *Workload) UnmarshalJSON(b []byte) error {
 	const what = "clusterDeployment"
 	b, err := unquoteDeployment(b, what)
 	if err != nil || b == nil {
-		*c = ClusterDeploymentConfig{}
+		*c = Workload{}
 		return err
 	}
-	var out ClusterDeploymentConfig
+	var out Workload
 	if err := decodeSecretsHolder(b, what, &out.Secrets, &out.Config); err != nil {
 		return err
 	}
@@ -361,9 +312,8 @@ func (c *ClusterDeploymentConfig) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the cluster deployment's configuration with its
-// "secrets".
-func (c ClusterDeploymentConfig) MarshalJSON() ([]byte, error) {
+// MarshalJSON writes the workload's configuration with its "secrets".
+func (c Workload) MarshalJSON() ([]byte, error) {
 	return encodeSecretsHolder(c.Secrets, c.Config)
 }
 
@@ -381,8 +331,8 @@ func decodeSecretsHolder(raw []byte, what string, secrets *map[string]ServiceSec
 		if err := unmarshal(s, what+" secrets", secrets); err != nil {
 			return err
 		}
-		if len(*secrets) > MaxSecretsPerService {
-			return badInput(what, "more than %d secrets", MaxSecretsPerService)
+		if len(*secrets) > maxSecretsPerService {
+			return badInput(what, "more than %d secrets", maxSecretsPerService)
 		}
 	}
 	for k, v := range members {
@@ -414,12 +364,12 @@ func encodeSecretsHolder(secrets map[string]ServiceSecret, config map[string]jso
 	return json.Marshal(members)
 }
 
-// DecodeServiceDefinition reads one service definition of at most
-// MaxServiceDefinitionSize bytes. Errors name what was wrong without quoting
-// the input.
+// DecodeServiceDefinition reads one service definition of at most 16 MiB
+// (clusterDeployment may carry a whole operator archive). Errors name what
+// was wrong without quoting the input.
 func DecodeServiceDefinition(r io.Reader) (*ServiceDefinition, error) {
 	var d ServiceDefinition
-	if err := decodeLimited(r, MaxServiceDefinitionSize, "service definition", &d); err != nil {
+	if err := decodeLimited(r, maxServiceDefinitionSize, "service definition", &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -21,8 +23,8 @@ type ServiceQuery struct {
 	Arch string
 }
 
-// Resolver supplies service definitions: an exchange client, or a Catalog
-// of local files.
+// Resolver supplies service definitions: an exchange client, or the one
+// NewCatalog returns over local files.
 type Resolver interface {
 	// ServiceVersions returns every known version of the service (for the
 	// architecture asked, or all of them). No match is an empty result, not
@@ -30,8 +32,9 @@ type Resolver interface {
 	ServiceVersions(ctx context.Context, q ServiceQuery) ([]*ServiceDefinition, error)
 }
 
-// ExistenceChecker says whether vault secrets exist. StoreChecker asks a
-// secretstore.Store; Client asks the agbot API. The organisation is part of
+// ExistenceChecker says whether vault secrets exist. The one
+// NewStoreChecker returns asks a secretstore.Store; Client asks the agbot
+// API. The organisation is part of
 // the checker (the store adapter is built for one, the agbot takes it from
 // the caller's credentials).
 type ExistenceChecker interface {
@@ -49,7 +52,7 @@ type Options struct {
 	// pattern at publication, whose nodes' organisations are not known).
 	Checker ExistenceChecker
 	// Point is where in Open Horizon's flow the validation runs; it sets
-	// the severities (Code.SeverityAt). The zero value is PointDeployCheck.
+	// the severities (see Code). The zero value is PointDeployCheck.
 	Point Point
 	// Node is the id, within the organisation the Checker looks in, of the
 	// node the deployment is checked for. With it, a binding of an entry
@@ -68,7 +71,7 @@ type Options struct {
 // report of every problem (see the Code constants) with the severities Open
 // Horizon gives them at opts.Point. It serves deploycheck, adding a
 // deployment policy, publishing a pattern and the agbot's check before an
-// agreement; build the Target with Pattern.Target or DeploymentPolicy.Target.
+// agreement; DecodePattern and DecodeDeploymentPolicy build the Target.
 //
 // Each declared secret is bound in every container that declares it (and
 // in the cluster deployment when that declares it); serviceContainer, when
@@ -90,7 +93,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("binding: Validate: %w: node id %s", secretstore.ErrInvalid, err)
 		}
 	}
-	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[ServiceRef]bool{}}
+	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[agreement.ServiceRef]bool{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -117,8 +120,8 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 		v.log.Debug("binding problem", "code", p.Code, "severity", p.Severity, "service", refString(p.Service),
 			"binding", p.Binding, "serviceSecret", p.ServiceSecret, "vaultSecret", p.VaultSecret)
 	}
-	v.log.Debug("secret bindings validated", "point", opts.Point, "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
-		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()), "notes", len(v.rep.Notes()))
+	v.log.Debug("secret bindings validated", "point", opts.Point.name(), "services", len(v.rep.Services), "resolved", len(v.rep.Resolved),
+		"errors", len(v.rep.Errors()), "warnings", len(v.rep.Warnings()), "notes", len(v.rep.bySeverity(severityNote)))
 	return v.rep, nil
 }
 
@@ -128,13 +131,13 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 // and top-level (design form) secrets are declared where device containers
 // can receive them (cluster-only: error; device and cluster: warning).
 func ValidateService(def *ServiceDefinition) *Report {
-	rep := &Report{Problems: []Problem{}, Services: []ServiceRef{def.Ref()}}
+	rep := &Report{Problems: []Problem{}, Services: []agreement.ServiceRef{def.ref()}}
 	checkDefinition(rep, PointPublish, def)
 	return rep
 }
 
 // where names the place a declaration is made, for messages.
-func (d declaration) where(ref ServiceRef) string {
+func (d declaration) where(ref agreement.ServiceRef) string {
 	switch d.place {
 	case declContainer:
 		return fmt.Sprintf("Container %q of service %s", d.container, refString(ref))
@@ -145,32 +148,32 @@ func (d declaration) where(ref ServiceRef) string {
 }
 
 // problem is the Problem about the declaration.
-func (d declaration) problem(ref ServiceRef) Problem {
+func (d declaration) problem(ref agreement.ServiceRef) Problem {
 	ref.Container = d.container
 	return Problem{Service: ref, ServiceSecret: d.name}
 }
 
 // checkDefinition reports the service-level rules for def.
 func checkDefinition(rep *Report, at Point, def *ServiceDefinition) {
-	ref := def.Ref()
+	ref := def.ref()
 	for _, d := range def.declarations() {
 		p := d.problem(ref)
 		if err := safename.Check(d.name); err != nil {
 			rep.add(at, CodeSecretNameInvalid, p, "%s declares secret %q, whose name %s; it must be a single safe file name.", d.where(ref), d.name, err)
 		}
 		switch f := d.secret.Format; f {
-		case "", FormatJSON, FormatValueOnly, FormatRaw:
+		case "", agreement.FormatJSON, agreement.FormatValueOnly, agreement.FormatRaw:
 		default:
-			rep.add(at, CodeSecretFormatInvalid, p, "%s declares secret %q with format %q; the format must be %q (the default), %q or %q.", d.where(ref), d.name, f, FormatJSON, FormatValueOnly, FormatRaw)
+			rep.add(at, CodeSecretFormatInvalid, p, "%s declares secret %q with format %q; the format must be %q (the default), %q or %q.", d.where(ref), d.name, f, agreement.FormatJSON, agreement.FormatValueOnly, agreement.FormatRaw)
 		}
 	}
 	if len(def.Secrets) == 0 {
 		return
 	}
-	switch def.DeploymentKind() {
-	case DeployCluster:
+	switch def.kind() {
+	case deployCluster:
 		rep.add(at, CodeSecretsClusterOnly, Problem{Service: ref}, "Service %s declares secrets at the top of its definition but has only a cluster deployment; declare them in clusterDeployment.secrets.", refString(ref))
-	case DeployMixed:
+	case deployMixed:
 		rep.add(at, CodeSecretsMixedDeployment, Problem{Service: ref}, "Service %s declares secrets at the top of its definition and has a cluster deployment; only its device containers will receive them (declare the cluster's in clusterDeployment.secrets).", refString(ref))
 	}
 }
@@ -180,7 +183,7 @@ type entry struct {
 	index    int // 1-based
 	sb       *SecretBinding
 	usable   bool // selector valid: can match services
-	versions VersionRange
+	versions ohversion.Range
 	vault    []*VaultSecretName // parsed vault name per binding; nil when invalid
 	used     bool               // selected a service, version included
 	selected bool               // org, url and arch selected a service, whatever the version
@@ -200,7 +203,7 @@ type pendingProblem struct {
 }
 
 func (e *entry) problem() Problem {
-	return Problem{Binding: e.index, Service: ServiceRef{
+	return Problem{Binding: e.index, Service: agreement.ServiceRef{
 		Org: e.sb.ServiceOrgid, URL: e.sb.ServiceURL, Arch: e.sb.ServiceArch,
 		Version: e.sb.ServiceVersionRange, Container: e.sb.ServiceContainer,
 	}}
@@ -210,7 +213,7 @@ func (e *entry) problem() Problem {
 // select def.
 func (e *entry) selects(def *ServiceDefinition) bool {
 	return e.sb.ServiceOrgid == def.Org && e.sb.ServiceURL == def.URL &&
-		checkArch(e.sb.ServiceArch) == nil && ArchMatches(e.sb.ServiceArch, def.Arch)
+		ohversion.CheckArch(e.sb.ServiceArch) == nil && ohversion.ArchMatches(e.sb.ServiceArch, def.Arch)
 }
 
 type validation struct {
@@ -218,7 +221,7 @@ type validation struct {
 	log     *slog.Logger
 	rep     *Report
 	entries []*entry
-	visited map[ServiceRef]bool
+	visited map[agreement.ServiceRef]bool
 }
 
 // add reports a problem with its severity at the validation's point.
@@ -247,12 +250,12 @@ func (v *validation) checkEntry(index int, sb *SecretBinding) *entry {
 	if len(sb.Bindings) == 0 {
 		pend(-1, v.add(CodeFieldMissing, p, "secretBinding entry %d binds no secrets.", index))
 	}
-	if err := checkArch(sb.ServiceArch); err != nil {
+	if err := ohversion.CheckArch(sb.ServiceArch); err != nil {
 		e.usable = false
 		pend(-1, v.add(CodeArchInvalid, p, "secretBinding entry %d has an invalid serviceArch: %s.", index, err))
 	}
 	if sb.ServiceVersionRange != "" {
-		r, err := ParseVersionRange(sb.ServiceVersionRange)
+		r, err := ohversion.ParseRange(sb.ServiceVersionRange)
 		if err != nil {
 			e.usable = false
 			pend(-1, v.add(CodeVersionRangeInvalid, p, "secretBinding entry %d has an invalid serviceVersionRange: %s.", index, err))
@@ -311,7 +314,7 @@ func (v *validation) reportUndeclared(e *entry) {
 // invalid version range stays an error when the entry selects a deployed
 // service by organisation, URL and architecture, since anax fails there.
 func (v *validation) settleSeverities(e *entry) {
-	unneeded := CodeBindingUnused.SeverityAt(v.opts.Point)
+	unneeded := CodeBindingUnused.severityAt(v.opts.Point)
 	for _, pp := range e.pending {
 		p := &v.rep.Problems[pp.problem]
 		switch {
@@ -324,7 +327,7 @@ func (v *validation) settleSeverities(e *entry) {
 }
 
 // walk visits the top-level services and their dependency trees breadth first.
-func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
+func (v *validation) walk(ctx context.Context, top []agreement.ServiceRef) error {
 	var queue []*ServiceDefinition
 	for _, ref := range top {
 		defs, err := v.resolveTop(ctx, ref)
@@ -339,7 +342,7 @@ func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
 		}
 		def := queue[0]
 		queue = queue[1:]
-		ref := def.Ref()
+		ref := def.ref()
 		if v.visited[ref] {
 			continue
 		}
@@ -363,9 +366,9 @@ func (v *validation) walk(ctx context.Context, top []ServiceRef) error {
 // lookup asks the resolver and keeps only well-formed matches of org, url
 // and arch pattern, with their parsed versions. A failed lookup is reported
 // against ref and returns ok false.
-func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*ServiceDefinition, versions []Version, ok bool, err error) {
+func (v *validation) lookup(ctx context.Context, ref agreement.ServiceRef) (defs []*ServiceDefinition, versions []ohversion.Version, ok bool, err error) {
 	q := ServiceQuery{Org: ref.Org, URL: ref.URL, Arch: ref.Arch}
-	if q.Arch == AnyArch {
+	if q.Arch == ohversion.AnyArch {
 		q.Arch = ""
 	}
 	found, err := v.opts.Resolver.ServiceVersions(ctx, q)
@@ -377,12 +380,12 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 		return nil, nil, false, nil
 	}
 	for _, d := range found {
-		if d == nil || d.Org != ref.Org || d.URL != ref.URL || !ArchMatches(ref.Arch, d.Arch) {
+		if d == nil || d.Org != ref.Org || d.URL != ref.URL || !ohversion.ArchMatches(ref.Arch, d.Arch) {
 			continue
 		}
-		ver, err := ParseVersion(d.Version)
+		ver, err := ohversion.Parse(d.Version)
 		if err != nil {
-			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.Ref()), "error", err)
+			v.log.Debug("ignoring service definition with invalid version", "service", refString(d.ref()), "error", err)
 			continue
 		}
 		defs, versions = append(defs, d), append(versions, ver)
@@ -392,20 +395,20 @@ func (v *validation) lookup(ctx context.Context, ref ServiceRef) (defs []*Servic
 
 // resolveTop finds the definitions a top-level reference deploys: per
 // architecture, the exact version asked for, or the highest one.
-func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*ServiceDefinition, error) {
+func (v *validation) resolveTop(ctx context.Context, ref agreement.ServiceRef) ([]*ServiceDefinition, error) {
 	ref.Container = ""
 	if ref.Org == "" || ref.URL == "" {
 		v.add(CodeServiceUnresolved, Problem{Service: ref}, "A deployed service has no organisation or URL.")
 		return nil, nil
 	}
-	want := VersionRange{}
+	want := ohversion.Range{}
 	if ref.Version != "" {
-		ver, err := ParseVersion(ref.Version)
+		ver, err := ohversion.Parse(ref.Version)
 		if err != nil {
 			v.add(CodeServiceUnresolved, Problem{Service: ref}, "Deployed service %s has an invalid version: %s.", refString(ref), err)
 			return nil, nil
 		}
-		want = exactVersion(ver)
+		want = ohversion.Exact(ver)
 	}
 	defs, versions, ok, err := v.lookup(ctx, ref)
 	if !ok {
@@ -421,20 +424,20 @@ func (v *validation) resolveTop(ctx context.Context, ref ServiceRef) ([]*Service
 // resolveDependency finds the highest version of dep within its range, for
 // the parent's architecture when dep names none; nil when there is none.
 func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefinition, dep ServiceDependency) (*ServiceDefinition, error) {
-	ref := ServiceRef{Org: dep.Org, URL: dep.URL, Arch: dep.Arch, Version: dep.rangeText()}
+	ref := agreement.ServiceRef{Org: dep.Org, URL: dep.URL, Arch: dep.Arch, Version: dep.rangeText()}
 	if ref.Arch == "" {
 		ref.Arch = parent.Arch
 	}
 	p := Problem{Service: ref}
 	if ref.Org == "" || ref.URL == "" {
-		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.Ref()))
+		v.add(CodeServiceUnresolved, p, "Service %s requires a service without organisation or URL.", refString(parent.ref()))
 		return nil, nil
 	}
-	var want VersionRange
+	var want ohversion.Range
 	if ref.Version != "" {
-		r, err := ParseVersionRange(ref.Version)
+		r, err := ohversion.ParseRange(ref.Version)
 		if err != nil {
-			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.Ref()), ref.Org, ref.URL, err)
+			v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s with an invalid version range: %s.", refString(parent.ref()), ref.Org, ref.URL, err)
 			return nil, nil
 		}
 		want = r
@@ -445,7 +448,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 	}
 	best := highestPerArch(defs, versions, want)
 	if len(best) == 0 {
-		v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.Ref()), ref.Org, ref.URL, want, ref.Arch)
+		v.add(CodeServiceUnresolved, p, "Service %s requires %s/%s version %s for %s, and no such version was found.", refString(parent.ref()), ref.Org, ref.URL, want, ref.Arch)
 		return nil, nil
 	}
 	return best[0], nil
@@ -453,7 +456,7 @@ func (v *validation) resolveDependency(ctx context.Context, parent *ServiceDefin
 
 // highestPerArch keeps, per architecture, the highest version within want,
 // in the order architectures first appear.
-func highestPerArch(defs []*ServiceDefinition, versions []Version, want VersionRange) []*ServiceDefinition {
+func highestPerArch(defs []*ServiceDefinition, versions []ohversion.Version, want ohversion.Range) []*ServiceDefinition {
 	best := map[string]int{}
 	var order []string
 	for i, d := range defs {
@@ -529,12 +532,12 @@ func placesFor(containers []string, decls []declaration, narrow string) (places 
 // goes, first-wins duplicates and conflicts, and finally the declared
 // secrets left unbound.
 func (v *validation) bindService(def *ServiceDefinition) {
-	ref := def.Ref()
-	ver, err := ParseVersion(def.Version)
+	ref := def.ref()
+	ver, err := ohversion.Parse(def.Version)
 	if err != nil {
 		return // lookup only yields parsable versions
 	}
-	containers := def.Containers()
+	containers := def.containers()
 	decls := def.declarations()
 	byName := map[string][]declaration{}
 	for _, d := range decls {
@@ -620,7 +623,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			}
 		}
 	}
-	clusterOnly := def.DeploymentKind() == DeployCluster
+	clusterOnly := def.kind() == deployCluster
 	for _, d := range decls {
 		if safename.Check(d.name) != nil || attempted[d.name] {
 			continue // an unsafe name is reported as such and cannot be bound
@@ -646,7 +649,7 @@ func (v *validation) bindService(def *ServiceDefinition) {
 }
 
 // placeRef writes a service (container) or its cluster deployment.
-func placeRef(s ServiceRef, cluster bool) string {
+func placeRef(s agreement.ServiceRef, cluster bool) string {
 	if cluster {
 		return "the cluster deployment of " + refString(s)
 	}

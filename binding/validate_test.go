@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -19,16 +20,16 @@ const testOrg = "myorg"
 
 // device returns a device deployment with the named containers.
 func device(containers ...string) *DeploymentConfig {
-	d := &DeploymentConfig{Services: map[string]ContainerConfig{}}
+	d := &DeploymentConfig{Services: map[string]Workload{}}
 	for _, c := range containers {
-		d.Services[c] = ContainerConfig{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
+		d.Services[c] = Workload{Config: map[string]json.RawMessage{"image": json.RawMessage(`"example/` + c + `:1"`)}}
 	}
 	return d
 }
 
 // cluster returns a cluster deployment declaring the secrets named.
-func cluster(secrets ...string) *ClusterDeploymentConfig {
-	c := &ClusterDeploymentConfig{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
+func cluster(secrets ...string) *Workload {
+	c := &Workload{Config: map[string]json.RawMessage{"operatorYamlArchive": json.RawMessage(`"H4sI"`)}}
 	for _, s := range secrets {
 		if c.Secrets == nil {
 			c.Secrets = map[string]ServiceSecret{}
@@ -61,8 +62,8 @@ func sbEntry(url string, bindings ...Binding) SecretBinding {
 
 func bind(secret, vault string) Binding { return Binding{ServiceSecret: secret, VaultSecret: vault} }
 
-func top(url, version string) []ServiceRef {
-	return []ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
+func top(url, version string) []agreement.ServiceRef {
+	return []agreement.ServiceRef{{Org: testOrg, URL: url, Arch: "amd64", Version: version}}
 }
 
 // faultStore is a store whose Stat can be made to fail, counting Stat and
@@ -122,10 +123,10 @@ func TestValidateRules(t *testing.T) {
 			check: func(t *testing.T, rep *Report) {
 				require.Len(t, rep.Resolved, 1)
 				rb := rep.Resolved[0]
-				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
+				assert.Equal(t, agreement.ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0", Container: "main"}, rb.Service)
 				assert.Equal(t, "token", rb.ServiceSecret)
-				assert.Equal(t, FormatJSON, rb.Format)
-				assert.Equal(t, VaultSecretName{Scope: ScopeUser, User: "alice", Secret: "tok"}, rb.VaultSecret)
+				assert.Equal(t, agreement.FormatJSON, rb.Format)
+				assert.Equal(t, VaultSecretName{User: "alice", Secret: "tok"}, rb.VaultSecret)
 				assert.True(t, rep.ExistenceChecked)
 				assert.NoError(t, rep.Err())
 			},
@@ -269,12 +270,12 @@ func TestValidateRules(t *testing.T) {
 		},
 		{
 			name:   "raw format is carried into the resolved binding",
-			defs:   []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.Secrets["token"] = ServiceSecret{Format: FormatRaw} })},
+			defs:   []*ServiceDefinition{with(a(), func(d *ServiceDefinition) { d.Secrets["token"] = ServiceSecret{Format: agreement.FormatRaw} })},
 			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
 			want:   nil,
 			check: func(t *testing.T, rep *Report) {
 				require.Len(t, rep.Resolved, 1)
-				assert.Equal(t, FormatRaw, rep.Resolved[0].Format)
+				assert.Equal(t, agreement.FormatRaw, rep.Resolved[0].Format)
 			},
 		},
 		{
@@ -357,7 +358,7 @@ func TestValidateRules(t *testing.T) {
 			check: func(t *testing.T, rep *Report) {
 				assert.Equal(t, 2, rep.Problems[0].Binding)
 				assert.Equal(t, 3, rep.Problems[1].Binding)
-				assert.True(t, rep.OK())
+				assert.True(t, (rep.Err() == nil))
 			},
 		},
 		{
@@ -389,7 +390,7 @@ func TestValidateRules(t *testing.T) {
 			target: Target{Services: top("com.example.top", "1.0.0")},
 			want:   []Code{CodeServiceUnresolved},
 			check: func(t *testing.T, rep *Report) {
-				assert.Equal(t, ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "[2.0.0,3.0.0)"}, rep.Problems[0].Service)
+				assert.Equal(t, agreement.ServiceRef{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "[2.0.0,3.0.0)"}, rep.Problems[0].Service)
 			},
 		},
 		{
@@ -440,9 +441,9 @@ func TestValidateRules(t *testing.T) {
 			}
 			rep, err := Validate(context.Background(), c.target, opts)
 			require.NoError(t, err)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "problems: %v", rep.Problems)
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)), "problems: %v", rep.Problems)
 			for _, p := range rep.Problems {
-				assert.Contains(t, []Severity{p.Code.Severity(), CodeBindingUnused.Severity()}, p.Severity, "its own severity, or that of a binding no service needs")
+				assert.Contains(t, []string{p.Code.severityAt(PointDeployCheck), CodeBindingUnused.severityAt(PointDeployCheck)}, p.Severity, "its own severity, or that of a binding no service needs")
 				assert.NotEmpty(t, p.Message)
 				assert.True(t, strings.HasSuffix(p.Message, "."), "one sentence: %q", p.Message)
 				assert.NotContains(t, p.Message, "{", "services are written org/url_version_arch: %q", p.Message)
@@ -462,6 +463,15 @@ func with2(e SecretBinding, change func(*SecretBinding)) SecretBinding {
 	return e
 }
 
+// codes returns the code of every problem of rep, in report order.
+func codes(rep *Report) []Code {
+	out := make([]Code, len(rep.Problems))
+	for i, p := range rep.Problems {
+		out[i] = p.Code
+	}
+	return out
+}
+
 func nilIfEmpty(c []Code) []Code {
 	if len(c) == 0 {
 		return nil
@@ -474,15 +484,15 @@ func TestValidateEveryArch(t *testing.T) {
 	cat, err := NewCatalog(svc("com.example.a", "1.0.0", "token"), arm, svc("com.example.a", "0.9.0", "token"))
 	require.NoError(t, err)
 	rep, err := Validate(context.Background(), Target{
-		Services:       []ServiceRef{{Org: testOrg, URL: "com.example.a", Arch: "*"}},
+		Services:       []agreement.ServiceRef{{Org: testOrg, URL: "com.example.a", Arch: "*"}},
 		SecretBindings: []SecretBinding{{ServiceOrgid: testOrg, ServiceURL: "com.example.a", ServiceArch: "amd64", Bindings: []Binding{bind("token", "tok")}}},
 	}, Options{Resolver: cat})
 	require.NoError(t, err)
-	assert.Equal(t, []ServiceRef{
+	assert.Equal(t, []agreement.ServiceRef{
 		{Org: testOrg, URL: "com.example.a", Arch: "amd64", Version: "1.0.0"},
 		{Org: testOrg, URL: "com.example.a", Arch: "arm64", Version: "1.0.0"},
 	}, rep.Services)
-	assert.Equal(t, []Code{CodeSecretUnbound}, rep.Codes(), "the arm64 version has no binding")
+	assert.Equal(t, []Code{CodeSecretUnbound}, codes(rep), "the arm64 version has no binding")
 	assert.Equal(t, "arm64", rep.Problems[0].Service.Arch)
 }
 
@@ -511,7 +521,7 @@ func TestValidateResolverFailureIsReported(t *testing.T) {
 	rep, err := Validate(context.Background(), Target{Services: top("com.example.a", "1.0.0")},
 		Options{Resolver: failingResolver{errors.New("exchange answered 502")}})
 	require.NoError(t, err)
-	require.Equal(t, []Code{CodeServiceUnresolved}, rep.Codes())
+	require.Equal(t, []Code{CodeServiceUnresolved}, codes(rep))
 	assert.Contains(t, rep.Problems[0].Message, "exchange answered 502")
 }
 
@@ -550,7 +560,7 @@ func TestValidateService(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rep := ValidateService(c.def)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()))
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)))
 		})
 	}
 }
@@ -565,12 +575,12 @@ func TestReportErr(t *testing.T) {
 	err := rep.Err()
 	require.Error(t, err)
 	assert.ErrorIs(t, err, secretstore.ErrInvalid)
-	var ve *ValidationError
+	var ve *validationError
 	require.ErrorAs(t, err, &ve)
-	assert.Len(t, ve.Problems, 2)
+	assert.Len(t, ve.problems, 2)
 	assert.Equal(t, "binding: 2 problems:\n  - error secret_unbound: secret \"a\" is unbound.\n  - error vault_secret_missing: secret \"b\" is missing.", err.Error())
 	assert.Len(t, rep.Warnings(), 1)
-	assert.Len(t, rep.Notes(), 1)
+	assert.Len(t, rep.bySeverity(severityNote), 1)
 }
 
 func TestCatalogRejectsBadDefinitions(t *testing.T) {
@@ -600,11 +610,11 @@ func ohDef(url string, containers map[string]map[string]string, cluster map[stri
 	if containers != nil {
 		d.Deployment = device()
 		for c, s := range containers {
-			d.Deployment.Services[c] = ContainerConfig{Secrets: secrets(s), Config: map[string]json.RawMessage{"image": json.RawMessage(`"x"`)}}
+			d.Deployment.Services[c] = Workload{Secrets: secrets(s), Config: map[string]json.RawMessage{"image": json.RawMessage(`"x"`)}}
 		}
 	}
 	if cluster != nil {
-		d.ClusterDeployment = &ClusterDeploymentConfig{Secrets: secrets(cluster)}
+		d.ClusterDeployment = &Workload{Secrets: secrets(cluster)}
 	}
 	return d
 }
@@ -628,16 +638,16 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 	}{
 		{
 			name: "a secret two containers declare goes to both, each in its format",
-			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatValueOnly}, "worker": {"pw": ""}, "cache": nil}, nil),
+			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": agreement.FormatValueOnly}, "worker": {"pw": ""}, "cache": nil}, nil),
 			sb:   []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
-			res:  []res{{"web", "pw", FormatValueOnly, "db"}, {"worker", "pw", FormatJSON, "db"}},
+			res:  []res{{"web", "pw", agreement.FormatValueOnly, "db"}, {"worker", "pw", agreement.FormatJSON, "db"}},
 		},
 		{
 			name: "serviceContainer narrows: the other declaring container is left unbound",
 			def:  ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": ""}, "worker": {"pw": ""}}, nil),
 			sb:   []SecretBinding{with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" })},
 			want: []Code{CodeSecretUnbound},
-			res:  []res{{"web", "pw", FormatJSON, "db"}},
+			res:  []res{{"web", "pw", agreement.FormatJSON, "db"}},
 		},
 		{
 			name: "serviceContainer naming a container that does not declare the secret",
@@ -652,20 +662,20 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 				with2(sbEntry("com.example.oh", bind("pw", "db")), func(e *SecretBinding) { e.ServiceContainer = "web" }),
 				with2(sbEntry("com.example.oh", bind("pw", "user/alice/db")), func(e *SecretBinding) { e.ServiceContainer = "worker" }),
 			},
-			res: []res{{"web", "pw", FormatJSON, "db"}, {"worker", "pw", FormatJSON, "user/alice/db"}},
+			res: []res{{"web", "pw", agreement.FormatJSON, "db"}, {"worker", "pw", agreement.FormatJSON, "user/alice/db"}},
 		},
 		{
 			name: "a cluster service's secrets are bound, in the cluster deployment",
-			def:  ohDef("com.example.op", nil, map[string]string{"token": FormatValueOnly, "cert": ""}),
+			def:  ohDef("com.example.op", nil, map[string]string{"token": agreement.FormatValueOnly, "cert": ""}),
 			sb:   []SecretBinding{sbEntry("com.example.op", bind("token", "tok"))},
 			want: []Code{CodeSecretUnbound},
-			res:  []res{{"", "token", FormatValueOnly, "tok"}},
+			res:  []res{{"", "token", agreement.FormatValueOnly, "tok"}},
 		},
 		{
 			name: "device and cluster declare the same secret: both get it",
-			def:  ohDef("com.example.both", map[string]map[string]string{"web": {"token": ""}}, map[string]string{"token": FormatValueOnly}),
+			def:  ohDef("com.example.both", map[string]map[string]string{"web": {"token": ""}}, map[string]string{"token": agreement.FormatValueOnly}),
 			sb:   []SecretBinding{sbEntry("com.example.both", bind("token", "tok"))},
-			res:  []res{{"web", "token", FormatJSON, "tok"}, {"", "token", FormatValueOnly, "tok"}},
+			res:  []res{{"web", "token", agreement.FormatJSON, "tok"}, {"", "token", agreement.FormatValueOnly, "tok"}},
 		},
 		{
 			name: "serviceContainer on a cluster service names no container",
@@ -675,11 +685,11 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 		},
 		{
 			name: "declared at the top and by a container: the containers decide",
-			def: with(ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": FormatRaw}, "worker": nil}, nil), func(d *ServiceDefinition) {
+			def: with(ohDef("com.example.oh", map[string]map[string]string{"web": {"pw": agreement.FormatRaw}, "worker": nil}, nil), func(d *ServiceDefinition) {
 				d.Secrets = map[string]ServiceSecret{"pw": {}}
 			}),
 			sb:  []SecretBinding{sbEntry("com.example.oh", bind("pw", "db"))},
-			res: []res{{"web", "pw", FormatRaw, "db"}},
+			res: []res{{"web", "pw", agreement.FormatRaw, "db"}},
 		},
 		{
 			name: "first binding wins, as in Open Horizon; a later conflicting one is a warning",
@@ -689,7 +699,7 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 				sbEntry("com.example.oh", bind("pw", "other")),
 			},
 			want:  []Code{CodeBindingConflict},
-			res:   []res{{"web", "pw", FormatJSON, "db"}},
+			res:   []res{{"web", "pw", agreement.FormatJSON, "db"}},
 			point: PointAgreement,
 		},
 	}
@@ -701,7 +711,7 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 			target.SecretBindings = c.sb
 			rep, err := Validate(context.Background(), target, Options{Resolver: cat, Point: c.point})
 			require.NoError(t, err)
-			assert.Equal(t, c.want, nilIfEmpty(rep.Codes()), "%v", rep.Problems)
+			assert.Equal(t, c.want, nilIfEmpty(codes(rep)), "%v", rep.Problems)
 			var got []res
 			for _, rb := range rep.Resolved {
 				got = append(got, res{rb.Service.Container, rb.ServiceSecret, rb.Format, rb.VaultSecret.String()})
@@ -719,25 +729,24 @@ func TestValidateOpenHorizonShapes(t *testing.T) {
 func TestSeveritiesByPoint(t *testing.T) {
 	table := []struct {
 		code                     Code
-		publish, check, agreeing Severity
+		publish, check, agreeing string
 	}{
-		{CodeBindingUnused, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeSecretUndeclared, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeBindingDuplicate, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeNodeSecretFallback, SeverityNote, SeverityWarning, SeverityNote},
-		{CodeVaultSecretMissing, SeverityWarning, SeverityError, SeverityError},
-		{CodeStoreUnavailable, SeverityWarning, SeverityError, SeverityError},
-		{CodeStoreForbidden, SeverityWarning, SeverityError, SeverityError},
-		{CodeBindingConflict, SeverityWarning, SeverityWarning, SeverityWarning},
-		{CodeSecretsMixedDeployment, SeverityWarning, SeverityWarning, SeverityWarning},
-		{CodeSecretUnbound, SeverityError, SeverityError, SeverityError},
-		{CodeVaultSecretInvalid, SeverityError, SeverityError, SeverityError},
-		{CodeContainerUnknown, SeverityError, SeverityError, SeverityError},
+		{CodeBindingUnused, severityNote, severityWarning, severityNote},
+		{CodeSecretUndeclared, severityNote, severityWarning, severityNote},
+		{CodeBindingDuplicate, severityNote, severityWarning, severityNote},
+		{CodeNodeSecretFallback, severityNote, severityWarning, severityNote},
+		{CodeVaultSecretMissing, severityWarning, severityError, severityError},
+		{CodeStoreUnavailable, severityWarning, severityError, severityError},
+		{CodeStoreForbidden, severityWarning, severityError, severityError},
+		{CodeBindingConflict, severityWarning, severityWarning, severityWarning},
+		{CodeSecretsMixedDeployment, severityWarning, severityWarning, severityWarning},
+		{CodeSecretUnbound, severityError, severityError, severityError},
+		{CodeVaultSecretInvalid, severityError, severityError, severityError},
+		{CodeContainerUnknown, severityError, severityError, severityError},
 	}
 	for _, r := range table {
-		assert.Equal(t, []Severity{r.publish, r.check, r.agreeing},
-			[]Severity{r.code.SeverityAt(PointPublish), r.code.SeverityAt(PointDeployCheck), r.code.SeverityAt(PointAgreement)}, string(r.code))
-		assert.Equal(t, r.check, r.code.Severity())
+		assert.Equal(t, []string{r.publish, r.check, r.agreeing},
+			[]string{r.code.severityAt(PointPublish), r.code.severityAt(PointDeployCheck), r.code.severityAt(PointAgreement)}, string(r.code))
 	}
 
 	a := svc("com.example.a", "1.0.0", "token")
@@ -747,7 +756,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 	require.NoError(t, err)
 	type sev struct {
 		code     Code
-		severity Severity
+		severity string
 	}
 	cases := []struct {
 		name string
@@ -757,7 +766,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 		{
 			name: "an invalid vault name: an error where needed, a note where not",
 			sb:   []SecretBinding{sbEntry("com.example.a", bind("token", "openhorizon/x"), bind("debug", "user/alice"))},
-			want: []sev{{CodeVaultSecretInvalid, SeverityError}, {CodeVaultSecretInvalid, SeverityNote}, {CodeSecretUndeclared, SeverityNote}},
+			want: []sev{{CodeVaultSecretInvalid, severityError}, {CodeVaultSecretInvalid, severityNote}, {CodeSecretUndeclared, severityNote}},
 		},
 		{
 			name: "an invalid version range: an error where the entry selects a deployed service, a note elsewhere",
@@ -766,7 +775,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 				with2(sbEntry("com.example.a", bind("token", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
 				with2(sbEntry("com.example.gone", bind("x", "tok")), func(e *SecretBinding) { e.ServiceVersionRange = "[1" }),
 			},
-			want: []sev{{CodeVersionRangeInvalid, SeverityError}, {CodeVersionRangeInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+			want: []sev{{CodeVersionRangeInvalid, severityError}, {CodeVersionRangeInvalid, severityNote}, {CodeVaultSecretMissing, severityWarning}},
 		},
 		{
 			name: "entries that cannot select anything are notes",
@@ -775,7 +784,7 @@ func TestSeveritiesByPoint(t *testing.T) {
 				{ServiceURL: "com.example.a", Bindings: []Binding{bind("token", "tok")}},
 				with2(sbEntry("com.example.a", bind("", "tok"), bind("../x", "tok")), func(e *SecretBinding) { e.ServiceArch = "amd 64" }),
 			},
-			want: []sev{{CodeFieldMissing, SeverityNote}, {CodeArchInvalid, SeverityNote}, {CodeFieldMissing, SeverityNote}, {CodeSecretNameInvalid, SeverityNote}, {CodeVaultSecretMissing, SeverityWarning}},
+			want: []sev{{CodeFieldMissing, severityNote}, {CodeArchInvalid, severityNote}, {CodeFieldMissing, severityNote}, {CodeSecretNameInvalid, severityNote}, {CodeVaultSecretMissing, severityWarning}},
 		},
 	}
 	for _, c := range cases {

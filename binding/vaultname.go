@@ -9,36 +9,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// NameScope is the scope of a vault secret name.
-type NameScope int
-
-// Vault secret name scopes.
-const (
-	// ScopeOrg: "<name>", usable by every service of the organisation.
-	ScopeOrg NameScope = iota
-	// ScopeUser: "user/<user>/<name>", a user's private secret.
-	ScopeUser
-	// ScopeNode: "node/<node>/<name>", an organisation secret for one node.
-	ScopeNode
-	// ScopeUserNode: "user/<user>/node/<node>/<name>", a user's secret for one node.
-	ScopeUserNode
-)
-
-// String returns "org", "user", "node" or "user+node".
-func (s NameScope) String() string {
-	switch s {
-	case ScopeOrg:
-		return "org"
-	case ScopeUser:
-		return "user"
-	case ScopeNode:
-		return "node"
-	case ScopeUserNode:
-		return "user+node"
-	}
-	return fmt.Sprintf("NameScope(%d)", int(s))
-}
-
 // Reserved first segments of a vault secret name.
 const (
 	userSegment = "user"
@@ -50,13 +20,16 @@ const (
 
 // VaultSecretName is a parsed vault secret name as written in a secret
 // binding. It is relative to an organisation: StorePath places it under
-// "<org>/" in the store.
+// "<org>/" in the store. Its scope is which of User and Node are set:
+//
+//	neither   "<name>", usable by every service of the organisation
+//	User      "user/<user>/<name>", a user's private secret
+//	Node      "node/<node>/<name>", an organisation secret for one node
+//	both      "user/<user>/node/<node>/<name>", a user's secret for one node
 type VaultSecretName struct {
-	// Scope says which of User and Node are set.
-	Scope NameScope
-	// User is the owning user for ScopeUser and ScopeUserNode.
+	// User is the owning user of a user secret; "" otherwise.
 	User string
-	// Node is the node id for ScopeNode and ScopeUserNode.
+	// Node is the node id of a secret for one node; "" otherwise.
 	Node string
 	// Secret is the secret's own name; at organisation scope it may
 	// contain '/'.
@@ -98,37 +71,36 @@ func ParseVaultSecretName(s string) (VaultSecretName, error) {
 		}
 		n.User = segs[1]
 		if segs[2] != nodeSegment {
-			n.Scope, n.Secret = ScopeUser, strings.Join(segs[2:], "/")
+			n.Secret = strings.Join(segs[2:], "/")
 			return n, nil
 		}
 		if len(segs) < 5 {
 			return n, errors.New(`vault secret name "user/<user>/node/..." needs a node and a secret name: user/<user>/node/<node>/<name>`)
 		}
-		n.Scope, n.Node, n.Secret = ScopeUserNode, segs[3], strings.Join(segs[4:], "/")
+		n.Node, n.Secret = segs[3], strings.Join(segs[4:], "/")
 		return n, nil
 	case nodeSegment:
 		if len(segs) < 3 {
 			return n, errors.New(`vault secret name "node/..." needs a node and a secret name: node/<node>/<name>`)
 		}
-		n.Scope, n.Node, n.Secret = ScopeNode, segs[1], strings.Join(segs[2:], "/")
+		n.Node, n.Secret = segs[1], strings.Join(segs[2:], "/")
 		return n, nil
 	}
-	n.Scope, n.Secret = ScopeOrg, rest
+	n.Secret = rest
 	return n, nil
 }
 
 // String returns the name in the canonical form ParseVaultSecretName reads
 // (without a leading '/').
 func (n VaultSecretName) String() string {
-	switch n.Scope {
-	case ScopeUser:
-		return userSegment + "/" + n.User + "/" + n.Secret
-	case ScopeNode:
-		return nodeSegment + "/" + n.Node + "/" + n.Secret
-	case ScopeUserNode:
-		return userSegment + "/" + n.User + "/" + nodeSegment + "/" + n.Node + "/" + n.Secret
+	out := n.Secret
+	if n.Node != "" {
+		out = nodeSegment + "/" + n.Node + "/" + out
 	}
-	return n.Secret
+	if n.User != "" {
+		out = userSegment + "/" + n.User + "/" + out
+	}
+	return out
 }
 
 // StorePath returns the secretstore name of n for organisation org:

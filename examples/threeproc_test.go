@@ -307,7 +307,8 @@ func runThreeProcesses(t *testing.T, b backend) {
 	assert.True(t, exists)
 	health, err := client.Health(ctx)
 	require.NoError(t, err)
-	assert.False(t, health.LastVaultInteractionTime().IsZero())
+	require.NotNil(t, health.LiveHealth)
+	assert.NotZero(t, health.LiveHealth.LastVaultInteraction)
 
 	// Deleted: the engine cancels the agreement; the agent wipes the
 	// instance and withdraws its environment.

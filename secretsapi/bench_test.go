@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 // BenchmarkExistence compares one existence check made directly on the
-// store (binding.StoreChecker), through the handler in process on each
+// store (binding.NewStoreChecker), through the handler in process on each
 // route (authentication and the policy included), and through the client
 // over loopback HTTP on each route.
 func BenchmarkExistence(b *testing.B) {
@@ -37,7 +38,7 @@ func BenchmarkExistence(b *testing.B) {
 	})
 	for _, route := range []struct{ name, method, path string }{
 		{"HandlerDesignRoute", http.MethodGet, "/secrets/db/password"},
-		{"HandlerOpenHorizonRoute", binding.MethodList, "/org/myorg/secrets/db/password"},
+		{"HandlerOpenHorizonRoute", agbotapi.MethodList, "/org/myorg/secrets/db/password"},
 	} {
 		b.Run(route.name, func(b *testing.B) {
 			req := httptest.NewRequest(route.method, route.path, nil)

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -92,7 +94,7 @@ func (h *handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	h.log.Info("deploycheck", "caller", caller.String(), "org", org, "compatible", report.OK(), "problems", len(report.Problems))
+	h.log.Info("deploycheck", "caller", caller.String(), "org", org, "compatible", report.Err() == nil, "problems", len(report.Problems))
 	writeJSON(w, http.StatusOK, deployCheckAnswer(report))
 }
 
@@ -118,13 +120,13 @@ func (h *handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 		if err != nil {
 			return target, nil, "", fmt.Errorf("business_policy: %w", err)
 		}
-		target = p.Target()
+		target = p
 	case hasPattern:
 		p, err := binding.DecodePattern(bytes.NewReader(req.Pattern))
 		if err != nil {
 			return target, nil, "", fmt.Errorf("pattern: %w", err)
 		}
-		target = p.Target()
+		target = p
 	case req.BusinessPolicyID != "" || req.PatternID != "":
 		return target, nil, "", errors.New("give the deployment policy (business_policy) or the pattern (pattern) in the request: this agbot does not read them from the exchange by id")
 	default:
@@ -134,7 +136,7 @@ func (h *handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 	if req.NodeArch != "" {
 		kept := target.Services[:0]
 		for _, s := range target.Services {
-			if binding.ArchMatches(s.Arch, req.NodeArch) {
+			if ohversion.ArchMatches(s.Arch, req.NodeArch) {
 				s.Arch = req.NodeArch
 				kept = append(kept, s)
 			}
@@ -157,7 +159,7 @@ func (h *handler) decodeDeployCheck(c Caller, body []byte) (binding.Target, bind
 	if err != nil {
 		return target, nil, "", fmt.Errorf("service: %w", err)
 	}
-	var resolver binding.Resolver = catalog
+	resolver := catalog
 	if h.opts.Resolver != nil {
 		resolver = resolvers{catalog, h.opts.Resolver}
 	}
@@ -213,13 +215,13 @@ func deployCheckAnswer(rep *binding.Report) deployCheckResponse {
 	errs, warns := map[string][]string{}, map[string][]string{}
 	for _, p := range rep.Problems {
 		k := serviceKey(p.Service)
-		if p.Severity == binding.SeverityError {
+		if p.Severity == "error" {
 			errs[k] = append(errs[k], p.Message)
 		} else {
 			warns[k] = append(warns[k], p.Message)
 		}
 	}
-	out := deployCheckResponse{Compatible: rep.OK(), Reason: map[string]string{}, Problems: rep.Problems}
+	out := deployCheckResponse{Compatible: rep.Err() == nil, Reason: map[string]string{}, Problems: rep.Problems}
 	if out.Problems == nil {
 		out.Problems = []binding.Problem{}
 	}
@@ -244,6 +246,6 @@ func deployCheckAnswer(rep *binding.Report) deployCheckResponse {
 }
 
 // serviceKey is anax's service id: "<org>/<url>_<version>_<arch>".
-func serviceKey(s binding.ServiceRef) string {
+func serviceKey(s agreement.ServiceRef) string {
 	return s.Org + "/" + s.URL + "_" + s.Version + "_" + s.Arch
 }

@@ -101,7 +101,7 @@ func TestDeployCheck(t *testing.T) {
 			assert.Equal(t, tt.compatible, a.Compatible, r.body)
 			var codes []binding.Code
 			for _, p := range a.Problems {
-				if p.Severity == binding.SeverityError {
+				if p.Severity == "error" {
 					codes = append(codes, p.Code)
 				}
 			}

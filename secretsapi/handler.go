@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -90,7 +91,7 @@ func NewHandler(opts Options) (http.Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	if wait, ok := preferredWait(r.Header); ok && p != binding.HealthPath {
+	if wait, ok := preferredWait(r.Header); ok && p != agbotapi.HealthPath {
 		// The caller waits this long (RFC 7240): answer 503 by then
 		// rather than an answer it no longer reads.
 		ctx, cancel := context.WithTimeoutCause(r.Context(), wait, errWaitElapsed)
@@ -99,16 +100,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 	}
 	switch {
-	case p == binding.HealthPath:
+	case p == agbotapi.HealthPath:
 		h.health(w, r)
-	case strings.HasPrefix(p, binding.SecretsPath):
-		h.designExists(w, r, strings.TrimPrefix(p, binding.SecretsPath))
-	case strings.HasPrefix(p, binding.OrgPath):
+	case strings.HasPrefix(p, agbotapi.SecretsPath):
+		h.designExists(w, r, strings.TrimPrefix(p, agbotapi.SecretsPath))
+	case strings.HasPrefix(p, agbotapi.OrgPath):
 		h.manage(w, r)
 	case p == deployCheckPath:
 		h.deployCheck(w, r)
 	default:
-		writeJSON(w, http.StatusNotFound, binding.APIError{Error: "no such resource", Code: binding.APIErrNotFound})
+		writeJSON(w, http.StatusNotFound, agbotapi.Error{Error: "no such resource", Code: agbotapi.ErrNotFound})
 	}
 }
 
@@ -118,7 +119,7 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func
 	cred, ok := readCredentials(r)
 	if !ok {
 		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
-		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", binding.APIErrUnauthorized))
+		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", agbotapi.ErrUnauthorized))
 		return Caller{}, false
 	}
 	c, err := h.opts.Authenticate(r.Context(), cred)
@@ -130,21 +131,21 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func
 	if err != nil {
 		// Neither the hook's error nor the credentials are logged.
 		h.log.Info("secrets API request refused by the authentication hook", "remote", r.RemoteAddr, "path", r.URL.Path)
-		writeJSON(w, http.StatusUnauthorized, body("Failed to authenticate the user with the Exchange.", binding.APIErrUnauthorized))
+		writeJSON(w, http.StatusUnauthorized, body("Failed to authenticate the user with the Exchange.", agbotapi.ErrUnauthorized))
 		return Caller{}, false
 	}
 	return c, true
 }
 
 // designError is the design route's error body.
-func designError(msg, code string) any { return binding.APIError{Error: msg, Code: code} }
+func designError(msg, code string) any { return agbotapi.Error{Error: msg, Code: code} }
 
 // designExists serves GET /secrets/{name...}: existence of a secret of the
 // caller's organisation, with Stat only.
 func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})
+		writeJSON(w, http.StatusMethodNotAllowed, agbotapi.Error{Error: "only GET is allowed", Code: agbotapi.ErrMethod})
 		return
 	}
 	caller, ok := h.authenticate(w, r, designError)
@@ -152,18 +153,18 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 		return
 	}
 	if h.opts.Store == nil {
-		writeJSON(w, http.StatusServiceUnavailable, binding.APIError{Error: msgNoStore, Code: binding.APIErrNoStore})
+		writeJSON(w, http.StatusServiceUnavailable, agbotapi.Error{Error: msgNoStore, Code: agbotapi.ErrNoStore})
 		return
 	}
 	name, err := binding.ParseVaultSecretName(raw)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, binding.APIError{Error: err.Error(), Code: binding.APIErrInvalidName})
+		writeJSON(w, http.StatusBadRequest, agbotapi.Error{Error: err.Error(), Code: agbotapi.ErrInvalidName})
 		return
 	}
 	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
 	if !authorize(caller, caller.Org, name, actionExists) {
 		log.Info("secret existence check refused by the policy")
-		writeJSON(w, http.StatusForbidden, binding.APIError{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: binding.APIErrForbidden})
+		writeJSON(w, http.StatusForbidden, agbotapi.Error{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: agbotapi.ErrForbidden})
 		return
 	}
 	exists, err := h.exists(r.Context(), caller.Org, name)
@@ -176,11 +177,11 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 	if !exists {
 		status = http.StatusNotFound
 	}
-	writeJSON(w, status, binding.Existence{Exists: exists})
+	writeJSON(w, status, agbotapi.Existence{Exists: exists})
 }
 
 // exists checks a secret with Stat, never reading its value
-// (binding.StoreChecker).
+// (binding.NewStoreChecker).
 func (h *handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
 	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {
@@ -232,16 +233,16 @@ func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 		// The caller went away; nobody reads an answer.
 	case errors.Is(err, secretstore.ErrUnavailable) || waited:
 		log.Warn("secret store unavailable", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, binding.APIErrStoreUnavailable))
+		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, agbotapi.ErrStoreUnavailable))
 	case errors.Is(err, secretstore.ErrPermission):
 		log.Warn("the secret store refused the agbot's credentials", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", binding.APIErrStoreForbidden))
+		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", agbotapi.ErrStoreForbidden))
 	case errors.Is(err, secretstore.ErrInvalid):
 		log.Info("the secret store refused a name", "err", err)
-		writeJSON(w, http.StatusBadRequest, body("The secrets provider does not accept this secret name.", binding.APIErrInvalidName))
+		writeJSON(w, http.StatusBadRequest, body("The secrets provider does not accept this secret name.", agbotapi.ErrInvalidName))
 	default:
 		log.Error("secret store failure", "err", err)
-		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", binding.APIErrInternal))
+		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", agbotapi.ErrInternal))
 	}
 }
 
@@ -265,7 +266,7 @@ func dirPhrase(t target) string {
 func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, binding.APIError{Error: "only GET is allowed", Code: binding.APIErrMethod})
+		writeJSON(w, http.StatusMethodNotAllowed, agbotapi.Error{Error: "only GET is allowed", Code: agbotapi.ErrMethod})
 		return
 	}
 	cfg := h.opts.Configuration

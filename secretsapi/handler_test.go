@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -299,15 +300,15 @@ func TestDesignExistenceRoute(t *testing.T) {
 		{"missing", "GET", "/secrets/nope", "myorg/alice", 404, `{"exists":false}`, ""},
 		{"own user secret", "GET", "/secrets/user/alice/token", "myorg/alice", 200, `{"exists":true}`, ""},
 		{"another organisation's secret is not visible", "GET", "/secrets/db/password", "otherorg/carol", 200, `{"exists":true}`, ""},
-		{"another user's secret", "GET", "/secrets/user/bob/token", "myorg/alice", 403, "", binding.APIErrForbidden},
+		{"another user's secret", "GET", "/secrets/user/bob/token", "myorg/alice", 403, "", agbotapi.ErrForbidden},
 		{"another user's secret as an admin", "GET", "/secrets/user/bob/token", "myorg/admin", 200, `{"exists":true}`, ""},
-		{"a node", "GET", "/secrets/node/n1/cert", "myorg/n1", 403, "", binding.APIErrForbidden},
-		{"an invalid name", "GET", "/secrets/user/alice", "myorg/alice", 400, "", binding.APIErrInvalidName},
-		{"the store prefix", "GET", "/secrets/openhorizon/myorg/db", "myorg/alice", 400, "", binding.APIErrInvalidName},
-		{"an empty name", "GET", "/secrets/", "myorg/alice", 400, "", binding.APIErrInvalidName},
-		{"no credentials", "GET", "/secrets/db/password", "", 401, "", binding.APIErrUnauthorized},
-		{"another method", "POST", "/secrets/db/password", "myorg/admin", 405, "", binding.APIErrMethod},
-		{"not a route", "GET", "/nothing", "myorg/admin", 404, "", binding.APIErrNotFound},
+		{"a node", "GET", "/secrets/node/n1/cert", "myorg/n1", 403, "", agbotapi.ErrForbidden},
+		{"an invalid name", "GET", "/secrets/user/alice", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
+		{"the store prefix", "GET", "/secrets/openhorizon/myorg/db", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
+		{"an empty name", "GET", "/secrets/", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
+		{"no credentials", "GET", "/secrets/db/password", "", 401, "", agbotapi.ErrUnauthorized},
+		{"another method", "POST", "/secrets/db/password", "myorg/admin", 405, "", agbotapi.ErrMethod},
+		{"not a route", "GET", "/nothing", "myorg/admin", 404, "", agbotapi.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,7 +319,7 @@ func TestDesignExistenceRoute(t *testing.T) {
 				assert.JSONEq(t, tt.wantJSON, r.body)
 				return
 			}
-			var e binding.APIError
+			var e agbotapi.Error
 			require.NoError(t, json.Unmarshal([]byte(r.body), &e))
 			assert.Equal(t, tt.code, e.Code)
 			assert.NotEmpty(t, e.Error)
@@ -363,11 +364,11 @@ func TestStoreMissingOrFailing(t *testing.T) {
 				assert.Equal(t, 503, r.status, req)
 				assert.Contains(t, r.body, tc.want)
 			}
-			var e binding.APIError
+			var e agbotapi.Error
 			r := f.do(t, "GET", "/secrets/db", "myorg/admin", "")
 			require.NoError(t, json.Unmarshal([]byte(r.body), &e))
 			assert.Equal(t, 503, r.status)
-			assert.Contains(t, []string{binding.APIErrStoreUnavailable, binding.APIErrStoreForbidden}, e.Code)
+			assert.Contains(t, []string{agbotapi.ErrStoreUnavailable, agbotapi.ErrStoreForbidden}, e.Code)
 		})
 	}
 }

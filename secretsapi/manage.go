@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -92,7 +93,7 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 			h.storeFailure(w, r, log, err, ohError)
 			return
 		}
-		writeJSON(w, http.StatusOK, binding.Existence{Exists: exists})
+		writeJSON(w, http.StatusOK, agbotapi.Existence{Exists: exists})
 	case actionRead:
 		h.read(w, r, log, t, path)
 	case actionWrite:
@@ -105,10 +106,10 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 // actionOf maps a method on a target to the action it is.
 func actionOf(method string, t target) (action, bool) {
 	if t.dir {
-		return actionList, method == binding.MethodList
+		return actionList, method == agbotapi.MethodList
 	}
 	switch method {
-	case binding.MethodList:
+	case agbotapi.MethodList:
 		return actionExists, true
 	case http.MethodGet:
 		return actionRead, true
@@ -146,7 +147,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 		case t.name.String() == "":
 			// The organisation's own secrets, not those under user/ and
 			// node/ (vault.go listSecrets filters them out at the top).
-			if n.Scope == binding.ScopeOrg {
+			if n.User == "" && n.Node == "" {
 				names = append(names, rel)
 			}
 		default:

@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
-// deployCheckPath is the route served besides binding.SecretsPath,
-// binding.OrgPath and binding.HealthPath: GET
+// deployCheckPath is the route served besides agbotapi.SecretsPath,
+// agbotapi.OrgPath and agbotapi.HealthPath: GET
 // /deploycheck/secretbindingcompatible.
 const deployCheckPath = "/deploycheck/secretbindingcompatible"
 
@@ -36,7 +37,7 @@ var errNoRoute = errors.New("no such route")
 // read with the same rules as names (binding.ParseVaultSecretName).
 const probe = "x"
 
-// parseOrgPath reads a path under binding.OrgPath:
+// parseOrgPath reads a path under agbotapi.OrgPath:
 //
 //	/org/{org}/allsecrets
 //	/org/{org}/secrets                                  directory: the organisation's secrets
@@ -48,7 +49,7 @@ const probe = "x"
 // Names follow binding.ParseVaultSecretName, which accepts more characters
 // than anax's route pattern [\w/-]+.
 func parseOrgPath(p string) (target, error) {
-	rest, ok := strings.CutPrefix(p, binding.OrgPath)
+	rest, ok := strings.CutPrefix(p, agbotapi.OrgPath)
 	if !ok {
 		return target{}, errNoRoute
 	}
@@ -79,7 +80,7 @@ func parseOrgPath(p string) (target, error) {
 	// Not a name; perhaps a directory: "user/<u>", "node/<n>",
 	// "user/<u>/node/<n>" each make a name with one more segment.
 	d, derr := binding.ParseVaultSecretName(rest + "/" + probe)
-	if derr != nil || d.Scope == binding.ScopeOrg || d.Secret != probe {
+	if derr != nil || (d.User == "" && d.Node == "") || d.Secret != probe {
 		return target{}, err
 	}
 	d.Secret = ""

@@ -22,14 +22,14 @@ func TestParseOrgPath(t *testing.T) {
 	}{
 		{path: "/org/myorg/secrets", want: target{org: "myorg", dir: true}, prefix: "myorg/"},
 		{path: "/org/myorg/allsecrets", want: target{org: "myorg", all: true, dir: true}, prefix: "myorg/"},
-		{path: "/org/myorg/secrets/user/alice", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice"}}, prefix: "myorg/user/alice/"},
-		{path: "/org/myorg/secrets/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeNode, Node: "n1"}}, prefix: "myorg/node/n1/"},
-		{path: "/org/myorg/secrets/user/alice/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Scope: binding.ScopeUserNode, User: "alice", Node: "n1"}}, prefix: "myorg/user/alice/node/n1/"},
-		{path: "/org/myorg/secrets/db/password", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeOrg, Secret: "db/password"}}},
-		{path: "/org/myorg/secrets/user/alice/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice", Secret: "db"}}},
-		{path: "/org/myorg/secrets/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeNode, Node: "n1", Secret: "db"}}},
-		{path: "/org/myorg/secrets/user/alice/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUserNode, User: "alice", Node: "n1", Secret: "db"}}},
-		{path: "/org/myorg/secrets/user/alice/nodes/n1", want: target{org: "myorg", name: binding.VaultSecretName{Scope: binding.ScopeUser, User: "alice", Secret: "nodes/n1"}}},
+		{path: "/org/myorg/secrets/user/alice", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{User: "alice"}}, prefix: "myorg/user/alice/"},
+		{path: "/org/myorg/secrets/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{Node: "n1"}}, prefix: "myorg/node/n1/"},
+		{path: "/org/myorg/secrets/user/alice/node/n1", want: target{org: "myorg", dir: true, name: binding.VaultSecretName{User: "alice", Node: "n1"}}, prefix: "myorg/user/alice/node/n1/"},
+		{path: "/org/myorg/secrets/db/password", want: target{org: "myorg", name: binding.VaultSecretName{Secret: "db/password"}}},
+		{path: "/org/myorg/secrets/user/alice/db", want: target{org: "myorg", name: binding.VaultSecretName{User: "alice", Secret: "db"}}},
+		{path: "/org/myorg/secrets/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{Node: "n1", Secret: "db"}}},
+		{path: "/org/myorg/secrets/user/alice/node/n1/db", want: target{org: "myorg", name: binding.VaultSecretName{User: "alice", Node: "n1", Secret: "db"}}},
+		{path: "/org/myorg/secrets/user/alice/nodes/n1", want: target{org: "myorg", name: binding.VaultSecretName{User: "alice", Secret: "nodes/n1"}}},
 		{path: "/org/myorg/secrets/user", wantErr: "needs a user"},
 		{path: "/org/myorg/secrets/node", wantErr: "needs a node"},
 		{path: "/org/myorg/secrets/user/alice/node", wantErr: "needs a node"},
@@ -83,7 +83,7 @@ func FuzzParseOrgPath(f *testing.F) {
 			if got.name.String() != "" {
 				n, err := binding.ParseVaultSecretName(got.name.String() + probe)
 				require.NoError(t, err, "a directory is a name's prefix")
-				assert.Equal(t, got.name.Scope, n.Scope)
+				assert.Equal(t, [2]string{got.name.User, got.name.Node}, [2]string{n.User, n.Node})
 			}
 			return
 		}

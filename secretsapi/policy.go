@@ -77,10 +77,10 @@ func (s scope) String() string {
 // name whose Secret is empty) as seen by c. The name is taken to be in c's
 // organisation; authorize refuses everything in another one.
 func scopeOf(c Caller, n binding.VaultSecretName) scope {
-	switch n.Scope {
-	case binding.ScopeNode:
+	switch {
+	case n.Node != "" && n.User == "":
 		return scopeNode
-	case binding.ScopeUser, binding.ScopeUserNode:
+	case n.User != "":
 		if n.User == c.ID && c.Role != RoleNode {
 			return scopeOwnUser
 		}

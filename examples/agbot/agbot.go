@@ -30,7 +30,7 @@ type agbot struct {
 	dep      *deployment
 	engine   *delivery.Engine
 	state    delivery.State // the engine's
-	checker  *binding.StoreChecker
+	checker  binding.ExistenceChecker
 	verifier *identity.Verifier
 	relay    *relay.Server
 
@@ -143,7 +143,7 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	for _, p := range report.Warnings() {
 		log.Warn("deployment", slog.String("problem", p.String()))
 	}
-	if !report.OK() {
+	if report.Err() != nil {
 		missing, other := a.dep.missingSecrets(report)
 		for _, p := range other {
 			log.Error("deployment refused", slog.String("problem", p.String()))

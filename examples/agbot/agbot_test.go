@@ -54,7 +54,7 @@ func TestSampleDeployment(t *testing.T) {
 
 	put(t, store, "myorg/web/api-key", "v")
 	report = validate()
-	require.True(t, report.OK(), "%v", report.Problems)
+	require.NoError(t, report.Err(), "%v", report.Problems)
 	bindings, err := report.Bindings(dep.org, "node-1")
 	require.NoError(t, err)
 	assert.Equal(t, []binding.ServiceBinding{{

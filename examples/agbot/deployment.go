@@ -14,8 +14,9 @@ import (
 )
 
 // maxDeploymentFileSize bounds the -deployment file: a few service
-// definitions and one pattern or policy.
-const maxDeploymentFileSize = 4 * binding.MaxServiceDefinitionSize
+// definitions and one pattern or policy: four times the 16 MiB
+// binding.DecodeServiceDefinition accepts for one definition.
+const maxDeploymentFileSize = 4 * (16 << 20)
 
 // deploymentFile is the -deployment file: the organisation, the service
 // definitions the deployment needs (the deployed services and their
@@ -37,7 +38,7 @@ type deploymentFile struct {
 type deployment struct {
 	org     string
 	target  binding.Target
-	catalog *binding.Catalog
+	catalog binding.Resolver
 }
 
 // loadDeployment reads and decodes the -deployment file. The service
@@ -86,14 +87,14 @@ func (df deploymentFile) decode() (*deployment, error) {
 		if err != nil {
 			problems = append(problems, fmt.Errorf("deploymentPolicy: %w", err))
 		} else {
-			target = p.Target()
+			target = p
 		}
 	case df.Pattern != nil:
 		p, err := binding.DecodePattern(bytes.NewReader(df.Pattern))
 		if err != nil {
 			problems = append(problems, fmt.Errorf("pattern: %w", err))
 		} else {
-			target = p.Target()
+			target = p
 		}
 	default:
 		problems = append(problems, errors.New("deploymentPolicy or pattern: missing"))

@@ -78,6 +78,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
+	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
@@ -318,9 +319,9 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 		return nil
 	})
 	mux := http.NewServeMux()
-	mux.Handle(binding.SecretsPath, secrets)
-	mux.Handle(binding.OrgPath, secrets)
-	mux.Handle(binding.HealthPath, secrets)
+	mux.Handle(agbotapi.SecretsPath, secrets)
+	mux.Handle(agbotapi.OrgPath, secrets)
+	mux.Handle(agbotapi.HealthPath, secrets)
 	mux.Handle("/deploycheck/secretbindingcompatible", secrets)
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)

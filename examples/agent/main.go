@@ -58,7 +58,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -78,13 +77,18 @@ type config struct {
 	logLevel                       string
 }
 
+// envAgbotURL names the environment variable from which hzn takes the URL
+// of the agbot's secure API (anax cli/cliutils/cliutils.go,
+// GetAgbotSecureAPIUrlBase).
+const envAgbotURL = "HZN_AGBOT_URL"
+
 func main() {
 	var c config
-	agbotURL := os.Getenv(binding.EnvAgbotURL)
+	agbotURL := os.Getenv(envAgbotURL)
 	if agbotURL == "" {
 		agbotURL = "http://127.0.0.1:8081"
 	}
-	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+binding.EnvAgbotURL+" when set); several, comma-separated, for agbots sharing a PostgreSQL state: the agent registers with each and takes messages from each")
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+envAgbotURL+" when set); several, comma-separated, for agbots sharing a PostgreSQL state: the agent registers with each and takes messages from each")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
 	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")

@@ -43,7 +43,7 @@ const stateFile = "agbot-state.db"
 // current until they end.
 type agbot struct {
 	keys     *agreement.PrivateKeys
-	checker  *binding.StoreChecker
+	checker  binding.ExistenceChecker
 	resolver binding.Resolver
 	verifier *identity.Verifier
 	state    delivery.State

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/binding"
 )
@@ -51,7 +52,7 @@ const deployerUser = "alice"
 
 // publishService checks the service definition as publishing it does and
 // returns the catalog that stands in for the exchange's service registry.
-func publishService() (*binding.Catalog, error) {
+func publishService() (binding.Resolver, error) {
 	def, err := binding.DecodeServiceDefinition(strings.NewReader(serviceDefinition))
 	if err != nil {
 		return nil, err
@@ -66,13 +67,13 @@ func publishService() (*binding.Catalog, error) {
 // `hzn deploycheck` does: against the service definitions and, through the
 // agbot's existence API, the store.
 type deployer struct {
-	catalog *binding.Catalog
+	catalog binding.Resolver
 	agbot   *binding.Client
 	say     *narrator
 	log     *slog.Logger
 }
 
-func newDeployer(agbotURL string, catalog *binding.Catalog, client *http.Client, password string, say *narrator, logger *slog.Logger) (*deployer, error) {
+func newDeployer(agbotURL string, catalog binding.Resolver, client *http.Client, password string, say *narrator, logger *slog.Logger) (*deployer, error) {
 	log := logger.With("component", "deployer")
 	agbot, err := binding.NewClient(agbotURL, binding.ClientOptions{
 		HTTPClient: client,
@@ -92,8 +93,8 @@ func (d *deployer) check(ctx context.Context, policyJSON string) (binding.Target
 	if err != nil {
 		return binding.Target{}, nil, err
 	}
-	report, err := binding.Validate(ctx, policy.Target(), binding.Options{Resolver: d.catalog, Checker: d.agbot, Logger: d.log})
-	return policy.Target(), report, err
+	report, err := binding.Validate(ctx, policy, binding.Options{Resolver: d.catalog, Checker: d.agbot, Logger: d.log})
+	return policy, report, err
 }
 
 // validateBindings is the deployer checking the good policy (which the
@@ -121,7 +122,7 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if report.OK() {
+	if report.Err() == nil {
 		return fmt.Errorf("the broken policy passed validation")
 	}
 	f.say.sayf("deployer", "a broken policy is refused, with every problem in one report:")
@@ -133,9 +134,9 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if health.LastVaultInteractionTime().IsZero() {
+	if health.LiveHealth == nil || health.LiveHealth.LastVaultInteraction == 0 {
 		return fmt.Errorf("the agbot's /health reports no store interaction")
 	}
-	f.say.sayf("deployer", "agbot /health: last store interaction at %s", health.LastVaultInteractionTime().Format("15:04:05"))
+	f.say.sayf("deployer", "agbot /health: last store interaction at %s", time.Unix(int64(health.LiveHealth.LastVaultInteraction), 0).Format("15:04:05"))
 	return nil
 }

@@ -1,4 +1,7 @@
-package binding
+// Package ohversion is Open Horizon's service versions, version ranges and
+// architecture patterns, as service definitions, patterns, deployment
+// policies and secret bindings write them.
+package ohversion
 
 import (
 	"errors"
@@ -16,8 +19,8 @@ type Version struct {
 // maxVersionDigits keeps every part far from int overflow.
 const maxVersionDigits = 9
 
-// ParseVersion parses an Open Horizon version string.
-func ParseVersion(s string) (Version, error) {
+// Parse parses an Open Horizon version string.
+func Parse(s string) (Version, error) {
 	var v Version
 	if s == "" {
 		return v, errors.New("version is empty")
@@ -56,20 +59,20 @@ func (v Version) Compare(w Version) int {
 // Infinity is the upper bound of an open-ended Open Horizon version range.
 const Infinity = "INFINITY"
 
-// VersionRange is an Open Horizon version range. The zero value is
+// Range is an Open Horizon version range. The zero value is
 // [0.0.0,INFINITY): every version.
-type VersionRange struct {
+type Range struct {
 	lo, hi              Version
 	loOpen, hiInclusive bool
 	hiBounded           bool
 }
 
-// ParseVersionRange parses a range in Open Horizon form: a bare version
+// ParseRange parses a range in Open Horizon form: a bare version
 // "1.2.3" (meaning [1.2.3,INFINITY)), or an interval "[1.0.0,2.0.0)",
 // "(1.0.0,2.0.0]", "[1.0.0,INFINITY)". Whitespace is not allowed, and an
 // interval must contain at least one version.
-func ParseVersionRange(s string) (VersionRange, error) {
-	var r VersionRange
+func ParseRange(s string) (Range, error) {
+	var r Range
 	if s == "" {
 		return r, errors.New("version range is empty")
 	}
@@ -77,7 +80,7 @@ func ParseVersionRange(s string) (VersionRange, error) {
 		return r, fmt.Errorf("version range %q contains whitespace", s)
 	}
 	if s[0] != '[' && s[0] != '(' {
-		lo, err := ParseVersion(s)
+		lo, err := Parse(s)
 		if err != nil {
 			return r, fmt.Errorf("version range %q is neither a version nor an interval: %w", s, err)
 		}
@@ -93,12 +96,12 @@ func ParseVersionRange(s string) (VersionRange, error) {
 		return r, fmt.Errorf("version range %q must have exactly two bounds separated by a comma", s)
 	}
 	var err error
-	if r.lo, err = ParseVersion(lo); err != nil {
+	if r.lo, err = Parse(lo); err != nil {
 		return r, fmt.Errorf("version range %q: lower bound: %w", s, err)
 	}
 	r.loOpen = s[0] == '('
 	if hi != Infinity {
-		if r.hi, err = ParseVersion(hi); err != nil {
+		if r.hi, err = Parse(hi); err != nil {
 			return r, fmt.Errorf("version range %q: upper bound: %w", s, err)
 		}
 		r.hiBounded, r.hiInclusive = true, last == ']'
@@ -111,7 +114,7 @@ func ParseVersionRange(s string) (VersionRange, error) {
 }
 
 // Contains reports whether v lies in the range.
-func (r VersionRange) Contains(v Version) bool {
+func (r Range) Contains(v Version) bool {
 	c := v.Compare(r.lo)
 	if c < 0 || (c == 0 && r.loOpen) {
 		return false
@@ -124,7 +127,7 @@ func (r VersionRange) Contains(v Version) bool {
 }
 
 // String returns the range in interval form, e.g. "[1.0.0,INFINITY)".
-func (r VersionRange) String() string {
+func (r Range) String() string {
 	lo, hi, end := "[", Infinity, ")"
 	if r.loOpen {
 		lo = "("
@@ -138,9 +141,9 @@ func (r VersionRange) String() string {
 	return lo + r.lo.String() + "," + hi + end
 }
 
-// exactVersion returns the range holding v alone.
-func exactVersion(v Version) VersionRange {
-	return VersionRange{lo: v, hi: v, hiBounded: true, hiInclusive: true}
+// Exact returns the range holding v alone.
+func Exact(v Version) Range {
+	return Range{lo: v, hi: v, hiBounded: true, hiInclusive: true}
 }
 
 // AnyArch is the architecture pattern that matches every architecture; the
@@ -153,9 +156,9 @@ func ArchMatches(pattern, arch string) bool {
 	return pattern == "" || pattern == AnyArch || pattern == arch
 }
 
-// checkArch accepts "", "*" and names made of letters, digits, '_', '-' and '.'
+// CheckArch accepts "", "*" and names made of letters, digits, '_', '-' and '.'
 // ("amd64", "arm64", "ppc64le").
-func checkArch(arch string) error {
+func CheckArch(arch string) error {
 	if arch == "" || arch == AnyArch {
 		return nil
 	}
