@@ -107,7 +107,7 @@ func (rb *rsaBaseline) open(b []byte) (Proposal, error) {
 	if err != nil {
 		return Proposal{}, err
 	}
-	return DecodeProposal(plaintext)
+	return decodeProposal(plaintext)
 }
 
 var benchRSA = sync.OnceValues(func() (*rsaBaseline, error) {
@@ -164,7 +164,7 @@ func BenchmarkSealProposal(b *testing.B) {
 			h := Header{Sequence: 1, Time: t0}
 			defer reportCPU(b)()
 			for b.Loop() {
-				if _, err := SealProposal(agbot, agent.Public(), p, h); err != nil {
+				if _, err := Seal(agbot, agent.Public(), p, h, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -198,7 +198,7 @@ func BenchmarkSealCrypto(b *testing.B) {
 	for _, suite := range Suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
-			h := Header{Version: EnvelopeVersion, Suite: suite, SenderKeyID: agbot.Public().SigningKeyID(), RecipientKeyID: agent.Public().EncryptionKeyID(),
+			h := Header{Version: envelopeVersion, Suite: suite, SenderKeyID: agbot.Public().SigningKeyID(), RecipientKeyID: agent.Public().EncryptionKeyID(),
 				Type: TypeProposal, AgreementID: p.AgreementID, Sequence: 1, Time: t0}
 			header, err := appendHeader(nil, h)
 			require.NoError(b, err)
@@ -273,13 +273,13 @@ func BenchmarkOpenProposal(b *testing.B) {
 	for _, suite := range Suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
-			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
+			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(b, err)
 			b.SetBytes(int64(len(env)))
 			ctx := context.Background()
 			defer reportCPU(b)()
 			for b.Loop() {
-				if _, _, err := OpenProposal(ctx, agent, agbot.Public(), env, acceptAll{}); err != nil {
+				if _, _, err := Open[Proposal](ctx, agent, agbot.Public(), env, acceptAll{}, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}

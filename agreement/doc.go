@@ -33,9 +33,10 @@
 // ...) with errors.Is. No error, printout or log value of this package holds
 // a secret value or private key material.
 //
-// SealProposal, SealUpdate, SealReply and OpenProposal, OpenUpdate,
-// OpenReply do the JSON encoding, validation and type checks around Seal
-// and Open.
+// Seal and Open carry the protocol's messages (Seal(..., proposal, ...),
+// Open[Proposal](...), likewise Update and Reply), with the JSON encoding,
+// validation and message type checks, or raw bytes under a message type
+// of the caller's. Options (size limit, allowed suites) apply to both.
 //
 // # Delivery
 //

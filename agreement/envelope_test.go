@@ -23,15 +23,15 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			guard := NewMemoryReplayGuard()
 			plaintext := []byte(`{"value":"` + canary + `"}`)
 
-			env, err := Seal(agbot, agent.Public(), Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 7, Time: t0}, plaintext)
+			env, err := Seal(agbot, agent.Public(), plaintext, Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 7, Time: t0}, Options{})
 			require.NoError(t, err)
 			assert.NotContains(t, string(env), canary, "the plaintext travels encrypted")
 
-			h, got, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+			h, got, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 			require.NoError(t, err)
 			assert.Equal(t, plaintext, got)
 			assert.Equal(t, Header{
-				Version:        EnvelopeVersion,
+				Version:        envelopeVersion,
 				Suite:          suite,
 				SenderKeyID:    agbot.Public().SigningKeyID(),
 				RecipientKeyID: agent.Public().EncryptionKeyID(),
@@ -42,7 +42,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			}, h)
 			assert.Equal(t, uint64(7), guard.Last("agr-1", TypeUpdate))
 
-			peeked, err := PeekHeader(env)
+			peeked, err := PeekHeader(env, Options{})
 			require.NoError(t, err)
 			assert.Equal(t, h, peeked)
 		})
@@ -52,9 +52,9 @@ func TestSealOpenRoundTrip(t *testing.T) {
 func TestSealAcrossSuites(t *testing.T) {
 	// The sender's own suite does not matter: the recipient's key decides.
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteMLKEM768X25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, Options{})
 	require.NoError(t, err)
-	h, _, err := Open(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+	h, _, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 	require.NoError(t, err)
 	assert.Equal(t, SuiteMLKEM768X25519, h.Suite)
 	assert.False(t, h.Time.IsZero(), "a zero Time is sealed as now")
@@ -67,11 +67,11 @@ func TestSealRejects(t *testing.T) {
 		name      string
 		header    func(h Header) Header
 		plaintext []byte
-		opts      []Option
+		opts      Options
 		want      error
 	}{
-		{name: "over the size limit", plaintext: make([]byte, 101), opts: []Option{WithMaxSize(100)}, want: ErrTooLarge},
-		{name: "suite not allowed for sealing", opts: []Option{WithAllowedSuites(SuiteMLKEM768X25519)}, want: ErrSuiteNotAllowed},
+		{name: "over the size limit", plaintext: make([]byte, 101), opts: Options{MaxSize: 100}, want: ErrTooLarge},
+		{name: "suite not allowed for sealing", opts: Options{AllowedSuites: []Suite{SuiteMLKEM768X25519}}, want: ErrSuiteNotAllowed},
 		{name: "sequence 0", header: func(h Header) Header { h.Sequence = 0; return h }, want: ErrInvalidMessage},
 		{name: "no agreement id", header: func(h Header) Header { h.AgreementID = ""; return h }, want: ErrInvalidMessage},
 		{name: "bad type", header: func(h Header) Header { h.Type = "Bad Type"; return h }, want: ErrInvalidMessage},
@@ -84,14 +84,14 @@ func TestSealRejects(t *testing.T) {
 			if tc.header != nil {
 				h = tc.header(h)
 			}
-			_, err := Seal(agbot, agent.Public(), h, tc.plaintext, tc.opts...)
+			_, err := Seal(agbot, agent.Public(), tc.plaintext, h, tc.opts)
 			requireKind(t, err, tc.want)
 		})
 	}
 	t.Run("fields matching the keys are fine", func(t *testing.T) {
 		h := ok
-		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = EnvelopeVersion, SuiteX25519, agbot.Public().SigningKeyID(), agent.Public().EncryptionKeyID()
-		_, err := Seal(agbot, agent.Public(), h, nil)
+		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = envelopeVersion, SuiteX25519, agbot.Public().SigningKeyID(), agent.Public().EncryptionKeyID()
+		_, err := Seal(agbot, agent.Public(), []byte(nil), h, Options{})
 		require.NoError(t, err)
 	})
 }
@@ -101,9 +101,9 @@ type openCall struct {
 	recipient *PrivateKeys
 	sender    *PublicKeys
 	env       []byte
-	opts      []Option
+	opts      Options
 	// open defaults to OpenProposal.
-	open func(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, env []byte, guard ReplayGuard, opts ...Option) error
+	open func(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, env []byte, guard ReplayGuard, opts Options) error
 }
 
 // rejectFixture is the world of one rejection case: the agbot seals a
@@ -119,14 +119,14 @@ type rejectFixture struct {
 
 func (f *rejectFixture) seal(t *testing.T, to *PrivateKeys, h Header, plaintext []byte) []byte {
 	t.Helper()
-	env, err := Seal(f.agbot, to.Public(), h, plaintext)
+	env, err := Seal(f.agbot, to.Public(), plaintext, h, Options{})
 	require.NoError(t, err)
 	return env
 }
 
 func (f *rejectFixture) accept(t *testing.T, env []byte) {
 	t.Helper()
-	_, _, err := Open(context.Background(), f.agent, f.agbot.Public(), env, f.guard)
+	_, _, err := Open[[]byte](context.Background(), f.agent, f.agbot.Public(), env, f.guard, Options{})
 	require.NoError(t, err)
 }
 
@@ -144,13 +144,13 @@ func TestOpenRejects(t *testing.T) {
 		call func(t *testing.T, f *rejectFixture) openCall
 	}{
 		{"envelope over the limit, before parsing", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: []byte(strings.Repeat(" ", envelopeLimit(DefaultMaxMessageSize)+1))}
+			return openCall{env: []byte(strings.Repeat(" ", envelopeLimit(defaultMaxMessageSize)+1))}
 		}},
 		{"sealed message over the receiver's limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			big := proposalWithSecrets("agr-A", 10, 10_000)
-			env, err := SealProposal(f.agbot, f.agent.Public(), big, Header{Sequence: 2, Time: t0})
+			env, err := Seal(f.agbot, f.agent.Public(), big, Header{Sequence: 2, Time: t0}, Options{})
 			require.NoError(t, err)
-			return openCall{env: env, opts: []Option{WithMaxSize(50_000)}}
+			return openCall{env: env, opts: Options{MaxSize: 50_000}}
 		}},
 		{"encapsulated key over its limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
@@ -200,15 +200,15 @@ func TestOpenRejects(t *testing.T) {
 			return openCall{env: p.join()}
 		}},
 		{"suite outside the recipient's allow-list", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: f.env, opts: []Option{WithAllowedSuites(f.otherKind.Suite())}}
+			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Suite()}}}
 		}},
 		{"unknown suite in the header", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = "DHKEM-X25519/HKDF-SHA256/AES-128-GCM" }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: []Option{WithAllowedSuites(Suites()...)}}
+			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
 		}},
 		{"header suite is not the recipient key's (downgrade)", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Suite()) }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: []Option{WithAllowedSuites(Suites()...)}}
+			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
 		}},
 		{"sealed to another agent", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.other, hdr(TypeProposal, "agr-A", 2), proposalJSON)}
@@ -266,8 +266,8 @@ func TestOpenRejects(t *testing.T) {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeUpdate, "agr-A", 1), proposalJSON)}
 		}},
 		{"proposal opened as an update", ErrUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: f.env, open: func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o ...Option) error {
-				_, _, err := OpenUpdate(ctx, r, s, env, g, o...)
+			return openCall{env: f.env, open: func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o Options) error {
+				_, _, err := Open[Update](ctx, r, s, env, g, o)
 				return err
 			}}
 		}},
@@ -310,14 +310,14 @@ func TestOpenRejects(t *testing.T) {
 					c.sender = f.agbot.Public()
 				}
 				if c.open == nil {
-					c.open = func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o ...Option) error {
-						_, _, err := OpenProposal(ctx, r, s, env, g, o...)
+					c.open = func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o Options) error {
+						_, _, err := Open[Proposal](ctx, r, s, env, g, o)
 						return err
 					}
 				}
 				before := f.guard.Last("agr-A", TypeProposal)
 
-				err := c.open(context.Background(), c.recipient, c.sender, c.env, f.guard, c.opts...)
+				err := c.open(context.Background(), c.recipient, c.sender, c.env, f.guard, c.opts)
 
 				requireKind(t, err, tc.want)
 				assert.Equal(t, before, f.guard.Last("agr-A", TypeProposal), "a rejected envelope must not advance the guard")
@@ -336,7 +336,7 @@ func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 	for _, suite := range Suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
-			env, err := Seal(agbot, agent.Public(), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: t0}, []byte(canary))
+			env, err := Seal(agbot, agent.Public(), []byte(canary), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
 			guard := NewMemoryReplayGuard()
 			for i := range len(env) * 8 {
@@ -346,7 +346,7 @@ func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 				if suite == SuiteMLKEM768X25519 && i/8 > 400 && i/8 < len(env)-150 && i%8 != (i/8)%8 {
 					continue
 				}
-				h, pt, err := Open(context.Background(), agent, agbot.Public(), flip(env, i), guard)
+				h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), flip(env, i), guard, Options{})
 				if !assert.Error(t, err, "bit %d flipped was accepted", i) {
 					continue
 				}
@@ -355,7 +355,7 @@ func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 				assert.NotContains(t, err.Error(), canary)
 			}
 			assert.Zero(t, guard.Last("a", TypeReply))
-			_, pt, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+			_, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 			require.NoError(t, err, "the untouched envelope still opens")
 			assert.Equal(t, canary, string(pt))
 		})
@@ -366,12 +366,12 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	guard := NewMemoryReplayGuard()
 	seal := func(typ MessageType, agreement string, seq uint64) []byte {
-		env, err := Seal(agbot, agent.Public(), Header{Type: typ, AgreementID: agreement, Sequence: seq, Time: t0}, []byte("{}"))
+		env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: typ, AgreementID: agreement, Sequence: seq, Time: t0}, Options{})
 		require.NoError(t, err)
 		return env
 	}
 	open := func(env []byte) error {
-		_, _, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+		_, _, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 		return err
 	}
 	a5, b1, a1update := seal(TypeUpdate, "A", 5), seal(TypeUpdate, "B", 1), seal(TypeProposal, "A", 1)
@@ -391,7 +391,7 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	assert.Zero(t, guard.Last("C", TypeUpdate))
 
 	// On replay the header is returned (authentic), so an agent can answer again.
-	h, pt, err := Open(context.Background(), agent, agbot.Public(), b1, guard)
+	h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), b1, guard, Options{})
 	requireKind(t, err, ErrReplay)
 	assert.Nil(t, pt)
 	assert.Equal(t, "B", h.AgreementID)
@@ -408,21 +408,21 @@ func (g failingGuard) Accept(context.Context, string, MessageType, uint64) error
 
 func TestOpenGuardFailures(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, Options{})
 	require.NoError(t, err)
 
 	diskFull := errors.New("disk full")
-	_, pt, err := Open(context.Background(), agent, agbot.Public(), env, failingGuard{diskFull})
+	_, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, failingGuard{diskFull}, Options{})
 	require.ErrorIs(t, err, diskFull, "a guard's own failure is passed through")
 	assert.NotErrorIs(t, err, ErrReplay)
 	assert.Nil(t, pt, "a message whose sequence was not recorded must not be applied")
 
-	_, _, err = Open(context.Background(), agent, agbot.Public(), env, nil)
+	_, _, err = Open[[]byte](context.Background(), agent, agbot.Public(), env, nil, Options{})
 	require.ErrorContains(t, err, "nil replay guard")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = Open(ctx, agent, agbot.Public(), env, NewMemoryReplayGuard())
+	_, _, err = Open[[]byte](ctx, agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -452,12 +452,12 @@ func TestMemoryReplayGuardConcurrent(t *testing.T) {
 
 func TestPeekHeaderIsUnverified(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, Options{})
 	require.NoError(t, err)
 	forged := split(t, env).withHeader(t, func(h map[string]any) { h["agreementId"] = "B" }).join()
-	h, err := PeekHeader(forged)
+	h, err := PeekHeader(forged, Options{})
 	require.NoError(t, err, "PeekHeader reads without verifying")
 	assert.Equal(t, "B", h.AgreementID)
-	_, err = PeekHeader([]byte("{"))
+	_, err = PeekHeader([]byte("{"), Options{})
 	requireKind(t, err, ErrMalformed)
 }

@@ -35,14 +35,14 @@ func Example() {
 			},
 		}},
 	}
-	envelope, err := agreement.SealProposal(agbot, agent.Public(), proposal, agreement.Header{Sequence: 1})
+	envelope, err := agreement.Seal(agbot, agent.Public(), proposal, agreement.Header{Sequence: 1}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	// Agent: open with its keys, the agbot's public keys and its replay guard.
 	guard := agreement.NewMemoryReplayGuard()
-	h, got, err := agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	h, got, err := agreement.Open[agreement.Proposal](ctx, agent, agbot.Public(), envelope, guard, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,15 +52,15 @@ func Example() {
 	}
 
 	// The same envelope again is a replay.
-	_, _, err = agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	_, _, err = agreement.Open[agreement.Proposal](ctx, agent, agbot.Public(), envelope, guard, agreement.Options{})
 	fmt.Println("replayed:", errors.Is(err, agreement.ErrReplay))
 
 	// Agent answers; the agbot opens the reply with its own guard.
-	replyEnv, err := agreement.SealReply(agent, agbot.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1})
+	replyEnv, err := agreement.Seal(agent, agbot.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, reply, err := agreement.OpenReply(ctx, agbot, agent.Public(), replyEnv, agreement.NewMemoryReplayGuard())
+	_, reply, err := agreement.Open[agreement.Reply](ctx, agbot, agent.Public(), replyEnv, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,12 +85,12 @@ func ExampleNewSecretsUpdate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	envelope, err := agreement.SealUpdate(agbot, agent.Public(), u, agreement.Header{Sequence: 2})
+	envelope, err := agreement.Seal(agbot, agent.Public(), u, agreement.Header{Sequence: 2}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	h, update, err := agreement.OpenUpdate(context.Background(), agent, agbot.Public(), envelope, agreement.NewMemoryReplayGuard())
+	h, update, err := agreement.Open[agreement.Update](context.Background(), agent, agbot.Public(), envelope, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

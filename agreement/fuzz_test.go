@@ -21,7 +21,7 @@ func FuzzOpen(f *testing.F) {
 	agents := []*PrivateKeys{derivedKeys(f, SuiteX25519, 2), derivedKeys(f, SuiteMLKEM768X25519, 3)}
 	plaintext := []byte(`{"value":"` + canary + `"}`)
 	for _, agent := range agents {
-		env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, plaintext)
+		env, err := Seal(agbot, agent.Public(), plaintext, Header{Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, Options{})
 		require.NoError(f, err)
 		f.Add(env)
 		f.Add(env[:len(env)/2])
@@ -33,7 +33,7 @@ func FuzzOpen(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, env []byte) {
 		for _, agent := range agents {
-			h, pt, err := Open(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+			h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 			if err != nil {
 				assert.Nil(t, pt)
 				assert.NotContains(t, err.Error(), canary)
@@ -77,24 +77,24 @@ func FuzzDecodeProposal(f *testing.F) {
 	require.NoError(f, err)
 	addMessageSeeds(f, validProposal, string(p), strings.Replace(validProposal, `"json"`, `"raw"`, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := DecodeProposal(b)
+		p, err := decodeProposal(b)
 		if err != nil {
 			assert.Equal(t, Proposal{}, p)
 			return
 		}
-		checkMessageRoundTrip(t, p, DecodeProposal)
+		checkMessageRoundTrip(t, p, decodeProposal)
 	})
 }
 
 func FuzzDecodeUpdate(f *testing.F) {
 	addMessageSeeds(f, validUpdate, `{"version":1,"agreementId":"a","kind":"labels","payload":{"a":1}}`)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		u, err := DecodeUpdate(b)
+		u, err := decodeUpdate(b)
 		if err != nil {
 			assert.Equal(t, Update{}.Kind, u.Kind)
 			return
 		}
-		checkMessageRoundTrip(t, u, DecodeUpdate)
+		checkMessageRoundTrip(t, u, decodeUpdate)
 		if u.Kind == UpdateKindSecrets {
 			_, err := u.Secrets()
 			assert.NoError(t, err)
@@ -107,12 +107,12 @@ func FuzzDecodeReply(f *testing.F) {
 		`{"version":1,"agreementId":"a","accepted":true}`,
 		`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeReply(b)
+		r, err := decodeReply(b)
 		if err != nil {
 			assert.Equal(t, Reply{}, r)
 			return
 		}
-		checkMessageRoundTrip(t, r, DecodeReply)
+		checkMessageRoundTrip(t, r, decodeReply)
 	})
 }
 

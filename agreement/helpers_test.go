@@ -157,3 +157,23 @@ func flip(b []byte, i int) []byte {
 	c[i/8] ^= 1 << (i % 8)
 	return c
 }
+
+// decodeTop decodes and validates the JSON form of a message outside an
+// envelope, as Open does inside one (at most defaultMaxMessageSize bytes).
+func decodeTop[M any, PM interface {
+	*M
+	decodable
+}](what string, b []byte) (M, error) {
+	var m M
+	if err := decodeMessage(what, b, defaultMaxMessageSize, PM(&m)); err != nil {
+		var zero M
+		return zero, fmt.Errorf("agreement: %w", err)
+	}
+	return m, nil
+}
+
+// decodeProposal, decodeUpdate and decodeReply are the message decoders
+// the fuzz and table tests drive.
+func decodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
+func decodeUpdate(b []byte) (Update, error)     { return decodeTop[Update]("update", b) }
+func decodeReply(b []byte) (Reply, error)       { return decodeTop[Reply]("reply", b) }

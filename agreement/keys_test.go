@@ -122,9 +122,9 @@ func TestPublicKeysFromStdlibTypes(t *testing.T) {
 
 			// Sealing to the rebuilt keys reaches the original holder.
 			sender := mustKeys(t, suite)
-			env, err := Seal(sender, p, Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, []byte("x"))
+			env, err := Seal(sender, p, []byte("x"), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, Options{})
 			require.NoError(t, err)
-			_, pt, err := Open(context.Background(), k, sender.Public(), env, NewMemoryReplayGuard())
+			_, pt, err := Open[[]byte](context.Background(), k, sender.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, "x", string(pt))
 
@@ -226,9 +226,9 @@ func TestPrivateKeysFile(t *testing.T) {
 
 			// The loaded keys open what was sealed to the original, and sign
 			// what the original's public key verifies.
-			env, err := Seal(loaded, k.Public(), Header{Type: TypeReply, AgreementID: "a", Sequence: 1}, []byte("ok"))
+			env, err := Seal(loaded, k.Public(), []byte("ok"), Header{Type: TypeReply, AgreementID: "a", Sequence: 1}, Options{})
 			require.NoError(t, err)
-			_, pt, err := Open(context.Background(), loaded, k.Public(), env, NewMemoryReplayGuard())
+			_, pt, err := Open[[]byte](context.Background(), loaded, k.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, "ok", string(pt))
 

@@ -37,7 +37,7 @@ const (
 // ValueKey is the key whose value FormatValueOnly writes.
 const ValueKey = "value"
 
-// Limits of message fields, beyond the overall DefaultMaxMessageSize.
+// Limits of message fields, beyond the overall message size limit.
 const (
 	// MaxReasonLength bounds Reply.Reason, in bytes.
 	MaxReasonLength = 4 << 10
@@ -333,10 +333,6 @@ func (p *Proposal) decode(b []byte) error {
 	return nil
 }
 
-// DecodeProposal decodes and validates a proposal's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
-
 // Update kinds.
 const (
 	// UpdateKindSecrets carries a SecretsUpdate: only the changed secrets.
@@ -402,10 +398,6 @@ func (u Update) agreement() string       { return u.AgreementID }
 func (u Update) version() int            { return u.Version }
 func (u Update) encode() ([]byte, error) { return json.Marshal(u) }
 func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
-
-// DecodeUpdate decodes and validates an update's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeUpdate(b []byte) (Update, error) { return decodeTop[Update]("update", b) }
 
 // SecretsUpdate is the payload of an update of kind UpdateKindSecrets.
 type SecretsUpdate struct {
@@ -524,10 +516,6 @@ func (r Reply) version() int            { return r.Version }
 func (r Reply) encode() ([]byte, error) { return json.Marshal(r) }
 func (r *Reply) decode(b []byte) error  { return decodeStrict(b, r) }
 
-// DecodeReply decodes and validates a reply's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeReply(b []byte) (Reply, error) { return decodeTop[Reply]("reply", b) }
-
 // message is what the typed seal helpers handle; decodable messages are
 // what the decoders fill.
 type message interface {
@@ -566,19 +554,6 @@ func decodeMessage(what string, b []byte, limit int, m decodable) error {
 		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
 	}
 	return m.Validate()
-}
-
-// decodeTop is DecodeProposal, DecodeUpdate and DecodeReply.
-func decodeTop[M any, PM interface {
-	*M
-	decodable
-}](what string, b []byte) (M, error) {
-	var m M
-	if err := decodeMessage(what, b, DefaultMaxMessageSize, PM(&m)); err != nil {
-		var zero M
-		return zero, fmt.Errorf("agreement: %w", err)
-	}
-	return m, nil
 }
 
 // decodeStrict decodes one JSON value into v, rejecting unknown fields and

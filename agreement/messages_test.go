@@ -25,9 +25,9 @@ func TestProposalSealOpen(t *testing.T) {
 			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
 			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}}
 
-			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
+			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
-			h, got, err := OpenProposal(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+			h, got, err := Open[Proposal](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 
 			assert.Equal(t, TypeProposal, h.Type)
@@ -82,9 +82,9 @@ func TestUpdateSealOpen(t *testing.T) {
 
 	u, err := NewSecretsUpdate("agr-1", SecretsUpdate{Services: changed})
 	require.NoError(t, err)
-	env, err := SealUpdate(agbot, agent.Public(), u, Header{Sequence: 1})
+	env, err := Seal(agbot, agent.Public(), u, Header{Sequence: 1}, Options{})
 	require.NoError(t, err)
-	h, got, err := OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	h, got, err := Open[Update](context.Background(), agent, agbot.Public(), env, guard, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, TypeUpdate, h.Type)
 	su, err := got.Secrets()
@@ -94,9 +94,9 @@ func TestUpdateSealOpen(t *testing.T) {
 
 	// A kind this package does not know opens: the agent answers it.
 	future := Update{AgreementID: "agr-1", Kind: "labels", Payload: json.RawMessage(`{"tier":"gold"}`)}
-	env, err = SealUpdate(agbot, agent.Public(), future, Header{Sequence: 2})
+	env, err = Seal(agbot, agent.Public(), future, Header{Sequence: 2}, Options{})
 	require.NoError(t, err)
-	_, got, err = OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	_, got, err = Open[Update](context.Background(), agent, agbot.Public(), env, guard, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "labels", got.Kind)
 	_, err = got.Secrets()
@@ -107,9 +107,9 @@ func TestReplySealOpen(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	answered := Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 4}
 	for i, r := range []Reply{NewReply(answered, true, ""), NewReply(answered, false, "unknown update kind \"labels\"")} {
-		env, err := SealReply(agent, agbot.Public(), r, Header{Sequence: uint64(i + 1)})
+		env, err := Seal(agent, agbot.Public(), r, Header{Sequence: uint64(i + 1)}, Options{})
 		require.NoError(t, err)
-		_, got, err := OpenReply(context.Background(), agbot, agent.Public(), env, NewMemoryReplayGuard())
+		_, got, err := Open[Reply](context.Background(), agbot, agent.Public(), env, NewMemoryReplayGuard(), Options{})
 		require.NoError(t, err)
 		assert.Equal(t, r, got)
 		assert.Equal(t, MessageRef{Type: TypeUpdate, Sequence: 4}, got.InReplyTo)
@@ -127,17 +127,17 @@ func TestReplySealOpen(t *testing.T) {
 func TestSealMessageRejects(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	p := proposalWithSecrets("agr-1", 1, 10)
-	_, err := SealProposal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1})
+	_, err := Seal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1}, Options{})
 	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate})
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate}, Options{})
 	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"})
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"}, Options{})
 	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealUpdate(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1})
+	_, err = Seal(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1}, Options{})
 	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealReply(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1})
+	_, err = Seal(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1}, Options{})
 	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, WithMaxSize(100))
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{MaxSize: 100})
 	requireKind(t, err, ErrTooLarge)
 }
 
@@ -161,7 +161,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 
 	var viaStd Proposal
 	require.NoError(t, json.Unmarshal(std, &viaStd))
-	viaWire, err := DecodeProposal(wire)
+	viaWire, err := decodeProposal(wire)
 	require.NoError(t, err)
 	assert.Equal(t, viaStd, viaWire)
 
@@ -174,7 +174,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 }
 
 func TestDecodeProposal(t *testing.T) {
-	p, err := DecodeProposal([]byte(validProposal))
+	p, err := decodeProposal([]byte(validProposal))
 	require.NoError(t, err)
 	assert.Equal(t, "s3cr3t", string(p.Services[0].Secrets["db"].Data["password"]))
 
@@ -186,7 +186,7 @@ func TestDecodeProposal(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validProposal + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
+		{"over the limit", validProposal + strings.Repeat(" ", defaultMaxMessageSize), ErrTooLarge},
 		{"not JSON", "{", ErrMalformed},
 		{"not an object", `[1]`, ErrMalformed},
 		{"trailing data", validProposal + `{}`, ErrMalformed},
@@ -214,7 +214,7 @@ func TestDecodeProposal(t *testing.T) {
 		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), ErrInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeProposal([]byte(tc.in))
+			_, err := decodeProposal([]byte(tc.in))
 			requireKind(t, err, tc.want)
 			assert.NotContains(t, err.Error(), "s3cr3t")
 			assert.NotContains(t, err.Error(), "czNjcjN0")
@@ -229,12 +229,12 @@ func TestDecodeErrorsNeverQuoteValues(t *testing.T) {
 		strings.Replace(validProposal, `"czNjcjN0"`, `true987654321`, 1),
 		strings.Replace(validProposal, `"czNjcjN0"`, `"98765432=1"`, 1),
 	} {
-		_, err := DecodeProposal([]byte(in))
+		_, err := decodeProposal([]byte(in))
 		require.Error(t, err)
 		assert.NotContains(t, err.Error(), "98765432")
 	}
 	// encoding/json quotes a number that does not fit its field.
-	_, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
+	_, err := decodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
 	requireKind(t, err, ErrMalformed)
 	assert.NotContains(t, err.Error(), "98765432")
 }
@@ -242,7 +242,7 @@ func TestDecodeErrorsNeverQuoteValues(t *testing.T) {
 const validUpdate = `{"version":1,"agreementId":"agr-1","kind":"secrets","payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}}`
 
 func TestDecodeUpdate(t *testing.T) {
-	u, err := DecodeUpdate([]byte(validUpdate))
+	u, err := decodeUpdate([]byte(validUpdate))
 	require.NoError(t, err)
 	su, err := u.Secrets()
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestDecodeUpdate(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validUpdate + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
+		{"over the limit", validUpdate + strings.Repeat(" ", defaultMaxMessageSize), ErrTooLarge},
 		{"not JSON", "nope", ErrMalformed},
 		{"version 0", edit(`"version":1`, `"version":0`), ErrUnsupportedVersion},
 		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), ErrInvalidMessage},
@@ -269,19 +269,19 @@ func TestDecodeUpdate(t *testing.T) {
 		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), ErrInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeUpdate([]byte(tc.in))
+			_, err := decodeUpdate([]byte(tc.in))
 			requireKind(t, err, tc.want)
 			assert.NotContains(t, err.Error(), "czNjcjN0")
 		})
 	}
 
 	// Unknown kinds are valid with any JSON payload.
-	_, err = DecodeUpdate([]byte(`{"version":1,"agreementId":"a","kind":"labels.v2","payload":[1,2]}`))
+	_, err = decodeUpdate([]byte(`{"version":1,"agreementId":"a","kind":"labels.v2","payload":[1,2]}`))
 	require.NoError(t, err)
 }
 
 func TestDecodeReply(t *testing.T) {
-	r, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`))
+	r, err := decodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`))
 	require.NoError(t, err)
 	assert.Equal(t, Reply{Version: 1, AgreementID: "a", InReplyTo: MessageRef{TypeUpdate, 3}, Reason: "no"}, r)
 
@@ -289,7 +289,7 @@ func TestDecodeReply(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", strings.Repeat(" ", DefaultMaxMessageSize+1), ErrTooLarge},
+		{"over the limit", strings.Repeat(" ", defaultMaxMessageSize+1), ErrTooLarge},
 		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, ErrInvalidMessage},
 		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, ErrInvalidMessage},
 		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, ErrInvalidMessage},
@@ -298,7 +298,7 @@ func TestDecodeReply(t *testing.T) {
 		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, ErrUnsupportedVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeReply([]byte(tc.in))
+			_, err := decodeReply([]byte(tc.in))
 			requireKind(t, err, tc.want)
 		})
 	}

@@ -124,7 +124,7 @@ func (e *Engine) Resync(ctx context.Context, node string) error {
 // another node. An authentic reply to an earlier message than the one in
 // flight changes nothing and is no error.
 func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) error {
-	h, err := agreement.PeekHeader(envelope)
+	h, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return fmt.Errorf("delivery: reply from node %q: %w", node, err)
 	}

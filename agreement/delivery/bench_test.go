@@ -61,12 +61,12 @@ func (a *benchAgents) Send(_ context.Context, m delivery.Message) ([]byte, error
 		}
 		return nil, nil
 	}
-	h, err := agreement.PeekHeader(m.Envelope)
+	h, err := agreement.PeekHeader(m.Envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
 	r := agreement.NewReply(h, true, "")
-	return agreement.SealReply(a.keys[m.Node], a.agbot, r, agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys[m.Node], a.agbot, r, agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // expect arms the signal for n more sends.
@@ -164,7 +164,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 			Secrets: map[string]agreement.SecretDetails{"pw": {Data: secretstore.Data{"password": []byte("v1")}}},
 		}}})
 		if err == nil {
-			_, err = agreement.SealUpdate(keys, publics[i], u, agreement.Header{Sequence: seq})
+			_, err = agreement.Seal(keys, publics[i], u, agreement.Header{Sequence: seq}, agreement.Options{})
 		}
 		if err != nil {
 			panic(err)

@@ -30,14 +30,14 @@ func (a *exampleAgent) Keys(context.Context, string) (*agreement.PublicKeys, err
 
 // Send implements delivery.Transport over a direct, synchronous link.
 func (a *exampleAgent) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
-	h, p, err := agreement.OpenProposal(ctx, a.keys, a.agbot, m.Envelope, a.guard)
+	h, p, err := agreement.Open[agreement.Proposal](ctx, a.keys, a.agbot, m.Envelope, a.guard, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
 	for _, ss := range p.Services {
 		a.received = append(a.received, ss.SecretNames()...)
 	}
-	return agreement.SealReply(a.keys, a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // An agbot runs one engine and registers each agreement with its bindings

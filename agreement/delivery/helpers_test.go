@@ -84,7 +84,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	if a.down {
 		return nil, errUnreachable
 	}
-	peek, err := agreement.PeekHeader(envelope)
+	peek, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	switch peek.Type {
 	case agreement.TypeProposal:
 		var p agreement.Proposal
-		if h, p, err = agreement.OpenProposal(ctx, a.keys, a.agbot, envelope, floorGuard{a}); err != nil {
+		if h, p, err = agreement.Open[agreement.Proposal](ctx, a.keys, a.agbot, envelope, floorGuard{a}, agreement.Options{}); err != nil {
 			a.dropped++
 			return nil, err
 		}
@@ -104,7 +104,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		_, applyErr = a.store.ApplyProposal(ctx, p, instances)
 	case agreement.TypeUpdate:
 		var u agreement.Update
-		if h, u, err = agreement.OpenUpdate(ctx, a.keys, a.agbot, envelope, floorGuard{a}); err != nil {
+		if h, u, err = agreement.Open[agreement.Update](ctx, a.keys, a.agbot, envelope, floorGuard{a}, agreement.Options{}); err != nil {
 			a.dropped++
 			return nil, err
 		}
@@ -129,8 +129,8 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	}
 	a.opened = append(a.opened, h)
 	outcome := agentapi.Reply(h.AgreementID, applyErr)
-	reply, err := agreement.SealReply(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
-		agreement.Header{Sequence: h.Sequence})
+	reply, err := agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
+		agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -254,7 +254,7 @@ func (a *agbot) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h, err := agreement.PeekHeader(m.Envelope); err == nil {
+	if h, err := agreement.PeekHeader(m.Envelope, agreement.Options{}); err == nil {
 		what := string(h.Type)
 		if h.Type == agreement.TypeUpdate {
 			what = "update (or cancellation)"

@@ -146,7 +146,7 @@ func (f *flow) propose(ctx context.Context) error {
 // altered, replayed, not for this agent) is refused with an error and no
 // reply: nothing in it can be trusted, not even whom to answer.
 func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error) {
-	h, err := agreement.PeekHeader(envelope)
+	h, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -154,14 +154,14 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 	switch h.Type {
 	case agreement.TypeProposal:
 		var p agreement.Proposal
-		h, p, err = agreement.OpenProposal(ctx, a.keys, a.agbotKeys, envelope, a.guard)
+		h, p, err = agreement.Open[agreement.Proposal](ctx, a.keys, a.agbotKeys, envelope, a.guard, agreement.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused a proposal: %w", err)
 		}
 		applyErr = a.applyProposal(ctx, p)
 	case agreement.TypeUpdate:
 		var u agreement.Update
-		h, u, err = agreement.OpenUpdate(ctx, a.keys, a.agbotKeys, envelope, a.guard)
+		h, u, err = agreement.Open[agreement.Update](ctx, a.keys, a.agbotKeys, envelope, a.guard, agreement.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused an update: %w", err)
 		}
@@ -185,7 +185,7 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 	a.replySeq[h.AgreementID]++
 	seq := a.replySeq[h.AgreementID]
 	a.mu.Unlock()
-	return agreement.SealReply(a.keys, a.agbotKeys, reply, agreement.Header{Sequence: seq})
+	return agreement.Seal(a.keys, a.agbotKeys, reply, agreement.Header{Sequence: seq}, agreement.Options{})
 }
 
 // applyProposal writes the proposal's secrets: each service (container)

@@ -40,7 +40,7 @@ func (x *exchange) carry(envelope []byte) {
 	if x.tap != nil {
 		x.tap(bytes.Clone(envelope))
 	}
-	if h, err := agreement.PeekHeader(envelope); err == nil {
+	if h, err := agreement.PeekHeader(envelope, agreement.Options{}); err == nil {
 		x.mu.Lock()
 		x.last[h.Type] = bytes.Clone(envelope)
 		x.mu.Unlock()

@@ -46,11 +46,11 @@ func (a *fanOutAgents) Send(_ context.Context, m delivery.Message) ([]byte, erro
 		}
 		return nil, nil
 	}
-	h, err := agreement.PeekHeader(m.Envelope)
+	h, err := agreement.PeekHeader(m.Envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return agreement.SealReply(a.keys[m.Node], a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys[m.Node], a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // fanOut is one configuration: engines sharing a state, n agreements all
