@@ -249,10 +249,10 @@ func TestReceiverRefusesWhatDoesNotOpen(t *testing.T) {
 		env  []byte
 		kind error
 	}{
-		"not from the agbot": {forged, agreement.ErrWrongSender},
+		"not from the agbot": {forged, agreement.ErrNotAuthentic},
 		"altered":            {tampered, nil},
-		"a reply":            {reply, agreement.ErrUnexpectedType},
-		"not an envelope":    {[]byte("hello"), agreement.ErrMalformed},
+		"a reply":            {reply, agreement.ErrInvalid},
+		"not an envelope":    {[]byte("hello"), agreement.ErrInvalid},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := f.receiver.Receive(context.Background(), c.env)

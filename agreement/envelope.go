@@ -72,19 +72,19 @@ const (
 // validate checks the fields every header must have, whoever wrote them.
 func (h Header) validate() error {
 	if err := checkAgreementID(h.AgreementID); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrInvalidMessage, err)
+		return fmt.Errorf("%w: header: %w", errInvalidMessage, err)
 	}
 	if !validToken(string(h.Type), maxTypeLength) {
-		return fmt.Errorf("%w: header: message type %.40q is not 1 to %d of [a-z0-9._-]", ErrInvalidMessage, string(h.Type), maxTypeLength)
+		return fmt.Errorf("%w: header: message type %.40q is not 1 to %d of [a-z0-9._-]", errInvalidMessage, string(h.Type), maxTypeLength)
 	}
 	if h.Sequence == 0 {
-		return fmt.Errorf("%w: header: sequence is 0; sequences start at 1", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: sequence is 0; sequences start at 1", errInvalidMessage)
 	}
 	if !h.SenderKeyID.valid() || !h.RecipientKeyID.valid() {
-		return fmt.Errorf("%w: header: key ids must be 32 hex digits", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: key ids must be 32 hex digits", errInvalidMessage)
 	}
 	if h.Time.IsZero() {
-		return fmt.Errorf("%w: header: time is missing", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: time is missing", errInvalidMessage)
 	}
 	return nil
 }
@@ -156,13 +156,13 @@ const (
 // The result is the envelope's JSON wire form.
 func seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte, o Options) ([]byte, error) {
 	if sender == nil || recipient == nil {
-		return nil, fmt.Errorf("agreement: seal: %w: nil sender or recipient keys", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: seal: %w: nil sender or recipient keys", errInvalidKey)
 	}
 	if limit := o.maxSize(); len(plaintext) > limit {
-		return nil, fmt.Errorf("agreement: seal: %w: message is %d bytes, limit %d", ErrTooLarge, len(plaintext), limit)
+		return nil, fmt.Errorf("agreement: seal: %w: message is %d bytes, limit %d", errTooLarge, len(plaintext), limit)
 	}
 	if len(o.AllowedSuites) > 0 && !slices.Contains(o.AllowedSuites, recipient.suite) {
-		return nil, fmt.Errorf("agreement: seal: %w: recipient key is %s", ErrSuiteNotAllowed, recipient.suite)
+		return nil, fmt.Errorf("agreement: seal: %w: recipient key is %s", errUnknownSuite, recipient.suite)
 	}
 	if err := cmp.Or(
 		checkPreset("version", h.Version, envelopeVersion),
@@ -186,7 +186,7 @@ func seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 		return nil, fmt.Errorf("agreement: seal: encoding header: %w", err)
 	}
 	if len(header) > maxHeaderJSON {
-		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", ErrTooLarge, len(header), maxHeaderJSON)
+		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", errTooLarge, len(header), maxHeaderJSON)
 	}
 	enc, ciphertext, sig, err := protect(sender, recipient, header, plaintext)
 	if err != nil {
@@ -220,7 +220,7 @@ func protect(sender *PrivateKeys, recipient *PublicKeys, header, plaintext []byt
 func checkPreset[T comparable](name string, set, want T) error {
 	var zero T
 	if set != zero && set != want {
-		return fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", ErrInvalidMessage, name, set, want)
+		return fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", errInvalidMessage, name, set, want)
 	}
 	return nil
 }
@@ -273,17 +273,17 @@ type envelope struct {
 // unnoticed.
 func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 	if limit := envelopeLimit(maxPlain); len(b) > limit {
-		return nil, fmt.Errorf("%w: envelope is %d bytes, limit %d", ErrTooLarge, len(b), limit)
+		return nil, fmt.Errorf("%w: envelope is %d bytes, limit %d", errTooLarge, len(b), limit)
 	}
 	fields, err := objectMembers(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: envelope: %w", errMalformed, err)
 	}
 	for name := range fields {
 		switch name {
 		case fieldVersion, fieldHeader, fieldEnc, fieldCiphertext, fieldSignature:
 		default:
-			return nil, fmt.Errorf("%w: envelope: unknown field %.40q", ErrMalformed, name)
+			return nil, fmt.Errorf("%w: envelope: unknown field %.40q", errMalformed, name)
 		}
 	}
 	if err := checkVersion(fields[fieldVersion], "envelope"); err != nil {
@@ -301,27 +301,27 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 		{fieldSignature, &env.signature, ed25519.SignatureSize},
 	} {
 		v, err := decodeB64Field(fields[f.name], f.max)
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, errTooLarge) {
 			return nil, fmt.Errorf("envelope field %q: %w", f.name, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: envelope field %q: %w", ErrMalformed, f.name, err)
+			return nil, fmt.Errorf("%w: envelope field %q: %w", errMalformed, f.name, err)
 		}
 		*f.dst = v
 	}
 	if len(env.signature) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: envelope: signature is %d bytes, want %d", ErrMalformed, len(env.signature), ed25519.SignatureSize)
+		return nil, fmt.Errorf("%w: envelope: signature is %d bytes, want %d", errMalformed, len(env.signature), ed25519.SignatureSize)
 	}
 	dec := json.NewDecoder(bytes.NewReader(env.headerRaw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env.header); err != nil {
-		return nil, fmt.Errorf("%w: envelope header: %s", ErrMalformed, jsonproblem.Describe(err))
+		return nil, fmt.Errorf("%w: envelope header: %s", errMalformed, jsonproblem.Describe(err))
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: envelope header: data after the JSON object", ErrMalformed)
+		return nil, fmt.Errorf("%w: envelope header: data after the JSON object", errMalformed)
 	}
 	if env.header.Version != envelopeVersion {
-		return nil, fmt.Errorf("%w: envelope header version %d, want %d", ErrUnsupportedVersion, env.header.Version, envelopeVersion)
+		return nil, fmt.Errorf("%w: envelope header version %d, want %d", errUnsupportedVersion, env.header.Version, envelopeVersion)
 	}
 	if err := env.header.validate(); err != nil {
 		return nil, err
@@ -368,14 +368,14 @@ func objectMembers(b []byte) (map[string]json.RawMessage, error) {
 // checkVersion checks a version field holding exactly the JSON number 1.
 func checkVersion(raw json.RawMessage, what string) error {
 	if raw == nil {
-		return fmt.Errorf("%w: %s: missing field %q", ErrMalformed, what, fieldVersion)
+		return fmt.Errorf("%w: %s: missing field %q", errMalformed, what, fieldVersion)
 	}
 	v, err := strconv.Atoi(string(raw))
 	if err != nil {
-		return fmt.Errorf("%w: %s: version is not an integer", ErrMalformed, what)
+		return fmt.Errorf("%w: %s: version is not an integer", errMalformed, what)
 	}
 	if v != envelopeVersion {
-		return fmt.Errorf("%w: %s version %d, want %d", ErrUnsupportedVersion, what, v, envelopeVersion)
+		return fmt.Errorf("%w: %s version %d, want %d", errUnsupportedVersion, what, v, envelopeVersion)
 	}
 	return nil
 }
@@ -396,7 +396,7 @@ func decodeB64Field(raw json.RawMessage, max int) ([]byte, error) {
 		}
 	}
 	if len(s) > b64.EncodedLen(max) {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
+		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, max)
 	}
 	v, err := b64.Strict().AppendDecode(nil, s)
 	if err != nil {
@@ -445,7 +445,7 @@ func open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, b []b
 
 func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o Options, want MessageType) (Header, []byte, error) {
 	if recipient == nil || sender == nil {
-		return Header{}, nil, fmt.Errorf("%w: nil recipient or sender keys", ErrInvalidKey)
+		return Header{}, nil, fmt.Errorf("%w: nil recipient or sender keys", errInvalidKey)
 	}
 	env, err := parseEnvelope(b, o.maxSize())
 	if err != nil {
@@ -457,33 +457,33 @@ func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o Op
 		allowed = []Suite{recipient.public.suite}
 	}
 	if !slices.Contains(allowed, h.Suite) {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", ErrSuiteNotAllowed, string(h.Suite), allowed)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", errSuiteNotAllowed, string(h.Suite), allowed)
 	}
 	if h.Suite != recipient.public.suite {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", ErrSuiteNotAllowed, h.Suite, recipient.public.suite)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", errSuiteNotAllowed, h.Suite, recipient.public.suite)
 	}
 	if h.RecipientKeyID != recipient.public.encryptionID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", ErrWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", errWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
 	}
 	if h.SenderKeyID != sender.signingID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", ErrWrongSender, h.SenderKeyID, sender.signingID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", errWrongSender, h.SenderKeyID, sender.signingID)
 	}
 	digest := transcriptDigest(env.headerRaw, env.enc, env.ciphertext)
 	if err := ed25519.VerifyWithOptions(sender.signing, digest[:], env.signature, signatureOptions); err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrBadSignature, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errBadSignature, h.Type, h.AgreementID)
 	}
 	// From here on the header is authentic.
 	if want != "" && h.Type != want {
-		return Header{}, nil, fmt.Errorf("%w: envelope of agreement %q holds a %s, want a %s", ErrUnexpectedType, h.AgreementID, h.Type, want)
+		return Header{}, nil, fmt.Errorf("%w: envelope of agreement %q holds a %s, want a %s", errUnexpectedType, h.AgreementID, h.Type, want)
 	}
 	suite, _ := recipient.public.suite.hpke()
 	rctx, err := hpke.NewRecipient(env.enc, recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", ErrDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", errDecrypt, h.Type, h.AgreementID)
 	}
 	plaintext, err := rctx.Open(env.headerRaw, env.ciphertext)
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errDecrypt, h.Type, h.AgreementID)
 	}
 	return h, plaintext, nil
 }

@@ -70,14 +70,14 @@ func TestSealRejects(t *testing.T) {
 		opts      Options
 		want      error
 	}{
-		{name: "over the size limit", plaintext: make([]byte, 101), opts: Options{MaxSize: 100}, want: ErrTooLarge},
-		{name: "suite not allowed for sealing", opts: Options{AllowedSuites: []Suite{SuiteMLKEM768X25519}}, want: ErrSuiteNotAllowed},
-		{name: "sequence 0", header: func(h Header) Header { h.Sequence = 0; return h }, want: ErrInvalidMessage},
-		{name: "no agreement id", header: func(h Header) Header { h.AgreementID = ""; return h }, want: ErrInvalidMessage},
-		{name: "bad type", header: func(h Header) Header { h.Type = "Bad Type"; return h }, want: ErrInvalidMessage},
-		{name: "version other than the keys say", header: func(h Header) Header { h.Version = 2; return h }, want: ErrInvalidMessage},
-		{name: "suite other than the recipient's", header: func(h Header) Header { h.Suite = SuiteMLKEM768X25519; return h }, want: ErrInvalidMessage},
-		{name: "recipient key id of another key", header: func(h Header) Header { h.RecipientKeyID = agbot.Public().EncryptionKeyID(); return h }, want: ErrInvalidMessage},
+		{name: "over the size limit", plaintext: make([]byte, 101), opts: Options{MaxSize: 100}, want: errTooLarge},
+		{name: "suite not allowed for sealing", opts: Options{AllowedSuites: []Suite{SuiteMLKEM768X25519}}, want: errUnknownSuite},
+		{name: "sequence 0", header: func(h Header) Header { h.Sequence = 0; return h }, want: errInvalidMessage},
+		{name: "no agreement id", header: func(h Header) Header { h.AgreementID = ""; return h }, want: errInvalidMessage},
+		{name: "bad type", header: func(h Header) Header { h.Type = "Bad Type"; return h }, want: errInvalidMessage},
+		{name: "version other than the keys say", header: func(h Header) Header { h.Version = 2; return h }, want: errInvalidMessage},
+		{name: "suite other than the recipient's", header: func(h Header) Header { h.Suite = SuiteMLKEM768X25519; return h }, want: errInvalidMessage},
+		{name: "recipient key id of another key", header: func(h Header) Header { h.RecipientKeyID = agbot.Public().EncryptionKeyID(); return h }, want: errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := ok
@@ -143,113 +143,113 @@ func TestOpenRejects(t *testing.T) {
 		want error
 		call func(t *testing.T, f *rejectFixture) openCall
 	}{
-		{"envelope over the limit, before parsing", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+		{"envelope over the limit, before parsing", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: []byte(strings.Repeat(" ", envelopeLimit(defaultMaxMessageSize)+1))}
 		}},
-		{"sealed message over the receiver's limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+		{"sealed message over the receiver's limit", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			big := proposalWithSecrets("agr-A", 10, 10_000)
 			env, err := Seal(f.agbot, f.agent.Public(), big, Header{Sequence: 2, Time: t0}, Options{})
 			require.NoError(t, err)
 			return openCall{env: env, opts: Options{MaxSize: 50_000}}
 		}},
-		{"encapsulated key over its limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+		{"encapsulated key over its limit", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = make([]byte, maxEncLength+1)
 			return openCall{env: p.join()}
 		}},
-		{"not JSON", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"not JSON", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: []byte("this is not an envelope")}
 		}},
-		{"unknown field", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"unknown field", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m["extra"] = json.RawMessage(`"x"`) })}
 		}},
-		{"field name in another case", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"field name in another case", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m["Header"] = m[fieldHeader]; delete(m, fieldHeader) })}
 		}},
-		{"field given twice (one wire form per envelope)", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"field given twice (one wire form per envelope)", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			// The signed value last, so a decoder keeping the last member would accept it.
 			env := bytes.Replace(f.env, []byte(`{`), []byte(`{"`+fieldEnc+`":"AAAA",`), 1)
 			return openCall{env: env}
 		}},
-		{"data after the envelope", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"data after the envelope", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: append(slices.Clone(f.env), []byte(` {}`)...)}
 		}},
-		{"JSON array instead of an object", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"JSON array instead of an object", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: []byte(`[1,2]`)}
 		}},
-		{"missing signature", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"missing signature", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { delete(m, fieldSignature) })}
 		}},
-		{"padded base64", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"padded base64", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			sig := split(t, f.env).signature
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) {
 				m[fieldSignature] = json.RawMessage(`"` + base64.URLEncoding.EncodeToString(sig) + `"`)
 			})}
 		}},
-		{"base64 with an escaped character", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"base64 with an escaped character", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) {
 				s := string(m[fieldSignature])
 				m[fieldSignature] = json.RawMessage(`"\u00` + hexByte(s[1]) + s[2:])
 			})}
 		}},
-		{"envelope version 2", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"envelope version 2", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m[fieldVersion] = json.RawMessage(`2`) })}
 		}},
-		{"header version 2, signed by the agbot", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"header version 2, signed by the agbot", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["version"] = 2 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"suite outside the recipient's allow-list", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"suite outside the recipient's allow-list", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Suite()}}}
 		}},
-		{"unknown suite in the header", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"unknown suite in the header", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = "DHKEM-X25519/HKDF-SHA256/AES-128-GCM" }).signedBy(t, f.agbot)
 			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
 		}},
-		{"header suite is not the recipient key's (downgrade)", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"header suite is not the recipient key's (downgrade)", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Suite()) }).signedBy(t, f.agbot)
 			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
 		}},
-		{"sealed to another agent", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"sealed to another agent", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.other, hdr(TypeProposal, "agr-A", 2), proposalJSON)}
 		}},
-		{"opened with another agent's keys", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"opened with another agent's keys", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{recipient: f.other, env: f.env}
 		}},
-		{"expected sender is another key", ErrWrongSender, func(t *testing.T, f *rejectFixture) openCall {
+		{"expected sender is another key", errWrongSender, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{sender: f.other.Public(), env: f.env}
 		}},
-		{"flipped ciphertext bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped ciphertext bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = flip(p.ciphertext, 100)
 			return openCall{env: p.join()}
 		}},
-		{"flipped encapsulated key bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped encapsulated key bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = flip(p.enc, 3)
 			return openCall{env: p.join()}
 		}},
-		{"header agreement id changed", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"header agreement id changed", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).withHeader(t, func(h map[string]any) { h["agreementId"] = "agr-B" }).join()}
 		}},
-		{"forged by a third key claiming the agbot's id", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"forged by a third key claiming the agbot's id", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).signedBy(t, f.other).join()}
 		}},
-		{"signature of another envelope", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"signature of another envelope", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.signature = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).signature
 			return openCall{env: p.join()}
 		}},
-		{"garbage ciphertext signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"garbage ciphertext signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = make([]byte, len(p.ciphertext))
 			return openCall{env: p.signedBy(t, f.agbot).join()}
 		}},
-		{"header changed after encryption, signed by the agbot (AAD)", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"header changed after encryption, signed by the agbot (AAD)", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["sequence"] = 99 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"encapsulated key of another envelope, signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"encapsulated key of another envelope, signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).enc
 			return openCall{env: p.signedBy(t, f.agbot).join()}
@@ -262,29 +262,29 @@ func TestOpenRejects(t *testing.T) {
 			f.accept(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 5), proposalJSON))
 			return openCall{env: f.env}
 		}},
-		{"update opened as a proposal", ErrUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
+		{"update opened as a proposal", errUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeUpdate, "agr-A", 1), proposalJSON)}
 		}},
-		{"proposal opened as an update", ErrUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal opened as an update", errUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.env, open: func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o Options) error {
 				_, _, err := Open[Update](ctx, r, s, env, g, o)
 				return err
 			}}
 		}},
-		{"sequence 0, signed by the agbot", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"sequence 0, signed by the agbot", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).withHeader(t, func(h map[string]any) { h["sequence"] = 0 }).signedBy(t, f.agbot).join()}
 		}},
-		{"proposal for another agreement than its envelope", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal for another agreement than its envelope", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-B", 1), proposalJSON)}
 		}},
-		{"proposal with an unsafe secret name", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal with an unsafe secret name", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			bad := strings.Replace(string(proposalJSON), `"secret-00"`, `"../etc"`, 1)
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(bad))}
 		}},
-		{"plaintext is not a proposal", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"plaintext is not a proposal", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(canary))}
 		}},
-		{"proposal of another message version", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal of another message version", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			v2 := strings.Replace(string(proposalJSON), `"version":1`, `"version":2`, 1)
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(v2))}
 		}},
@@ -387,7 +387,7 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	// An envelope of agreement A cannot be passed off as one of B: the
 	// agreement id is signed, and changing it breaks the signature.
 	p := split(t, a5).withHeader(t, func(h map[string]any) { h["agreementId"] = "C" })
-	requireKind(t, open(p.join()), ErrBadSignature)
+	requireKind(t, open(p.join()), errBadSignature)
 	assert.Zero(t, guard.Last("C", TypeUpdate))
 
 	// On replay the header is returned (authentic), so an agent can answer again.
@@ -459,5 +459,5 @@ func TestPeekHeaderIsUnverified(t *testing.T) {
 	require.NoError(t, err, "PeekHeader reads without verifying")
 	assert.Equal(t, "B", h.AgreementID)
 	_, err = PeekHeader([]byte("{"), Options{})
-	requireKind(t, err, ErrMalformed)
+	requireKind(t, err, errMalformed)
 }

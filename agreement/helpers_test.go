@@ -23,15 +23,22 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // allKinds are the error kinds of the package; an error should match one.
 var allKinds = []error{
-	ErrTooLarge, ErrMalformed, ErrUnsupportedVersion, ErrSuiteNotAllowed, ErrWrongRecipient,
-	ErrWrongSender, ErrBadSignature, ErrDecrypt, ErrReplay, ErrUnexpectedType, ErrInvalidMessage,
-	ErrInvalidKey, ErrInsecureKeyFile,
+	errTooLarge, errMalformed, errUnsupportedVersion, errUnexpectedType, errInvalidMessage, errInvalidKey,
+	errUnknownSuite, errInsecureKeyFile, errSuiteNotAllowed, errWrongRecipient, errWrongSender,
+	errBadSignature, errDecrypt, ErrReplay,
 }
 
-// requireKind asserts that err matches want and no other kind.
+// requireKind asserts that err matches want, the exported kind want
+// belongs to, and no other cause.
 func requireKind(t *testing.T, err error, want error) {
 	t.Helper()
 	require.ErrorIs(t, err, want)
+	if c, ok := want.(*cause); ok {
+		require.ErrorIs(t, err, c.kind)
+		other := map[error]error{ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: ErrInvalid}[c.kind]
+		assert.NotErrorIs(t, err, other)
+		assert.NotErrorIs(t, err, ErrReplay)
+	}
 	for _, k := range allKinds {
 		if k != want {
 			assert.NotErrorIs(t, err, k, "error %q also matches %q", err, k)

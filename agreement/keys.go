@@ -64,11 +64,11 @@ func (s Suite) hpke() (hpkeSuite, bool) {
 	return hpkeSuite{}, false
 }
 
-// Validate returns an error wrapping ErrSuiteNotAllowed if s is not a
+// Validate returns an error wrapping ErrInvalid if s is not a
 // supported suite.
 func (s Suite) Validate() error {
 	if _, ok := s.hpke(); !ok {
-		return fmt.Errorf("agreement: %w: unknown suite %.64q", ErrSuiteNotAllowed, string(s))
+		return fmt.Errorf("agreement: %w: unknown suite %.64q", errUnknownSuite, string(s))
 	}
 	return nil
 }
@@ -91,7 +91,7 @@ func SuiteForKEM(kemID uint16) (Suite, error) {
 	case kemX25519:
 		return SuiteX25519, nil
 	}
-	return "", fmt.Errorf("agreement: %w: unsupported HPKE KEM 0x%04x", ErrSuiteNotAllowed, kemID)
+	return "", fmt.Errorf("agreement: %w: unsupported HPKE KEM 0x%04x", errUnknownSuite, kemID)
 }
 
 // KeyID identifies a public key: 32 lowercase hex digits, the first 128
@@ -158,10 +158,10 @@ type PublicKeys struct {
 // certificate.
 func NewPublicKeys(signing ed25519.PublicKey, encryption hpke.PublicKey) (*PublicKeys, error) {
 	if len(signing) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("agreement: %w: signing key is %d bytes, want %d", ErrInvalidKey, len(signing), ed25519.PublicKeySize)
+		return nil, fmt.Errorf("agreement: %w: signing key is %d bytes, want %d", errInvalidKey, len(signing), ed25519.PublicKeySize)
 	}
 	if encryption == nil {
-		return nil, fmt.Errorf("agreement: %w: encryption key is nil", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: %w: encryption key is nil", errInvalidKey)
 	}
 	suite, err := SuiteForKEM(encryption.KEM().ID())
 	if err != nil {
@@ -187,7 +187,7 @@ func ParseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
 	h, _ := suite.hpke()
 	pub, err := h.kem.NewPublicKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("agreement: %w: %d bytes are not a %s public key", ErrInvalidKey, len(key), suite)
+		return nil, fmt.Errorf("agreement: %w: %d bytes are not a %s public key", errInvalidKey, len(key), suite)
 	}
 	return pub, nil
 }
@@ -272,7 +272,7 @@ func ParsePublicKeys(text []byte) (*PublicKeys, error) {
 		return nil, err
 	}
 	if len(block.Bytes) < ed25519.PublicKeySize {
-		return nil, fmt.Errorf("agreement: public keys: %w: body is %d bytes", ErrInvalidKey, len(block.Bytes))
+		return nil, fmt.Errorf("agreement: public keys: %w: body is %d bytes", errInvalidKey, len(block.Bytes))
 	}
 	enc, err := ParseEncryptionKey(suite.KEMID(), block.Bytes[ed25519.PublicKeySize:])
 	if err != nil {
@@ -292,25 +292,25 @@ func ParsePublicKeys(text []byte) (*PublicKeys, error) {
 // checks its headers: version, suite, nothing unknown.
 func decodeKeyPEM(text []byte, typ string) (*pem.Block, Suite, error) {
 	if len(text) > maxKeyText {
-		return nil, "", fmt.Errorf("agreement: key text: %w: %d bytes, limit %d", ErrTooLarge, len(text), maxKeyText)
+		return nil, "", fmt.Errorf("agreement: key text: %w: %d bytes, limit %d", errTooLarge, len(text), maxKeyText)
 	}
 	text = bytes.TrimSpace(text)
 	if bytes.Count(text, []byte("-----BEGIN")) != 1 || !bytes.HasPrefix(text, []byte("-----BEGIN "+typ+"-----")) {
-		return nil, "", fmt.Errorf("agreement: key text: %w: want exactly one PEM block of type %q", ErrInvalidKey, typ)
+		return nil, "", fmt.Errorf("agreement: key text: %w: want exactly one PEM block of type %q", errInvalidKey, typ)
 	}
 	block, rest := pem.Decode(text)
 	if block == nil || len(rest) != 0 {
-		return nil, "", fmt.Errorf("agreement: key text: %w: broken PEM block", ErrInvalidKey)
+		return nil, "", fmt.Errorf("agreement: key text: %w: broken PEM block", errInvalidKey)
 	}
 	for k := range block.Headers {
 		switch k {
 		case pemVersion, pemSuite, pemSigningKeyID, pemEncryptionKeyID:
 		default:
-			return nil, "", fmt.Errorf("agreement: key text: %w: unknown header %.64q", ErrInvalidKey, k)
+			return nil, "", fmt.Errorf("agreement: key text: %w: unknown header %.64q", errInvalidKey, k)
 		}
 	}
 	if v := block.Headers[pemVersion]; v != keyTextVersion {
-		return nil, "", fmt.Errorf("agreement: key text: %w: version %.16q, want %s", ErrUnsupportedVersion, v, keyTextVersion)
+		return nil, "", fmt.Errorf("agreement: key text: %w: version %.16q, want %s", errUnsupportedVersion, v, keyTextVersion)
 	}
 	suite := Suite(block.Headers[pemSuite])
 	if err := suite.Validate(); err != nil {
@@ -327,7 +327,7 @@ func checkKeyIDHeaders(headers map[string]string, p *PublicKeys) error {
 		want KeyID
 	}{{pemSigningKeyID, p.signingID}, {pemEncryptionKeyID, p.encryptionID}} {
 		if got, ok := headers[h.name]; ok && KeyID(got) != h.want {
-			return fmt.Errorf("agreement: key text: %w: %s header does not match the key", ErrInvalidKey, h.name)
+			return fmt.Errorf("agreement: key text: %w: %s header does not match the key", errInvalidKey, h.name)
 		}
 	}
 	return nil
@@ -369,13 +369,13 @@ func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 // HPKE private key of a supported suite.
 func NewPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*PrivateKeys, error) {
 	if len(signing) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("agreement: %w: signing private key is %d bytes, want %d", ErrInvalidKey, len(signing), ed25519.PrivateKeySize)
+		return nil, fmt.Errorf("agreement: %w: signing private key is %d bytes, want %d", errInvalidKey, len(signing), ed25519.PrivateKeySize)
 	}
 	// An ed25519.PrivateKey is seed||public; a mismatched public half would
 	// make every signature fail to verify.
 	signing = ed25519.NewKeyFromSeed(signing.Seed())
 	if encryption == nil {
-		return nil, fmt.Errorf("agreement: %w: encryption private key is nil", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: %w: encryption private key is nil", errInvalidKey)
 	}
 	pub, err := NewPublicKeys(signing.Public().(ed25519.PublicKey), encryption.PublicKey())
 	if err != nil {
@@ -449,7 +449,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 	// copy its target's mode.
 	if fi, err := os.Lstat(path); err == nil {
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("agreement: writing private keys to %s: %w: it exists and is not a regular file", path, ErrInsecureKeyFile)
+			return fmt.Errorf("agreement: writing private keys to %s: %w: it exists and is not a regular file", path, errInsecureKeyFile)
 		}
 		if fi.Mode().Perm() != privateKeyFileMode {
 			if err := os.Chmod(path, privateKeyFileMode); err != nil {
@@ -477,7 +477,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 }
 
 // ReadPrivateKeysFile reads a key set written by WriteFile. On Unix it
-// refuses (ErrInsecureKeyFile) a file that group or others may access.
+// refuses (ErrInvalid) a file that group or others may access.
 func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -489,7 +489,7 @@ func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 		return nil, fmt.Errorf("agreement: reading private keys: %w", err)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("agreement: reading private keys from %s: %w: mode %04o, want 0600", path, ErrInsecureKeyFile, fi.Mode().Perm())
+		return nil, fmt.Errorf("agreement: reading private keys from %s: %w: mode %04o, want 0600", path, errInsecureKeyFile, fi.Mode().Perm())
 	}
 	text, err := io.ReadAll(io.LimitReader(f, maxKeyText+1))
 	if err != nil {
@@ -512,12 +512,12 @@ func parsePrivateKeys(text []byte) (*PrivateKeys, error) {
 	}
 	defer clear(block.Bytes)
 	if len(block.Bytes) < ed25519.SeedSize {
-		return nil, fmt.Errorf("agreement: private keys: %w: body is %d bytes", ErrInvalidKey, len(block.Bytes))
+		return nil, fmt.Errorf("agreement: private keys: %w: body is %d bytes", errInvalidKey, len(block.Bytes))
 	}
 	h, _ := suite.hpke()
 	enc, err := h.kem.NewPrivateKey(block.Bytes[ed25519.SeedSize:])
 	if err != nil {
-		return nil, fmt.Errorf("agreement: private keys: %w: not a %s encryption key", ErrInvalidKey, suite)
+		return nil, fmt.Errorf("agreement: private keys: %w: not a %s encryption key", errInvalidKey, suite)
 	}
 	k, err := NewPrivateKeys(ed25519.NewKeyFromSeed(block.Bytes[:ed25519.SeedSize]), enc)
 	if err != nil {

@@ -99,7 +99,7 @@ func TestGenerateKeys(t *testing.T) {
 	}
 
 	_, err = GenerateKeys("DHKEM-P256/HKDF-SHA256/AES-128-GCM")
-	requireKind(t, err, ErrSuiteNotAllowed)
+	requireKind(t, err, errUnknownSuite)
 	assert.Zero(t, Suite("nope").KEMID())
 }
 
@@ -132,23 +132,23 @@ func TestPublicKeysFromStdlibTypes(t *testing.T) {
 			assert.True(t, p.Equal(k.Public()), "SigningKey returns a copy")
 
 			_, err = ParseEncryptionKey(kemID, encBytes[1:])
-			requireKind(t, err, ErrInvalidKey)
+			requireKind(t, err, errInvalidKey)
 		})
 	}
 
 	k := mustKeys(t, SuiteX25519)
 	_, err := NewPublicKeys(k.Public().SigningKey()[:31], k.Public().EncryptionKey())
-	requireKind(t, err, ErrInvalidKey)
+	requireKind(t, err, errInvalidKey)
 	_, err = NewPublicKeys(k.Public().SigningKey(), nil)
-	requireKind(t, err, ErrInvalidKey)
+	requireKind(t, err, errInvalidKey)
 	p256, err := hpke.DHKEM(ecdh.P256()).GenerateKey()
 	require.NoError(t, err)
 	_, err = NewPublicKeys(k.Public().SigningKey(), p256.PublicKey())
-	requireKind(t, err, ErrSuiteNotAllowed)
+	requireKind(t, err, errUnknownSuite)
 	_, err = ParseEncryptionKey(p256.KEM().ID(), p256.PublicKey().Bytes())
-	requireKind(t, err, ErrSuiteNotAllowed)
+	requireKind(t, err, errUnknownSuite)
 	_, err = NewPrivateKeys(k.signing, p256)
-	requireKind(t, err, ErrSuiteNotAllowed)
+	requireKind(t, err, errUnknownSuite)
 }
 
 func TestPublicKeysJSON(t *testing.T) {
@@ -181,21 +181,21 @@ func TestParsePublicKeysRejects(t *testing.T) {
 		text string
 		want error
 	}{
-		{"empty", "", ErrInvalidKey},
-		{"not PEM", "hello", ErrInvalidKey},
-		{"a private key block", string(private), ErrInvalidKey},
-		{"two blocks", s + s, ErrInvalidKey},
-		{"text after the block", s + "x", ErrInvalidKey},
-		{"text before the block", "x" + s, ErrInvalidKey},
-		{"unknown header", strings.Replace(s, "Version: 1", "Version: 1\nComment: hi", 1), ErrInvalidKey},
-		{"version 2", strings.Replace(s, "Version: 1", "Version: 2", 1), ErrUnsupportedVersion},
-		{"no version", strings.Replace(s, "Version: 1\n", "", 1), ErrUnsupportedVersion},
-		{"unknown suite", strings.Replace(s, string(SuiteX25519), "DHKEM-X448/HKDF-SHA512/AES-256-GCM", 1), ErrSuiteNotAllowed},
-		{"suite header of another KEM", strings.Replace(string(pq), string(SuiteMLKEM768X25519), string(SuiteX25519), 1), ErrInvalidKey},
-		{"signing key id does not match", strings.Replace(s, "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 00000000000000000000000000000000", 1), ErrInvalidKey},
-		{"encryption key id does not match", strings.Replace(s, "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID()), "Encryption-Key-Id: 00000000000000000000000000000000", 1), ErrInvalidKey},
-		{"body too short", "-----BEGIN EDGESECRETS PUBLIC KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PUBLIC KEYS-----\n", ErrInvalidKey},
-		{"over the size limit", strings.Repeat(" ", maxKeyText+1), ErrTooLarge},
+		{"empty", "", errInvalidKey},
+		{"not PEM", "hello", errInvalidKey},
+		{"a private key block", string(private), errInvalidKey},
+		{"two blocks", s + s, errInvalidKey},
+		{"text after the block", s + "x", errInvalidKey},
+		{"text before the block", "x" + s, errInvalidKey},
+		{"unknown header", strings.Replace(s, "Version: 1", "Version: 1\nComment: hi", 1), errInvalidKey},
+		{"version 2", strings.Replace(s, "Version: 1", "Version: 2", 1), errUnsupportedVersion},
+		{"no version", strings.Replace(s, "Version: 1\n", "", 1), errUnsupportedVersion},
+		{"unknown suite", strings.Replace(s, string(SuiteX25519), "DHKEM-X448/HKDF-SHA512/AES-256-GCM", 1), errUnknownSuite},
+		{"suite header of another KEM", strings.Replace(string(pq), string(SuiteMLKEM768X25519), string(SuiteX25519), 1), errInvalidKey},
+		{"signing key id does not match", strings.Replace(s, "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 00000000000000000000000000000000", 1), errInvalidKey},
+		{"encryption key id does not match", strings.Replace(s, "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID()), "Encryption-Key-Id: 00000000000000000000000000000000", 1), errInvalidKey},
+		{"body too short", "-----BEGIN EDGESECRETS PUBLIC KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PUBLIC KEYS-----\n", errInvalidKey},
+		{"over the size limit", strings.Repeat(" ", maxKeyText+1), errTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParsePublicKeys([]byte(tc.text))
@@ -251,7 +251,7 @@ func TestPrivateKeysFile(t *testing.T) {
 				require.NoError(t, os.WriteFile(target, nil, 0o644))
 				link := filepath.Join(dir, "link")
 				require.NoError(t, os.Symlink(target, link))
-				requireKind(t, k.WriteFile(link), ErrInsecureKeyFile)
+				requireKind(t, k.WriteFile(link), errInsecureKeyFile)
 				content, err := os.ReadFile(target)
 				require.NoError(t, err)
 				assert.Empty(t, content)
@@ -283,19 +283,19 @@ func TestReadPrivateKeysFileRejects(t *testing.T) {
 	if runtime.GOOS != "windows" {
 		t.Run("readable by others", func(t *testing.T) {
 			_, err := ReadPrivateKeysFile(write("open", string(text), 0o644))
-			requireKind(t, err, ErrInsecureKeyFile)
+			requireKind(t, err, errInsecureKeyFile)
 			_, err = ReadPrivateKeysFile(write("group", string(text), 0o640))
-			requireKind(t, err, ErrInsecureKeyFile)
+			requireKind(t, err, errInsecureKeyFile)
 		})
 	}
 	for _, tc := range []struct {
 		name, content string
 		want          error
 	}{
-		{"a public key file", string(pub), ErrInvalidKey},
-		{"key id header does not match", strings.Replace(string(text), "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 0123456789abcdef0123456789abcdef", 1), ErrInvalidKey},
-		{"short body", "-----BEGIN EDGESECRETS PRIVATE KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PRIVATE KEYS-----\n", ErrInvalidKey},
-		{"too large", strings.Repeat("A", maxKeyText+10), ErrTooLarge},
+		{"a public key file", string(pub), errInvalidKey},
+		{"key id header does not match", strings.Replace(string(text), "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 0123456789abcdef0123456789abcdef", 1), errInvalidKey},
+		{"short body", "-----BEGIN EDGESECRETS PRIVATE KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PRIVATE KEYS-----\n", errInvalidKey},
+		{"too large", strings.Repeat("A", maxKeyText+10), errTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadPrivateKeysFile(write(strings.ReplaceAll(tc.name, " ", "-"), tc.content, 0o600))
@@ -355,7 +355,7 @@ func TestNewPrivateKeys(t *testing.T) {
 	assert.Same(t, enc, k.EncryptionKey())
 
 	_, err = NewPrivateKeys(signing[:32], enc)
-	requireKind(t, err, ErrInvalidKey)
+	requireKind(t, err, errInvalidKey)
 	_, err = NewPrivateKeys(signing, nil)
-	requireKind(t, err, ErrInvalidKey)
+	requireKind(t, err, errInvalidKey)
 }

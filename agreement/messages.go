@@ -296,7 +296,7 @@ func (p Proposal) Validate() error {
 		return err
 	}
 	if err := validateServices(p.Services); err != nil {
-		return fmt.Errorf("%w: proposal of agreement %q: %w", ErrInvalidMessage, p.AgreementID, err)
+		return fmt.Errorf("%w: proposal of agreement %q: %w", errInvalidMessage, p.AgreementID, err)
 	}
 	return nil
 }
@@ -381,10 +381,10 @@ func (u Update) Validate() error {
 		return err
 	}
 	if !validToken(u.Kind, maxKindLength) {
-		return fmt.Errorf("%w: update of agreement %q: kind %.80q is not 1 to %d of [a-z0-9._-]", ErrInvalidMessage, u.AgreementID, u.Kind, maxKindLength)
+		return fmt.Errorf("%w: update of agreement %q: kind %.80q is not 1 to %d of [a-z0-9._-]", errInvalidMessage, u.AgreementID, u.Kind, maxKindLength)
 	}
 	if len(u.Payload) == 0 || !json.Valid(u.Payload) {
-		return fmt.Errorf("%w: update of agreement %q: payload is missing or not JSON", ErrInvalidMessage, u.AgreementID)
+		return fmt.Errorf("%w: update of agreement %q: payload is missing or not JSON", errInvalidMessage, u.AgreementID)
 	}
 	if u.Kind == UpdateKindSecrets {
 		if _, err := u.Secrets(); err != nil {
@@ -428,7 +428,7 @@ func (su SecretsUpdate) LogValue() slog.Value { return slog.GroupValue(servicesL
 // NewSecretsUpdate returns an Update of kind UpdateKindSecrets carrying su.
 func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
 	if err := su.Validate(); err != nil {
-		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", ErrInvalidMessage, agreementID, err)
+		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", errInvalidMessage, agreementID, err)
 	}
 	payload := encodeServicesMessage(false, 0, "", su.Services)
 	return Update{Version: MessageVersion, AgreementID: agreementID, Kind: UpdateKindSecrets, Payload: payload}, nil
@@ -438,7 +438,7 @@ func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
 // UpdateKindSecrets.
 func (u Update) Secrets() (SecretsUpdate, error) {
 	if u.Kind != UpdateKindSecrets {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", ErrUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", errUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
 	}
 	var w secretsUpdateJSON
 	err := decodeStrict(u.Payload, &w)
@@ -447,10 +447,10 @@ func (u Update) Secrets() (SecretsUpdate, error) {
 		su.Services, err = servicesFromWire(w.Services)
 	}
 	if err != nil {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrMalformed, u.AgreementID, err)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", errMalformed, u.AgreementID, err)
 	}
 	if err := su.Validate(); err != nil {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrInvalidMessage, u.AgreementID, err)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", errInvalidMessage, u.AgreementID, err)
 	}
 	return su, nil
 }
@@ -500,13 +500,13 @@ func (r Reply) Validate() error {
 		return err
 	}
 	if r.InReplyTo != (MessageRef{}) && (!validToken(string(r.InReplyTo.Type), maxTypeLength) || r.InReplyTo.Sequence == 0) {
-		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", ErrInvalidMessage, r.AgreementID)
+		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", errInvalidMessage, r.AgreementID)
 	}
 	if !r.Accepted && r.Reason == "" {
-		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", ErrInvalidMessage, r.AgreementID)
+		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", errInvalidMessage, r.AgreementID)
 	}
 	if len(r.Reason) > MaxReasonLength || !utf8.ValidString(r.Reason) {
-		return fmt.Errorf("%w: reply of agreement %q: reason is over %d bytes or not UTF-8", ErrInvalidMessage, r.AgreementID, MaxReasonLength)
+		return fmt.Errorf("%w: reply of agreement %q: reason is over %d bytes or not UTF-8", errInvalidMessage, r.AgreementID, MaxReasonLength)
 	}
 	return nil
 }
@@ -539,19 +539,19 @@ type messageVersion struct {
 // wire version must be exactly MessageVersion.
 func decodeMessage(what string, b []byte, limit int, m decodable) error {
 	if len(b) > limit {
-		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, ErrTooLarge, len(b), limit)
+		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, errTooLarge, len(b), limit)
 	}
 	if err := m.decode(b); err != nil {
 		// A message of another version may well have other fields: say so
 		// rather than which field is unknown.
 		var v messageVersion
 		if json.Unmarshal(b, &v) == nil && v.Version != nil && *v.Version != MessageVersion {
-			return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, *v.Version, MessageVersion)
+			return fmt.Errorf("%s: %w: version %d, want %d", what, errUnsupportedVersion, *v.Version, MessageVersion)
 		}
-		return fmt.Errorf("%s: %w: %w", what, ErrMalformed, err)
+		return fmt.Errorf("%s: %w: %w", what, errMalformed, err)
 	}
 	if m.version() != MessageVersion {
-		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
+		return fmt.Errorf("%s: %w: version %d, want %d", what, errUnsupportedVersion, m.version(), MessageVersion)
 	}
 	return m.Validate()
 }
@@ -574,10 +574,10 @@ func decodeStrict(b []byte, v any) error {
 // MessageVersion) and an agreement id.
 func checkMessageHead(what string, version int, agreementID string) error {
 	if version != 0 && version != MessageVersion {
-		return fmt.Errorf("%w: %s version %d, want %d", ErrUnsupportedVersion, what, version, MessageVersion)
+		return fmt.Errorf("%w: %s version %d, want %d", errUnsupportedVersion, what, version, MessageVersion)
 	}
 	if err := checkAgreementID(agreementID); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidMessage, what, err)
+		return fmt.Errorf("%w: %s: %w", errInvalidMessage, what, err)
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func TestUpdateSealOpen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "labels", got.Kind)
 	_, err = got.Secrets()
-	requireKind(t, err, ErrUnexpectedType)
+	requireKind(t, err, errUnexpectedType)
 }
 
 func TestReplySealOpen(t *testing.T) {
@@ -128,17 +128,17 @@ func TestSealMessageRejects(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	p := proposalWithSecrets("agr-1", 1, 10)
 	_, err := Seal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1}, Options{})
-	requireKind(t, err, ErrInvalidMessage)
+	requireKind(t, err, errInvalidMessage)
 	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate}, Options{})
-	requireKind(t, err, ErrInvalidMessage)
+	requireKind(t, err, errInvalidMessage)
 	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"}, Options{})
-	requireKind(t, err, ErrInvalidMessage)
+	requireKind(t, err, errInvalidMessage)
 	_, err = Seal(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1}, Options{})
-	requireKind(t, err, ErrInvalidMessage)
+	requireKind(t, err, errInvalidMessage)
 	_, err = Seal(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1}, Options{})
-	requireKind(t, err, ErrInvalidMessage)
+	requireKind(t, err, errInvalidMessage)
 	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{MaxSize: 100})
-	requireKind(t, err, ErrTooLarge)
+	requireKind(t, err, errTooLarge)
 }
 
 const validProposal = `{"version":1,"agreementId":"agr-1","services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"format":"json","data":{"password":"czNjcjN0"}}}}]}`
@@ -186,32 +186,32 @@ func TestDecodeProposal(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validProposal + strings.Repeat(" ", defaultMaxMessageSize), ErrTooLarge},
-		{"not JSON", "{", ErrMalformed},
-		{"not an object", `[1]`, ErrMalformed},
-		{"trailing data", validProposal + `{}`, ErrMalformed},
-		{"unknown field", edit(`"agreementId"`, `"extra":1,"agreementId"`), ErrMalformed},
-		{"unknown field in secret details", edit(`"format":"json"`, `"format":"json","note":"x"`), ErrMalformed},
-		{"value not base64", edit(`czNjcjN0`, `!!`), ErrMalformed},
-		{"value base64 with a line break", edit(`czNjcjN0`, `czNj\ncjN0`), ErrMalformed},
-		{"secret details without data", edit(`,"data":{"password":"czNjcjN0"}`, ``), ErrMalformed},
-		{"unknown format", edit(`"format":"json"`, `"format":"yaml"`), ErrMalformed},
-		{"version 2", edit(`"version":1`, `"version":2`), ErrUnsupportedVersion},
-		{"no version", edit(`"version":1,`, ``), ErrUnsupportedVersion},
-		{"version as a string", edit(`"version":1`, `"version":"1"`), ErrMalformed},
-		{"no agreement id", edit(`"agreementId":"agr-1"`, `"agreementId":""`), ErrInvalidMessage},
-		{"agreement id with a space", edit(`"agr-1"`, `"agr 1"`), ErrInvalidMessage},
-		{"agreement id too long", edit(`"agr-1"`, `"`+strings.Repeat("a", 257)+`"`), ErrInvalidMessage},
-		{"service without url", edit(`"url":"u"`, `"url":""`), ErrInvalidMessage},
-		{"service field with a control character", edit(`"org":"o"`, `"org":"o\u0007"`), ErrInvalidMessage},
-		{"secret name with a slash", edit(`"db"`, `"a/b"`), ErrInvalidMessage},
-		{"secret name ..", edit(`"db"`, `".."`), ErrInvalidMessage},
-		{"secret name .", edit(`"db"`, `"."`), ErrInvalidMessage},
-		{"empty secret name", edit(`"db"`, `""`), ErrInvalidMessage},
-		{"secret name with NUL", edit(`"db"`, `"d\u0000b"`), ErrInvalidMessage},
-		{"raw format with two keys", edit(`"format":"json","data":{"password":"czNjcjN0"}`, `"format":"raw","data":{"a":"","b":""}`), ErrInvalidMessage},
-		{"empty data key", edit(`"password"`, `""`), ErrInvalidMessage},
-		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), ErrInvalidMessage},
+		{"over the limit", validProposal + strings.Repeat(" ", defaultMaxMessageSize), errTooLarge},
+		{"not JSON", "{", errMalformed},
+		{"not an object", `[1]`, errMalformed},
+		{"trailing data", validProposal + `{}`, errMalformed},
+		{"unknown field", edit(`"agreementId"`, `"extra":1,"agreementId"`), errMalformed},
+		{"unknown field in secret details", edit(`"format":"json"`, `"format":"json","note":"x"`), errMalformed},
+		{"value not base64", edit(`czNjcjN0`, `!!`), errMalformed},
+		{"value base64 with a line break", edit(`czNjcjN0`, `czNj\ncjN0`), errMalformed},
+		{"secret details without data", edit(`,"data":{"password":"czNjcjN0"}`, ``), errMalformed},
+		{"unknown format", edit(`"format":"json"`, `"format":"yaml"`), errMalformed},
+		{"version 2", edit(`"version":1`, `"version":2`), errUnsupportedVersion},
+		{"no version", edit(`"version":1,`, ``), errUnsupportedVersion},
+		{"version as a string", edit(`"version":1`, `"version":"1"`), errMalformed},
+		{"no agreement id", edit(`"agreementId":"agr-1"`, `"agreementId":""`), errInvalidMessage},
+		{"agreement id with a space", edit(`"agr-1"`, `"agr 1"`), errInvalidMessage},
+		{"agreement id too long", edit(`"agr-1"`, `"`+strings.Repeat("a", 257)+`"`), errInvalidMessage},
+		{"service without url", edit(`"url":"u"`, `"url":""`), errInvalidMessage},
+		{"service field with a control character", edit(`"org":"o"`, `"org":"o\u0007"`), errInvalidMessage},
+		{"secret name with a slash", edit(`"db"`, `"a/b"`), errInvalidMessage},
+		{"secret name ..", edit(`"db"`, `".."`), errInvalidMessage},
+		{"secret name .", edit(`"db"`, `"."`), errInvalidMessage},
+		{"empty secret name", edit(`"db"`, `""`), errInvalidMessage},
+		{"secret name with NUL", edit(`"db"`, `"d\u0000b"`), errInvalidMessage},
+		{"raw format with two keys", edit(`"format":"json","data":{"password":"czNjcjN0"}`, `"format":"raw","data":{"a":"","b":""}`), errInvalidMessage},
+		{"empty data key", edit(`"password"`, `""`), errInvalidMessage},
+		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeProposal([]byte(tc.in))
@@ -235,7 +235,7 @@ func TestDecodeErrorsNeverQuoteValues(t *testing.T) {
 	}
 	// encoding/json quotes a number that does not fit its field.
 	_, err := decodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
-	requireKind(t, err, ErrMalformed)
+	requireKind(t, err, errMalformed)
 	assert.NotContains(t, err.Error(), "98765432")
 }
 
@@ -256,17 +256,17 @@ func TestDecodeUpdate(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validUpdate + strings.Repeat(" ", defaultMaxMessageSize), ErrTooLarge},
-		{"not JSON", "nope", ErrMalformed},
-		{"version 0", edit(`"version":1`, `"version":0`), ErrUnsupportedVersion},
-		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), ErrInvalidMessage},
-		{"kind empty", edit(`"kind":"secrets"`, `"kind":""`), ErrInvalidMessage},
-		{"kind too long", edit(`"kind":"secrets"`, `"kind":"`+strings.Repeat("k", 65)+`"`), ErrInvalidMessage},
-		{"no payload", edit(`,"payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, ``), ErrInvalidMessage},
-		{"secrets payload with unknown field", edit(`{"services"`, `{"x":1,"services"`), ErrMalformed},
-		{"secrets payload without services", edit(`{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, `{"services":[]}`), ErrInvalidMessage},
-		{"secrets payload with a service without secrets", edit(`"secrets":{"db":{"data":{"password":"czNjcjN0"}}}`, `"secrets":{}`), ErrInvalidMessage},
-		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), ErrInvalidMessage},
+		{"over the limit", validUpdate + strings.Repeat(" ", defaultMaxMessageSize), errTooLarge},
+		{"not JSON", "nope", errMalformed},
+		{"version 0", edit(`"version":1`, `"version":0`), errUnsupportedVersion},
+		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), errInvalidMessage},
+		{"kind empty", edit(`"kind":"secrets"`, `"kind":""`), errInvalidMessage},
+		{"kind too long", edit(`"kind":"secrets"`, `"kind":"`+strings.Repeat("k", 65)+`"`), errInvalidMessage},
+		{"no payload", edit(`,"payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, ``), errInvalidMessage},
+		{"secrets payload with unknown field", edit(`{"services"`, `{"x":1,"services"`), errMalformed},
+		{"secrets payload without services", edit(`{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, `{"services":[]}`), errInvalidMessage},
+		{"secrets payload with a service without secrets", edit(`"secrets":{"db":{"data":{"password":"czNjcjN0"}}}`, `"secrets":{}`), errInvalidMessage},
+		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeUpdate([]byte(tc.in))
@@ -289,13 +289,13 @@ func TestDecodeReply(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", strings.Repeat(" ", defaultMaxMessageSize+1), ErrTooLarge},
-		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, ErrInvalidMessage},
-		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, ErrInvalidMessage},
-		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, ErrInvalidMessage},
-		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, ErrInvalidMessage},
-		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, ErrMalformed},
-		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, ErrUnsupportedVersion},
+		{"over the limit", strings.Repeat(" ", defaultMaxMessageSize+1), errTooLarge},
+		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, errInvalidMessage},
+		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, errInvalidMessage},
+		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, errInvalidMessage},
+		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, errInvalidMessage},
+		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, errMalformed},
+		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, errUnsupportedVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeReply([]byte(tc.in))

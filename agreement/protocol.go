@@ -16,10 +16,9 @@ import (
 // h supplies the Sequence and optionally the Time; Seal fills the rest from
 // the keys (see Header).
 //
-// Seal fails with ErrTooLarge over the size limit (Options.MaxSize),
-// ErrSuiteNotAllowed when the recipient's suite is not allowed
-// (Options.AllowedSuites) and ErrInvalidMessage for a bad header or
-// message.
+// Seal fails with ErrInvalid over the size limit (Options.MaxSize), when
+// the recipient's suite is not allowed (Options.AllowedSuites) and for a
+// bad header or message.
 func Seal[M Proposal | Update | Reply | []byte](sender *PrivateKeys, recipient *PublicKeys, m M, h Header, opts Options) ([]byte, error) {
 	switch m := any(m).(type) {
 	case Proposal:
@@ -46,21 +45,20 @@ func Seal[M Proposal | Update | Reply | []byte](sender *PrivateKeys, recipient *
 // records its sequence in guard and returns the header and the message.
 //
 // For M a Proposal, Update or Reply the envelope must hold that message
-// type (else ErrUnexpectedType); the message is decoded (strictly: no
+// type (else ErrInvalid); the message is decoded (strictly: no
 // unknown fields) and validated, and its agreement id must be the
 // envelope's. An update of a kind this package does not know opens fine:
 // answer it with a rejecting Reply. For M []byte the plaintext is returned
 // as is, whatever the message type.
 //
-// Checks run in this order, each failing with its own error kind:
-// size (ErrTooLarge), form (ErrMalformed, ErrUnsupportedVersion), suite
-// allow-list (ErrSuiteNotAllowed), recipient key id (ErrWrongRecipient),
-// sender key id (ErrWrongSender), signature over header, encapsulated key and
-// ciphertext (ErrBadSignature), message type (ErrUnexpectedType),
-// decryption (ErrDecrypt), the message itself, and last the replay guard
-// (ErrReplay), so a forged or unusable envelope never advances the guard.
-// On ErrReplay the returned Header is authentic: an agent may answer that
-// message again (its reply was probably lost).
+// Checks run in this order: size, form and version (ErrInvalid); suite
+// allow-list, recipient key id, sender key id, signature over header,
+// encapsulated key and ciphertext (ErrNotAuthentic); message type
+// (ErrInvalid); decryption (ErrNotAuthentic); the message itself
+// (ErrInvalid); and last the replay guard (ErrReplay), so a forged or
+// unusable envelope never advances the guard. The error text names the
+// check that failed. On ErrReplay the returned Header is authentic: an
+// agent may answer that message again (its reply was probably lost).
 func Open[M Proposal | Update | Reply | []byte](ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, envelope []byte, guard ReplayGuard, opts Options) (Header, M, error) {
 	var m M
 	var h Header
@@ -87,10 +85,10 @@ func sealMessage(sender *PrivateKeys, recipient *PublicKeys, typ MessageType, m 
 		return nil, fmt.Errorf("agreement: seal %s: %w", typ, err)
 	}
 	if h.Type != "" && h.Type != typ {
-		return nil, fmt.Errorf("agreement: seal %s: %w: header type is %.40q", typ, ErrInvalidMessage, string(h.Type))
+		return nil, fmt.Errorf("agreement: seal %s: %w: header type is %.40q", typ, errInvalidMessage, string(h.Type))
 	}
 	if h.AgreementID != "" && h.AgreementID != m.agreement() {
-		return nil, fmt.Errorf("agreement: seal %s: %w: header agreement %.80q differs from the message's %q", typ, ErrInvalidMessage, h.AgreementID, m.agreement())
+		return nil, fmt.Errorf("agreement: seal %s: %w: header agreement %.80q differs from the message's %q", typ, errInvalidMessage, h.AgreementID, m.agreement())
 	}
 	h.Type, h.AgreementID = typ, m.agreement()
 	plaintext, err := m.encode()
@@ -108,7 +106,7 @@ func openMessage(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys
 			return err
 		}
 		if got := m.agreement(); got != h.AgreementID {
-			return fmt.Errorf("%w: message is for agreement %q, its envelope for %q", ErrInvalidMessage, got, h.AgreementID)
+			return fmt.Errorf("%w: message is for agreement %q, its envelope for %q", errInvalidMessage, got, h.AgreementID)
 		}
 		return nil
 	})

@@ -262,7 +262,7 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	envelope, err := agreement.Seal(f.agbot.keys, stranger.Public(), update, agreement.Header{Sequence: 99}, agreement.Options{})
 	require.NoError(t, err)
 	_, err = f.exchange.Receive(ctx, envelope)
-	require.ErrorIs(t, err, agreement.ErrWrongRecipient)
+	require.ErrorIs(t, err, agreement.ErrNotAuthentic)
 	c.addErr(err)
 
 	stored, err := f.admin.store.Get(ctx, secret.storeName())

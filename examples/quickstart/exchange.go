@@ -63,7 +63,7 @@ func (f *flow) tamperAndReplay(ctx context.Context) error {
 		return err
 	}
 	_, err = f.exchange.Receive(ctx, tampered)
-	if !errors.Is(err, agreement.ErrBadSignature) {
+	if !errors.Is(err, agreement.ErrNotAuthentic) {
 		return fmt.Errorf("a tampered proposal: want the agent to refuse it for its signature, got %v", err)
 	}
 	f.say.sayf("exchange", "flips one bit of the proposal's ciphertext: %v", err)

@@ -161,7 +161,7 @@ func TestLoadOrCreateKeys(t *testing.T) {
 
 	require.NoError(t, os.Chmod(path, 0o644))
 	_, _, err = demo.LoadOrCreateKeys(path)
-	assert.ErrorIs(t, err, agreement.ErrInsecureKeyFile, "a readable key file is refused, not replaced")
+	assert.ErrorIs(t, err, agreement.ErrInvalid, "a readable key file is refused, not replaced")
 }
 
 func TestListen(t *testing.T) {
