@@ -43,8 +43,8 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "edgesecrets-example")
 	defer os.RemoveAll(dir)
-	agbotKeys, _ := agreement.GenerateKeys(agreement.DefaultSuite)
-	agentKeys, _ := agreement.GenerateKeys(agreement.DefaultSuite)
+	agbotKeys, _ := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
+	agentKeys, _ := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 
 	// The agent: root-only files per service instance, and the /secrets API.
 	tokens := &agentapi.TokenTable{}

@@ -158,7 +158,7 @@ func BenchmarkSealProposal(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
 			h := Header{Sequence: 1, Time: t0}
@@ -195,10 +195,10 @@ func BenchmarkSealCrypto(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
-			h := Header{Version: envelopeVersion, Suite: suite, SenderKeyID: agbot.Public().SigningKeyID(), RecipientKeyID: agent.Public().EncryptionKeyID(),
+			h := Header{Version: envelopeVersion, Suite: suite, SenderKeyID: agbot.Public().signingID, RecipientKeyID: agent.Public().EncryptionKeyID(),
 				Type: TypeProposal, AgreementID: p.AgreementID, Sequence: 1, Time: t0}
 			header, err := appendHeader(nil, h)
 			require.NoError(b, err)
@@ -270,7 +270,7 @@ func BenchmarkOpenProposal(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
 			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})

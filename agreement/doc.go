@@ -9,10 +9,9 @@
 // 9180, crypto/hpke) encryption key of one Suite. The default suite is the
 // post-quantum hybrid ML-KEM-768 + X25519 with HKDF-SHA256 and AES-256-GCM;
 // DHKEM(X25519) is selectable. Public keys have a stable PEM text form
-// (PublicKeys.MarshalText, ParsePublicKeys) and a KeyID per key; private
+// (PublicKeys.MarshalText, UnmarshalText) and a KeyID per key; private
 // keys are written only to 0600 files (PrivateKeys.WriteFile). NewPublicKeys
-// and ParseEncryptionKey build keys from the stdlib types an identity
-// certificate carries.
+// builds the keys from the stdlib types an identity certificate carries.
 //
 // # Envelopes
 //

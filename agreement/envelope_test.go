@@ -17,7 +17,7 @@ import (
 )
 
 func TestSealOpenRoundTrip(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			guard := NewMemoryReplayGuard()
@@ -33,7 +33,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			assert.Equal(t, Header{
 				Version:        envelopeVersion,
 				Suite:          suite,
-				SenderKeyID:    agbot.Public().SigningKeyID(),
+				SenderKeyID:    agbot.Public().signingID,
 				RecipientKeyID: agent.Public().EncryptionKeyID(),
 				Type:           TypeUpdate,
 				AgreementID:    "agr-1",
@@ -90,7 +90,7 @@ func TestSealRejects(t *testing.T) {
 	}
 	t.Run("fields matching the keys are fine", func(t *testing.T) {
 		h := ok
-		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = envelopeVersion, SuiteX25519, agbot.Public().SigningKeyID(), agent.Public().EncryptionKeyID()
+		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = envelopeVersion, SuiteX25519, agbot.Public().signingID, agent.Public().EncryptionKeyID()
 		_, err := Seal(agbot, agent.Public(), []byte(nil), h, Options{})
 		require.NoError(t, err)
 	})
@@ -200,15 +200,15 @@ func TestOpenRejects(t *testing.T) {
 			return openCall{env: p.join()}
 		}},
 		{"suite outside the recipient's allow-list", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Suite()}}}
+			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Public().Suite()}}}
 		}},
 		{"unknown suite in the header", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = "DHKEM-X25519/HKDF-SHA256/AES-128-GCM" }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
+			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
 		{"header suite is not the recipient key's (downgrade)", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
-			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Suite()) }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: Options{AllowedSuites: Suites()}}
+			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Public().Suite()) }).signedBy(t, f.agbot)
+			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
 		{"sealed to another agent", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.other, hdr(TypeProposal, "agr-A", 2), proposalJSON)}
@@ -290,7 +290,7 @@ func TestOpenRejects(t *testing.T) {
 		}},
 	}
 
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		otherSuite := SuiteX25519
 		if suite == SuiteX25519 {
 			otherSuite = SuiteMLKEM768X25519
@@ -333,7 +333,7 @@ func TestOpenRejects(t *testing.T) {
 func hexByte(c byte) string { return fmt.Sprintf("%02x", c) }
 
 func TestOpenRejectsEveryFlippedBit(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			env, err := Seal(agbot, agent.Public(), []byte(canary), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: t0}, Options{})

@@ -2,6 +2,8 @@ package agreement_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/hpke"
 	"errors"
 	"fmt"
 	"log"
@@ -16,11 +18,11 @@ import (
 // public keys; the agent opens it and answers with a sealed reply.
 func Example() {
 	ctx := context.Background()
-	agbot, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agbot, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agent, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agent, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,16 +138,21 @@ func ExampleNewPublicKeys() {
 	fmt.Println(fi.Mode().Perm(), loaded.Public().Equal(keys.Public()))
 
 	// In a CSR: the Ed25519 public key, and the HPKE key's KEM id and bytes.
+	signing := keys.Signer().Public().(ed25519.PublicKey)
 	enc := keys.Public().EncryptionKey()
 	kemID, encBytes := enc.KEM().ID(), enc.Bytes()
 	fmt.Printf("KEM 0x%04x, %d bytes\n", kemID, len(encBytes))
 
 	// On the hub: rebuild the keys from the certificate's fields.
-	parsed, err := agreement.ParseEncryptionKey(kemID, encBytes)
+	kem, err := hpke.NewKEM(kemID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	pub, err := agreement.NewPublicKeys(keys.Public().SigningKey(), parsed)
+	parsed, err := kem.NewPublicKey(encBytes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pub, err := agreement.NewPublicKeys(signing, parsed)
 	if err != nil {
 		log.Fatal(err)
 	}

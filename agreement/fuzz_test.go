@@ -42,7 +42,7 @@ func FuzzOpen(f *testing.F) {
 			// Fuzz workers redo the setup (HPKE sealing is randomised), so
 			// compare content: the agbot signed only this header and plaintext.
 			assert.Equal(t, plaintext, pt, "accepted an envelope the agbot did not seal")
-			assert.Equal(t, Header{Version: 1, Suite: agent.Suite(), SenderKeyID: agbot.Public().SigningKeyID(),
+			assert.Equal(t, Header{Version: 1, Suite: agent.Public().Suite(), SenderKeyID: agbot.Public().signingID,
 				RecipientKeyID: agent.Public().EncryptionKeyID(), Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, h)
 		}
 	})
@@ -117,7 +117,7 @@ func FuzzDecodeReply(f *testing.F) {
 }
 
 func FuzzParsePublicKeys(f *testing.F) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		text, err := fixedKeys(f, suite).Public().MarshalText()
 		require.NoError(f, err)
 		f.Add(text)
@@ -125,13 +125,13 @@ func FuzzParsePublicKeys(f *testing.F) {
 	}
 	f.Add([]byte("-----BEGIN EDGESECRETS PUBLIC KEYS-----\n-----END EDGESECRETS PUBLIC KEYS-----\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
-		p, err := ParsePublicKeys(text)
+		p, err := parsePublicKeys(text)
 		if err != nil {
 			return
 		}
 		again, err := p.MarshalText()
 		require.NoError(t, err)
-		q, err := ParsePublicKeys(again)
+		q, err := parsePublicKeys(again)
 		require.NoError(t, err)
 		assert.True(t, p.Equal(q))
 	})
@@ -140,7 +140,7 @@ func FuzzParsePublicKeys(f *testing.F) {
 // FuzzParsePrivateKeys checks that the key file parser never panics and
 // never quotes the file in its errors.
 func FuzzParsePrivateKeys(f *testing.F) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		text, err := os.ReadFile(filepath.Join("testdata", "private-"+goldenName(suite)+".pem"))
 		require.NoError(f, err)
 		f.Add(text)
@@ -159,7 +159,7 @@ func FuzzParsePrivateKeys(f *testing.F) {
 		}
 		pub, err := k.Public().MarshalText()
 		require.NoError(t, err)
-		p, err := ParsePublicKeys(pub)
+		p, err := parsePublicKeys(pub)
 		require.NoError(t, err)
 		assert.True(t, p.Equal(k.Public()))
 	})

@@ -34,8 +34,6 @@ const (
 	// SuiteX25519 is the classic DHKEM(X25519, HKDF-SHA256) with
 	// HKDF-SHA256 and AES-256-GCM.
 	SuiteX25519 Suite = "DHKEM-X25519/HKDF-SHA256/AES-256-GCM"
-	// DefaultSuite is the suite GenerateKeys uses when given "".
-	DefaultSuite = SuiteMLKEM768X25519
 )
 
 // HPKE KEM identifiers of the supported suites.
@@ -44,8 +42,8 @@ const (
 	kemMLKEM768X25519 uint16 = 0x647a
 )
 
-// Suites returns the supported suites, the default first.
-func Suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }
+// suites returns the supported suites, the default first.
+func suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }
 
 // hpkeSuite is the crypto/hpke instantiation of a Suite.
 type hpkeSuite struct {
@@ -64,27 +62,27 @@ func (s Suite) hpke() (hpkeSuite, bool) {
 	return hpkeSuite{}, false
 }
 
-// Validate returns an error wrapping ErrInvalid if s is not a
+// validate returns an error wrapping errUnknownSuite if s is not a
 // supported suite.
-func (s Suite) Validate() error {
+func (s Suite) validate() error {
 	if _, ok := s.hpke(); !ok {
 		return fmt.Errorf("agreement: %w: unknown suite %.64q", errUnknownSuite, string(s))
 	}
 	return nil
 }
 
-// KEMID returns the HPKE KEM identifier of s, or 0 if s is not supported.
-func (s Suite) KEMID() uint16 {
+// kemID returns the HPKE KEM identifier of s, or 0 if s is not supported.
+func (s Suite) kemID() uint16 {
 	if h, ok := s.hpke(); ok {
 		return h.kem.ID()
 	}
 	return 0
 }
 
-// SuiteForKEM returns the supported suite whose KEM is kemID: the form an
+// suiteForKEM returns the supported suite whose KEM is kemID: the form an
 // encryption key travels in (a KEM id and the key bytes, as in a CSR) names
 // its suite this way.
-func SuiteForKEM(kemID uint16) (Suite, error) {
+func suiteForKEM(kemID uint16) (Suite, error) {
 	switch kemID {
 	case kemMLKEM768X25519:
 		return SuiteMLKEM768X25519, nil
@@ -100,12 +98,12 @@ func SuiteForKEM(kemID uint16) (Suite, error) {
 // verifies the keys themselves.
 type KeyID string
 
-// SigningKeyID returns the KeyID of an Ed25519 public key.
-func SigningKeyID(pub ed25519.PublicKey) KeyID { return keyID("ed25519", pub) }
+// signingKeyID returns the KeyID of an Ed25519 public key.
+func signingKeyID(pub ed25519.PublicKey) KeyID { return keyID("ed25519", pub) }
 
-// EncryptionKeyID returns the KeyID of an HPKE public key. The KEM id is
+// encryptionKeyID returns the KeyID of an HPKE public key. The KEM id is
 // part of the hash, so the same bytes under two KEMs have two ids.
-func EncryptionKeyID(pub hpke.PublicKey) KeyID {
+func encryptionKeyID(pub hpke.PublicKey) KeyID {
 	return keyID("hpke-kem-"+strconv.FormatUint(uint64(pub.KEM().ID()), 16), pub.Bytes())
 }
 
@@ -133,7 +131,7 @@ func (id KeyID) valid() bool {
 
 // PublicKeys are the public halves of a key set: an Ed25519 key that
 // verifies the holder's envelopes and an HPKE key that others seal to. Its
-// text form (MarshalText, ParsePublicKeys) is a PEM block:
+// text form (MarshalText, UnmarshalText) is a PEM block:
 //
 //	-----BEGIN EDGESECRETS PUBLIC KEYS-----
 //	Encryption-Key-Id: <KeyID>
@@ -163,7 +161,7 @@ func NewPublicKeys(signing ed25519.PublicKey, encryption hpke.PublicKey) (*Publi
 	if encryption == nil {
 		return nil, fmt.Errorf("agreement: %w: encryption key is nil", errInvalidKey)
 	}
-	suite, err := SuiteForKEM(encryption.KEM().ID())
+	suite, err := suiteForKEM(encryption.KEM().ID())
 	if err != nil {
 		return nil, err
 	}
@@ -172,15 +170,15 @@ func NewPublicKeys(signing ed25519.PublicKey, encryption hpke.PublicKey) (*Publi
 		signing:      signing,
 		encryption:   encryption,
 		suite:        suite,
-		signingID:    SigningKeyID(signing),
-		encryptionID: EncryptionKeyID(encryption),
+		signingID:    signingKeyID(signing),
+		encryptionID: encryptionKeyID(encryption),
 	}, nil
 }
 
-// ParseEncryptionKey decodes an HPKE public key from its KEM id and bytes
+// parseEncryptionKey decodes an HPKE public key from its KEM id and bytes
 // (RFC 9180 SerializePublicKey), the form a CSR or certificate carries.
-func ParseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
-	suite, err := SuiteForKEM(kemID)
+func parseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
+	suite, err := suiteForKEM(kemID)
 	if err != nil {
 		return nil, err
 	}
@@ -192,18 +190,12 @@ func ParseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
 	return pub, nil
 }
 
-// SigningKey returns a copy of the Ed25519 public key.
-func (p *PublicKeys) SigningKey() ed25519.PublicKey { return bytes.Clone(p.signing) }
-
 // EncryptionKey returns the HPKE public key. Its KEM().ID() and Bytes() are
-// the form to carry in a CSR; ParseEncryptionKey reverses it.
+// the form to carry in a CSR.
 func (p *PublicKeys) EncryptionKey() hpke.PublicKey { return p.encryption }
 
 // Suite returns the suite of the encryption key.
 func (p *PublicKeys) Suite() Suite { return p.suite }
-
-// SigningKeyID returns the KeyID of the signing key.
-func (p *PublicKeys) SigningKeyID() KeyID { return p.signingID }
 
 // EncryptionKeyID returns the KeyID of the encryption key.
 func (p *PublicKeys) EncryptionKeyID() KeyID { return p.encryptionID }
@@ -253,9 +245,11 @@ func (p *PublicKeys) pemHeaders() map[string]string {
 	}
 }
 
-// UnmarshalText parses the PEM text form; see ParsePublicKeys.
+// UnmarshalText parses the text form MarshalText writes. Surrounding white
+// space is allowed, anything else is not; the key id headers, when present,
+// must match the keys.
 func (p *PublicKeys) UnmarshalText(text []byte) error {
-	q, err := ParsePublicKeys(text)
+	q, err := parsePublicKeys(text)
 	if err != nil {
 		return err
 	}
@@ -263,10 +257,8 @@ func (p *PublicKeys) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// ParsePublicKeys parses the text form MarshalText writes. Surrounding
-// white space is allowed, anything else is not; the key id headers, when
-// present, must match the keys.
-func ParsePublicKeys(text []byte) (*PublicKeys, error) {
+// parsePublicKeys is UnmarshalText.
+func parsePublicKeys(text []byte) (*PublicKeys, error) {
 	block, suite, err := decodeKeyPEM(text, pemPublicType)
 	if err != nil {
 		return nil, err
@@ -274,7 +266,7 @@ func ParsePublicKeys(text []byte) (*PublicKeys, error) {
 	if len(block.Bytes) < ed25519.PublicKeySize {
 		return nil, fmt.Errorf("agreement: public keys: %w: body is %d bytes", errInvalidKey, len(block.Bytes))
 	}
-	enc, err := ParseEncryptionKey(suite.KEMID(), block.Bytes[ed25519.PublicKeySize:])
+	enc, err := parseEncryptionKey(suite.kemID(), block.Bytes[ed25519.PublicKeySize:])
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +305,7 @@ func decodeKeyPEM(text []byte, typ string) (*pem.Block, Suite, error) {
 		return nil, "", fmt.Errorf("agreement: key text: %w: version %.16q, want %s", errUnsupportedVersion, v, keyTextVersion)
 	}
 	suite := Suite(block.Headers[pemSuite])
-	if err := suite.Validate(); err != nil {
+	if err := suite.validate(); err != nil {
 		return nil, "", err
 	}
 	return block, suite, nil
@@ -345,14 +337,15 @@ type PrivateKeys struct {
 	public     *PublicKeys
 }
 
-// GenerateKeys returns a new key set for suite ("" means DefaultSuite).
+// GenerateKeys returns a new key set for suite; "" means the default,
+// SuiteMLKEM768X25519.
 func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 	if suite == "" {
-		suite = DefaultSuite
+		suite = SuiteMLKEM768X25519
 	}
 	h, ok := suite.hpke()
 	if !ok {
-		return nil, suite.Validate()
+		return nil, suite.validate()
 	}
 	_, signing, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -362,12 +355,12 @@ func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agreement: generating %s key: %w", suite, err)
 	}
-	return NewPrivateKeys(signing, enc)
+	return newPrivateKeys(signing, enc)
 }
 
-// NewPrivateKeys returns the key set of an existing Ed25519 private key and
+// newPrivateKeys returns the key set of an existing Ed25519 private key and
 // HPKE private key of a supported suite.
-func NewPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*PrivateKeys, error) {
+func newPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*PrivateKeys, error) {
 	if len(signing) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("agreement: %w: signing private key is %d bytes, want %d", errInvalidKey, len(signing), ed25519.PrivateKeySize)
 	}
@@ -387,16 +380,10 @@ func NewPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*Pr
 // Public returns the public halves.
 func (k *PrivateKeys) Public() *PublicKeys { return k.public }
 
-// Suite returns the suite of the encryption key.
-func (k *PrivateKeys) Suite() Suite { return k.public.suite }
-
 // Signer returns the Ed25519 signing key as a crypto.Signer, for example to
 // sign a certificate request. Its dynamic value is the private key: do not
 // print it.
 func (k *PrivateKeys) Signer() crypto.Signer { return k.signing }
-
-// EncryptionKey returns the HPKE private key.
-func (k *PrivateKeys) EncryptionKey() hpke.PrivateKey { return k.encryption }
 
 // Format prints the public key ids only, for every verb. The value receiver
 // covers a dereferenced copy too.
@@ -519,7 +506,7 @@ func parsePrivateKeys(text []byte) (*PrivateKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agreement: private keys: %w: not a %s encryption key", errInvalidKey, suite)
 	}
-	k, err := NewPrivateKeys(ed25519.NewKeyFromSeed(block.Bytes[:ed25519.SeedSize]), enc)
+	k, err := newPrivateKeys(ed25519.NewKeyFromSeed(block.Bytes[:ed25519.SeedSize]), enc)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func TestProposalSealOpen(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			p := proposalWithSecrets("agr-1", 10, 300)

@@ -50,11 +50,11 @@ func Example() {
 	if _, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	agbotKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agentKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agentKeys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -55,7 +55,7 @@ type testAgent struct {
 
 func newTestAgent(t testing.TB, node string, agbot *agreement.PublicKeys) *testAgent {
 	t.Helper()
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "agent")})
 	require.NoError(t, err)
@@ -268,7 +268,7 @@ const (
 
 func newHarness(t *testing.T, configure ...func(*delivery.Options)) *harness {
 	t.Helper()
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	logger, logs := logtest.NewLogger()
 	h := &harness{t: t, store: mock.NewStore(nil), state: delivery.NewMemoryState(), keys: keys, fleet: newFleet(), logs: logs,

@@ -87,7 +87,7 @@ type agbotOptions struct {
 
 func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	log := opts.logger.With("component", "agbot")
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		return nil, err
 	}

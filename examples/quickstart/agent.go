@@ -60,7 +60,7 @@ type nodeAgentOptions struct {
 
 func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err error) {
 	log := opts.logger.With("component", "agent")
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (f *flow) registerAgent(ctx context.Context) (err error) {
 		return err
 	}
 	f.say.sayf("agent", "storage root %s (0700); registered as %s: certificate serial %x, expires %s, carries its %s key %s",
-		f.agent.store.Root(), id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Suite(), f.agent.keys.Public().EncryptionKeyID())
+		f.agent.store.Root(), id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Public().Suite(), f.agent.keys.Public().EncryptionKeyID())
 	return nil
 }
 

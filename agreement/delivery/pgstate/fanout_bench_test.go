@@ -145,11 +145,11 @@ func fanOutNode(i int) string { return fmt.Sprintf("node-%05d", i) }
 // engines sharing PostgreSQL as a multiple of one.
 func BenchmarkRotationFanOut(b *testing.B) {
 	const n = 10_000
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
 	agentKeys := make(map[string]*agreement.PrivateKeys, n)
 	for i := range n {
-		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.DefaultSuite)
+		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 		require.NoError(b, err)
 	}
 	bolt, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})

@@ -153,7 +153,7 @@ func TestLoadOrCreateKeys(t *testing.T) {
 	keys, created, err := demo.LoadOrCreateKeys(path)
 	require.NoError(t, err)
 	assert.True(t, created)
-	assert.Equal(t, agreement.DefaultSuite, keys.Suite())
+	assert.Equal(t, agreement.SuiteMLKEM768X25519, keys.Public().Suite())
 	again, created, err := demo.LoadOrCreateKeys(path)
 	require.NoError(t, err)
 	assert.False(t, created)
