@@ -121,8 +121,7 @@ func TestMemoryModeKeepsPlaintextOffDisk(t *testing.T) {
 	require.NoError(t, err)
 	_, reply = f.receive(env)
 	require.True(t, reply.Accepted, reply.Reason)
-	cancel, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Update{Version: agreement.MessageVersion,
-		AgreementID: "ag-2", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2}, agreement.Options{})
+	cancel, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Update{AgreementID: "ag-2", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2}, agreement.Options{})
 	require.NoError(t, err)
 	_, reply = f.receive(cancel)
 	require.True(t, reply.Accepted, reply.Reason)

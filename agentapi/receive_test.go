@@ -27,7 +27,7 @@ type receiverFixture struct {
 	tokens   *agentapi.TokenTable
 	agent    *agreement.PrivateKeys
 	agbot    *agreement.PrivateKeys
-	replies  *agreement.MemoryReplayGuard
+	replies  agreement.ReplayGuard
 }
 
 func newReceiverFixture(t *testing.T) *receiverFixture {
@@ -101,7 +101,7 @@ func (f *receiverFixture) secrets(seq uint64, value string) []byte {
 }
 
 func (f *receiverFixture) cancel(seq uint64) []byte {
-	return f.update(seq, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)})
+	return f.update(seq, agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)})
 }
 
 // receive hands the envelope to the Receiver and opens its reply as the
@@ -152,7 +152,7 @@ func TestReceiverLifecycle(t *testing.T) {
 	assert.Equal(t, "v2", f.content())
 
 	// An update of a kind the agent does not know: rejected, saying why.
-	got, reply = f.receive(f.update(12, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
+	got, reply = f.receive(f.update(12, agreement.Update{AgreementID: "ag-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
 	assert.False(t, reply.Accepted)
 	assert.Contains(t, reply.Reason, `unknown update kind "restart"`)
 	assert.ErrorIs(t, got.Err, secretstore.ErrInvalid)
@@ -242,7 +242,7 @@ func TestReceiverRefusesWhatDoesNotOpen(t *testing.T) {
 	require.NoError(t, err)
 	tampered := f.proposal(6, "v")
 	tampered[len(tampered)/2] ^= 1
-	reply, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Reply{Version: agreement.MessageVersion, AgreementID: "ag-1", Accepted: true}, agreement.Header{Sequence: 7}, agreement.Options{})
+	reply, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Reply{AgreementID: "ag-1", Accepted: true}, agreement.Header{Sequence: 7}, agreement.Options{})
 	require.NoError(t, err)
 
 	for name, c := range map[string]struct {

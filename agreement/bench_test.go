@@ -301,7 +301,7 @@ func TestRSABaselineRoundTrip(t *testing.T) {
 	require.NotContains(t, string(env), canary)
 	got, err := rb.open(env)
 	require.NoError(t, err)
-	require.Equal(t, p.Services[0].SecretNames(), got.Services[0].SecretNames())
+	require.Equal(t, p.Services[0].secretNames(), got.Services[0].secretNames())
 	var e rsaEnvelope
 	require.NoError(t, json.Unmarshal(env, &e))
 	e.Ciphertext[0] ^= 1

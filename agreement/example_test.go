@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -50,7 +52,7 @@ func Example() {
 	}
 	fmt.Println(h.Type, h.AgreementID, h.Sequence, h.Suite)
 	for _, ss := range got.Services {
-		fmt.Println(ss.Service, ss.SecretNames(), ss.Secrets["db"])
+		fmt.Println(ss.Service, slices.Sorted(maps.Keys(ss.Secrets)), ss.Secrets["db"])
 	}
 
 	// The same envelope again is a replay.
@@ -103,7 +105,7 @@ func ExampleNewSecretsUpdate() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println("changed:", su.Services[0].SecretNames())
+		fmt.Println("changed:", slices.Sorted(maps.Keys(su.Services[0].Secrets)))
 	default:
 		fmt.Println(agreement.NewReply(h, false, "unknown update kind "+update.Kind))
 	}

@@ -52,7 +52,7 @@ func FuzzOpen(f *testing.F) {
 // survives encoding and decoding again unchanged.
 func checkMessageRoundTrip[M message](t *testing.T, m M, decode func([]byte) (M, error)) {
 	t.Helper()
-	require.NoError(t, m.Validate())
+	require.NoError(t, m.validate())
 	b, err := json.Marshal(m)
 	require.NoError(t, err)
 	again, err := decode(b)

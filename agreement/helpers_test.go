@@ -87,7 +87,7 @@ func proposalWithSecrets(agreementID string, n, size int) Proposal {
 		secrets[fmt.Sprintf("secret-%02d", i)] = SecretDetails{Format: FormatJSON, Data: secretstore.Data{"password": value}}
 	}
 	return Proposal{
-		Version:     MessageVersion,
+		Version:     messageVersion,
 		AgreementID: agreementID,
 		Services: []ServiceSecrets{{
 			Service: ServiceRef{Org: "myorg", URL: "https://example.com/svc", Arch: "amd64", Version: "1.0.0"},
@@ -184,3 +184,12 @@ func decodeTop[M any, PM interface {
 func decodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
 func decodeUpdate(b []byte) (Update, error)     { return decodeTop[Update]("update", b) }
 func decodeReply(b []byte) (Reply, error)       { return decodeTop[Reply]("reply", b) }
+
+// lastAccepted returns the last sequence a NewMemoryReplayGuard guard
+// accepted for (agreementID, typ), 0 if none.
+func lastAccepted(g ReplayGuard, agreementID string, typ MessageType) uint64 {
+	m := g.(*memoryReplayGuard)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[replayKey{agreementID, typ}]
+}

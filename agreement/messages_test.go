@@ -23,7 +23,7 @@ func TestProposalSealOpen(t *testing.T) {
 			p := proposalWithSecrets("agr-1", 10, 300)
 			p.Version = 0 // filled in by SealProposal
 			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
-			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}}
+			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}}
 
 			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
@@ -32,11 +32,11 @@ func TestProposalSealOpen(t *testing.T) {
 
 			assert.Equal(t, TypeProposal, h.Type)
 			assert.Equal(t, "agr-1", h.AgreementID)
-			assert.Equal(t, MessageVersion, got.Version)
+			assert.Equal(t, messageVersion, got.Version)
 			assert.Equal(t, p.AgreementID, got.AgreementID)
 			require.Len(t, got.Services, 1)
 			assert.Equal(t, p.Services[0].Service, got.Services[0].Service)
-			assert.Equal(t, p.Services[0].SecretNames(), got.Services[0].SecretNames())
+			assert.Equal(t, p.Services[0].secretNames(), got.Services[0].secretNames())
 			for name, want := range p.Services[0].Secrets {
 				assert.Equal(t, want.Format, got.Services[0].Secrets[name].Format, name)
 				assert.True(t, want.Data.Equal(got.Services[0].Secrets[name].Data), name)
@@ -47,7 +47,7 @@ func TestProposalSealOpen(t *testing.T) {
 
 func TestSecretDetailsValidate(t *testing.T) {
 	one := secretstore.Data{"password": []byte("x")}
-	oh := secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}
+	oh := secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}
 	cases := []struct {
 		name    string
 		details SecretDetails
@@ -58,14 +58,14 @@ func TestSecretDetailsValidate(t *testing.T) {
 		{"raw with one key", SecretDetails{Format: FormatRaw, Data: one}, ""},
 		{"raw with two keys", SecretDetails{Format: FormatRaw, Data: oh}, `format "raw" needs exactly one key, has 2`},
 		{"value_only with a value key", SecretDetails{Format: FormatValueOnly, Data: oh}, ""},
-		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{ValueKey: nil}}, ""},
+		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{valueKey: nil}}, ""},
 		{"value_only without a value key", SecretDetails{Format: FormatValueOnly, Data: one}, `format "value_only" needs a "value" key, has 1 other keys`},
 		{"unknown format", SecretDetails{Format: "yaml", Data: one}, `unknown format "yaml"`},
 		{"empty key", SecretDetails{Data: secretstore.Data{"": nil}}, "empty key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.details.Validate()
+			err := c.details.validate()
 			if c.wantErr == "" {
 				assert.NoError(t, err)
 				return
@@ -115,13 +115,13 @@ func TestReplySealOpen(t *testing.T) {
 		assert.Equal(t, MessageRef{Type: TypeUpdate, Sequence: 4}, got.InReplyTo)
 	}
 
-	long := NewReply(answered, false, strings.Repeat("é", MaxReasonLength))
-	assert.LessOrEqual(t, len(long.Reason), MaxReasonLength)
+	long := NewReply(answered, false, strings.Repeat("é", maxReasonLength))
+	assert.LessOrEqual(t, len(long.Reason), maxReasonLength)
 	assert.True(t, utf8.ValidString(long.Reason), "cut at a character boundary")
-	require.NoError(t, long.Validate())
+	require.NoError(t, long.validate())
 
 	// A reply without InReplyTo (as older code writes) is valid.
-	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.Validate())
+	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.validate())
 }
 
 func TestSealMessageRejects(t *testing.T) {
@@ -148,7 +148,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 	// types for speed; the bytes must be those json.Marshal writes through
 	// SecretDetails.MarshalJSON (wire_test.go compares them with
 	// encoding/json's own encoding of the wire types), and decoding them
-	// must give what json.Unmarshal gives through UnmarshalJSON.
+	// must give what json.Unmarshal gives.
 	p := proposalWithSecrets("agr-1", 3, 10)
 	p.Services = append(p.Services, ServiceSecrets{Service: ServiceRef{Org: "o<&>", URL: "u\u2028"}, Secrets: map[string]SecretDetails{
 		"é\"x": {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xff, 0}}},
@@ -291,7 +291,7 @@ func TestDecodeReply(t *testing.T) {
 	}{
 		{"over the limit", strings.Repeat(" ", defaultMaxMessageSize+1), errTooLarge},
 		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, errInvalidMessage},
-		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, errInvalidMessage},
+		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", maxReasonLength+1) + `"}`, errInvalidMessage},
 		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, errInvalidMessage},
 		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, errInvalidMessage},
 		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, errMalformed},

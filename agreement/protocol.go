@@ -23,17 +23,17 @@ func Seal[M Proposal | Update | Reply | []byte](sender *PrivateKeys, recipient *
 	switch m := any(m).(type) {
 	case Proposal:
 		if m.Version == 0 {
-			m.Version = MessageVersion
+			m.Version = messageVersion
 		}
 		return sealMessage(sender, recipient, TypeProposal, m, h, opts)
 	case Update:
 		if m.Version == 0 {
-			m.Version = MessageVersion
+			m.Version = messageVersion
 		}
 		return sealMessage(sender, recipient, TypeUpdate, m, h, opts)
 	case Reply:
 		if m.Version == 0 {
-			m.Version = MessageVersion
+			m.Version = messageVersion
 		}
 		return sealMessage(sender, recipient, TypeReply, m, h, opts)
 	default:
@@ -81,7 +81,7 @@ func Open[M Proposal | Update | Reply | []byte](ctx context.Context, recipient *
 }
 
 func sealMessage(sender *PrivateKeys, recipient *PublicKeys, typ MessageType, m message, h Header, opts Options) ([]byte, error) {
-	if err := m.Validate(); err != nil {
+	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("agreement: seal %s: %w", typ, err)
 	}
 	if h.Type != "" && h.Type != typ {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
@@ -18,7 +20,7 @@ import (
 type exampleAgent struct {
 	keys     *agreement.PrivateKeys
 	agbot    *agreement.PublicKeys
-	guard    *agreement.MemoryReplayGuard
+	guard    agreement.ReplayGuard
 	received []string
 }
 
@@ -35,7 +37,7 @@ func (a *exampleAgent) Send(ctx context.Context, m delivery.Message) ([]byte, er
 		return nil, err
 	}
 	for _, ss := range p.Services {
-		a.received = append(a.received, ss.SecretNames()...)
+		a.received = append(a.received, slices.Sorted(maps.Keys(ss.Secrets))...)
 	}
 	return agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,7 +113,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		a.carried = nil
 		if su, err := u.Secrets(); err == nil {
 			for _, ss := range su.Services {
-				for _, n := range ss.SecretNames() {
+				for _, n := range slices.Sorted(maps.Keys(ss.Secrets)) {
 					a.carried = append(a.carried, ss.Service.URL+":"+n)
 				}
 			}

@@ -379,7 +379,7 @@ func (b *batch) prepareCancel(ctx context.Context, j *job) {
 		b.wait(r, fmt.Sprintf("the keys of the agent on node %q: %v", r.Node, err))
 		return
 	}
-	u := agreement.Update{Version: agreement.MessageVersion, AgreementID: r.ID, Kind: agreement.UpdateKindCancel, Payload: cancelPayload}
+	u := agreement.Update{AgreementID: r.ID, Kind: agreement.UpdateKindCancel, Payload: cancelPayload}
 	if b.inFlight(r, agreement.TypeUpdate, agreement.UpdateKindCancel, nil, keys) {
 		return
 	}
@@ -466,7 +466,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		contents[i] = r.Slots[i].Desired
 	}
 	if propose {
-		p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: r.ID, Services: servicesOf(r, send, values)}
+		p := agreement.Proposal{AgreementID: r.ID, Services: servicesOf(r, send, values)}
 		if b.inFlight(r, agreement.TypeProposal, "", contents, keys) {
 			return
 		}

@@ -38,7 +38,7 @@ type fixture struct {
 	agbot   *agreement.PrivateKeys
 	logs    *logtest.Buffer
 	seq     uint64
-	guard   *agreement.MemoryReplayGuard
+	guard   agreement.ReplayGuard
 	envDir  string
 	root    string
 	relayTS *httptest.Server

@@ -25,7 +25,7 @@ type nodeAgent struct {
 	keys      *agreement.PrivateKeys
 	identity  *identity.Agent
 	agbotKeys *agreement.PublicKeys // pinned: only the agbot's envelopes are opened
-	guard     *agreement.MemoryReplayGuard
+	guard     agreement.ReplayGuard
 	store     *agentapi.Store
 	tokens    *agentapi.TokenTable
 	api       *httptest.Server

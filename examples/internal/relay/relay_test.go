@@ -290,7 +290,7 @@ func TestLimits(t *testing.T) {
 func mustSeal(t *testing.T, h *hub, a *agent) []byte {
 	t.Helper()
 	h.seq++
-	env, err := agreement.Seal(h.keys, a.keys.Public(), agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1",
+	env, err := agreement.Seal(h.keys, a.keys.Public(), agreement.Update{AgreementID: "ag-1",
 		Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: h.seq}, agreement.Options{})
 	require.NoError(t, err)
 	return env
