@@ -137,7 +137,7 @@ func ExampleNewPublicKeys() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(fi.Mode().Perm(), loaded.Public().Equal(keys.Public()))
+	fmt.Println(fi.Mode().Perm(), loaded.Public().String() == keys.Public().String())
 
 	// In a CSR: the Ed25519 public key, and the HPKE key's KEM id and bytes.
 	signing := keys.Signer().Public().(ed25519.PublicKey)

@@ -193,3 +193,9 @@ func lastAccepted(g ReplayGuard, agreementID string, typ MessageType) uint64 {
 	defer m.mu.Unlock()
 	return m.last[replayKey{agreementID, typ}]
 }
+
+// samePublicKeys reports whether p and q hold the same two keys, by the
+// keys themselves rather than their ids.
+func samePublicKeys(p, q *PublicKeys) bool {
+	return p.signing.Equal(q.signing) && p.suite == q.suite && bytes.Equal(p.encryption.Bytes(), q.encryption.Bytes())
+}

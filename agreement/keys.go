@@ -200,15 +200,8 @@ func (p *PublicKeys) Suite() Suite { return p.suite }
 // EncryptionKeyID returns the KeyID of the encryption key.
 func (p *PublicKeys) EncryptionKeyID() KeyID { return p.encryptionID }
 
-// Equal reports whether p and q hold the same two keys.
-func (p *PublicKeys) Equal(q *PublicKeys) bool {
-	if p == nil || q == nil {
-		return p == q
-	}
-	return p.signing.Equal(q.signing) && p.suite == q.suite && bytes.Equal(p.encryption.Bytes(), q.encryption.Bytes())
-}
-
-// String returns the suite and the two key ids.
+// String returns the suite and the two key ids. The key ids identify the
+// keys: two PublicKeys with the same String hold the same keys.
 func (p *PublicKeys) String() string {
 	return fmt.Sprintf("PublicKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s}", p.suite, p.signingID, p.encryptionID)
 }

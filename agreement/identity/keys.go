@@ -3,7 +3,7 @@ package identity
 import "github.com/edgesecrets/edgesecrets/agreement"
 
 // PublicKeys returns the verified keys as the agreement key set the agbot
-// seals to (agreement.SealProposal, agreement.SealUpdate) and whose
+// seals to (agreement.Seal of a proposal or update) and whose
 // signatures it accepts on the agent's replies.
 func (v *VerifiedIdentity) PublicKeys() (*agreement.PublicKeys, error) {
 	return agreement.NewPublicKeys(v.SigningKey, v.EncryptionKey)

@@ -38,7 +38,7 @@ func TestVerifiedKeysAreTheAgreementKeys(t *testing.T) {
 			require.NoError(t, err)
 			pub, err := verified.PublicKeys()
 			require.NoError(t, err)
-			require.True(t, pub.Equal(agentKeys.Public()), "verified keys are the agent's agreement keys")
+			require.Equal(t, agentKeys.Public().String(), pub.String(), "verified keys are the agent's agreement keys")
 
 			agbotKeys, err := agreement.GenerateKeys(suite)
 			require.NoError(t, err)

@@ -157,7 +157,7 @@ func TestLoadOrCreateKeys(t *testing.T) {
 	again, created, err := demo.LoadOrCreateKeys(path)
 	require.NoError(t, err)
 	assert.False(t, created)
-	assert.True(t, keys.Public().Equal(again.Public()))
+	assert.Equal(t, keys.Public().String(), again.Public().String())
 
 	require.NoError(t, os.Chmod(path, 0o644))
 	_, _, err = demo.LoadOrCreateKeys(path)
