@@ -199,3 +199,6 @@ func lastAccepted(g ReplayGuard, agreementID string, typ MessageType) uint64 {
 func samePublicKeys(p, q *PublicKeys) bool {
 	return p.signing.Equal(q.signing) && p.suite == q.suite && bytes.Equal(p.encryption.Bytes(), q.encryption.Bytes())
 }
+
+// suites returns the supported suites, the default first.
+func suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }

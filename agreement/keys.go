@@ -42,9 +42,6 @@ const (
 	kemMLKEM768X25519 uint16 = 0x647a
 )
 
-// suites returns the supported suites, the default first.
-func suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }
-
 // hpkeSuite is the crypto/hpke instantiation of a Suite.
 type hpkeSuite struct {
 	kem  hpke.KEM
