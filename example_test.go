@@ -47,7 +47,7 @@ func Example() {
 	defer stop() // stops the engine
 	dir, _ := os.MkdirTemp("", "edgesecrets-example")
 	defer os.RemoveAll(dir)
-	agbotKeys, agentKeys := must(agreement.GenerateKeys(agreement.DefaultSuite)), must(agreement.GenerateKeys(agreement.DefaultSuite))
+	agbotKeys, agentKeys := must(agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)), must(agreement.GenerateKeys(agreement.SuiteMLKEM768X25519))
 
 	// The agent: root-only files per service instance, and the /secrets API.
 	tokens := &agentapi.TokenTable{}

@@ -41,7 +41,7 @@ type Instances map[agreement.ServiceRef]Instance
 // matching secretstore.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
 func Reply(agreementID string, err error) agreement.Reply {
-	r := agreement.Reply{Version: agreement.MessageVersion, AgreementID: agreementID, Accepted: err == nil}
+	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil}
 	switch {
 	case err == nil:
 	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrConflict):
@@ -268,7 +268,7 @@ func renderServiceSecrets(ss agreement.ServiceSecrets, known func(name string) e
 	svc := serviceName(ss.Service)
 	var files []rendered
 	var errs []error
-	for _, name := range ss.SecretNames() {
+	for _, name := range slices.Sorted(maps.Keys(ss.Secrets)) {
 		if err := checkSecretName(name); err != nil {
 			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
 			continue

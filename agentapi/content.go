@@ -30,9 +30,9 @@ func renderSecret(name string, d agreement.SecretDetails) ([]byte, error) {
 		}
 	case agreement.FormatValueOnly:
 		// Open Horizon's value_only: the "value" of a {"key","value"} secret.
-		v, ok := d.Data[agreement.ValueKey]
+		v, ok := d.Data["value"]
 		if !ok {
-			return nil, fmt.Errorf("secret %s: %w: format %q needs a %q key, got %d other keys", quoteName(name), secretstore.ErrInvalid, agreement.FormatValueOnly, agreement.ValueKey, len(d.Data))
+			return nil, fmt.Errorf("secret %s: %w: format %q needs a %q key, got %d other keys", quoteName(name), secretstore.ErrInvalid, agreement.FormatValueOnly, "value", len(d.Data))
 		}
 		return bytes.Clone(v), nil
 	case "", agreement.FormatJSON:

@@ -28,7 +28,7 @@ func FuzzRenderSecret(f *testing.F) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(value, raw))
 
-		only, err := renderSecret("s", agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: secretstore.Data{key: []byte("k"), agreement.ValueKey: value}})
+		only, err := renderSecret("s", agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: secretstore.Data{key: []byte("k"), "value": value}})
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(value, only), "value_only writes the value key's bytes")
 

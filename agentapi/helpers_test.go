@@ -59,7 +59,6 @@ func rawSecret(value []byte) agreement.SecretDetails {
 // secrets "password" and "cert", service B (instance "b") with "token".
 func twoServiceProposal() (agreement.Proposal, agentapi.Instances) {
 	p := agreement.Proposal{
-		Version:     agreement.MessageVersion,
 		AgreementID: "ag-1",
 		Services: []agreement.ServiceSecrets{
 			{Service: refA, Secrets: map[string]agreement.SecretDetails{
@@ -90,7 +89,7 @@ func secretsUpdate(t *testing.T, services ...agreement.ServiceSecrets) agreement
 	t.Helper()
 	payload, err := json.Marshal(agreement.SecretsUpdate{Services: services})
 	require.NoError(t, err)
-	return agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload}
+	return agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload}
 }
 
 // tree lists every path under dir (relative, sorted), for "nothing was written" checks.

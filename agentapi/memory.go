@@ -50,8 +50,7 @@ func (s *Store) sealFiles(m *metadata) ([]byte, error) {
 		return nil, err
 	}
 	defer clear(plain)
-	sealed, err := agreement.Seal(s.sealKeys, s.sealKeys.Public(),
-		agreement.Header{Type: sealedFilesType, AgreementID: m.AgreementID, Sequence: 1}, plain, agreement.WithMaxSize(maxMetadataBytes))
+	sealed, err := agreement.Seal(s.sealKeys, s.sealKeys.Public(), plain, agreement.Header{Type: sealedFilesType, AgreementID: m.AgreementID, Sequence: 1}, agreement.Options{MaxSize: maxMetadataBytes})
 	if err != nil {
 		return nil, fmt.Errorf("sealing the files of instance %s: %w", quoteName(m.ID), err)
 	}
@@ -63,8 +62,8 @@ func (s *Store) unsealFiles(m *metadata) (map[string][]byte, error) {
 	if len(m.Sealed) == 0 {
 		return nil, fmt.Errorf("%w: no sealed copy", secretstore.ErrNotFound)
 	}
-	h, plain, err := agreement.Open(context.Background(), s.sealKeys, s.sealKeys.Public(), m.Sealed,
-		agreement.NewMemoryReplayGuard(), agreement.WithMaxSize(maxMetadataBytes))
+	h, plain, err := agreement.Open[[]byte](context.Background(), s.sealKeys, s.sealKeys.Public(), m.Sealed,
+		agreement.NewMemoryReplayGuard(), agreement.Options{MaxSize: maxMetadataBytes})
 	if err != nil {
 		return nil, err
 	}

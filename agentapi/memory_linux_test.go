@@ -117,12 +117,11 @@ func TestMemoryModeKeepsPlaintextOffDisk(t *testing.T) {
 	require.True(t, reply.Accepted, reply.Reason)
 	other := agreement.Proposal{AgreementID: "ag-2", Services: []agreement.ServiceSecrets{{Service: refB,
 		Secrets: map[string]agreement.SecretDetails{"token": jsonSecret("token", values[2])}}}}
-	env, err := agreement.SealProposal(f.agbot, f.agent.Public(), other, agreement.Header{Sequence: 1})
+	env, err := agreement.Seal(f.agbot, f.agent.Public(), other, agreement.Header{Sequence: 1}, agreement.Options{})
 	require.NoError(t, err)
 	_, reply = f.receive(env)
 	require.True(t, reply.Accepted, reply.Reason)
-	cancel, err := agreement.SealUpdate(f.agbot, f.agent.Public(), agreement.Update{Version: agreement.MessageVersion,
-		AgreementID: "ag-2", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2})
+	cancel, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Update{AgreementID: "ag-2", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2}, agreement.Options{})
 	require.NoError(t, err)
 	_, reply = f.receive(cancel)
 	require.True(t, reply.Accepted, reply.Reason)

@@ -75,7 +75,7 @@ func newOHStore(tb testing.TB) *agentapi.Store {
 	s, err := agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(tb.TempDir(), "secrets")})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { s.Close() })
-	p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: "ag-1", Services: []agreement.ServiceSecrets{
+	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{
 		{Service: refHello, Secrets: map[string]agreement.SecretDetails{
 			"hw_who": jsonSecret("key", "name", "value", "World"),
 			"single": jsonSecret("password", "pw"),
@@ -92,7 +92,7 @@ func newOHStore(tb testing.TB) *agentapi.Store {
 	payload, err := json.Marshal(agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: refHello,
 		Secrets: map[string]agreement.SecretDetails{"hw_who": jsonSecret("key", "name", "value", "Everyone")}}}})
 	require.NoError(tb, err)
-	_, err = s.ApplyUpdate(ctx, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload})
+	_, err = s.ApplyUpdate(ctx, agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload})
 	require.NoError(tb, err)
 	return s
 }

@@ -32,8 +32,8 @@ type ReceiverOptions struct {
 	// again. It must not call the Store's changing methods.
 	Provision func(ctx context.Context, p agreement.Proposal, instances Instances) error
 	// OpenOptions are passed to the agreement package when opening
-	// envelopes (agreement.WithAllowedSuites, agreement.WithMaxSize).
-	OpenOptions []agreement.Option
+	// envelopes (agreement.Options.AllowedSuites and MaxSize).
+	OpenOptions agreement.Options
 	// Logger receives agreement ids, message types, sequences and
 	// outcomes, never values. Default: discard.
 	Logger *slog.Logger
@@ -68,7 +68,7 @@ type Receiver struct {
 	agbot     *agreement.PublicKeys
 	assign    func(context.Context, agreement.Proposal) (Instances, error)
 	provision func(context.Context, agreement.Proposal, Instances) error
-	opts      []agreement.Option
+	opts      agreement.Options
 	log       *slog.Logger
 }
 
@@ -115,7 +115,7 @@ type Received struct {
 // nothing is changed. Otherwise the error is nil, and Received.Err says
 // whether the message was applied.
 func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, error) {
-	peek, err := agreement.PeekHeader(envelope, r.opts...)
+	peek, err := agreement.PeekHeader(envelope, r.opts)
 	if err != nil {
 		return Received{}, fmt.Errorf("agentapi: receive: %w", err)
 	}
@@ -124,21 +124,21 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 	var apply func(seq uint64) (Received, error)
 	switch peek.Type {
 	case agreement.TypeProposal:
-		h, p, err := agreement.OpenProposal(ctx, r.keys, r.agbot, envelope, guard, r.opts...)
+		h, p, err := agreement.Open[agreement.Proposal](ctx, r.keys, r.agbot, envelope, guard, r.opts)
 		if err != nil {
 			return Received{}, fmt.Errorf("agentapi: receive: %w", err)
 		}
 		got.Header = h
 		apply = func(seq uint64) (Received, error) { return r.applyProposal(ctx, p, seq) }
 	case agreement.TypeUpdate:
-		h, u, err := agreement.OpenUpdate(ctx, r.keys, r.agbot, envelope, guard, r.opts...)
+		h, u, err := agreement.Open[agreement.Update](ctx, r.keys, r.agbot, envelope, guard, r.opts)
 		if err != nil {
 			return Received{}, fmt.Errorf("agentapi: receive: %w", err)
 		}
 		got.Header, got.Kind = h, u.Kind
 		apply = func(seq uint64) (Received, error) { return r.applyUpdate(ctx, u, seq) }
 	default:
-		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", agreement.ErrUnexpectedType, string(peek.Type))
+		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", agreement.ErrInvalid, string(peek.Type))
 	}
 	h := got.Header
 
@@ -174,7 +174,7 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 	}
 	got.Err = applyErr
 	outcome := Reply(h.AgreementID, applyErr)
-	got.Reply, err = agreement.SealReply(r.keys, r.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason), agreement.Header{Sequence: st.Reply})
+	got.Reply, err = agreement.Seal(r.keys, r.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason), agreement.Header{Sequence: st.Reply}, agreement.Options{})
 	if err != nil {
 		return got, fmt.Errorf("agentapi: receive: sealing the reply: %w", err)
 	}

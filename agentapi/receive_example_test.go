@@ -49,11 +49,10 @@ func ExampleReceiver() {
 	// What the agbot sends, in sequence order: a proposal, then its
 	// cancellation.
 	web := agreement.ServiceRef{Org: "acme", URL: "web", Version: "1.0.0"}
-	proposal, _ := agreement.SealProposal(agbotKeys, agentKeys.Public(), agreement.Proposal{AgreementID: "ag-1",
+	proposal, _ := agreement.Seal(agbotKeys, agentKeys.Public(), agreement.Proposal{AgreementID: "ag-1",
 		Services: []agreement.ServiceSecrets{{Service: web, Secrets: map[string]agreement.SecretDetails{
-			"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}, agreement.Header{Sequence: 1})
-	cancel, _ := agreement.SealUpdate(agbotKeys, agentKeys.Public(), agreement.Update{Version: agreement.MessageVersion,
-		AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2})
+			"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}, agreement.Header{Sequence: 1}, agreement.Options{})
+	cancel, _ := agreement.Seal(agbotKeys, agentKeys.Public(), agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2}, agreement.Options{})
 
 	for _, envelope := range [][]byte{proposal, cancel, proposal} {
 		got, err := receiver.Receive(ctx, envelope)

@@ -27,7 +27,7 @@ type receiverFixture struct {
 	tokens   *agentapi.TokenTable
 	agent    *agreement.PrivateKeys
 	agbot    *agreement.PrivateKeys
-	replies  *agreement.MemoryReplayGuard
+	replies  agreement.ReplayGuard
 }
 
 func newReceiverFixture(t *testing.T) *receiverFixture {
@@ -82,14 +82,14 @@ func (f *receiverFixture) proposal(seq uint64, value string) []byte {
 	f.t.Helper()
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: refA,
 		Secrets: map[string]agreement.SecretDetails{"cert": rawSecret([]byte(value))}}}}
-	env, err := agreement.SealProposal(f.agbot, f.agent.Public(), p, agreement.Header{Sequence: seq})
+	env, err := agreement.Seal(f.agbot, f.agent.Public(), p, agreement.Header{Sequence: seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
 }
 
 func (f *receiverFixture) update(seq uint64, u agreement.Update) []byte {
 	f.t.Helper()
-	env, err := agreement.SealUpdate(f.agbot, f.agent.Public(), u, agreement.Header{Sequence: seq})
+	env, err := agreement.Seal(f.agbot, f.agent.Public(), u, agreement.Header{Sequence: seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
 }
@@ -101,7 +101,7 @@ func (f *receiverFixture) secrets(seq uint64, value string) []byte {
 }
 
 func (f *receiverFixture) cancel(seq uint64) []byte {
-	return f.update(seq, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)})
+	return f.update(seq, agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)})
 }
 
 // receive hands the envelope to the Receiver and opens its reply as the
@@ -110,7 +110,7 @@ func (f *receiverFixture) receive(env []byte) (agentapi.Received, agreement.Repl
 	f.t.Helper()
 	got, err := f.receiver.Receive(context.Background(), env)
 	require.NoError(f.t, err)
-	_, reply, err := agreement.OpenReply(context.Background(), f.agbot, f.agent.Public(), got.Reply, f.replies)
+	_, reply, err := agreement.Open[agreement.Reply](context.Background(), f.agbot, f.agent.Public(), got.Reply, f.replies, agreement.Options{})
 	require.NoError(f.t, err, "the reply opens with a sequence above every earlier one")
 	assert.Equal(f.t, agreement.MessageRef{Type: got.Header.Type, Sequence: got.Header.Sequence}, reply.InReplyTo)
 	return got, reply
@@ -152,7 +152,7 @@ func TestReceiverLifecycle(t *testing.T) {
 	assert.Equal(t, "v2", f.content())
 
 	// An update of a kind the agent does not know: rejected, saying why.
-	got, reply = f.receive(f.update(12, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
+	got, reply = f.receive(f.update(12, agreement.Update{AgreementID: "ag-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
 	assert.False(t, reply.Accepted)
 	assert.Contains(t, reply.Reason, `unknown update kind "restart"`)
 	assert.ErrorIs(t, got.Err, secretstore.ErrInvalid)
@@ -238,21 +238,21 @@ func TestReceiverRefusesWhatDoesNotOpen(t *testing.T) {
 	require.NoError(t, err)
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: refA,
 		Secrets: map[string]agreement.SecretDetails{"cert": rawSecret([]byte("forged"))}}}}
-	forged, err := agreement.SealProposal(impostor, f.agent.Public(), p, agreement.Header{Sequence: 5})
+	forged, err := agreement.Seal(impostor, f.agent.Public(), p, agreement.Header{Sequence: 5}, agreement.Options{})
 	require.NoError(t, err)
 	tampered := f.proposal(6, "v")
 	tampered[len(tampered)/2] ^= 1
-	reply, err := agreement.SealReply(f.agbot, f.agent.Public(), agreement.Reply{Version: agreement.MessageVersion, AgreementID: "ag-1", Accepted: true}, agreement.Header{Sequence: 7})
+	reply, err := agreement.Seal(f.agbot, f.agent.Public(), agreement.Reply{AgreementID: "ag-1", Accepted: true}, agreement.Header{Sequence: 7}, agreement.Options{})
 	require.NoError(t, err)
 
 	for name, c := range map[string]struct {
 		env  []byte
 		kind error
 	}{
-		"not from the agbot": {forged, agreement.ErrWrongSender},
+		"not from the agbot": {forged, agreement.ErrNotAuthentic},
 		"altered":            {tampered, nil},
-		"a reply":            {reply, agreement.ErrUnexpectedType},
-		"not an envelope":    {[]byte("hello"), agreement.ErrMalformed},
+		"a reply":            {reply, agreement.ErrInvalid},
+		"not an envelope":    {[]byte("hello"), agreement.ErrInvalid},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := f.receiver.Receive(context.Background(), c.env)

@@ -606,7 +606,7 @@ func TestOpenRejectsCorruptMetadata(t *testing.T) {
 }
 
 func TestReply(t *testing.T) {
-	assert.Equal(t, agreement.Reply{Version: agreement.MessageVersion, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
+	assert.Equal(t, agreement.Reply{Version: 1, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
 	bad := agentapi.Reply("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
 	assert.False(t, bad.Accepted)
 	assert.Contains(t, bad.Reason, `"a/b"`)

@@ -107,7 +107,7 @@ func (rb *rsaBaseline) open(b []byte) (Proposal, error) {
 	if err != nil {
 		return Proposal{}, err
 	}
-	return DecodeProposal(plaintext)
+	return decodeProposal(plaintext)
 }
 
 var benchRSA = sync.OnceValues(func() (*rsaBaseline, error) {
@@ -158,13 +158,13 @@ func BenchmarkSealProposal(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
 			h := Header{Sequence: 1, Time: t0}
 			defer reportCPU(b)()
 			for b.Loop() {
-				if _, err := SealProposal(agbot, agent.Public(), p, h); err != nil {
+				if _, err := Seal(agbot, agent.Public(), p, h, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -195,10 +195,10 @@ func BenchmarkSealCrypto(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
-			h := Header{Version: EnvelopeVersion, Suite: suite, SenderKeyID: agbot.Public().SigningKeyID(), RecipientKeyID: agent.Public().EncryptionKeyID(),
+			h := Header{Version: envelopeVersion, Suite: suite, SenderKeyID: agbot.Public().signingID, RecipientKeyID: agent.Public().EncryptionKeyID(),
 				Type: TypeProposal, AgreementID: p.AgreementID, Sequence: 1, Time: t0}
 			header, err := appendHeader(nil, h)
 			require.NoError(b, err)
@@ -270,16 +270,16 @@ func BenchmarkOpenProposal(b *testing.B) {
 			}
 		}
 	})
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		b.Run("suite="+goldenName(suite), func(b *testing.B) {
 			agbot, agent := mustKeys(b, suite), mustKeys(b, suite)
-			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
+			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(b, err)
 			b.SetBytes(int64(len(env)))
 			ctx := context.Background()
 			defer reportCPU(b)()
 			for b.Loop() {
-				if _, _, err := OpenProposal(ctx, agent, agbot.Public(), env, acceptAll{}); err != nil {
+				if _, _, err := Open[Proposal](ctx, agent, agbot.Public(), env, acceptAll{}, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -301,7 +301,7 @@ func TestRSABaselineRoundTrip(t *testing.T) {
 	require.NotContains(t, string(env), canary)
 	got, err := rb.open(env)
 	require.NoError(t, err)
-	require.Equal(t, p.Services[0].SecretNames(), got.Services[0].SecretNames())
+	require.Equal(t, p.Services[0].secretNames(), got.Services[0].secretNames())
 	var e rsaEnvelope
 	require.NoError(t, json.Unmarshal(env, &e))
 	e.Ciphertext[0] ^= 1

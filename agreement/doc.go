@@ -9,10 +9,9 @@
 // 9180, crypto/hpke) encryption key of one Suite. The default suite is the
 // post-quantum hybrid ML-KEM-768 + X25519 with HKDF-SHA256 and AES-256-GCM;
 // DHKEM(X25519) is selectable. Public keys have a stable PEM text form
-// (PublicKeys.MarshalText, ParsePublicKeys) and a KeyID per key; private
+// (PublicKeys.MarshalText, UnmarshalText) and a KeyID per key; private
 // keys are written only to 0600 files (PrivateKeys.WriteFile). NewPublicKeys
-// and ParseEncryptionKey build keys from the stdlib types an identity
-// certificate carries.
+// builds the keys from the stdlib types an identity certificate carries.
 //
 // # Envelopes
 //
@@ -28,14 +27,15 @@
 // signature, decryption and last the ReplayGuard (the sequence must be
 // above the last accepted for the agreement and message type), so forged
 // or damaged envelopes never advance the guard. Each failure matches one
-// error kind (ErrTooLarge, ErrMalformed, ErrSuiteNotAllowed,
-// ErrWrongRecipient, ErrWrongSender, ErrBadSignature, ErrDecrypt, ErrReplay,
-// ...) with errors.Is. No error, printout or log value of this package holds
-// a secret value or private key material.
+// error kind with errors.Is — ErrInvalid (unusable input), ErrNotAuthentic
+// (not from the expected sender to this key, or altered) or ErrReplay —
+// and its text says which check failed. No error, printout or log value of
+// this package holds a secret value or private key material.
 //
-// SealProposal, SealUpdate, SealReply and OpenProposal, OpenUpdate,
-// OpenReply do the JSON encoding, validation and type checks around Seal
-// and Open.
+// Seal and Open carry the protocol's messages (Seal(..., proposal, ...),
+// Open[Proposal](...), likewise Update and Reply), with the JSON encoding,
+// validation and message type checks, or raw bytes under a message type
+// of the caller's. Options (size limit, allowed suites) apply to both.
 //
 // # Delivery
 //

@@ -20,14 +20,14 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
-// EnvelopeVersion is the version of the envelope format this package
+// envelopeVersion is the version of the envelope format this package
 // writes and the only one Open accepts.
-const EnvelopeVersion = 1
+const envelopeVersion = 1
 
-// DefaultMaxMessageSize bounds a plaintext message (and, with the base64 and
-// header overhead added, an envelope) unless WithMaxSize says otherwise.
-// It matches the 1 MiB limit of a Kubernetes Secret.
-const DefaultMaxMessageSize = 1 << 20
+// defaultMaxMessageSize bounds a plaintext message (and, with the base64
+// and header overhead added, an envelope) unless Options.MaxSize says
+// otherwise. It matches the 1 MiB limit of a Kubernetes Secret.
+const defaultMaxMessageSize = 1 << 20
 
 // MessageType says what an envelope carries. Replay protection keeps one
 // sequence per agreement and type.
@@ -72,56 +72,45 @@ const (
 // validate checks the fields every header must have, whoever wrote them.
 func (h Header) validate() error {
 	if err := checkAgreementID(h.AgreementID); err != nil {
-		return fmt.Errorf("%w: header: %w", ErrInvalidMessage, err)
+		return fmt.Errorf("%w: header: %w", errInvalidMessage, err)
 	}
 	if !validToken(string(h.Type), maxTypeLength) {
-		return fmt.Errorf("%w: header: message type %.40q is not 1 to %d of [a-z0-9._-]", ErrInvalidMessage, string(h.Type), maxTypeLength)
+		return fmt.Errorf("%w: header: message type %.40q is not 1 to %d of [a-z0-9._-]", errInvalidMessage, string(h.Type), maxTypeLength)
 	}
 	if h.Sequence == 0 {
-		return fmt.Errorf("%w: header: sequence is 0; sequences start at 1", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: sequence is 0; sequences start at 1", errInvalidMessage)
 	}
 	if !h.SenderKeyID.valid() || !h.RecipientKeyID.valid() {
-		return fmt.Errorf("%w: header: key ids must be 32 hex digits", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: key ids must be 32 hex digits", errInvalidMessage)
 	}
 	if h.Time.IsZero() {
-		return fmt.Errorf("%w: header: time is missing", ErrInvalidMessage)
+		return fmt.Errorf("%w: header: time is missing", errInvalidMessage)
 	}
 	return nil
 }
 
-// Option configures Seal, Open and the typed helpers.
-type Option func(*options)
-
-type options struct {
-	maxSize int
-	suites  []Suite
+// Options tune Seal, Open and PeekHeader. The zero value gives the
+// defaults.
+type Options struct {
+	// MaxSize is the largest plaintext message in bytes; Open and
+	// PeekHeader derive their envelope limit from it. Both sides should
+	// agree. Zero or less means 1 MiB (1 << 20), the limit of a
+	// Kubernetes Secret.
+	MaxSize int
+	// AllowedSuites are the suites accepted: Open rejects an envelope of
+	// any other suite (empty means the recipient key's own suite) and Seal
+	// refuses to seal to a key of any other suite (empty means every
+	// supported suite). This is how an agent or agbot insists on the
+	// post-quantum suite.
+	AllowedSuites []Suite
 }
 
-// WithMaxSize sets the largest plaintext message in bytes; Open derives its
-// envelope limit from it. Both sides should agree. Values below 1 leave the
-// default, DefaultMaxMessageSize.
-func WithMaxSize(n int) Option {
-	return func(o *options) {
-		if n > 0 {
-			o.maxSize = n
-		}
+// maxSize returns o.MaxSize or its default.
+func (o Options) maxSize() int {
+	if o.MaxSize > 0 {
+		return o.MaxSize
 	}
-}
-
-// WithAllowedSuites sets the suites accepted: Open rejects an envelope of
-// any other suite (default: the recipient key's own suite) and Seal refuses
-// to seal to a key of any other suite (default: every supported suite).
-// This is how an agent or agbot insists on the post-quantum suite.
-func WithAllowedSuites(suites ...Suite) Option {
-	return func(o *options) { o.suites = slices.Clone(suites) }
-}
-
-func buildOptions(opts []Option) options {
-	o := options{maxSize: DefaultMaxMessageSize}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
+	return defaultMaxMessageSize
 }
 
 // Fixed sizes bounding the envelope around a plaintext.
@@ -162,33 +151,28 @@ const (
 	signatureContext = "edgesecrets agreement envelope v1"
 )
 
-// Seal encrypts plaintext to recipient and signs it with sender's key. h
+// seal encrypts plaintext to recipient and signs it with sender's key. h
 // supplies Type, AgreementID, Sequence and optionally Time (see Header).
 // The result is the envelope's JSON wire form.
-//
-// Seal fails with ErrTooLarge over the size limit, ErrSuiteNotAllowed when
-// the recipient's suite is not allowed (WithAllowedSuites) and
-// ErrInvalidMessage for a bad header.
-func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte, opts ...Option) ([]byte, error) {
-	o := buildOptions(opts)
+func seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte, o Options) ([]byte, error) {
 	if sender == nil || recipient == nil {
-		return nil, fmt.Errorf("agreement: seal: %w: nil sender or recipient keys", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: seal: %w: nil sender or recipient keys", errInvalidKey)
 	}
-	if len(plaintext) > o.maxSize {
-		return nil, fmt.Errorf("agreement: seal: %w: message is %d bytes, limit %d", ErrTooLarge, len(plaintext), o.maxSize)
+	if limit := o.maxSize(); len(plaintext) > limit {
+		return nil, fmt.Errorf("agreement: seal: %w: message is %d bytes, limit %d", errTooLarge, len(plaintext), limit)
 	}
-	if o.suites != nil && !slices.Contains(o.suites, recipient.suite) {
-		return nil, fmt.Errorf("agreement: seal: %w: recipient key is %s", ErrSuiteNotAllowed, recipient.suite)
+	if len(o.AllowedSuites) > 0 && !slices.Contains(o.AllowedSuites, recipient.suite) {
+		return nil, fmt.Errorf("agreement: seal: %w: recipient key is %s", errUnknownSuite, recipient.suite)
 	}
 	if err := cmp.Or(
-		checkPreset("version", h.Version, EnvelopeVersion),
+		checkPreset("version", h.Version, envelopeVersion),
 		checkPreset("suite", h.Suite, recipient.suite),
 		checkPreset("sender key id", h.SenderKeyID, sender.public.signingID),
 		checkPreset("recipient key id", h.RecipientKeyID, recipient.encryptionID),
 	); err != nil {
 		return nil, err
 	}
-	h.Version, h.Suite = EnvelopeVersion, recipient.suite
+	h.Version, h.Suite = envelopeVersion, recipient.suite
 	h.SenderKeyID, h.RecipientKeyID = sender.public.signingID, recipient.encryptionID
 	if h.Time.IsZero() {
 		h.Time = time.Now()
@@ -202,7 +186,7 @@ func Seal(sender *PrivateKeys, recipient *PublicKeys, h Header, plaintext []byte
 		return nil, fmt.Errorf("agreement: seal: encoding header: %w", err)
 	}
 	if len(header) > maxHeaderJSON {
-		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", ErrTooLarge, len(header), maxHeaderJSON)
+		return nil, fmt.Errorf("agreement: seal: %w: header is %d bytes, limit %d", errTooLarge, len(header), maxHeaderJSON)
 	}
 	enc, ciphertext, sig, err := protect(sender, recipient, header, plaintext)
 	if err != nil {
@@ -236,7 +220,7 @@ func protect(sender *PrivateKeys, recipient *PublicKeys, header, plaintext []byt
 func checkPreset[T comparable](name string, set, want T) error {
 	var zero T
 	if set != zero && set != want {
-		return fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", ErrInvalidMessage, name, set, want)
+		return fmt.Errorf("agreement: seal: %w: header %s is %v, the keys say %v", errInvalidMessage, name, set, want)
 	}
 	return nil
 }
@@ -263,7 +247,7 @@ func transcriptDigest(header, enc, ciphertext []byte) (sum [sha256.Size]byte) {
 
 func encodeEnvelope(header, enc, ciphertext, sig []byte) []byte {
 	b := make([]byte, 0, envelopeFrame+b64.EncodedLen(len(header))+b64.EncodedLen(len(enc))+b64.EncodedLen(len(ciphertext))+b64.EncodedLen(len(sig)))
-	b = append(b, `{"`+fieldVersion+`":`+strconv.Itoa(EnvelopeVersion)...)
+	b = append(b, `{"`+fieldVersion+`":`+strconv.Itoa(envelopeVersion)...)
 	for _, f := range []struct {
 		name string
 		val  []byte
@@ -289,17 +273,17 @@ type envelope struct {
 // unnoticed.
 func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 	if limit := envelopeLimit(maxPlain); len(b) > limit {
-		return nil, fmt.Errorf("%w: envelope is %d bytes, limit %d", ErrTooLarge, len(b), limit)
+		return nil, fmt.Errorf("%w: envelope is %d bytes, limit %d", errTooLarge, len(b), limit)
 	}
 	fields, err := objectMembers(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: envelope: %w", errMalformed, err)
 	}
 	for name := range fields {
 		switch name {
 		case fieldVersion, fieldHeader, fieldEnc, fieldCiphertext, fieldSignature:
 		default:
-			return nil, fmt.Errorf("%w: envelope: unknown field %.40q", ErrMalformed, name)
+			return nil, fmt.Errorf("%w: envelope: unknown field %.40q", errMalformed, name)
 		}
 	}
 	if err := checkVersion(fields[fieldVersion], "envelope"); err != nil {
@@ -317,27 +301,27 @@ func parseEnvelope(b []byte, maxPlain int) (*envelope, error) {
 		{fieldSignature, &env.signature, ed25519.SignatureSize},
 	} {
 		v, err := decodeB64Field(fields[f.name], f.max)
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, errTooLarge) {
 			return nil, fmt.Errorf("envelope field %q: %w", f.name, err)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: envelope field %q: %w", ErrMalformed, f.name, err)
+			return nil, fmt.Errorf("%w: envelope field %q: %w", errMalformed, f.name, err)
 		}
 		*f.dst = v
 	}
 	if len(env.signature) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: envelope: signature is %d bytes, want %d", ErrMalformed, len(env.signature), ed25519.SignatureSize)
+		return nil, fmt.Errorf("%w: envelope: signature is %d bytes, want %d", errMalformed, len(env.signature), ed25519.SignatureSize)
 	}
 	dec := json.NewDecoder(bytes.NewReader(env.headerRaw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env.header); err != nil {
-		return nil, fmt.Errorf("%w: envelope header: %s", ErrMalformed, jsonproblem.Describe(err))
+		return nil, fmt.Errorf("%w: envelope header: %s", errMalformed, jsonproblem.Describe(err))
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: envelope header: data after the JSON object", ErrMalformed)
+		return nil, fmt.Errorf("%w: envelope header: data after the JSON object", errMalformed)
 	}
-	if env.header.Version != EnvelopeVersion {
-		return nil, fmt.Errorf("%w: envelope header version %d, want %d", ErrUnsupportedVersion, env.header.Version, EnvelopeVersion)
+	if env.header.Version != envelopeVersion {
+		return nil, fmt.Errorf("%w: envelope header version %d, want %d", errUnsupportedVersion, env.header.Version, envelopeVersion)
 	}
 	if err := env.header.validate(); err != nil {
 		return nil, err
@@ -384,14 +368,14 @@ func objectMembers(b []byte) (map[string]json.RawMessage, error) {
 // checkVersion checks a version field holding exactly the JSON number 1.
 func checkVersion(raw json.RawMessage, what string) error {
 	if raw == nil {
-		return fmt.Errorf("%w: %s: missing field %q", ErrMalformed, what, fieldVersion)
+		return fmt.Errorf("%w: %s: missing field %q", errMalformed, what, fieldVersion)
 	}
 	v, err := strconv.Atoi(string(raw))
 	if err != nil {
-		return fmt.Errorf("%w: %s: version is not an integer", ErrMalformed, what)
+		return fmt.Errorf("%w: %s: version is not an integer", errMalformed, what)
 	}
-	if v != EnvelopeVersion {
-		return fmt.Errorf("%w: %s version %d, want %d", ErrUnsupportedVersion, what, v, EnvelopeVersion)
+	if v != envelopeVersion {
+		return fmt.Errorf("%w: %s version %d, want %d", errUnsupportedVersion, what, v, envelopeVersion)
 	}
 	return nil
 }
@@ -412,7 +396,7 @@ func decodeB64Field(raw json.RawMessage, max int) ([]byte, error) {
 		}
 	}
 	if len(s) > b64.EncodedLen(max) {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, max)
+		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, max)
 	}
 	v, err := b64.Strict().AppendDecode(nil, s)
 	if err != nil {
@@ -423,35 +407,21 @@ func decodeB64Field(raw json.RawMessage, max int) ([]byte, error) {
 
 // PeekHeader returns the header of an envelope WITHOUT verifying anything:
 // use it only to choose keys (which agbot's signing key, which of several
-// own key sets) before calling Open.
-func PeekHeader(envelope []byte, opts ...Option) (Header, error) {
-	env, err := parseEnvelope(envelope, buildOptions(opts).maxSize)
+// own key sets) or the message type to open before calling Open. Only
+// opts.MaxSize applies.
+func PeekHeader(envelope []byte, opts Options) (Header, error) {
+	env, err := parseEnvelope(envelope, opts.maxSize())
 	if err != nil {
 		return Header{}, fmt.Errorf("agreement: peek: %w", err)
 	}
 	return env.header, nil
 }
 
-// Open verifies and decrypts an envelope sealed to recipient by sender, and
-// records its sequence in guard. It returns the header and the plaintext.
-//
-// Checks run in this order, each failing with its own error kind:
-// size (ErrTooLarge), form (ErrMalformed, ErrUnsupportedVersion), suite
-// allow-list (ErrSuiteNotAllowed), recipient key id (ErrWrongRecipient),
-// sender key id (ErrWrongSender), signature over header, encapsulated key and
-// ciphertext (ErrBadSignature), message type for the typed helpers
-// (ErrUnexpectedType), decryption (ErrDecrypt), the message itself for the
-// typed helpers, and last the replay guard (ErrReplay), so a forged or
-// unusable envelope never advances the guard. On
-// ErrReplay the returned Header is authentic: an agent may answer that
-// message again (its reply was probably lost).
-func Open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, envelope []byte, guard ReplayGuard, opts ...Option) (Header, []byte, error) {
-	return open(ctx, recipient, sender, envelope, guard, buildOptions(opts), "", nil)
-}
-
-// open is Open with an expected message type ("" for any) and a check of
-// the plaintext that runs before the guard records the sequence.
-func open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, b []byte, guard ReplayGuard, o options,
+// open verifies and decrypts an envelope sealed to recipient by sender, and
+// records its sequence in guard; want is the expected message type ("" for
+// any) and check, when set, checks the plaintext before the guard records
+// the sequence.
+func open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, b []byte, guard ReplayGuard, o Options,
 	want MessageType, check func(Header, []byte) error) (Header, []byte, error) {
 	if guard == nil {
 		return Header{}, nil, errors.New("agreement: open: nil replay guard")
@@ -473,47 +443,47 @@ func open(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, b []b
 	return h, plaintext, nil
 }
 
-func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o options, want MessageType) (Header, []byte, error) {
+func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o Options, want MessageType) (Header, []byte, error) {
 	if recipient == nil || sender == nil {
-		return Header{}, nil, fmt.Errorf("%w: nil recipient or sender keys", ErrInvalidKey)
+		return Header{}, nil, fmt.Errorf("%w: nil recipient or sender keys", errInvalidKey)
 	}
-	env, err := parseEnvelope(b, o.maxSize)
+	env, err := parseEnvelope(b, o.maxSize())
 	if err != nil {
 		return Header{}, nil, err
 	}
 	h := env.header
-	allowed := o.suites
-	if allowed == nil {
+	allowed := o.AllowedSuites
+	if len(allowed) == 0 {
 		allowed = []Suite{recipient.public.suite}
 	}
 	if !slices.Contains(allowed, h.Suite) {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", ErrSuiteNotAllowed, string(h.Suite), allowed)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", errSuiteNotAllowed, string(h.Suite), allowed)
 	}
 	if h.Suite != recipient.public.suite {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", ErrSuiteNotAllowed, h.Suite, recipient.public.suite)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", errSuiteNotAllowed, h.Suite, recipient.public.suite)
 	}
 	if h.RecipientKeyID != recipient.public.encryptionID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", ErrWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", errWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
 	}
 	if h.SenderKeyID != sender.signingID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", ErrWrongSender, h.SenderKeyID, sender.signingID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", errWrongSender, h.SenderKeyID, sender.signingID)
 	}
 	digest := transcriptDigest(env.headerRaw, env.enc, env.ciphertext)
 	if err := ed25519.VerifyWithOptions(sender.signing, digest[:], env.signature, signatureOptions); err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrBadSignature, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errBadSignature, h.Type, h.AgreementID)
 	}
 	// From here on the header is authentic.
 	if want != "" && h.Type != want {
-		return Header{}, nil, fmt.Errorf("%w: envelope of agreement %q holds a %s, want a %s", ErrUnexpectedType, h.AgreementID, h.Type, want)
+		return Header{}, nil, fmt.Errorf("%w: envelope of agreement %q holds a %s, want a %s", errUnexpectedType, h.AgreementID, h.Type, want)
 	}
 	suite, _ := recipient.public.suite.hpke()
 	rctx, err := hpke.NewRecipient(env.enc, recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", ErrDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", errDecrypt, h.Type, h.AgreementID)
 	}
 	plaintext, err := rctx.Open(env.headerRaw, env.ciphertext)
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errDecrypt, h.Type, h.AgreementID)
 	}
 	return h, plaintext, nil
 }

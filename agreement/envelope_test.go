@@ -17,32 +17,32 @@ import (
 )
 
 func TestSealOpenRoundTrip(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			guard := NewMemoryReplayGuard()
 			plaintext := []byte(`{"value":"` + canary + `"}`)
 
-			env, err := Seal(agbot, agent.Public(), Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 7, Time: t0}, plaintext)
+			env, err := Seal(agbot, agent.Public(), plaintext, Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 7, Time: t0}, Options{})
 			require.NoError(t, err)
 			assert.NotContains(t, string(env), canary, "the plaintext travels encrypted")
 
-			h, got, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+			h, got, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 			require.NoError(t, err)
 			assert.Equal(t, plaintext, got)
 			assert.Equal(t, Header{
-				Version:        EnvelopeVersion,
+				Version:        envelopeVersion,
 				Suite:          suite,
-				SenderKeyID:    agbot.Public().SigningKeyID(),
+				SenderKeyID:    agbot.Public().signingID,
 				RecipientKeyID: agent.Public().EncryptionKeyID(),
 				Type:           TypeUpdate,
 				AgreementID:    "agr-1",
 				Sequence:       7,
 				Time:           t0,
 			}, h)
-			assert.Equal(t, uint64(7), guard.Last("agr-1", TypeUpdate))
+			assert.Equal(t, uint64(7), lastAccepted(guard, "agr-1", TypeUpdate))
 
-			peeked, err := PeekHeader(env)
+			peeked, err := PeekHeader(env, Options{})
 			require.NoError(t, err)
 			assert.Equal(t, h, peeked)
 		})
@@ -52,9 +52,9 @@ func TestSealOpenRoundTrip(t *testing.T) {
 func TestSealAcrossSuites(t *testing.T) {
 	// The sender's own suite does not matter: the recipient's key decides.
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteMLKEM768X25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, Options{})
 	require.NoError(t, err)
-	h, _, err := Open(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+	h, _, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 	require.NoError(t, err)
 	assert.Equal(t, SuiteMLKEM768X25519, h.Suite)
 	assert.False(t, h.Time.IsZero(), "a zero Time is sealed as now")
@@ -67,31 +67,31 @@ func TestSealRejects(t *testing.T) {
 		name      string
 		header    func(h Header) Header
 		plaintext []byte
-		opts      []Option
+		opts      Options
 		want      error
 	}{
-		{name: "over the size limit", plaintext: make([]byte, 101), opts: []Option{WithMaxSize(100)}, want: ErrTooLarge},
-		{name: "suite not allowed for sealing", opts: []Option{WithAllowedSuites(SuiteMLKEM768X25519)}, want: ErrSuiteNotAllowed},
-		{name: "sequence 0", header: func(h Header) Header { h.Sequence = 0; return h }, want: ErrInvalidMessage},
-		{name: "no agreement id", header: func(h Header) Header { h.AgreementID = ""; return h }, want: ErrInvalidMessage},
-		{name: "bad type", header: func(h Header) Header { h.Type = "Bad Type"; return h }, want: ErrInvalidMessage},
-		{name: "version other than the keys say", header: func(h Header) Header { h.Version = 2; return h }, want: ErrInvalidMessage},
-		{name: "suite other than the recipient's", header: func(h Header) Header { h.Suite = SuiteMLKEM768X25519; return h }, want: ErrInvalidMessage},
-		{name: "recipient key id of another key", header: func(h Header) Header { h.RecipientKeyID = agbot.Public().EncryptionKeyID(); return h }, want: ErrInvalidMessage},
+		{name: "over the size limit", plaintext: make([]byte, 101), opts: Options{MaxSize: 100}, want: errTooLarge},
+		{name: "suite not allowed for sealing", opts: Options{AllowedSuites: []Suite{SuiteMLKEM768X25519}}, want: errUnknownSuite},
+		{name: "sequence 0", header: func(h Header) Header { h.Sequence = 0; return h }, want: errInvalidMessage},
+		{name: "no agreement id", header: func(h Header) Header { h.AgreementID = ""; return h }, want: errInvalidMessage},
+		{name: "bad type", header: func(h Header) Header { h.Type = "Bad Type"; return h }, want: errInvalidMessage},
+		{name: "version other than the keys say", header: func(h Header) Header { h.Version = 2; return h }, want: errInvalidMessage},
+		{name: "suite other than the recipient's", header: func(h Header) Header { h.Suite = SuiteMLKEM768X25519; return h }, want: errInvalidMessage},
+		{name: "recipient key id of another key", header: func(h Header) Header { h.RecipientKeyID = agbot.Public().EncryptionKeyID(); return h }, want: errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := ok
 			if tc.header != nil {
 				h = tc.header(h)
 			}
-			_, err := Seal(agbot, agent.Public(), h, tc.plaintext, tc.opts...)
+			_, err := Seal(agbot, agent.Public(), tc.plaintext, h, tc.opts)
 			requireKind(t, err, tc.want)
 		})
 	}
 	t.Run("fields matching the keys are fine", func(t *testing.T) {
 		h := ok
-		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = EnvelopeVersion, SuiteX25519, agbot.Public().SigningKeyID(), agent.Public().EncryptionKeyID()
-		_, err := Seal(agbot, agent.Public(), h, nil)
+		h.Version, h.Suite, h.SenderKeyID, h.RecipientKeyID = envelopeVersion, SuiteX25519, agbot.Public().signingID, agent.Public().EncryptionKeyID()
+		_, err := Seal(agbot, agent.Public(), []byte(nil), h, Options{})
 		require.NoError(t, err)
 	})
 }
@@ -101,9 +101,9 @@ type openCall struct {
 	recipient *PrivateKeys
 	sender    *PublicKeys
 	env       []byte
-	opts      []Option
+	opts      Options
 	// open defaults to OpenProposal.
-	open func(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, env []byte, guard ReplayGuard, opts ...Option) error
+	open func(ctx context.Context, recipient *PrivateKeys, sender *PublicKeys, env []byte, guard ReplayGuard, opts Options) error
 }
 
 // rejectFixture is the world of one rejection case: the agbot seals a
@@ -113,20 +113,20 @@ type rejectFixture struct {
 	suite            Suite
 	agbot, agent     *PrivateKeys
 	other, otherKind *PrivateKeys
-	guard            *MemoryReplayGuard
+	guard            ReplayGuard
 	env              []byte
 }
 
 func (f *rejectFixture) seal(t *testing.T, to *PrivateKeys, h Header, plaintext []byte) []byte {
 	t.Helper()
-	env, err := Seal(f.agbot, to.Public(), h, plaintext)
+	env, err := Seal(f.agbot, to.Public(), plaintext, h, Options{})
 	require.NoError(t, err)
 	return env
 }
 
 func (f *rejectFixture) accept(t *testing.T, env []byte) {
 	t.Helper()
-	_, _, err := Open(context.Background(), f.agent, f.agbot.Public(), env, f.guard)
+	_, _, err := Open[[]byte](context.Background(), f.agent, f.agbot.Public(), env, f.guard, Options{})
 	require.NoError(t, err)
 }
 
@@ -143,113 +143,113 @@ func TestOpenRejects(t *testing.T) {
 		want error
 		call func(t *testing.T, f *rejectFixture) openCall
 	}{
-		{"envelope over the limit, before parsing", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: []byte(strings.Repeat(" ", envelopeLimit(DefaultMaxMessageSize)+1))}
+		{"envelope over the limit, before parsing", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+			return openCall{env: []byte(strings.Repeat(" ", envelopeLimit(defaultMaxMessageSize)+1))}
 		}},
-		{"sealed message over the receiver's limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+		{"sealed message over the receiver's limit", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			big := proposalWithSecrets("agr-A", 10, 10_000)
-			env, err := SealProposal(f.agbot, f.agent.Public(), big, Header{Sequence: 2, Time: t0})
+			env, err := Seal(f.agbot, f.agent.Public(), big, Header{Sequence: 2, Time: t0}, Options{})
 			require.NoError(t, err)
-			return openCall{env: env, opts: []Option{WithMaxSize(50_000)}}
+			return openCall{env: env, opts: Options{MaxSize: 50_000}}
 		}},
-		{"encapsulated key over its limit", ErrTooLarge, func(t *testing.T, f *rejectFixture) openCall {
+		{"encapsulated key over its limit", errTooLarge, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = make([]byte, maxEncLength+1)
 			return openCall{env: p.join()}
 		}},
-		{"not JSON", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"not JSON", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: []byte("this is not an envelope")}
 		}},
-		{"unknown field", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"unknown field", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m["extra"] = json.RawMessage(`"x"`) })}
 		}},
-		{"field name in another case", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"field name in another case", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m["Header"] = m[fieldHeader]; delete(m, fieldHeader) })}
 		}},
-		{"field given twice (one wire form per envelope)", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"field given twice (one wire form per envelope)", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			// The signed value last, so a decoder keeping the last member would accept it.
 			env := bytes.Replace(f.env, []byte(`{`), []byte(`{"`+fieldEnc+`":"AAAA",`), 1)
 			return openCall{env: env}
 		}},
-		{"data after the envelope", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"data after the envelope", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: append(slices.Clone(f.env), []byte(` {}`)...)}
 		}},
-		{"JSON array instead of an object", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"JSON array instead of an object", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: []byte(`[1,2]`)}
 		}},
-		{"missing signature", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"missing signature", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { delete(m, fieldSignature) })}
 		}},
-		{"padded base64", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"padded base64", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			sig := split(t, f.env).signature
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) {
 				m[fieldSignature] = json.RawMessage(`"` + base64.URLEncoding.EncodeToString(sig) + `"`)
 			})}
 		}},
-		{"base64 with an escaped character", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"base64 with an escaped character", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) {
 				s := string(m[fieldSignature])
 				m[fieldSignature] = json.RawMessage(`"\u00` + hexByte(s[1]) + s[2:])
 			})}
 		}},
-		{"envelope version 2", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"envelope version 2", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: withOuter(t, f.env, func(m map[string]json.RawMessage) { m[fieldVersion] = json.RawMessage(`2`) })}
 		}},
-		{"header version 2, signed by the agbot", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"header version 2, signed by the agbot", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["version"] = 2 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"suite outside the recipient's allow-list", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: f.env, opts: []Option{WithAllowedSuites(f.otherKind.Suite())}}
+		{"suite outside the recipient's allow-list", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Public().Suite()}}}
 		}},
-		{"unknown suite in the header", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"unknown suite in the header", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = "DHKEM-X25519/HKDF-SHA256/AES-128-GCM" }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: []Option{WithAllowedSuites(Suites()...)}}
+			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
-		{"header suite is not the recipient key's (downgrade)", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
-			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Suite()) }).signedBy(t, f.agbot)
-			return openCall{env: p.join(), opts: []Option{WithAllowedSuites(Suites()...)}}
+		{"header suite is not the recipient key's (downgrade)", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Public().Suite()) }).signedBy(t, f.agbot)
+			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
-		{"sealed to another agent", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"sealed to another agent", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.other, hdr(TypeProposal, "agr-A", 2), proposalJSON)}
 		}},
-		{"opened with another agent's keys", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"opened with another agent's keys", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{recipient: f.other, env: f.env}
 		}},
-		{"expected sender is another key", ErrWrongSender, func(t *testing.T, f *rejectFixture) openCall {
+		{"expected sender is another key", errWrongSender, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{sender: f.other.Public(), env: f.env}
 		}},
-		{"flipped ciphertext bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped ciphertext bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = flip(p.ciphertext, 100)
 			return openCall{env: p.join()}
 		}},
-		{"flipped encapsulated key bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped encapsulated key bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = flip(p.enc, 3)
 			return openCall{env: p.join()}
 		}},
-		{"header agreement id changed", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"header agreement id changed", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).withHeader(t, func(h map[string]any) { h["agreementId"] = "agr-B" }).join()}
 		}},
-		{"forged by a third key claiming the agbot's id", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"forged by a third key claiming the agbot's id", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).signedBy(t, f.other).join()}
 		}},
-		{"signature of another envelope", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"signature of another envelope", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.signature = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).signature
 			return openCall{env: p.join()}
 		}},
-		{"garbage ciphertext signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"garbage ciphertext signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = make([]byte, len(p.ciphertext))
 			return openCall{env: p.signedBy(t, f.agbot).join()}
 		}},
-		{"header changed after encryption, signed by the agbot (AAD)", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"header changed after encryption, signed by the agbot (AAD)", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["sequence"] = 99 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"encapsulated key of another envelope, signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"encapsulated key of another envelope, signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).enc
 			return openCall{env: p.signedBy(t, f.agbot).join()}
@@ -262,35 +262,35 @@ func TestOpenRejects(t *testing.T) {
 			f.accept(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 5), proposalJSON))
 			return openCall{env: f.env}
 		}},
-		{"update opened as a proposal", ErrUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
+		{"update opened as a proposal", errUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeUpdate, "agr-A", 1), proposalJSON)}
 		}},
-		{"proposal opened as an update", ErrUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
-			return openCall{env: f.env, open: func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o ...Option) error {
-				_, _, err := OpenUpdate(ctx, r, s, env, g, o...)
+		{"proposal opened as an update", errUnexpectedType, func(t *testing.T, f *rejectFixture) openCall {
+			return openCall{env: f.env, open: func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o Options) error {
+				_, _, err := Open[Update](ctx, r, s, env, g, o)
 				return err
 			}}
 		}},
-		{"sequence 0, signed by the agbot", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"sequence 0, signed by the agbot", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).withHeader(t, func(h map[string]any) { h["sequence"] = 0 }).signedBy(t, f.agbot).join()}
 		}},
-		{"proposal for another agreement than its envelope", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal for another agreement than its envelope", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-B", 1), proposalJSON)}
 		}},
-		{"proposal with an unsafe secret name", ErrInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal with an unsafe secret name", errInvalidMessage, func(t *testing.T, f *rejectFixture) openCall {
 			bad := strings.Replace(string(proposalJSON), `"secret-00"`, `"../etc"`, 1)
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(bad))}
 		}},
-		{"plaintext is not a proposal", ErrMalformed, func(t *testing.T, f *rejectFixture) openCall {
+		{"plaintext is not a proposal", errMalformed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(canary))}
 		}},
-		{"proposal of another message version", ErrUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
+		{"proposal of another message version", errUnsupportedVersion, func(t *testing.T, f *rejectFixture) openCall {
 			v2 := strings.Replace(string(proposalJSON), `"version":1`, `"version":2`, 1)
 			return openCall{env: f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), []byte(v2))}
 		}},
 	}
 
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		otherSuite := SuiteX25519
 		if suite == SuiteX25519 {
 			otherSuite = SuiteMLKEM768X25519
@@ -310,18 +310,18 @@ func TestOpenRejects(t *testing.T) {
 					c.sender = f.agbot.Public()
 				}
 				if c.open == nil {
-					c.open = func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o ...Option) error {
-						_, _, err := OpenProposal(ctx, r, s, env, g, o...)
+					c.open = func(ctx context.Context, r *PrivateKeys, s *PublicKeys, env []byte, g ReplayGuard, o Options) error {
+						_, _, err := Open[Proposal](ctx, r, s, env, g, o)
 						return err
 					}
 				}
-				before := f.guard.Last("agr-A", TypeProposal)
+				before := lastAccepted(f.guard, "agr-A", TypeProposal)
 
-				err := c.open(context.Background(), c.recipient, c.sender, c.env, f.guard, c.opts...)
+				err := c.open(context.Background(), c.recipient, c.sender, c.env, f.guard, c.opts)
 
 				requireKind(t, err, tc.want)
-				assert.Equal(t, before, f.guard.Last("agr-A", TypeProposal), "a rejected envelope must not advance the guard")
-				assert.Empty(t, f.guard.Last("agr-B", TypeProposal))
+				assert.Equal(t, before, lastAccepted(f.guard, "agr-A", TypeProposal), "a rejected envelope must not advance the guard")
+				assert.Empty(t, lastAccepted(f.guard, "agr-B", TypeProposal))
 				forbidden := append(secretForms(), keyForms(t, f.agent)...)
 				forbidden = append(forbidden, keyForms(t, f.agbot)...)
 				assertNoLeak(t, err.Error(), forbidden)
@@ -333,10 +333,10 @@ func TestOpenRejects(t *testing.T) {
 func hexByte(c byte) string { return fmt.Sprintf("%02x", c) }
 
 func TestOpenRejectsEveryFlippedBit(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
-			env, err := Seal(agbot, agent.Public(), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: t0}, []byte(canary))
+			env, err := Seal(agbot, agent.Public(), []byte(canary), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
 			guard := NewMemoryReplayGuard()
 			for i := range len(env) * 8 {
@@ -346,7 +346,7 @@ func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 				if suite == SuiteMLKEM768X25519 && i/8 > 400 && i/8 < len(env)-150 && i%8 != (i/8)%8 {
 					continue
 				}
-				h, pt, err := Open(context.Background(), agent, agbot.Public(), flip(env, i), guard)
+				h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), flip(env, i), guard, Options{})
 				if !assert.Error(t, err, "bit %d flipped was accepted", i) {
 					continue
 				}
@@ -354,8 +354,8 @@ func TestOpenRejectsEveryFlippedBit(t *testing.T) {
 				assert.Zero(t, h)
 				assert.NotContains(t, err.Error(), canary)
 			}
-			assert.Zero(t, guard.Last("a", TypeReply))
-			_, pt, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+			assert.Zero(t, lastAccepted(guard, "a", TypeReply))
+			_, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 			require.NoError(t, err, "the untouched envelope still opens")
 			assert.Equal(t, canary, string(pt))
 		})
@@ -366,12 +366,12 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	guard := NewMemoryReplayGuard()
 	seal := func(typ MessageType, agreement string, seq uint64) []byte {
-		env, err := Seal(agbot, agent.Public(), Header{Type: typ, AgreementID: agreement, Sequence: seq, Time: t0}, []byte("{}"))
+		env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: typ, AgreementID: agreement, Sequence: seq, Time: t0}, Options{})
 		require.NoError(t, err)
 		return env
 	}
 	open := func(env []byte) error {
-		_, _, err := Open(context.Background(), agent, agbot.Public(), env, guard)
+		_, _, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, guard, Options{})
 		return err
 	}
 	a5, b1, a1update := seal(TypeUpdate, "A", 5), seal(TypeUpdate, "B", 1), seal(TypeProposal, "A", 1)
@@ -387,19 +387,16 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	// An envelope of agreement A cannot be passed off as one of B: the
 	// agreement id is signed, and changing it breaks the signature.
 	p := split(t, a5).withHeader(t, func(h map[string]any) { h["agreementId"] = "C" })
-	requireKind(t, open(p.join()), ErrBadSignature)
-	assert.Zero(t, guard.Last("C", TypeUpdate))
+	requireKind(t, open(p.join()), errBadSignature)
+	assert.Zero(t, lastAccepted(guard, "C", TypeUpdate))
 
 	// On replay the header is returned (authentic), so an agent can answer again.
-	h, pt, err := Open(context.Background(), agent, agbot.Public(), b1, guard)
+	h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), b1, guard, Options{})
 	requireKind(t, err, ErrReplay)
 	assert.Nil(t, pt)
 	assert.Equal(t, "B", h.AgreementID)
 	assert.Equal(t, uint64(1), h.Sequence)
-
-	guard.Forget("B")
-	require.NoError(t, open(b1), "after Forget the agreement starts over")
-	assert.Equal(t, uint64(6), guard.Last("A", TypeUpdate), "Forget touches only its agreement")
+	assert.Equal(t, uint64(6), lastAccepted(guard, "A", TypeUpdate))
 }
 
 type failingGuard struct{ err error }
@@ -408,26 +405,26 @@ func (g failingGuard) Accept(context.Context, string, MessageType, uint64) error
 
 func TestOpenGuardFailures(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, Options{})
 	require.NoError(t, err)
 
 	diskFull := errors.New("disk full")
-	_, pt, err := Open(context.Background(), agent, agbot.Public(), env, failingGuard{diskFull})
+	_, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, failingGuard{diskFull}, Options{})
 	require.ErrorIs(t, err, diskFull, "a guard's own failure is passed through")
 	assert.NotErrorIs(t, err, ErrReplay)
 	assert.Nil(t, pt, "a message whose sequence was not recorded must not be applied")
 
-	_, _, err = Open(context.Background(), agent, agbot.Public(), env, nil)
+	_, _, err = Open[[]byte](context.Background(), agent, agbot.Public(), env, nil, Options{})
 	require.ErrorContains(t, err, "nil replay guard")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = Open(ctx, agent, agbot.Public(), env, NewMemoryReplayGuard())
+	_, _, err = Open[[]byte](ctx, agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestMemoryReplayGuardConcurrent(t *testing.T) {
-	var g MemoryReplayGuard // the zero value is ready
+	g := NewMemoryReplayGuard()
 	const goroutines = 8
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -447,17 +444,17 @@ func TestMemoryReplayGuardConcurrent(t *testing.T) {
 	for seq, n := range wins {
 		assert.Equal(t, 1, n, "sequence %d accepted %d times", seq, n)
 	}
-	assert.Equal(t, uint64(200), g.Last("A", TypeUpdate))
+	assert.Equal(t, uint64(200), lastAccepted(g, "A", TypeUpdate))
 }
 
 func TestPeekHeaderIsUnverified(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
-	env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, []byte("{}"))
+	env, err := Seal(agbot, agent.Public(), []byte("{}"), Header{Type: TypeProposal, AgreementID: "A", Sequence: 1, Time: t0}, Options{})
 	require.NoError(t, err)
 	forged := split(t, env).withHeader(t, func(h map[string]any) { h["agreementId"] = "B" }).join()
-	h, err := PeekHeader(forged)
+	h, err := PeekHeader(forged, Options{})
 	require.NoError(t, err, "PeekHeader reads without verifying")
 	assert.Equal(t, "B", h.AgreementID)
-	_, err = PeekHeader([]byte("{"))
-	requireKind(t, err, ErrMalformed)
+	_, err = PeekHeader([]byte("{"), Options{})
+	requireKind(t, err, errMalformed)
 }

@@ -2,11 +2,15 @@ package agreement_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/hpke"
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -16,11 +20,11 @@ import (
 // public keys; the agent opens it and answers with a sealed reply.
 func Example() {
 	ctx := context.Background()
-	agbot, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agbot, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agent, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agent, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,32 +39,32 @@ func Example() {
 			},
 		}},
 	}
-	envelope, err := agreement.SealProposal(agbot, agent.Public(), proposal, agreement.Header{Sequence: 1})
+	envelope, err := agreement.Seal(agbot, agent.Public(), proposal, agreement.Header{Sequence: 1}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	// Agent: open with its keys, the agbot's public keys and its replay guard.
 	guard := agreement.NewMemoryReplayGuard()
-	h, got, err := agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	h, got, err := agreement.Open[agreement.Proposal](ctx, agent, agbot.Public(), envelope, guard, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(h.Type, h.AgreementID, h.Sequence, h.Suite)
 	for _, ss := range got.Services {
-		fmt.Println(ss.Service, ss.SecretNames(), ss.Secrets["db"])
+		fmt.Println(ss.Service, slices.Sorted(maps.Keys(ss.Secrets)), ss.Secrets["db"])
 	}
 
 	// The same envelope again is a replay.
-	_, _, err = agreement.OpenProposal(ctx, agent, agbot.Public(), envelope, guard)
+	_, _, err = agreement.Open[agreement.Proposal](ctx, agent, agbot.Public(), envelope, guard, agreement.Options{})
 	fmt.Println("replayed:", errors.Is(err, agreement.ErrReplay))
 
 	// Agent answers; the agbot opens the reply with its own guard.
-	replyEnv, err := agreement.SealReply(agent, agbot.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1})
+	replyEnv, err := agreement.Seal(agent, agbot.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, reply, err := agreement.OpenReply(ctx, agbot, agent.Public(), replyEnv, agreement.NewMemoryReplayGuard())
+	_, reply, err := agreement.Open[agreement.Reply](ctx, agbot, agent.Public(), replyEnv, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,12 +89,12 @@ func ExampleNewSecretsUpdate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	envelope, err := agreement.SealUpdate(agbot, agent.Public(), u, agreement.Header{Sequence: 2})
+	envelope, err := agreement.Seal(agbot, agent.Public(), u, agreement.Header{Sequence: 2}, agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	h, update, err := agreement.OpenUpdate(context.Background(), agent, agbot.Public(), envelope, agreement.NewMemoryReplayGuard())
+	h, update, err := agreement.Open[agreement.Update](context.Background(), agent, agbot.Public(), envelope, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,7 +105,7 @@ func ExampleNewSecretsUpdate() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println("changed:", su.Services[0].SecretNames())
+		fmt.Println("changed:", slices.Sorted(maps.Keys(su.Services[0].Secrets)))
 	default:
 		fmt.Println(agreement.NewReply(h, false, "unknown update kind "+update.Kind))
 	}
@@ -133,19 +137,24 @@ func ExampleNewPublicKeys() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(fi.Mode().Perm(), loaded.Public().Equal(keys.Public()))
+	fmt.Println(fi.Mode().Perm(), loaded.Public().String() == keys.Public().String())
 
 	// In a CSR: the Ed25519 public key, and the HPKE key's KEM id and bytes.
+	signing := keys.Signer().Public().(ed25519.PublicKey)
 	enc := keys.Public().EncryptionKey()
 	kemID, encBytes := enc.KEM().ID(), enc.Bytes()
 	fmt.Printf("KEM 0x%04x, %d bytes\n", kemID, len(encBytes))
 
 	// On the hub: rebuild the keys from the certificate's fields.
-	parsed, err := agreement.ParseEncryptionKey(kemID, encBytes)
+	kem, err := hpke.NewKEM(kemID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	pub, err := agreement.NewPublicKeys(keys.Public().SigningKey(), parsed)
+	parsed, err := kem.NewPublicKey(encBytes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pub, err := agreement.NewPublicKeys(signing, parsed)
 	if err != nil {
 		log.Fatal(err)
 	}

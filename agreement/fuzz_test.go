@@ -21,7 +21,7 @@ func FuzzOpen(f *testing.F) {
 	agents := []*PrivateKeys{derivedKeys(f, SuiteX25519, 2), derivedKeys(f, SuiteMLKEM768X25519, 3)}
 	plaintext := []byte(`{"value":"` + canary + `"}`)
 	for _, agent := range agents {
-		env, err := Seal(agbot, agent.Public(), Header{Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, plaintext)
+		env, err := Seal(agbot, agent.Public(), plaintext, Header{Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, Options{})
 		require.NoError(f, err)
 		f.Add(env)
 		f.Add(env[:len(env)/2])
@@ -33,7 +33,7 @@ func FuzzOpen(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, env []byte) {
 		for _, agent := range agents {
-			h, pt, err := Open(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+			h, pt, err := Open[[]byte](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 			if err != nil {
 				assert.Nil(t, pt)
 				assert.NotContains(t, err.Error(), canary)
@@ -42,7 +42,7 @@ func FuzzOpen(f *testing.F) {
 			// Fuzz workers redo the setup (HPKE sealing is randomised), so
 			// compare content: the agbot signed only this header and plaintext.
 			assert.Equal(t, plaintext, pt, "accepted an envelope the agbot did not seal")
-			assert.Equal(t, Header{Version: 1, Suite: agent.Suite(), SenderKeyID: agbot.Public().SigningKeyID(),
+			assert.Equal(t, Header{Version: 1, Suite: agent.Public().Suite(), SenderKeyID: agbot.Public().signingID,
 				RecipientKeyID: agent.Public().EncryptionKeyID(), Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0}, h)
 		}
 	})
@@ -52,7 +52,7 @@ func FuzzOpen(f *testing.F) {
 // survives encoding and decoding again unchanged.
 func checkMessageRoundTrip[M message](t *testing.T, m M, decode func([]byte) (M, error)) {
 	t.Helper()
-	require.NoError(t, m.Validate())
+	require.NoError(t, m.validate())
 	b, err := json.Marshal(m)
 	require.NoError(t, err)
 	again, err := decode(b)
@@ -77,24 +77,24 @@ func FuzzDecodeProposal(f *testing.F) {
 	require.NoError(f, err)
 	addMessageSeeds(f, validProposal, string(p), strings.Replace(validProposal, `"json"`, `"raw"`, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := DecodeProposal(b)
+		p, err := decodeProposal(b)
 		if err != nil {
 			assert.Equal(t, Proposal{}, p)
 			return
 		}
-		checkMessageRoundTrip(t, p, DecodeProposal)
+		checkMessageRoundTrip(t, p, decodeProposal)
 	})
 }
 
 func FuzzDecodeUpdate(f *testing.F) {
 	addMessageSeeds(f, validUpdate, `{"version":1,"agreementId":"a","kind":"labels","payload":{"a":1}}`)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		u, err := DecodeUpdate(b)
+		u, err := decodeUpdate(b)
 		if err != nil {
 			assert.Equal(t, Update{}.Kind, u.Kind)
 			return
 		}
-		checkMessageRoundTrip(t, u, DecodeUpdate)
+		checkMessageRoundTrip(t, u, decodeUpdate)
 		if u.Kind == UpdateKindSecrets {
 			_, err := u.Secrets()
 			assert.NoError(t, err)
@@ -107,17 +107,17 @@ func FuzzDecodeReply(f *testing.F) {
 		`{"version":1,"agreementId":"a","accepted":true}`,
 		`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeReply(b)
+		r, err := decodeReply(b)
 		if err != nil {
 			assert.Equal(t, Reply{}, r)
 			return
 		}
-		checkMessageRoundTrip(t, r, DecodeReply)
+		checkMessageRoundTrip(t, r, decodeReply)
 	})
 }
 
 func FuzzParsePublicKeys(f *testing.F) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		text, err := fixedKeys(f, suite).Public().MarshalText()
 		require.NoError(f, err)
 		f.Add(text)
@@ -125,22 +125,22 @@ func FuzzParsePublicKeys(f *testing.F) {
 	}
 	f.Add([]byte("-----BEGIN EDGESECRETS PUBLIC KEYS-----\n-----END EDGESECRETS PUBLIC KEYS-----\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
-		p, err := ParsePublicKeys(text)
+		p, err := parsePublicKeys(text)
 		if err != nil {
 			return
 		}
 		again, err := p.MarshalText()
 		require.NoError(t, err)
-		q, err := ParsePublicKeys(again)
+		q, err := parsePublicKeys(again)
 		require.NoError(t, err)
-		assert.True(t, p.Equal(q))
+		assert.True(t, samePublicKeys(p, q))
 	})
 }
 
 // FuzzParsePrivateKeys checks that the key file parser never panics and
 // never quotes the file in its errors.
 func FuzzParsePrivateKeys(f *testing.F) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		text, err := os.ReadFile(filepath.Join("testdata", "private-"+goldenName(suite)+".pem"))
 		require.NoError(f, err)
 		f.Add(text)
@@ -159,8 +159,8 @@ func FuzzParsePrivateKeys(f *testing.F) {
 		}
 		pub, err := k.Public().MarshalText()
 		require.NoError(t, err)
-		p, err := ParsePublicKeys(pub)
+		p, err := parsePublicKeys(pub)
 		require.NoError(t, err)
-		assert.True(t, p.Equal(k.Public()))
+		assert.True(t, samePublicKeys(p, k.Public()))
 	})
 }

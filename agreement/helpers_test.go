@@ -23,15 +23,22 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // allKinds are the error kinds of the package; an error should match one.
 var allKinds = []error{
-	ErrTooLarge, ErrMalformed, ErrUnsupportedVersion, ErrSuiteNotAllowed, ErrWrongRecipient,
-	ErrWrongSender, ErrBadSignature, ErrDecrypt, ErrReplay, ErrUnexpectedType, ErrInvalidMessage,
-	ErrInvalidKey, ErrInsecureKeyFile,
+	errTooLarge, errMalformed, errUnsupportedVersion, errUnexpectedType, errInvalidMessage, errInvalidKey,
+	errUnknownSuite, errInsecureKeyFile, errSuiteNotAllowed, errWrongRecipient, errWrongSender,
+	errBadSignature, errDecrypt, ErrReplay,
 }
 
-// requireKind asserts that err matches want and no other kind.
+// requireKind asserts that err matches want, the exported kind want
+// belongs to, and no other cause.
 func requireKind(t *testing.T, err error, want error) {
 	t.Helper()
 	require.ErrorIs(t, err, want)
+	if c, ok := want.(*cause); ok {
+		require.ErrorIs(t, err, c.kind)
+		other := map[error]error{ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: ErrInvalid}[c.kind]
+		assert.NotErrorIs(t, err, other)
+		assert.NotErrorIs(t, err, ErrReplay)
+	}
 	for _, k := range allKinds {
 		if k != want {
 			assert.NotErrorIs(t, err, k, "error %q also matches %q", err, k)
@@ -80,7 +87,7 @@ func proposalWithSecrets(agreementID string, n, size int) Proposal {
 		secrets[fmt.Sprintf("secret-%02d", i)] = SecretDetails{Format: FormatJSON, Data: secretstore.Data{"password": value}}
 	}
 	return Proposal{
-		Version:     MessageVersion,
+		Version:     messageVersion,
 		AgreementID: agreementID,
 		Services: []ServiceSecrets{{
 			Service: ServiceRef{Org: "myorg", URL: "https://example.com/svc", Arch: "amd64", Version: "1.0.0"},
@@ -157,3 +164,41 @@ func flip(b []byte, i int) []byte {
 	c[i/8] ^= 1 << (i % 8)
 	return c
 }
+
+// decodeTop decodes and validates the JSON form of a message outside an
+// envelope, as Open does inside one (at most defaultMaxMessageSize bytes).
+func decodeTop[M any, PM interface {
+	*M
+	decodable
+}](what string, b []byte) (M, error) {
+	var m M
+	if err := decodeMessage(what, b, defaultMaxMessageSize, PM(&m)); err != nil {
+		var zero M
+		return zero, fmt.Errorf("agreement: %w", err)
+	}
+	return m, nil
+}
+
+// decodeProposal, decodeUpdate and decodeReply are the message decoders
+// the fuzz and table tests drive.
+func decodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
+func decodeUpdate(b []byte) (Update, error)     { return decodeTop[Update]("update", b) }
+func decodeReply(b []byte) (Reply, error)       { return decodeTop[Reply]("reply", b) }
+
+// lastAccepted returns the last sequence a NewMemoryReplayGuard guard
+// accepted for (agreementID, typ), 0 if none.
+func lastAccepted(g ReplayGuard, agreementID string, typ MessageType) uint64 {
+	m := g.(*memoryReplayGuard)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[replayKey{agreementID, typ}]
+}
+
+// samePublicKeys reports whether p and q hold the same two keys, by the
+// keys themselves rather than their ids.
+func samePublicKeys(p, q *PublicKeys) bool {
+	return p.signing.Equal(q.signing) && p.suite == q.suite && bytes.Equal(p.encryption.Bytes(), q.encryption.Bytes())
+}
+
+// suites returns the supported suites, the default first.
+func suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }

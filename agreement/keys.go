@@ -34,8 +34,6 @@ const (
 	// SuiteX25519 is the classic DHKEM(X25519, HKDF-SHA256) with
 	// HKDF-SHA256 and AES-256-GCM.
 	SuiteX25519 Suite = "DHKEM-X25519/HKDF-SHA256/AES-256-GCM"
-	// DefaultSuite is the suite GenerateKeys uses when given "".
-	DefaultSuite = SuiteMLKEM768X25519
 )
 
 // HPKE KEM identifiers of the supported suites.
@@ -43,9 +41,6 @@ const (
 	kemX25519         uint16 = 0x0020
 	kemMLKEM768X25519 uint16 = 0x647a
 )
-
-// Suites returns the supported suites, the default first.
-func Suites() []Suite { return []Suite{SuiteMLKEM768X25519, SuiteX25519} }
 
 // hpkeSuite is the crypto/hpke instantiation of a Suite.
 type hpkeSuite struct {
@@ -64,34 +59,34 @@ func (s Suite) hpke() (hpkeSuite, bool) {
 	return hpkeSuite{}, false
 }
 
-// Validate returns an error wrapping ErrSuiteNotAllowed if s is not a
+// validate returns an error wrapping errUnknownSuite if s is not a
 // supported suite.
-func (s Suite) Validate() error {
+func (s Suite) validate() error {
 	if _, ok := s.hpke(); !ok {
-		return fmt.Errorf("agreement: %w: unknown suite %.64q", ErrSuiteNotAllowed, string(s))
+		return fmt.Errorf("agreement: %w: unknown suite %.64q", errUnknownSuite, string(s))
 	}
 	return nil
 }
 
-// KEMID returns the HPKE KEM identifier of s, or 0 if s is not supported.
-func (s Suite) KEMID() uint16 {
+// kemID returns the HPKE KEM identifier of s, or 0 if s is not supported.
+func (s Suite) kemID() uint16 {
 	if h, ok := s.hpke(); ok {
 		return h.kem.ID()
 	}
 	return 0
 }
 
-// SuiteForKEM returns the supported suite whose KEM is kemID: the form an
+// suiteForKEM returns the supported suite whose KEM is kemID: the form an
 // encryption key travels in (a KEM id and the key bytes, as in a CSR) names
 // its suite this way.
-func SuiteForKEM(kemID uint16) (Suite, error) {
+func suiteForKEM(kemID uint16) (Suite, error) {
 	switch kemID {
 	case kemMLKEM768X25519:
 		return SuiteMLKEM768X25519, nil
 	case kemX25519:
 		return SuiteX25519, nil
 	}
-	return "", fmt.Errorf("agreement: %w: unsupported HPKE KEM 0x%04x", ErrSuiteNotAllowed, kemID)
+	return "", fmt.Errorf("agreement: %w: unsupported HPKE KEM 0x%04x", errUnknownSuite, kemID)
 }
 
 // KeyID identifies a public key: 32 lowercase hex digits, the first 128
@@ -100,12 +95,12 @@ func SuiteForKEM(kemID uint16) (Suite, error) {
 // verifies the keys themselves.
 type KeyID string
 
-// SigningKeyID returns the KeyID of an Ed25519 public key.
-func SigningKeyID(pub ed25519.PublicKey) KeyID { return keyID("ed25519", pub) }
+// signingKeyID returns the KeyID of an Ed25519 public key.
+func signingKeyID(pub ed25519.PublicKey) KeyID { return keyID("ed25519", pub) }
 
-// EncryptionKeyID returns the KeyID of an HPKE public key. The KEM id is
+// encryptionKeyID returns the KeyID of an HPKE public key. The KEM id is
 // part of the hash, so the same bytes under two KEMs have two ids.
-func EncryptionKeyID(pub hpke.PublicKey) KeyID {
+func encryptionKeyID(pub hpke.PublicKey) KeyID {
 	return keyID("hpke-kem-"+strconv.FormatUint(uint64(pub.KEM().ID()), 16), pub.Bytes())
 }
 
@@ -133,7 +128,7 @@ func (id KeyID) valid() bool {
 
 // PublicKeys are the public halves of a key set: an Ed25519 key that
 // verifies the holder's envelopes and an HPKE key that others seal to. Its
-// text form (MarshalText, ParsePublicKeys) is a PEM block:
+// text form (MarshalText, UnmarshalText) is a PEM block:
 //
 //	-----BEGIN EDGESECRETS PUBLIC KEYS-----
 //	Encryption-Key-Id: <KeyID>
@@ -158,12 +153,12 @@ type PublicKeys struct {
 // certificate.
 func NewPublicKeys(signing ed25519.PublicKey, encryption hpke.PublicKey) (*PublicKeys, error) {
 	if len(signing) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("agreement: %w: signing key is %d bytes, want %d", ErrInvalidKey, len(signing), ed25519.PublicKeySize)
+		return nil, fmt.Errorf("agreement: %w: signing key is %d bytes, want %d", errInvalidKey, len(signing), ed25519.PublicKeySize)
 	}
 	if encryption == nil {
-		return nil, fmt.Errorf("agreement: %w: encryption key is nil", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: %w: encryption key is nil", errInvalidKey)
 	}
-	suite, err := SuiteForKEM(encryption.KEM().ID())
+	suite, err := suiteForKEM(encryption.KEM().ID())
 	if err != nil {
 		return nil, err
 	}
@@ -172,51 +167,38 @@ func NewPublicKeys(signing ed25519.PublicKey, encryption hpke.PublicKey) (*Publi
 		signing:      signing,
 		encryption:   encryption,
 		suite:        suite,
-		signingID:    SigningKeyID(signing),
-		encryptionID: EncryptionKeyID(encryption),
+		signingID:    signingKeyID(signing),
+		encryptionID: encryptionKeyID(encryption),
 	}, nil
 }
 
-// ParseEncryptionKey decodes an HPKE public key from its KEM id and bytes
+// parseEncryptionKey decodes an HPKE public key from its KEM id and bytes
 // (RFC 9180 SerializePublicKey), the form a CSR or certificate carries.
-func ParseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
-	suite, err := SuiteForKEM(kemID)
+func parseEncryptionKey(kemID uint16, key []byte) (hpke.PublicKey, error) {
+	suite, err := suiteForKEM(kemID)
 	if err != nil {
 		return nil, err
 	}
 	h, _ := suite.hpke()
 	pub, err := h.kem.NewPublicKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("agreement: %w: %d bytes are not a %s public key", ErrInvalidKey, len(key), suite)
+		return nil, fmt.Errorf("agreement: %w: %d bytes are not a %s public key", errInvalidKey, len(key), suite)
 	}
 	return pub, nil
 }
 
-// SigningKey returns a copy of the Ed25519 public key.
-func (p *PublicKeys) SigningKey() ed25519.PublicKey { return bytes.Clone(p.signing) }
-
 // EncryptionKey returns the HPKE public key. Its KEM().ID() and Bytes() are
-// the form to carry in a CSR; ParseEncryptionKey reverses it.
+// the form to carry in a CSR.
 func (p *PublicKeys) EncryptionKey() hpke.PublicKey { return p.encryption }
 
 // Suite returns the suite of the encryption key.
 func (p *PublicKeys) Suite() Suite { return p.suite }
 
-// SigningKeyID returns the KeyID of the signing key.
-func (p *PublicKeys) SigningKeyID() KeyID { return p.signingID }
-
 // EncryptionKeyID returns the KeyID of the encryption key.
 func (p *PublicKeys) EncryptionKeyID() KeyID { return p.encryptionID }
 
-// Equal reports whether p and q hold the same two keys.
-func (p *PublicKeys) Equal(q *PublicKeys) bool {
-	if p == nil || q == nil {
-		return p == q
-	}
-	return p.signing.Equal(q.signing) && p.suite == q.suite && bytes.Equal(p.encryption.Bytes(), q.encryption.Bytes())
-}
-
-// String returns the suite and the two key ids.
+// String returns the suite and the two key ids. The key ids identify the
+// keys: two PublicKeys with the same String hold the same keys.
 func (p *PublicKeys) String() string {
 	return fmt.Sprintf("PublicKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s}", p.suite, p.signingID, p.encryptionID)
 }
@@ -253,9 +235,11 @@ func (p *PublicKeys) pemHeaders() map[string]string {
 	}
 }
 
-// UnmarshalText parses the PEM text form; see ParsePublicKeys.
+// UnmarshalText parses the text form MarshalText writes. Surrounding white
+// space is allowed, anything else is not; the key id headers, when present,
+// must match the keys.
 func (p *PublicKeys) UnmarshalText(text []byte) error {
-	q, err := ParsePublicKeys(text)
+	q, err := parsePublicKeys(text)
 	if err != nil {
 		return err
 	}
@@ -263,18 +247,16 @@ func (p *PublicKeys) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// ParsePublicKeys parses the text form MarshalText writes. Surrounding
-// white space is allowed, anything else is not; the key id headers, when
-// present, must match the keys.
-func ParsePublicKeys(text []byte) (*PublicKeys, error) {
+// parsePublicKeys is UnmarshalText.
+func parsePublicKeys(text []byte) (*PublicKeys, error) {
 	block, suite, err := decodeKeyPEM(text, pemPublicType)
 	if err != nil {
 		return nil, err
 	}
 	if len(block.Bytes) < ed25519.PublicKeySize {
-		return nil, fmt.Errorf("agreement: public keys: %w: body is %d bytes", ErrInvalidKey, len(block.Bytes))
+		return nil, fmt.Errorf("agreement: public keys: %w: body is %d bytes", errInvalidKey, len(block.Bytes))
 	}
-	enc, err := ParseEncryptionKey(suite.KEMID(), block.Bytes[ed25519.PublicKeySize:])
+	enc, err := parseEncryptionKey(suite.kemID(), block.Bytes[ed25519.PublicKeySize:])
 	if err != nil {
 		return nil, err
 	}
@@ -292,28 +274,28 @@ func ParsePublicKeys(text []byte) (*PublicKeys, error) {
 // checks its headers: version, suite, nothing unknown.
 func decodeKeyPEM(text []byte, typ string) (*pem.Block, Suite, error) {
 	if len(text) > maxKeyText {
-		return nil, "", fmt.Errorf("agreement: key text: %w: %d bytes, limit %d", ErrTooLarge, len(text), maxKeyText)
+		return nil, "", fmt.Errorf("agreement: key text: %w: %d bytes, limit %d", errTooLarge, len(text), maxKeyText)
 	}
 	text = bytes.TrimSpace(text)
 	if bytes.Count(text, []byte("-----BEGIN")) != 1 || !bytes.HasPrefix(text, []byte("-----BEGIN "+typ+"-----")) {
-		return nil, "", fmt.Errorf("agreement: key text: %w: want exactly one PEM block of type %q", ErrInvalidKey, typ)
+		return nil, "", fmt.Errorf("agreement: key text: %w: want exactly one PEM block of type %q", errInvalidKey, typ)
 	}
 	block, rest := pem.Decode(text)
 	if block == nil || len(rest) != 0 {
-		return nil, "", fmt.Errorf("agreement: key text: %w: broken PEM block", ErrInvalidKey)
+		return nil, "", fmt.Errorf("agreement: key text: %w: broken PEM block", errInvalidKey)
 	}
 	for k := range block.Headers {
 		switch k {
 		case pemVersion, pemSuite, pemSigningKeyID, pemEncryptionKeyID:
 		default:
-			return nil, "", fmt.Errorf("agreement: key text: %w: unknown header %.64q", ErrInvalidKey, k)
+			return nil, "", fmt.Errorf("agreement: key text: %w: unknown header %.64q", errInvalidKey, k)
 		}
 	}
 	if v := block.Headers[pemVersion]; v != keyTextVersion {
-		return nil, "", fmt.Errorf("agreement: key text: %w: version %.16q, want %s", ErrUnsupportedVersion, v, keyTextVersion)
+		return nil, "", fmt.Errorf("agreement: key text: %w: version %.16q, want %s", errUnsupportedVersion, v, keyTextVersion)
 	}
 	suite := Suite(block.Headers[pemSuite])
-	if err := suite.Validate(); err != nil {
+	if err := suite.validate(); err != nil {
 		return nil, "", err
 	}
 	return block, suite, nil
@@ -327,7 +309,7 @@ func checkKeyIDHeaders(headers map[string]string, p *PublicKeys) error {
 		want KeyID
 	}{{pemSigningKeyID, p.signingID}, {pemEncryptionKeyID, p.encryptionID}} {
 		if got, ok := headers[h.name]; ok && KeyID(got) != h.want {
-			return fmt.Errorf("agreement: key text: %w: %s header does not match the key", ErrInvalidKey, h.name)
+			return fmt.Errorf("agreement: key text: %w: %s header does not match the key", errInvalidKey, h.name)
 		}
 	}
 	return nil
@@ -345,14 +327,15 @@ type PrivateKeys struct {
 	public     *PublicKeys
 }
 
-// GenerateKeys returns a new key set for suite ("" means DefaultSuite).
+// GenerateKeys returns a new key set for suite; "" means the default,
+// SuiteMLKEM768X25519.
 func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 	if suite == "" {
-		suite = DefaultSuite
+		suite = SuiteMLKEM768X25519
 	}
 	h, ok := suite.hpke()
 	if !ok {
-		return nil, suite.Validate()
+		return nil, suite.validate()
 	}
 	_, signing, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -362,20 +345,20 @@ func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agreement: generating %s key: %w", suite, err)
 	}
-	return NewPrivateKeys(signing, enc)
+	return newPrivateKeys(signing, enc)
 }
 
-// NewPrivateKeys returns the key set of an existing Ed25519 private key and
+// newPrivateKeys returns the key set of an existing Ed25519 private key and
 // HPKE private key of a supported suite.
-func NewPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*PrivateKeys, error) {
+func newPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*PrivateKeys, error) {
 	if len(signing) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("agreement: %w: signing private key is %d bytes, want %d", ErrInvalidKey, len(signing), ed25519.PrivateKeySize)
+		return nil, fmt.Errorf("agreement: %w: signing private key is %d bytes, want %d", errInvalidKey, len(signing), ed25519.PrivateKeySize)
 	}
 	// An ed25519.PrivateKey is seed||public; a mismatched public half would
 	// make every signature fail to verify.
 	signing = ed25519.NewKeyFromSeed(signing.Seed())
 	if encryption == nil {
-		return nil, fmt.Errorf("agreement: %w: encryption private key is nil", ErrInvalidKey)
+		return nil, fmt.Errorf("agreement: %w: encryption private key is nil", errInvalidKey)
 	}
 	pub, err := NewPublicKeys(signing.Public().(ed25519.PublicKey), encryption.PublicKey())
 	if err != nil {
@@ -387,16 +370,10 @@ func NewPrivateKeys(signing ed25519.PrivateKey, encryption hpke.PrivateKey) (*Pr
 // Public returns the public halves.
 func (k *PrivateKeys) Public() *PublicKeys { return k.public }
 
-// Suite returns the suite of the encryption key.
-func (k *PrivateKeys) Suite() Suite { return k.public.suite }
-
 // Signer returns the Ed25519 signing key as a crypto.Signer, for example to
 // sign a certificate request. Its dynamic value is the private key: do not
 // print it.
 func (k *PrivateKeys) Signer() crypto.Signer { return k.signing }
-
-// EncryptionKey returns the HPKE private key.
-func (k *PrivateKeys) EncryptionKey() hpke.PrivateKey { return k.encryption }
 
 // Format prints the public key ids only, for every verb. The value receiver
 // covers a dereferenced copy too.
@@ -449,7 +426,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 	// copy its target's mode.
 	if fi, err := os.Lstat(path); err == nil {
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("agreement: writing private keys to %s: %w: it exists and is not a regular file", path, ErrInsecureKeyFile)
+			return fmt.Errorf("agreement: writing private keys to %s: %w: it exists and is not a regular file", path, errInsecureKeyFile)
 		}
 		if fi.Mode().Perm() != privateKeyFileMode {
 			if err := os.Chmod(path, privateKeyFileMode); err != nil {
@@ -477,7 +454,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 }
 
 // ReadPrivateKeysFile reads a key set written by WriteFile. On Unix it
-// refuses (ErrInsecureKeyFile) a file that group or others may access.
+// refuses (ErrInvalid) a file that group or others may access.
 func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -489,7 +466,7 @@ func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 		return nil, fmt.Errorf("agreement: reading private keys: %w", err)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("agreement: reading private keys from %s: %w: mode %04o, want 0600", path, ErrInsecureKeyFile, fi.Mode().Perm())
+		return nil, fmt.Errorf("agreement: reading private keys from %s: %w: mode %04o, want 0600", path, errInsecureKeyFile, fi.Mode().Perm())
 	}
 	text, err := io.ReadAll(io.LimitReader(f, maxKeyText+1))
 	if err != nil {
@@ -512,14 +489,14 @@ func parsePrivateKeys(text []byte) (*PrivateKeys, error) {
 	}
 	defer clear(block.Bytes)
 	if len(block.Bytes) < ed25519.SeedSize {
-		return nil, fmt.Errorf("agreement: private keys: %w: body is %d bytes", ErrInvalidKey, len(block.Bytes))
+		return nil, fmt.Errorf("agreement: private keys: %w: body is %d bytes", errInvalidKey, len(block.Bytes))
 	}
 	h, _ := suite.hpke()
 	enc, err := h.kem.NewPrivateKey(block.Bytes[ed25519.SeedSize:])
 	if err != nil {
-		return nil, fmt.Errorf("agreement: private keys: %w: not a %s encryption key", ErrInvalidKey, suite)
+		return nil, fmt.Errorf("agreement: private keys: %w: not a %s encryption key", errInvalidKey, suite)
 	}
-	k, err := NewPrivateKeys(ed25519.NewKeyFromSeed(block.Bytes[:ed25519.SeedSize]), enc)
+	k, err := newPrivateKeys(ed25519.NewKeyFromSeed(block.Bytes[:ed25519.SeedSize]), enc)
 	if err != nil {
 		return nil, err
 	}

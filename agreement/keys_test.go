@@ -35,7 +35,7 @@ func derivedKeys(t testing.TB, suite Suite, seed byte) *PrivateKeys {
 	require.True(t, ok)
 	enc, err := h.kem.DeriveKeyPair(bytes.Repeat([]byte{seed ^ 0x55}, 32))
 	require.NoError(t, err)
-	k, err := NewPrivateKeys(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32)), enc)
+	k, err := newPrivateKeys(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32)), enc)
 	require.NoError(t, err)
 	return k
 }
@@ -57,7 +57,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 }
 
 func TestKeyTextFormsAreStable(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			k := fixedKeys(t, suite)
 			pubText, err := k.Public().MarshalText()
@@ -71,10 +71,10 @@ func TestKeyTextFormsAreStable(t *testing.T) {
 			// A test key, published on purpose as a format vector.
 			checkGolden(t, "private-"+goldenName(suite)+".pem", privText)
 
-			p, err := ParsePublicKeys(pubText)
+			p, err := parsePublicKeys(pubText)
 			require.NoError(t, err)
-			assert.True(t, p.Equal(k.Public()))
-			assert.Equal(t, k.Public().SigningKeyID(), p.SigningKeyID())
+			assert.True(t, samePublicKeys(p, k.Public()))
+			assert.Equal(t, k.Public().signingID, p.signingID)
 			assert.Equal(t, k.Public().EncryptionKeyID(), p.EncryptionKeyID())
 			assert.Equal(t, suite, p.Suite())
 		})
@@ -84,71 +84,70 @@ func TestKeyTextFormsAreStable(t *testing.T) {
 func TestGenerateKeys(t *testing.T) {
 	k, err := GenerateKeys("")
 	require.NoError(t, err)
-	assert.Equal(t, DefaultSuite, k.Suite())
-	assert.Equal(t, SuiteMLKEM768X25519, DefaultSuite, "the default is the post-quantum hybrid")
+	assert.Equal(t, SuiteMLKEM768X25519, k.Public().Suite(), "the default is the post-quantum hybrid")
 
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		a, b := mustKeys(t, suite), mustKeys(t, suite)
-		assert.Equal(t, suite, a.Suite())
-		assert.Equal(t, suite.KEMID(), a.Public().EncryptionKey().KEM().ID())
-		assert.True(t, a.Public().SigningKeyID().valid())
+		assert.Equal(t, suite, a.Public().Suite())
+		assert.Equal(t, suite.kemID(), a.Public().EncryptionKey().KEM().ID())
+		assert.True(t, a.Public().signingID.valid())
 		assert.True(t, a.Public().EncryptionKeyID().valid())
-		assert.NotEqual(t, a.Public().SigningKeyID(), b.Public().SigningKeyID())
+		assert.NotEqual(t, a.Public().signingID, b.Public().signingID)
 		assert.NotEqual(t, a.Public().EncryptionKeyID(), b.Public().EncryptionKeyID())
-		assert.False(t, a.Public().Equal(b.Public()))
+		assert.False(t, samePublicKeys(a.Public(), b.Public()))
 	}
 
 	_, err = GenerateKeys("DHKEM-P256/HKDF-SHA256/AES-128-GCM")
-	requireKind(t, err, ErrSuiteNotAllowed)
-	assert.Zero(t, Suite("nope").KEMID())
+	requireKind(t, err, errUnknownSuite)
+	assert.Zero(t, Suite("nope").kemID())
 }
 
 func TestPublicKeysFromStdlibTypes(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			k := mustKeys(t, suite)
 			// What an identity certificate carries: the Ed25519 key, and the
 			// HPKE key as KEM id + bytes.
-			signing := k.Public().SigningKey()
+			signing := bytes.Clone(k.Public().signing)
 			kemID, encBytes := k.Public().EncryptionKey().KEM().ID(), k.Public().EncryptionKey().Bytes()
 
-			enc, err := ParseEncryptionKey(kemID, encBytes)
+			enc, err := parseEncryptionKey(kemID, encBytes)
 			require.NoError(t, err)
 			p, err := NewPublicKeys(signing, enc)
 			require.NoError(t, err)
-			assert.True(t, p.Equal(k.Public()))
-			assert.Equal(t, k.Public().EncryptionKeyID(), EncryptionKeyID(enc))
-			assert.Equal(t, k.Public().SigningKeyID(), SigningKeyID(signing))
+			assert.True(t, samePublicKeys(p, k.Public()))
+			assert.Equal(t, k.Public().EncryptionKeyID(), encryptionKeyID(enc))
+			assert.Equal(t, k.Public().signingID, signingKeyID(signing))
 
 			// Sealing to the rebuilt keys reaches the original holder.
 			sender := mustKeys(t, suite)
-			env, err := Seal(sender, p, Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, []byte("x"))
+			env, err := Seal(sender, p, []byte("x"), Header{Type: TypeProposal, AgreementID: "a", Sequence: 1}, Options{})
 			require.NoError(t, err)
-			_, pt, err := Open(context.Background(), k, sender.Public(), env, NewMemoryReplayGuard())
+			_, pt, err := Open[[]byte](context.Background(), k, sender.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, "x", string(pt))
 
 			signing[0] ^= 1
-			assert.True(t, p.Equal(k.Public()), "SigningKey returns a copy")
+			assert.True(t, samePublicKeys(p, k.Public()), "NewPublicKeys keeps its own copy of the signing key")
 
-			_, err = ParseEncryptionKey(kemID, encBytes[1:])
-			requireKind(t, err, ErrInvalidKey)
+			_, err = parseEncryptionKey(kemID, encBytes[1:])
+			requireKind(t, err, errInvalidKey)
 		})
 	}
 
 	k := mustKeys(t, SuiteX25519)
-	_, err := NewPublicKeys(k.Public().SigningKey()[:31], k.Public().EncryptionKey())
-	requireKind(t, err, ErrInvalidKey)
-	_, err = NewPublicKeys(k.Public().SigningKey(), nil)
-	requireKind(t, err, ErrInvalidKey)
+	_, err := NewPublicKeys(k.Public().signing[:31], k.Public().EncryptionKey())
+	requireKind(t, err, errInvalidKey)
+	_, err = NewPublicKeys(k.Public().signing, nil)
+	requireKind(t, err, errInvalidKey)
 	p256, err := hpke.DHKEM(ecdh.P256()).GenerateKey()
 	require.NoError(t, err)
-	_, err = NewPublicKeys(k.Public().SigningKey(), p256.PublicKey())
-	requireKind(t, err, ErrSuiteNotAllowed)
-	_, err = ParseEncryptionKey(p256.KEM().ID(), p256.PublicKey().Bytes())
-	requireKind(t, err, ErrSuiteNotAllowed)
-	_, err = NewPrivateKeys(k.signing, p256)
-	requireKind(t, err, ErrSuiteNotAllowed)
+	_, err = NewPublicKeys(k.Public().signing, p256.PublicKey())
+	requireKind(t, err, errUnknownSuite)
+	_, err = parseEncryptionKey(p256.KEM().ID(), p256.PublicKey().Bytes())
+	requireKind(t, err, errUnknownSuite)
+	_, err = newPrivateKeys(k.signing, p256)
+	requireKind(t, err, errUnknownSuite)
 }
 
 func TestPublicKeysJSON(t *testing.T) {
@@ -160,8 +159,8 @@ func TestPublicKeysJSON(t *testing.T) {
 	require.NoError(t, err)
 	var got config
 	require.NoError(t, json.Unmarshal(b, &got))
-	assert.True(t, got.Agbot.Equal(k.Public()))
-	assert.Equal(t, fmt.Sprintf("PublicKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s}", k.Suite(), k.Public().SigningKeyID(), k.Public().EncryptionKeyID()), k.Public().String())
+	assert.True(t, samePublicKeys(got.Agbot, k.Public()))
+	assert.Equal(t, fmt.Sprintf("PublicKeys{Suite:%s SigningKeyID:%s EncryptionKeyID:%s}", k.Public().Suite(), k.Public().signingID, k.Public().EncryptionKeyID()), k.Public().String())
 }
 
 func TestParsePublicKeysRejects(t *testing.T) {
@@ -181,38 +180,38 @@ func TestParsePublicKeysRejects(t *testing.T) {
 		text string
 		want error
 	}{
-		{"empty", "", ErrInvalidKey},
-		{"not PEM", "hello", ErrInvalidKey},
-		{"a private key block", string(private), ErrInvalidKey},
-		{"two blocks", s + s, ErrInvalidKey},
-		{"text after the block", s + "x", ErrInvalidKey},
-		{"text before the block", "x" + s, ErrInvalidKey},
-		{"unknown header", strings.Replace(s, "Version: 1", "Version: 1\nComment: hi", 1), ErrInvalidKey},
-		{"version 2", strings.Replace(s, "Version: 1", "Version: 2", 1), ErrUnsupportedVersion},
-		{"no version", strings.Replace(s, "Version: 1\n", "", 1), ErrUnsupportedVersion},
-		{"unknown suite", strings.Replace(s, string(SuiteX25519), "DHKEM-X448/HKDF-SHA512/AES-256-GCM", 1), ErrSuiteNotAllowed},
-		{"suite header of another KEM", strings.Replace(string(pq), string(SuiteMLKEM768X25519), string(SuiteX25519), 1), ErrInvalidKey},
-		{"signing key id does not match", strings.Replace(s, "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 00000000000000000000000000000000", 1), ErrInvalidKey},
-		{"encryption key id does not match", strings.Replace(s, "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID()), "Encryption-Key-Id: 00000000000000000000000000000000", 1), ErrInvalidKey},
-		{"body too short", "-----BEGIN EDGESECRETS PUBLIC KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PUBLIC KEYS-----\n", ErrInvalidKey},
-		{"over the size limit", strings.Repeat(" ", maxKeyText+1), ErrTooLarge},
+		{"empty", "", errInvalidKey},
+		{"not PEM", "hello", errInvalidKey},
+		{"a private key block", string(private), errInvalidKey},
+		{"two blocks", s + s, errInvalidKey},
+		{"text after the block", s + "x", errInvalidKey},
+		{"text before the block", "x" + s, errInvalidKey},
+		{"unknown header", strings.Replace(s, "Version: 1", "Version: 1\nComment: hi", 1), errInvalidKey},
+		{"version 2", strings.Replace(s, "Version: 1", "Version: 2", 1), errUnsupportedVersion},
+		{"no version", strings.Replace(s, "Version: 1\n", "", 1), errUnsupportedVersion},
+		{"unknown suite", strings.Replace(s, string(SuiteX25519), "DHKEM-X448/HKDF-SHA512/AES-256-GCM", 1), errUnknownSuite},
+		{"suite header of another KEM", strings.Replace(string(pq), string(SuiteMLKEM768X25519), string(SuiteX25519), 1), errInvalidKey},
+		{"signing key id does not match", strings.Replace(s, "Signing-Key-Id: "+string(k.Public().signingID), "Signing-Key-Id: 00000000000000000000000000000000", 1), errInvalidKey},
+		{"encryption key id does not match", strings.Replace(s, "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID()), "Encryption-Key-Id: 00000000000000000000000000000000", 1), errInvalidKey},
+		{"body too short", "-----BEGIN EDGESECRETS PUBLIC KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PUBLIC KEYS-----\n", errInvalidKey},
+		{"over the size limit", strings.Repeat(" ", maxKeyText+1), errTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParsePublicKeys([]byte(tc.text))
+			_, err := parsePublicKeys([]byte(tc.text))
 			requireKind(t, err, tc.want)
 		})
 	}
 
 	t.Run("surrounding white space and no id headers are fine", func(t *testing.T) {
-		text := "\n  " + strings.Replace(strings.Replace(s, "Signing-Key-Id: "+string(k.Public().SigningKeyID())+"\n", "", 1), "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID())+"\n", "", 1) + "\n\n"
-		p, err := ParsePublicKeys([]byte(text))
+		text := "\n  " + strings.Replace(strings.Replace(s, "Signing-Key-Id: "+string(k.Public().signingID)+"\n", "", 1), "Encryption-Key-Id: "+string(k.Public().EncryptionKeyID())+"\n", "", 1) + "\n\n"
+		p, err := parsePublicKeys([]byte(text))
 		require.NoError(t, err)
-		assert.True(t, p.Equal(k.Public()))
+		assert.True(t, samePublicKeys(p, k.Public()))
 	})
 }
 
 func TestPrivateKeysFile(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "agent.keys")
@@ -222,13 +221,13 @@ func TestPrivateKeysFile(t *testing.T) {
 
 			loaded, err := ReadPrivateKeysFile(path)
 			require.NoError(t, err)
-			assert.True(t, loaded.Public().Equal(k.Public()))
+			assert.True(t, samePublicKeys(loaded.Public(), k.Public()))
 
 			// The loaded keys open what was sealed to the original, and sign
 			// what the original's public key verifies.
-			env, err := Seal(loaded, k.Public(), Header{Type: TypeReply, AgreementID: "a", Sequence: 1}, []byte("ok"))
+			env, err := Seal(loaded, k.Public(), []byte("ok"), Header{Type: TypeReply, AgreementID: "a", Sequence: 1}, Options{})
 			require.NoError(t, err)
-			_, pt, err := Open(context.Background(), loaded, k.Public(), env, NewMemoryReplayGuard())
+			_, pt, err := Open[[]byte](context.Background(), loaded, k.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 			assert.Equal(t, "ok", string(pt))
 
@@ -239,7 +238,7 @@ func TestPrivateKeysFile(t *testing.T) {
 			assertMode(t, path, 0o600)
 			loaded, err = ReadPrivateKeysFile(path)
 			require.NoError(t, err)
-			assert.True(t, loaded.Public().Equal(other.Public()))
+			assert.True(t, samePublicKeys(loaded.Public(), other.Public()))
 
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
@@ -251,7 +250,7 @@ func TestPrivateKeysFile(t *testing.T) {
 				require.NoError(t, os.WriteFile(target, nil, 0o644))
 				link := filepath.Join(dir, "link")
 				require.NoError(t, os.Symlink(target, link))
-				requireKind(t, k.WriteFile(link), ErrInsecureKeyFile)
+				requireKind(t, k.WriteFile(link), errInsecureKeyFile)
 				content, err := os.ReadFile(target)
 				require.NoError(t, err)
 				assert.Empty(t, content)
@@ -283,19 +282,19 @@ func TestReadPrivateKeysFileRejects(t *testing.T) {
 	if runtime.GOOS != "windows" {
 		t.Run("readable by others", func(t *testing.T) {
 			_, err := ReadPrivateKeysFile(write("open", string(text), 0o644))
-			requireKind(t, err, ErrInsecureKeyFile)
+			requireKind(t, err, errInsecureKeyFile)
 			_, err = ReadPrivateKeysFile(write("group", string(text), 0o640))
-			requireKind(t, err, ErrInsecureKeyFile)
+			requireKind(t, err, errInsecureKeyFile)
 		})
 	}
 	for _, tc := range []struct {
 		name, content string
 		want          error
 	}{
-		{"a public key file", string(pub), ErrInvalidKey},
-		{"key id header does not match", strings.Replace(string(text), "Signing-Key-Id: "+string(k.Public().SigningKeyID()), "Signing-Key-Id: 0123456789abcdef0123456789abcdef", 1), ErrInvalidKey},
-		{"short body", "-----BEGIN EDGESECRETS PRIVATE KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PRIVATE KEYS-----\n", ErrInvalidKey},
-		{"too large", strings.Repeat("A", maxKeyText+10), ErrTooLarge},
+		{"a public key file", string(pub), errInvalidKey},
+		{"key id header does not match", strings.Replace(string(text), "Signing-Key-Id: "+string(k.Public().signingID), "Signing-Key-Id: 0123456789abcdef0123456789abcdef", 1), errInvalidKey},
+		{"short body", "-----BEGIN EDGESECRETS PRIVATE KEYS-----\nSuite: " + string(SuiteX25519) + "\nVersion: 1\n\nAAAA\n-----END EDGESECRETS PRIVATE KEYS-----\n", errInvalidKey},
+		{"too large", strings.Repeat("A", maxKeyText+10), errTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadPrivateKeysFile(write(strings.ReplaceAll(tc.name, " ", "-"), tc.content, 0o600))
@@ -330,7 +329,7 @@ func TestPrivateKeysNeverPrintKeyMaterial(t *testing.T) {
 	assertNoLeak(t, err.Error(), keyForms(t, k))
 
 	for _, s := range out {
-		assert.Contains(t, s, string(k.Public().SigningKeyID()), "printing shows which keys these are")
+		assert.Contains(t, s, string(k.Public().signingID), "printing shows which keys these are")
 		assertNoLeak(t, s, keyForms(t, k))
 	}
 }
@@ -345,17 +344,17 @@ func TestNewPrivateKeys(t *testing.T) {
 	// seed, so signatures still verify.
 	broken := bytes.Clone(signing)
 	broken[63] ^= 1
-	k, err := NewPrivateKeys(broken, enc)
+	k, err := newPrivateKeys(broken, enc)
 	require.NoError(t, err)
-	assert.Equal(t, SigningKeyID(signing.Public().(ed25519.PublicKey)), k.Public().SigningKeyID())
+	assert.Equal(t, signingKeyID(signing.Public().(ed25519.PublicKey)), k.Public().signingID)
 	msg := []byte("certificate request")
 	sig, err := k.Signer().Sign(nil, msg, crypto.Hash(0))
 	require.NoError(t, err)
-	assert.True(t, ed25519.Verify(k.Public().SigningKey(), msg, sig))
-	assert.Same(t, enc, k.EncryptionKey())
+	assert.True(t, ed25519.Verify(k.Public().signing, msg, sig))
+	assert.Same(t, enc, k.encryption)
 
-	_, err = NewPrivateKeys(signing[:32], enc)
-	requireKind(t, err, ErrInvalidKey)
-	_, err = NewPrivateKeys(signing, nil)
-	requireKind(t, err, ErrInvalidKey)
+	_, err = newPrivateKeys(signing[:32], enc)
+	requireKind(t, err, errInvalidKey)
+	_, err = newPrivateKeys(signing, nil)
+	requireKind(t, err, errInvalidKey)
 }

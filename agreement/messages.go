@@ -17,10 +17,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// MessageVersion is the version of the message schema this package writes
-// and the only one its decoders accept. In a message being encoded, a
-// Version of 0 means MessageVersion.
-const MessageVersion = 1
+// messageVersion is the version of the message schema this package writes
+// and the only one Open accepts. In a message being sealed, a Version of 0
+// means messageVersion.
+const messageVersion = 1
 
 // Secret formats: how the agent lays a secret out in its file.
 const (
@@ -34,13 +34,13 @@ const (
 	FormatValueOnly = "value_only"
 )
 
-// ValueKey is the key whose value FormatValueOnly writes.
-const ValueKey = "value"
+// valueKey is the key whose value FormatValueOnly writes.
+const valueKey = "value"
 
-// Limits of message fields, beyond the overall DefaultMaxMessageSize.
+// Limits of message fields, beyond the overall message size limit.
 const (
-	// MaxReasonLength bounds Reply.Reason, in bytes.
-	MaxReasonLength = 4 << 10
+	// maxReasonLength bounds Reply.Reason, in bytes.
+	maxReasonLength = 4 << 10
 	// maxRefFieldLength bounds each ServiceRef field.
 	maxRefFieldLength = 1 << 10
 	// maxKindLength bounds Update.Kind.
@@ -93,25 +93,10 @@ func (s SecretDetails) MarshalJSON() ([]byte, error) {
 	return appendSecretDetails(make([]byte, 0, secretDetailsSize(s)), s), nil
 }
 
-// UnmarshalJSON decodes the form MarshalJSON writes, strictly (no unknown
-// fields, canonical base64). Errors name the key, never the value.
-func (s *SecretDetails) UnmarshalJSON(b []byte) error {
-	var w secretDetailsJSON
-	if err := decodeStrict(b, &w); err != nil {
-		return fmt.Errorf("secret details: %w", err)
-	}
-	d, err := w.details()
-	if err != nil {
-		return err
-	}
-	*s = d
-	return nil
-}
-
-// Validate checks the format and that the data fits it: exactly one key for
-// FormatRaw, a "value" key (ValueKey) for FormatValueOnly. Key names must be
+// validate checks the format and that the data fits it: exactly one key for
+// FormatRaw, a "value" key (valueKey) for FormatValueOnly. Key names must be
 // non-empty.
-func (s SecretDetails) Validate() error {
+func (s SecretDetails) validate() error {
 	switch s.Format {
 	case "", FormatJSON:
 	case FormatRaw:
@@ -119,8 +104,8 @@ func (s SecretDetails) Validate() error {
 			return fmt.Errorf("format %q needs exactly one key, has %d", FormatRaw, len(s.Data))
 		}
 	case FormatValueOnly:
-		if _, ok := s.Data[ValueKey]; !ok {
-			return fmt.Errorf("format %q needs a %q key, has %d other keys", FormatValueOnly, ValueKey, len(s.Data))
+		if _, ok := s.Data[valueKey]; !ok {
+			return fmt.Errorf("format %q needs a %q key, has %d other keys", FormatValueOnly, valueKey, len(s.Data))
 		}
 	default:
 		return fmt.Errorf("unknown format %.32q", s.Format)
@@ -186,25 +171,25 @@ type ServiceSecrets struct {
 	Secrets map[string]SecretDetails `json:"secrets"`
 }
 
-// SecretNames returns the service secret names of ss, sorted.
-func (ss ServiceSecrets) SecretNames() []string {
+// secretNames returns the service secret names of ss, sorted.
+func (ss ServiceSecrets) secretNames() []string {
 	if len(ss.Secrets) == 0 {
 		return nil
 	}
 	return sortedKeys(make([]string, 0, len(ss.Secrets)), ss.Secrets)
 }
 
-// Validate checks the service reference, that each secret name is a single
+// validate checks the service reference, that each secret name is a single
 // safe path element (it becomes a file name) and each secret's details.
-func (ss ServiceSecrets) Validate() error {
+func (ss ServiceSecrets) validate() error {
 	if err := ss.Service.Validate(); err != nil {
 		return err
 	}
-	for _, name := range ss.SecretNames() {
+	for _, name := range ss.secretNames() {
 		if err := CheckSecretName(name); err != nil {
 			return fmt.Errorf("service %s: %w", ss.Service, err)
 		}
-		if err := ss.Secrets[name].Validate(); err != nil {
+		if err := ss.Secrets[name].validate(); err != nil {
 			return fmt.Errorf("service %s: secret %q: %w", ss.Service, name, err)
 		}
 	}
@@ -213,7 +198,7 @@ func (ss ServiceSecrets) Validate() error {
 
 // LogValue implements slog.LogValuer: the service and its secret names.
 func (ss ServiceSecrets) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("service", ss.Service.String()), slog.Any("secrets", ss.SecretNames()))
+	return slog.GroupValue(slog.String("service", ss.Service.String()), slog.Any("secrets", ss.secretNames()))
 }
 
 // CheckSecretName returns an error unless name can be a service secret
@@ -262,7 +247,7 @@ func servicesFromWire(services []serviceSecretsJSON) ([]ServiceSecrets, error) {
 func validateServices(services []ServiceSecrets) error {
 	seen := make(map[ServiceRef]bool, len(services))
 	for _, ss := range services {
-		if err := ss.Validate(); err != nil {
+		if err := ss.validate(); err != nil {
 			return err
 		}
 		if seen[ss.Service] {
@@ -276,7 +261,7 @@ func validateServices(services []ServiceSecrets) error {
 func servicesLogValue(services []ServiceSecrets) slog.Attr {
 	attrs := make([]slog.Attr, 0, len(services))
 	for _, ss := range services {
-		attrs = append(attrs, slog.Any(ss.Service.String(), ss.SecretNames()))
+		attrs = append(attrs, slog.Any(ss.Service.String(), ss.secretNames()))
 	}
 	return slog.Attr{Key: "services", Value: slog.GroupValue(attrs...)}
 }
@@ -296,7 +281,7 @@ func (p Proposal) Validate() error {
 		return err
 	}
 	if err := validateServices(p.Services); err != nil {
-		return fmt.Errorf("%w: proposal of agreement %q: %w", ErrInvalidMessage, p.AgreementID, err)
+		return fmt.Errorf("%w: proposal of agreement %q: %w", errInvalidMessage, p.AgreementID, err)
 	}
 	return nil
 }
@@ -307,6 +292,7 @@ func (p Proposal) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("version", p.Version), slog.String("agreement_id", p.AgreementID), servicesLogValue(p.Services))
 }
 
+func (p Proposal) validate() error   { return p.Validate() }
 func (p Proposal) agreement() string { return p.AgreementID }
 func (p Proposal) version() int      { return p.Version }
 
@@ -332,10 +318,6 @@ func (p *Proposal) decode(b []byte) error {
 	*p = Proposal{Version: w.Version, AgreementID: w.AgreementID, Services: services}
 	return nil
 }
-
-// DecodeProposal decodes and validates a proposal's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeProposal(b []byte) (Proposal, error) { return decodeTop[Proposal]("proposal", b) }
 
 // Update kinds.
 const (
@@ -376,19 +358,19 @@ func (u Update) LogValue() slog.Value {
 		slog.String("kind", u.Kind), slog.Int("payload_bytes", len(u.Payload)))
 }
 
-// Validate checks the version, agreement id, kind and that the payload is
+// validate checks the version, agreement id, kind and that the payload is
 // JSON; for kind UpdateKindSecrets it also decodes and validates the
 // payload. Unknown kinds are valid: the agent answers them with a rejecting
 // Reply.
-func (u Update) Validate() error {
+func (u Update) validate() error {
 	if err := checkMessageHead("update", u.Version, u.AgreementID); err != nil {
 		return err
 	}
 	if !validToken(u.Kind, maxKindLength) {
-		return fmt.Errorf("%w: update of agreement %q: kind %.80q is not 1 to %d of [a-z0-9._-]", ErrInvalidMessage, u.AgreementID, u.Kind, maxKindLength)
+		return fmt.Errorf("%w: update of agreement %q: kind %.80q is not 1 to %d of [a-z0-9._-]", errInvalidMessage, u.AgreementID, u.Kind, maxKindLength)
 	}
 	if len(u.Payload) == 0 || !json.Valid(u.Payload) {
-		return fmt.Errorf("%w: update of agreement %q: payload is missing or not JSON", ErrInvalidMessage, u.AgreementID)
+		return fmt.Errorf("%w: update of agreement %q: payload is missing or not JSON", errInvalidMessage, u.AgreementID)
 	}
 	if u.Kind == UpdateKindSecrets {
 		if _, err := u.Secrets(); err != nil {
@@ -403,18 +385,14 @@ func (u Update) version() int            { return u.Version }
 func (u Update) encode() ([]byte, error) { return json.Marshal(u) }
 func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
 
-// DecodeUpdate decodes and validates an update's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeUpdate(b []byte) (Update, error) { return decodeTop[Update]("update", b) }
-
 // SecretsUpdate is the payload of an update of kind UpdateKindSecrets.
 type SecretsUpdate struct {
 	Services []ServiceSecrets `json:"services"`
 }
 
-// Validate checks that there is at least one service, each with at least
+// validate checks that there is at least one service, each with at least
 // one secret, valid and not repeated.
-func (su SecretsUpdate) Validate() error {
+func (su SecretsUpdate) validate() error {
 	if len(su.Services) == 0 {
 		return errors.New("no services")
 	}
@@ -435,18 +413,18 @@ func (su SecretsUpdate) LogValue() slog.Value { return slog.GroupValue(servicesL
 
 // NewSecretsUpdate returns an Update of kind UpdateKindSecrets carrying su.
 func NewSecretsUpdate(agreementID string, su SecretsUpdate) (Update, error) {
-	if err := su.Validate(); err != nil {
-		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", ErrInvalidMessage, agreementID, err)
+	if err := su.validate(); err != nil {
+		return Update{}, fmt.Errorf("%w: secrets update of agreement %q: %w", errInvalidMessage, agreementID, err)
 	}
 	payload := encodeServicesMessage(false, 0, "", su.Services)
-	return Update{Version: MessageVersion, AgreementID: agreementID, Kind: UpdateKindSecrets, Payload: payload}, nil
+	return Update{Version: messageVersion, AgreementID: agreementID, Kind: UpdateKindSecrets, Payload: payload}, nil
 }
 
 // Secrets decodes and validates the payload of an update of kind
 // UpdateKindSecrets.
 func (u Update) Secrets() (SecretsUpdate, error) {
 	if u.Kind != UpdateKindSecrets {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", ErrUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: update kind is %.80q, not %q", errUnexpectedType, u.AgreementID, u.Kind, UpdateKindSecrets)
 	}
 	var w secretsUpdateJSON
 	err := decodeStrict(u.Payload, &w)
@@ -455,10 +433,10 @@ func (u Update) Secrets() (SecretsUpdate, error) {
 		su.Services, err = servicesFromWire(w.Services)
 	}
 	if err != nil {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrMalformed, u.AgreementID, err)
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", errMalformed, u.AgreementID, err)
 	}
-	if err := su.Validate(); err != nil {
-		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", ErrInvalidMessage, u.AgreementID, err)
+	if err := su.validate(); err != nil {
+		return SecretsUpdate{}, fmt.Errorf("%w: agreement %q: secrets update: %w", errInvalidMessage, u.AgreementID, err)
 	}
 	return su, nil
 }
@@ -481,19 +459,19 @@ type Reply struct {
 	// Accepted is true when the agent applied the message.
 	Accepted bool `json:"accepted"`
 	// Reason says why the agent rejected the message; required when
-	// rejecting, at most MaxReasonLength bytes. It travels to the agbot's
+	// rejecting, at most 4 KiB. It travels to the agbot's
 	// logs: never put secret values in it.
 	Reason string `json:"reason,omitempty"`
 }
 
 // NewReply returns the reply to the message whose (authentic) header is
-// answered. A reason over MaxReasonLength is cut at a character boundary.
+// answered. A reason over 4 KiB is cut at a character boundary.
 func NewReply(answered Header, accepted bool, reason string) Reply {
-	if len(reason) > MaxReasonLength {
-		reason = strings.ToValidUTF8(reason[:MaxReasonLength], "")
+	if len(reason) > maxReasonLength {
+		reason = strings.ToValidUTF8(reason[:maxReasonLength], "")
 	}
 	return Reply{
-		Version:     MessageVersion,
+		Version:     messageVersion,
 		AgreementID: answered.AgreementID,
 		InReplyTo:   MessageRef{Type: answered.Type, Sequence: answered.Sequence},
 		Accepted:    accepted,
@@ -501,20 +479,20 @@ func NewReply(answered Header, accepted bool, reason string) Reply {
 	}
 }
 
-// Validate checks the version, agreement id, the reference to the answered
+// validate checks the version, agreement id, the reference to the answered
 // message when set, and that a rejection says why.
-func (r Reply) Validate() error {
+func (r Reply) validate() error {
 	if err := checkMessageHead("reply", r.Version, r.AgreementID); err != nil {
 		return err
 	}
 	if r.InReplyTo != (MessageRef{}) && (!validToken(string(r.InReplyTo.Type), maxTypeLength) || r.InReplyTo.Sequence == 0) {
-		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", ErrInvalidMessage, r.AgreementID)
+		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", errInvalidMessage, r.AgreementID)
 	}
 	if !r.Accepted && r.Reason == "" {
-		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", ErrInvalidMessage, r.AgreementID)
+		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", errInvalidMessage, r.AgreementID)
 	}
-	if len(r.Reason) > MaxReasonLength || !utf8.ValidString(r.Reason) {
-		return fmt.Errorf("%w: reply of agreement %q: reason is over %d bytes or not UTF-8", ErrInvalidMessage, r.AgreementID, MaxReasonLength)
+	if len(r.Reason) > maxReasonLength || !utf8.ValidString(r.Reason) {
+		return fmt.Errorf("%w: reply of agreement %q: reason is over %d bytes or not UTF-8", errInvalidMessage, r.AgreementID, maxReasonLength)
 	}
 	return nil
 }
@@ -524,14 +502,10 @@ func (r Reply) version() int            { return r.Version }
 func (r Reply) encode() ([]byte, error) { return json.Marshal(r) }
 func (r *Reply) decode(b []byte) error  { return decodeStrict(b, r) }
 
-// DecodeReply decodes and validates a reply's JSON form (at most
-// DefaultMaxMessageSize bytes).
-func DecodeReply(b []byte) (Reply, error) { return decodeTop[Reply]("reply", b) }
-
 // message is what the typed seal helpers handle; decodable messages are
 // what the decoders fill.
 type message interface {
-	Validate() error
+	validate() error
 	agreement() string
 	version() int
 	encode() ([]byte, error)
@@ -542,43 +516,30 @@ type decodable interface {
 	decode([]byte) error
 }
 
-// messageVersion reads the version field of any message.
-type messageVersion struct {
+// versionField reads the version field of any message.
+type versionField struct {
 	Version *int `json:"version"`
 }
 
 // decodeMessage decodes a message strictly into m and validates it: the
-// wire version must be exactly MessageVersion.
+// wire version must be exactly messageVersion.
 func decodeMessage(what string, b []byte, limit int, m decodable) error {
 	if len(b) > limit {
-		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, ErrTooLarge, len(b), limit)
+		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, errTooLarge, len(b), limit)
 	}
 	if err := m.decode(b); err != nil {
 		// A message of another version may well have other fields: say so
 		// rather than which field is unknown.
-		var v messageVersion
-		if json.Unmarshal(b, &v) == nil && v.Version != nil && *v.Version != MessageVersion {
-			return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, *v.Version, MessageVersion)
+		var v versionField
+		if json.Unmarshal(b, &v) == nil && v.Version != nil && *v.Version != messageVersion {
+			return fmt.Errorf("%s: %w: version %d, want %d", what, errUnsupportedVersion, *v.Version, messageVersion)
 		}
-		return fmt.Errorf("%s: %w: %w", what, ErrMalformed, err)
+		return fmt.Errorf("%s: %w: %w", what, errMalformed, err)
 	}
-	if m.version() != MessageVersion {
-		return fmt.Errorf("%s: %w: version %d, want %d", what, ErrUnsupportedVersion, m.version(), MessageVersion)
+	if m.version() != messageVersion {
+		return fmt.Errorf("%s: %w: version %d, want %d", what, errUnsupportedVersion, m.version(), messageVersion)
 	}
-	return m.Validate()
-}
-
-// decodeTop is DecodeProposal, DecodeUpdate and DecodeReply.
-func decodeTop[M any, PM interface {
-	*M
-	decodable
-}](what string, b []byte) (M, error) {
-	var m M
-	if err := decodeMessage(what, b, DefaultMaxMessageSize, PM(&m)); err != nil {
-		var zero M
-		return zero, fmt.Errorf("agreement: %w", err)
-	}
-	return m, nil
+	return m.validate()
 }
 
 // decodeStrict decodes one JSON value into v, rejecting unknown fields and
@@ -596,13 +557,13 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // checkMessageHead checks what every message has: a known version (0 means
-// MessageVersion) and an agreement id.
+// messageVersion) and an agreement id.
 func checkMessageHead(what string, version int, agreementID string) error {
-	if version != 0 && version != MessageVersion {
-		return fmt.Errorf("%w: %s version %d, want %d", ErrUnsupportedVersion, what, version, MessageVersion)
+	if version != 0 && version != messageVersion {
+		return fmt.Errorf("%w: %s version %d, want %d", errUnsupportedVersion, what, version, messageVersion)
 	}
 	if err := checkAgreementID(agreementID); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrInvalidMessage, what, err)
+		return fmt.Errorf("%w: %s: %w", errInvalidMessage, what, err)
 	}
 	return nil
 }

@@ -17,26 +17,26 @@ import (
 )
 
 func TestProposalSealOpen(t *testing.T) {
-	for _, suite := range Suites() {
+	for _, suite := range suites() {
 		t.Run(string(suite), func(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			p := proposalWithSecrets("agr-1", 10, 300)
 			p.Version = 0 // filled in by SealProposal
 			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
-			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}}
+			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}}
 
-			env, err := SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0})
+			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
-			h, got, err := OpenProposal(context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard())
+			h, got, err := Open[Proposal](context.Background(), agent, agbot.Public(), env, NewMemoryReplayGuard(), Options{})
 			require.NoError(t, err)
 
 			assert.Equal(t, TypeProposal, h.Type)
 			assert.Equal(t, "agr-1", h.AgreementID)
-			assert.Equal(t, MessageVersion, got.Version)
+			assert.Equal(t, messageVersion, got.Version)
 			assert.Equal(t, p.AgreementID, got.AgreementID)
 			require.Len(t, got.Services, 1)
 			assert.Equal(t, p.Services[0].Service, got.Services[0].Service)
-			assert.Equal(t, p.Services[0].SecretNames(), got.Services[0].SecretNames())
+			assert.Equal(t, p.Services[0].secretNames(), got.Services[0].secretNames())
 			for name, want := range p.Services[0].Secrets {
 				assert.Equal(t, want.Format, got.Services[0].Secrets[name].Format, name)
 				assert.True(t, want.Data.Equal(got.Services[0].Secrets[name].Data), name)
@@ -47,7 +47,7 @@ func TestProposalSealOpen(t *testing.T) {
 
 func TestSecretDetailsValidate(t *testing.T) {
 	one := secretstore.Data{"password": []byte("x")}
-	oh := secretstore.Data{"key": []byte("name"), ValueKey: []byte("World")}
+	oh := secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}
 	cases := []struct {
 		name    string
 		details SecretDetails
@@ -58,14 +58,14 @@ func TestSecretDetailsValidate(t *testing.T) {
 		{"raw with one key", SecretDetails{Format: FormatRaw, Data: one}, ""},
 		{"raw with two keys", SecretDetails{Format: FormatRaw, Data: oh}, `format "raw" needs exactly one key, has 2`},
 		{"value_only with a value key", SecretDetails{Format: FormatValueOnly, Data: oh}, ""},
-		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{ValueKey: nil}}, ""},
+		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{valueKey: nil}}, ""},
 		{"value_only without a value key", SecretDetails{Format: FormatValueOnly, Data: one}, `format "value_only" needs a "value" key, has 1 other keys`},
 		{"unknown format", SecretDetails{Format: "yaml", Data: one}, `unknown format "yaml"`},
 		{"empty key", SecretDetails{Data: secretstore.Data{"": nil}}, "empty key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.details.Validate()
+			err := c.details.validate()
 			if c.wantErr == "" {
 				assert.NoError(t, err)
 				return
@@ -82,9 +82,9 @@ func TestUpdateSealOpen(t *testing.T) {
 
 	u, err := NewSecretsUpdate("agr-1", SecretsUpdate{Services: changed})
 	require.NoError(t, err)
-	env, err := SealUpdate(agbot, agent.Public(), u, Header{Sequence: 1})
+	env, err := Seal(agbot, agent.Public(), u, Header{Sequence: 1}, Options{})
 	require.NoError(t, err)
-	h, got, err := OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	h, got, err := Open[Update](context.Background(), agent, agbot.Public(), env, guard, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, TypeUpdate, h.Type)
 	su, err := got.Secrets()
@@ -94,51 +94,51 @@ func TestUpdateSealOpen(t *testing.T) {
 
 	// A kind this package does not know opens: the agent answers it.
 	future := Update{AgreementID: "agr-1", Kind: "labels", Payload: json.RawMessage(`{"tier":"gold"}`)}
-	env, err = SealUpdate(agbot, agent.Public(), future, Header{Sequence: 2})
+	env, err = Seal(agbot, agent.Public(), future, Header{Sequence: 2}, Options{})
 	require.NoError(t, err)
-	_, got, err = OpenUpdate(context.Background(), agent, agbot.Public(), env, guard)
+	_, got, err = Open[Update](context.Background(), agent, agbot.Public(), env, guard, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "labels", got.Kind)
 	_, err = got.Secrets()
-	requireKind(t, err, ErrUnexpectedType)
+	requireKind(t, err, errUnexpectedType)
 }
 
 func TestReplySealOpen(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	answered := Header{Type: TypeUpdate, AgreementID: "agr-1", Sequence: 4}
 	for i, r := range []Reply{NewReply(answered, true, ""), NewReply(answered, false, "unknown update kind \"labels\"")} {
-		env, err := SealReply(agent, agbot.Public(), r, Header{Sequence: uint64(i + 1)})
+		env, err := Seal(agent, agbot.Public(), r, Header{Sequence: uint64(i + 1)}, Options{})
 		require.NoError(t, err)
-		_, got, err := OpenReply(context.Background(), agbot, agent.Public(), env, NewMemoryReplayGuard())
+		_, got, err := Open[Reply](context.Background(), agbot, agent.Public(), env, NewMemoryReplayGuard(), Options{})
 		require.NoError(t, err)
 		assert.Equal(t, r, got)
 		assert.Equal(t, MessageRef{Type: TypeUpdate, Sequence: 4}, got.InReplyTo)
 	}
 
-	long := NewReply(answered, false, strings.Repeat("é", MaxReasonLength))
-	assert.LessOrEqual(t, len(long.Reason), MaxReasonLength)
+	long := NewReply(answered, false, strings.Repeat("é", maxReasonLength))
+	assert.LessOrEqual(t, len(long.Reason), maxReasonLength)
 	assert.True(t, utf8.ValidString(long.Reason), "cut at a character boundary")
-	require.NoError(t, long.Validate())
+	require.NoError(t, long.validate())
 
 	// A reply without InReplyTo (as older code writes) is valid.
-	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.Validate())
+	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.validate())
 }
 
 func TestSealMessageRejects(t *testing.T) {
 	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519)
 	p := proposalWithSecrets("agr-1", 1, 10)
-	_, err := SealProposal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1})
-	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate})
-	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"})
-	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealUpdate(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1})
-	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealReply(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1})
-	requireKind(t, err, ErrInvalidMessage)
-	_, err = SealProposal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, WithMaxSize(100))
-	requireKind(t, err, ErrTooLarge)
+	_, err := Seal(agbot, agent.Public(), Proposal{AgreementID: ""}, Header{Sequence: 1}, Options{})
+	requireKind(t, err, errInvalidMessage)
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Type: TypeUpdate}, Options{})
+	requireKind(t, err, errInvalidMessage)
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, AgreementID: "agr-2"}, Options{})
+	requireKind(t, err, errInvalidMessage)
+	_, err = Seal(agbot, agent.Public(), Update{AgreementID: "a", Kind: "secrets", Payload: json.RawMessage(`{}`)}, Header{Sequence: 1}, Options{})
+	requireKind(t, err, errInvalidMessage)
+	_, err = Seal(agent, agbot.Public(), Reply{AgreementID: "a"}, Header{Sequence: 1}, Options{})
+	requireKind(t, err, errInvalidMessage)
+	_, err = Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{MaxSize: 100})
+	requireKind(t, err, errTooLarge)
 }
 
 const validProposal = `{"version":1,"agreementId":"agr-1","services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"format":"json","data":{"password":"czNjcjN0"}}}}]}`
@@ -148,7 +148,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 	// types for speed; the bytes must be those json.Marshal writes through
 	// SecretDetails.MarshalJSON (wire_test.go compares them with
 	// encoding/json's own encoding of the wire types), and decoding them
-	// must give what json.Unmarshal gives through UnmarshalJSON.
+	// must give what json.Unmarshal gives.
 	p := proposalWithSecrets("agr-1", 3, 10)
 	p.Services = append(p.Services, ServiceSecrets{Service: ServiceRef{Org: "o<&>", URL: "u\u2028"}, Secrets: map[string]SecretDetails{
 		"é\"x": {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xff, 0}}},
@@ -161,7 +161,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 
 	var viaStd Proposal
 	require.NoError(t, json.Unmarshal(std, &viaStd))
-	viaWire, err := DecodeProposal(wire)
+	viaWire, err := decodeProposal(wire)
 	require.NoError(t, err)
 	assert.Equal(t, viaStd, viaWire)
 
@@ -174,7 +174,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 }
 
 func TestDecodeProposal(t *testing.T) {
-	p, err := DecodeProposal([]byte(validProposal))
+	p, err := decodeProposal([]byte(validProposal))
 	require.NoError(t, err)
 	assert.Equal(t, "s3cr3t", string(p.Services[0].Secrets["db"].Data["password"]))
 
@@ -186,35 +186,35 @@ func TestDecodeProposal(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validProposal + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
-		{"not JSON", "{", ErrMalformed},
-		{"not an object", `[1]`, ErrMalformed},
-		{"trailing data", validProposal + `{}`, ErrMalformed},
-		{"unknown field", edit(`"agreementId"`, `"extra":1,"agreementId"`), ErrMalformed},
-		{"unknown field in secret details", edit(`"format":"json"`, `"format":"json","note":"x"`), ErrMalformed},
-		{"value not base64", edit(`czNjcjN0`, `!!`), ErrMalformed},
-		{"value base64 with a line break", edit(`czNjcjN0`, `czNj\ncjN0`), ErrMalformed},
-		{"secret details without data", edit(`,"data":{"password":"czNjcjN0"}`, ``), ErrMalformed},
-		{"unknown format", edit(`"format":"json"`, `"format":"yaml"`), ErrMalformed},
-		{"version 2", edit(`"version":1`, `"version":2`), ErrUnsupportedVersion},
-		{"no version", edit(`"version":1,`, ``), ErrUnsupportedVersion},
-		{"version as a string", edit(`"version":1`, `"version":"1"`), ErrMalformed},
-		{"no agreement id", edit(`"agreementId":"agr-1"`, `"agreementId":""`), ErrInvalidMessage},
-		{"agreement id with a space", edit(`"agr-1"`, `"agr 1"`), ErrInvalidMessage},
-		{"agreement id too long", edit(`"agr-1"`, `"`+strings.Repeat("a", 257)+`"`), ErrInvalidMessage},
-		{"service without url", edit(`"url":"u"`, `"url":""`), ErrInvalidMessage},
-		{"service field with a control character", edit(`"org":"o"`, `"org":"o\u0007"`), ErrInvalidMessage},
-		{"secret name with a slash", edit(`"db"`, `"a/b"`), ErrInvalidMessage},
-		{"secret name ..", edit(`"db"`, `".."`), ErrInvalidMessage},
-		{"secret name .", edit(`"db"`, `"."`), ErrInvalidMessage},
-		{"empty secret name", edit(`"db"`, `""`), ErrInvalidMessage},
-		{"secret name with NUL", edit(`"db"`, `"d\u0000b"`), ErrInvalidMessage},
-		{"raw format with two keys", edit(`"format":"json","data":{"password":"czNjcjN0"}`, `"format":"raw","data":{"a":"","b":""}`), ErrInvalidMessage},
-		{"empty data key", edit(`"password"`, `""`), ErrInvalidMessage},
-		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), ErrInvalidMessage},
+		{"over the limit", validProposal + strings.Repeat(" ", defaultMaxMessageSize), errTooLarge},
+		{"not JSON", "{", errMalformed},
+		{"not an object", `[1]`, errMalformed},
+		{"trailing data", validProposal + `{}`, errMalformed},
+		{"unknown field", edit(`"agreementId"`, `"extra":1,"agreementId"`), errMalformed},
+		{"unknown field in secret details", edit(`"format":"json"`, `"format":"json","note":"x"`), errMalformed},
+		{"value not base64", edit(`czNjcjN0`, `!!`), errMalformed},
+		{"value base64 with a line break", edit(`czNjcjN0`, `czNj\ncjN0`), errMalformed},
+		{"secret details without data", edit(`,"data":{"password":"czNjcjN0"}`, ``), errMalformed},
+		{"unknown format", edit(`"format":"json"`, `"format":"yaml"`), errMalformed},
+		{"version 2", edit(`"version":1`, `"version":2`), errUnsupportedVersion},
+		{"no version", edit(`"version":1,`, ``), errUnsupportedVersion},
+		{"version as a string", edit(`"version":1`, `"version":"1"`), errMalformed},
+		{"no agreement id", edit(`"agreementId":"agr-1"`, `"agreementId":""`), errInvalidMessage},
+		{"agreement id with a space", edit(`"agr-1"`, `"agr 1"`), errInvalidMessage},
+		{"agreement id too long", edit(`"agr-1"`, `"`+strings.Repeat("a", 257)+`"`), errInvalidMessage},
+		{"service without url", edit(`"url":"u"`, `"url":""`), errInvalidMessage},
+		{"service field with a control character", edit(`"org":"o"`, `"org":"o\u0007"`), errInvalidMessage},
+		{"secret name with a slash", edit(`"db"`, `"a/b"`), errInvalidMessage},
+		{"secret name ..", edit(`"db"`, `".."`), errInvalidMessage},
+		{"secret name .", edit(`"db"`, `"."`), errInvalidMessage},
+		{"empty secret name", edit(`"db"`, `""`), errInvalidMessage},
+		{"secret name with NUL", edit(`"db"`, `"d\u0000b"`), errInvalidMessage},
+		{"raw format with two keys", edit(`"format":"json","data":{"password":"czNjcjN0"}`, `"format":"raw","data":{"a":"","b":""}`), errInvalidMessage},
+		{"empty data key", edit(`"password"`, `""`), errInvalidMessage},
+		{"service twice", edit(`]}`, `,{"service":{"org":"o","url":"u"},"secrets":{}}]}`), errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeProposal([]byte(tc.in))
+			_, err := decodeProposal([]byte(tc.in))
 			requireKind(t, err, tc.want)
 			assert.NotContains(t, err.Error(), "s3cr3t")
 			assert.NotContains(t, err.Error(), "czNjcjN0")
@@ -229,20 +229,20 @@ func TestDecodeErrorsNeverQuoteValues(t *testing.T) {
 		strings.Replace(validProposal, `"czNjcjN0"`, `true987654321`, 1),
 		strings.Replace(validProposal, `"czNjcjN0"`, `"98765432=1"`, 1),
 	} {
-		_, err := DecodeProposal([]byte(in))
+		_, err := decodeProposal([]byte(in))
 		require.Error(t, err)
 		assert.NotContains(t, err.Error(), "98765432")
 	}
 	// encoding/json quotes a number that does not fit its field.
-	_, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
-	requireKind(t, err, ErrMalformed)
+	_, err := decodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":-987654321},"accepted":true}`))
+	requireKind(t, err, errMalformed)
 	assert.NotContains(t, err.Error(), "98765432")
 }
 
 const validUpdate = `{"version":1,"agreementId":"agr-1","kind":"secrets","payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}}`
 
 func TestDecodeUpdate(t *testing.T) {
-	u, err := DecodeUpdate([]byte(validUpdate))
+	u, err := decodeUpdate([]byte(validUpdate))
 	require.NoError(t, err)
 	su, err := u.Secrets()
 	require.NoError(t, err)
@@ -256,32 +256,32 @@ func TestDecodeUpdate(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", validUpdate + strings.Repeat(" ", DefaultMaxMessageSize), ErrTooLarge},
-		{"not JSON", "nope", ErrMalformed},
-		{"version 0", edit(`"version":1`, `"version":0`), ErrUnsupportedVersion},
-		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), ErrInvalidMessage},
-		{"kind empty", edit(`"kind":"secrets"`, `"kind":""`), ErrInvalidMessage},
-		{"kind too long", edit(`"kind":"secrets"`, `"kind":"`+strings.Repeat("k", 65)+`"`), ErrInvalidMessage},
-		{"no payload", edit(`,"payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, ``), ErrInvalidMessage},
-		{"secrets payload with unknown field", edit(`{"services"`, `{"x":1,"services"`), ErrMalformed},
-		{"secrets payload without services", edit(`{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, `{"services":[]}`), ErrInvalidMessage},
-		{"secrets payload with a service without secrets", edit(`"secrets":{"db":{"data":{"password":"czNjcjN0"}}}`, `"secrets":{}`), ErrInvalidMessage},
-		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), ErrInvalidMessage},
+		{"over the limit", validUpdate + strings.Repeat(" ", defaultMaxMessageSize), errTooLarge},
+		{"not JSON", "nope", errMalformed},
+		{"version 0", edit(`"version":1`, `"version":0`), errUnsupportedVersion},
+		{"kind with upper case", edit(`"kind":"secrets"`, `"kind":"Secrets"`), errInvalidMessage},
+		{"kind empty", edit(`"kind":"secrets"`, `"kind":""`), errInvalidMessage},
+		{"kind too long", edit(`"kind":"secrets"`, `"kind":"`+strings.Repeat("k", 65)+`"`), errInvalidMessage},
+		{"no payload", edit(`,"payload":{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, ``), errInvalidMessage},
+		{"secrets payload with unknown field", edit(`{"services"`, `{"x":1,"services"`), errMalformed},
+		{"secrets payload without services", edit(`{"services":[{"service":{"org":"o","url":"u"},"secrets":{"db":{"data":{"password":"czNjcjN0"}}}}]}`, `{"services":[]}`), errInvalidMessage},
+		{"secrets payload with a service without secrets", edit(`"secrets":{"db":{"data":{"password":"czNjcjN0"}}}`, `"secrets":{}`), errInvalidMessage},
+		{"secrets payload with a bad name", edit(`"db"`, `"../db"`), errInvalidMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeUpdate([]byte(tc.in))
+			_, err := decodeUpdate([]byte(tc.in))
 			requireKind(t, err, tc.want)
 			assert.NotContains(t, err.Error(), "czNjcjN0")
 		})
 	}
 
 	// Unknown kinds are valid with any JSON payload.
-	_, err = DecodeUpdate([]byte(`{"version":1,"agreementId":"a","kind":"labels.v2","payload":[1,2]}`))
+	_, err = decodeUpdate([]byte(`{"version":1,"agreementId":"a","kind":"labels.v2","payload":[1,2]}`))
 	require.NoError(t, err)
 }
 
 func TestDecodeReply(t *testing.T) {
-	r, err := DecodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`))
+	r, err := decodeReply([]byte(`{"version":1,"agreementId":"a","inReplyTo":{"type":"update","sequence":3},"accepted":false,"reason":"no"}`))
 	require.NoError(t, err)
 	assert.Equal(t, Reply{Version: 1, AgreementID: "a", InReplyTo: MessageRef{TypeUpdate, 3}, Reason: "no"}, r)
 
@@ -289,16 +289,16 @@ func TestDecodeReply(t *testing.T) {
 		name, in string
 		want     error
 	}{
-		{"over the limit", strings.Repeat(" ", DefaultMaxMessageSize+1), ErrTooLarge},
-		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, ErrInvalidMessage},
-		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", MaxReasonLength+1) + `"}`, ErrInvalidMessage},
-		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, ErrInvalidMessage},
-		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, ErrInvalidMessage},
-		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, ErrMalformed},
-		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, ErrUnsupportedVersion},
+		{"over the limit", strings.Repeat(" ", defaultMaxMessageSize+1), errTooLarge},
+		{"rejection without reason", `{"version":1,"agreementId":"a","accepted":false}`, errInvalidMessage},
+		{"reason too long", `{"version":1,"agreementId":"a","accepted":false,"reason":"` + strings.Repeat("r", maxReasonLength+1) + `"}`, errInvalidMessage},
+		{"inReplyTo without sequence", `{"version":1,"agreementId":"a","inReplyTo":{"type":"update"},"accepted":true}`, errInvalidMessage},
+		{"inReplyTo with a bad type", `{"version":1,"agreementId":"a","inReplyTo":{"type":"UP","sequence":1},"accepted":true}`, errInvalidMessage},
+		{"accepted not a bool", `{"version":1,"agreementId":"a","accepted":"yes"}`, errMalformed},
+		{"version 3", `{"version":3,"agreementId":"a","accepted":true}`, errUnsupportedVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeReply([]byte(tc.in))
+			_, err := decodeReply([]byte(tc.in))
 			requireKind(t, err, tc.want)
 		})
 	}

@@ -143,7 +143,7 @@ func appendServices(b []byte, services []ServiceSecrets) []byte {
 			b = append(b, "null"...)
 		} else {
 			b = append(b, '{')
-			for j, name := range ss.SecretNames() {
+			for j, name := range ss.secretNames() {
 				if j > 0 {
 					b = append(b, ',')
 				}

@@ -136,7 +136,7 @@ func requireHeaderSameAsEncodingJSON(t *testing.T, h Header) {
 
 func TestAppendHeaderWritesTheJSONForm(t *testing.T) {
 	base := Header{
-		Version: EnvelopeVersion, Suite: SuiteMLKEM768X25519, SenderKeyID: "0123456789abcdef0123456789abcdef",
+		Version: envelopeVersion, Suite: SuiteMLKEM768X25519, SenderKeyID: "0123456789abcdef0123456789abcdef",
 		RecipientKeyID: "fedcba9876543210fedcba9876543210", Type: TypeProposal, AgreementID: "agr-1", Sequence: 1, Time: t0,
 	}
 	edits := map[string]func(h *Header){
@@ -168,7 +168,7 @@ func TestAppendHeaderWritesTheJSONForm(t *testing.T) {
 		require.Error(t, err)
 		_, err = appendHeader(nil, h)
 		require.ErrorContains(t, err, "year outside of range")
-		_, err = Seal(mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519).Public(), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: h.Time}, nil)
+		_, err = Seal(mustKeys(t, SuiteX25519), mustKeys(t, SuiteX25519).Public(), []byte(nil), Header{Type: TypeReply, AgreementID: "a", Sequence: 1, Time: h.Time}, Options{})
 		require.ErrorContains(t, err, "encoding header")
 	})
 }

@@ -133,7 +133,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
 	ref := a.service()
-	proposal := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: devAgentAgreement,
+	proposal := agreement.Proposal{AgreementID: devAgentAgreement,
 		Services: []agreement.ServiceSecrets{{Service: ref, Secrets: secrets}}}
 	instance := agentapi.Instance{ID: opts.InstanceID, GroupReadable: opts.GroupReadable, Group: opts.Group}
 	if _, err = a.store.ApplyProposal(ctx, proposal, agentapi.Instances{ref: instance}); err != nil {

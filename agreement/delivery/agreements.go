@@ -124,12 +124,12 @@ func (e *Engine) Resync(ctx context.Context, node string) error {
 // another node. An authentic reply to an earlier message than the one in
 // flight changes nothing and is no error.
 func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) error {
-	h, err := agreement.PeekHeader(envelope)
+	h, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return fmt.Errorf("delivery: reply from node %q: %w", node, err)
 	}
 	if h.Type != agreement.TypeReply {
-		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, agreement.ErrUnexpectedType, string(h.Type))
+		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, agreement.ErrInvalid, string(h.Type))
 	}
 	keys, err := e.agents.Keys(ctx, node)
 	if err != nil {
@@ -139,7 +139,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	var applyErr error
 	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
 		if r.Node != node {
-			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, agreement.ErrInvalidMessage, r.ID, r.Node)
+			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, agreement.ErrInvalid, r.ID, r.Node)
 			return keep
 		}
 		var a action

@@ -61,12 +61,12 @@ func (a *benchAgents) Send(_ context.Context, m delivery.Message) ([]byte, error
 		}
 		return nil, nil
 	}
-	h, err := agreement.PeekHeader(m.Envelope)
+	h, err := agreement.PeekHeader(m.Envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
 	r := agreement.NewReply(h, true, "")
-	return agreement.SealReply(a.keys[m.Node], a.agbot, r, agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys[m.Node], a.agbot, r, agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // expect arms the signal for n more sends.
@@ -79,7 +79,7 @@ func (a *benchAgents) expect(n int) {
 func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.State) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
 	b.Helper()
 	ctx := context.Background()
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
 	agents := newBenchAgents(b, keys.Public(), n, suite)
 	agents.arrived = make(chan struct{}, 1)
@@ -140,7 +140,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		name  string
 		state delivery.State
 	}{{"embedded", file}, {"memory", delivery.NewMemoryState()}} {
-		e, store, a, k, stop := benchEngine(b, n, agreement.DefaultSuite, st.state)
+		e, store, a, k, stop := benchEngine(b, n, agreement.SuiteMLKEM768X25519, st.state)
 		b.Cleanup(stop)
 		agents, keys = a, k
 		version := 0
@@ -164,7 +164,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 			Secrets: map[string]agreement.SecretDetails{"pw": {Data: secretstore.Data{"password": []byte("v1")}}},
 		}}})
 		if err == nil {
-			_, err = agreement.SealUpdate(keys, publics[i], u, agreement.Header{Sequence: seq})
+			_, err = agreement.Seal(keys, publics[i], u, agreement.Header{Sequence: seq}, agreement.Options{})
 		}
 		if err != nil {
 			panic(err)
@@ -249,7 +249,7 @@ func BenchmarkMemoryPerAgreement(b *testing.B) {
 func memoryPerAgreement(b *testing.B, n int, kind string) {
 	ctx := context.Background()
 	for b.Loop() {
-		keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+		keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 		require.NoError(b, err)
 		agents := newBenchAgents(b, keys.Public(), n, agreement.SuiteX25519)
 		store := memory.New()

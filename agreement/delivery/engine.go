@@ -141,8 +141,8 @@ type Options struct {
 	// one.
 	Member string
 	// EnvelopeOptions are passed to the seal and open calls, for example
-	// agreement.WithAllowedSuites.
-	EnvelopeOptions []agreement.Option
+	// AllowedSuites.
+	EnvelopeOptions agreement.Options
 	// Logger receives what the engine does, naming agreements, nodes and
 	// store names, never values. Nil discards.
 	Logger *slog.Logger

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
@@ -18,7 +20,7 @@ import (
 type exampleAgent struct {
 	keys     *agreement.PrivateKeys
 	agbot    *agreement.PublicKeys
-	guard    *agreement.MemoryReplayGuard
+	guard    agreement.ReplayGuard
 	received []string
 }
 
@@ -30,14 +32,14 @@ func (a *exampleAgent) Keys(context.Context, string) (*agreement.PublicKeys, err
 
 // Send implements delivery.Transport over a direct, synchronous link.
 func (a *exampleAgent) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
-	h, p, err := agreement.OpenProposal(ctx, a.keys, a.agbot, m.Envelope, a.guard)
+	h, p, err := agreement.Open[agreement.Proposal](ctx, a.keys, a.agbot, m.Envelope, a.guard, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
 	for _, ss := range p.Services {
-		a.received = append(a.received, ss.SecretNames()...)
+		a.received = append(a.received, slices.Sorted(maps.Keys(ss.Secrets))...)
 	}
-	return agreement.SealReply(a.keys, a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // An agbot runs one engine and registers each agreement with its bindings
@@ -50,11 +52,11 @@ func Example() {
 	if _, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	agbotKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}
-	agentKeys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	agentKeys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		log.Fatal(err)
 	}

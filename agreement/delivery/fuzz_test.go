@@ -39,7 +39,7 @@ func FuzzHandleReply(f *testing.F) {
 		return e, state
 	}
 	reply := func(r agreement.Reply, s uint64) []byte {
-		env, err := agreement.SealReply(agentKeys, agbot.Public(), r, agreement.Header{Sequence: s})
+		env, err := agreement.Seal(agentKeys, agbot.Public(), r, agreement.Header{Sequence: s}, agreement.Options{})
 		require.NoError(f, err)
 		return env
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,7 +57,7 @@ type testAgent struct {
 
 func newTestAgent(t testing.TB, node string, agbot *agreement.PublicKeys) *testAgent {
 	t.Helper()
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "agent")})
 	require.NoError(t, err)
@@ -84,7 +86,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	if a.down {
 		return nil, errUnreachable
 	}
-	peek, err := agreement.PeekHeader(envelope)
+	peek, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +95,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	switch peek.Type {
 	case agreement.TypeProposal:
 		var p agreement.Proposal
-		if h, p, err = agreement.OpenProposal(ctx, a.keys, a.agbot, envelope, floorGuard{a}); err != nil {
+		if h, p, err = agreement.Open[agreement.Proposal](ctx, a.keys, a.agbot, envelope, floorGuard{a}, agreement.Options{}); err != nil {
 			a.dropped++
 			return nil, err
 		}
@@ -104,14 +106,14 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		_, applyErr = a.store.ApplyProposal(ctx, p, instances)
 	case agreement.TypeUpdate:
 		var u agreement.Update
-		if h, u, err = agreement.OpenUpdate(ctx, a.keys, a.agbot, envelope, floorGuard{a}); err != nil {
+		if h, u, err = agreement.Open[agreement.Update](ctx, a.keys, a.agbot, envelope, floorGuard{a}, agreement.Options{}); err != nil {
 			a.dropped++
 			return nil, err
 		}
 		a.carried = nil
 		if su, err := u.Secrets(); err == nil {
 			for _, ss := range su.Services {
-				for _, n := range ss.SecretNames() {
+				for _, n := range slices.Sorted(maps.Keys(ss.Secrets)) {
 					a.carried = append(a.carried, ss.Service.URL+":"+n)
 				}
 			}
@@ -129,8 +131,8 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	}
 	a.opened = append(a.opened, h)
 	outcome := agentapi.Reply(h.AgreementID, applyErr)
-	reply, err := agreement.SealReply(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
-		agreement.Header{Sequence: h.Sequence})
+	reply, err := agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
+		agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +270,7 @@ const (
 
 func newHarness(t *testing.T, configure ...func(*delivery.Options)) *harness {
 	t.Helper()
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	logger, logs := logtest.NewLogger()
 	h := &harness{t: t, store: mock.NewStore(nil), state: delivery.NewMemoryState(), keys: keys, fleet: newFleet(), logs: logs,

@@ -379,12 +379,12 @@ func (b *batch) prepareCancel(ctx context.Context, j *job) {
 		b.wait(r, fmt.Sprintf("the keys of the agent on node %q: %v", r.Node, err))
 		return
 	}
-	u := agreement.Update{Version: agreement.MessageVersion, AgreementID: r.ID, Kind: agreement.UpdateKindCancel, Payload: cancelPayload}
+	u := agreement.Update{AgreementID: r.ID, Kind: agreement.UpdateKindCancel, Payload: cancelPayload}
 	if b.inFlight(r, agreement.TypeUpdate, agreement.UpdateKindCancel, nil, keys) {
 		return
 	}
 	b.seal(ctx, j, keys, agreement.TypeUpdate, agreement.UpdateKindCancel, nil, func(h agreement.Header) ([]byte, error) {
-		return agreement.SealUpdate(b.e.keys, keys, u, h, b.e.cfg.EnvelopeOptions...)
+		return agreement.Seal(b.e.keys, keys, u, h, b.e.cfg.EnvelopeOptions)
 	})
 }
 
@@ -466,12 +466,12 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		contents[i] = r.Slots[i].Desired
 	}
 	if propose {
-		p := agreement.Proposal{Version: agreement.MessageVersion, AgreementID: r.ID, Services: servicesOf(r, send, values)}
+		p := agreement.Proposal{AgreementID: r.ID, Services: servicesOf(r, send, values)}
 		if b.inFlight(r, agreement.TypeProposal, "", contents, keys) {
 			return
 		}
 		b.seal(ctx, j, keys, agreement.TypeProposal, "", contents, func(h agreement.Header) ([]byte, error) {
-			return agreement.SealProposal(e.keys, keys, p, h, e.cfg.EnvelopeOptions...)
+			return agreement.Seal(e.keys, keys, p, h, e.cfg.EnvelopeOptions)
 		})
 		return
 	}
@@ -483,7 +483,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		if err != nil {
 			return nil, err
 		}
-		return agreement.SealUpdate(e.keys, keys, u, h, e.cfg.EnvelopeOptions...)
+		return agreement.Seal(e.keys, keys, u, h, e.cfg.EnvelopeOptions)
 	})
 }
 
@@ -676,12 +676,12 @@ var errLateReply = errors.New("the reply answers an earlier message")
 // that does not open, is replayed or answers an earlier message changes
 // nothing else.
 func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.PublicKeys, envelope []byte, now time.Time) (action, error) {
-	h, reply, err := agreement.OpenReply(ctx, e.keys, keys, envelope, replyGuard{floor: r.ReplySequence}, e.cfg.EnvelopeOptions...)
+	h, reply, err := agreement.Open[agreement.Reply](ctx, e.keys, keys, envelope, replyGuard{floor: r.ReplySequence}, e.cfg.EnvelopeOptions)
 	if err != nil {
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
 	}
 	if h.AgreementID != r.ID {
-		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, agreement.ErrInvalidMessage, h.AgreementID)
+		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, agreement.ErrInvalid, h.AgreementID)
 	}
 	r.ReplySequence = h.Sequence
 	r.LastReply = now

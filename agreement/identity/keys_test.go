@@ -40,7 +40,7 @@ func TestVerifiedKeysAreTheAgreementKeys(t *testing.T) {
 			require.NoError(t, err)
 			pub, err := agreement.NewPublicKeys(verified.SigningKey, verified.EncryptionKey)
 			require.NoError(t, err)
-			require.True(t, pub.Equal(agentKeys.Public()), "verified keys are the agent's agreement keys")
+			require.Equal(t, agentKeys.Public().String(), pub.String(), "verified keys are the agent's agreement keys")
 
 			agbotKeys, err := agreement.GenerateKeys(suite)
 			require.NoError(t, err)
@@ -48,9 +48,9 @@ func TestVerifiedKeysAreTheAgreementKeys(t *testing.T) {
 				Service: agreement.ServiceRef{Org: "acme", URL: "svc"},
 				Secrets: map[string]agreement.SecretDetails{"db": {Data: map[string][]byte{"k": []byte("v")}}},
 			}}}
-			env, err := agreement.SealProposal(agbotKeys, pub, proposal, agreement.Header{Sequence: 1})
+			env, err := agreement.Seal(agbotKeys, pub, proposal, agreement.Header{Sequence: 1}, agreement.Options{})
 			require.NoError(t, err)
-			_, got, err := agreement.OpenProposal(ctx, agentKeys, agbotKeys.Public(), env, agreement.NewMemoryReplayGuard())
+			_, got, err := agreement.Open[agreement.Proposal](ctx, agentKeys, agbotKeys.Public(), env, agreement.NewMemoryReplayGuard(), agreement.Options{})
 			require.NoError(t, err)
 			require.Equal(t, "ag-1", got.AgreementID)
 		})

@@ -39,7 +39,7 @@ type fixture struct {
 	agbot   *agreement.PrivateKeys
 	logs    *logtest.Buffer
 	seq     uint64
-	guard   *agreement.MemoryReplayGuard
+	guard   agreement.ReplayGuard
 	envDir  string
 	root    string
 	relayTS *httptest.Server
@@ -97,7 +97,7 @@ func (f *fixture) deliver(envelope []byte) (agreement.Reply, bool) {
 	f.agent.handle(f.t.Context(), f.agent.upstreams[0], relay.Message{ID: id, Envelope: envelope})
 	select {
 	case b := <-replies:
-		_, r, err := agreement.OpenReply(f.t.Context(), f.agbot, f.keys.Public(), b, f.guard)
+		_, r, err := agreement.Open[agreement.Reply](f.t.Context(), f.agbot, f.keys.Public(), b, f.guard, agreement.Options{})
 		require.NoError(f.t, err)
 		return r, true
 	case <-time.After(100 * time.Millisecond):
@@ -110,7 +110,7 @@ func (f *fixture) proposal(id, value string) []byte {
 	f.seq++
 	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: service,
 		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}}
-	env, err := agreement.SealProposal(f.agbot, f.keys.Public(), p, agreement.Header{Sequence: f.seq})
+	env, err := agreement.Seal(f.agbot, f.keys.Public(), p, agreement.Header{Sequence: f.seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
 }
@@ -118,7 +118,7 @@ func (f *fixture) proposal(id, value string) []byte {
 func (f *fixture) update(u agreement.Update) []byte {
 	f.t.Helper()
 	f.seq++
-	env, err := agreement.SealUpdate(f.agbot, f.keys.Public(), u, agreement.Header{Sequence: f.seq})
+	env, err := agreement.Seal(f.agbot, f.keys.Public(), u, agreement.Header{Sequence: f.seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
 }
@@ -220,7 +220,7 @@ func TestAgentIgnoresUntrustedMessages(t *testing.T) {
 	require.NoError(t, err)
 	p := agreement.Proposal{AgreementID: "agreement-x", Services: []agreement.ServiceSecrets{{Service: service,
 		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("VALUE-x")}}}}}}
-	forged, err := agreement.SealProposal(impostor, f.keys.Public(), p, agreement.Header{Sequence: 1})
+	forged, err := agreement.Seal(impostor, f.keys.Public(), p, agreement.Header{Sequence: 1}, agreement.Options{})
 	require.NoError(t, err)
 	tampered := f.proposal("agreement-y", "VALUE-y")
 	tampered[len(tampered)/2] ^= 1

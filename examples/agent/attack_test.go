@@ -122,7 +122,7 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 	defer f.relay.Done(id)
 	select {
 	case b := <-replies:
-		_, reply, err := agreement.OpenReply(ctx, f.agbot, f.keys.Public(), b, f.guard)
+		_, reply, err := agreement.Open[agreement.Reply](ctx, f.agbot, f.keys.Public(), b, f.guard, agreement.Options{})
 		require.NoError(t, err)
 		assert.True(t, reply.Accepted, reply.Reason)
 	case <-ctx.Done():

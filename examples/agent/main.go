@@ -147,8 +147,8 @@ func run(c config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("agbot keys: %w", err)
 	}
-	agbotKeys, err := agreement.ParsePublicKeys(pinned)
-	if err != nil {
+	agbotKeys := new(agreement.PublicKeys)
+	if err := agbotKeys.UnmarshalText(pinned); err != nil {
 		return fmt.Errorf("agbot keys %s: %w", c.agbotKeys, err)
 	}
 	bootstrap, err := demo.ReadToken(c.bootToken)

@@ -86,7 +86,7 @@ type agbotOptions struct {
 
 func newAgbot(opts agbotOptions) (_ *agbot, err error) {
 	log := opts.logger.With("component", "agbot")
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (a *agbot) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h, err := agreement.PeekHeader(m.Envelope); err == nil {
+	if h, err := agreement.PeekHeader(m.Envelope, agreement.Options{}); err == nil {
 		what := string(h.Type)
 		if h.Type == agreement.TypeUpdate {
 			what = "update (or cancellation)"

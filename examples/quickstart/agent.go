@@ -25,7 +25,7 @@ type nodeAgent struct {
 	keys      *agreement.PrivateKeys
 	identity  *identity.Agent
 	agbotKeys *agreement.PublicKeys // pinned: only the agbot's envelopes are opened
-	guard     *agreement.MemoryReplayGuard
+	guard     agreement.ReplayGuard
 	store     *agentapi.Store
 	root      string // the store's root directory
 	tokens    *agentapi.TokenTable
@@ -61,7 +61,7 @@ type nodeAgentOptions struct {
 
 func newNodeAgent(ctx context.Context, opts nodeAgentOptions) (_ *nodeAgent, err error) {
 	log := opts.logger.With("component", "agent")
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (f *flow) registerAgent(ctx context.Context) (err error) {
 		return err
 	}
 	f.say.sayf("agent", "storage root %s (0700); registered as %s: certificate serial %x, expires %s, carries its %s key %s",
-		f.agent.root, id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Suite(), f.agent.keys.Public().EncryptionKeyID())
+		f.agent.root, id, cert.SerialNumber, cert.NotAfter.Format("15:04"), f.agent.keys.Public().Suite(), f.agent.keys.Public().EncryptionKeyID())
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (f *flow) propose(ctx context.Context) error {
 // altered, replayed, not for this agent) is refused with an error and no
 // reply: nothing in it can be trusted, not even whom to answer.
 func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error) {
-	h, err := agreement.PeekHeader(envelope)
+	h, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -158,14 +158,14 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 	switch h.Type {
 	case agreement.TypeProposal:
 		var p agreement.Proposal
-		h, p, err = agreement.OpenProposal(ctx, a.keys, a.agbotKeys, envelope, a.guard)
+		h, p, err = agreement.Open[agreement.Proposal](ctx, a.keys, a.agbotKeys, envelope, a.guard, agreement.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused a proposal: %w", err)
 		}
 		applyErr = a.applyProposal(ctx, p)
 	case agreement.TypeUpdate:
 		var u agreement.Update
-		h, u, err = agreement.OpenUpdate(ctx, a.keys, a.agbotKeys, envelope, a.guard)
+		h, u, err = agreement.Open[agreement.Update](ctx, a.keys, a.agbotKeys, envelope, a.guard, agreement.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("agent: refused an update: %w", err)
 		}
@@ -189,7 +189,7 @@ func (a *nodeAgent) Receive(ctx context.Context, envelope []byte) ([]byte, error
 	a.replySeq[h.AgreementID]++
 	seq := a.replySeq[h.AgreementID]
 	a.mu.Unlock()
-	return agreement.SealReply(a.keys, a.agbotKeys, reply, agreement.Header{Sequence: seq})
+	return agreement.Seal(a.keys, a.agbotKeys, reply, agreement.Header{Sequence: seq}, agreement.Options{})
 }
 
 // applyProposal writes the proposal's secrets: each service (container)

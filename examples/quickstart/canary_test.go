@@ -259,10 +259,10 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	c.addErr(fmt.Errorf("printed update: %v %+v %#v", update, update, update))
 	stranger, err := agreement.GenerateKeys("")
 	require.NoError(t, err)
-	envelope, err := agreement.SealUpdate(f.agbot.keys, stranger.Public(), update, agreement.Header{Sequence: 99})
+	envelope, err := agreement.Seal(f.agbot.keys, stranger.Public(), update, agreement.Header{Sequence: 99}, agreement.Options{})
 	require.NoError(t, err)
 	_, err = f.exchange.Receive(ctx, envelope)
-	require.ErrorIs(t, err, agreement.ErrWrongRecipient)
+	require.ErrorIs(t, err, agreement.ErrNotAuthentic)
 	c.addErr(err)
 
 	stored, err := f.admin.store.Get(ctx, secret.storeName())

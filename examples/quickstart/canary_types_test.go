@@ -104,7 +104,7 @@ func TestCanaryEveryType(t *testing.T) {
 		{name: "agreement.PrivateKeys", v: keys},
 		{name: "agreement.SecretDetails", v: details, wire: true},
 		{name: "agreement.ServiceSecrets", v: services[0], wire: true},
-		{name: "agreement.Proposal", v: agreement.Proposal{Version: agreement.MessageVersion, AgreementID: "ag-1", Services: services}, wire: true},
+		{name: "agreement.Proposal", v: agreement.Proposal{AgreementID: "ag-1", Services: services}, wire: true},
 		{name: "agreement.SecretsUpdate", v: agreement.SecretsUpdate{Services: services}, wire: true},
 		{name: "agreement.Update", v: update, wire: true},
 		{name: "identity.Attestation", v: attestation},

@@ -40,7 +40,7 @@ func (x *exchange) carry(envelope []byte) {
 	if x.tap != nil {
 		x.tap(bytes.Clone(envelope))
 	}
-	if h, err := agreement.PeekHeader(envelope); err == nil {
+	if h, err := agreement.PeekHeader(envelope, agreement.Options{}); err == nil {
 		x.mu.Lock()
 		x.last[h.Type] = bytes.Clone(envelope)
 		x.mu.Unlock()
@@ -63,7 +63,7 @@ func (f *flow) tamperAndReplay(ctx context.Context) error {
 		return err
 	}
 	_, err = f.exchange.Receive(ctx, tampered)
-	if !errors.Is(err, agreement.ErrBadSignature) {
+	if !errors.Is(err, agreement.ErrNotAuthentic) {
 		return fmt.Errorf("a tampered proposal: want the agent to refuse it for its signature, got %v", err)
 	}
 	f.say.sayf("exchange", "flips one bit of the proposal's ciphertext: %v", err)

@@ -141,7 +141,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 
 	payload, err := json.Marshal(agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("Everyone")}}})
 	require.NoError(t, err)
-	_, err = store.ApplyUpdate(ctx, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload})
+	_, err = store.ApplyUpdate(ctx, agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets, Payload: payload})
 	require.NoError(t, err)
 	tick()
 	assert.Equal(t, "mount hw_who "+hash(`{"key":"name","value":"Everyone"}`)+"\nupdate hw_who "+hash("Everyone")+"\nack hw_who\n", out.String())
@@ -150,7 +150,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 
 	// A refused token is 403 in this profile: the service re-reads its environment.
 	require.NoError(t, tokens.Set("hello", "new-token"))
-	_, err = store.ApplyUpdate(ctx, agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets,
+	_, err = store.ApplyUpdate(ctx, agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindSecrets,
 		Payload: mustJSON(t, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("Again")}}})})
 	require.NoError(t, err)
 	out.Reset()

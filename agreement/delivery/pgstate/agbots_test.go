@@ -209,8 +209,8 @@ func (f *fleetClient) Keys(ctx context.Context, node string) (*agreement.PublicK
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("fleet: keys of %s: status %d", node, status)
 	}
-	k, err = agreement.ParsePublicKeys(body)
-	if err != nil {
+	k = new(agreement.PublicKeys)
+	if err := k.UnmarshalText(body); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -287,7 +287,7 @@ func newFleet(t *testing.T, agbot *agreement.PublicKeys, nodes int) *fleet {
 	f := &fleet{t: t, agbot: agbot, agents: map[string]*fleetAgent{}, sent: map[string]int{}, wrote: map[slotKey][]string{}}
 	for i := range nodes {
 		node := fmt.Sprintf("node-%03d", i)
-		keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+		keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 		require.NoError(t, err)
 		store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), node)})
 		require.NoError(t, err)
@@ -588,7 +588,7 @@ func newWorld(t *testing.T, secrets, nodes int) *world {
 		w.names = append(w.names, fmt.Sprintf("org/secret-%02d", i))
 		putSecret(t, w.writer, w.names[i], w.canary, 1)
 	}
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	require.NoError(t, keys.WriteFile(w.keysFile))
 	w.fleet = newFleet(t, keys.Public(), nodes)

@@ -46,11 +46,11 @@ func (a *fanOutAgents) Send(_ context.Context, m delivery.Message) ([]byte, erro
 		}
 		return nil, nil
 	}
-	h, err := agreement.PeekHeader(m.Envelope)
+	h, err := agreement.PeekHeader(m.Envelope, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return agreement.SealReply(a.keys[m.Node], a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence})
+	return agreement.Seal(a.keys[m.Node], a.agbot, agreement.NewReply(h, true, ""), agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 }
 
 // fanOut is one configuration: engines sharing a state, n agreements all
@@ -145,11 +145,11 @@ func fanOutNode(i int) string { return fmt.Sprintf("node-%05d", i) }
 // engines sharing PostgreSQL as a multiple of one.
 func BenchmarkRotationFanOut(b *testing.B) {
 	const n = 10_000
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
 	agentKeys := make(map[string]*agreement.PrivateKeys, n)
 	for i := range n {
-		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.DefaultSuite)
+		agentKeys[fanOutNode(i)], err = agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 		require.NoError(b, err)
 	}
 	bolt, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})

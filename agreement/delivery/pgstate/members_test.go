@@ -493,7 +493,7 @@ func TestEngineKeepsItsMembership(t *testing.T) {
 	names := storeNames(40)
 	createRecords(t, other, 40, time.Time{}, names)
 
-	keys, err := agreement.GenerateKeys(agreement.DefaultSuite)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	unreachable := noAgents{}
 	engine, err := delivery.New(delivery.Options{

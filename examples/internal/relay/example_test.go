@@ -52,7 +52,7 @@ func Example() {
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
 		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}
-	envelope, err := agreement.SealProposal(agbotKeys, agentKeys.Public(), p, agreement.Header{Sequence: 1})
+	envelope, err := agreement.Seal(agbotKeys, agentKeys.Public(), p, agreement.Header{Sequence: 1}, agreement.Options{})
 	must(err)
 	msgID, replies, err := server.Post(n, envelope)
 	must(err)
@@ -61,16 +61,16 @@ func Example() {
 	// Agent: fetch, open, answer.
 	m, ok, err := client.Next(ctx, n, 0)
 	must(err)
-	h, got, err := agreement.OpenProposal(ctx, agentKeys, agbotKeys.Public(), m.Envelope, agreement.NewMemoryReplayGuard())
+	h, got, err := agreement.Open[agreement.Proposal](ctx, agentKeys, agbotKeys.Public(), m.Envelope, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	must(err)
 	fmt.Println("agent got message", m.ID, ok, "for", got.AgreementID)
-	reply, err := agreement.SealReply(agentKeys, agbotKeys.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1})
+	reply, err := agreement.Seal(agentKeys, agbotKeys.Public(), agreement.NewReply(h, true, ""), agreement.Header{Sequence: 1}, agreement.Options{})
 	must(err)
 	must(client.Reply(ctx, m.ID, reply))
 	fmt.Println("a stranger's reply:", client.Reply(ctx, m.ID, []byte("junk")))
 
 	// Agbot: the one reply that checked out.
-	_, r, err := agreement.OpenReply(ctx, agbotKeys, agentKeys.Public(), <-replies, agreement.NewMemoryReplayGuard())
+	_, r, err := agreement.Open[agreement.Reply](ctx, agbotKeys, agentKeys.Public(), <-replies, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	must(err)
 	fmt.Println("agbot got: accepted", r.Accepted)
 	// Output:

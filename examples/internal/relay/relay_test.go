@@ -78,11 +78,11 @@ func (h *hub) post(n relay.Node, a *agent, ag string) (uint64, <-chan []byte, ag
 	p := agreement.Proposal{AgreementID: ag, Services: []agreement.ServiceSecrets{{
 		Service: agreement.ServiceRef{Org: n.Org, URL: "com.example.web", Version: "1.0.0"},
 		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("v")}}}}}}
-	env, err := agreement.SealProposal(h.keys, a.keys.Public(), p, agreement.Header{Sequence: h.seq})
+	env, err := agreement.Seal(h.keys, a.keys.Public(), p, agreement.Header{Sequence: h.seq}, agreement.Options{})
 	require.NoError(h.t, err)
 	id, replies, err := h.relay.Post(n, env)
 	require.NoError(h.t, err)
-	hdr, err := agreement.PeekHeader(env)
+	hdr, err := agreement.PeekHeader(env, agreement.Options{})
 	require.NoError(h.t, err)
 	return id, replies, hdr
 }
@@ -91,7 +91,7 @@ func (h *hub) post(n relay.Node, a *agent, ag string) (uint64, <-chan []byte, ag
 func (h *hub) replyTo(a *agent, answered agreement.Header) []byte {
 	h.t.Helper()
 	h.seq++
-	env, err := agreement.SealReply(a.keys, h.keys.Public(), agreement.NewReply(answered, true, ""), agreement.Header{Sequence: h.seq})
+	env, err := agreement.Seal(a.keys, h.keys.Public(), agreement.NewReply(answered, true, ""), agreement.Header{Sequence: h.seq}, agreement.Options{})
 	require.NoError(h.t, err)
 	return env
 }
@@ -284,14 +284,14 @@ func TestLimits(t *testing.T) {
 	_, _, err = h.relay.Post(node3, mustSeal(t, h, a))
 	assert.ErrorContains(t, err, "too many nodes")
 	_, _, err = h.relay.Post(node2, []byte("not an envelope"))
-	assert.ErrorIs(t, err, agreement.ErrMalformed)
+	assert.ErrorIs(t, err, agreement.ErrInvalid)
 }
 
 func mustSeal(t *testing.T, h *hub, a *agent) []byte {
 	t.Helper()
 	h.seq++
-	env, err := agreement.SealUpdate(h.keys, a.keys.Public(), agreement.Update{Version: agreement.MessageVersion, AgreementID: "ag-1",
-		Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: h.seq})
+	env, err := agreement.Seal(h.keys, a.keys.Public(), agreement.Update{AgreementID: "ag-1",
+		Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: h.seq}, agreement.Options{})
 	require.NoError(t, err)
 	return env
 }

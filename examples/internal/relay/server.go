@@ -131,7 +131,7 @@ func (s *Server) Post(n Node, envelope []byte) (uint64, <-chan []byte, error) {
 	if err := n.Validate(); err != nil {
 		return 0, nil, err
 	}
-	h, err := agreement.PeekHeader(envelope)
+	h, err := agreement.PeekHeader(envelope, agreement.Options{})
 	if err != nil {
 		return 0, nil, fmt.Errorf("relay: post: %w", err)
 	}
@@ -360,7 +360,7 @@ func (s *Server) checkReply(ctx context.Context, wt *waiter, chain, body []byte)
 	if err != nil {
 		return http.StatusForbidden, errors.New("the node's certificate no longer verifies")
 	}
-	h, reply, err := agreement.OpenReply(ctx, s.opts.Keys, agent, body, agreement.NewMemoryReplayGuard())
+	h, reply, err := agreement.Open[agreement.Reply](ctx, s.opts.Keys, agent, body, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
 		return http.StatusForbidden, errors.New("the reply does not open: it is not a reply sealed by the node's certified agent")
 	}
