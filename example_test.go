@@ -19,8 +19,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// node links the agbot to the agent in process. A real agbot reaches the
-// agent through the exchange and takes its keys from its identity certificate.
+// node links agbot and agent in process; a real agbot uses the exchange and certificates.
 type node struct {
 	*agentapi.Receiver
 	keys *agreement.PublicKeys
@@ -40,15 +39,13 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// An agbot embeds one delivery engine; an agent a Receiver, which applies
-// what the engine sealed to it, and a Handler, which serves the service.
+// An agbot embeds a delivery engine; an agent a Receiver and a Handler.
 func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop() // stops the engine
 	dir, _ := os.MkdirTemp("", "edgesecrets-example")
 	defer os.RemoveAll(dir)
-	agbotKeys, agentKeys := must(agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)), must(agreement.GenerateKeys(agreement.SuiteMLKEM768X25519))
-
+	agbotKeys, agentKeys := must(agreement.GenerateKeys("")), must(agreement.GenerateKeys("")) // the default suite
 	// The agent: root-only files per service instance, and the /secrets API.
 	tokens := &agentapi.TokenTable{}
 	files := must(agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "agent"), Tokens: tokens}))
@@ -62,7 +59,6 @@ func Example() {
 		},
 	}))
 	api := must(agentapi.NewHandler(files, agentapi.HandlerOptions{Authenticate: tokens.Authenticate}))
-
 	// The agbot: the store, a state file, and the engine.
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
