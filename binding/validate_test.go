@@ -12,7 +12,6 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 const testOrg = "myorg"
@@ -90,7 +89,7 @@ func newStore(t testing.TB, paths ...string) *faultStore {
 	f := &faultStore{Store: s, d: d, seedGets: d.Calls("get", "")}
 	d.SetHook(func(op string) error {
 		if op == "stat" && f.statErr != nil {
-			return &driver.Error{Kind: f.statErr}
+			return &secretstore.Error{Kind: f.statErr}
 		}
 		return nil
 	})

@@ -299,7 +299,7 @@ func (s *Store) read(ctx context.Context, op, name string, read func(context.Con
 	err = s.retry(ctx, op, name, func(ctx context.Context) (err error) {
 		got, err = read(ctx, s.path(name))
 		if err == nil && got == nil {
-			err = &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+			err = &Error{Kind: ErrUnavailable, Err: errNoAnswer}
 		}
 		return err
 	})
@@ -390,7 +390,7 @@ func (s *Store) current(ctx context.Context, path string) (*driver.Secret, error
 	case err != nil:
 		return nil, err
 	case cur == nil:
-		return nil, &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+		return nil, &Error{Kind: ErrUnavailable, Err: errNoAnswer}
 	}
 	return cur, nil
 }
@@ -407,7 +407,7 @@ func newToken() string {
 // putConflict returns the error of a conditional Put that the current
 // secret cur (nil: missing) rules out, or nil.
 func putConflict(cur *driver.Secret, opts PutOptions) error {
-	conflict := func(why string) error { return &driver.Error{Kind: ErrConflict, Err: errors.New(why)} }
+	conflict := func(why string) error { return &Error{Kind: ErrConflict, Err: errors.New(why)} }
 	switch {
 	case opts.CreateOnly && cur != nil:
 		return conflict("secret exists and the write is create-only")
@@ -416,7 +416,7 @@ func putConflict(cur *driver.Secret, opts PutOptions) error {
 	case cur == nil:
 		return conflict("secret does not exist, so its version cannot match")
 	case cur.Version == "":
-		return &driver.Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
+		return &Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
 	case cur.Version != opts.IfVersion:
 		return conflict("current version does not match the expected version")
 	}

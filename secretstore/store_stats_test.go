@@ -160,14 +160,14 @@ func TestCheckCredentials(t *testing.T) {
 		answered bool
 	}{
 		{name: "accepted", answered: true},
-		{name: "refused", driver: &driver.Error{Kind: driver.ErrPermission, Err: cause}, want: secretstore.ErrPermission, answered: true,
+		{name: "refused", driver: &secretstore.Error{Kind: secretstore.ErrPermission, Err: cause}, want: secretstore.ErrPermission, answered: true,
 			text: "secretstore: check-credentials: permission denied: HTTP 400"},
-		{name: "cannot tell", driver: &driver.Error{Kind: driver.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
-		{name: "invalid", driver: &driver.Error{Kind: driver.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "cannot tell", driver: &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
+		{name: "invalid", driver: &secretstore.Error{Kind: secretstore.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
-		{name: "not found", driver: &driver.Error{Kind: driver.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "not found", driver: &secretstore.Error{Kind: secretstore.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
-		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), driver.ErrConflict), want: secretstore.ErrUnavailable,
+		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), secretstore.ErrConflict), want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: odd\nconflict"},
 		{name: "no check", noCheck: true},
 	}
@@ -309,7 +309,7 @@ func TestPutRetries(t *testing.T) {
 			d.SetHook(func(op string) error {
 				if op == "put" {
 					d.SetHook(nil)
-					return &driver.Error{Kind: driver.ErrUnavailable, Err: errors.New("lost")}
+					return &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("lost")}
 				}
 				return nil
 			})

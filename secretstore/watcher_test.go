@@ -706,7 +706,7 @@ func (d benchDriver) Get(_ context.Context, name string) (*driver.Secret, error)
 	if s, ok := d.secrets[name]; ok {
 		return s, nil
 	}
-	return nil, &driver.Error{Kind: driver.ErrNotFound}
+	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
 }
 
 func (d benchDriver) Stat(ctx context.Context, name string) (*driver.Secret, error) {
@@ -776,8 +776,8 @@ func BenchmarkWatcherCycle(b *testing.B) {
 // token) from one secret's permission removed.
 func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "gone"}
-	refused := &driver.Error{Kind: driver.ErrPermission, Err: errors.New("refused")}
-	down := &driver.Error{Kind: driver.ErrUnavailable, Err: errors.New("down")}
+	refused := &secretstore.Error{Kind: secretstore.ErrPermission, Err: errors.New("refused")}
+	down := &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("down")}
 	cases := []struct {
 		name    string
 		noCheck bool // the store has no credential check

@@ -274,9 +274,9 @@ type write struct {
 	value string
 }
 
-func invalid(err error) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: err} }
+func invalid(err error) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err} }
 func conflict(why string) error {
-	return &driver.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
+	return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
 }
 
 // putOnce tries a Put once, from cur (what the store read just before;
@@ -405,7 +405,7 @@ func (s *store) create(ctx context.Context, w write) (again bool, err error) {
 	case code == codeInvalidRequest:
 		// The name is still being deleted (scheduled meanwhile, or a forced
 		// deletion AWS has not finished): a fresh look decides.
-		return true, &driver.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
+		return true, &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
 	}
 	return false, s.fail(ctx, "put", w.Name, err)
 }
@@ -418,7 +418,7 @@ func (s *store) putValue(ctx context.Context, w write) error {
 	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &w.Token})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// Scheduled for deletion or deleted meanwhile.
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
 	}
 	if err != nil {
 		return s.fail(ctx, "put", w.Name, err)
@@ -697,7 +697,7 @@ func (s *store) batchValues(ctx context.Context, names []string, out map[string]
 			if code == codeNotFound || code == codeInvalidRequest {
 				continue // missing, or scheduled for deletion
 			}
-			return &driver.Error{Kind: kindOfCode(code, 0), Err: &APIError{Operation: "BatchGetSecretValue", Code: code}}
+			return &secretstore.Error{Kind: kindOfCode(code, 0), Err: &APIError{Operation: "BatchGetSecretValue", Code: code}}
 		}
 		for _, v := range res.SecretValues {
 			name := aws.ToString(v.Name)
@@ -779,9 +779,9 @@ type metadata struct {
 func (m metadata) visible() error {
 	switch {
 	case m.pending:
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
 	case m.current == "":
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
 	}
 	return nil
 }
@@ -826,7 +826,7 @@ func (s *store) readValue(ctx context.Context, name, versionID string) (map[stri
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// InvalidRequestException on a read means the secret was scheduled
 		// for deletion since it was described.
-		return nil, &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
+		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
 	}
 	if err != nil {
 		return nil, s.fail(ctx, "get", name, err)

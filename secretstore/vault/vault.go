@@ -278,7 +278,7 @@ func newTransport(cfg Config) (*http.Transport, error) {
 
 // openError turns a driver error of New into the error New returns.
 func openError(err error) error {
-	var de *driver.Error
+	var de *secretstore.Error
 	if errors.As(err, &de) {
 		return secretstore.NewError(secretstore.OpOpen, "", de.Kind, de.Err)
 	}
@@ -302,7 +302,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 		return err
 	})
 	if err != nil {
-		var de *driver.Error
+		var de *secretstore.Error
 		if errors.As(err, &de) && de.Kind != secretstore.ErrUnavailable {
 			// Vault answers 403 for a mount that does not exist, too.
 			de.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, de.Err)
@@ -329,7 +329,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 
 // call runs one Vault request. A 403 caused by a token that is no longer
 // valid leads to one fresh login and one retry. Errors come back as
-// *driver.Error, or as the context's error.
+// *secretstore.Error, or as the context's error.
 func (s *store) call(ctx context.Context, fn func(context.Context) error) error {
 	gen := uint64(0)
 	if s.auth != nil {
@@ -351,7 +351,7 @@ func (s *store) call(ctx context.Context, fn func(context.Context) error) error 
 			cause = failure // the token, not a policy, is why
 		}
 	}
-	return &driver.Error{Kind: kind, Err: cause}
+	return &secretstore.Error{Kind: kind, Err: cause}
 }
 
 // path returns the secret's path inside the mount.
@@ -408,7 +408,7 @@ func (c current) secret() *driver.Secret {
 	return s
 }
 
-var errNotFound = &driver.Error{Kind: secretstore.ErrNotFound}
+var errNotFound = &secretstore.Error{Kind: secretstore.ErrNotFound}
 
 // Get implements driver.Store with one read of the data endpoint.
 func (s *store) Get(ctx context.Context, name string) (*driver.Secret, error) {
@@ -470,7 +470,7 @@ func (s *store) Stat(ctx context.Context, name string) (*driver.Secret, error) {
 // says so, and the store's next attempt, or repeating the Put, completes
 // it.
 func (s *store) Put(ctx context.Context, w *driver.Write) error {
-	invalid := func(msg string) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
+	invalid := func(msg string) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
 	var ifVersion int
 	switch {
 	case s.kv == 1 && len(w.Labels) > 0:
@@ -487,7 +487,7 @@ func (s *store) Put(ctx context.Context, w *driver.Write) error {
 		ifVersion = n
 	}
 	if err := checkLabels(w.Labels); err != nil {
-		return &driver.Error{Kind: secretstore.ErrInvalid, Err: err}
+		return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err}
 	}
 	cur := w.Current
 	dataChanged := cur == nil || !secretstore.Data(cur.Data).Equal(w.Data)
@@ -529,7 +529,7 @@ func (s *store) Put(ctx context.Context, w *driver.Write) error {
 			_, err := s.client.Logical().WriteWithContext(ctx, s.metadataPath(w.Name), map[string]any{"custom_metadata": labels})
 			return err
 		})
-		var de *driver.Error
+		var de *secretstore.Error
 		if dataChanged && errors.As(err, &de) {
 			de.Err = fmt.Errorf("data written but labels not (repeat the put): %w", de.Err)
 		}
