@@ -29,12 +29,12 @@ func ExampleStore() {
 		Data: secretstore.Data{"password": []byte("s3cr3t")},
 	}, secretstore.PutOptions{})
 
-	store.FailNext(secretstore.OpGet, 1, secretstore.ErrUnavailable)
+	store.FailNext("get", 1, secretstore.ErrUnavailable)
 	s, err := readWithRetry(ctx, store.Store, "db/password")
 
 	fmt.Println("error:", err)
 	fmt.Println("secret:", s.Name, s.Data)
-	fmt.Println("backend reads:", store.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", store.Count("get"))
 
 	store.SetUnavailable(true)
 	_, err = readWithRetry(ctx, store.Store, "db/password")

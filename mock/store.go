@@ -12,7 +12,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// Operations a Store records besides the secretstore Op constants.
+// Operations a Store records besides the operation names of secretstore.Error.Op.
 const (
 	// OpGetBatch is recorded for a GetBatch, passed on to the wrapped
 	// store's GetBatch.
@@ -29,8 +29,8 @@ var ErrInjected = errors.New("mock: injected fault")
 
 // Call is one recorded call.
 type Call struct {
-	// Op is a secretstore Op constant (OpCheckCredentials for a credential
-	// check), OpGetBatch or OpClose.
+	// Op is an operation name of secretstore.Error.Op ("check-credentials"
+	// for a credential check), OpGetBatch or OpClose.
 	Op string
 	// Name is the secret name, or the prefix for a List; empty for
 	// OpGetBatch and OpClose.
@@ -102,7 +102,7 @@ func NewStore(inner *secretstore.Store) *Store {
 // recording calls or meeting faults.
 func (s *Store) Inner() *secretstore.Store { return s.d.inner }
 
-// FailNext makes the next n calls of op (a secretstore Op constant,
+// FailNext makes the next n calls of op (a secretstore.Error.Op name,
 // OpGetBatch, or AnyOp for calls of any operation) fail with an error of
 // the given kind, usually one of secretstore's Err kinds. It replaces what
 // was pending for op; n <= 0 clears it. Failures pending for the call's own
@@ -221,7 +221,7 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return secretstore.NewError(c.Op, c.Name, nil, ctx.Err())
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Err: ctx.Err()}
 		}
 	}
 	if hook != nil {
@@ -233,7 +233,7 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.unavailable {
-		return secretstore.NewError(c.Op, c.Name, secretstore.ErrUnavailable, ErrInjected)
+		return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrUnavailable, Err: ErrInjected}
 	}
 	for _, op := range []string{c.Op, AnyOp} {
 		f, ok := s.failures[op]
@@ -245,17 +245,17 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 		} else {
 			s.failures[op] = f
 		}
-		return secretstore.NewError(c.Op, c.Name, f.kind, ErrInjected)
+		return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: f.kind, Err: ErrInjected}
 	}
 	return nil
 }
 
 // CheckCredentials implements driver.CredentialChecker: the check is
-// recorded as secretstore.OpCheckCredentials and meets the faults set up
-// for it like any call (FailNext(secretstore.OpCheckCredentials, ...),
+// recorded as "check-credentials" and meets the faults set up
+// for it like any call (FailNext("check-credentials", ...),
 // SetUnavailable, AnyOp failures), then runs the wrapped store's check.
 func (s *recorder) CheckCredentials(ctx context.Context) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpCheckCredentials}); err != nil {
+	if err := s.begin(ctx, Call{Op: "check-credentials"}); err != nil {
 		return err
 	}
 	return s.inner.CheckCredentials(ctx)
@@ -277,7 +277,7 @@ func (s *recorder) version(v string) string {
 }
 
 func (s *recorder) Get(ctx context.Context, name string) (*driver.Secret, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpGet, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "get", Name: name}); err != nil {
 		return nil, err
 	}
 	sec, err := s.inner.Get(ctx, name)
@@ -288,7 +288,7 @@ func (s *recorder) Get(ctx context.Context, name string) (*driver.Secret, error)
 }
 
 func (s *recorder) Stat(ctx context.Context, name string) (*driver.Secret, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpStat, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "stat", Name: name}); err != nil {
 		return nil, err
 	}
 	md, err := s.inner.Stat(ctx, name)
@@ -299,7 +299,7 @@ func (s *recorder) Stat(ctx context.Context, name string) (*driver.Secret, error
 }
 
 func (s *recorder) Put(ctx context.Context, w *driver.Write) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpPut, Name: w.Name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "put", Name: w.Name}); err != nil {
 		return err
 	}
 	_, err := s.inner.Put(ctx, &secretstore.Secret{Name: w.Name, Data: w.Data, Labels: w.Labels},
@@ -308,14 +308,14 @@ func (s *recorder) Put(ctx context.Context, w *driver.Write) error {
 }
 
 func (s *recorder) Delete(ctx context.Context, name string) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpDelete, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "delete", Name: name}); err != nil {
 		return err
 	}
 	return s.inner.Delete(ctx, name)
 }
 
 func (s *recorder) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpList, Name: prefix}); err != nil {
+	if err := s.begin(ctx, Call{Op: "list", Name: prefix}); err != nil {
 		return nil, err
 	}
 	return s.inner.List(ctx, prefix)

@@ -56,26 +56,26 @@ func TestStoreRecordsCalls(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	assert.Equal(t, []mock.Call{
-		{Op: secretstore.OpGet, Name: "db/pw"}, // the Put's read, to compare
-		{Op: secretstore.OpPut, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "missing"},
-		{Op: secretstore.OpStat, Name: "db/pw"},
-		{Op: secretstore.OpList, Name: "db/"},
-		{Op: secretstore.OpDelete, Name: "db/pw"},
+		{Op: "get", Name: "db/pw"}, // the Put's read, to compare
+		{Op: "put", Name: "db/pw"},
+		{Op: "get", Name: "db/pw"},
+		{Op: "get", Name: "db/pw"},
+		{Op: "get", Name: "missing"},
+		{Op: "stat", Name: "db/pw"},
+		{Op: "list", Name: "db/"},
+		{Op: "delete", Name: "db/pw"},
 		// The nil Put was refused before any backend: not recorded.
 		{Op: mock.OpClose},
 	}, s.Calls())
 
 	for op, want := range map[string]int{
-		secretstore.OpGet: 4, secretstore.OpPut: 1, secretstore.OpStat: 1, secretstore.OpList: 1,
-		secretstore.OpDelete: 1, mock.OpClose: 1, mock.OpGetBatch: 0, mock.AnyOp: 9,
+		"get": 4, "put": 1, "stat": 1, "list": 1,
+		"delete": 1, mock.OpClose: 1, mock.OpGetBatch: 0, mock.AnyOp: 9,
 	} {
 		assert.Equal(t, want, s.Count(op), "Count(%q)", op)
 	}
-	assert.Equal(t, 3, s.CountName(secretstore.OpGet, "db/pw"))
-	assert.Equal(t, 1, s.CountName(secretstore.OpGet, "missing"))
+	assert.Equal(t, 3, s.CountName("get", "db/pw"))
+	assert.Equal(t, 1, s.CountName("get", "missing"))
 	assert.Equal(t, 6, s.CountName(mock.AnyOp, "db/pw"))
 
 	_, err := s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
@@ -101,7 +101,7 @@ func TestFailNext(t *testing.T) {
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
-					if op == secretstore.OpDelete && kind == secretstore.ErrNotFound {
+					if op == "delete" && kind == secretstore.ErrNotFound {
 						require.NoError(t, err, "deleting a missing secret is no error")
 						continue
 					}
@@ -110,7 +110,7 @@ func TestFailNext(t *testing.T) {
 					assert.Equal(t, kind, secretstore.KindOf(err))
 					assert.Contains(t, err.Error(), op, "error names the operation")
 					assert.Contains(t, err.Error(), `"x"`, "error names the secret")
-					for _, other := range []string{secretstore.OpGet, secretstore.OpStat, secretstore.OpList} {
+					for _, other := range []string{"get", "stat", "list"} {
 						if other != op {
 							assert.NoError(t, call(ctx, s, other, "x"), "%s is not affected", other)
 						}
@@ -129,21 +129,21 @@ func TestFailNextPrecedenceAndClearing(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
 	s.FailNext(mock.AnyOp, 2, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpGet, 1, secretstore.ErrPermission)
+	s.FailNext("get", 1, secretstore.ErrPermission)
 
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrPermission, "the op's own failure comes first")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrUnavailable, "then AnyOp's")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpList, ""), secretstore.ErrUnavailable, "AnyOp applies to every op")
-	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "AnyOp failures are used up")
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrPermission, "the op's own failure comes first")
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrUnavailable, "then AnyOp's")
+	assert.ErrorIs(t, call(ctx, s, "list", ""), secretstore.ErrUnavailable, "AnyOp applies to every op")
+	assert.NoError(t, call(ctx, s, "list", ""), "AnyOp failures are used up")
 
-	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpStat, 1, secretstore.ErrConflict)
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrConflict, "a second FailNext replaces the first")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
+	s.FailNext("stat", 5, secretstore.ErrUnavailable)
+	s.FailNext("stat", 1, secretstore.ErrConflict)
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrConflict, "a second FailNext replaces the first")
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
 
-	s.FailNext(secretstore.OpStat, 5, secretstore.ErrUnavailable)
-	s.FailNext(secretstore.OpStat, 0, nil)
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "n=0 clears pending failures")
+	s.FailNext("stat", 5, secretstore.ErrUnavailable)
+	s.FailNext("stat", 0, nil)
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "n=0 clears pending failures")
 }
 
 func TestFailNextConcurrent(t *testing.T) {
@@ -154,7 +154,7 @@ func TestFailNextConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 25 {
-				if errors.Is(call(t.Context(), s, secretstore.OpList, ""), mock.ErrInjected) {
+				if errors.Is(call(t.Context(), s, "list", ""), mock.ErrInjected) {
 					failed.Add(1)
 				}
 			}
@@ -162,13 +162,13 @@ func TestFailNextConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 50, failed.Load(), "exactly the requested number of calls fail")
-	assert.Equal(t, 200, s.Count(secretstore.OpList))
+	assert.Equal(t, 200, s.Count("list"))
 }
 
 func TestUnavailableSwitch(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	require.NoError(t, call(ctx, s, "put", "a"))
 	s.SetUnavailable(true)
 	for _, op := range ops {
 		err := call(ctx, s, op, "a")
@@ -195,22 +195,22 @@ func TestLatency(t *testing.T) {
 		wantDelay time.Duration
 		wantErr   error
 	}{
-		{"own op delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpGet, 0, 3 * time.Second, nil},
-		{"other op not delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpList, 0, 0, nil},
-		{"AnyOp delays every op", mock.AnyOp, 2 * time.Second, secretstore.OpStat, 0, 2 * time.Second, nil},
-		{"context ends during latency", secretstore.OpGet, time.Minute, secretstore.OpGet, time.Second, time.Second, context.DeadlineExceeded},
-		{"cleared latency", secretstore.OpGet, 0, secretstore.OpGet, 0, 0, nil},
+		{"own op delayed", "get", 3 * time.Second, "get", 0, 3 * time.Second, nil},
+		{"other op not delayed", "get", 3 * time.Second, "list", 0, 0, nil},
+		{"AnyOp delays every op", mock.AnyOp, 2 * time.Second, "stat", 0, 2 * time.Second, nil},
+		{"context ends during latency", "get", time.Minute, "get", time.Second, time.Second, context.DeadlineExceeded},
+		{"cleared latency", "get", 0, "get", 0, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				s := mock.NewStore(nil)
-				require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
-				s.SetLatency(secretstore.OpGet, time.Hour)
+				require.NoError(t, call(ctx, s, "put", "x"))
+				s.SetLatency("get", time.Hour)
 				s.SetLatency(c.setOp, c.d)
 				if c.setOp == mock.AnyOp {
-					s.SetLatency(secretstore.OpGet, 0)
+					s.SetLatency("get", 0)
 				}
 				if c.timeout > 0 {
 					var cancel context.CancelFunc
@@ -237,7 +237,7 @@ func TestHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		s := mock.NewStore(nil)
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
+		require.NoError(t, call(ctx, s, "put", "x"))
 		release := make(chan struct{})
 		var seen []mock.Call
 		s.SetHook(func(ctx context.Context, c mock.Call) error {
@@ -254,7 +254,7 @@ func TestHook(t *testing.T) {
 		})
 
 		done := make(chan error)
-		go func() { done <- call(ctx, s, secretstore.OpGet, "x") }()
+		go func() { done <- call(ctx, s, "get", "x") }()
 		synctest.Wait()
 		select {
 		case <-done:
@@ -264,14 +264,14 @@ func TestHook(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done)
 
-		err := call(ctx, s, secretstore.OpGet, "fail")
+		err := call(ctx, s, "get", "fail")
 		assert.ErrorIs(t, err, errBoom, "the hook's error fails the call")
 		assert.ErrorIs(t, err, secretstore.ErrUnavailable, "an error of no kind is ErrUnavailable")
 		assert.Contains(t, err.Error(), `get "fail"`)
-		assert.Equal(t, []mock.Call{{Op: secretstore.OpGet, Name: "x"}, {Op: secretstore.OpGet, Name: "fail"}}, seen)
+		assert.Equal(t, []mock.Call{{Op: "get", Name: "x"}, {Op: "get", Name: "fail"}}, seen)
 
 		s.SetHook(nil)
-		assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "fail"), secretstore.ErrNotFound, "hook removed")
+		assert.ErrorIs(t, call(ctx, s, "get", "fail"), secretstore.ErrNotFound, "hook removed")
 	})
 }
 
@@ -284,15 +284,15 @@ func TestGetBatch(t *testing.T) {
 	inner, err := secretstore.New(testkit.Batching(d), secretstore.Options{})
 	require.NoError(t, err)
 	s := mock.NewStore(inner)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
+	require.NoError(t, call(ctx, s, "put", "a"))
+	require.NoError(t, call(ctx, s, "put", "b"))
 	s.Reset()
 	got, err := s.GetBatch(ctx, names)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"a", "b"}, keys(got))
 	assert.EqualValues(t, 1, d.Batches(), "one backend batch")
 	assert.Equal(t, 1, s.Count(mock.OpGetBatch))
-	assert.Zero(t, s.Count(secretstore.OpGet))
+	assert.Zero(t, s.Count("get"))
 	assert.ElementsMatch(t, []string{"a", "b", "missing"}, s.Calls()[0].Names, "each distinct name once")
 
 	s.FailNext(mock.OpGetBatch, 1, secretstore.ErrUnavailable)
@@ -312,14 +312,14 @@ func keys(m map[string]*secretstore.Secret) []string {
 func TestReset(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	require.NoError(t, call(ctx, s, "put", "a"))
 	s.FailNext(mock.AnyOp, 10, secretstore.ErrUnavailable)
 	s.SetUnavailable(true)
 	s.SetLatency(mock.AnyOp, time.Hour)
 	s.SetHook(func(context.Context, mock.Call) error { return errBoom })
 	s.Reset()
 	assert.Empty(t, s.Calls())
-	assert.NoError(t, call(ctx, s, secretstore.OpGet, "a"), "faults are gone and the data is kept")
+	assert.NoError(t, call(ctx, s, "get", "a"), "faults are gone and the data is kept")
 	assert.Equal(t, 1, s.Count(mock.AnyOp))
 }
 
@@ -335,10 +335,10 @@ func TestCheckCredentialsFaults(t *testing.T) {
 	}{
 		{"passes through to memory", nil, func(*mock.Store) {}, []error{nil, nil}},
 		{"rejected twice, then accepted", nil, func(s *mock.Store) {
-			s.FailNext(secretstore.OpCheckCredentials, 2, secretstore.ErrPermission)
+			s.FailNext("check-credentials", 2, secretstore.ErrPermission)
 		}, []error{secretstore.ErrPermission, secretstore.ErrPermission, nil}},
 		{"reads are not affected by a check's fault", nil, func(s *mock.Store) {
-			s.FailNext(secretstore.OpGet, 5, secretstore.ErrPermission)
+			s.FailNext("get", 5, secretstore.ErrPermission)
 		}, []error{nil}},
 		{"store down", nil, func(s *mock.Store) { s.SetUnavailable(true) }, []error{secretstore.ErrUnavailable}},
 		{"any-op spell", nil, func(s *mock.Store) {
@@ -362,8 +362,8 @@ func TestCheckCredentialsFaults(t *testing.T) {
 					assert.ErrorIs(t, err, mock.ErrInjected)
 				}
 			}
-			assert.Equal(t, len(c.want), s.Count(secretstore.OpCheckCredentials), "every check is recorded")
-			assert.Equal(t, mock.Call{Op: secretstore.OpCheckCredentials}, s.Calls()[0])
+			assert.Equal(t, len(c.want), s.Count("check-credentials"), "every check is recorded")
+			assert.Equal(t, mock.Call{Op: "check-credentials"}, s.Calls()[0])
 		})
 	}
 }

@@ -333,8 +333,8 @@ func TestDesignExistenceRoute(t *testing.T) {
 	}
 	f := newFixture(t, secretsapi.Options{})
 	f.do(t, "GET", "/secrets/db/password", "myorg/alice", "")
-	assert.Zero(t, f.store.Count(secretstore.OpGet), "existence is checked with Stat only")
-	assert.Equal(t, 1, f.store.Count(secretstore.OpStat))
+	assert.Zero(t, f.store.Count("get"), "existence is checked with Stat only")
+	assert.Equal(t, 1, f.store.Count("stat"))
 }
 
 // 503 when no store is configured or it is unavailable; the store refusing
@@ -356,7 +356,7 @@ func TestStoreMissingOrFailing(t *testing.T) {
 	}{
 		{"unavailable", func(f *fixture) { f.store.SetUnavailable(true) }, "not ready"},
 		{"refusing the agbot", func(f *fixture) {
-			for _, op := range []string{secretstore.OpStat, secretstore.OpGet, secretstore.OpList, secretstore.OpPut} {
+			for _, op := range []string{"stat", "get", "list", "put"} {
 				f.store.FailNext(op, 100, secretstore.ErrPermission)
 			}
 		}, "refused the agbot's credentials"},
@@ -432,7 +432,7 @@ func TestCredentialsNeverPrint(t *testing.T) {
 // longer gets a 503 in time; the handler says it applied the preference.
 func TestPreferredWaitBoundsTheStore(t *testing.T) {
 	f := newFixture(t, secretsapi.Options{})
-	f.store.SetLatency(secretstore.OpStat, time.Hour)
+	f.store.SetLatency("stat", time.Hour)
 	req, err := http.NewRequestWithContext(t.Context(), "GET", f.server.URL+"/secrets/hw-secret-name", nil)
 	require.NoError(t, err)
 	req.SetBasicAuth("myorg/alice", "alice-pw")

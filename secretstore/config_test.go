@@ -58,7 +58,7 @@ func (b *ootBackend) Open(_ context.Context, cfg secretstore.Config, opts secret
 		return nil, err
 	}
 	if c.Greeting == "unreachable" {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrUnavailable, errors.New("cannot connect"))
+		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrUnavailable, Err: errors.New("cannot connect")}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

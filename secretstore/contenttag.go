@@ -123,7 +123,7 @@ func ParseContentTag(s string) (ContentTag, error) {
 }
 
 func contentTagError(problem string) error {
-	return NewError("parse content tag", "", ErrInvalid, fmt.Errorf("content tag %s", problem))
+	return &Error{Op: "parse content tag", Kind: ErrInvalid, Err: fmt.Errorf("content tag %s", problem)}
 }
 
 // String returns "version:<version>", "sha256:[redacted]" or "none".

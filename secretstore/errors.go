@@ -29,16 +29,16 @@ var (
 // kinds lists the error kinds in the order KindOf tries them.
 var kinds = []error{ErrNotFound, ErrPermission, ErrUnavailable, ErrConflict, ErrInvalid}
 
-// Operation names used in Error.Op.
+// Operation names used in Error.Op (documented there).
 const (
-	OpGet    = "get"
-	OpStat   = "stat"
-	OpPut    = "put"
-	OpDelete = "delete"
-	OpList   = "list"
-	OpOpen   = "open"
-	// OpCheckCredentials is a credential check (Store.CheckCredentials).
-	OpCheckCredentials = "check-credentials"
+	opGet    = "get"
+	opStat   = "stat"
+	opPut    = "put"
+	opDelete = "delete"
+	opList   = "list"
+	opOpen   = "open"
+	// opCheckCredentials is a credential check (Store.CheckCredentials).
+	opCheckCredentials = "check-credentials"
 )
 
 // Error is the error type a Store returns. It names the operation and the
@@ -47,7 +47,10 @@ const (
 // Backends build causes from status codes and error codes, never from request
 // or response bodies, so an Error never holds a secret value or a token.
 type Error struct {
-	// Op is the operation, one of the Op constants.
+	// Op is the operation: "get" (Get, GetBatch), "stat", "put",
+	// "delete", "list", "open" (a constructor or Open), "check-credentials"
+	// (CheckCredentials) or "watch" (a Watcher); empty in a driver's
+	// error.
 	Op string
 	// Name is the secret name (or list prefix) the operation was for.
 	Name string
@@ -56,12 +59,6 @@ type Error struct {
 	Kind error
 	// Err is the underlying cause, or nil.
 	Err error
-}
-
-// NewError returns an *Error. kind is one of the package's error kinds (or
-// nil when cause is a context error); cause may be nil.
-func NewError(op, name string, kind, cause error) error {
-	return &Error{Op: op, Name: name, Kind: kind, Err: cause}
 }
 
 // Error returns "secretstore: <op> <name>: <kind>: <cause>", or

@@ -112,11 +112,11 @@ func ExampleReader() {
 		_, _ = reader.Get(ctx, "db/password")
 		_, _ = reader.Get(ctx, "api/token")
 	}
-	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", backend.Count("get"))
 
 	reader.Invalidate("api/token") // a watcher saw it change
 	_, _ = reader.Get(ctx, "api/token")
-	fmt.Println("backend reads:", backend.Count(secretstore.OpGet))
+	fmt.Println("backend reads:", backend.Count("get"))
 	// Output:
 	// backend reads: 2
 	// backend reads: 3
@@ -135,7 +135,7 @@ func ExampleStore_LastSuccess() {
 	_, _ = store.Get(ctx, "db/password") // unavailable: no interaction
 
 	fmt.Println("lastVaultInteraction set:", !answered.IsZero(), "unchanged:", store.LastSuccess().Equal(answered))
-	fmt.Printf("%+v\n", store.Stats()[secretstore.OpGet])
+	fmt.Printf("%+v\n", store.Stats()["get"])
 	// Output:
 	// lastVaultInteraction set: true unchanged: true
 	// {Calls:2 Errors:2}

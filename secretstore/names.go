@@ -54,7 +54,7 @@ func checkPrefix(prefix string) error {
 		return nil
 	}
 	if err := ValidateName(strings.TrimSuffix(prefix, "/")); err != nil {
-		return &Error{Op: OpList, Name: prefix, Kind: ErrInvalid, Err: err}
+		return &Error{Op: opList, Name: prefix, Kind: ErrInvalid, Err: err}
 	}
 	return nil
 }
@@ -63,12 +63,12 @@ func checkPrefix(prefix string) error {
 // and label keys.
 func checkSecret(s *Secret) error {
 	invalid := func(name, problem string) error {
-		return &Error{Op: OpPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
+		return &Error{Op: opPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
 	}
 	if s == nil {
 		return invalid("", "secret is nil")
 	}
-	if err := checkName(OpPut, s.Name); err != nil {
+	if err := checkName(opPut, s.Name); err != nil {
 		return err
 	}
 	if _, ok := s.Data[""]; ok {

@@ -76,7 +76,7 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 		f, leader := join(r.gets, name)
 		r.mu.Unlock()
 		if leader {
-			s, err := lead(r, r.gets, OpGet, name, f,
+			s, err := lead(r, r.gets, opGet, name, f,
 				func() (*Secret, error) { return r.store.Get(ctx, name) },
 				func(s *Secret) {
 					if r.ttl > 0 {
@@ -85,7 +85,7 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 				})
 			return s.Clone(), err
 		}
-		s, err, retry := wait(ctx, OpGet, name, f)
+		s, err, retry := wait(ctx, opGet, name, f)
 		if !retry {
 			return s.Clone(), err
 		}
@@ -102,10 +102,10 @@ func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 		var err error
 		retry := false
 		if leader {
-			md, err = lead(r, r.stats, OpStat, name, f,
+			md, err = lead(r, r.stats, opStat, name, f,
 				func() (Metadata, error) { return r.store.Stat(ctx, name) }, nil)
 		} else {
-			md, err, retry = wait(ctx, OpStat, name, f)
+			md, err, retry = wait(ctx, opStat, name, f)
 		}
 		if !retry {
 			// Each caller gets labels of its own.
@@ -205,7 +205,7 @@ func lead[T any](r *Reader, flights map[string]*flight[T], op, name string, f *f
 			return
 		}
 		// read panicked: fail the waiters and let the panic go on.
-		f.err = NewError(op, name, ErrUnavailable, errors.New("the backend panicked"))
+		f.err = &Error{Op: op, Name: name, Kind: ErrUnavailable, Err: errors.New("the backend panicked")}
 		r.mu.Lock()
 		if flights[name] == f {
 			delete(flights, name)
@@ -236,7 +236,7 @@ func wait[T any](ctx context.Context, op, name string, f *flight[T]) (val T, err
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return zero, NewError(op, name, nil, ctx.Err()), false
+		return zero, &Error{Op: op, Name: name, Err: ctx.Err()}, false
 	}
 	if f.err != nil && ctx.Err() == nil &&
 		(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {

@@ -61,9 +61,9 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 		seed(t, backend)
 		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
 		run(t, r)
-		assert.LessOrEqual(t, backend.Count(secretstore.OpGet), names, "at most one backend read per name")
+		assert.LessOrEqual(t, backend.Count("get"), names, "at most one backend read per name")
 		for i := range names {
-			assert.Equal(t, 1, backend.CountName(secretstore.OpGet, fmt.Sprintf("s%03d", i)))
+			assert.Equal(t, 1, backend.CountName("get", fmt.Sprintf("s%03d", i)))
 		}
 	})
 
@@ -77,10 +77,10 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
-			assert.Equal(t, names, backend.Count(secretstore.OpGet), "one backend read per name in flight")
+			assert.Equal(t, names, backend.Count("get"), "one backend read per name in flight")
 			g.Release()
 			<-done
-			assert.Equal(t, names, backend.Count(secretstore.OpGet), "waiters shared those reads")
+			assert.Equal(t, names, backend.Count("get"), "waiters shared those reads")
 		})
 	})
 }
@@ -113,7 +113,7 @@ func TestReaderTTL(t *testing.T) {
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "step %d", i)
 			assert.Equal(t, st.wantValue, value(s), "step %d", i)
-			assert.Equal(t, st.wantReads, backend.Count(secretstore.OpGet), "step %d", i)
+			assert.Equal(t, st.wantReads, backend.Count("get"), "step %d", i)
 		}
 	})
 }
@@ -126,12 +126,12 @@ func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
 		require.NoError(t, err)
-		assert.Equal(t, i+1, backend.Count(secretstore.OpGet))
+		assert.Equal(t, i+1, backend.Count("get"))
 	}
 	r = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: -time.Second})
 	_, _ = r.Get(ctx, "x")
 	_, _ = r.Get(ctx, "x")
-	assert.Equal(t, 5, backend.Count(secretstore.OpGet), "a negative TTL disables caching too")
+	assert.Equal(t, 5, backend.Count("get"), "a negative TTL disables caching too")
 }
 
 func TestReaderNeverCachesErrors(t *testing.T) {
@@ -150,7 +150,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
 			if c.inject != nil {
 				put(t, backend.Inner(), "x", "1")
-				backend.FailNext(secretstore.OpGet, 1, c.inject)
+				backend.FailNext("get", 1, c.inject)
 			}
 			_, err := r.Get(ctx, "x")
 			if c.inject != nil {
@@ -164,7 +164,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			assert.Equal(t, "1", value(s))
 			_, err = r.Get(ctx, "x")
 			require.NoError(t, err)
-			assert.Equal(t, 2, backend.Count(secretstore.OpGet), "the success was cached")
+			assert.Equal(t, 2, backend.Count("get"), "the success was cached")
 		})
 	}
 }
@@ -261,7 +261,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				got := <-d
 				require.NoError(t, got.err)
 				assert.Equal(t, "new", value(got.s), "the stale in-flight read was never cached")
-				assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+				assert.Equal(t, 2, backend.Count("get"))
 			})
 		})
 	}
@@ -300,7 +300,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		<-reads // the leader's read is in flight; never released
 		waiter := getAsync(t.Context(), r, "x")
 		synctest.Wait() // the waiter has joined the leader's read
-		assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+		assert.Equal(t, 1, backend.Count("get"))
 
 		cancelLeader()
 		got := <-leader
@@ -311,7 +311,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		got = <-waiter
 		require.NoError(t, got.err, "the waiter is not failed by the leader's cancellation")
 		assert.Equal(t, "1", value(got.s))
-		assert.Equal(t, 2, backend.Count(secretstore.OpGet))
+		assert.Equal(t, 2, backend.Count("get"))
 	})
 }
 
@@ -384,7 +384,7 @@ func TestReaderInvalidate(t *testing.T) {
 	s, err = r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "2", value(s), "Invalidate drops the cached copy")
-	assert.Equal(t, 2, backend.Count(secretstore.OpGet), "each Get after an invalidation read the backend")
+	assert.Equal(t, 2, backend.Count("get"), "each Get after an invalidation read the backend")
 }
 
 func TestReaderReturnsCopies(t *testing.T) {
@@ -399,7 +399,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 		s.Data["v"][0] = 'X'
 		s.Data["extra"] = nil
 	}
-	assert.Equal(t, 1, backend.Count(secretstore.OpGet))
+	assert.Equal(t, 1, backend.Count("get"))
 }
 
 func TestReaderStat(t *testing.T) {
@@ -420,7 +420,7 @@ func TestReaderStat(t *testing.T) {
 			}()
 		}
 		synctest.Wait()
-		assert.Equal(t, 1, backend.Count(secretstore.OpStat), "concurrent Stats share one call")
+		assert.Equal(t, 1, backend.Count("stat"), "concurrent Stats share one call")
 		g.Release()
 		var mds []secretstore.Metadata
 		for range 5 {
@@ -433,7 +433,7 @@ func TestReaderStat(t *testing.T) {
 
 		_, err = r.Stat(t.Context(), "x")
 		require.NoError(t, err)
-		assert.Equal(t, 2, backend.Count(secretstore.OpStat), "Stat results are not cached")
+		assert.Equal(t, 2, backend.Count("stat"), "Stat results are not cached")
 	})
 }
 
@@ -556,7 +556,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 						}
 					}
 				})
-				b.ReportMetric(float64(backend.Count(secretstore.OpGet))/float64(b.N), "backend-reads/op")
+				b.ReportMetric(float64(backend.Count("get"))/float64(b.N), "backend-reads/op")
 			})
 		}
 	}

@@ -105,7 +105,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 			outputs[vname+" slog "+hname] = b.String()
 		}
 
-		wrapped := secretstore.NewError(secretstore.OpGet, s.Name, secretstore.ErrUnavailable, fmt.Errorf("while handling %v", v))
+		wrapped := &secretstore.Error{Op: "get", Name: s.Name, Kind: secretstore.ErrUnavailable, Err: fmt.Errorf("while handling %v", v)}
 		for ename, err := range map[string]error{
 			"Errorf %v":  fmt.Errorf("reading: %v", v),
 			"Errorf %+v": fmt.Errorf("reading: %+v", v),

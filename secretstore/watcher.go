@@ -261,7 +261,7 @@ func (c Cycle) StoreFailure() error {
 	if c.Forbidden > 0 && c.AnsweredAlone == 0 && c.Answered > 0 {
 		// Listed, but refused whenever asked about alone: the caller's
 		// own access to every secret, not a refusal of particular ones.
-		return NewError(opWatch, "", ErrPermission, fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered))
+		return &Error{Op: opWatch, Kind: ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
 	}
 	if c.Watched == 0 || c.Answered > 0 {
 		return nil
@@ -270,7 +270,7 @@ func (c Cycle) StoreFailure() error {
 	if c.Unavailable > 0 {
 		kind = ErrUnavailable
 	}
-	return NewError(opWatch, "", kind, fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable))
+	return &Error{Op: opWatch, Kind: kind, Err: fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable)}
 }
 
 // LogValue implements slog.LogValuer: the counts, the credential check's
@@ -419,7 +419,7 @@ type observation struct {
 // opts.Config.
 func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 	if store == nil {
-		return nil, NewError(OpOpen, "", ErrInvalid, errors.New("watcher: store is nil"))
+		return nil, &Error{Op: opOpen, Kind: ErrInvalid, Err: errors.New("watcher: store is nil")}
 	}
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
@@ -456,7 +456,7 @@ func (w *Watcher) Interval() time.Duration { return w.interval }
 func (w *Watcher) Watch(names ...string) error {
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
-			return NewError(opWatch, n, ErrInvalid, err)
+			return &Error{Op: opWatch, Name: n, Kind: ErrInvalid, Err: err}
 		}
 	}
 	w.mu.Lock()

@@ -91,7 +91,7 @@ func ExampleCycle_StoreFailure() {
 	// One secret's permission removed.
 	backend.SetHook(func(_ context.Context, c mock.Call) error {
 		if c.Name == "api/token" {
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, nil)
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission}
 		}
 		return nil
 	})

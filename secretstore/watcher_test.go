@@ -834,7 +834,7 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				require.NoError(t, first.StoreFailure())
 
 				c.fault(d)
-				checks := d.Calls(secretstore.OpCheckCredentials, "")
+				checks := d.Calls("check-credentials", "")
 				time.Sleep(time.Minute)
 				got := w.Poll(ctx)
 				assert.Equal(t, time.Now(), got.At)
@@ -846,10 +846,10 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				assert.Equal(t, c.events, nilIfEmpty(summary(got.Events)))
 				assert.Equal(t, !c.noCheck, got.CredentialsChecked)
 				if c.noCheck {
-					assert.Equal(t, checks, d.Calls(secretstore.OpCheckCredentials, ""), "no check to run")
+					assert.Equal(t, checks, d.Calls("check-credentials", ""), "no check to run")
 					assert.NoError(t, got.Credentials)
 				} else {
-					assert.Equal(t, checks+1, d.Calls(secretstore.OpCheckCredentials, ""), "one check per cycle")
+					assert.Equal(t, checks+1, d.Calls("check-credentials", ""), "one check per cycle")
 					if c.credentials == nil {
 						assert.NoError(t, got.Credentials)
 					} else {
@@ -893,7 +893,7 @@ func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
 			assert.Zero(t, c.Watched)
 			assert.True(t, c.CredentialsChecked)
 			assert.NoError(t, c.StoreFailure())
-			assert.Equal(t, i+1, backend.Count(secretstore.OpCheckCredentials))
+			assert.Equal(t, i+1, backend.Count("check-credentials"))
 			r.tick()
 		}
 	})
@@ -923,7 +923,7 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.fail != nil {
-			backend.FailNext(secretstore.OpCheckCredentials, 1, s.fail)
+			backend.FailNext("check-credentials", 1, s.fail)
 		}
 		w.Poll(ctx)
 		assert.Equal(t, s.rejected, count(rejected), "step %d: rejections logged", i)

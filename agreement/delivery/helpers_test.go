@@ -440,7 +440,7 @@ func (h *harness) forbid(names ...string) {
 	}
 	h.store.SetHook(func(_ context.Context, c mock.Call) error {
 		if set[c.Name] {
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission, Err: mock.ErrInjected}
 		}
 		return nil
 	})

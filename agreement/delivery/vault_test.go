@@ -224,7 +224,7 @@ func TestVaultRotationReadsEachRotatedSecretOnce(t *testing.T) {
 			assert.Zero(t, updates(agents[id]), "agreement %s uses no rotated secret", id)
 		}
 	}
-	reads := h.store.Count(secretstore.OpGet)
+	reads := h.store.Count("get")
 	assert.Positive(t, reads, "the new values were read")
 	assert.LessOrEqual(t, reads, len(rotated), "store reads for the rotation: one per rotated secret")
 	assert.Empty(t, h.cancelled())

@@ -150,13 +150,12 @@ func newDriver(ctx context.Context, opts Options) (*store, int, error) {
 	} else {
 		loaded, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
-			return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, loadError(err))
+			return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: loadError(err)}
 		}
 		cfg = loaded
 	}
 	if cfg.Region == "" {
-		return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid,
-			errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region"))
+		return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region")}
 	}
 	// One attempt per call: secretstore.Store retries, within the caller's
 	// deadline.
@@ -656,7 +655,7 @@ func (s *store) CheckCredentials(ctx context.Context) error {
 		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{s.scope + "/"}}}
 	}
 	if _, err := s.api.ListSecrets(ctx, in); err != nil {
-		return s.fail(ctx, secretstore.OpCheckCredentials, "", err)
+		return s.fail(ctx, "check-credentials", "", err)
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstor
 	}
 	awsCfg, err := c.awsConfig(ctx)
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
 	}
 	maxBackoff, _ := time.ParseDuration(c.MaxBackoff) // validated
 	return New(ctx, Options{

@@ -657,7 +657,7 @@ func TestLogsHoldNoValues(t *testing.T) {
 
 // TestAPIErrorReachable: callers reach the AWS details with errors.As.
 func TestAPIErrorReachable(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", secretstore.NewError("get", "x", secretstore.ErrUnavailable, &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}))
+	err := fmt.Errorf("wrapped: %w", &secretstore.Error{Op: "get", Name: "x", Kind: secretstore.ErrUnavailable, Err: &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}})
 	var ae *awssm.APIError
 	require.True(t, errors.As(err, &ae))
 	assert.Equal(t, "secretsmanager GetSecretValue: ThrottlingException (HTTP 400) after 3 attempts", ae.Error())

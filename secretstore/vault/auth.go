@@ -247,10 +247,10 @@ func (a *authenticator) first(ctx context.Context, addr string) (*api.Secret, er
 // loginError builds the error for a failed login.
 func loginError(ctx context.Context, err error, addr string) error {
 	if ctx.Err() != nil {
-		return secretstore.NewError(secretstore.OpOpen, "", nil, ctx.Err())
+		return &secretstore.Error{Op: "open", Err: ctx.Err()}
 	}
 	kind, cause := loginCause(err, addr)
-	return secretstore.NewError(secretstore.OpOpen, "", kind, cause)
+	return &secretstore.Error{Op: "open", Kind: kind, Err: cause}
 }
 
 // loginCause classifies a failed login: ErrInvalid when a local credential

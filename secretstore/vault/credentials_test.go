@@ -147,7 +147,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			}
 
 			logins := rec.logins.Load()
-			checks := mon.Stats()[secretstore.OpCheckCredentials].Calls
+			checks := mon.Stats()["check-credentials"].Calls
 			cycle := w.Poll(ctx)
 			assert.LessOrEqual(t, rec.logins.Load()-logins, int64(1), "refused reads do not each try a login")
 			assert.Equal(t, [4]int{3, 0, 3, 0}, [4]int{cycle.Watched, cycle.Answered, cycle.Forbidden, cycle.Unavailable},
@@ -158,7 +158,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 				assert.Equal(t, secretstore.Forbidden, ev.Kind)
 				assert.Contains(t, ev.Err.Error(), c.cause[0], "a refused read names the token's trouble, not a policy")
 			}
-			assert.Equal(t, checks+1, mon.Stats()[secretstore.OpCheckCredentials].Calls, "the watcher ran the check once per cycle")
+			assert.Equal(t, checks+1, mon.Stats()["check-credentials"].Calls, "the watcher ran the check once per cycle")
 
 			out := logs.String()
 			assert.Equal(t, 1, strings.Count(out, errorLine), "one error in the log, however many reads were refused:\n%s", out)

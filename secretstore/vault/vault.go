@@ -189,7 +189,7 @@ func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripp
 		timeout = DefaultTimeout
 	}
 	invalid := func(err error) error {
-		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
 	}
 	tr, err := newTransport(cfg)
 	if err != nil {
@@ -280,9 +280,9 @@ func newTransport(cfg Config) (*http.Transport, error) {
 func openError(err error) error {
 	var de *secretstore.Error
 	if errors.As(err, &de) {
-		return secretstore.NewError(secretstore.OpOpen, "", de.Kind, de.Err)
+		return &secretstore.Error{Op: "open", Kind: de.Kind, Err: de.Err}
 	}
-	return secretstore.NewError(secretstore.OpOpen, "", nil, err) // a context error
+	return &secretstore.Error{Op: "open", Err: err} // a context error
 }
 
 // detectKV sets the KV version: the configured one, or for "auto" what
@@ -310,7 +310,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 		return openError(err)
 	}
 	invalid := func(format string) error {
-		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf(format, s.mount))
+		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: fmt.Errorf(format, s.mount)}
 	}
 	if sec == nil || sec.Data == nil {
 		return invalid("mount %q not found")

@@ -227,8 +227,8 @@ func TestWatcherOnVault(t *testing.T) {
 			next := changed.cycle + 1
 			st, st2 := w.statsBefore(next), w.statsBefore(next+1)
 			require.NotNil(t, st2)
-			assert.EqualValues(t, 2, st2[secretstore.OpStat].Calls-st[secretstore.OpStat].Calls, "one Stat per watched name")
-			gets := st2[secretstore.OpGet].Calls - st[secretstore.OpGet].Calls
+			assert.EqualValues(t, 2, st2["stat"].Calls-st["stat"].Calls, "one Stat per watched name")
+			gets := st2["get"].Calls - st["get"].Calls
 			if c.versions {
 				assert.Zero(t, gets, "KV v2: versions suffice, no value is read")
 			} else {
