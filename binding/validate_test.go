@@ -319,7 +319,7 @@ func TestValidateRules(t *testing.T) {
 		{
 			name:   "store refusing the name as too long",
 			defs:   []*ServiceDefinition{a()},
-			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", strings.Repeat("x", secretstore.MaxNameLength-2)))}},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", strings.Repeat("x", 512-2)))}},
 			want:   []Code{CodeVaultSecretInvalid},
 		},
 		{

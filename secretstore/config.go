@@ -33,18 +33,18 @@ type Config struct {
 	Sections map[string]json.RawMessage
 }
 
-// MaxConfigSize bounds the JSON accepted by ParseConfig.
-const MaxConfigSize = 1 << 20
+// maxConfigSize bounds the JSON accepted by ParseConfig.
+const maxConfigSize = 1 << 20
 
-// ParseConfig decodes a JSON config of at most MaxConfigSize bytes and
+// ParseConfig decodes a JSON config of at most 1 MiB (1<<20 bytes) and
 // validates it, reporting every problem at once (see Config.Validate).
 func ParseConfig(r io.Reader) (Config, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxConfigSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
 	if err != nil {
 		return Config{}, fmt.Errorf("secretstore: reading config: %w", err)
 	}
-	if len(data) > MaxConfigSize {
-		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
+	if len(data) > maxConfigSize {
+		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", maxConfigSize)}}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Config{}, &ConfigError{Problems: []string{"config is empty"}}

@@ -189,15 +189,15 @@ func TestParseConfigNeverEchoesValues(t *testing.T) {
 
 func TestParseConfigSizeLimit(t *testing.T) {
 	frame := `{"type":"memory","other":{"pad":""}}`
-	fits := strings.Replace(frame, `""`, `"`+strings.Repeat("x", secretstore.MaxConfigSize-len(frame))+`"`, 1)
-	require.Len(t, fits, secretstore.MaxConfigSize)
+	fits := strings.Replace(frame, `""`, `"`+strings.Repeat("x", 1<<20-len(frame))+`"`, 1)
+	require.Len(t, fits, 1<<20)
 	_, err := secretstore.ParseConfig(strings.NewReader(fits))
-	assert.NoError(t, err, "a config of exactly MaxConfigSize bytes is accepted")
+	assert.NoError(t, err, "a config of exactly 1 MiB is accepted")
 
 	tooBig := strings.Replace(fits, `"x`, `"xx`, 1)
 	_, err = secretstore.ParseConfig(strings.NewReader(tooBig))
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
-	assert.Contains(t, err.Error(), fmt.Sprintf("config is larger than %d bytes", secretstore.MaxConfigSize))
+	assert.Contains(t, err.Error(), fmt.Sprintf("config is larger than %d bytes", 1<<20))
 
 	_, err = secretstore.ParseConfig(&failingReader{})
 	assert.ErrorContains(t, err, "reading config: disk on fire")
@@ -250,7 +250,7 @@ func TestRegisterPanics(t *testing.T) {
 	}{
 		{"empty type", "", oot, "secretstore: Register with empty type or nil backend"},
 		{"nil backend", "fresh", nil, "secretstore: Register with empty type or nil backend"},
-		{"duplicate in-tree", memory.Type, oot, "secretstore: Register called twice for type memory"},
+		{"duplicate in-tree", "memory", oot, "secretstore: Register called twice for type memory"},
 		{"duplicate out-of-tree", ootType, oot, "secretstore: Register called twice for type oot-test"},
 	}
 	for _, c := range cases {
@@ -258,7 +258,7 @@ func TestRegisterPanics(t *testing.T) {
 			assert.PanicsWithValue(t, c.msg, func() { secretstore.Register(c.typ, c.b) })
 		})
 	}
-	assert.Equal(t, []string{memory.Type, ootType}, secretstore.Backends(), "failed registrations changed nothing")
+	assert.Equal(t, []string{"memory", ootType}, secretstore.Backends(), "failed registrations changed nothing")
 }
 
 func TestOpenOutOfTreeBackend(t *testing.T) {

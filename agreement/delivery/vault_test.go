@@ -50,8 +50,8 @@ func vaultHarness(t *testing.T, mount, token string, grace time.Duration) *harne
 	srv := vaulttest.Shared(t)
 	env := "EDGESECRETS_DELIVERY_TEST_TOKEN"
 	t.Setenv(env, token)
-	s, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: env}}, vault.Options{})
+	s, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
+		Auth: vault.Auth{Method: "token", TokenEnv: env}}, vault.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	h := newHarness(t, func(o *delivery.Options) {

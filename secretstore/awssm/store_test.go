@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -58,14 +59,14 @@ func TestValueEncoding(t *testing.T) {
 	t.Run("text values are a plain JSON object", func(t *testing.T) {
 		e.put(s, "text", d("user", "alice", "json", `{"a":"<b>"}`), nil)
 		assert.JSONEq(t, `{"user":"alice","json":"{\"a\":\"<b>\"}"}`, e.secretString("org/text"))
-		assert.NotContains(t, e.secretString("org/text"), awssm.BinaryKeysField)
+		assert.NotContains(t, e.secretString("org/text"), binarykey.Marker)
 	})
 	t.Run("non-UTF-8 values are base64 and listed", func(t *testing.T) {
 		bin := []byte{0xff, 0x00, 0xfe, 'x'}
 		e.put(s, "bin", secretstore.Data{"key": bin, "name": []byte("ok")}, nil)
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal([]byte(e.secretString("org/bin")), &raw))
-		assert.Equal(t, map[string]any{"key": "/wD+eA==", "name": "ok", awssm.BinaryKeysField: []any{"key"}}, raw)
+		assert.Equal(t, map[string]any{"key": "/wD+eA==", "name": "ok", binarykey.Marker: []any{"key"}}, raw)
 		got, err := s.Get(t.Context(), "bin")
 		require.NoError(t, err)
 		assert.Equal(t, bin, []byte(got.Data["key"]))
@@ -73,14 +74,14 @@ func TestValueEncoding(t *testing.T) {
 	})
 	t.Run("reserved key rejected", func(t *testing.T) {
 		writes := e.srv.Writes()
-		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "r", Data: d(awssm.BinaryKeysField, "x")}, secretstore.PutOptions{})
+		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "r", Data: d(binarykey.Marker, "x")}, secretstore.PutOptions{})
 		require.ErrorIs(t, err, secretstore.ErrInvalid)
-		assert.Contains(t, err.Error(), awssm.BinaryKeysField)
+		assert.Contains(t, err.Error(), binarykey.Marker)
 		assert.Equal(t, writes, e.srv.Writes())
 	})
 	t.Run("too large rejected without a write", func(t *testing.T) {
 		writes := e.srv.Writes()
-		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), awssm.MaxSecretStringBytes)}}, secretstore.PutOptions{})
+		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), 65536)}}, secretstore.PutOptions{})
 		require.ErrorIs(t, err, secretstore.ErrInvalid)
 		assert.Contains(t, err.Error(), "65536")
 		assert.Equal(t, writes, e.srv.Writes())
@@ -495,7 +496,7 @@ func TestCompareAndSet(t *testing.T) {
 	assert.True(t, changed)
 	now, ok := e.info("cas").Current()
 	require.True(t, ok)
-	assert.Contains(t, now.Stages, awssm.PendingStage, "written through the pending stage")
+	assert.Contains(t, now.Stages, "EDGESECRETS_PENDING", "written through the pending stage")
 	assert.Equal(t, int64(1), e.srv.Calls(smmock.OpUpdateSecretVersionStage), "one stage move")
 
 	t.Run("labels only", func(t *testing.T) {

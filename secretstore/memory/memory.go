@@ -24,10 +24,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// Type is the name the backend registers under.
-const Type = "memory"
+// backendType is the name the backend registers under.
+const backendType = "memory"
 
-func init() { secretstore.Register(Type, backend{}) }
+func init() { secretstore.Register(backendType, backend{}) }
 
 // New returns an empty in-memory store.
 func New() *secretstore.Store {

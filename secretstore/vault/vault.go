@@ -25,7 +25,7 @@
 // read before the write (not atomic), and a secret needs at least one key.
 //
 // Values are bytes: valid UTF-8 is stored as a JSON string, anything else
-// as {"edgesecrets:base64": "..."} (see BinaryKey). A Put that would change
+// as {"edgesecrets:base64": "..."} (see the package documentation). A Put that would change
 // nothing reads the secret and writes nothing.
 //
 // Errors: 403 is ErrPermission; sealed, standby, unreachable, timeouts,
@@ -92,10 +92,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// Type is the name the backend registers under.
-const Type = "vault"
+// backendType is the name the backend registers under.
+const backendType = "vault"
 
-func init() { secretstore.Register(Type, backend{}) }
+func init() { secretstore.Register(backendType, backend{}) }
 
 // Options carry what a config file cannot.
 type Options struct {
@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	attempts := DefaultMaxRetries + 1
+	attempts := defaultMaxRetries + 1
 	switch {
 	case cfg.MaxRetries != nil:
 		attempts = *cfg.MaxRetries + 1
@@ -160,7 +160,7 @@ func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
 	}
 	mount := strings.Trim(cfg.Mount, "/")
 	if mount == "" {
-		mount = DefaultMount
+		mount = defaultMount
 	}
 	s := &store{addr: cfg.Address, mount: mount, base: joinPath(cfg.ParentPath)}
 	if opts.Client != nil {
@@ -186,7 +186,7 @@ func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
 func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) error {
 	timeout := time.Duration(cfg.Timeout)
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	}
 	invalid := func(err error) error {
 		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
@@ -289,10 +289,10 @@ func openError(err error) error {
 // Vault says the mount runs.
 func (s *store) detectKV(ctx context.Context, configured string) error {
 	switch configured {
-	case KV1:
+	case kv1:
 		s.kv = 1
 		return nil
-	case KV2:
+	case kv2:
 		s.kv = 2
 		return nil
 	}
