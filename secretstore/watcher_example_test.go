@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -21,11 +22,7 @@ func ExampleWatcher() {
 	}
 	write("first")
 
-	cfg, err := secretstore.NewWatcherConfig("30s") // from the agbot's configuration
-	if err != nil {
-		panic(err)
-	}
-	w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Config: cfg})
+	w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Interval: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -249,8 +249,8 @@ func New(opts Options) (*Engine, error) {
 	// The watcher reads the backend through the monitor only: a cache
 	// would hide fresh data from its checksum fallback.
 	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
-		Config: secretstore.WatcherConfig{Interval: cfg.Interval},
-		Logger: log,
+		Interval: cfg.Interval,
+		Logger:   log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery: %w", err)

@@ -20,7 +20,7 @@ import (
 
 // watchInterval is the watcher's interval in these tests: the minimum, on
 // the real clock, as a fast-rotating deployment would configure it.
-const watchInterval = "1s"
+const watchInterval = time.Second
 
 // eventSlack is how much longer than one interval an expected event may
 // take to arrive on a loaded machine. Timing is not what these tests
@@ -58,10 +58,9 @@ type watchRun struct {
 // ends.
 func startWatch(t *testing.T, store *secretstore.Store, names ...string) *watchRun {
 	t.Helper()
-	cfg, err := secretstore.NewWatcherConfig(watchInterval)
-	require.NoError(t, err)
-	r := &watchRun{mon: store, interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
-	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Config: cfg, Heartbeat: r.heartbeat})
+	r := &watchRun{mon: store, interval: watchInterval, before: map[int64]map[string]secretstore.OpStats{}}
+	var err error
+	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Interval: watchInterval, Heartbeat: r.heartbeat})
 	require.NoError(t, err)
 	require.NoError(t, r.w.Watch(names...))
 
