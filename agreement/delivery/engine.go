@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -202,7 +203,7 @@ type Engine struct {
 	cfg       settings
 	state     State
 	monitor   *secretstore.Store
-	reader    *secretstore.Reader
+	reader    *storereader.Reader
 	watcher   *secretstore.Watcher
 	keys      *agreement.PrivateKeys
 	agents    Agents
@@ -259,7 +260,7 @@ func New(opts Options) (*Engine, error) {
 		cfg:       cfg,
 		state:     opts.State,
 		monitor:   monitor,
-		reader:    secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: min(valueTTL, cfg.Interval/2)}),
+		reader:    storereader.New(monitor, storereader.Options{TTL: min(valueTTL, cfg.Interval/2)}),
 		watcher:   watcher,
 		keys:      opts.Keys,
 		agents:    opts.Agents,

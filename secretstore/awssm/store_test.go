@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	smmock "github.com/edgesecrets/edgesecrets/mock/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -564,7 +565,7 @@ func TestGetBatch(t *testing.T) {
 	_, err = s.GetBatch(ctx, []string{"ok", "../escape"})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 
-	reader := secretstore.NewReader(s, secretstore.ReaderOptions{TTL: time.Hour})
+	reader := storereader.New(s, storereader.Options{TTL: time.Hour})
 	e.srv.ResetCounters()
 	for range 3 {
 		got, err := reader.GetBatch(ctx, names[:5])

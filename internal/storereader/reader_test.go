@@ -1,4 +1,4 @@
-package secretstore_test
+package storereader_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -34,7 +35,7 @@ func value(s *secretstore.Secret) string {
 
 func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	const goroutines, names = 10_000, 100
-	run := func(t *testing.T, r *secretstore.Reader) {
+	run := func(t *testing.T, r *storereader.Reader) {
 		var wg sync.WaitGroup
 		var wrong atomic.Int64
 		for i := range goroutines {
@@ -59,7 +60,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	t.Run("with TTL", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		seed(t, backend)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Minute})
 		run(t, r)
 		assert.LessOrEqual(t, backend.Count("get"), names, "at most one backend read per name")
 		for i := range names {
@@ -73,7 +74,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 			seed(t, backend)
 			var g testgate.Gate
 			holdReads(backend, &g)
-			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{})
+			r := storereader.New(backend.Store, storereader.Options{})
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
@@ -91,7 +92,7 @@ func TestReaderTTL(t *testing.T) {
 		backend := mock.NewStore(nil)
 		put(t, backend.Inner(), "x", "1")
 		const ttl = 30 * time.Second
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: ttl})
+		r := storereader.New(backend.Store, storereader.Options{TTL: ttl})
 
 		steps := []struct {
 			advance   time.Duration
@@ -122,13 +123,13 @@ func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner(), "x", "1")
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 0})
+	r := storereader.New(backend.Store, storereader.Options{TTL: 0})
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
 		require.NoError(t, err)
 		assert.Equal(t, i+1, backend.Count("get"))
 	}
-	r = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: -time.Second})
+	r = storereader.New(backend.Store, storereader.Options{TTL: -time.Second})
 	_, _ = r.Get(ctx, "x")
 	_, _ = r.Get(ctx, "x")
 	assert.Equal(t, 5, backend.Count("get"), "a negative TTL disables caching too")
@@ -147,7 +148,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
 			backend := mock.NewStore(nil)
-			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+			r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 			if c.inject != nil {
 				put(t, backend.Inner(), "x", "1")
 				backend.FailNext("get", 1, c.inject)
@@ -207,7 +208,7 @@ func newHeld(t *testing.T) (held *secretstore.Store, reads chan heldRead, direct
 }
 
 // getAsync runs r.Get in a goroutine and returns a channel for its result.
-func getAsync(ctx context.Context, r *secretstore.Reader, name string) <-chan result {
+func getAsync(ctx context.Context, r *storereader.Reader, name string) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
 		s, err := r.Get(ctx, name)
@@ -229,7 +230,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				heldStore, reads, mem := newHeld(t)
 				put(t, mem, "x", "old")
 				backend := mock.NewStore(heldStore)
-				r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+				r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
 				a := getAsync(ctx, r, "x")
 				readA := <-reads // A has read "old" and is in flight
@@ -271,7 +272,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 			ctx := t.Context()
 			held, reads, mem := newHeld(t)
 			put(t, mem, "x", "old")
-			r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+			r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 			a := getAsync(ctx, r, "x")
 			readA := <-reads
@@ -293,7 +294,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		heldStore, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
 		backend := mock.NewStore(heldStore)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
 		leaderCtx, cancelLeader := context.WithCancel(t.Context())
 		leader := getAsync(leaderCtx, r, "x")
@@ -319,7 +320,7 @@ func TestReaderWaiterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		held, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
-		r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 		leader := getAsync(t.Context(), r, "x")
 		read := <-reads
@@ -353,7 +354,7 @@ func (p *panicStore) Get(context.Context, string) (*driver.Secret, error) {
 func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := &panicStore{Store: testkit.NewDriver(), release: make(chan struct{})}
-		r := secretstore.NewReader(newStore(t, ps), secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(newStore(t, ps), storereader.Options{TTL: time.Hour})
 		panicked := make(chan any, 1)
 		go func() {
 			defer func() { panicked <- recover() }()
@@ -372,7 +373,7 @@ func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 func TestReaderInvalidate(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 	put(t, backend.Inner(), "y", "1")
 	_, err := r.Get(ctx, "y")
 	require.NoError(t, err)
@@ -391,7 +392,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner(), "x", "1")
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 	for range 3 {
 		s, err := r.Get(ctx, "x")
 		require.NoError(t, err)
@@ -407,7 +408,7 @@ func TestReaderStat(t *testing.T) {
 		backend := mock.NewStore(nil)
 		_, err := backend.Inner().Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		var g testgate.Gate
 		holdReads(backend, &g)
 
@@ -446,7 +447,7 @@ func TestReaderGetBatch(t *testing.T) {
 		store := newStore(t, d)
 		put(t, store, "a", "1")
 		put(t, store, "b", "2")
-		r := secretstore.NewReader(store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(store, storereader.Options{TTL: time.Hour})
 		_, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		gets := d.CallsByName("get")
@@ -480,7 +481,7 @@ func TestReaderGetBatch(t *testing.T) {
 		bm := newStore(t, testkit.Batching(d))
 		put(t, bm, "a", "1")
 		put(t, bm, "b", "2")
-		r := secretstore.NewReader(bm, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(bm, storereader.Options{TTL: time.Hour})
 		got, err := r.GetBatch(ctx, names)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
@@ -496,7 +497,7 @@ func TestReaderGetBatch(t *testing.T) {
 	t.Run("invalidation during a batch", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		put(t, backend.Inner(), "a", "old")
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		backend.SetHook(func(context.Context, mock.Call) error {
 			backend.SetHook(nil)
 			r.Invalidate("a") // a watcher reports a change while the batch runs
@@ -540,7 +541,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 					Get(context.Context, string) (*secretstore.Secret, error)
 				} = backend.Store
 				if withReader {
-					store = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
+					store = storereader.New(backend.Store, storereader.Options{TTL: time.Minute})
 				}
 				var next atomic.Int64
 				b.ResetTimer()
