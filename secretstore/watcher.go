@@ -215,7 +215,7 @@ type WatcherOptions struct {
 // refusal is reported within len(names)/3 cycles); otherwise with one
 // Stat per name, a few at a time (Vault has no bulk metadata read). Only when a secret has no Version (a
 // store without versions) does it read the secret and keep the SHA-256 of
-// its data (Data.Sum256), never the data. It reports:
+// its data, never the data. It reports:
 //
 //   - Changed when the version (or checksum) differs from the last one seen,
 //   - Deleted when the secret is missing (ErrNotFound),
@@ -603,7 +603,7 @@ func (w *Watcher) observe(ctx context.Context, name string) observation {
 		var s *Secret
 		s, err = w.store.Get(ctx, name)
 		if err == nil {
-			return observation{state: statePresent, sum: s.Data.Sum256()}
+			return observation{state: statePresent, sum: s.Data.sum256()}
 		}
 	}
 	switch {
@@ -639,7 +639,7 @@ func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firs
 				c.AnsweredAlone++
 			}
 			tag := observedTag(r.version, r.sum)
-			differs := !e.tag.IsZero() && tag != e.tag
+			differs := e.tag != (ContentTag{}) && tag != e.tag
 			switch {
 			case !e.seen:
 				c.Events = append(c.Events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})

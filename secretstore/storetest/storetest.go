@@ -610,6 +610,6 @@ func testWatcher(t *testing.T, e *env) {
 		require.NoError(t, err)
 		tag, ok := w.Observed(names[20])
 		require.True(t, ok)
-		assert.Equal(t, md.Version, tag.Version(), "the watcher observed the version Stat reports")
+		assert.Equal(t, "version:"+md.Version, tag.Encode(), "the watcher observed the version Stat reports")
 	}
 }

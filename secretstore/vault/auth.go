@@ -262,7 +262,7 @@ func loginCause(err error, addr string) (kind, cause error) {
 		return secretstore.ErrInvalid, ce.err
 	}
 	kind, cause = classify(err, addr)
-	var se *StatusError
+	var se *statusError
 	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
 		// Vault answers a bad role, secret ID or JWT with 400 or 403.
 		kind = secretstore.ErrPermission

@@ -73,7 +73,7 @@ type Config struct {
 	// Timeout bounds each request to Vault, as a Go duration string
 	// ("30s"). Default 30s. A caller bounds a whole call, retries
 	// included, with its context's deadline.
-	Timeout Duration `json:"timeout,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
 	// MaxRetries is how often the store tries a call again after it
 	// failed with ErrUnavailable (connection errors, sealed, 5xx, 429):
 	// default 2; 0 disables retries; at most 10.
@@ -158,26 +158,6 @@ func (s Sensitive) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // MarshalJSON encodes the redacted form.
 func (s Sensitive) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
-// Duration is a time.Duration written in JSON as a Go duration string.
-type Duration time.Duration
-
-// UnmarshalJSON parses a duration string such as "30s" or "1m30s".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New(`timeout must be a duration string such as "30s"`)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New(`timeout must be a duration string such as "30s"`)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
 // Validate checks the config and returns a *secretstore.ConfigError listing
 // every problem, or nil.
 func (c Config) Validate() error { return c.validate(false) }
@@ -201,7 +181,7 @@ func (c Config) problems(ownClient bool) []string {
 			set  bool
 		}{
 			{"address", c.Address != ""}, {"namespace", c.Namespace != ""}, {"caBundle", c.CABundle != ""},
-			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != 0},
+			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != ""},
 			{"rateLimit", c.RateLimit != 0}, {"rateBurst", c.RateBurst != 0}, {"auth", c.Auth != Auth{}},
 		} {
 			if f.set {
@@ -245,8 +225,12 @@ func (c Config) problems(ownClient bool) []string {
 	if plainHTTP && (c.CABundle != "" || c.CAFile != "" || c.TLSServerName != "") {
 		add("caBundle, caFile and tlsServerName need an https:// address")
 	}
-	if c.Timeout < 0 {
-		add("timeout must not be negative")
+	if c.Timeout != "" {
+		if d, err := time.ParseDuration(c.Timeout); err != nil {
+			add(`timeout must be a duration string such as "30s"`)
+		} else if d < 0 {
+			add("timeout must not be negative")
+		}
 	}
 	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > maxMaxRetries) {
 		add("maxRetries must be between 0 and %d", maxMaxRetries)

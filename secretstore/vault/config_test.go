@@ -69,7 +69,7 @@ func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 		`unknown field "defualtScope" (did you mean "defaultScope"?)`,
 		`unknown field "vaultt" (did you mean "vault"?)`,
 		`vault: unknown field "adress" (did you mean "address"?)`,
-		`vault: field "timeout": timeout must be a duration string such as "30s"`,
+		`vault.timeout must be a duration string such as "30s"`,
 		`vault: field "rateLimit": expected float64, got JSON string`,
 		`vault.auth: unknown field "tokn" (did you mean "token"?)`,
 		"vault.address is required",

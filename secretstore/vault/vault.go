@@ -184,7 +184,7 @@ func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
 
 // connect makes the store's own client from cfg.
 func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) error {
-	timeout := time.Duration(cfg.Timeout)
+	timeout, _ := time.ParseDuration(cfg.Timeout) // validated
 	if timeout == 0 {
 		timeout = defaultTimeout
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
 // watchInterval is the watcher's interval in these tests: the minimum, on
@@ -258,7 +257,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	var runs []*run
 	for _, c := range kvCases {
 		cfg := rootConfig(srv, srv.EnableKV(t, c.kv))
-		cfg.Timeout = vault.Duration(5 * time.Second)
+		cfg.Timeout = "5s"
 		r := &run{kvCase: c, store: open(t, cfg)}
 		put(t, r.store, "app/db", d("password", "first"), nil)
 		put(t, r.store, "app/api", d("token", "kept"), nil)
