@@ -158,10 +158,6 @@ func (s Sensitive) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // MarshalJSON encodes the redacted form.
 func (s Sensitive) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
-// Validate checks the config and returns a *secretstore.ConfigError listing
-// every problem, or nil.
-func (c Config) Validate() error { return c.validate(false) }
-
 // validate checks the config; with a caller's client, the settings the
 // client carries must be empty.
 func (c Config) validate(ownClient bool) error {

@@ -643,7 +643,7 @@ func (backend) Validate(cfg secretstore.Config) error {
 	var c Config
 	err := cfg.DecodeSection(&c)
 	c.Scope = cfg.DefaultScope
-	return errors.Join(err, c.Validate())
+	return errors.Join(err, c.validate(false))
 }
 
 func (backend) Open(ctx context.Context, cfg secretstore.Config, o secretstore.OpenOptions) (*secretstore.Store, error) {
