@@ -93,8 +93,7 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 // member names kept but every string and number replaced by
 // [Redacted] (booleans and nulls stay). A struct holding a Config can so be
 // logged through slog's JSON handler, or encoded into an error report,
-// without writing a token out. MarshalWithCredentials writes the config as
-// it is.
+// without writing a token out.
 func (c Config) MarshalJSON() ([]byte, error) {
 	sections := make(map[string]json.RawMessage, len(c.Sections))
 	for k, v := range c.Sections {
@@ -106,11 +105,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}
 	return c.marshal(sections)
 }
-
-// MarshalWithCredentials encodes the whole config, credentials included,
-// in the form ParseConfig reads: for writing a config file, never for a log
-// or an error.
-func (c Config) MarshalWithCredentials() ([]byte, error) { return c.marshal(c.Sections) }
 
 func (c Config) marshal(sections map[string]json.RawMessage) ([]byte, error) {
 	m := map[string]any{"type": c.Type}

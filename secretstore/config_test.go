@@ -144,14 +144,6 @@ func TestParseConfigFields(t *testing.T) {
 	assert.Equal(t, "memory", cfg.Type)
 	assert.Equal(t, "org1", cfg.DefaultScope)
 	assert.JSONEq(t, `{"address":"https://v:8200"}`, string(cfg.Sections["vault"]), "sections of other types are kept")
-
-	out, err := cfg.MarshalWithCredentials()
-	require.NoError(t, err)
-	again, err := secretstore.ParseConfig(bytes.NewReader(out))
-	require.NoError(t, err, "MarshalWithCredentials writes what ParseConfig reads")
-	assert.Equal(t, cfg.Type, again.Type)
-	assert.Equal(t, cfg.DefaultScope, again.DefaultScope)
-	assert.JSONEq(t, string(cfg.Sections["vault"]), string(again.Sections["vault"]))
 }
 
 func TestParseConfigNeverEchoesValues(t *testing.T) {
@@ -326,24 +318,15 @@ func FuzzParseConfig(f *testing.F) {
 			require.NoError(t, secretstore.ValidateName(sc))
 		}
 
-		out, err := cfg.MarshalWithCredentials()
-		require.NoError(t, err)
-		again, err := secretstore.ParseConfig(bytes.NewReader(out))
-		require.NoError(t, err, "a valid config survives MarshalWithCredentials")
 		redacted, err := json.Marshal(cfg)
 		require.NoError(t, err)
 		var top map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(redacted, &top), "the redacted form is a JSON object")
-		require.Len(t, top, len(jsonMembers(t, out)), "with the same members")
-		require.Equal(t, cfg.Type, again.Type)
-		require.Equal(t, cfg.DefaultScope, again.DefaultScope)
-		require.Len(t, again.Sections, len(cfg.Sections))
-		for k, v := range cfg.Sections {
-			var a, b any
-			require.NoError(t, json.Unmarshal(v, &a))
-			require.NoError(t, json.Unmarshal(again.Sections[k], &b))
-			require.Equal(t, a, b, "section %q", k)
+		want := 1 + len(cfg.Sections) // type and the sections
+		if cfg.DefaultScope != "" {
+			want++
 		}
+		require.Len(t, top, want, "with the same members")
 	})
 }
 
@@ -393,8 +376,4 @@ func TestConfigNeverPrintsSections(t *testing.T) {
 	}
 	assert.JSONEq(t, `{"type":"oot-test","defaultScope":"acme","oot-test":{"greeting":"[redacted]","port":"[redacted]"},"vault":{"token":"[redacted]"}}`, string(raw),
 		"structure and names are kept")
-
-	full, err := cfg.MarshalWithCredentials()
-	require.NoError(t, err)
-	assert.Contains(t, string(full), canary, "only MarshalWithCredentials writes the credentials")
 }
