@@ -36,10 +36,10 @@ func NewStoreChecker(store *secretstore.Store, org string) (ExistenceChecker, er
 func (c *storeChecker) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
 	path, err := name.StorePath(c.org)
 	if err != nil {
-		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
 	}
 	if c.store == nil {
-		return false, secretstore.NewError(secretstore.OpStat, path, secretstore.ErrUnavailable, errNoStore)
+		return false, &secretstore.Error{Op: "stat", Name: path, Kind: secretstore.ErrUnavailable, Err: errNoStore}
 	}
 	_, err = c.store.Stat(ctx, path)
 	switch {

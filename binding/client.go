@@ -138,7 +138,7 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 	}
 	u := c.base.JoinPath(append(route, segs...)...)
 	fail := func(kind error, format string, args ...any) (bool, error) {
-		return false, secretstore.NewError(secretstore.OpStat, name.String(), kind, fmt.Errorf(format, args...))
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: kind, Err: fmt.Errorf(format, args...)}
 	}
 	var unavailable error // the last 503's error
 	for attempt := 1; ; attempt++ {

@@ -48,7 +48,7 @@ func TestParseVaultSecretName(t *testing.T) {
 		{in: "//a", wantErr: "empty path segment"},
 		{in: "a\\b", wantErr: "backslash"},
 		{in: "a\x00b", wantErr: "control"},
-		{in: strings.Repeat("x", secretstore.MaxNameLength+1), wantErr: "longer than"},
+		{in: strings.Repeat("x", 512+1), wantErr: "longer than"},
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestStorePath(t *testing.T) {
 		_, err := n.StorePath(org)
 		assert.ErrorContains(t, err, "organisation", "org %q", org)
 	}
-	long := VaultSecretName{Secret: strings.Repeat("x", secretstore.MaxNameLength-2)}
+	long := VaultSecretName{Secret: strings.Repeat("x", 512-2)}
 	_, err = long.StorePath("myorg")
 	assert.ErrorContains(t, err, "longer than")
 	var bad VaultSecretName

@@ -13,7 +13,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 const testOrg = "myorg"
@@ -91,7 +90,7 @@ func newStore(t testing.TB, paths ...string) *faultStore {
 	f := &faultStore{Store: s, d: d, seedGets: d.Calls("get", "")}
 	d.SetHook(func(op string) error {
 		if op == "stat" && f.statErr != nil {
-			return &driver.Error{Kind: f.statErr}
+			return &secretstore.Error{Kind: f.statErr}
 		}
 		return nil
 	})
@@ -321,7 +320,7 @@ func TestValidateRules(t *testing.T) {
 		{
 			name:   "store refusing the name as too long",
 			defs:   []*ServiceDefinition{a()},
-			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", strings.Repeat("x", secretstore.MaxNameLength-2)))}},
+			target: Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", strings.Repeat("x", 512-2)))}},
 			want:   []Code{CodeVaultSecretInvalid},
 		},
 		{

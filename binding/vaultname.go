@@ -36,6 +36,9 @@ type VaultSecretName struct {
 	Secret string
 }
 
+// maxStoreNameLength is the longest name secretstore.ValidateName accepts.
+const maxStoreNameLength = 512
+
 // ParseVaultSecretName parses a vault secret name with Open Horizon's rules
 // (anax ParseVaultSecretName, extended with node scopes):
 //
@@ -54,8 +57,8 @@ func ParseVaultSecretName(s string) (VaultSecretName, error) {
 	if s == "" {
 		return n, errors.New("vault secret name is empty")
 	}
-	if len(s) > secretstore.MaxNameLength {
-		return n, fmt.Errorf("vault secret name is longer than %d bytes", secretstore.MaxNameLength)
+	if len(s) > maxStoreNameLength {
+		return n, fmt.Errorf("vault secret name is longer than %d bytes", maxStoreNameLength)
 	}
 	rest := strings.TrimPrefix(s, "/")
 	if err := secretstore.ValidateName(rest); err != nil {

@@ -29,12 +29,12 @@ func ExampleStore() {
 		Data: secretstore.Data{"password": []byte("s3cr3t")},
 	}, secretstore.PutOptions{})
 
-	store.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: secretstore.ErrUnavailable, Times: 1})
+	store.SetFaults(mock.Faults{Op: "get", Fail: secretstore.ErrUnavailable, Times: 1})
 	s, err := readWithRetry(ctx, store.Store, "db/password")
 
 	fmt.Println("error:", err)
 	fmt.Println("secret:", s.Name, s.Data)
-	fmt.Println("backend reads:", len(store.Calls(secretstore.OpGet, "")))
+	fmt.Println("backend reads:", len(store.Calls("get", "")))
 
 	store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable}) // the store is down
 	_, err = readWithRetry(ctx, store.Store, "db/password")

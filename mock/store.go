@@ -12,7 +12,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// Operations a Store records besides the secretstore Op constants.
+// Operations a Store records besides the operation names of secretstore.Error.Op.
 const (
 	opGetBatch = "getbatch"
 	opClose    = "close"
@@ -26,7 +26,7 @@ var ErrInjected = errors.New("mock: injected fault")
 // Call is one recorded call.
 type Call struct {
 	// Op is the operation: "get", "stat", "put", "delete", "list" or
-	// "check-credentials" (the secretstore Op constants), "getbatch" for a
+	// "check-credentials" (the operation names of secretstore.Error.Op), "getbatch" for a
 	// GetBatch, passed on to the wrapped store's GetBatch, or "close".
 	Op string
 	// Name is the secret name, or the prefix for a List; empty for
@@ -156,7 +156,7 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return secretstore.NewError(c.Op, c.Name, nil, ctx.Err())
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Err: ctx.Err()}
 		}
 	}
 	if f.Hook != nil {
@@ -177,14 +177,14 @@ func (s *recorder) begin(ctx context.Context, c Call) error {
 		}
 		s.left--
 	}
-	return secretstore.NewError(c.Op, c.Name, f.Fail, ErrInjected)
+	return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: f.Fail, Err: ErrInjected}
 }
 
 // CheckCredentials implements driver.CredentialChecker: the check is
-// recorded as secretstore.OpCheckCredentials and meets the faults set up
+// recorded as "check-credentials" and meets the faults set up
 // for it like any call, then runs the wrapped store's check.
 func (s *recorder) CheckCredentials(ctx context.Context) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpCheckCredentials}); err != nil {
+	if err := s.begin(ctx, Call{Op: "check-credentials"}); err != nil {
 		return err
 	}
 	return s.inner.CheckCredentials(ctx)
@@ -206,7 +206,7 @@ func (s *recorder) version(v string) string {
 }
 
 func (s *recorder) Get(ctx context.Context, name string) (*driver.Secret, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpGet, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "get", Name: name}); err != nil {
 		return nil, err
 	}
 	sec, err := s.inner.Get(ctx, name)
@@ -217,7 +217,7 @@ func (s *recorder) Get(ctx context.Context, name string) (*driver.Secret, error)
 }
 
 func (s *recorder) Stat(ctx context.Context, name string) (*driver.Secret, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpStat, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "stat", Name: name}); err != nil {
 		return nil, err
 	}
 	md, err := s.inner.Stat(ctx, name)
@@ -228,7 +228,7 @@ func (s *recorder) Stat(ctx context.Context, name string) (*driver.Secret, error
 }
 
 func (s *recorder) Put(ctx context.Context, w *driver.Write) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpPut, Name: w.Name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "put", Name: w.Name}); err != nil {
 		return err
 	}
 	_, err := s.inner.Put(ctx, &secretstore.Secret{Name: w.Name, Data: w.Data, Labels: w.Labels},
@@ -237,14 +237,14 @@ func (s *recorder) Put(ctx context.Context, w *driver.Write) error {
 }
 
 func (s *recorder) Delete(ctx context.Context, name string) error {
-	if err := s.begin(ctx, Call{Op: secretstore.OpDelete, Name: name}); err != nil {
+	if err := s.begin(ctx, Call{Op: "delete", Name: name}); err != nil {
 		return err
 	}
 	return s.inner.Delete(ctx, name)
 }
 
 func (s *recorder) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := s.begin(ctx, Call{Op: secretstore.OpList, Name: prefix}); err != nil {
+	if err := s.begin(ctx, Call{Op: "list", Name: prefix}); err != nil {
 		return nil, err
 	}
 	return s.inner.List(ctx, prefix)

@@ -56,28 +56,28 @@ func TestStoreRecordsCalls(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	assert.Equal(t, []mock.Call{
-		{Op: secretstore.OpGet, Name: "db/pw"}, // the Put's read, to compare
-		{Op: secretstore.OpPut, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "db/pw"},
-		{Op: secretstore.OpGet, Name: "missing"},
-		{Op: secretstore.OpStat, Name: "db/pw"},
-		{Op: secretstore.OpList, Name: "db/"},
-		{Op: secretstore.OpDelete, Name: "db/pw"},
+		{Op: "get", Name: "db/pw"}, // the Put's read, to compare
+		{Op: "put", Name: "db/pw"},
+		{Op: "get", Name: "db/pw"},
+		{Op: "get", Name: "db/pw"},
+		{Op: "get", Name: "missing"},
+		{Op: "stat", Name: "db/pw"},
+		{Op: "list", Name: "db/"},
+		{Op: "delete", Name: "db/pw"},
 		// The nil Put was refused before any backend: not recorded.
 		{Op: "close"},
 	}, s.Calls("", ""))
 
 	for op, want := range map[string]int{
-		secretstore.OpGet: 4, secretstore.OpPut: 1, secretstore.OpStat: 1, secretstore.OpList: 1,
-		secretstore.OpDelete: 1, "close": 1, "getbatch": 0, "": 9,
+		"get": 4, "put": 1, "stat": 1, "list": 1,
+		"delete": 1, "close": 1, "getbatch": 0, "": 9,
 	} {
 		assert.Len(t, s.Calls(op, ""), want, "Calls(%q)", op)
 	}
-	assert.Len(t, s.Calls(secretstore.OpGet, "db/pw"), 3)
-	assert.Len(t, s.Calls(secretstore.OpGet, "missing"), 1)
+	assert.Len(t, s.Calls("get", "db/pw"), 3)
+	assert.Len(t, s.Calls("get", "missing"), 1)
 	assert.Len(t, s.Calls("", "db/pw"), 6)
-	assert.Empty(t, s.Calls(secretstore.OpStat, "missing"))
+	assert.Empty(t, s.Calls("stat", "missing"))
 
 	_, err := s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
 	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "closed")
@@ -102,7 +102,7 @@ func TestFaultsFail(t *testing.T) {
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
-					if op == secretstore.OpDelete && kind == secretstore.ErrNotFound {
+					if op == "delete" && kind == secretstore.ErrNotFound {
 						require.NoError(t, err, "deleting a missing secret is no error")
 						continue
 					}
@@ -111,7 +111,7 @@ func TestFaultsFail(t *testing.T) {
 					assert.Equal(t, kind, secretstore.KindOf(err))
 					assert.Contains(t, err.Error(), op, "error names the operation")
 					assert.Contains(t, err.Error(), `"x"`, "error names the secret")
-					for _, other := range []string{secretstore.OpGet, secretstore.OpStat, secretstore.OpList} {
+					for _, other := range []string{"get", "stat", "list"} {
 						if other != op {
 							assert.NoError(t, call(ctx, s, other, "x"), "%s is not affected", other)
 						}
@@ -130,22 +130,22 @@ func TestFaultsSelectAndReplace(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
 	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 2})
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrPermission, "Op \"\" selects every operation")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpList, ""), secretstore.ErrPermission, "Op \"\" selects every operation")
-	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "the failures are used up")
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrPermission, "Op \"\" selects every operation")
+	assert.ErrorIs(t, call(ctx, s, "list", ""), secretstore.ErrPermission, "Op \"\" selects every operation")
+	assert.NoError(t, call(ctx, s, "list", ""), "the failures are used up")
 
-	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrUnavailable, Times: 5})
-	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrConflict, Times: 1})
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrConflict, "a second SetFaults replaces the first")
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
+	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable, Times: 5})
+	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrConflict, Times: 1})
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrConflict, "a second SetFaults replaces the first")
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
 
-	s.SetFaults(mock.Faults{Op: secretstore.OpStat, Fail: secretstore.ErrUnavailable})
+	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable})
 	for i := range 3 {
-		assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrUnavailable, "Times 0 fails every call (%d)", i)
+		assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrUnavailable, "Times 0 fails every call (%d)", i)
 	}
-	assert.NoError(t, call(ctx, s, secretstore.OpList, ""), "other operations are not selected")
+	assert.NoError(t, call(ctx, s, "list", ""), "other operations are not selected")
 	s.SetFaults(mock.Faults{})
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpStat, "a"), secretstore.ErrNotFound, "the zero Faults removes them")
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "the zero Faults removes them")
 	assert.Len(t, s.Calls("", ""), 10, "SetFaults keeps the recorded calls")
 }
 
@@ -157,7 +157,7 @@ func TestFaultsFailConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 25 {
-				if errors.Is(call(t.Context(), s, secretstore.OpList, ""), mock.ErrInjected) {
+				if errors.Is(call(t.Context(), s, "list", ""), mock.ErrInjected) {
 					failed.Add(1)
 				}
 			}
@@ -165,14 +165,14 @@ func TestFaultsFailConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	assert.EqualValues(t, 50, failed.Load(), "exactly the requested number of calls fail")
-	assert.Len(t, s.Calls(secretstore.OpList, ""), 200)
+	assert.Len(t, s.Calls("list", ""), 200)
 }
 
 // A store that is down: every call but Close fails until the faults go.
 func TestFaultsStoreDown(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	require.NoError(t, call(ctx, s, "put", "a"))
 	s.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
 	for _, op := range ops {
 		err := call(ctx, s, op, "a")
@@ -200,18 +200,18 @@ func TestLatency(t *testing.T) {
 		wantDelay time.Duration
 		wantErr   error
 	}{
-		{"own op delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpGet, 0, 3 * time.Second, nil},
-		{"other op not delayed", secretstore.OpGet, 3 * time.Second, secretstore.OpList, 0, 0, nil},
-		{"Op \"\" delays every op", "", 2 * time.Second, secretstore.OpStat, 0, 2 * time.Second, nil},
-		{"context ends during latency", secretstore.OpGet, time.Minute, secretstore.OpGet, time.Second, time.Second, context.DeadlineExceeded},
-		{"no latency", secretstore.OpGet, 0, secretstore.OpGet, 0, 0, nil},
+		{"own op delayed", "get", 3 * time.Second, "get", 0, 3 * time.Second, nil},
+		{"other op not delayed", "get", 3 * time.Second, "list", 0, 0, nil},
+		{"Op \"\" delays every op", "", 2 * time.Second, "stat", 0, 2 * time.Second, nil},
+		{"context ends during latency", "get", time.Minute, "get", time.Second, time.Second, context.DeadlineExceeded},
+		{"no latency", "get", 0, "get", 0, 0, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				s := mock.NewStore(nil)
-				require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
+				require.NoError(t, call(ctx, s, "put", "x"))
 				if c.timeout > 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -237,7 +237,7 @@ func TestHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		s := mock.NewStore(nil)
-		require.NoError(t, call(ctx, s, secretstore.OpPut, "x"))
+		require.NoError(t, call(ctx, s, "put", "x"))
 		release := make(chan struct{})
 		var seen []mock.Call
 		s.SetFaults(mock.Faults{Hook: func(ctx context.Context, c mock.Call) error {
@@ -254,7 +254,7 @@ func TestHook(t *testing.T) {
 		}})
 
 		done := make(chan error)
-		go func() { done <- call(ctx, s, secretstore.OpGet, "x") }()
+		go func() { done <- call(ctx, s, "get", "x") }()
 		synctest.Wait()
 		select {
 		case <-done:
@@ -264,14 +264,14 @@ func TestHook(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done)
 
-		err := call(ctx, s, secretstore.OpGet, "fail")
+		err := call(ctx, s, "get", "fail")
 		assert.ErrorIs(t, err, errBoom, "the hook's error fails the call")
 		assert.ErrorIs(t, err, secretstore.ErrUnavailable, "an error of no kind is ErrUnavailable")
 		assert.Contains(t, err.Error(), `get "fail"`)
-		assert.Equal(t, []mock.Call{{Op: secretstore.OpGet, Name: "x"}, {Op: secretstore.OpGet, Name: "fail"}}, seen)
+		assert.Equal(t, []mock.Call{{Op: "get", Name: "x"}, {Op: "get", Name: "fail"}}, seen)
 
 		s.SetFaults(mock.Faults{})
-		assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "fail"), secretstore.ErrNotFound, "hook removed")
+		assert.ErrorIs(t, call(ctx, s, "get", "fail"), secretstore.ErrNotFound, "hook removed")
 	})
 }
 
@@ -284,8 +284,8 @@ func TestGetBatch(t *testing.T) {
 	inner, err := secretstore.New(testkit.Batching(d), secretstore.Options{})
 	require.NoError(t, err)
 	s := mock.NewStore(inner)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "b"))
+	require.NoError(t, call(ctx, s, "put", "a"))
+	require.NoError(t, call(ctx, s, "put", "b"))
 	before := len(s.Calls("", ""))
 	got, err := s.GetBatch(ctx, names)
 	require.NoError(t, err)
@@ -318,7 +318,7 @@ func TestFaultsHookBeforeFail(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
 	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Hook: func(context.Context, mock.Call) error { return errBoom }})
-	err := call(ctx, s, secretstore.OpGet, "a")
+	err := call(ctx, s, "get", "a")
 	assert.ErrorIs(t, err, errBoom)
 	assert.NotErrorIs(t, err, mock.ErrInjected, "Fail was not reached")
 
@@ -326,7 +326,7 @@ func TestFaultsHookBeforeFail(t *testing.T) {
 		s.SetFaults(mock.Faults{})
 		return nil
 	}})
-	assert.ErrorIs(t, call(ctx, s, secretstore.OpGet, "a"), secretstore.ErrNotFound, "the hook removed the fault before Fail")
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrNotFound, "the hook removed the fault before Fail")
 }
 
 // Versionless hides the version of every read, as a KV v1 store would.
@@ -336,7 +336,7 @@ func TestFaultsVersionless(t *testing.T) {
 	inner, err := secretstore.New(testkit.Batching(d), secretstore.Options{})
 	require.NoError(t, err)
 	s := mock.NewStore(inner)
-	require.NoError(t, call(ctx, s, secretstore.OpPut, "a"))
+	require.NoError(t, call(ctx, s, "put", "a"))
 	versions := func() []string {
 		got, err := s.Get(ctx, "a")
 		require.NoError(t, err)
@@ -369,10 +369,10 @@ func TestCheckCredentialsFaults(t *testing.T) {
 	}{
 		{"passes through to memory", nil, func(*mock.Store) {}, []error{nil, nil}},
 		{"rejected twice, then accepted", nil, func(s *mock.Store) {
-			s.SetFaults(mock.Faults{Op: secretstore.OpCheckCredentials, Fail: secretstore.ErrPermission, Times: 2})
+			s.SetFaults(mock.Faults{Op: "check-credentials", Fail: secretstore.ErrPermission, Times: 2})
 		}, []error{secretstore.ErrPermission, secretstore.ErrPermission, nil}},
 		{"reads are not affected by a check's fault", nil, func(s *mock.Store) {
-			s.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: secretstore.ErrPermission, Times: 5})
+			s.SetFaults(mock.Faults{Op: "get", Fail: secretstore.ErrPermission, Times: 5})
 		}, []error{nil}},
 		{"every operation", nil, func(s *mock.Store) {
 			s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 1})
@@ -395,8 +395,8 @@ func TestCheckCredentialsFaults(t *testing.T) {
 					assert.ErrorIs(t, err, mock.ErrInjected)
 				}
 			}
-			assert.Len(t, s.Calls(secretstore.OpCheckCredentials, ""), len(c.want), "every check is recorded")
-			assert.Equal(t, mock.Call{Op: secretstore.OpCheckCredentials}, s.Calls("", "")[0])
+			assert.Len(t, s.Calls("check-credentials", ""), len(c.want), "every check is recorded")
+			assert.Equal(t, mock.Call{Op: "check-credentials"}, s.Calls("", "")[0])
 		})
 	}
 }

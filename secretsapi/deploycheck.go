@@ -201,8 +201,8 @@ type callerChecker struct {
 
 func (c callerChecker) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
 	if !authorize(c.caller, c.org, name, actionExists) {
-		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrPermission,
-			fmt.Errorf("user %q may not check it", c.caller.ID))
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrPermission,
+			Err: fmt.Errorf("user %q may not check it", c.caller.ID)}
 	}
 	return c.h.exists(ctx, c.org, name)
 }

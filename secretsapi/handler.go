@@ -185,7 +185,7 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 func (h *handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
 	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {
-		return false, secretstore.NewError(secretstore.OpStat, name.String(), secretstore.ErrInvalid, err)
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
 	}
 	return c.SecretExists(ctx, name)
 }

@@ -33,18 +33,18 @@ type Config struct {
 	Sections map[string]json.RawMessage
 }
 
-// MaxConfigSize bounds the JSON accepted by ParseConfig.
-const MaxConfigSize = 1 << 20
+// maxConfigSize bounds the JSON accepted by ParseConfig.
+const maxConfigSize = 1 << 20
 
-// ParseConfig decodes a JSON config of at most MaxConfigSize bytes and
+// ParseConfig decodes a JSON config of at most 1 MiB (1<<20 bytes) and
 // validates it, reporting every problem at once (see Config.Validate).
 func ParseConfig(r io.Reader) (Config, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxConfigSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
 	if err != nil {
 		return Config{}, fmt.Errorf("secretstore: reading config: %w", err)
 	}
-	if len(data) > MaxConfigSize {
-		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", MaxConfigSize)}}
+	if len(data) > maxConfigSize {
+		return Config{}, &ConfigError{Problems: []string{fmt.Sprintf("config is larger than %d bytes", maxConfigSize)}}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Config{}, &ConfigError{Problems: []string{"config is empty"}}
@@ -93,8 +93,7 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 // member names kept but every string and number replaced by
 // [Redacted] (booleans and nulls stay). A struct holding a Config can so be
 // logged through slog's JSON handler, or encoded into an error report,
-// without writing a token out. MarshalWithCredentials writes the config as
-// it is.
+// without writing a token out.
 func (c Config) MarshalJSON() ([]byte, error) {
 	sections := make(map[string]json.RawMessage, len(c.Sections))
 	for k, v := range c.Sections {
@@ -106,11 +105,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}
 	return c.marshal(sections)
 }
-
-// MarshalWithCredentials encodes the whole config, credentials included,
-// in the form ParseConfig reads: for writing a config file, never for a log
-// or an error.
-func (c Config) MarshalWithCredentials() ([]byte, error) { return c.marshal(c.Sections) }
 
 func (c Config) marshal(sections map[string]json.RawMessage) ([]byte, error) {
 	m := map[string]any{"type": c.Type}

@@ -58,7 +58,7 @@ func (b *ootBackend) Open(_ context.Context, cfg secretstore.Config, opts secret
 		return nil, err
 	}
 	if c.Greeting == "unreachable" {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrUnavailable, errors.New("cannot connect"))
+		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrUnavailable, Err: errors.New("cannot connect")}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -144,14 +144,6 @@ func TestParseConfigFields(t *testing.T) {
 	assert.Equal(t, "memory", cfg.Type)
 	assert.Equal(t, "org1", cfg.DefaultScope)
 	assert.JSONEq(t, `{"address":"https://v:8200"}`, string(cfg.Sections["vault"]), "sections of other types are kept")
-
-	out, err := cfg.MarshalWithCredentials()
-	require.NoError(t, err)
-	again, err := secretstore.ParseConfig(bytes.NewReader(out))
-	require.NoError(t, err, "MarshalWithCredentials writes what ParseConfig reads")
-	assert.Equal(t, cfg.Type, again.Type)
-	assert.Equal(t, cfg.DefaultScope, again.DefaultScope)
-	assert.JSONEq(t, string(cfg.Sections["vault"]), string(again.Sections["vault"]))
 }
 
 func TestParseConfigNeverEchoesValues(t *testing.T) {
@@ -189,15 +181,15 @@ func TestParseConfigNeverEchoesValues(t *testing.T) {
 
 func TestParseConfigSizeLimit(t *testing.T) {
 	frame := `{"type":"memory","other":{"pad":""}}`
-	fits := strings.Replace(frame, `""`, `"`+strings.Repeat("x", secretstore.MaxConfigSize-len(frame))+`"`, 1)
-	require.Len(t, fits, secretstore.MaxConfigSize)
+	fits := strings.Replace(frame, `""`, `"`+strings.Repeat("x", 1<<20-len(frame))+`"`, 1)
+	require.Len(t, fits, 1<<20)
 	_, err := secretstore.ParseConfig(strings.NewReader(fits))
-	assert.NoError(t, err, "a config of exactly MaxConfigSize bytes is accepted")
+	assert.NoError(t, err, "a config of exactly 1 MiB is accepted")
 
 	tooBig := strings.Replace(fits, `"x`, `"xx`, 1)
 	_, err = secretstore.ParseConfig(strings.NewReader(tooBig))
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
-	assert.Contains(t, err.Error(), fmt.Sprintf("config is larger than %d bytes", secretstore.MaxConfigSize))
+	assert.Contains(t, err.Error(), fmt.Sprintf("config is larger than %d bytes", 1<<20))
 
 	_, err = secretstore.ParseConfig(&failingReader{})
 	assert.ErrorContains(t, err, "reading config: disk on fire")
@@ -250,7 +242,7 @@ func TestRegisterPanics(t *testing.T) {
 	}{
 		{"empty type", "", oot, "secretstore: Register with empty type or nil backend"},
 		{"nil backend", "fresh", nil, "secretstore: Register with empty type or nil backend"},
-		{"duplicate in-tree", memory.Type, oot, "secretstore: Register called twice for type memory"},
+		{"duplicate in-tree", "memory", oot, "secretstore: Register called twice for type memory"},
 		{"duplicate out-of-tree", ootType, oot, "secretstore: Register called twice for type oot-test"},
 	}
 	for _, c := range cases {
@@ -258,7 +250,7 @@ func TestRegisterPanics(t *testing.T) {
 			assert.PanicsWithValue(t, c.msg, func() { secretstore.Register(c.typ, c.b) })
 		})
 	}
-	assert.Equal(t, []string{memory.Type, ootType}, secretstore.Backends(), "failed registrations changed nothing")
+	assert.Equal(t, []string{"memory", ootType}, secretstore.Backends(), "failed registrations changed nothing")
 }
 
 func TestOpenOutOfTreeBackend(t *testing.T) {
@@ -326,24 +318,15 @@ func FuzzParseConfig(f *testing.F) {
 			require.NoError(t, secretstore.ValidateName(sc))
 		}
 
-		out, err := cfg.MarshalWithCredentials()
-		require.NoError(t, err)
-		again, err := secretstore.ParseConfig(bytes.NewReader(out))
-		require.NoError(t, err, "a valid config survives MarshalWithCredentials")
 		redacted, err := json.Marshal(cfg)
 		require.NoError(t, err)
 		var top map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(redacted, &top), "the redacted form is a JSON object")
-		require.Len(t, top, len(jsonMembers(t, out)), "with the same members")
-		require.Equal(t, cfg.Type, again.Type)
-		require.Equal(t, cfg.DefaultScope, again.DefaultScope)
-		require.Len(t, again.Sections, len(cfg.Sections))
-		for k, v := range cfg.Sections {
-			var a, b any
-			require.NoError(t, json.Unmarshal(v, &a))
-			require.NoError(t, json.Unmarshal(again.Sections[k], &b))
-			require.Equal(t, a, b, "section %q", k)
+		want := 1 + len(cfg.Sections) // type and the sections
+		if cfg.DefaultScope != "" {
+			want++
 		}
+		require.Len(t, top, want, "with the same members")
 	})
 }
 
@@ -393,8 +376,4 @@ func TestConfigNeverPrintsSections(t *testing.T) {
 	}
 	assert.JSONEq(t, `{"type":"oot-test","defaultScope":"acme","oot-test":{"greeting":"[redacted]","port":"[redacted]"},"vault":{"token":"[redacted]"}}`, string(raw),
 		"structure and names are kept")
-
-	full, err := cfg.MarshalWithCredentials()
-	require.NoError(t, err)
-	assert.Contains(t, string(full), canary, "only MarshalWithCredentials writes the credentials")
 }

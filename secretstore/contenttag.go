@@ -22,7 +22,7 @@ const maxContentTagSize = 1024
 
 // ContentTag identifies the content of one revision of a secret without
 // holding it: the store's Version when the backend keeps versions, else the
-// SHA-256 of the secret's data (Data.Sum256). Two observations of a secret
+// SHA-256 of a canonical encoding of the secret's data. Two observations of a secret
 // have equal tags exactly when they show the same revision; compare tags
 // with ==. The zero ContentTag means "unknown".
 //
@@ -50,7 +50,7 @@ func (s *Secret) ContentTag() ContentTag {
 	if s.Version != "" {
 		return ContentTag{version: s.Version}
 	}
-	return ContentTag{sum: s.Data.Sum256()}
+	return ContentTag{sum: s.Data.sum256()}
 }
 
 // observedTag is the tag of what a Watcher observed: a version, or for a
@@ -62,13 +62,6 @@ func observedTag(version string, sum [sha256.Size]byte) ContentTag {
 	return ContentTag{sum: sum}
 }
 
-// IsZero reports whether t is the zero, unknown tag.
-func (t ContentTag) IsZero() bool { return t == ContentTag{} }
-
-// Version returns the store version t stands for; empty for a checksum tag
-// or the zero tag.
-func (t ContentTag) Version() string { return t.version }
-
 // Encode returns the full text form of t, for storage: "version:<version>",
 // "sha256:<64 hex digits>", or "" for the zero tag. ParseContentTag reads it
 // back. The checksum form must not be logged; the printed forms redact it.
@@ -79,7 +72,7 @@ func (t ContentTag) text(redact bool) string {
 	switch {
 	case t.version != "":
 		return versionTagPrefix + t.version
-	case t.IsZero():
+	case t == (ContentTag{}):
 		return ""
 	case redact:
 		return sumTagPrefix + Redacted
@@ -110,7 +103,7 @@ func ParseContentTag(s string) (ContentTag, error) {
 		if _, err := hex.Decode(t.sum[:], []byte(h)); err != nil {
 			return ContentTag{}, contentTagError("checksum is not hexadecimal (a printed, redacted tag cannot be parsed: store Encode's output)")
 		}
-		if t.IsZero() {
+		if t == (ContentTag{}) {
 			return ContentTag{}, contentTagError("checksum is all zeros")
 		}
 		return t, nil
@@ -123,12 +116,12 @@ func ParseContentTag(s string) (ContentTag, error) {
 }
 
 func contentTagError(problem string) error {
-	return NewError("parse content tag", "", ErrInvalid, fmt.Errorf("content tag %s", problem))
+	return &Error{Op: "parse content tag", Kind: ErrInvalid, Err: fmt.Errorf("content tag %s", problem)}
 }
 
 // String returns "version:<version>", "sha256:[redacted]" or "none".
 func (t ContentTag) String() string {
-	if t.IsZero() {
+	if t == (ContentTag{}) {
 		return "none"
 	}
 	return t.text(true)

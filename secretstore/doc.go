@@ -34,9 +34,7 @@
 // its init function and proves itself with secretstore/storetest.
 //
 // A Store records when the backend last answered (LastSuccess, the
-// agbot's /health) and counts calls (Stats). [Reader] coalesces concurrent
-// reads of one name and serves repeats for a short TTL, so an agbot making
-// N agreements over M secrets reads the backend O(M) times. [Watcher]
+// agbot's /health) and counts calls (Stats). [Watcher]
 // polls the metadata of a changing set of names (listing it in pages where
 // the backend can, as AWS does) and reports rotation, deletion, revocation
 // and outages, one [Cycle] at a time; every cycle runs the store's

@@ -4,42 +4,41 @@ import (
 	"context"
 	"errors"
 	"strconv"
-
-	"github.com/edgesecrets/edgesecrets/secretstore/driver"
+	"strings"
 )
 
 // Error kinds. Every error a Store returns matches at most one of them with
 // errors.Is; a context error (canceled, deadline) matches the context error
-// instead. They are the values of package driver's kinds, so an error a
-// backend makes with driver.ErrNotFound matches ErrNotFound.
+// instead. A backend's driver (package secretstore/driver) reports them the
+// same way, in an *Error with Kind set.
 var (
 	// ErrNotFound: the secret does not exist (or its latest version is
 	// deleted, or it is scheduled for deletion).
-	ErrNotFound = driver.ErrNotFound
+	ErrNotFound = errors.New("not found")
 	// ErrPermission: the store refused the caller (HTTP 403, access denied).
-	ErrPermission = driver.ErrPermission
+	ErrPermission = errors.New("permission denied")
 	// ErrUnavailable: the store could not be reached or could not serve the
 	// request: absent, sealed, network failure, 5xx, throttled after retries.
-	ErrUnavailable = driver.ErrUnavailable
+	ErrUnavailable = errors.New("store unavailable")
 	// ErrConflict: a compare-and-set or create-only write lost.
-	ErrConflict = driver.ErrConflict
+	ErrConflict = errors.New("conflict")
 	// ErrInvalid: a bad secret name, bad data or bad configuration.
-	ErrInvalid = driver.ErrInvalid
+	ErrInvalid = errors.New("invalid")
 )
 
 // kinds lists the error kinds in the order KindOf tries them.
 var kinds = []error{ErrNotFound, ErrPermission, ErrUnavailable, ErrConflict, ErrInvalid}
 
-// Operation names used in Error.Op.
+// Operation names used in Error.Op (documented there).
 const (
-	OpGet    = "get"
-	OpStat   = "stat"
-	OpPut    = "put"
-	OpDelete = "delete"
-	OpList   = "list"
-	OpOpen   = "open"
-	// OpCheckCredentials is a credential check (Store.CheckCredentials).
-	OpCheckCredentials = "check-credentials"
+	opGet    = "get"
+	opStat   = "stat"
+	opPut    = "put"
+	opDelete = "delete"
+	opList   = "list"
+	opOpen   = "open"
+	// opCheckCredentials is a credential check (Store.CheckCredentials).
+	opCheckCredentials = "check-credentials"
 )
 
 // Error is the error type a Store returns. It names the operation and the
@@ -48,7 +47,10 @@ const (
 // Backends build causes from status codes and error codes, never from request
 // or response bodies, so an Error never holds a secret value or a token.
 type Error struct {
-	// Op is the operation, one of the Op constants.
+	// Op is the operation: "get" (Get, GetBatch), "stat", "put",
+	// "delete", "list", "open" (a constructor or Open), "check-credentials"
+	// (CheckCredentials) or "watch" (a Watcher); empty in a driver's
+	// error.
 	Op string
 	// Name is the secret name (or list prefix) the operation was for.
 	Name string
@@ -59,25 +61,24 @@ type Error struct {
 	Err error
 }
 
-// NewError returns an *Error. kind is one of the package's error kinds (or
-// nil when cause is a context error); cause may be nil.
-func NewError(op, name string, kind, cause error) error {
-	return &Error{Op: op, Name: name, Kind: kind, Err: cause}
-}
-
-// Error returns "secretstore: <op> <name>: <kind>: <cause>".
+// Error returns "secretstore: <op> <name>: <kind>: <cause>", or
+// "<kind>: <cause>" for a driver's error, which has no Op.
 func (e *Error) Error() string {
-	s := "secretstore: " + e.Op
-	if e.Name != "" {
-		s += " " + strconv.Quote(e.Name)
+	var parts []string
+	if e.Op != "" {
+		s := "secretstore: " + e.Op
+		if e.Name != "" {
+			s += " " + strconv.Quote(e.Name)
+		}
+		parts = append(parts, s)
 	}
 	if e.Kind != nil {
-		s += ": " + e.Kind.Error()
+		parts = append(parts, e.Kind.Error())
 	}
 	if e.Err != nil {
-		s += ": " + e.Err.Error()
+		parts = append(parts, e.Err.Error())
 	}
-	return s
+	return strings.Join(parts, ": ")
 }
 
 // Unwrap returns the kind and the cause, so errors.Is matches either.
@@ -108,16 +109,13 @@ func isContextError(err error) bool {
 }
 
 // wrapError turns what a driver returned for op on name into an *Error:
-// the kind and cause of a *driver.Error (or of an *Error, from a driver
-// over another Store), the context's error when ctx is done and the store
-// gave no answer, and ErrUnavailable for anything unclassified.
+// the kind and cause of the driver's *Error, the context's error when ctx
+// is done and the store gave no answer, and ErrUnavailable for anything
+// unclassified.
 func wrapError(ctx context.Context, op, name string, err error) error {
 	var kind, cause error
-	var de *driver.Error
 	var se *Error
 	switch {
-	case errors.As(err, &de):
-		kind, cause = de.Kind, de.Err
 	case errors.As(err, &se):
 		kind, cause = se.Kind, se.Err
 	default:

@@ -18,7 +18,7 @@ func TestErrorKinds(t *testing.T) {
 	cause := errors.New("HTTP 503")
 	for _, kind := range allKinds {
 		t.Run(kind.Error(), func(t *testing.T) {
-			err := secretstore.NewError(secretstore.OpPut, "app/db", kind, cause)
+			err := &secretstore.Error{Op: "put", Name: "app/db", Kind: kind, Err: cause}
 			assert.ErrorIs(t, err, kind)
 			assert.ErrorIs(t, err, cause, "the cause is matched too")
 			for _, other := range allKinds {
@@ -34,7 +34,7 @@ func TestErrorKinds(t *testing.T) {
 			assert.Equal(t, kind, secretstore.KindOf(wrapped))
 			var se *secretstore.Error
 			require.ErrorAs(t, wrapped, &se)
-			assert.Equal(t, secretstore.OpPut, se.Op)
+			assert.Equal(t, "put", se.Op)
 			assert.Equal(t, "app/db", se.Name)
 
 			flattened := fmt.Errorf("binding check: %v", err)
@@ -51,10 +51,10 @@ func TestErrorMessages(t *testing.T) {
 		want string
 		kind error
 	}{
-		{"no cause", secretstore.NewError(secretstore.OpGet, "a/b", secretstore.ErrNotFound, nil), `secretstore: get "a/b": not found`, secretstore.ErrNotFound},
-		{"no name", secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, errors.New("bad scope")), `secretstore: open: invalid: bad scope`, secretstore.ErrInvalid},
-		{"odd name is quoted", secretstore.NewError(secretstore.OpList, "x\ny", secretstore.ErrInvalid, nil), `secretstore: list "x\ny": invalid`, secretstore.ErrInvalid},
-		{"context error, no kind", secretstore.NewError(secretstore.OpStat, "n", nil, context.Canceled), `secretstore: stat "n": context canceled`, nil},
+		{"no cause", &secretstore.Error{Op: "get", Name: "a/b", Kind: secretstore.ErrNotFound}, `secretstore: get "a/b": not found`, secretstore.ErrNotFound},
+		{"no name", &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: errors.New("bad scope")}, `secretstore: open: invalid: bad scope`, secretstore.ErrInvalid},
+		{"odd name is quoted", &secretstore.Error{Op: "list", Name: "x\ny", Kind: secretstore.ErrInvalid}, `secretstore: list "x\ny": invalid`, secretstore.ErrInvalid},
+		{"context error, no kind", &secretstore.Error{Op: "stat", Name: "n", Err: context.Canceled}, `secretstore: stat "n": context canceled`, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestErrorMessages(t *testing.T) {
 			assert.Equal(t, c.kind, secretstore.KindOf(c.err))
 		})
 	}
-	ctxErr := secretstore.NewError(secretstore.OpStat, "n", nil, context.DeadlineExceeded)
+	ctxErr := &secretstore.Error{Op: "stat", Name: "n", Err: context.DeadlineExceeded}
 	assert.ErrorIs(t, ctxErr, context.DeadlineExceeded)
 	assert.Nil(t, secretstore.KindOf(errors.New("plain")))
 	assert.Nil(t, secretstore.KindOf(nil))

@@ -98,30 +98,6 @@ func ExampleSecret() {
 	// {"level":"INFO","msg":"fetched","secret":{"name":"db/password","data":{"password":"[redacted]"},"labels":{"owner":"ops"},"version":"3"}}
 }
 
-// A Reader in front of a store turns many reads of few secrets into few
-// backend reads. Here a mock store counts what reaches the backend.
-func ExampleReader() {
-	ctx := context.Background()
-	backend := mock.NewStore(nil)
-	for _, name := range []string{"db/password", "api/token"} {
-		_, _ = backend.Inner.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
-	}
-
-	reader := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 30 * time.Second})
-	for range 50 { // 50 agreements, each binding both secrets
-		_, _ = reader.Get(ctx, "db/password")
-		_, _ = reader.Get(ctx, "api/token")
-	}
-	fmt.Println("backend reads:", len(backend.Calls(secretstore.OpGet, "")))
-
-	reader.Invalidate("api/token") // a watcher saw it change
-	_, _ = reader.Get(ctx, "api/token")
-	fmt.Println("backend reads:", len(backend.Calls(secretstore.OpGet, "")))
-	// Output:
-	// backend reads: 2
-	// backend reads: 3
-}
-
 // A Store counts its calls and notes when the backend last answered, for
 // a health endpoint; a mock.Store here makes the backend fail on demand.
 func ExampleStore_LastSuccess() {
@@ -135,7 +111,7 @@ func ExampleStore_LastSuccess() {
 	_, _ = store.Get(ctx, "db/password") // unavailable: no interaction
 
 	fmt.Println("lastVaultInteraction set:", !answered.IsZero(), "unchanged:", store.LastSuccess().Equal(answered))
-	fmt.Printf("%+v\n", store.Stats()[secretstore.OpGet])
+	fmt.Printf("%+v\n", store.Stats()["get"])
 	// Output:
 	// lastVaultInteraction set: true unchanged: true
 	// {Calls:2 Errors:2}

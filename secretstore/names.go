@@ -8,10 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// MaxNameLength is the longest secret name ValidateName accepts, in bytes.
-const MaxNameLength = 512
+// maxNameLength is the longest secret name ValidateName accepts, in bytes.
+const maxNameLength = 512
 
-// ValidateName checks a secret name: non-empty, at most MaxNameLength bytes
+// ValidateName checks a secret name: non-empty, at most 512 bytes
 // of valid UTF-8 without control characters or backslashes, made of
 // slash-separated segments none of which is empty, "." or "..". So a name
 // can never be absolute or escape the scope it is joined to. Backends may
@@ -20,8 +20,8 @@ func ValidateName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("name is empty")
-	case len(name) > MaxNameLength:
-		return fmt.Errorf("name is longer than %d bytes", MaxNameLength)
+	case len(name) > maxNameLength:
+		return fmt.Errorf("name is longer than %d bytes", maxNameLength)
 	case !utf8.ValidString(name):
 		return errors.New("name is not valid UTF-8")
 	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '\\' }):
@@ -54,7 +54,7 @@ func checkPrefix(prefix string) error {
 		return nil
 	}
 	if err := ValidateName(strings.TrimSuffix(prefix, "/")); err != nil {
-		return &Error{Op: OpList, Name: prefix, Kind: ErrInvalid, Err: err}
+		return &Error{Op: opList, Name: prefix, Kind: ErrInvalid, Err: err}
 	}
 	return nil
 }
@@ -63,12 +63,12 @@ func checkPrefix(prefix string) error {
 // and label keys.
 func checkSecret(s *Secret) error {
 	invalid := func(name, problem string) error {
-		return &Error{Op: OpPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
+		return &Error{Op: opPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
 	}
 	if s == nil {
 		return invalid("", "secret is nil")
 	}
-	if err := checkName(OpPut, s.Name); err != nil {
+	if err := checkName(opPut, s.Name); err != nil {
 		return err
 	}
 	if _, ok := s.Data[""]; ok {

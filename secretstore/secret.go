@@ -114,11 +114,11 @@ func (d Data) Equal(other Data) bool {
 	return true
 }
 
-// Sum256 returns the SHA-256 of the canonical encoding of d: keys in sorted
+// sum256 returns the SHA-256 of the canonical encoding of d: keys in sorted
 // order, each key and value prefixed by its length. Two Data values have the
 // same sum exactly when they are Equal. Change detection keeps this sum
 // instead of the plaintext.
-func (d Data) Sum256() [sha256.Size]byte {
+func (d Data) sum256() [sha256.Size]byte {
 	h := sha256.New()
 	var n [8]byte
 	for _, k := range d.Keys() {

@@ -80,7 +80,7 @@ const (
 // packages call it from their constructors; programs call those, or Open.
 func New(d driver.Store, opts Options) (*Store, error) {
 	invalid := func(problem string) (*Store, error) {
-		return nil, &Error{Op: OpOpen, Kind: ErrInvalid, Err: errors.New(problem)}
+		return nil, &Error{Op: opOpen, Kind: ErrInvalid, Err: errors.New(problem)}
 	}
 	if d == nil {
 		return invalid("the driver is nil")
@@ -244,8 +244,8 @@ func (s *Store) LastSuccess() time.Time {
 }
 
 // Stats returns the number of calls and of failed calls per operation,
-// keyed by Op name: a copy. A GetBatch counts as one OpGet, a watch
-// cycle's metadata listing as one OpStat.
+// keyed by operation name (see Error.Op): a copy. A GetBatch counts as
+// one "get", a watch cycle's metadata listing as one "stat".
 func (s *Store) Stats() map[string]OpStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,7 +272,7 @@ var errNoAnswer = errors.New("the driver returned nothing")
 // Get returns the current version of the named secret, or an error
 // matching ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*Secret, error) {
-	got, err := s.read(ctx, OpGet, name, s.drv.Get)
+	got, err := s.read(ctx, opGet, name, s.drv.Get)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +282,7 @@ func (s *Store) Get(ctx context.Context, name string) (*Secret, error) {
 // Stat returns the secret's metadata without reading its values when the
 // backend allows (Vault KV v2 metadata, AWS DescribeSecret).
 func (s *Store) Stat(ctx context.Context, name string) (Metadata, error) {
-	got, err := s.read(ctx, OpStat, name, s.drv.Stat)
+	got, err := s.read(ctx, opStat, name, s.drv.Stat)
 	if err != nil {
 		return Metadata{}, err
 	}
@@ -299,7 +299,7 @@ func (s *Store) read(ctx context.Context, op, name string, read func(context.Con
 	err = s.retry(ctx, op, name, func(ctx context.Context) (err error) {
 		got, err = read(ctx, s.path(name))
 		if err == nil && got == nil {
-			err = &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+			err = &Error{Kind: ErrUnavailable, Err: errNoAnswer}
 		}
 		return err
 	})
@@ -328,12 +328,12 @@ func (s *Store) start(ctx context.Context, op, name string) error {
 // compare-and-set or create-only one by sending the same write again,
 // which a store with idempotency keys (AWS) recognises.
 func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed bool, err error) {
-	defer func() { s.record(OpPut, err) }()
+	defer func() { s.record(opPut, err) }()
 	if err := checkSecret(in); err != nil {
 		return false, err
 	}
 	name := in.Name
-	if err := s.live(ctx, OpPut, name); err != nil {
+	if err := s.live(ctx, opPut, name); err != nil {
 		return false, err
 	}
 	path := s.path(name)
@@ -341,7 +341,7 @@ func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed b
 	conditional := opts.IfVersion != "" || opts.CreateOnly
 	token := newToken()
 	var sent *driver.Write // a write that failed and may have landed
-	err = s.retry(ctx, OpPut, name, func(ctx context.Context) error {
+	err = s.retry(ctx, opPut, name, func(ctx context.Context) error {
 		if sent != nil && conditional {
 			// Read again, the write would lose to itself: send it again,
 			// with its token.
@@ -390,7 +390,7 @@ func (s *Store) current(ctx context.Context, path string) (*driver.Secret, error
 	case err != nil:
 		return nil, err
 	case cur == nil:
-		return nil, &driver.Error{Kind: ErrUnavailable, Err: errNoAnswer}
+		return nil, &Error{Kind: ErrUnavailable, Err: errNoAnswer}
 	}
 	return cur, nil
 }
@@ -407,7 +407,7 @@ func newToken() string {
 // putConflict returns the error of a conditional Put that the current
 // secret cur (nil: missing) rules out, or nil.
 func putConflict(cur *driver.Secret, opts PutOptions) error {
-	conflict := func(why string) error { return &driver.Error{Kind: ErrConflict, Err: errors.New(why)} }
+	conflict := func(why string) error { return &Error{Kind: ErrConflict, Err: errors.New(why)} }
 	switch {
 	case opts.CreateOnly && cur != nil:
 		return conflict("secret exists and the write is create-only")
@@ -416,7 +416,7 @@ func putConflict(cur *driver.Secret, opts PutOptions) error {
 	case cur == nil:
 		return conflict("secret does not exist, so its version cannot match")
 	case cur.Version == "":
-		return &driver.Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
+		return &Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
 	case cur.Version != opts.IfVersion:
 		return conflict("current version does not match the expected version")
 	}
@@ -425,11 +425,11 @@ func putConflict(cur *driver.Secret, opts PutOptions) error {
 
 // Delete removes the secret. Deleting a missing secret is not an error.
 func (s *Store) Delete(ctx context.Context, name string) (err error) {
-	defer func() { s.record(OpDelete, err) }()
-	if err := s.start(ctx, OpDelete, name); err != nil {
+	defer func() { s.record(opDelete, err) }()
+	if err := s.start(ctx, opDelete, name); err != nil {
 		return err
 	}
-	return s.retry(ctx, OpDelete, name, func(ctx context.Context) error {
+	return s.retry(ctx, opDelete, name, func(ctx context.Context) error {
 		err := s.drv.Delete(ctx, s.path(name))
 		if errors.Is(err, ErrNotFound) {
 			return nil
@@ -443,11 +443,11 @@ func (s *Store) Delete(ctx context.Context, name string) (err error) {
 // matches "db/password" and "db/pool/user". Paging is handled inside.
 // An empty prefix lists everything.
 func (s *Store) List(ctx context.Context, prefix string) (names []string, err error) {
-	defer func() { s.record(OpList, err) }()
+	defer func() { s.record(opList, err) }()
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
-	if err := s.live(ctx, OpList, prefix); err != nil {
+	if err := s.live(ctx, opList, prefix); err != nil {
 		return nil, err
 	}
 	full := prefix
@@ -455,7 +455,7 @@ func (s *Store) List(ctx context.Context, prefix string) (names []string, err er
 		full = s.scope + "/" + prefix
 	}
 	var got []string
-	err = s.retry(ctx, OpList, prefix, func(ctx context.Context) (err error) {
+	err = s.retry(ctx, opList, prefix, func(ctx context.Context) (err error) {
 		got, err = s.drv.List(ctx, full)
 		return err
 	})
@@ -475,10 +475,10 @@ func (s *Store) List(ctx context.Context, prefix string) (names []string, err er
 // GetBatch reads several secrets: in one backend call per batch when the
 // backend can (AWS BatchGetSecretValue), one Get per distinct name
 // otherwise. Missing secrets are absent from the result; an invalid name
-// or any other error aborts the read. It counts as one OpGet.
+// or any other error aborts the read. It counts as one opGet.
 func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*Secret, err error) {
-	defer func() { s.record(OpGet, err) }()
-	distinct, byPath, err := s.batchNames(ctx, OpGet, names)
+	defer func() { s.record(opGet, err) }()
+	distinct, byPath, err := s.batchNames(ctx, opGet, names)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +487,7 @@ func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*S
 	if !ok {
 		for _, name := range distinct {
 			var got *driver.Secret
-			err := s.retry(ctx, OpGet, name, func(ctx context.Context) (err error) {
+			err := s.retry(ctx, opGet, name, func(ctx context.Context) (err error) {
 				got, err = s.drv.Get(ctx, s.path(name))
 				return err
 			})
@@ -502,7 +502,7 @@ func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*S
 		return out, nil
 	}
 	var got map[string]*driver.Secret
-	err = s.retry(ctx, OpGet, batchName(distinct), func(ctx context.Context) (err error) {
+	err = s.retry(ctx, opGet, batchName(distinct), func(ctx context.Context) (err error) {
 		got, err = bg.GetBatch(ctx, slices.Collect(maps.Keys(byPath)))
 		return err
 	})
@@ -554,13 +554,13 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 	if !ok || len(names) == 0 {
 		return nil, false, nil
 	}
-	defer func() { s.record(OpStat, err) }()
-	_, byPath, err := s.batchNames(ctx, OpStat, names)
+	defer func() { s.record(opStat, err) }()
+	_, byPath, err := s.batchNames(ctx, opStat, names)
 	if err != nil {
 		return nil, true, err
 	}
 	var got map[string]*driver.Secret
-	err = s.retry(ctx, OpStat, "", func(ctx context.Context) (err error) {
+	err = s.retry(ctx, opStat, "", func(ctx context.Context) (err error) {
 		got, err = bs.StatBatch(ctx, slices.Collect(maps.Keys(byPath)))
 		return err
 	})
@@ -589,7 +589,7 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 // context error; or, for a backend without such a check, an error matching
 // errors.ErrUnsupported and no kind, which is not counted as a call.
 func (s *Store) CheckCredentials(ctx context.Context) error {
-	const op = OpCheckCredentials
+	const op = opCheckCredentials
 	cc, ok := s.drv.(driver.CredentialChecker)
 	if !ok {
 		return errNoCheck()
@@ -625,7 +625,7 @@ func (s *Store) CheckCredentials(ctx context.Context) error {
 
 // errNoCheck is CheckCredentials' error for a store without a check.
 func errNoCheck() error {
-	return &Error{Op: OpCheckCredentials, Err: fmt.Errorf("the store has no credential check: %w", errors.ErrUnsupported)}
+	return &Error{Op: opCheckCredentials, Err: fmt.Errorf("the store has no credential check: %w", errors.ErrUnsupported)}
 }
 
 // As sets target to the backend's client when target is a pointer to its

@@ -82,7 +82,7 @@ func TestLastSuccessAndStats(t *testing.T) {
 						name = "../x"
 					}
 					err := call(ctx, s, op, name)
-					deleteMissing := op == secretstore.OpDelete && c.fail == secretstore.ErrNotFound
+					deleteMissing := op == "delete" && c.fail == secretstore.ErrNotFound
 					if c.fail == nil && !c.cancel && !c.badName || deleteMissing {
 						require.NoError(t, err, "deleting a missing secret is not an error")
 					} else {
@@ -98,11 +98,11 @@ func TestLastSuccessAndStats(t *testing.T) {
 						wantErrors = 1
 					}
 					st := s.Stats()
-					if op == secretstore.OpPut {
+					if op == "put" {
 						assert.Equal(t, secretstore.OpStats{Calls: 2, Errors: wantErrors}, st[op])
 					} else {
 						assert.Equal(t, secretstore.OpStats{Calls: 1, Errors: wantErrors}, st[op])
-						assert.Equal(t, secretstore.OpStats{Calls: 1}, st[secretstore.OpPut])
+						assert.Equal(t, secretstore.OpStats{Calls: 1}, st["put"])
 					}
 				})
 			})
@@ -117,12 +117,12 @@ func TestStatsOfBatchesAndCopies(t *testing.T) {
 	_, err := s.GetBatch(ctx, []string{"a", "b"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]secretstore.OpStats{
-		secretstore.OpPut: {Calls: 1},
-		secretstore.OpGet: {Calls: 1}, // one batch
+		"put": {Calls: 1},
+		"get": {Calls: 1}, // one batch
 	}, s.Stats())
 	st := s.Stats()
-	st[secretstore.OpPut] = secretstore.OpStats{}
-	assert.Equal(t, int64(1), s.Stats()[secretstore.OpPut].Calls, "Stats returns a copy")
+	st["put"] = secretstore.OpStats{}
+	assert.Equal(t, int64(1), s.Stats()["put"].Calls, "Stats returns a copy")
 	assert.WithinDuration(t, time.Now(), s.LastSuccess(), time.Hour, "the wall clock")
 }
 
@@ -136,13 +136,13 @@ func TestStatsConcurrent(t *testing.T) {
 	for range 10 {
 		wg.Go(func() {
 			for range 50 {
-				_ = call(ctx, s, secretstore.OpGet, "x")
+				_ = call(ctx, s, "get", "x")
 				_ = s.LastSuccess()
 			}
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, secretstore.OpStats{Calls: 500, Errors: 100}, s.Stats()[secretstore.OpGet])
+	assert.Equal(t, secretstore.OpStats{Calls: 500, Errors: 100}, s.Stats()["get"])
 }
 
 // The credential check reaches the driver every time, is counted like any
@@ -160,14 +160,14 @@ func TestCheckCredentials(t *testing.T) {
 		answered bool
 	}{
 		{name: "accepted", answered: true},
-		{name: "refused", driver: &driver.Error{Kind: driver.ErrPermission, Err: cause}, want: secretstore.ErrPermission, answered: true,
+		{name: "refused", driver: &secretstore.Error{Kind: secretstore.ErrPermission, Err: cause}, want: secretstore.ErrPermission, answered: true,
 			text: "secretstore: check-credentials: permission denied: HTTP 400"},
-		{name: "cannot tell", driver: &driver.Error{Kind: driver.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
-		{name: "invalid", driver: &driver.Error{Kind: driver.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "cannot tell", driver: &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
+		{name: "invalid", driver: &secretstore.Error{Kind: secretstore.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
-		{name: "not found", driver: &driver.Error{Kind: driver.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "not found", driver: &secretstore.Error{Kind: secretstore.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
-		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), driver.ErrConflict), want: secretstore.ErrUnavailable,
+		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), secretstore.ErrConflict), want: secretstore.ErrUnavailable,
 			text: "secretstore: check-credentials: store unavailable: odd\nconflict"},
 		{name: "no check", noCheck: true},
 	}
@@ -204,8 +204,8 @@ func TestCheckCredentials(t *testing.T) {
 			if c.noCheck {
 				wantCalls = 0
 			}
-			assert.Equal(t, wantCalls, d.Calls(secretstore.OpCheckCredentials, ""), "every check reaches the driver, none is cached")
-			assert.Equal(t, int64(wantCalls), s.Stats()[secretstore.OpCheckCredentials].Calls)
+			assert.Equal(t, wantCalls, d.Calls("check-credentials", ""), "every check reaches the driver, none is cached")
+			assert.Equal(t, int64(wantCalls), s.Stats()["check-credentials"].Calls)
 			assert.Equal(t, c.answered, !s.LastSuccess().IsZero())
 		})
 	}
@@ -240,7 +240,7 @@ func TestRetries(t *testing.T) {
 		_, err = s.Stat(t.Context(), "x")
 		require.ErrorIs(t, err, secretstore.ErrPermission)
 		assert.Equal(t, 1, d.Calls("stat", "x")-before, "an answer is not retried")
-		assert.Equal(t, secretstore.OpStats{Calls: 2, Errors: 2}, s.Stats()[secretstore.OpStat], "a call counts once, however often it was tried")
+		assert.Equal(t, secretstore.OpStats{Calls: 2, Errors: 2}, s.Stats()["stat"], "a call counts once, however often it was tried")
 	})
 }
 
@@ -309,7 +309,7 @@ func TestPutRetries(t *testing.T) {
 			d.SetHook(func(op string) error {
 				if op == "put" {
 					d.SetHook(nil)
-					return &driver.Error{Kind: driver.ErrUnavailable, Err: errors.New("lost")}
+					return &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("lost")}
 				}
 				return nil
 			})

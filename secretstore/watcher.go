@@ -1,10 +1,8 @@
 package secretstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,104 +15,13 @@ import (
 	"time"
 )
 
-// Watch intervals.
+// Watch intervals (documented on WatcherOptions.Interval).
 const (
-	// DefaultWatchInterval is the polling interval when none is configured.
-	DefaultWatchInterval = time.Minute
-	// MinWatchInterval is the shortest interval accepted: faster polling
+	defaultWatchInterval = time.Minute
+	// minWatchInterval is the shortest interval accepted: faster polling
 	// would only load the store.
-	MinWatchInterval = time.Second
+	minWatchInterval = time.Second
 )
-
-// maxWatcherConfigSize bounds the JSON WatcherConfig.UnmarshalJSON accepts.
-const maxWatcherConfigSize = 4 << 10
-
-// WatcherConfig is the configurable part of a Watcher. Its JSON form is
-//
-//	{"interval": "30s"}
-//
-// with the interval in time.ParseDuration syntax. Build one with
-// NewWatcherConfig or by decoding JSON; both validate.
-type WatcherConfig struct {
-	// Interval is the time between polling cycles. Zero means
-	// DefaultWatchInterval; otherwise it must be at least MinWatchInterval.
-	Interval time.Duration
-}
-
-// NewWatcherConfig parses interval with time.ParseDuration and validates it:
-// an unparsable, zero or negative interval is an error, and so is one below
-// MinWatchInterval. An empty string means DefaultWatchInterval. Errors match
-// ErrInvalid.
-func NewWatcherConfig(interval string) (WatcherConfig, error) {
-	if interval == "" {
-		return WatcherConfig{Interval: DefaultWatchInterval}, nil
-	}
-	shown := interval
-	if len(shown) > 64 {
-		shown = shown[:64] + "..."
-	}
-	d, err := time.ParseDuration(interval)
-	switch {
-	case err != nil:
-		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q is not a duration such as \"30s\" or \"5m\"", shown))
-	case d <= 0:
-		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q must be positive", shown))
-	case d < MinWatchInterval:
-		return WatcherConfig{}, watcherConfigError(fmt.Sprintf("watch interval %q is below the minimum of %s", shown, MinWatchInterval))
-	}
-	return WatcherConfig{Interval: d}, nil
-}
-
-// Validate checks the interval: zero (the default) or at least
-// MinWatchInterval. Errors match ErrInvalid.
-func (c WatcherConfig) Validate() error {
-	switch {
-	case c.Interval < 0:
-		return watcherConfigError(fmt.Sprintf("watch interval %s must be positive", c.Interval))
-	case c.Interval > 0 && c.Interval < MinWatchInterval:
-		return watcherConfigError(fmt.Sprintf("watch interval %s is below the minimum of %s", c.Interval, MinWatchInterval))
-	}
-	return nil
-}
-
-// interval returns the effective interval.
-func (c WatcherConfig) interval() time.Duration {
-	if c.Interval == 0 {
-		return DefaultWatchInterval
-	}
-	return c.Interval
-}
-
-type watcherConfigJSON struct {
-	Interval string `json:"interval,omitempty"`
-}
-
-// UnmarshalJSON decodes {"interval": "..."} through NewWatcherConfig.
-// Unknown fields are rejected so typos are reported.
-func (c *WatcherConfig) UnmarshalJSON(b []byte) error {
-	if len(b) > maxWatcherConfigSize {
-		return watcherConfigError(fmt.Sprintf("watcher config is larger than %d bytes", maxWatcherConfigSize))
-	}
-	var in watcherConfigJSON
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return watcherConfigError("watcher config: " + jsonProblem(err))
-	}
-	cfg, err := NewWatcherConfig(in.Interval)
-	if err != nil {
-		return err
-	}
-	*c = cfg
-	return nil
-}
-
-// MarshalJSON encodes the form UnmarshalJSON reads.
-func (c WatcherConfig) MarshalJSON() ([]byte, error) {
-	return json.Marshal(watcherConfigJSON{Interval: c.interval().String()})
-}
-
-func watcherConfigError(problem string) error { return &ConfigError{Problems: []string{problem}} }
 
 // EventKind says what a Watcher noticed about a secret.
 type EventKind uint8
@@ -173,30 +80,6 @@ type Event struct {
 	// Err is the store's error for Forbidden and Unavailable (for
 	// Unavailable, the first of the cycle).
 	Err error
-}
-
-// LogValue implements slog.LogValuer.
-func (e Event) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
-	if e.Name != "" {
-		attrs = append(attrs, slog.String("name", e.Name))
-	}
-	if len(e.Names) > 0 {
-		attrs = append(attrs, slog.Int("names", len(e.Names)))
-	}
-	if e.Version != "" {
-		attrs = append(attrs, slog.String("version", e.Version))
-	}
-	if e.Initial {
-		attrs = append(attrs, slog.Bool("initial", true))
-	}
-	if e.Outage {
-		attrs = append(attrs, slog.Bool("outage", true))
-	}
-	if e.Err != nil {
-		attrs = append(attrs, slog.String("err", e.Err.Error()))
-	}
-	return slog.GroupValue(attrs...)
 }
 
 // Cycle is the outcome of one watch cycle as a whole: its events, how
@@ -261,7 +144,7 @@ func (c Cycle) StoreFailure() error {
 	if c.Forbidden > 0 && c.AnsweredAlone == 0 && c.Answered > 0 {
 		// Listed, but refused whenever asked about alone: the caller's
 		// own access to every secret, not a refusal of particular ones.
-		return NewError(opWatch, "", ErrPermission, fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered))
+		return &Error{Op: opWatch, Kind: ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
 	}
 	if c.Watched == 0 || c.Answered > 0 {
 		return nil
@@ -270,12 +153,12 @@ func (c Cycle) StoreFailure() error {
 	if c.Unavailable > 0 {
 		kind = ErrUnavailable
 	}
-	return NewError(opWatch, "", kind, fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable))
+	return &Error{Op: opWatch, Kind: kind, Err: fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable)}
 }
 
-// LogValue implements slog.LogValuer: the counts, the credential check's
-// result and the number of events.
-func (c Cycle) LogValue() slog.Value {
+// cycleLogValue is what a watcher logs of a cycle: the counts, the
+// credential check's result and the number of events.
+func cycleLogValue(c Cycle) slog.Value {
 	attrs := []slog.Attr{
 		slog.Int("watched", c.Watched), slog.Int("answered", c.Answered),
 		slog.Int("forbidden", c.Forbidden), slog.Int("unavailable", c.Unavailable),
@@ -297,11 +180,13 @@ func credentialsString(err error) string {
 // opWatch names the watcher in the errors it makes itself.
 const opWatch = "watch"
 
-// WatcherOptions configure a Watcher. The zero value polls every
-// DefaultWatchInterval.
+// WatcherOptions configure a Watcher. The zero value polls every minute.
 type WatcherOptions struct {
-	// Config holds the interval.
-	Config WatcherConfig
+	// Interval is the time between polling cycles: zero means one minute;
+	// otherwise at least one second (faster polling would only load the
+	// store). A negative or shorter interval makes NewWatcher fail with
+	// ErrInvalid.
+	Interval time.Duration
 	// Heartbeat, if set, is called with the tick time on the watcher's
 	// goroutine before each cycle Run starts: a liveness signal. While a
 	// cycle overruns the interval it fires less often.
@@ -330,7 +215,7 @@ type WatcherOptions struct {
 // refusal is reported within len(names)/3 cycles); otherwise with one
 // Stat per name, a few at a time (Vault has no bulk metadata read). Only when a secret has no Version (a
 // store without versions) does it read the secret and keep the SHA-256 of
-// its data (Data.Sum256), never the data. It reports:
+// its data, never the data. It reports:
 //
 //   - Changed when the version (or checksum) differs from the last one seen,
 //   - Deleted when the secret is missing (ErrNotFound),
@@ -416,17 +301,22 @@ type observation struct {
 }
 
 // NewWatcher returns a watcher of store with no names. It validates
-// opts.Config.
+// opts.Interval.
 func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 	if store == nil {
-		return nil, NewError(OpOpen, "", ErrInvalid, errors.New("watcher: store is nil"))
+		return nil, &Error{Op: opOpen, Kind: ErrInvalid, Err: errors.New("watcher: store is nil")}
 	}
-	if err := opts.Config.Validate(); err != nil {
-		return nil, err
+	switch {
+	case opts.Interval < 0:
+		return nil, &Error{Op: opWatch, Kind: ErrInvalid, Err: fmt.Errorf("watch interval %s must be positive", opts.Interval)}
+	case opts.Interval > 0 && opts.Interval < minWatchInterval:
+		return nil, &Error{Op: opWatch, Kind: ErrInvalid, Err: fmt.Errorf("watch interval %s is below the minimum of %s", opts.Interval, minWatchInterval)}
+	case opts.Interval == 0:
+		opts.Interval = defaultWatchInterval
 	}
 	w := &Watcher{
 		store:       store,
-		interval:    opts.Config.interval(),
+		interval:    opts.Interval,
 		heartbeat:   opts.Heartbeat,
 		concurrency: opts.Concurrency,
 		outageAfter: opts.OutageAfter,
@@ -446,9 +336,6 @@ func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 	return w, nil
 }
 
-// Interval returns the time between cycles.
-func (w *Watcher) Interval() time.Duration { return w.interval }
-
 // Watch adds names to the watched set; names already watched are kept as
 // they are. If any name fails ValidateName nothing is added and the error
 // (kind ErrInvalid) names it. A new name's first observation is reported at
@@ -456,7 +343,7 @@ func (w *Watcher) Interval() time.Duration { return w.interval }
 func (w *Watcher) Watch(names ...string) error {
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
-			return NewError(opWatch, n, ErrInvalid, err)
+			return &Error{Op: opWatch, Name: n, Kind: ErrInvalid, Err: err}
 		}
 	}
 	w.mu.Lock()
@@ -600,7 +487,7 @@ func (w *Watcher) Poll(ctx context.Context) Cycle {
 			slog.Int("names", len(unavailable)), slog.Int("watched", c.Watched),
 			slog.Bool("outage", outage), slog.String("err", errString(firstErr)))
 	}
-	w.log.Debug("watch cycle", slog.Any("cycle", c), slog.Duration("took", time.Since(start)))
+	w.log.Debug("watch cycle", slog.Any("cycle", cycleLogValue(c)), slog.Duration("took", time.Since(start)))
 	return c
 }
 
@@ -716,7 +603,7 @@ func (w *Watcher) observe(ctx context.Context, name string) observation {
 		var s *Secret
 		s, err = w.store.Get(ctx, name)
 		if err == nil {
-			return observation{state: statePresent, sum: s.Data.Sum256()}
+			return observation{state: statePresent, sum: s.Data.sum256()}
 		}
 	}
 	switch {
@@ -752,7 +639,7 @@ func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firs
 				c.AnsweredAlone++
 			}
 			tag := observedTag(r.version, r.sum)
-			differs := !e.tag.IsZero() && tag != e.tag
+			differs := e.tag != (ContentTag{}) && tag != e.tag
 			switch {
 			case !e.seen:
 				c.Events = append(c.Events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})

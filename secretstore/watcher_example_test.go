@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -21,11 +22,7 @@ func ExampleWatcher() {
 	}
 	write("first")
 
-	cfg, err := secretstore.NewWatcherConfig("30s") // from the agbot's configuration
-	if err != nil {
-		panic(err)
-	}
-	w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Config: cfg})
+	w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Interval: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +88,7 @@ func ExampleCycle_StoreFailure() {
 	// One secret's permission removed.
 	backend.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if c.Name == "api/token" {
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, nil)
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission}
 		}
 		return nil
 	}})

@@ -1,8 +1,8 @@
 package secretstore_test
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -73,12 +73,13 @@ func summary(events []secretstore.Event) []string {
 
 // running is a Watcher driven by Run, in a synctest bubble.
 type running struct {
-	t      *testing.T
-	w      *secretstore.Watcher
-	cycles chan secretstore.Cycle
-	beats  atomic.Int64
-	cancel context.CancelFunc
-	done   chan error
+	t        *testing.T
+	w        *secretstore.Watcher
+	interval time.Duration
+	cycles   chan secretstore.Cycle
+	beats    atomic.Int64
+	cancel   context.CancelFunc
+	done     chan error
 }
 
 func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
@@ -88,7 +89,7 @@ func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.Watch
 	w, err := secretstore.NewWatcher(store, opts)
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
-	r.w = w
+	r.w, r.interval = w, cmp.Or(opts.Interval, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) { r.cycles <- c }) }()
@@ -97,7 +98,7 @@ func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.Watch
 }
 
 // tick lets one interval pass.
-func (r *running) tick() { time.Sleep(r.w.Interval()) }
+func (r *running) tick() { time.Sleep(r.interval) }
 
 // next returns the events of the next cycle.
 func (r *running) next() []secretstore.Event {
@@ -349,7 +350,7 @@ func TestWatcherObserved(t *testing.T) {
 			v1, ok := observed()
 			require.True(t, ok)
 			assert.Equal(t, read(), v1)
-			assert.Equal(t, !noVersions, v1.Version() != "")
+			assert.Equal(t, !noVersions, strings.HasPrefix(v1.Encode(), "version:"))
 
 			put(t, mem, "a", "2")
 			unchanged, _ := observed()
@@ -360,7 +361,11 @@ func TestWatcherObserved(t *testing.T) {
 			assert.NotEqual(t, v1, v2)
 			assert.Equal(t, read(), v2)
 			require.Len(t, ev, 1)
-			assert.Equal(t, v2.Version(), ev[0].Version, "events carry versions, never checksums")
+			if noVersions {
+				assert.Empty(t, ev[0].Version, "events carry versions, never checksums")
+			} else {
+				assert.Equal(t, v2.Encode(), "version:"+ev[0].Version, "events carry versions")
+			}
 
 			require.NoError(t, mem.Delete(ctx, "a"))
 			w.Poll(ctx)
@@ -526,7 +531,7 @@ func TestWatcherHandlerMayChangeNames(t *testing.T) {
 		}()
 		defer func() { cancel(); <-done }()
 		assert.Equal(t, []string{"appeared a initial"}, <-got)
-		time.Sleep(w.Interval())
+		time.Sleep(time.Minute) // the default interval
 		select {
 		case s := <-got:
 			assert.Equal(t, []string{"appeared b initial"}, s)
@@ -570,47 +575,7 @@ func TestWatcherChangedWithinOneInterval(t *testing.T) {
 	})
 }
 
-func TestWatcherConfig(t *testing.T) {
-	cases := []struct {
-		in      string
-		want    time.Duration
-		wantErr string
-	}{
-		{"", time.Minute, ""},
-		{"1s", time.Second, ""},
-		{"90s", 90 * time.Second, ""},
-		{"1m30s", 90 * time.Second, ""},
-		{"2h", 2 * time.Hour, ""},
-		{"0", 0, "must be positive"},
-		{"0s", 0, "must be positive"},
-		{"-5s", 0, "must be positive"},
-		{"999ms", 0, "below the minimum of 1s"},
-		{"1ns", 0, "below the minimum of 1s"},
-		{"5", 0, "not a duration"},
-		{"soon", 0, "not a duration"},
-		{" 30s", 0, "not a duration"},
-	}
-	for _, c := range cases {
-		t.Run(c.in, func(t *testing.T) {
-			cfg, err := secretstore.NewWatcherConfig(c.in)
-			if c.wantErr != "" {
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
-				assert.ErrorContains(t, err, c.wantErr)
-				assert.ErrorContains(t, err, fmt.Sprintf("%q", c.in), "the error names the bad value")
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, c.want, cfg.Interval)
-			assert.NoError(t, cfg.Validate())
-
-			var fromJSON secretstore.WatcherConfig
-			require.NoError(t, json.Unmarshal([]byte(`{"interval":"`+c.in+`"}`), &fromJSON))
-			assert.Equal(t, c.want, fromJSON.Interval)
-		})
-	}
-}
-
-func TestWatcherConfigStruct(t *testing.T) {
+func TestWatcherInterval(t *testing.T) {
 	cases := []struct {
 		interval time.Duration
 		wantErr  string
@@ -618,77 +583,37 @@ func TestWatcherConfigStruct(t *testing.T) {
 	}{
 		{0, "", time.Minute},
 		{time.Second, "", time.Second},
+		{90 * time.Second, "", 90 * time.Second},
 		{-time.Second, "must be positive", 0},
-		{500 * time.Millisecond, "below the minimum", 0},
+		{500 * time.Millisecond, "below the minimum of 1s", 0},
+		{time.Nanosecond, "below the minimum of 1s", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.interval.String(), func(t *testing.T) {
-			w, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{Config: secretstore.WatcherConfig{Interval: c.interval}})
 			if c.wantErr != "" {
+				_, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{Interval: c.interval})
 				require.ErrorIs(t, err, secretstore.ErrInvalid)
 				assert.ErrorContains(t, err, c.wantErr)
+				assert.ErrorContains(t, err, c.interval.String(), "the error names the bad value")
 				return
 			}
-			require.NoError(t, err)
-			assert.Equal(t, c.effect, w.Interval())
+			synctest.Test(t, func(t *testing.T) {
+				r := startWatcher(t, newStore(t, nil), secretstore.WatcherOptions{Interval: c.interval}, "a")
+				r.next()
+				time.Sleep(c.effect - time.Millisecond)
+				synctest.Wait()
+				assert.Empty(t, r.cycles, "no cycle before the interval has passed")
+				time.Sleep(time.Millisecond)
+				r.next()
+			})
 		})
 	}
 	_, err := secretstore.NewWatcher(nil, secretstore.WatcherOptions{})
 	assert.ErrorIs(t, err, secretstore.ErrInvalid)
 }
 
-func TestWatcherConfigJSON(t *testing.T) {
-	cases := []struct {
-		in      string
-		want    time.Duration
-		wantErr string
-	}{
-		{`{}`, time.Minute, ""},
-		{`{"interval":"45s"}`, 45 * time.Second, ""},
-		{`{"interval":"0s"}`, 0, "must be positive"},
-		{`{"intervall":"45s"}`, 0, `unknown field "intervall"`},
-		{`{"interval":45}`, 0, "expected string"},
-		{`[1]`, 0, "watcher config"},
-		{`{"interval":"` + strings.Repeat("9", 5000) + `"}`, 0, "larger than"},
-	}
-	for _, c := range cases {
-		t.Run(c.in[:min(len(c.in), 30)], func(t *testing.T) {
-			var cfg secretstore.WatcherConfig
-			err := json.Unmarshal([]byte(c.in), &cfg)
-			if c.wantErr != "" {
-				assert.ErrorContains(t, err, c.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, c.want, cfg.Interval)
-			out, err := json.Marshal(cfg)
-			require.NoError(t, err)
-			var back secretstore.WatcherConfig
-			require.NoError(t, json.Unmarshal(out, &back))
-			assert.Equal(t, cfg, back)
-		})
-	}
-}
-
-func FuzzWatcherConfigJSON(f *testing.F) {
-	for _, s := range []string{`{}`, `{"interval":"30s"}`, `{"interval":"-1s"}`, `{"interval":"1h2m3s4ms"}`, `{"x":1}`, `null`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var cfg secretstore.WatcherConfig
-		if err := json.Unmarshal(in, &cfg); err != nil {
-			return
-		}
-		if cfg.Interval != 0 && cfg.Interval < secretstore.MinWatchInterval {
-			t.Fatalf("accepted interval %s below the minimum", cfg.Interval)
-		}
-		require.NoError(t, cfg.Validate())
-	})
-}
-
-func TestEventLogValueHasNoSecrets(t *testing.T) {
-	e := secretstore.Event{Kind: secretstore.Unavailable, Names: []string{"a", "b"}, Outage: true, Err: secretstore.ErrUnavailable}
-	assert.Equal(t, "[kind=unavailable names=2 outage=true err=store unavailable]", e.LogValue().String())
+func TestEventKindString(t *testing.T) {
+	assert.Equal(t, "unavailable", secretstore.Unavailable.String())
 	assert.Equal(t, "EventKind(9)", secretstore.EventKind(9).String())
 }
 
@@ -706,7 +631,7 @@ func (d benchDriver) Get(_ context.Context, name string) (*driver.Secret, error)
 	if s, ok := d.secrets[name]; ok {
 		return s, nil
 	}
-	return nil, &driver.Error{Kind: driver.ErrNotFound}
+	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
 }
 
 func (d benchDriver) Stat(ctx context.Context, name string) (*driver.Secret, error) {
@@ -776,8 +701,8 @@ func BenchmarkWatcherCycle(b *testing.B) {
 // token) from one secret's permission removed.
 func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "gone"}
-	refused := &driver.Error{Kind: driver.ErrPermission, Err: errors.New("refused")}
-	down := &driver.Error{Kind: driver.ErrUnavailable, Err: errors.New("down")}
+	refused := &secretstore.Error{Kind: secretstore.ErrPermission, Err: errors.New("refused")}
+	down := &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("down")}
 	cases := []struct {
 		name    string
 		noCheck bool // the store has no credential check
@@ -834,7 +759,7 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				require.NoError(t, first.StoreFailure())
 
 				c.fault(d)
-				checks := d.Calls(secretstore.OpCheckCredentials, "")
+				checks := d.Calls("check-credentials", "")
 				time.Sleep(time.Minute)
 				got := w.Poll(ctx)
 				assert.Equal(t, time.Now(), got.At)
@@ -846,10 +771,10 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				assert.Equal(t, c.events, nilIfEmpty(summary(got.Events)))
 				assert.Equal(t, !c.noCheck, got.CredentialsChecked)
 				if c.noCheck {
-					assert.Equal(t, checks, d.Calls(secretstore.OpCheckCredentials, ""), "no check to run")
+					assert.Equal(t, checks, d.Calls("check-credentials", ""), "no check to run")
 					assert.NoError(t, got.Credentials)
 				} else {
-					assert.Equal(t, checks+1, d.Calls(secretstore.OpCheckCredentials, ""), "one check per cycle")
+					assert.Equal(t, checks+1, d.Calls("check-credentials", ""), "one check per cycle")
 					if c.credentials == nil {
 						assert.NoError(t, got.Credentials)
 					} else {
@@ -893,7 +818,7 @@ func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
 			assert.Zero(t, c.Watched)
 			assert.True(t, c.CredentialsChecked)
 			assert.NoError(t, c.StoreFailure())
-			assert.Len(t, backend.Calls(secretstore.OpCheckCredentials, ""), i+1)
+			assert.Len(t, backend.Calls("check-credentials", ""), i+1)
 			r.tick()
 		}
 	})
@@ -923,7 +848,7 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.fail != nil {
-			backend.SetFaults(mock.Faults{Op: secretstore.OpCheckCredentials, Fail: s.fail, Times: 1})
+			backend.SetFaults(mock.Faults{Op: "check-credentials", Fail: s.fail, Times: 1})
 		}
 		w.Poll(ctx)
 		assert.Equal(t, s.rejected, count(rejected), "step %d: rejections logged", i)

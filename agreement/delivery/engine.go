@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -201,7 +202,7 @@ type Engine struct {
 	cfg       settings
 	state     State
 	monitor   *secretstore.Store
-	reader    *secretstore.Reader
+	reader    *storereader.Reader
 	watcher   *secretstore.Watcher
 	keys      *agreement.PrivateKeys
 	agents    Agents
@@ -248,8 +249,8 @@ func New(opts Options) (*Engine, error) {
 	// The watcher reads the backend through the monitor only: a cache
 	// would hide fresh data from its checksum fallback.
 	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
-		Config: secretstore.WatcherConfig{Interval: cfg.Interval},
-		Logger: log,
+		Interval: cfg.Interval,
+		Logger:   log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery: %w", err)
@@ -258,7 +259,7 @@ func New(opts Options) (*Engine, error) {
 		cfg:       cfg,
 		state:     opts.State,
 		monitor:   monitor,
-		reader:    secretstore.NewReader(monitor, secretstore.ReaderOptions{TTL: min(valueTTL, cfg.Interval/2)}),
+		reader:    storereader.New(monitor, storereader.Options{TTL: min(valueTTL, cfg.Interval/2)}),
 		watcher:   watcher,
 		keys:      opts.Keys,
 		agents:    opts.Agents,

@@ -224,10 +224,10 @@ func TestStoreWideForbiddenCancelsNothing(t *testing.T) {
 func failCredentials(s *mock.Store, err error, forbidden ...string) {
 	s.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		switch {
-		case c.Op == secretstore.OpCheckCredentials:
+		case c.Op == "check-credentials":
 			return err
 		case slices.Contains(forbidden, c.Name):
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission, Err: mock.ErrInjected}
 		}
 		return nil
 	}})
@@ -240,9 +240,9 @@ func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
 		cause  string
 		forbid bool // every name reads forbidden too, as with an expired Vault token
 	}{
-		{"token expired", secretstore.NewError("check-credentials", "", secretstore.ErrPermission, errors.New("token expired")), "rejects the agbot's own credentials", true},
-		{"token cannot renew, names still readable", secretstore.NewError("check-credentials", "", secretstore.ErrPermission, errors.New("token can no longer be renewed")), "rejects the agbot's own credentials", false},
-		{"check unavailable", secretstore.NewError("check-credentials", "", secretstore.ErrUnavailable, errors.New("timeout")), "credential check failed", false},
+		{"token expired", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrPermission, Err: errors.New("token expired")}, "rejects the agbot's own credentials", true},
+		{"token cannot renew, names still readable", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrPermission, Err: errors.New("token can no longer be renewed")}, "rejects the agbot's own credentials", false},
+		{"check unavailable", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrUnavailable, Err: errors.New("timeout")}, "credential check failed", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -822,7 +822,7 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		// A slow store holds up the first watcher cycle: the agent
 		// acknowledges the cancellation, and the record goes, before the
 		// cycle reviews the agreements.
-		h.store.SetFaults(mock.Faults{Op: secretstore.OpStat, Latency: 10 * time.Second})
+		h.store.SetFaults(mock.Faults{Op: "stat", Latency: 10 * time.Second})
 		h.engine, err = delivery.New(h.opts)
 		require.NoError(t, err)
 		h.start()

@@ -442,7 +442,7 @@ func (h *harness) forbid(names ...string) {
 	}
 	h.store.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if set[c.Name] {
-			return secretstore.NewError(c.Op, c.Name, secretstore.ErrPermission, mock.ErrInjected)
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission, Err: mock.ErrInjected}
 		}
 		return nil
 	}})

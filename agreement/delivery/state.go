@@ -57,7 +57,7 @@ type Content struct {
 }
 
 // IsZero reports whether c names no content.
-func (c Content) IsZero() bool { return c.StoreName == "" && c.Tag.IsZero() }
+func (c Content) IsZero() bool { return c.StoreName == "" && c.Tag == (secretstore.ContentTag{}) }
 
 // Slot is one service secret of an agreement: the content the agent should
 // hold and the content it last acknowledged.

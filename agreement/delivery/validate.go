@@ -45,10 +45,8 @@ func (opts Options) check() (settings, error) {
 	if opts.Transport == nil {
 		bad("missing Transport")
 	}
-	if opts.Interval != 0 {
-		if err := (secretstore.WatcherConfig{Interval: opts.Interval}).Validate(); err != nil {
-			bad("Interval: %w", err)
-		}
+	if opts.Interval != 0 && opts.Interval < time.Second {
+		bad("Interval %s is below the watcher's minimum of 1s", opts.Interval)
 	}
 	if opts.Grace < 0 && opts.Grace != NoGrace {
 		bad("Grace %s is negative; use NoGrace to cancel without a grace period", opts.Grace)

@@ -50,8 +50,8 @@ func vaultHarness(t *testing.T, mount, token string, grace time.Duration) *harne
 	srv := vaulttest.Shared(t)
 	env := "EDGESECRETS_DELIVERY_TEST_TOKEN"
 	t.Setenv(env, token)
-	s, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: env}}, vault.Options{})
+	s, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
+		Auth: vault.Auth{Method: "token", TokenEnv: env}}, vault.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	h := newHarness(t, func(o *delivery.Options) {
@@ -195,7 +195,7 @@ func TestVaultRotationReadsEachRotatedSecretOnce(t *testing.T) {
 		}
 		return n
 	}
-	readsBefore := len(h.store.Calls(secretstore.OpGet, ""))
+	readsBefore := len(h.store.Calls("get", ""))
 
 	rotated := map[string]bool{name(1): true, name(3): true}
 	for n := range rotated {
@@ -224,7 +224,7 @@ func TestVaultRotationReadsEachRotatedSecretOnce(t *testing.T) {
 			assert.Zero(t, updates(agents[id]), "agreement %s uses no rotated secret", id)
 		}
 	}
-	reads := len(h.store.Calls(secretstore.OpGet, "")) - readsBefore
+	reads := len(h.store.Calls("get", "")) - readsBefore
 	assert.Positive(t, reads, "the new values were read")
 	assert.LessOrEqual(t, reads, len(rotated), "store reads for the rotation: one per rotated secret")
 	assert.Empty(t, h.cancelled())

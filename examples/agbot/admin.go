@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -37,7 +38,7 @@ const (
 // Every request needs "Authorization: Bearer <admin token>".
 type adminHandler struct {
 	store  *secretstore.Store
-	reader *secretstore.Reader // whose cached copy a write drops; may be nil
+	reader *storereader.Reader // whose cached copy a write drops; may be nil
 	token  string
 	log    *slog.Logger
 }

@@ -84,7 +84,7 @@ func TestCanaryEveryType(t *testing.T) {
 		`{"type":"memory","vault":{"address":"http://127.0.0.1:8200","auth":{"method":"token","token":%q}},"awssm":{"region":"eu-west-1","accessKeyId":"AKIA","secretAccessKey":%q}}`,
 		v(), v())))
 	require.NoError(t, err)
-	vaultAuth := vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(v()), SecretID: vault.Sensitive(v())}
+	vaultAuth := vault.Auth{Method: "token", Token: vault.Sensitive(v()), SecretID: vault.Sensitive(v())}
 
 	table := &agentapi.TokenTable{}
 	require.NoError(t, table.Set("web-1", v()))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
@@ -219,7 +220,7 @@ func (d *Driver) begin(op, name string) error {
 		}
 	}
 	if failing {
-		return &driver.Error{Kind: f.kind, Err: errors.New("injected")}
+		return &secretstore.Error{Kind: f.kind, Err: errors.New("injected")}
 	}
 	return nil
 }
@@ -260,7 +261,7 @@ func (d *Driver) lookup(name string, stale bool) (*driver.Secret, error) {
 	case !ok && d.breaks[BreakMissingIsEmpty]:
 		return &driver.Secret{Data: map[string][]byte{}}, nil
 	case !ok:
-		return nil, &driver.Error{Kind: driver.ErrNotFound}
+		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
 	}
 	return d.view(d.key(name), sec, stale), nil
 }
@@ -318,9 +319,9 @@ func (d *Driver) Put(_ context.Context, w *driver.Write) error {
 	if !d.breaks[BreakIgnoreConditions] {
 		switch {
 		case w.CreateOnly && exists:
-			return &driver.Error{Kind: driver.ErrConflict, Err: errors.New("exists")}
+			return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("exists")}
 		case w.IfVersion != "" && (!exists || cur.Version != w.IfVersion):
-			return &driver.Error{Kind: driver.ErrConflict, Err: errors.New("version moved")}
+			return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("version moved")}
 		}
 	}
 	next := &driver.Secret{Data: w.Data, Labels: w.Labels, UpdatedAt: time.Now()}
@@ -369,7 +370,7 @@ func (d *Driver) Delete(_ context.Context, name string) error {
 	key := d.key(name)
 	if _, ok := d.secrets[key]; !ok {
 		if d.breaks[BreakNotFoundOnDelete] {
-			return &driver.Error{Kind: driver.ErrNotFound}
+			return &secretstore.Error{Kind: secretstore.ErrNotFound}
 		}
 		return nil
 	}

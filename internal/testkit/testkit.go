@@ -8,23 +8,23 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Ops are the operations of secretstore.Store, as Op constants.
-var Ops = []string{secretstore.OpGet, secretstore.OpStat, secretstore.OpPut, secretstore.OpDelete, secretstore.OpList}
+// Ops are the operations of secretstore.Store, by their secretstore.Error.Op names.
+var Ops = []string{"get", "stat", "put", "delete", "list"}
 
 // Call runs one operation of s by its Op name and returns its error. A Put
 // writes {"k": "v-<name>"}; a List uses name as the prefix.
 func Call(ctx context.Context, s *secretstore.Store, op, name string) error {
 	var err error
 	switch op {
-	case secretstore.OpGet:
+	case "get":
 		_, err = s.Get(ctx, name)
-	case secretstore.OpStat:
+	case "stat":
 		_, err = s.Stat(ctx, name)
-	case secretstore.OpPut:
+	case "put":
 		_, err = s.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte("v-" + name)}}, secretstore.PutOptions{})
-	case secretstore.OpDelete:
+	case "delete":
 		err = s.Delete(ctx, name)
-	case secretstore.OpList:
+	case "list":
 		_, err = s.List(ctx, name)
 	default:
 		panic("testkit: unknown op " + op)

@@ -40,19 +40,19 @@ var _ API = (*secretsmanager.Client)(nil)
 
 // Limits of the AWS API the store works within.
 const (
-	// MaxNameLength is AWS's limit on a secret name, scope included.
-	MaxNameLength = 512
-	// BatchSize is the most secrets one BatchGetSecretValue call reads.
-	BatchSize = 20
-	// MaxListPageSize is the largest ListSecrets page.
-	MaxListPageSize = 100
+	// maxNameLength is AWS's limit on a secret name, scope included.
+	maxNameLength = 512
+	// batchSize is the most secrets one BatchGetSecretValue call reads.
+	batchSize = 20
+	// maxListPageSize is the largest ListSecrets page.
+	maxListPageSize = 100
 )
 
-// PendingStage is the staging label a compare-and-set Put attaches to the
+// pendingStage is the staging label a compare-and-set Put attaches to the
 // version it writes before moving AWSCURRENT to it. A version that lost the
 // race has it removed again; the winning version keeps it until the next
 // compare-and-set write moves it.
-const PendingStage = "EDGESECRETS_PENDING"
+const pendingStage = "EDGESECRETS_PENDING"
 
 // describeConcurrency bounds the DescribeSecret calls GetBatch runs at once.
 const describeConcurrency = 8
@@ -132,7 +132,7 @@ func newDriver(ctx context.Context, opts Options) (*store, int, error) {
 		kmsKeyID: opts.KMSKeyID, pageSize: opts.ListPageSize, log: opts.Logger,
 	}
 	if s.pageSize == 0 {
-		s.pageSize = MaxListPageSize
+		s.pageSize = maxListPageSize
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -150,13 +150,12 @@ func newDriver(ctx context.Context, opts Options) (*store, int, error) {
 	} else {
 		loaded, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
-			return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, loadError(err))
+			return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: loadError(err)}
 		}
 		cfg = loaded
 	}
 	if cfg.Region == "" {
-		return nil, 0, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid,
-			errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region"))
+		return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region")}
 	}
 	// One attempt per call: secretstore.Store retries, within the caller's
 	// deadline.
@@ -177,11 +176,11 @@ func checkOptions(opts Options) (string, []string) {
 		}
 	}
 	problems = append(problems, deleteProblems(opts.RecoveryWindowDays, opts.ForceDelete)...)
-	if opts.ListPageSize < 0 || opts.ListPageSize > MaxListPageSize {
-		problems = append(problems, fmt.Sprintf("list page size %d is outside 1..%d", opts.ListPageSize, MaxListPageSize))
+	if opts.ListPageSize < 0 || opts.ListPageSize > maxListPageSize {
+		problems = append(problems, fmt.Sprintf("list page size %d is outside 1..%d", opts.ListPageSize, maxListPageSize))
 	}
-	if opts.MaxAttempts < 0 || opts.MaxAttempts > MaxAttemptsLimit {
-		problems = append(problems, fmt.Sprintf("MaxAttempts %d is outside 1..%d (0 means the default)", opts.MaxAttempts, MaxAttemptsLimit))
+	if opts.MaxAttempts < 0 || opts.MaxAttempts > maxAttemptsLimit {
+		problems = append(problems, fmt.Sprintf("MaxAttempts %d is outside 1..%d (0 means the default)", opts.MaxAttempts, maxAttemptsLimit))
 	}
 	if opts.MaxBackoff < 0 {
 		problems = append(problems, "MaxBackoff is negative")
@@ -274,9 +273,9 @@ type write struct {
 	value string
 }
 
-func invalid(err error) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: err} }
+func invalid(err error) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err} }
 func conflict(why string) error {
-	return &driver.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
+	return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
 }
 
 // putOnce tries a Put once, from cur (what the store read just before;
@@ -405,7 +404,7 @@ func (s *store) create(ctx context.Context, w write) (again bool, err error) {
 	case code == codeInvalidRequest:
 		// The name is still being deleted (scheduled meanwhile, or a forced
 		// deletion AWS has not finished): a fresh look decides.
-		return true, &driver.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
+		return true, &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
 	}
 	return false, s.fail(ctx, "put", w.Name, err)
 }
@@ -418,7 +417,7 @@ func (s *store) putValue(ctx context.Context, w write) error {
 	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &w.Token})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// Scheduled for deletion or deleted meanwhile.
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
 	}
 	if err != nil {
 		return s.fail(ctx, "put", w.Name, err)
@@ -427,14 +426,14 @@ func (s *store) putValue(ctx context.Context, w write) error {
 }
 
 // swapValue is a server-side compare-and-set: it writes the value as a
-// version labelled PendingStage, then moves AWSCURRENT to it from base.
+// version labelled pendingStage, then moves AWSCURRENT to it from base.
 // Secrets Manager refuses the move unless AWSCURRENT is still on base, so of
 // racing writers exactly one wins.
 func (s *store) swapValue(ctx context.Context, w write, base string) error {
 	token := w.Token
 	lost := conflict("current version does not match the expected version")
 	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
-		SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &token, VersionStages: []string{PendingStage},
+		SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &token, VersionStages: []string{pendingStage},
 	})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		return lost
@@ -460,7 +459,7 @@ func (s *store) swapValue(ctx context.Context, w write, base string) error {
 		// AWSCURRENT moved away from base (or the secret went): lost. The
 		// losing version is left without labels, which makes it deprecated.
 		if _, err := s.api.UpdateSecretVersionStage(ctx, &secretsmanager.UpdateSecretVersionStageInput{
-			SecretId: &w.Name, VersionStage: aws.String(PendingStage), RemoveFromVersionId: &token,
+			SecretId: &w.Name, VersionStage: aws.String(pendingStage), RemoveFromVersionId: &token,
 		}); err != nil {
 			s.log.DebugContext(ctx, "could not take the pending label off a losing version; AWS deprecates it in time", "name", w.Name, "code", codeOf(err))
 		}
@@ -539,7 +538,7 @@ func (s *store) List(ctx context.Context, prefix string) ([]string, error) {
 	if err := checkAWSName(prefix); err != nil {
 		return nil, invalid(err)
 	}
-	if len(prefix) > MaxNameLength {
+	if len(prefix) > maxNameLength {
 		return nil, nil // no AWS name is that long
 	}
 	var names []string
@@ -597,7 +596,7 @@ func (s *store) StatBatch(ctx context.Context, names []string) (map[string]*driv
 		return out, nil
 	}
 	prefix := commonPrefix(slices.Collect(maps.Keys(want)))
-	err := s.list(ctx, prefix, MaxListPageSize, func(e types.SecretListEntry) bool {
+	err := s.list(ctx, prefix, maxListPageSize, func(e types.SecretListEntry) bool {
 		name := aws.ToString(e.Name)
 		if !want[name] || e.DeletedDate != nil {
 			return true
@@ -656,13 +655,13 @@ func (s *store) CheckCredentials(ctx context.Context) error {
 		in.Filters = []types.Filter{{Key: types.FilterNameStringTypeName, Values: []string{s.scope + "/"}}}
 	}
 	if _, err := s.api.ListSecrets(ctx, in); err != nil {
-		return s.fail(ctx, secretstore.OpCheckCredentials, "", err)
+		return s.fail(ctx, "check-credentials", "", err)
 	}
 	return nil
 }
 
 // GetBatch implements driver.BatchGetter: values come from
-// BatchGetSecretValue, up to BatchSize secrets per call, and labels from
+// BatchGetSecretValue, up to batchSize secrets per call, and labels from
 // one DescribeSecret per secret found (run a few at a time), since
 // BatchGetSecretValue returns no tags. Missing secrets and secrets
 // scheduled for deletion are absent from the result.
@@ -673,7 +672,7 @@ func (s *store) GetBatch(ctx context.Context, names []string) (map[string]*drive
 		}
 	}
 	out := make(map[string]*driver.Secret, len(names))
-	for chunk := range slices.Chunk(names, BatchSize) {
+	for chunk := range slices.Chunk(names, batchSize) {
 		if err := s.batchValues(ctx, chunk, out); err != nil {
 			return nil, err
 		}
@@ -697,7 +696,7 @@ func (s *store) batchValues(ctx context.Context, names []string, out map[string]
 			if code == codeNotFound || code == codeInvalidRequest {
 				continue // missing, or scheduled for deletion
 			}
-			return &driver.Error{Kind: kindOfCode(code, 0), Err: &APIError{Operation: "BatchGetSecretValue", Code: code}}
+			return &secretstore.Error{Kind: kindOfCode(code, 0), Err: &APIError{Operation: "BatchGetSecretValue", Code: code}}
 		}
 		for _, v := range res.SecretValues {
 			name := aws.ToString(v.Name)
@@ -779,9 +778,9 @@ type metadata struct {
 func (m metadata) visible() error {
 	switch {
 	case m.pending:
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
 	case m.current == "":
-		return &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
+		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
 	}
 	return nil
 }
@@ -826,7 +825,7 @@ func (s *store) readValue(ctx context.Context, name, versionID string) (map[stri
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// InvalidRequestException on a read means the secret was scheduled
 		// for deletion since it was described.
-		return nil, &driver.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
+		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
 	}
 	if err != nil {
 		return nil, s.fail(ctx, "get", name, err)
@@ -846,13 +845,13 @@ func decodeValue(secretString *string) (map[string][]byte, error) {
 }
 
 // checkPath reports a scoped name AWS cannot hold: characters beyond its
-// set, or more than MaxNameLength characters.
+// set, or more than maxNameLength characters.
 func checkPath(name string) error {
 	if err := checkAWSName(name); err != nil {
 		return invalid(err)
 	}
-	if len(name) > MaxNameLength {
-		return invalid(fmt.Errorf("AWS secret name would be %d characters, over AWS's %d", len(name), MaxNameLength))
+	if len(name) > maxNameLength {
+		return invalid(fmt.Errorf("AWS secret name would be %d characters, over AWS's %d", len(name), maxNameLength))
 	}
 	return nil
 }

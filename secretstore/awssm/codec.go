@@ -15,28 +15,29 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// BinaryKeysField is the reserved member of a SecretString that lists the
+// binaryKeysField is the reserved member of a SecretString that lists the
 // keys whose values are base64 (standard encoding) because they are not
 // valid UTF-8. It is present only when some value needs it, so secrets of
 // text values are plain JSON objects any tool reads. A data key of this name
 // is rejected by Put.
-const BinaryKeysField = "edgesecrets:base64"
+const binaryKeysField = binarykey.Marker
 
-// MaxSecretStringBytes is AWS's limit on a SecretString.
-const MaxSecretStringBytes = 65536
+// maxSecretStringBytes is AWS's limit on a SecretString.
+const maxSecretStringBytes = 65536
 
 // encodeData returns the SecretString for d: a JSON object of the values,
 // text as JSON strings and non-UTF-8 values as base64 listed under
-// BinaryKeysField.
+// binaryKeysField.
 func encodeData(d secretstore.Data) (string, error) {
 	obj := make(map[string]any, len(d)+1)
 	var binary []string
 	for k, v := range d {
 		switch {
-		case k == BinaryKeysField:
+		case k == binaryKeysField:
 			return "", fmt.Errorf("data key %q is reserved by the awssm backend", k)
 		case !utf8.ValidString(k):
 			return "", fmt.Errorf("data key %q is not valid UTF-8, which JSON member names must be", k)
@@ -50,7 +51,7 @@ func encodeData(d secretstore.Data) (string, error) {
 	}
 	if binary != nil {
 		slices.Sort(binary)
-		obj[BinaryKeysField] = binary
+		obj[binaryKeysField] = binary
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -59,8 +60,8 @@ func encodeData(d secretstore.Data) (string, error) {
 		return "", errors.New("data could not be encoded as JSON")
 	}
 	s := strings.TrimSuffix(b.String(), "\n")
-	if len(s) > MaxSecretStringBytes {
-		return "", fmt.Errorf("encoded data is %d bytes, over AWS's %d-byte SecretString limit", len(s), MaxSecretStringBytes)
+	if len(s) > maxSecretStringBytes {
+		return "", fmt.Errorf("encoded data is %d bytes, over AWS's %d-byte SecretString limit", len(s), maxSecretStringBytes)
 	}
 	return s, nil
 }
@@ -71,7 +72,7 @@ var errNotObject = errors.New("SecretString is not a JSON object of key/value pa
 
 // decodeData parses a SecretString written by encodeData or by any tool
 // that stores a JSON object. String members are the values' bytes; members
-// listed under BinaryKeysField are base64-decoded; other JSON values
+// listed under binaryKeysField are base64-decoded; other JSON values
 // (numbers, booleans, objects, arrays, null) are kept as their compact JSON
 // text. Errors never quote the input.
 func decodeData(s string) (secretstore.Data, error) {
@@ -80,15 +81,15 @@ func decodeData(s string) (secretstore.Data, error) {
 		return nil, errNotObject
 	}
 	binary := map[string]bool{}
-	if raw, ok := obj[BinaryKeysField]; ok {
+	if raw, ok := obj[binaryKeysField]; ok {
 		var keys []string
 		if err := json.Unmarshal(raw, &keys); err != nil {
-			return nil, fmt.Errorf("SecretString member %q is not a list of key names", BinaryKeysField)
+			return nil, fmt.Errorf("SecretString member %q is not a list of key names", binaryKeysField)
 		}
 		for _, k := range keys {
 			binary[k] = true
 		}
-		delete(obj, BinaryKeysField)
+		delete(obj, binaryKeysField)
 	}
 	d := make(secretstore.Data, len(obj))
 	for k, raw := range obj {

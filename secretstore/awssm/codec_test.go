@@ -79,8 +79,8 @@ func FuzzEncodeData(f *testing.F) {
 		d := secretstore.Data{k1: v1, k2: v2}
 		s, err := encodeData(d)
 		if err != nil {
-			badKey := k1 == BinaryKeysField || k2 == BinaryKeysField || !utf8.ValidString(k1) || !utf8.ValidString(k2)
-			if !badKey && len(k1)+len(k2)+len(v1)+len(v2) < MaxSecretStringBytes/4 {
+			badKey := k1 == binaryKeysField || k2 == binaryKeysField || !utf8.ValidString(k1) || !utf8.ValidString(k2)
+			if !badKey && len(k1)+len(k2)+len(v1)+len(v2) < maxSecretStringBytes/4 {
 				t.Fatalf("small data rejected: %v", err)
 			}
 			return

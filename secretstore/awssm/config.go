@@ -16,13 +16,13 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Type is the name the backend registers under.
-const Type = "awssm"
+// backendType is the name the backend registers under.
+const backendType = "awssm"
 
-func init() { secretstore.Register(Type, backend{}) }
+func init() { secretstore.Register(backendType, backend{}) }
 
-// MaxAttemptsLimit is the largest maxAttempts the config accepts.
-const MaxAttemptsLimit = 20
+// maxAttemptsLimit is the largest maxAttempts the config accepts.
+const maxAttemptsLimit = 20
 
 // section is the "awssm" member of a secretstore.Config. The store's scope
 // is the config's defaultScope: there is no separate name prefix.
@@ -79,8 +79,8 @@ func (c section) problems() []string {
 	for _, p := range deleteProblems(c.RecoveryWindowDays, c.ForceDelete) {
 		add("%s", p)
 	}
-	if c.MaxAttempts < 0 || c.MaxAttempts > MaxAttemptsLimit {
-		add("maxAttempts %d is outside 1..%d (0 means the default of 3)", c.MaxAttempts, MaxAttemptsLimit)
+	if c.MaxAttempts < 0 || c.MaxAttempts > maxAttemptsLimit {
+		add("maxAttempts %d is outside 1..%d (0 means the default of 3)", c.MaxAttempts, maxAttemptsLimit)
 	}
 	if c.MaxBackoff != "" {
 		if d, err := time.ParseDuration(c.MaxBackoff); err != nil || d <= 0 {
@@ -154,7 +154,7 @@ func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstor
 	}
 	awsCfg, err := c.awsConfig(ctx)
 	if err != nil {
-		return nil, secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
 	}
 	maxBackoff, _ := time.ParseDuration(c.MaxBackoff) // validated
 	return New(ctx, Options{

@@ -111,7 +111,7 @@ func TestCheckCredentials(t *testing.T) {
 			}
 			require.ErrorIs(t, err, c.want)
 			assert.Equal(t, c.want, secretstore.KindOf(err), "one kind only")
-			assert.Contains(t, err.Error(), secretstore.OpCheckCredentials)
+			assert.Contains(t, err.Error(), "check-credentials")
 			assert.Contains(t, err.Error(), c.code)
 			assert.NotContains(t, err.Error(), testSecretKey)
 		})

@@ -43,8 +43,9 @@
 // per key. Values that are valid UTF-8 are JSON strings, so such secrets
 // read naturally in the console and in other tools. A value that is not
 // valid UTF-8 is stored base64-encoded (standard alphabet) and its key is
-// listed in the reserved member "edgesecrets:base64" (BinaryKeysField),
-// which appears only when needed; Put rejects a data key of that name.
+// listed in the reserved member "edgesecrets:base64",
+// which appears only when needed; Put rejects a data key of that name,
+// and data whose encoding exceeds AWS's SecretString limit of 65536 bytes.
 // Reading a secret written by another tool, string members are taken as
 // they are and other JSON values (numbers, booleans, objects) as their
 // compact JSON text. A SecretString that is not a JSON object, or a
@@ -105,7 +106,7 @@
 // Secrets Manager has no conditional PutSecretValue, but moving a staging
 // label is conditional: UpdateSecretVersionStage fails unless
 // RemoveFromVersionId names the version that holds the label. A Put with
-// IfVersion writes the new value as a version labelled PendingStage, then
+// IfVersion writes the new value as a version labelled EDGESECRETS_PENDING, then
 // moves AWSCURRENT to it from IfVersion; if another writer moved AWSCURRENT
 // first, the move fails, the Put returns ErrConflict and its version is
 // left without labels (deprecated, removed by AWS in time). So racing

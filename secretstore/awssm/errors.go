@@ -13,7 +13,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // APIError is the cause inside a *secretstore.Error when a Secrets Manager
@@ -144,7 +143,7 @@ func codeOf(err error) string {
 }
 
 // fail converts an SDK error of the call for op on name into a
-// *driver.Error: context errors stay context errors; everything else gets
+// *secretstore.Error: context errors stay context errors; everything else gets
 // a kind and an APIError cause without request ids or bodies.
 func (s *store) fail(ctx context.Context, op, name string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -152,12 +151,12 @@ func (s *store) fail(ctx context.Context, op, name string, err error) error {
 	}
 	for _, ce := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ce) {
-			return &driver.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("secrets manager did not answer in time")}
+			return &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("secrets manager did not answer in time")}
 		}
 	}
 	cause, kind := classify(err)
 	s.log.DebugContext(ctx, "secrets manager call failed",
 		"op", op, "name", name, "awsOperation", cause.Operation, "code", cause.Code,
 		"status", cause.StatusCode, "attempts", cause.Attempts, "requestId", cause.RequestID)
-	return &driver.Error{Kind: kind, Err: cause}
+	return &secretstore.Error{Kind: kind, Err: cause}
 }

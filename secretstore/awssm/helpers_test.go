@@ -139,7 +139,7 @@ func (h *harness) BackendWrites() int64 { return h.e.srv.Writes() }
 
 func (h *harness) Close() {}
 
-func harnessMaker(opts awssm.Options) storetest.HarnessMaker {
+func harnessMaker(opts awssm.Options) func(context.Context, *testing.T) (storetest.Harness, error) {
 	return func(_ context.Context, t *testing.T) (storetest.Harness, error) {
 		return &harness{e: newEnv(t), opts: opts}, nil
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )
@@ -58,14 +60,14 @@ func TestValueEncoding(t *testing.T) {
 	t.Run("text values are a plain JSON object", func(t *testing.T) {
 		e.put(s, "text", d("user", "alice", "json", `{"a":"<b>"}`), nil)
 		assert.JSONEq(t, `{"user":"alice","json":"{\"a\":\"<b>\"}"}`, e.secretString("org/text"))
-		assert.NotContains(t, e.secretString("org/text"), awssm.BinaryKeysField)
+		assert.NotContains(t, e.secretString("org/text"), binarykey.Marker)
 	})
 	t.Run("non-UTF-8 values are base64 and listed", func(t *testing.T) {
 		bin := []byte{0xff, 0x00, 0xfe, 'x'}
 		e.put(s, "bin", secretstore.Data{"key": bin, "name": []byte("ok")}, nil)
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal([]byte(e.secretString("org/bin")), &raw))
-		assert.Equal(t, map[string]any{"key": "/wD+eA==", "name": "ok", awssm.BinaryKeysField: []any{"key"}}, raw)
+		assert.Equal(t, map[string]any{"key": "/wD+eA==", "name": "ok", binarykey.Marker: []any{"key"}}, raw)
 		got, err := s.Get(t.Context(), "bin")
 		require.NoError(t, err)
 		assert.Equal(t, bin, []byte(got.Data["key"]))
@@ -73,14 +75,14 @@ func TestValueEncoding(t *testing.T) {
 	})
 	t.Run("reserved key rejected", func(t *testing.T) {
 		writes := e.srv.Writes()
-		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "r", Data: d(awssm.BinaryKeysField, "x")}, secretstore.PutOptions{})
+		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "r", Data: d(binarykey.Marker, "x")}, secretstore.PutOptions{})
 		require.ErrorIs(t, err, secretstore.ErrInvalid)
-		assert.Contains(t, err.Error(), awssm.BinaryKeysField)
+		assert.Contains(t, err.Error(), binarykey.Marker)
 		assert.Equal(t, writes, e.srv.Writes())
 	})
 	t.Run("too large rejected without a write", func(t *testing.T) {
 		writes := e.srv.Writes()
-		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), awssm.MaxSecretStringBytes)}}, secretstore.PutOptions{})
+		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), 65536)}}, secretstore.PutOptions{})
 		require.ErrorIs(t, err, secretstore.ErrInvalid)
 		assert.Contains(t, err.Error(), "65536")
 		assert.Equal(t, writes, e.srv.Writes())
@@ -495,7 +497,7 @@ func TestCompareAndSet(t *testing.T) {
 	assert.True(t, changed)
 	now, ok := e.info("cas").Current()
 	require.True(t, ok)
-	assert.Contains(t, now.Stages, awssm.PendingStage, "written through the pending stage")
+	assert.Contains(t, now.Stages, "EDGESECRETS_PENDING", "written through the pending stage")
 	assert.Equal(t, int64(1), e.srv.Calls(smmock.OpUpdateSecretVersionStage), "one stage move")
 
 	t.Run("labels only", func(t *testing.T) {
@@ -563,7 +565,7 @@ func TestGetBatch(t *testing.T) {
 	_, err = s.GetBatch(ctx, []string{"ok", "../escape"})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 
-	reader := secretstore.NewReader(s, secretstore.ReaderOptions{TTL: time.Hour})
+	reader := storereader.New(s, storereader.Options{TTL: time.Hour})
 	e.srv.ResetCounters()
 	for range 3 {
 		got, err := reader.GetBatch(ctx, names[:5])
@@ -657,7 +659,7 @@ func TestLogsHoldNoValues(t *testing.T) {
 
 // TestAPIErrorReachable: callers reach the AWS details with errors.As.
 func TestAPIErrorReachable(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", secretstore.NewError("get", "x", secretstore.ErrUnavailable, &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}))
+	err := fmt.Errorf("wrapped: %w", &secretstore.Error{Op: "get", Name: "x", Kind: secretstore.ErrUnavailable, Err: &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}})
 	var ae *awssm.APIError
 	require.True(t, errors.As(err, &ae))
 	assert.Equal(t, "secretsmanager GetSecretValue: ThrottlingException (HTTP 400) after 3 attempts", ae.Error())

@@ -17,65 +17,24 @@
 // writes, versions, labels, atomic compare-and-set — and makes one attempt
 // per call; secretstore/storetest proves it.
 //
-// Errors: a driver returns an *Error whose Kind is one of ErrNotFound,
-// ErrPermission, ErrUnavailable, ErrConflict and ErrInvalid (the portable
-// type reports any other error as ErrUnavailable), built from status and
-// error codes, never from request or response bodies: no error may hold a
-// secret value or a credential. A driver returns the context's error when
-// a call ends because its context did.
+// Errors: a driver returns a *secretstore.Error with Kind and Err set (the
+// portable type fills in Op and Name), its Kind one of the error kinds of
+// package secretstore: ErrNotFound, ErrPermission, ErrUnavailable,
+// ErrConflict and ErrInvalid (the portable type reports any other error as
+// ErrUnavailable). Causes are built from status and error codes, never from
+// request or response bodies: no error may hold a secret value or a
+// credential. A driver returns the context's error when a call ends because
+// its context did.
 package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"time"
 )
-
-// Error kinds. Package secretstore exports the same values under the same
-// names, so errors.Is(err, secretstore.ErrNotFound) matches an error a
-// driver made with ErrNotFound.
-var (
-	// ErrNotFound: the secret does not exist (or its latest version is
-	// deleted, or it is scheduled for deletion).
-	ErrNotFound = errors.New("not found")
-	// ErrPermission: the store refused the caller (HTTP 403, access denied).
-	ErrPermission = errors.New("permission denied")
-	// ErrUnavailable: the store could not be reached or could not serve the
-	// request: absent, sealed, network failure, 5xx, throttled.
-	ErrUnavailable = errors.New("store unavailable")
-	// ErrConflict: a compare-and-set or create-only write lost.
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid: a name, secret or configuration the store cannot take.
-	ErrInvalid = errors.New("invalid")
-)
-
-// Error is an error of one kind with a cause that is safe to print.
-type Error struct {
-	// Kind is one of the error kinds.
-	Kind error
-	// Err is the cause, or nil.
-	Err error
-}
-
-// Error returns "<kind>: <cause>".
-func (e *Error) Error() string {
-	if e.Err == nil {
-		return e.Kind.Error()
-	}
-	return e.Kind.Error() + ": " + e.Err.Error()
-}
-
-// Unwrap returns the kind and the cause.
-func (e *Error) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Kind}
-	}
-	return []error{e.Kind, e.Err}
-}
 
 // Secret is one revision of a secret as a driver reads or writes it: Get
 // fills every field, Stat every field but Data.

@@ -22,7 +22,7 @@ type mapStore struct {
 	version int
 }
 
-var errMissing = &driver.Error{Kind: driver.ErrNotFound}
+var errMissing = &secretstore.Error{Kind: secretstore.ErrNotFound}
 
 func (m *mapStore) Get(_ context.Context, name string) (*driver.Secret, error) {
 	m.mu.Lock()
@@ -42,7 +42,7 @@ func (m *mapStore) Put(_ context.Context, w *driver.Write) error {
 	defer m.mu.Unlock()
 	cur, exists := m.secrets[w.Name]
 	if w.CreateOnly && exists || w.IfVersion != "" && (!exists || cur.Version != w.IfVersion) {
-		return &driver.Error{Kind: driver.ErrConflict, Err: errors.New("the secret changed")}
+		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("the secret changed")}
 	}
 	m.version++
 	m.secrets[w.Name] = &driver.Secret{Data: w.Data, Labels: w.Labels, Version: strconv.Itoa(m.version)}

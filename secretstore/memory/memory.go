@@ -24,10 +24,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// Type is the name the backend registers under.
-const Type = "memory"
+// backendType is the name the backend registers under.
+const backendType = "memory"
 
-func init() { secretstore.Register(Type, backend{}) }
+func init() { secretstore.Register(backendType, backend{}) }
 
 // New returns an empty in-memory store.
 func New() *secretstore.Store {
@@ -57,7 +57,7 @@ func (s *store) Get(_ context.Context, name string) (*driver.Secret, error) {
 	defer s.mu.RUnlock()
 	sec, ok := s.secrets[name]
 	if !ok {
-		return nil, &driver.Error{Kind: driver.ErrNotFound}
+		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
 	}
 	return sec, nil
 }
@@ -72,9 +72,9 @@ func (s *store) Put(_ context.Context, w *driver.Write) error {
 	cur, exists := s.secrets[w.Name]
 	switch {
 	case w.CreateOnly && exists:
-		return &driver.Error{Kind: driver.ErrConflict, Err: errors.New("secret exists and the write is create-only")}
+		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("secret exists and the write is create-only")}
 	case w.IfVersion != "" && (!exists || cur.Version != w.IfVersion):
-		return &driver.Error{Kind: driver.ErrConflict, Err: errors.New("current version does not match the expected version")}
+		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("current version does not match the expected version")}
 	}
 	s.version++
 	s.secrets[w.Name] = &driver.Secret{Data: w.Data, Labels: w.Labels, Version: strconv.FormatUint(s.version, 10), UpdatedAt: time.Now()}

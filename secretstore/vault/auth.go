@@ -88,7 +88,7 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 	au.canRelogin = true
 	au.source = "the token of the " + a.Method + " login"
 	switch a.Method {
-	case MethodToken:
+	case methodToken:
 		au.canRelogin = a.TokenFile != ""
 		au.login = tokenLogin(a)
 		switch {
@@ -99,11 +99,11 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 		default:
 			au.source = "the token given in auth.token"
 		}
-	case MethodAppRole:
+	case methodAppRole:
 		au.login = appRoleLogin(a, mount)
-	case MethodKubernetes:
+	case methodKubernetes:
 		au.login = kubernetesLogin(a, mount)
-	case MethodJWT:
+	case methodJWT:
 		au.login = jwtLogin(a, mount)
 	default:
 		return nil, fmt.Errorf("unknown auth method %q", a.Method)
@@ -189,7 +189,7 @@ func appRoleLogin(a Auth, mount string) loginFunc {
 func kubernetesLogin(a Auth, mount string) loginFunc {
 	file := a.ServiceAccountTokenFile
 	if file == "" {
-		file = DefaultServiceAccountTokenFile
+		file = defaultServiceAccountTokenFile
 	}
 	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
 		// Read the token at every login: projected service account tokens
@@ -247,10 +247,10 @@ func (a *authenticator) first(ctx context.Context, addr string) (*api.Secret, er
 // loginError builds the error for a failed login.
 func loginError(ctx context.Context, err error, addr string) error {
 	if ctx.Err() != nil {
-		return secretstore.NewError(secretstore.OpOpen, "", nil, ctx.Err())
+		return &secretstore.Error{Op: "open", Err: ctx.Err()}
 	}
 	kind, cause := loginCause(err, addr)
-	return secretstore.NewError(secretstore.OpOpen, "", kind, cause)
+	return &secretstore.Error{Op: "open", Kind: kind, Err: cause}
 }
 
 // loginCause classifies a failed login: ErrInvalid when a local credential
@@ -262,7 +262,7 @@ func loginCause(err error, addr string) (kind, cause error) {
 		return secretstore.ErrInvalid, ce.err
 	}
 	kind, cause = classify(err, addr)
-	var se *StatusError
+	var se *statusError
 	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
 		// Vault answers a bad role, secret ID or JWT with 400 or 403.
 		kind = secretstore.ErrPermission
@@ -540,7 +540,7 @@ func (a *authenticator) reloginUntilDone() (*api.Secret, bool) {
 			a.log.Log(ctx, level, "vault login failed; retrying", "error", loginError(ctx, err, a.client.Address()), "in", wait)
 			a.loginFailed(err, false)
 			level = slog.LevelDebug
-		case a.method == MethodToken && s.Auth.ClientToken == prev:
+		case a.method == methodToken && s.Auth.ClientToken == prev:
 			// The token file still holds the expiring token; wait for
 			// whoever maintains it rather than spin on it.
 			a.log.Log(ctx, level, "vault token file not yet updated; checking again", "in", wait)

@@ -67,7 +67,7 @@ func appRole(t *testing.T, c *api.Client, policy string, ttl, maxTTL time.Durati
 	sid, err := c.Logical().WriteWithContext(ctx, role+"/secret-id", nil)
 	require.NoError(t, err)
 	file := credentialFile(t, sid.Data["secret_id"].(string)+"\n")
-	return vault.Auth{Method: vault.MethodAppRole, Mount: mount, RoleID: rid.Data["role_id"].(string), SecretIDFile: file}
+	return vault.Auth{Method: "approle", Mount: mount, RoleID: rid.Data["role_id"].(string), SecretIDFile: file}
 }
 
 // credentialFile writes a credential to a private file and returns its path.
@@ -82,7 +82,7 @@ func credentialFile(t *testing.T, value string) string {
 // secret the policy from readPolicy allows.
 func requireLoginWorks(t *testing.T, srv *vaulttest.Server, mount string, auth vault.Auth) {
 	t.Helper()
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth})
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: auth})
 	put(t, s, "app/login", d("k", "v"), nil)
 	got, err := s.Get(t.Context(), "app/login")
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestAppRoleRenewsAndLogsInAgainBeyondMaxTTL(t *testing.T) {
 	mount := srv.EnableKV(t, 2)
 	const ttl, maxTTL = 3 * time.Second, 6 * time.Second
 	logger, logs := logtest.NewLogger()
-	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, c, readPolicy(t, c, mount), ttl, maxTTL)}
+	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: appRole(t, c, readPolicy(t, c, mount), ttl, maxTTL)}
 	rec := &recorder{}
 	s := open(t, cfg, vault.Options{WrapTransport: rec.wrap, Logger: logger})
 	put(t, s, "app/db", d("password", "pw-0"), nil)
@@ -129,7 +129,7 @@ func TestForbiddenRequestLogsInAgainOnlyForAnInvalidToken(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	c := srv.Client(t)
 	mount := srv.EnableKV(t, 2)
-	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, c, readPolicy(t, c, mount), time.Hour, time.Hour)}
+	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: appRole(t, c, readPolicy(t, c, mount), time.Hour, time.Hour)}
 	rec := &recorder{}
 	s := open(t, cfg, vault.Options{WrapTransport: rec.wrap})
 	put(t, s, "app/x", d("k", "v"), nil)
@@ -154,7 +154,7 @@ func TestAppRoleBadSecretIDIsPermissionDenied(t *testing.T) {
 	auth := appRole(t, c, readPolicy(t, c, mount), time.Hour, time.Hour)
 	auth.SecretIDFile = ""
 	auth.SecretID = "wrong-secret-id-value"
-	_, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth}, vault.Options{})
+	_, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: auth}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission)
 	assert.Contains(t, err.Error(), "vault refused the login")
 	assert.NotContains(t, err.Error(), "wrong-secret-id-value")
@@ -174,7 +174,7 @@ func TestTokenFileIsReReadWhenTheTokenIsRevoked(t *testing.T) {
 	}
 	first := newToken()
 	file := credentialFile(t, first)
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: vault.Auth{Method: vault.MethodToken, TokenFile: file}})
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: vault.Auth{Method: "token", TokenFile: file}})
 	put(t, s, "app/t", d("k", "v"), nil)
 
 	require.NoError(t, os.WriteFile(file, []byte(newToken()), 0o600))
@@ -190,7 +190,7 @@ func TestRevokedLiteralTokenIsPermissionDenied(t *testing.T) {
 	mount := srv.EnableKV(t, 2)
 	tok, err := c.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{readPolicy(t, c, mount)}, TTL: "1h"})
 	require.NoError(t, err)
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(tok.Auth.ClientToken)}})
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: vault.Auth{Method: "token", Token: vault.Sensitive(tok.Auth.ClientToken)}})
 	require.NoError(t, c.Auth().Token().RevokeTreeWithContext(t.Context(), tok.Auth.ClientToken))
 	_, err = s.Get(t.Context(), "app/x")
 	require.ErrorIs(t, err, secretstore.ErrPermission)
@@ -242,12 +242,12 @@ func TestJWTLogin(t *testing.T) {
 	now := time.Now().Unix()
 	jwt := es256(t, key, map[string]any{"sub": "agbot-1", "aud": "edgesecrets", "iat": now, "nbf": now - 5, "exp": now + 600})
 	file := credentialFile(t, jwt)
-	requireLoginWorks(t, srv, mount, vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file})
+	requireLoginWorks(t, srv, mount, vault.Auth{Method: "jwt", Mount: authMount, Role: "agbot", JWTFile: file})
 
 	wrongAud := es256(t, key, map[string]any{"sub": "agbot-1", "aud": "other", "iat": now, "exp": now + 600})
 	require.NoError(t, os.WriteFile(file, []byte(wrongAud), 0o600))
-	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodJWT, Mount: authMount, Role: "agbot", JWTFile: file}}, vault.Options{})
+	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
+		Auth: vault.Auth{Method: "jwt", Mount: authMount, Role: "agbot", JWTFile: file}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission, "a JWT for another audience is refused")
 	assert.NotContains(t, err.Error(), wrongAud[:20])
 }
@@ -326,11 +326,11 @@ func TestKubernetesLogin(t *testing.T) {
 	})
 	require.NoError(t, err)
 	file := credentialFile(t, saToken)
-	requireLoginWorks(t, srv, mount, vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file})
+	requireLoginWorks(t, srv, mount, vault.Auth{Method: "kubernetes", Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file})
 
 	other := kube.issue(t, "other-ns", "agbot", "uid-2")
 	require.NoError(t, os.WriteFile(file, []byte(other), 0o600))
-	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodKubernetes, Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}}, vault.Options{})
+	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
+		Auth: vault.Auth{Method: "kubernetes", Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrPermission, "a service account of another namespace is refused")
 }

@@ -18,13 +18,13 @@ func BenchmarkRead(b *testing.B) {
 	srv := vaulttest.Shared(b)
 	mount := srv.EnableKV(b, 2)
 	cfg := rootConfig(srv, mount)
-	cfg.KVVersion = vault.KV2
+	cfg.KVVersion = "2"
 	s := open(b, cfg)
 	put(b, s, "bench/db", d("username", "app", "password", "correct-horse-battery-staple", "host", "db.internal:5432"), map[string]string{"team": "edge"})
 	raw := srv.Client(b)
 	kv := raw.KVv2(mount)
 	ctx := b.Context()
-	overRaw, err := vault.New(ctx, vault.Config{Mount: mount, KVVersion: vault.KV2}, vault.Options{Client: raw})
+	overRaw, err := vault.New(ctx, vault.Config{Mount: mount, KVVersion: "2"}, vault.Options{Client: raw})
 	if err != nil {
 		b.Fatal(err)
 	}

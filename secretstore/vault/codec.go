@@ -11,31 +11,30 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// BinaryKey marks a value that is not valid UTF-8. Vault KV stores JSON, and
-// a JSON string cannot hold arbitrary bytes, so such a value is written as
-// the object {"edgesecrets:base64": "<standard base64>"}. Every other value
-// is written as a plain JSON string, so secrets stay readable and writable
-// with `vault kv get/put`.
-const BinaryKey = "edgesecrets:base64"
-
-// encodeData turns secret data into the JSON object Vault stores.
+// encodeData turns secret data into the JSON object Vault stores. Vault KV
+// stores JSON, and a JSON string cannot hold arbitrary bytes, so a value
+// that is not valid UTF-8 is written as the object
+// {"edgesecrets:base64": "<standard base64>"} (binarykey.Marker). Every
+// other value is written as a plain JSON string, so secrets stay readable
+// and writable with `vault kv get/put`.
 func encodeData(d secretstore.Data) map[string]any {
 	out := make(map[string]any, len(d))
 	for k, v := range d {
 		if utf8.Valid(v) {
 			out[k] = string(v)
 		} else {
-			out[k] = map[string]any{BinaryKey: base64.StdEncoding.EncodeToString(v)}
+			out[k] = map[string]any{binarykey.Marker: base64.StdEncoding.EncodeToString(v)}
 		}
 	}
 	return out
 }
 
 // decodeData turns a Vault KV data object into secret data. A string is
-// its bytes; an object {BinaryKey: base64} is the decoded bytes; any other
+// its bytes; an object {binarykey.Marker: base64} is the decoded bytes; any other
 // JSON value (a number, boolean, null, array or object another tool wrote)
 // is its compact JSON text.
 func decodeData(m map[string]any) secretstore.Data {
@@ -52,7 +51,7 @@ func decodeValue(v any) []byte {
 		return []byte(v)
 	case map[string]any:
 		if len(v) == 1 {
-			if s, ok := v[BinaryKey].(string); ok {
+			if s, ok := v[binarykey.Marker].(string); ok {
 				if b, err := base64.StdEncoding.DecodeString(s); err == nil {
 					return b
 				}

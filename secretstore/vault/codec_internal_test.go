@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -36,7 +37,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	enc := encodeData(data)
 	assert.Equal(t, "plain ünïcode", enc["text"], "UTF-8 is a plain JSON string")
-	assert.Equal(t, map[string]any{BinaryKey: "/wD+"}, enc["binary"], "binary is the base64 marker object")
+	assert.Equal(t, map[string]any{binarykey.Marker: "/wD+"}, enc["binary"], "binary is the base64 marker object")
 	got := decodeData(vaultJSON(t, enc))
 	assert.True(t, data.Equal(got), "round trip: %v", got)
 }
@@ -45,8 +46,8 @@ func TestDecodeValuesOtherToolsWrote(t *testing.T) {
 	m := vaultJSON(t, map[string]any{
 		"n": 42, "f": 1.5, "b": true, "null": nil,
 		"obj": map[string]any{"x": "<y>"}, "arr": []any{1, "a"},
-		"bad64":  map[string]any{BinaryKey: "not base64!"},
-		"twokey": map[string]any{BinaryKey: "AA==", "other": 1},
+		"bad64":  map[string]any{binarykey.Marker: "not base64!"},
+		"twokey": map[string]any{binarykey.Marker: "AA==", "other": 1},
 	})
 	got := decodeData(m)
 	for k, want := range map[string]string{

@@ -13,29 +13,29 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Auth method names for Auth.Method.
+// Auth method names for Auth.Method (documented there).
 const (
-	MethodToken      = "token"
-	MethodAppRole    = "approle"
-	MethodKubernetes = "kubernetes"
-	MethodJWT        = "jwt"
+	methodToken      = "token"
+	methodAppRole    = "approle"
+	methodKubernetes = "kubernetes"
+	methodJWT        = "jwt"
 )
 
-// KV version settings for Config.KVVersion.
+// KV version settings for Config.KVVersion (documented there).
 const (
-	KVAuto = "auto"
-	KV1    = "1"
-	KV2    = "2"
+	kvAuto = "auto"
+	kv1    = "1"
+	kv2    = "2"
 )
 
-// Defaults applied by New.
+// Defaults applied by New (documented on the Config fields).
 const (
-	DefaultMount      = "secret"
-	DefaultTimeout    = 30 * time.Second
-	DefaultMaxRetries = 2
-	// DefaultServiceAccountTokenFile is where Kubernetes mounts a pod's
+	defaultMount      = "secret"
+	defaultTimeout    = 30 * time.Second
+	defaultMaxRetries = 2
+	// defaultServiceAccountTokenFile is where Kubernetes mounts a pod's
 	// service account token.
-	DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	defaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 	// maxMaxRetries bounds maxRetries so a typo cannot make a call retry
 	// for hours.
 	maxMaxRetries = 10
@@ -73,10 +73,10 @@ type Config struct {
 	// Timeout bounds each request to Vault, as a Go duration string
 	// ("30s"). Default 30s. A caller bounds a whole call, retries
 	// included, with its context's deadline.
-	Timeout Duration `json:"timeout,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
 	// MaxRetries is how often the store tries a call again after it
 	// failed with ErrUnavailable (connection errors, sealed, 5xx, 429):
-	// default 2; 0 disables retries.
+	// default 2; 0 disables retries; at most 10.
 	MaxRetries *int `json:"maxRetries,omitempty"`
 	// RateLimit caps requests per second to Vault; 0 means no limit.
 	RateLimit float64 `json:"rateLimit,omitempty"`
@@ -118,7 +118,9 @@ type Auth struct {
 	// optional when the mount has a default role).
 	Role string `json:"role,omitempty"`
 	// ServiceAccountTokenFile (method kubernetes) is the service account
-	// token's path; default DefaultServiceAccountTokenFile.
+	// token's path; default
+	// "/var/run/secrets/kubernetes.io/serviceaccount/token", where
+	// Kubernetes mounts a pod's token.
 	ServiceAccountTokenFile string `json:"serviceAccountTokenFile,omitempty"`
 	// JWTFile or JWTEnv (method jwt, exactly one) hold the JWT to present.
 	// The file is re-read at every login, so a rotated JWT is picked up.
@@ -156,30 +158,6 @@ func (s Sensitive) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // MarshalJSON encodes the redacted form.
 func (s Sensitive) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
-// Duration is a time.Duration written in JSON as a Go duration string.
-type Duration time.Duration
-
-// UnmarshalJSON parses a duration string such as "30s" or "1m30s".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New(`timeout must be a duration string such as "30s"`)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New(`timeout must be a duration string such as "30s"`)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// Validate checks the config and returns a *secretstore.ConfigError listing
-// every problem, or nil.
-func (c Config) Validate() error { return c.validate(false) }
-
 // validate checks the config; with a caller's client, the settings the
 // client carries must be empty.
 func (c Config) validate(ownClient bool) error {
@@ -199,7 +177,7 @@ func (c Config) problems(ownClient bool) []string {
 			set  bool
 		}{
 			{"address", c.Address != ""}, {"namespace", c.Namespace != ""}, {"caBundle", c.CABundle != ""},
-			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != 0},
+			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != ""},
 			{"rateLimit", c.RateLimit != 0}, {"rateBurst", c.RateBurst != 0}, {"auth", c.Auth != Auth{}},
 		} {
 			if f.set {
@@ -224,7 +202,7 @@ func (c Config) problems(ownClient bool) []string {
 		add("mount: %v", validPath(c.Mount))
 	}
 	switch c.KVVersion {
-	case "", KVAuto, KV1, KV2:
+	case "", kvAuto, kv1, kv2:
 	default:
 		add(`kvVersion must be "1", "2" or "auto"`)
 	}
@@ -243,8 +221,12 @@ func (c Config) problems(ownClient bool) []string {
 	if plainHTTP && (c.CABundle != "" || c.CAFile != "" || c.TLSServerName != "") {
 		add("caBundle, caFile and tlsServerName need an https:// address")
 	}
-	if c.Timeout < 0 {
-		add("timeout must not be negative")
+	if c.Timeout != "" {
+		if d, err := time.ParseDuration(c.Timeout); err != nil {
+			add(`timeout must be a duration string such as "30s"`)
+		} else if d < 0 {
+			add("timeout must not be negative")
+		}
 	}
 	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > maxMaxRetries) {
 		add("maxRetries must be between 0 and %d", maxMaxRetries)
@@ -282,17 +264,17 @@ type authField struct {
 // are reported.
 func (a Auth) fields() []authField {
 	return []authField{
-		{"token", MethodToken, a.Token != ""},
-		{"tokenFile", MethodToken, a.TokenFile != ""},
-		{"tokenEnv", MethodToken, a.TokenEnv != ""},
-		{"roleID", MethodAppRole, a.RoleID != ""},
-		{"secretID", MethodAppRole, a.SecretID != ""},
-		{"secretIDFile", MethodAppRole, a.SecretIDFile != ""},
-		{"secretIDEnv", MethodAppRole, a.SecretIDEnv != ""},
-		{"wrappedSecretID", MethodAppRole, a.WrappedSecretID},
-		{"serviceAccountTokenFile", MethodKubernetes, a.ServiceAccountTokenFile != ""},
-		{"jwtFile", MethodJWT, a.JWTFile != ""},
-		{"jwtEnv", MethodJWT, a.JWTEnv != ""},
+		{"token", methodToken, a.Token != ""},
+		{"tokenFile", methodToken, a.TokenFile != ""},
+		{"tokenEnv", methodToken, a.TokenEnv != ""},
+		{"roleID", methodAppRole, a.RoleID != ""},
+		{"secretID", methodAppRole, a.SecretID != ""},
+		{"secretIDFile", methodAppRole, a.SecretIDFile != ""},
+		{"secretIDEnv", methodAppRole, a.SecretIDEnv != ""},
+		{"wrappedSecretID", methodAppRole, a.WrappedSecretID},
+		{"serviceAccountTokenFile", methodKubernetes, a.ServiceAccountTokenFile != ""},
+		{"jwtFile", methodJWT, a.JWTFile != ""},
+		{"jwtEnv", methodJWT, a.JWTEnv != ""},
 	}
 }
 
@@ -314,27 +296,27 @@ func (a Auth) problems() []string {
 	case "":
 		add("method is required: token, approle, kubernetes or jwt")
 		return p
-	case MethodToken:
+	case methodToken:
 		exactlyOne("token, tokenFile, tokenEnv", a.Token != "", a.TokenFile != "", a.TokenEnv != "")
 		if a.Mount != "" {
 			add("mount is not used by method token")
 		}
-	case MethodAppRole:
+	case methodAppRole:
 		if a.RoleID == "" {
 			add("roleID is required for method approle")
 		}
 		exactlyOne("secretID, secretIDFile, secretIDEnv", a.SecretID != "", a.SecretIDFile != "", a.SecretIDEnv != "")
-	case MethodKubernetes:
+	case methodKubernetes:
 		if a.Role == "" {
 			add("role is required for method kubernetes")
 		}
-	case MethodJWT:
+	case methodJWT:
 		exactlyOne("jwtFile, jwtEnv", a.JWTFile != "", a.JWTEnv != "")
 	default:
 		add("method %q is not one of token, approle, kubernetes, jwt", a.Method)
 		return p
 	}
-	if a.Role != "" && a.Method != MethodKubernetes && a.Method != MethodJWT {
+	if a.Role != "" && a.Method != methodKubernetes && a.Method != methodJWT {
 		add("role is not used by method %s", a.Method)
 	}
 	for _, f := range a.fields() {

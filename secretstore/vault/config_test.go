@@ -69,7 +69,7 @@ func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 		`unknown field "defualtScope" (did you mean "defaultScope"?)`,
 		`unknown field "vaultt" (did you mean "vault"?)`,
 		`vault: unknown field "adress" (did you mean "address"?)`,
-		`vault: field "timeout": timeout must be a duration string such as "30s"`,
+		`vault.timeout must be a duration string such as "30s"`,
 		`vault: field "rateLimit": expected float64, got JSON string`,
 		`vault.auth: unknown field "tokn" (did you mean "token"?)`,
 		"vault.address is required",
@@ -125,7 +125,7 @@ func TestConfigValidateTable(t *testing.T) {
 
 func TestSensitiveNeverPrints(t *testing.T) {
 	const token = "hvs.CAESIsuper-secret-token"
-	a := vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(token)}
+	a := vault.Auth{Method: "token", Token: vault.Sensitive(token)}
 	cfg := vault.Config{Address: "http://h", Auth: a}
 	var logged bytes.Buffer
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", cfg, "token", a.Token)
@@ -151,7 +151,7 @@ func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
 
 	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
-	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
+	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: "token", TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
 }
@@ -160,7 +160,7 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 	maxRetries := 0
 	_, err := vault.New(t.Context(), vault.Config{
 		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
-		Auth: vault.Auth{Method: vault.MethodToken, Token: "tok-never-printed"},
+		Auth: vault.Auth{Method: "token", Token: "tok-never-printed"},
 	}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
@@ -180,7 +180,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add(`[]`)
 	const canary = "CANARY-7f3a9q"
 	validate := func(t *testing.T, section []byte) error {
-		cfg := secretstore.Config{Type: vault.Type, Sections: map[string]json.RawMessage{vault.Type: section}}
+		cfg := secretstore.Config{Type: "vault", Sections: map[string]json.RawMessage{"vault": section}}
 		err := cfg.Validate()
 		if err != nil && !errors.Is(err, secretstore.ErrInvalid) {
 			t.Fatalf("validation error does not match ErrInvalid: %v", err)

@@ -42,7 +42,7 @@ func (h *harness) MakeDriver(ctx context.Context) (driver.Store, error) {
 	cfg := Config{
 		Address: h.srv.Addr, Mount: h.mount, KVVersion: h.kv,
 		ParentPath: fmt.Sprintf("conformance-%d", parents.Add(1)),
-		Auth:       Auth{Method: MethodToken, Token: Sensitive(h.srv.RootToken)},
+		Auth:       Auth{Method: methodToken, Token: Sensitive(h.srv.RootToken)},
 	}
 	return newDriver(ctx, cfg, Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 		h.writes.next = next
@@ -59,9 +59,9 @@ func runConformance(t *testing.T, kv int, opts storetest.Options) {
 	mount := srv.EnableKV(t, kv)
 	storetest.Run(t, func(_ context.Context, t *testing.T) (storetest.Harness, error) {
 		// kvVersion "auto" on v2 also exercises detection; v1 is explicit.
-		version := KVAuto
+		version := kvAuto
 		if kv == 1 {
-			version = KV1
+			version = kv1
 		}
 		return &harness{srv: srv, mount: mount, kv: version, writes: &writeCounter{}}, nil
 	}, opts)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
 // CheckCredentials implements driver.CredentialChecker: it asks Vault
@@ -35,7 +34,7 @@ func (s *store) CheckCredentials(ctx context.Context) error {
 		}
 		return nil
 	}
-	var de *driver.Error
+	var de *secretstore.Error
 	if errors.As(err, &de) && de.Kind == secretstore.ErrPermission && (s.auth == nil || s.auth.tokenFailure() == nil) {
 		// Refused although no login failed: a token without the
 		// default policy's grant, or one revoked a moment ago.

@@ -60,7 +60,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			name: "token from an environment variable reaches its max TTL",
 			auth: func(t *testing.T, policy string) (vault.Auth, string) {
 				tok := childToken(t, root, policy, ttl, maxTTL, true)
-				return vault.Auth{Method: vault.MethodToken, TokenEnv: tokenEnv(t, tok)}, tok
+				return vault.Auth{Method: "token", TokenEnv: tokenEnv(t, tok)}, tok
 			},
 			cause: []string{"the token from environment variable EDGESECRETS_TEST_TOKEN_", "it expired at its max TTL", "cannot be renewed or replaced"},
 		},
@@ -68,7 +68,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			name: "child token given in the config reaches its max TTL",
 			auth: func(t *testing.T, policy string) (vault.Auth, string) {
 				tok := childToken(t, root, policy, ttl, maxTTL, true)
-				return vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(tok)}, tok
+				return vault.Auth{Method: "token", Token: vault.Sensitive(tok)}, tok
 			},
 			cause: []string{"the token given in auth.token", "it expired at its max TTL"},
 		},
@@ -76,7 +76,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			name: "non-renewable token from an environment variable expires",
 			auth: func(t *testing.T, policy string) (vault.Auth, string) {
 				tok := childToken(t, root, policy, maxTTL, 0, false)
-				return vault.Auth{Method: vault.MethodToken, TokenEnv: tokenEnv(t, tok)}, tok
+				return vault.Auth{Method: "token", TokenEnv: tokenEnv(t, tok)}, tok
 			},
 			cause: []string{"environment variable", "it expired and is not renewable"},
 		},
@@ -84,7 +84,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			name: "token file that nobody updates",
 			auth: func(t *testing.T, policy string) (vault.Auth, string) {
 				tok := childToken(t, root, policy, ttl, maxTTL, true)
-				return vault.Auth{Method: vault.MethodToken, TokenFile: credentialFile(t, tok)}, tok
+				return vault.Auth{Method: "token", TokenFile: credentialFile(t, tok)}, tok
 			},
 			cause: []string{"the token from file ", "logging in again failed", "vault refused the login"},
 		},
@@ -110,7 +110,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			auth, token := c.auth(t, readPolicy(t, root, mount))
 			logger, logs := logtest.NewLogger()
 			rec := &recorder{}
-			s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: auth},
+			s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: auth},
 				vault.Options{WrapTransport: rec.wrap, Logger: logger})
 			mon := s
 			names := []string{"app/a", "app/b", "app/c"}
@@ -147,7 +147,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			}
 
 			logins := rec.logins.Load()
-			checks := mon.Stats()[secretstore.OpCheckCredentials].Calls
+			checks := mon.Stats()["check-credentials"].Calls
 			cycle := w.Poll(ctx)
 			assert.LessOrEqual(t, rec.logins.Load()-logins, int64(1), "refused reads do not each try a login")
 			assert.Equal(t, [4]int{3, 0, 3, 0}, [4]int{cycle.Watched, cycle.Answered, cycle.Forbidden, cycle.Unavailable},
@@ -158,7 +158,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 				assert.Equal(t, secretstore.Forbidden, ev.Kind)
 				assert.Contains(t, ev.Err.Error(), c.cause[0], "a refused read names the token's trouble, not a policy")
 			}
-			assert.Equal(t, checks+1, mon.Stats()[secretstore.OpCheckCredentials].Calls, "the watcher ran the check once per cycle")
+			assert.Equal(t, checks+1, mon.Stats()["check-credentials"].Calls, "the watcher ran the check once per cycle")
 
 			out := logs.String()
 			assert.Equal(t, 1, strings.Count(out, errorLine), "one error in the log, however many reads were refused:\n%s", out)
@@ -191,7 +191,7 @@ func TestOneSecretRevokedByPolicyLeavesTheCredentialsHealthy(t *testing.T) {
 	policy := readPolicy(t, root, mount)
 	logger, logs := logtest.NewLogger()
 	rec := &recorder{}
-	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2, Auth: appRole(t, root, policy, time.Hour, time.Hour)}
+	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: appRole(t, root, policy, time.Hour, time.Hour)}
 	s := open(t, cfg, vault.Options{WrapTransport: rec.wrap, Logger: logger})
 	names := []string{"app/a", "app/b", "app/c"}
 	for _, n := range names {
@@ -239,8 +239,8 @@ func TestTokenFileReplacedAfterTheOutage(t *testing.T) {
 	first := childToken(t, root, policy, 2*time.Second, 4*time.Second, true)
 	file := credentialFile(t, first)
 	logger, logs := logtest.NewLogger()
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KV2,
-		Auth: vault.Auth{Method: vault.MethodToken, TokenFile: file}}, vault.Options{Logger: logger})
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
+		Auth: vault.Auth{Method: "token", TokenFile: file}}, vault.Options{Logger: logger})
 	put(t, s, "app/a", d("k", "v"), nil)
 	ctx := t.Context()
 

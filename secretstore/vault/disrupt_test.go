@@ -24,7 +24,7 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	mount := srv.EnableKV(t, 2)
 	cfg := rootConfig(srv, mount)
-	cfg.Timeout = vault.Duration(3 * time.Second)
+	cfg.Timeout = "3s"
 	s := open(t, cfg)
 	ctx := t.Context()
 	put(t, s, "app/db", d("password", "pw"), nil)

@@ -15,11 +15,11 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// StatusError is the cause of an error built from a Vault error response:
+// statusError is the cause of an error built from a Vault error response:
 // the HTTP status and a fixed description chosen from Vault's error codes.
 // Vault's own error text is matched but never copied, so no part of a
 // request or response body reaches an error message.
-type StatusError struct {
+type statusError struct {
 	// StatusCode is the HTTP status Vault answered with.
 	StatusCode int
 	// Reason is a fixed description, such as "vault is sealed".
@@ -27,7 +27,7 @@ type StatusError struct {
 }
 
 // Error returns "<reason> (HTTP <status>)".
-func (e *StatusError) Error() string {
+func (e *statusError) Error() string {
 	return fmt.Sprintf("%s (HTTP %d)", e.Reason, e.StatusCode)
 }
 
@@ -65,7 +65,7 @@ func classify(err error, addr string) (kind, cause error) {
 }
 
 // classifyResponse maps a Vault HTTP status and its error strings to a kind
-// and a StatusError.
+// and a statusError.
 func classifyResponse(status int, vaultErrors []string) (kind, cause error) {
 	has := func(phrase string) bool {
 		for _, e := range vaultErrors {
@@ -75,7 +75,7 @@ func classifyResponse(status int, vaultErrors []string) (kind, cause error) {
 		}
 		return false
 	}
-	se := &StatusError{StatusCode: status}
+	se := &statusError{StatusCode: status}
 	switch {
 	case status == http.StatusBadRequest && has(phraseCASMismatch):
 		se.Reason = "the secret's version changed (check-and-set)"

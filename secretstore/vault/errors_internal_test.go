@@ -45,7 +45,7 @@ func TestClassifyResponse(t *testing.T) {
 			assert.Contains(t, cause.Error(), tc.reason)
 			assert.Contains(t, cause.Error(), fmt.Sprintf("HTTP %d", tc.status))
 			assert.NotContains(t, cause.Error(), "SECRET-VALUE-ECHO", "vault's error text is never copied")
-			var se *StatusError
+			var se *statusError
 			assert.ErrorAs(t, cause, &se)
 		})
 	}

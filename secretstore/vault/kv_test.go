@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
@@ -20,7 +21,7 @@ func TestKVVersionAutoDetection(t *testing.T) {
 	for _, v := range []int{1, 2} {
 		mount := srv.EnableKV(t, v)
 		cfg := rootConfig(srv, mount)
-		cfg.KVVersion = vault.KVAuto
+		cfg.KVVersion = "auto"
 		assert.Equal(t, v, kvVersion(t, open(t, cfg), open(t, cfg)), "mount %s", mount)
 	}
 	cfg := rootConfig(srv, "no-such-mount")
@@ -163,7 +164,7 @@ func TestBinaryValuesAreReadableByOtherTools(t *testing.T) {
 	raw, err := srv.Client(t).KVv2(mount).Get(t.Context(), "bin")
 	require.NoError(t, err)
 	assert.Equal(t, "hello", raw.Data["text"], "text stays a plain string for vault kv get")
-	assert.Equal(t, map[string]any{vault.BinaryKey: "3q2+7w=="}, raw.Data["key"])
+	assert.Equal(t, map[string]any{binarykey.Marker: "3q2+7w=="}, raw.Data["key"])
 
 	// Values another tool wrote as JSON numbers or objects read as their JSON text.
 	_, err = srv.Client(t).KVv2(mount).Put(t.Context(), "other", map[string]any{"port": 5432, "tls": true})
@@ -216,7 +217,7 @@ func TestNamespaceHeaderIsSent(t *testing.T) {
 	mount := srv.EnableKV(t, 2)
 	rec := &recorder{keep: true}
 	cfg := rootConfig(srv, mount)
-	cfg.KVVersion = vault.KV2
+	cfg.KVVersion = "2"
 	cfg.Namespace = "team-a/"
 	s, err := vault.New(t.Context(), cfg, vault.Options{WrapTransport: rec.wrap})
 	if err == nil {
@@ -235,7 +236,7 @@ func TestRateLimitSpacesRequests(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)
 	cfg := rootConfig(srv, mount)
-	cfg.KVVersion = vault.KV2
+	cfg.KVVersion = "2"
 	cfg.RateLimit, cfg.RateBurst = 10, 1
 	s := open(t, cfg)
 	start := time.Now()
@@ -264,8 +265,8 @@ path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
 `))
 	tok, err := c.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{policy}, TTL: "1h"})
 	require.NoError(t, err)
-	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: vault.KVAuto, ParentPath: "edge",
-		Auth: vault.Auth{Method: vault.MethodToken, Token: vault.Sensitive(tok.Auth.ClientToken)}}
+	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "auto", ParentPath: "edge",
+		Auth: vault.Auth{Method: "token", Token: vault.Sensitive(tok.Auth.ClientToken)}}
 	reader := open(t, cfg)
 	assert.Equal(t, 2, kvVersion(t, writer, reader), "detected with the read-only token")
 	_, err = reader.Get(t.Context(), "db/password")
@@ -308,7 +309,7 @@ func TestCallerClient(t *testing.T) {
 	_, err = raw.Sys().HealthWithContext(ctx)
 	assert.NoError(t, err, "the caller's client still works after Close")
 
-	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, Auth: vault.Auth{Method: vault.MethodToken, TokenEnv: "T"}},
+	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, Auth: vault.Auth{Method: "token", TokenEnv: "T"}},
 		vault.Options{Client: raw})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.ErrorContains(t, err, "vault.address is set by Options.Client")

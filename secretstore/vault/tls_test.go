@@ -51,7 +51,7 @@ func TestTLSWithCABundle(t *testing.T) {
 
 func TestMissingCAFileIsInvalid(t *testing.T) {
 	_, err := vault.New(t.Context(), vault.Config{Address: "https://127.0.0.1:1", CAFile: "/nonexistent/ca.pem",
-		Auth: vault.Auth{Method: vault.MethodToken, Token: "t"}}, vault.Options{})
+		Auth: vault.Auth{Method: "token", Token: "t"}}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	assert.Contains(t, err.Error(), "vault.caFile")
 	assert.Contains(t, err.Error(), "/nonexistent/ca.pem")

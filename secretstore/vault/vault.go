@@ -25,7 +25,7 @@
 // read before the write (not atomic), and a secret needs at least one key.
 //
 // Values are bytes: valid UTF-8 is stored as a JSON string, anything else
-// as {"edgesecrets:base64": "..."} (see BinaryKey). A Put that would change
+// as {"edgesecrets:base64": "..."} (see the package documentation). A Put that would change
 // nothing reads the secret and writes nothing.
 //
 // Errors: 403 is ErrPermission; sealed, standby, unreachable, timeouts,
@@ -92,10 +92,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
-// Type is the name the backend registers under.
-const Type = "vault"
+// backendType is the name the backend registers under.
+const backendType = "vault"
 
-func init() { secretstore.Register(Type, backend{}) }
+func init() { secretstore.Register(backendType, backend{}) }
 
 // Options carry what a config file cannot.
 type Options struct {
@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	attempts := DefaultMaxRetries + 1
+	attempts := defaultMaxRetries + 1
 	switch {
 	case cfg.MaxRetries != nil:
 		attempts = *cfg.MaxRetries + 1
@@ -160,7 +160,7 @@ func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
 	}
 	mount := strings.Trim(cfg.Mount, "/")
 	if mount == "" {
-		mount = DefaultMount
+		mount = defaultMount
 	}
 	s := &store{addr: cfg.Address, mount: mount, base: joinPath(cfg.ParentPath)}
 	if opts.Client != nil {
@@ -184,12 +184,12 @@ func newDriver(ctx context.Context, cfg Config, opts Options) (*store, error) {
 
 // connect makes the store's own client from cfg.
 func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripper, log *slog.Logger) error {
-	timeout := time.Duration(cfg.Timeout)
+	timeout, _ := time.ParseDuration(cfg.Timeout) // validated
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	}
 	invalid := func(err error) error {
-		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, err)
+		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
 	}
 	tr, err := newTransport(cfg)
 	if err != nil {
@@ -278,21 +278,21 @@ func newTransport(cfg Config) (*http.Transport, error) {
 
 // openError turns a driver error of New into the error New returns.
 func openError(err error) error {
-	var de *driver.Error
+	var de *secretstore.Error
 	if errors.As(err, &de) {
-		return secretstore.NewError(secretstore.OpOpen, "", de.Kind, de.Err)
+		return &secretstore.Error{Op: "open", Kind: de.Kind, Err: de.Err}
 	}
-	return secretstore.NewError(secretstore.OpOpen, "", nil, err) // a context error
+	return &secretstore.Error{Op: "open", Err: err} // a context error
 }
 
 // detectKV sets the KV version: the configured one, or for "auto" what
 // Vault says the mount runs.
 func (s *store) detectKV(ctx context.Context, configured string) error {
 	switch configured {
-	case KV1:
+	case kv1:
 		s.kv = 1
 		return nil
-	case KV2:
+	case kv2:
 		s.kv = 2
 		return nil
 	}
@@ -302,7 +302,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 		return err
 	})
 	if err != nil {
-		var de *driver.Error
+		var de *secretstore.Error
 		if errors.As(err, &de) && de.Kind != secretstore.ErrUnavailable {
 			// Vault answers 403 for a mount that does not exist, too.
 			de.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, de.Err)
@@ -310,7 +310,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 		return openError(err)
 	}
 	invalid := func(format string) error {
-		return secretstore.NewError(secretstore.OpOpen, "", secretstore.ErrInvalid, fmt.Errorf(format, s.mount))
+		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: fmt.Errorf(format, s.mount)}
 	}
 	if sec == nil || sec.Data == nil {
 		return invalid("mount %q not found")
@@ -329,7 +329,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 
 // call runs one Vault request. A 403 caused by a token that is no longer
 // valid leads to one fresh login and one retry. Errors come back as
-// *driver.Error, or as the context's error.
+// *secretstore.Error, or as the context's error.
 func (s *store) call(ctx context.Context, fn func(context.Context) error) error {
 	gen := uint64(0)
 	if s.auth != nil {
@@ -351,7 +351,7 @@ func (s *store) call(ctx context.Context, fn func(context.Context) error) error 
 			cause = failure // the token, not a policy, is why
 		}
 	}
-	return &driver.Error{Kind: kind, Err: cause}
+	return &secretstore.Error{Kind: kind, Err: cause}
 }
 
 // path returns the secret's path inside the mount.
@@ -408,7 +408,7 @@ func (c current) secret() *driver.Secret {
 	return s
 }
 
-var errNotFound = &driver.Error{Kind: secretstore.ErrNotFound}
+var errNotFound = &secretstore.Error{Kind: secretstore.ErrNotFound}
 
 // Get implements driver.Store with one read of the data endpoint.
 func (s *store) Get(ctx context.Context, name string) (*driver.Secret, error) {
@@ -470,7 +470,7 @@ func (s *store) Stat(ctx context.Context, name string) (*driver.Secret, error) {
 // says so, and the store's next attempt, or repeating the Put, completes
 // it.
 func (s *store) Put(ctx context.Context, w *driver.Write) error {
-	invalid := func(msg string) error { return &driver.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
+	invalid := func(msg string) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
 	var ifVersion int
 	switch {
 	case s.kv == 1 && len(w.Labels) > 0:
@@ -487,7 +487,7 @@ func (s *store) Put(ctx context.Context, w *driver.Write) error {
 		ifVersion = n
 	}
 	if err := checkLabels(w.Labels); err != nil {
-		return &driver.Error{Kind: secretstore.ErrInvalid, Err: err}
+		return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err}
 	}
 	cur := w.Current
 	dataChanged := cur == nil || !secretstore.Data(cur.Data).Equal(w.Data)
@@ -529,7 +529,7 @@ func (s *store) Put(ctx context.Context, w *driver.Write) error {
 			_, err := s.client.Logical().WriteWithContext(ctx, s.metadataPath(w.Name), map[string]any{"custom_metadata": labels})
 			return err
 		})
-		var de *driver.Error
+		var de *secretstore.Error
 		if dataChanged && errors.As(err, &de) {
 			de.Err = fmt.Errorf("data written but labels not (repeat the put): %w", de.Err)
 		}
@@ -643,7 +643,7 @@ func (backend) Validate(cfg secretstore.Config) error {
 	var c Config
 	err := cfg.DecodeSection(&c)
 	c.Scope = cfg.DefaultScope
-	return errors.Join(err, c.Validate())
+	return errors.Join(err, c.validate(false))
 }
 
 func (backend) Open(ctx context.Context, cfg secretstore.Config, o secretstore.OpenOptions) (*secretstore.Store, error) {

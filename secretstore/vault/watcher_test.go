@@ -15,12 +15,11 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
 // watchInterval is the watcher's interval in these tests: the minimum, on
 // the real clock, as a fast-rotating deployment would configure it.
-const watchInterval = "1s"
+const watchInterval = time.Second
 
 // eventSlack is how much longer than one interval an expected event may
 // take to arrive on a loaded machine. Timing is not what these tests
@@ -58,10 +57,9 @@ type watchRun struct {
 // ends.
 func startWatch(t *testing.T, store *secretstore.Store, names ...string) *watchRun {
 	t.Helper()
-	cfg, err := secretstore.NewWatcherConfig(watchInterval)
-	require.NoError(t, err)
-	r := &watchRun{mon: store, interval: cfg.Interval, before: map[int64]map[string]secretstore.OpStats{}}
-	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Config: cfg, Heartbeat: r.heartbeat})
+	r := &watchRun{mon: store, interval: watchInterval, before: map[int64]map[string]secretstore.OpStats{}}
+	var err error
+	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Interval: watchInterval, Heartbeat: r.heartbeat})
 	require.NoError(t, err)
 	require.NoError(t, r.w.Watch(names...))
 
@@ -227,8 +225,8 @@ func TestWatcherOnVault(t *testing.T) {
 			next := changed.cycle + 1
 			st, st2 := w.statsBefore(next), w.statsBefore(next+1)
 			require.NotNil(t, st2)
-			assert.EqualValues(t, 2, st2[secretstore.OpStat].Calls-st[secretstore.OpStat].Calls, "one Stat per watched name")
-			gets := st2[secretstore.OpGet].Calls - st[secretstore.OpGet].Calls
+			assert.EqualValues(t, 2, st2["stat"].Calls-st["stat"].Calls, "one Stat per watched name")
+			gets := st2["get"].Calls - st["get"].Calls
 			if c.versions {
 				assert.Zero(t, gets, "KV v2: versions suffice, no value is read")
 			} else {
@@ -259,7 +257,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	var runs []*run
 	for _, c := range kvCases {
 		cfg := rootConfig(srv, srv.EnableKV(t, c.kv))
-		cfg.Timeout = vault.Duration(5 * time.Second)
+		cfg.Timeout = "5s"
 		r := &run{kvCase: c, store: open(t, cfg)}
 		put(t, r.store, "app/db", d("password", "first"), nil)
 		put(t, r.store, "app/api", d("token", "kept"), nil)

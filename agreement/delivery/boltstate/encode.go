@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -68,11 +69,11 @@ func boolByte(v bool) byte {
 // printed (redacted) form.
 func (e *encoder) tag(t secretstore.ContentTag) {
 	switch enc := t.Encode(); {
-	case t.IsZero():
+	case t == (secretstore.ContentTag{}):
 		e.byte(tagNone)
-	case t.Version() != "":
+	case strings.HasPrefix(enc, "version:"):
 		e.byte(tagVersion)
-		e.str(t.Version())
+		e.str(enc[len("version:"):])
 	default:
 		sum, err := hex.DecodeString(enc[len("sha256:"):])
 		if err != nil || len(sum) != 32 {

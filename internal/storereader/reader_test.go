@@ -1,4 +1,4 @@
-package secretstore_test
+package storereader_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -34,7 +35,7 @@ func value(s *secretstore.Secret) string {
 
 func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	const goroutines, names = 10_000, 100
-	run := func(t *testing.T, r *secretstore.Reader) {
+	run := func(t *testing.T, r *storereader.Reader) {
 		var wg sync.WaitGroup
 		var wrong atomic.Int64
 		for i := range goroutines {
@@ -59,11 +60,11 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	t.Run("with TTL", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		seed(t, backend)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Minute})
 		run(t, r)
-		assert.LessOrEqual(t, len(backend.Calls(secretstore.OpGet, "")), names, "at most one backend read per name")
+		assert.LessOrEqual(t, len(backend.Calls("get", "")), names, "at most one backend read per name")
 		for i := range names {
-			assert.Len(t, backend.Calls(secretstore.OpGet, fmt.Sprintf("s%03d", i)), 1)
+			assert.Len(t, backend.Calls("get", fmt.Sprintf("s%03d", i)), 1)
 		}
 	})
 
@@ -73,14 +74,14 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 			seed(t, backend)
 			var g testgate.Gate
 			holdReads(backend, &g)
-			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{})
+			r := storereader.New(backend.Store, storereader.Options{})
 			done := make(chan struct{})
 			go func() { run(t, r); close(done) }()
 			synctest.Wait() // every Get is now either reading the backend or waiting for a read
-			assert.Len(t, backend.Calls(secretstore.OpGet, ""), names, "one backend read per name in flight")
+			assert.Len(t, backend.Calls("get", ""), names, "one backend read per name in flight")
 			g.Release()
 			<-done
-			assert.Len(t, backend.Calls(secretstore.OpGet, ""), names, "waiters shared those reads")
+			assert.Len(t, backend.Calls("get", ""), names, "waiters shared those reads")
 		})
 	})
 }
@@ -91,7 +92,7 @@ func TestReaderTTL(t *testing.T) {
 		backend := mock.NewStore(nil)
 		put(t, backend.Inner, "x", "1")
 		const ttl = 30 * time.Second
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: ttl})
+		r := storereader.New(backend.Store, storereader.Options{TTL: ttl})
 
 		steps := []struct {
 			advance   time.Duration
@@ -113,7 +114,7 @@ func TestReaderTTL(t *testing.T) {
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "step %d", i)
 			assert.Equal(t, st.wantValue, value(s), "step %d", i)
-			assert.Len(t, backend.Calls(secretstore.OpGet, ""), st.wantReads, "step %d", i)
+			assert.Len(t, backend.Calls("get", ""), st.wantReads, "step %d", i)
 		}
 	})
 }
@@ -122,16 +123,16 @@ func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner, "x", "1")
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: 0})
+	r := storereader.New(backend.Store, storereader.Options{TTL: 0})
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
 		require.NoError(t, err)
-		assert.Len(t, backend.Calls(secretstore.OpGet, ""), i+1)
+		assert.Len(t, backend.Calls("get", ""), i+1)
 	}
-	r = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: -time.Second})
+	r = storereader.New(backend.Store, storereader.Options{TTL: -time.Second})
 	_, _ = r.Get(ctx, "x")
 	_, _ = r.Get(ctx, "x")
-	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 5, "a negative TTL disables caching too")
+	assert.Len(t, backend.Calls("get", ""), 5, "a negative TTL disables caching too")
 }
 
 func TestReaderNeverCachesErrors(t *testing.T) {
@@ -147,10 +148,10 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
 			backend := mock.NewStore(nil)
-			r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+			r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 			if c.inject != nil {
 				put(t, backend.Inner, "x", "1")
-				backend.SetFaults(mock.Faults{Op: secretstore.OpGet, Fail: c.inject, Times: 1})
+				backend.SetFaults(mock.Faults{Op: "get", Fail: c.inject, Times: 1})
 			}
 			_, err := r.Get(ctx, "x")
 			if c.inject != nil {
@@ -164,7 +165,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			assert.Equal(t, "1", value(s))
 			_, err = r.Get(ctx, "x")
 			require.NoError(t, err)
-			assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2, "the success was cached")
+			assert.Len(t, backend.Calls("get", ""), 2, "the success was cached")
 		})
 	}
 }
@@ -207,7 +208,7 @@ func newHeld(t *testing.T) (held *secretstore.Store, reads chan heldRead, direct
 }
 
 // getAsync runs r.Get in a goroutine and returns a channel for its result.
-func getAsync(ctx context.Context, r *secretstore.Reader, name string) <-chan result {
+func getAsync(ctx context.Context, r *storereader.Reader, name string) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
 		s, err := r.Get(ctx, name)
@@ -229,7 +230,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				heldStore, reads, mem := newHeld(t)
 				put(t, mem, "x", "old")
 				backend := mock.NewStore(heldStore)
-				r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+				r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
 				a := getAsync(ctx, r, "x")
 				readA := <-reads // A has read "old" and is in flight
@@ -261,7 +262,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 				got := <-d
 				require.NoError(t, got.err)
 				assert.Equal(t, "new", value(got.s), "the stale in-flight read was never cached")
-				assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2)
+				assert.Len(t, backend.Calls("get", ""), 2)
 			})
 		})
 	}
@@ -271,7 +272,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 			ctx := t.Context()
 			held, reads, mem := newHeld(t)
 			put(t, mem, "x", "old")
-			r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+			r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 			a := getAsync(ctx, r, "x")
 			readA := <-reads
@@ -293,14 +294,14 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		heldStore, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
 		backend := mock.NewStore(heldStore)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
 		leaderCtx, cancelLeader := context.WithCancel(t.Context())
 		leader := getAsync(leaderCtx, r, "x")
 		<-reads // the leader's read is in flight; never released
 		waiter := getAsync(t.Context(), r, "x")
 		synctest.Wait() // the waiter has joined the leader's read
-		assert.Len(t, backend.Calls(secretstore.OpGet, ""), 1)
+		assert.Len(t, backend.Calls("get", ""), 1)
 
 		cancelLeader()
 		got := <-leader
@@ -311,7 +312,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 		got = <-waiter
 		require.NoError(t, got.err, "the waiter is not failed by the leader's cancellation")
 		assert.Equal(t, "1", value(got.s))
-		assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2)
+		assert.Len(t, backend.Calls("get", ""), 2)
 	})
 }
 
@@ -319,7 +320,7 @@ func TestReaderWaiterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		held, reads, mem := newHeld(t)
 		put(t, mem, "x", "1")
-		r := secretstore.NewReader(held, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 		leader := getAsync(t.Context(), r, "x")
 		read := <-reads
@@ -353,7 +354,7 @@ func (p *panicStore) Get(context.Context, string) (*driver.Secret, error) {
 func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := &panicStore{Store: testkit.NewDriver(), release: make(chan struct{})}
-		r := secretstore.NewReader(newStore(t, ps), secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(newStore(t, ps), storereader.Options{TTL: time.Hour})
 		panicked := make(chan any, 1)
 		go func() {
 			defer func() { panicked <- recover() }()
@@ -372,7 +373,7 @@ func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 func TestReaderInvalidate(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 	put(t, backend.Inner, "y", "1")
 	_, err := r.Get(ctx, "y")
 	require.NoError(t, err)
@@ -384,14 +385,14 @@ func TestReaderInvalidate(t *testing.T) {
 	s, err = r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "2", value(s), "Invalidate drops the cached copy")
-	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 2, "each Get after an invalidation read the backend")
+	assert.Len(t, backend.Calls("get", ""), 2, "each Get after an invalidation read the backend")
 }
 
 func TestReaderReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	put(t, backend.Inner, "x", "1")
-	r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 	for range 3 {
 		s, err := r.Get(ctx, "x")
 		require.NoError(t, err)
@@ -399,7 +400,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 		s.Data["v"][0] = 'X'
 		s.Data["extra"] = nil
 	}
-	assert.Len(t, backend.Calls(secretstore.OpGet, ""), 1)
+	assert.Len(t, backend.Calls("get", ""), 1)
 }
 
 func TestReaderStat(t *testing.T) {
@@ -407,7 +408,7 @@ func TestReaderStat(t *testing.T) {
 		backend := mock.NewStore(nil)
 		_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		var g testgate.Gate
 		holdReads(backend, &g)
 
@@ -420,7 +421,7 @@ func TestReaderStat(t *testing.T) {
 			}()
 		}
 		synctest.Wait()
-		assert.Len(t, backend.Calls(secretstore.OpStat, ""), 1, "concurrent Stats share one call")
+		assert.Len(t, backend.Calls("stat", ""), 1, "concurrent Stats share one call")
 		g.Release()
 		var mds []secretstore.Metadata
 		for range 5 {
@@ -433,7 +434,7 @@ func TestReaderStat(t *testing.T) {
 
 		_, err = r.Stat(t.Context(), "x")
 		require.NoError(t, err)
-		assert.Len(t, backend.Calls(secretstore.OpStat, ""), 2, "Stat results are not cached")
+		assert.Len(t, backend.Calls("stat", ""), 2, "Stat results are not cached")
 	})
 }
 
@@ -446,7 +447,7 @@ func TestReaderGetBatch(t *testing.T) {
 		store := newStore(t, d)
 		put(t, store, "a", "1")
 		put(t, store, "b", "2")
-		r := secretstore.NewReader(store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(store, storereader.Options{TTL: time.Hour})
 		_, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		gets := d.CallsByName("get")
@@ -480,7 +481,7 @@ func TestReaderGetBatch(t *testing.T) {
 		bm := newStore(t, testkit.Batching(d))
 		put(t, bm, "a", "1")
 		put(t, bm, "b", "2")
-		r := secretstore.NewReader(bm, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(bm, storereader.Options{TTL: time.Hour})
 		got, err := r.GetBatch(ctx, names)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"a": "1", "b": "2"}, values(got))
@@ -496,7 +497,7 @@ func TestReaderGetBatch(t *testing.T) {
 	t.Run("invalidation during a batch", func(t *testing.T) {
 		backend := mock.NewStore(nil)
 		put(t, backend.Inner, "a", "old")
-		r := secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Hour})
+		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		backend.SetFaults(mock.Faults{Hook: func(context.Context, mock.Call) error {
 			backend.SetFaults(mock.Faults{})
 			r.Invalidate("a") // a watcher reports a change while the batch runs
@@ -539,7 +540,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 					Get(context.Context, string) (*secretstore.Secret, error)
 				} = backend.Store
 				if withReader {
-					store = secretstore.NewReader(backend.Store, secretstore.ReaderOptions{TTL: time.Minute})
+					store = storereader.New(backend.Store, storereader.Options{TTL: time.Minute})
 				}
 				var next atomic.Int64
 				b.ResetTimer()
@@ -555,7 +556,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 						}
 					}
 				})
-				b.ReportMetric(float64(len(backend.Calls(secretstore.OpGet, "")))/float64(b.N), "backend-reads/op")
+				b.ReportMetric(float64(len(backend.Calls("get", "")))/float64(b.N), "backend-reads/op")
 			})
 		}
 	}

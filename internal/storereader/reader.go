@@ -1,4 +1,8 @@
-package secretstore
+// Package storereader reads a secretstore.Store for read-heavy callers
+// such as the agbot's delivery engine: concurrent reads of one name share
+// one backend call, and a successful Get is served again from memory for
+// a TTL, so N agreements over M distinct secrets cost O(M) backend reads.
+package storereader
 
 import (
 	"context"
@@ -6,9 +10,11 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Reader reads a Store for read-heavy callers such as an agbot making many
+// Reader reads a secretstore.Store for read-heavy callers such as an agbot making many
 // agreements over few secrets. Concurrent Gets of one name share one
 // backend call, and a successful Get is served again from memory for TTL, so
 // N agreements over M distinct secrets cost O(M) backend reads.
@@ -21,19 +27,19 @@ import (
 //
 // Every caller gets its own deep copy of the secret.
 type Reader struct {
-	store *Store
+	store *secretstore.Store
 	ttl   time.Duration
 
 	mu     sync.Mutex
 	epoch  uint64 // bumped by every invalidation; a GetBatch from an older epoch is not cached
 	cache  map[string]cached
-	gets   map[string]*flight[*Secret]
-	stats  map[string]*flight[Metadata]
+	gets   map[string]*flight[*secretstore.Secret]
+	stats  map[string]*flight[secretstore.Metadata]
 	sweepN int
 }
 
 type cached struct {
-	secret  *Secret
+	secret  *secretstore.Secret
 	expires time.Time
 }
 
@@ -43,27 +49,27 @@ type flight[T any] struct {
 	err  error
 }
 
-// ReaderOptions configure a Reader.
-type ReaderOptions struct {
+// Options configure a Reader.
+type Options struct {
 	// TTL is how long a successful Get is served from memory. Zero disables
 	// caching; concurrent reads are still coalesced.
 	TTL time.Duration
 }
 
-// NewReader returns a Reader of store.
-func NewReader(store *Store, opts ReaderOptions) *Reader {
+// New returns a Reader of store.
+func New(store *secretstore.Store, opts Options) *Reader {
 	return &Reader{
 		store: store,
 		ttl:   max(opts.TTL, 0),
 		cache: map[string]cached{},
-		gets:  map[string]*flight[*Secret]{},
-		stats: map[string]*flight[Metadata]{},
+		gets:  map[string]*flight[*secretstore.Secret]{},
+		stats: map[string]*flight[secretstore.Metadata]{},
 	}
 }
 
 // Get returns the named secret from the cache, from a read already in
 // flight, or from the backend.
-func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
+func (r *Reader) Get(ctx context.Context, name string) (*secretstore.Secret, error) {
 	for {
 		r.mu.Lock()
 		if c, ok := r.cache[name]; ok {
@@ -76,16 +82,16 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 		f, leader := join(r.gets, name)
 		r.mu.Unlock()
 		if leader {
-			s, err := lead(r, r.gets, OpGet, name, f,
-				func() (*Secret, error) { return r.store.Get(ctx, name) },
-				func(s *Secret) {
+			s, err := lead(r, r.gets, "get", name, f,
+				func() (*secretstore.Secret, error) { return r.store.Get(ctx, name) },
+				func(s *secretstore.Secret) {
 					if r.ttl > 0 {
 						r.put(name, s.Clone())
 					}
 				})
 			return s.Clone(), err
 		}
-		s, err, retry := wait(ctx, OpGet, name, f)
+		s, err, retry := wait(ctx, "get", name, f)
 		if !retry {
 			return s.Clone(), err
 		}
@@ -93,19 +99,19 @@ func (r *Reader) Get(ctx context.Context, name string) (*Secret, error) {
 }
 
 // Stat coalesces concurrent calls for one name; results are not cached.
-func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
+func (r *Reader) Stat(ctx context.Context, name string) (secretstore.Metadata, error) {
 	for {
 		r.mu.Lock()
 		f, leader := join(r.stats, name)
 		r.mu.Unlock()
-		var md Metadata
+		var md secretstore.Metadata
 		var err error
 		retry := false
 		if leader {
-			md, err = lead(r, r.stats, OpStat, name, f,
-				func() (Metadata, error) { return r.store.Stat(ctx, name) }, nil)
+			md, err = lead(r, r.stats, "stat", name, f,
+				func() (secretstore.Metadata, error) { return r.store.Stat(ctx, name) }, nil)
 		} else {
-			md, err, retry = wait(ctx, OpStat, name, f)
+			md, err, retry = wait(ctx, "stat", name, f)
 		}
 		if !retry {
 			// Each caller gets labels of its own.
@@ -116,9 +122,9 @@ func (r *Reader) Stat(ctx context.Context, name string) (Metadata, error) {
 }
 
 // GetBatch serves cached names from memory and reads the rest with one
-// Store.GetBatch, caching what it returns.
-func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*Secret, error) {
-	out := make(map[string]*Secret, len(names))
+// secretstore.Store.GetBatch, caching what it returns.
+func (r *Reader) GetBatch(ctx context.Context, names []string) (map[string]*secretstore.Secret, error) {
+	out := make(map[string]*secretstore.Secret, len(names))
 	var missing []string
 	seen := make(map[string]bool, len(names))
 	r.mu.Lock()
@@ -170,7 +176,7 @@ func (r *Reader) Invalidate(name string) {
 
 // put caches s; r.mu must be held. Expired entries are swept now and then so
 // the cache does not grow with names no longer read.
-func (r *Reader) put(name string, s *Secret) {
+func (r *Reader) put(name string, s *secretstore.Secret) {
 	now := time.Now()
 	r.cache[name] = cached{secret: s, expires: now.Add(r.ttl)}
 	if r.sweepN++; r.sweepN >= 1024 {
@@ -205,7 +211,7 @@ func lead[T any](r *Reader, flights map[string]*flight[T], op, name string, f *f
 			return
 		}
 		// read panicked: fail the waiters and let the panic go on.
-		f.err = NewError(op, name, ErrUnavailable, errors.New("the backend panicked"))
+		f.err = &secretstore.Error{Op: op, Name: name, Kind: secretstore.ErrUnavailable, Err: errors.New("the backend panicked")}
 		r.mu.Lock()
 		if flights[name] == f {
 			delete(flights, name)
@@ -236,7 +242,7 @@ func wait[T any](ctx context.Context, op, name string, f *flight[T]) (val T, err
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return zero, NewError(op, name, nil, ctx.Err()), false
+		return zero, &secretstore.Error{Op: op, Name: name, Err: ctx.Err()}, false
 	}
 	if f.err != nil && ctx.Err() == nil &&
 		(errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) {
