@@ -283,7 +283,7 @@ func New(opts Options) (*Engine, error) {
 const valueTTL = 10 * time.Second
 
 // Store returns the store the engine reads, with its monitor: give it to
-// the agbot's existence API (binding.NewHandler, binding.NewStoreChecker)
+// the agbot's existence API (secretsapi.Options.Store, binding.NewStoreChecker)
 // so that Health.LastStoreSuccess counts those calls too.
 func (e *Engine) Store() *secretstore.Store { return e.monitor }
 

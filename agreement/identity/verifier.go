@@ -139,7 +139,7 @@ type VerifiedIdentity struct {
 	SigningKey ed25519.PublicKey
 	// EncryptionKey is the agent's HPKE public key: the key to seal to.
 	// agreement.NewPublicKeys(SigningKey, EncryptionKey) is the key set
-	// the agbot seals to (agreement.SealProposal, agreement.SealUpdate)
+	// the agbot seals to (agreement.Seal of a proposal or an update)
 	// and whose signatures it accepts on the agent's replies.
 	EncryptionKey hpke.PublicKey
 }
