@@ -105,9 +105,12 @@ func TestDatabaseOutage(t *testing.T) {
 		down, up    func(*pgtest.Server) error
 		unavailable time.Duration // how fast calls fail
 	}{
-		{"stopped", (*pgtest.Server).Stop, func(s *pgtest.Server) error { return s.Start(context.Background()) }, time.Second},
-		{"killed", (*pgtest.Server).Kill, func(s *pgtest.Server) error { return s.Start(context.Background()) }, time.Second},
-		{"hung", (*pgtest.Server).Pause, (*pgtest.Server).Resume, timeout + time.Second},
+		// The bounds leave room for a loaded machine (-race, 2 cores shared
+		// by every package's tests); a call that hangs or retries on its
+		// own exceeds them by far.
+		{"stopped", (*pgtest.Server).Stop, func(s *pgtest.Server) error { return s.Start(context.Background()) }, 3 * time.Second},
+		{"killed", (*pgtest.Server).Kill, func(s *pgtest.Server) error { return s.Start(context.Background()) }, 3 * time.Second},
+		{"hung", (*pgtest.Server).Pause, (*pgtest.Server).Resume, timeout + 3*time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, m, rec := outageSetup(t, pgstate.Options{Timeout: timeout, LeasePeriod: time.Minute})
