@@ -309,9 +309,11 @@ type State interface {
 // ConflictError lists the records an Update did not store. It matches
 // ErrConflict.
 type ConflictError struct {
+	// IDs are the records not stored.
 	IDs []string
 }
 
+// Error names the records not stored.
 func (e *ConflictError) Error() string {
 	return "delivery: conflict: " + joinIDs(e.IDs) + " changed since read or leased to another member"
 }
