@@ -19,8 +19,10 @@
 // Which package for what:
 //
 //   - [github.com/edgesecrets/edgesecrets/secretstore]: the portable Store
-//     interface, the Secret model, error kinds, config and backend registry,
-//     middleware (monitor, coalescing reader) and the rotation Watcher.
+//     type over a backend's driver (validation, retries, call counts), the
+//     Secret model, error kinds, config and backend registry, and the
+//     rotation Watcher.
+//   - secretstore/driver: the interface a backend implements.
 //   - secretstore/memory, secretstore/vault, secretstore/awssm: the backends.
 //     Import one for its side effect of registering with secretstore.Open.
 //   - secretstore/storetest: the conformance suite for a backend of your own.
