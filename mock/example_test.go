@@ -43,5 +43,5 @@ func ExampleStore() {
 	// error: <nil>
 	// secret: db/password map[password:[redacted]]
 	// backend reads: 2
-	// error: secretstore: get "db/password": store unavailable: mock: injected fault
+	// error: secretstore: get "db/password": unavailable: mock: injected fault
 }

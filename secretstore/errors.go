@@ -19,7 +19,7 @@ var (
 	ErrPermission = errors.New("permission denied")
 	// ErrUnavailable: the store could not be reached or could not serve the
 	// request: absent, sealed, network failure, 5xx, throttled after retries.
-	ErrUnavailable = errors.New("store unavailable")
+	ErrUnavailable = errors.New("unavailable")
 	// ErrConflict: a compare-and-set or create-only write lost.
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: a bad secret name, bad data or bad configuration.

@@ -164,11 +164,11 @@ func TestCheckCredentials(t *testing.T) {
 			text: "secretstore: check-credentials: permission denied: HTTP 400"},
 		{name: "cannot tell", driver: &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
 		{name: "invalid", driver: &secretstore.Error{Kind: secretstore.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
-			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
+			text: "secretstore: check-credentials: unavailable: HTTP 400"},
 		{name: "not found", driver: &secretstore.Error{Kind: secretstore.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
-			text: "secretstore: check-credentials: store unavailable: HTTP 400"},
+			text: "secretstore: check-credentials: unavailable: HTTP 400"},
 		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), secretstore.ErrConflict), want: secretstore.ErrUnavailable,
-			text: "secretstore: check-credentials: store unavailable: odd\nconflict"},
+			text: "secretstore: check-credentials: unavailable: odd\nconflict"},
 		{name: "no check", noCheck: true},
 	}
 	for _, c := range cases {

@@ -343,7 +343,7 @@ func TestThrottling(t *testing.T) {
 		assert.NotEmpty(t, ae.RequestID, "the request id is kept for support")
 		assert.NotContains(t, err.Error(), ae.RequestID, "but not in the message")
 		assert.NotContains(t, err.Error(), "Rate exceeded", "AWS's message is not in the error")
-		assert.Equal(t, `secretstore: get "x": store unavailable: secretsmanager DescribeSecret: ThrottlingException (HTTP 400) (attempt 3)`, err.Error())
+		assert.Equal(t, `secretstore: get "x": unavailable: secretsmanager DescribeSecret: ThrottlingException (HTTP 400) (attempt 3)`, err.Error())
 	})
 }
 
