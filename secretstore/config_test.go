@@ -330,13 +330,6 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// jsonMembers returns the top-level members of a JSON object.
-func jsonMembers(t *testing.T, b []byte) map[string]json.RawMessage {
-	var top map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(b, &top))
-	return top
-}
-
 // A config's backend sections can hold credentials: printing the config
 // (fmt verbs, slog text and JSON) shows the type, scope and section names
 // only, and encoding it (directly or inside another value) redacts them.

@@ -32,7 +32,6 @@ type benchAgents struct {
 	keys     map[string]*agreement.PrivateKeys
 	counting atomic.Bool
 	sent     atomic.Int64
-	mu       sync.Mutex
 	arrived  chan struct{} // signalled when sent reaches target
 	target   int64
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,6 +446,3 @@ func (h *harness) forbid(names ...string) {
 		return nil
 	}})
 }
-
-// contains reports whether s holds sub, for readable assertions on reasons.
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
