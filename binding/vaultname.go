@@ -36,9 +36,6 @@ type VaultSecretName struct {
 	Secret string
 }
 
-// maxStoreNameLength is the longest name secretstore.ValidateName accepts.
-const maxStoreNameLength = 512
-
 // ParseVaultSecretName parses a vault secret name with Open Horizon's rules
 // (anax ParseVaultSecretName, extended with node scopes):
 //
@@ -50,15 +47,15 @@ const maxStoreNameLength = 512
 // As in anax, one leading '/' is ignored. Invalid: an empty name; "user",
 // "user/<user>", "node", "node/<node>" and "user/<user>/node[/<node>]"
 // without a secret name; a name starting with "openhorizon/" (the fully
-// qualified store path); empty, "." or ".." segments; and anything
-// secretstore.ValidateName refuses. The error says which rule was broken.
+// qualified store path); and anything secretstore.ValidateName refuses,
+// the library's one rule of a secret name (empty, "." or ".." segments,
+// over 512 bytes, control characters, backslashes). A name that parses may
+// still be too long once placed under its organisation: StorePath tells.
+// The error says which rule was broken.
 func ParseVaultSecretName(s string) (VaultSecretName, error) {
 	var n VaultSecretName
 	if s == "" {
 		return n, errors.New("vault secret name is empty")
-	}
-	if len(s) > maxStoreNameLength {
-		return n, fmt.Errorf("vault secret name is longer than %d bytes", maxStoreNameLength)
 	}
 	rest := strings.TrimPrefix(s, "/")
 	if err := secretstore.ValidateName(rest); err != nil {

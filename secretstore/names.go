@@ -4,39 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-)
 
-// maxNameLength is the longest secret name ValidateName accepts, in bytes.
-const maxNameLength = 512
+	"github.com/edgesecrets/edgesecrets/internal/safename"
+)
 
 // ValidateName checks a secret name: non-empty, at most 512 bytes
 // of valid UTF-8 without control characters or backslashes, made of
 // slash-separated segments none of which is empty, "." or "..". So a name
 // can never be absolute or escape the scope it is joined to. Backends may
-// accept fewer names (AWS, for one, allows a narrower character set).
-func ValidateName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("name is empty")
-	case len(name) > maxNameLength:
-		return fmt.Errorf("name is longer than %d bytes", maxNameLength)
-	case !utf8.ValidString(name):
-		return errors.New("name is not valid UTF-8")
-	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == '\\' }):
-		return errors.New("name contains a control character or backslash")
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		switch seg {
-		case "":
-			return errors.New("name has an empty path segment (leading, trailing or double slash)")
-		case ".", "..":
-			return fmt.Errorf("name has a %q path segment", seg)
-		}
-	}
-	return nil
-}
+// accept fewer names (AWS, for one, allows a narrower character set). It
+// is the library's one rule of a secret name, shared with the API paths
+// that carry names (vault secret names of package binding, the agbot's
+// secrets API).
+func ValidateName(name string) error { return safename.CheckPath(name) }
 
 // checkName returns an *Error of kind ErrInvalid for op when name fails
 // ValidateName.
