@@ -333,6 +333,10 @@ func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed b
 		return false, err
 	}
 	name := in.Name
+	if limit, size := s.MaxValueBytes(), dataSize(in.Data); limit > 0 && size > limit {
+		return false, &Error{Op: opPut, Name: name, Kind: ErrInvalid,
+			Err: fmt.Errorf("the secret's data is %d bytes, over the store's limit of %d bytes per secret", size, limit)}
+	}
 	if err := s.live(ctx, opPut, name); err != nil {
 		return false, err
 	}
@@ -372,6 +376,28 @@ func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed b
 		return false, err
 	}
 	return changed, nil
+}
+
+// MaxValueBytes returns the most data one secret may hold in the
+// backend, counted as the sum of the lengths of its data keys and values,
+// or 0 when the backend names no limit: 65536 for AWS Secrets Manager (a
+// SecretString's limit), 32 MiB for Vault (its default
+// max_request_size), 1 MiB for the memory backend. Put refuses a secret
+// over it with ErrInvalid, naming the limit, before anything is sent.
+func (s *Store) MaxValueBytes() int {
+	if l, ok := s.drv.(driver.ValueLimiter); ok {
+		return max(l.MaxValueBytes(), 0)
+	}
+	return 0
+}
+
+// dataSize is a secret's data size as MaxValueBytes counts it.
+func dataSize(d Data) int {
+	n := 0
+	for k, v := range d {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // current reads a secret for Put: nil when it is missing, and without

@@ -764,6 +764,11 @@ func (s *store) As(target any) bool {
 }
 
 // Close implements driver.Store: nothing to release.
+// MaxValueBytes is AWS Secrets Manager's limit on a secret value, 65536
+// bytes of SecretString (driver.ValueLimiter); the JSON encoding of the
+// data counts too, and encodeData refuses what is over it once encoded.
+func (s *store) MaxValueBytes() int { return maxSecretStringBytes }
+
 func (s *store) Close() error { return nil }
 
 // metadata is what DescribeSecret tells about a secret.

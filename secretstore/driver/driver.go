@@ -146,3 +146,13 @@ type CredentialChecker interface {
 	// type reports any other kind as ErrUnavailable.
 	CheckCredentials(ctx context.Context) error
 }
+
+// ValueLimiter tells the most data one secret of the store may hold, so
+// that a write over it is refused with a clear error before it is sent.
+type ValueLimiter interface {
+	// MaxValueBytes returns the limit in bytes, counted as the sum of
+	// the lengths of a secret's data keys and values. A backend's
+	// encoding adds to the data (JSON quoting, base64), so a secret just
+	// under the limit may still be refused by the backend itself.
+	MaxValueBytes() int
+}

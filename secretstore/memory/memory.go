@@ -24,6 +24,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
+// maxValueBytes bounds one secret's data (driver.ValueLimiter).
+const maxValueBytes = 1 << 20
+
 // backendType is the name the backend registers under.
 const backendType = "memory"
 
@@ -107,6 +110,11 @@ func (s *store) List(_ context.Context, prefix string) ([]string, error) {
 // CheckCredentials implements driver.CredentialChecker: a memory store has
 // no credentials to reject.
 func (s *store) CheckCredentials(context.Context) error { return nil }
+
+// MaxValueBytes is the memory backend's limit on one secret's data,
+// 1 MiB: the size of a certificate chain or a kubeconfig with room to
+// spare, and what Open Horizon's secret body carries (internal/ohsecret).
+func (s *store) MaxValueBytes() int { return maxValueBytes }
 
 func (s *store) Close() error { return nil }
 

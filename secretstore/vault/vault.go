@@ -616,6 +616,16 @@ func (s *store) As(target any) bool {
 
 // Close stops token renewal and releases idle connections. A caller's
 // client is left as it is.
+// maxRequestBytes is Vault's default max_request_size, 32 MiB, the
+// largest request body a listener takes unless configured otherwise
+// (https://developer.hashicorp.com/vault/docs/configuration/listener/tcp).
+const maxRequestBytes = 32 << 20
+
+// MaxValueBytes is the most data a secret may hold: Vault's default
+// request size limit (driver.ValueLimiter). A server configured with a
+// smaller max_request_size refuses smaller writes itself.
+func (s *store) MaxValueBytes() int { return maxRequestBytes }
+
 func (s *store) Close() error {
 	if s.auth != nil {
 		s.auth.close()
