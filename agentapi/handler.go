@@ -1,6 +1,7 @@
 package agentapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets/internal/reqpath"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -126,8 +129,22 @@ type errorResponse struct {
 
 const secretsPath = "/secrets"
 
+// receivedParam is the query parameter of an acknowledgement,
+// POST .../secrets/{name}?received=true.
+const receivedParam = "received"
+
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The path as the service sent it, whatever is in front: a
+	// non-canonical one may not be served as another name (reqpath).
+	// Credentials come first, as in both profiles: a caller without them
+	// is refused by the profile, before any name is read.
+	if err := cmp.Or(reqpath.Check(r), checkQuery(r)); err != nil {
+		if id, ok := h.authenticate(r); ok {
+			h.dialect.fail(h, w, r, id, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
 	if h.openHorizon {
 		h.serveOpenHorizon(w, r)
 		return
@@ -166,6 +183,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodGet+", "+http.MethodPost)
 		h.fail(w, r, id, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed; use GET or POST")
 	}
+}
+
+// checkQuery refuses a query string other than POST's received
+// parameter: a service that sends a secret name holding '?' unescaped
+// ("q?x=1") names "q" in the path, and must not be answered about it.
+func checkQuery(r *http.Request) error {
+	if !reqpath.HasQuery(r) {
+		return nil
+	}
+	if r.Method == http.MethodPost {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err == nil && len(q) == 1 && q.Has(receivedParam) {
+			return nil
+		}
+		return errors.New("the request has a query string other than received=true (a '?' in a secret name must be sent as %3F)")
+	}
+	return errors.New("the request has a query string, which the route does not take (a '?' in a secret name must be sent as %3F)")
 }
 
 // authenticate checks the HTTP Basic credentials and returns the instance
@@ -261,7 +295,7 @@ func dialectOf(openHorizon bool) dialect {
 
 // acknowledge serves POST .../secrets/{name}?received=true.
 func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name string) {
-	if v := r.URL.Query()["received"]; len(v) != 1 || !h.dialect.received(v[0]) {
+	if v := r.URL.Query()[receivedParam]; len(v) != 1 || !h.dialect.received(v[0]) {
 		h.dialect.fail(h, w, r, id, http.StatusBadRequest, "query parameter received must be true, once")
 		return
 	}

@@ -131,7 +131,7 @@ func TestOpenHorizonProfileRoutes(t *testing.T) {
 		{name: "get a raw secret", method: "GET", path: "/api/v1/secrets/cert", user: hello, token: helloToken, status: 200, wantJSON: `{"key":"","value":"-----BEGIN CERT-----"}`},
 		{name: "get a binary raw secret", method: "GET", path: "/api/v1/secrets/binary", user: hello, token: helloToken, status: 500},
 		{name: "get an unknown name (L311-312)", method: "GET", path: "/api/v1/secrets/nope", user: hello, token: helloToken, status: 404, wantBody: "Secret not found.\n"},
-		{name: "get an escaping name", method: "GET", path: "/api/v1/secrets/..", user: hello, token: helloToken, status: 404, wantBody: "Secret not found.\n"},
+		{name: "get an escaping name: a non-canonical path (handler.go)", method: "GET", path: "/api/v1/secrets/..", user: hello, token: helloToken, status: 400, wantBody: "the request path has a \"..\" segment\n"},
 		{name: "get without credentials, before the name (L162-168)", method: "GET", path: "/api/v1/secrets/", status: 403, wantBody: "Unauthorized"},
 		{name: "get an empty name (L186-191)", method: "GET", path: "/api/v1/secrets/", user: hello, token: helloToken, status: 400},
 		{name: "get a nested name (L335-338)", method: "GET", path: "/api/v1/secrets/hw_who/x", user: hello, token: helloToken, status: 400},
