@@ -65,7 +65,7 @@ func (h *handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeJSON(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes))
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes))
 		return
 	case err != nil:
 		return // the client went away

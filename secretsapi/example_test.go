@@ -74,7 +74,7 @@ func ExampleNewHandler() {
 	// admin PUT /org/myorg/secrets/hw-secret-name: 201 "Secret created/updated."
 	// alice PUT /org/myorg/secrets/user/alice/db: 201 "Secret created/updated."
 	// alice LIST /org/myorg/secrets: 200 ["hw-secret-name"]
-	// bob LIST /org/myorg/secrets/user/alice/db: 403 "Permission denied, user \"bob\" cannot check secret \"user/alice/db\" in organization \"myorg\""
+	// bob LIST /org/myorg/secrets/user/alice/db: 403 "Permission denied, user \"bob\" cannot list secret \"/user/alice/db\" in organization \"myorg\""
 	// hw-secret-name true false
 	// missing false false
 	// user/bob/db false true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
+	"github.com/edgesecrets/edgesecrets/internal/reqpath"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -46,10 +48,19 @@ type Options struct {
 	// Configuration is /health's "configuration". Arch defaults to
 	// runtime.GOARCH.
 	Configuration binding.HealthConfiguration
-	// MaxBodyBytes bounds request bodies (413 beyond). Zero means 4 MiB: a
+	// MaxBodyBytes bounds request bodies (400 beyond, naming the store's
+	// limit per secret, Store.MaxValueBytes). Zero means 4 MiB: a
 	// secret of up to 2 MiB, or a deploycheck request with its service
 	// definitions.
 	MaxBodyBytes int64
+	// Fallback serves every request outside the API's routes (/org/...,
+	// /secrets/..., /health, /deploycheck/secretbindingcompatible), which
+	// are answered 404 without it. With it, the handler is meant to be the
+	// server's own handler (http.Server.Handler), in front of any mux:
+	// it refuses a non-canonical path with 400 before any handler behind
+	// it, a mux that would clean and redirect it included, sees the
+	// request. See the package documentation, "Mounting".
+	Fallback http.Handler
 	// Logger receives one line per write and delete (caller and secret
 	// name, never the value), per refused request and per store failure.
 	// Default: discard.
@@ -90,7 +101,24 @@ func NewHandler(opts Options) (http.Handler, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The path as the client sent it, whatever is in front: a
+	// non-canonical one may not be served as another name (reqpath).
+	if err := reqpath.Check(r); err != nil {
+		h.badPath(w, r, err)
+		return
+	}
 	p := r.URL.Path
+	ours := p == agbotapi.HealthPath || p == deployCheckPath || strings.HasPrefix(p, agbotapi.SecretsPath) || strings.HasPrefix(p, agbotapi.OrgPath)
+	if !ours && h.opts.Fallback != nil {
+		h.opts.Fallback.ServeHTTP(w, r)
+		return
+	}
+	if (strings.HasPrefix(p, agbotapi.SecretsPath) || strings.HasPrefix(p, agbotapi.OrgPath)) && reqpath.HasQuery(r) {
+		// hzn sends a name holding '?' unescaped: "q?x=1" is the path
+		// "q" and a query; serving "q" would act on another name.
+		h.badPath(w, r, errors.New(`the request has a query string, which no secret route takes (a '?' in a secret name must be sent as %3F)`))
+		return
+	}
 	if wait, ok := preferredWait(r.Header); ok && p != agbotapi.HealthPath {
 		// The caller waits this long (RFC 7240): answer 503 by then
 		// rather than an answer it no longer reads.
@@ -111,6 +139,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusNotFound, agbotapi.Error{Error: "no such resource", Code: agbotapi.ErrNotFound})
 	}
+}
+
+// badPath answers 400 to a request whose path is not canonical or that
+// carries a query on a secret route, in the route's error body.
+func (h *handler) badPath(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Info("secrets API request with a non-canonical path refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.EscapedPath(), "problem", err.Error())
+	if strings.HasPrefix(path.Clean(r.URL.Path)+"/", agbotapi.SecretsPath) {
+		writeJSON(w, http.StatusBadRequest, agbotapi.Error{Error: err.Error(), Code: agbotapi.ErrInvalidName})
+		return
+	}
+	writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
 }
 
 // authenticate runs the hook and checks what it returns. On failure it
@@ -238,27 +277,42 @@ func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 		log.Warn("the secret store refused the agbot's credentials", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", agbotapi.ErrStoreForbidden))
 	case errors.Is(err, secretstore.ErrInvalid):
-		log.Info("the secret store refused a name", "err", err)
-		writeJSON(w, http.StatusBadRequest, body("The secrets provider does not accept this secret name.", agbotapi.ErrInvalidName))
+		log.Info("the secret store refused the request", "err", err)
+		// The store's errors name the operation, the secret and the rule
+		// broken (a name, a size limit), never a value.
+		writeJSON(w, http.StatusBadRequest, body(fmt.Sprintf("The secrets provider refused the request: %s.", err), agbotapi.ErrInvalidName))
 	default:
 		log.Error("secret store failure", "err", err)
 		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", agbotapi.ErrInternal))
 	}
 }
 
-// deniedMessage is anax's refusal (secure_api.go errCheck, lines 1182-1187).
+// deniedMessage is anax's refusal (agreementbot/secure_api.go errCheck,
+// lines 1182-1187 at commit 2f3fa5a): the verb of the route's action
+// ("read", "list", "create", "remove"), the name as anax builds it
+// (anaxName), "secrets" for the organisation's own directory and for
+// allsecrets.
 func deniedMessage(c Caller, a action, t target) string {
-	if t.dir {
-		return fmt.Sprintf("Permission denied, user %q cannot %s secrets %sin organization %q", c.ID, a, dirPhrase(t), t.org)
+	name := anaxName(t)
+	if t.all || name == "" {
+		return fmt.Sprintf("Permission denied, user %q cannot %s secrets in organization %q", c.ID, a.verb(), t.org)
 	}
-	return fmt.Sprintf("Permission denied, user %q cannot %s secret %q in organization %q", c.ID, a, t.String(), t.org)
+	return fmt.Sprintf("Permission denied, user %q cannot %s secret %q in organization %q", c.ID, a.verb(), name, t.org)
 }
 
-func dirPhrase(t target) string {
-	if t.all || t.name.String() == "" {
+// anaxName is a target's name as anax's messages give it (secure_api.go
+// errCheck, lines 1168-1176): an organisation secret as written, a user
+// or node secret or directory with a leading slash ("/user/alice/db",
+// "/node/n1"), the organisation's directory "".
+func anaxName(t target) string {
+	if t.all {
 		return ""
 	}
-	return fmt.Sprintf("under %q ", strings.TrimSuffix(t.name.String(), "/"))
+	s := t.name.String()
+	if t.name.User != "" || t.name.Node != "" {
+		return "/" + strings.TrimSuffix(s, "/")
+	}
+	return s
 }
 
 // health serves GET /health in anax's shape (agreementbot/api.go lines

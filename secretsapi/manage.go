@@ -183,14 +183,28 @@ func (h *handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // becomes the secret's data. Its labels (Vault custom_metadata, AWS tags)
 // are kept.
 func (h *handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
+	limit := h.opts.Store.MaxValueBytes()
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		log.Info("secret write refused: body too large", "bytes", r.ContentLength)
+		writeJSON(w, http.StatusBadRequest, h.bodyTooLarge(limit))
+		return
+	}
 	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge), errors.Is(err, jsonproblem.ErrTooLarge):
-		writeJSON(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes))
+		log.Info("secret write refused: body too large")
+		writeJSON(w, http.StatusBadRequest, h.bodyTooLarge(limit))
 		return
 	case err != nil:
 		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Request body parse error, %s.", err))
+		return
+	}
+	// The backend's limit, checked before anything is written (Store.Put
+	// checks it too).
+	if size := len(ohsecret.KeyMember) + len(d.Key) + len(ohsecret.ValueMember) + len(d.Value); limit > 0 && size > limit {
+		log.Info("secret write refused: over the store's limit", "bytes", size, "limit", limit)
+		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("The secret is %d bytes, over the secrets provider's limit of %d bytes per secret.", size, limit))
 		return
 	}
 	var labels map[string]string
@@ -233,7 +247,19 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request, log *slog.Logge
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// bodyTooLarge is the 400 answer to a body over Options.MaxBodyBytes. hzn
+// handles 201, 400, 401, 403 and 503 on a write and prints a 400's text
+// (cli/secrets_manager/secrets_manager.go lines 247-256 at commit
+// 2f3fa5a), not 413; the text names the store's limit per secret when it
+// has one.
+func (h *handler) bodyTooLarge(limit int) string {
+	if limit > 0 {
+		return fmt.Sprintf("Request body is larger than %d bytes; the secrets provider takes secrets of up to %d bytes.", h.opts.MaxBodyBytes, limit)
+	}
+	return fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes)
+}
+
 // notFoundMessage is anax's (secure_api.go errCheck, lines 1209-1214).
 func notFoundMessage(t target) string {
-	return fmt.Sprintf("No secret(s) found under secret name %q", t.String())
+	return fmt.Sprintf("No secret(s) found under secret name %q", anaxName(t))
 }

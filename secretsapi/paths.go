@@ -47,7 +47,9 @@ const probe = "x"
 //
 // as anax's router has them (agreementbot/secure_api.go lines 195-203).
 // Names follow binding.ParseVaultSecretName, which accepts more characters
-// than anax's route pattern [\w/-]+.
+// than anax's route pattern [\w/-]+, and must make a store name under
+// the organisation (VaultSecretName.StorePath): the parser accepts what
+// the store accepts, by the same rule (secretstore.ValidateName).
 func parseOrgPath(p string) (target, error) {
 	rest, ok := strings.CutPrefix(p, agbotapi.OrgPath)
 	if !ok {
@@ -74,6 +76,11 @@ func parseOrgPath(p string) (target, error) {
 	}
 	n, err := binding.ParseVaultSecretName(rest)
 	if err == nil {
+		// The store's rule decides, with the organisation in front:
+		// what parses here is what the store takes.
+		if _, err := n.StorePath(org); err != nil {
+			return target{}, err
+		}
 		t.name = n
 		return t, nil
 	}
@@ -82,6 +89,9 @@ func parseOrgPath(p string) (target, error) {
 	d, derr := binding.ParseVaultSecretName(rest + "/" + probe)
 	if derr != nil || (d.User == "" && d.Node == "") || d.Secret != probe {
 		return target{}, err
+	}
+	if _, derr := d.StorePath(org); derr != nil {
+		return target{}, derr
 	}
 	d.Secret = ""
 	t.dir, t.name = true, d

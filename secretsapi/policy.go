@@ -24,8 +24,8 @@ const (
 	actionDelete
 )
 
-// String returns the verb used in anax's refusals ("read", "list",
-// "create", "remove"), or "check" for actionExists.
+// String returns the action's name: the verb of anax's refusals
+// ("read", "list", "create", "remove"), or "check" for actionExists.
 func (a action) String() string {
 	switch a {
 	case actionRead:
@@ -40,6 +40,18 @@ func (a action) String() string {
 		return "remove"
 	}
 	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// verb is the verb anax's refusals use for the action (secure_api.go
+// errCheck calls at commit 2f3fa5a): as String, but "list" for
+// actionExists, which is the LIST method on a name (line 2299). hzn's add
+// command, which checks existence first, rewrites " list " to " add "
+// (cli/secrets_manager/secrets_manager.go line 210).
+func (a action) verb() string {
+	if a == actionExists {
+		return actionList.String()
+	}
+	return a.String()
 }
 
 // scope is where a secret (or directory) lies, seen from the caller.
