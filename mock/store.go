@@ -190,6 +190,10 @@ func (s *recorder) CheckCredentials(ctx context.Context) error {
 	return s.inner.CheckCredentials(ctx)
 }
 
+// MaxValueBytes implements driver.ValueLimiter: the wrapped store's
+// limit per secret.
+func (s *recorder) MaxValueBytes() int { return s.inner.MaxValueBytes() }
+
 // toDriver copies a secret into the driver's form.
 func (s *recorder) toDriver(sec *secretstore.Secret) *driver.Secret {
 	return &driver.Secret{Data: sec.Data, Labels: sec.Labels, Version: s.version(sec.Version), UpdatedAt: sec.UpdatedAt}
