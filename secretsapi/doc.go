@@ -1,8 +1,12 @@
 // Package secretsapi is the agbot's secrets-manager API: the routes Open
 // Horizon's agbot serves under its secure API, which administrators use
-// through hzn secretsmanager and deployers through hzn deploycheck, with
-// per-user authorization built in; the design's existence route; and
-// /health.
+// through hzn secretsmanager, with per-user authorization built in; the
+// compatibility check /deploycheck/secretbindingcompatible; the design's
+// existence route; and /health. hzn deploycheck secretbinding does not call
+// the compatibility route: it checks each bound secret with LIST
+// /org/{org}/secrets/{name} (open-horizon/anax cli/deploycheck/
+// secretbinding.go line 67, through compcheck and exchange/secret.go lines
+// 15-35, commit 2f3fa5a), which this package serves too.
 //
 // The handler reads and writes the agbot's secret store
 // (secretstore.Store) with the agbot's own credentials, and only after its
@@ -31,7 +35,12 @@
 //	GET    /secrets/{name}                               the design route: 200 {"exists":true}, 404 {"exists":false}
 //	GET    /health                                       200 {"configuration":{…},"liveHealth":{"lastDBHeartbeat":…,"lastVaultInteraction":…}}, no credentials
 //
-// {name} may be of any scope, as in anax's per-scope routes. Errors of the
+// {name} may be of any scope, as in anax's per-scope routes, and is sent
+// as it is: a path that is not canonical (an empty, "." or ".." segment, a
+// double or trailing slash, an escaped slash %2F or dot %2e) and a query
+// string on a secret route (hzn sends a name holding '?' unescaped, "q?x=1"
+// as the path "q" and a query) are answered 400 before anything else,
+// never served as another name. Errors of the
 // Open Horizon routes are a JSON string (anax's sentences where anax has
 // one, which hzn prints); those of the design route {"error","code"}. A
 // request is checked in this order, so that nothing a caller may not see
@@ -40,14 +49,38 @@
 // name; 405 a method the path does not take; 403 refused by the policy;
 // then the store: 404 (GET, DELETE of a missing secret), 503 store
 // unavailable or refusing the agbot (clients retry a few times), 400 a name
-// the store refuses, 500 anything else; 413 for a body over
-// Options.MaxBodyBytes. A request carrying "Prefer: wait=<seconds>" (RFC
+// or secret the store refuses, 500 anything else. A body over
+// Options.MaxBodyBytes, and a secret over the store's limit per secret
+// (secretstore.Store.MaxValueBytes: 64 KiB on AWS Secrets Manager, 32 MiB
+// on Vault, 1 MiB in memory), are answered 400 naming the limit, before
+// anything is written: hzn handles 201, 400, 401, 403 and 503 on a write
+// (cli/secrets_manager/secrets_manager.go line 253), not 413. A request carrying "Prefer: wait=<seconds>" (RFC
 // 7240, as binding's client sends under a deadline) is answered within
 // that wait: a store that has not answered by then is a 503, and the
 // answer says "Preference-Applied: wait=<seconds>". A secret's data is mapped onto {"key","value"}:
 // what a PUT wrote is {"key","value"} again; a secret with one entry gives
 // its name and value; any other gives an empty key and its data as a JSON
 // object in the value.
+//
+// # Mounting
+//
+// Mount the handler as the server's own handler (http.Server.Handler), in
+// front of anything else the server serves, which it passes on through
+// Options.Fallback; or behind something that neither cleans nor
+// redirects paths (http.StripPrefix does neither). Do not mount it on an
+// http.ServeMux pattern: the mux answers a non-canonical path (a//b,
+// a/../b, ./b) with a redirect to the cleaned path before the handler
+// runs, and Go's http.Client, which is hzn's, follows a 307 with the same
+// method and body, so "DELETE /org/o/secrets/zzz/../dot.name" would delete
+// "dot.name". (anax's router answers 301 there, after which a PUT or
+// DELETE comes back as a GET.) As the server's handler, it checks the path
+// as the client sent it (Request.RequestURI) and refuses a non-canonical
+// one with 400 for every path, those it passes to Fallback included, so
+// that no mux behind it redirects one. It also refuses a request whose
+// Referer shows that its client followed a redirect from a non-canonical
+// path of the same host (Go's client sets it), which is what a cleaning
+// mux in front of it leaves; other clients get no such protection there.
+// The handler itself never redirects.
 //
 // # Authentication
 //
