@@ -120,6 +120,18 @@
 // examples/internal/demo.Listen (5 s, 30 s, 30 s, 60 s, 16 KiB, 256
 // connections; when full it closes the connection idle the longest).
 //
+// Make the handler the server's own handler (http.Server.Handler), or
+// mount it behind something that neither cleans nor redirects paths
+// (http.StripPrefix), never on an http.ServeMux pattern: the mux answers a
+// non-canonical path (a//b, a/../b) with a redirect to the cleaned one
+// before the handler runs, and the client follows it to another name. The
+// handler refuses, with 400, a path that is not canonical as sent (an
+// empty, "." or ".." segment, a double or trailing slash, %2F, %2e), a
+// request that followed a redirect from one (its Referer, set by Go's
+// client), and a query string other than POST's received=true (a name
+// holding '?' sent unescaped); credentials are checked first, as for
+// every request. It never redirects.
+//
 // # The /secrets API
 //
 // [NewHandler] returns an http.Handler serving, relative to its prefix:

@@ -75,7 +75,8 @@ type HandlerOptions struct {
 	// /api/secrets/{name}, the Open Horizon profile /api/api/v1/secrets...
 	// Default: "" (the design API at /secrets, Open Horizon's at
 	// /api/v1/secrets). Mounting the handler with http.StripPrefix works as
-	// well.
+	// well; an http.ServeMux pattern does not (see the package
+	// documentation, "Serving the API").
 	Prefix string
 	// MaxBodyBytes limits request bodies (the API reads none; a larger one
 	// is answered 413). Zero means 4096 bytes (4 KiB).
