@@ -7,14 +7,19 @@
 // It serves, on a loopback address:
 //
 //	/org/{org}/secrets..., /allsecrets    Open Horizon's secrets-manager API, as hzn secretsmanager uses it (admin token)
-//	GET /deploycheck/secretbindingcompatible   hzn deploycheck secretbinding (admin token)
+//	GET /deploycheck/secretbindingcompatible   anax's secure-API compatibility check (admin token); hzn
+//	                                      deploycheck secretbinding does not call it: it LISTs each bound
+//	                                      name, /org/{org}/secrets/{name} (anax cli/deploycheck/secretbinding.go
+//	                                      line 67, exchange/secret.go lines 15-35, commit 2f3fa5a)
 //	GET /secrets/{name...}                the design's existence route (admin token)
 //	GET /health                           anax's health answer (open)
 //	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
 //	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
 //
-// The secrets APIs (package secretsapi) take the admin token as a bearer
+// The secrets APIs' handler (package secretsapi) is the server's own
+// handler, in front of the others, so that no mux cleans a path and
+// redirects it to another secret first (see newMux). They take the admin token as a bearer
 // token or as the password of "<org>/admin", so hzn works against them:
 // HZN_AGBOT_URL=<agbot URL> hzn secretsmanager secret add -u myorg/admin:<token> ...
 //
@@ -78,7 +83,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
@@ -302,31 +306,48 @@ func defaultMember(dir string) string {
 	return host + "-" + filepath.Base(dir)
 }
 
-// newMux routes the agbot's APIs.
+// newMux routes the agbot's APIs. secretsapi's handler is the server's
+// own handler, in front of the others (secretsapi.Options.Fallback): it
+// refuses a non-canonical path with 400 before anything routes it, and
+// the rest are routed by prefix, never through http.ServeMux, which
+// answers a non-canonical path ("a/../b", "a//b") with a redirect to the
+// cleaned one that Go's client, hzn's, follows with the same method and
+// body: "hzn secretsmanager secret remove 'zzz/../dot.name'" would delete
+// "dot.name". Nothing here redirects.
 func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminToken string, log *slog.Logger) (http.Handler, error) {
-	secrets, err := secretsapi.NewHandler(secretsapi.Options{
-		Store:        store,
-		Authenticate: adminAuthenticator(a.dep.org, adminToken),
-		Logger:       log,
-	})
-	if err != nil {
-		return nil, err
-	}
 	ids := issuer.Handler(func(r *http.Request, _ identity.Identity) error {
 		if !bearerIs(r, adminToken) {
 			return identity.ErrUnauthenticated
 		}
 		return nil
 	})
-	mux := http.NewServeMux()
-	mux.Handle(agbotapi.SecretsPath, secrets)
-	mux.Handle(agbotapi.OrgPath, secrets)
-	mux.Handle(agbotapi.HealthPath, secrets)
-	mux.Handle("/deploycheck/secretbindingcompatible", secrets)
-	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
-	mux.Handle("/relay/", a.relay)
-	mux.Handle(adminPathPrefix, &adminHandler{store: store, token: adminToken, log: log})
-	return mux, nil
+	return agbotAPI(store, a.dep.org, adminToken, ids, a.relay, log)
+}
+
+// agbotAPI is newMux's handler over its parts: the secrets APIs at the
+// front, the identity API under /identity/, the relay under /relay/ and
+// the demo admin API under /admin/secrets/.
+func agbotAPI(store *secretstore.Store, org, adminToken string, ids, relayServer http.Handler, log *slog.Logger) (http.Handler, error) {
+	admin := &adminHandler{store: store, token: adminToken, log: log}
+	identityAPI := http.StripPrefix("/identity", ids)
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/identity/"):
+			identityAPI.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/relay/"):
+			relayServer.ServeHTTP(w, r)
+		case strings.HasPrefix(p, adminPathPrefix):
+			admin.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	return secretsapi.NewHandler(secretsapi.Options{
+		Store:        store,
+		Authenticate: adminAuthenticator(org, adminToken),
+		Fallback:     rest,
+		Logger:       log,
+	})
 }
 
 // adminAuthenticator is the demo's stand-in for the exchange: the admin
