@@ -42,6 +42,11 @@ func TestParseOrgPath(t *testing.T) {
 		{path: "/org/myorg", wantErr: "route"},
 		{path: "/org/myorg/secretsX", wantErr: "route"},
 		{path: "/orgs/myorg/secrets", wantErr: "route"},
+		// One rule with the store: a name that parses makes a store name
+		// under its organisation (issue 23 item 8, FuzzParseOrgPath).
+		{path: "/org/0/secrets/" + strings.Repeat("0", 511), wantErr: "longer than 512 bytes"},
+		{path: "/org/0/secrets/" + strings.Repeat("0", 510), want: target{org: "0", name: binding.VaultSecretName{Secret: strings.Repeat("0", 510)}}},
+		{path: "/org/myorg/secrets/user/" + strings.Repeat("u", 500), wantErr: "longer than 512 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {

@@ -38,3 +38,37 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// CheckPath is the one rule of a secret name: secretstore.ValidateName
+// is it, and Check's single elements follow it.
+func TestCheckPath(t *testing.T) {
+	cases := []struct {
+		name    string
+		wantErr string
+	}{
+		{"db/password", ""},
+		{"q?x=1", ""},
+		{"pct%2Fenc", ""},
+		{strings.Repeat("a", MaxPathLen), ""},
+		{"", "name is empty"},
+		{strings.Repeat("a", MaxPathLen+1), "longer than 512 bytes"},
+		{"a//b", "empty path segment"},
+		{"/a", "empty path segment"},
+		{"a/", "empty path segment"},
+		{"a/../b", `".." path segment`},
+		{"./a", `"." path segment`},
+		{"a\\b", "backslash"},
+		{"a\x7fb", "control character"},
+		{"a\xffb", "not valid UTF-8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckPath(c.name)
+			if c.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, c.wantErr)
+		})
+	}
+}
