@@ -37,7 +37,16 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 		return err
 	}
 	r := newRecord(a, time.Now())
-	err := e.state.Create(ctx, r)
+	// A fresh epoch: the id may be that of an agreement that ended, whose
+	// agent keeps the id's replay floor; every sequence of this one must
+	// be above every sequence of that one, whichever member sent them.
+	epoch, err := e.state.NewEpoch(ctx)
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
+	}
+	r.Epoch = epoch
+	err = e.state.Create(ctx, r)
 	e.noteState(err)
 	if errors.Is(err, ErrExists) {
 		return e.reregister(ctx, a, r)
@@ -165,7 +174,7 @@ func (e *Engine) End(ctx context.Context, id string) error {
 		switch {
 		case r.Phase == PhaseCancelling:
 			return keep
-		case r.Epoch == 0 && r.InFlight == nil:
+		case r.neverSent():
 			return remove
 		}
 		r.Phase, r.Held = PhaseCancelling, nil

@@ -296,3 +296,33 @@ func TestRebindSupersedesARotationInFlight(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"new"), got)
 	})
 }
+
+// An agreement made again with the id of one that ended (a deployment
+// whose services changed, a secret deleted and written again) is
+// proposed with sequences above every message of the one before: its
+// agent, which keeps the id's replay floor, accepts the first proposal.
+func TestAnAgreementMadeAgainAfterItEndedIsAcceptedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.deployOne()
+		defer h.stop()
+		ctx := context.Background()
+		h.put("org/db", canary+"v2")
+		cycles(1)
+		h.wait("agr-1", time.Minute)
+		require.NoError(t, h.engine.End(ctx, "agr-1"))
+		_, err := h.engine.Wait(ctx, "agr-1")
+		require.ErrorIs(t, err, delivery.ErrNotFound, "ended once the agent acknowledged")
+		ended := agent.messages()
+
+		h.register("agr-1", "node-1", "org/db")
+		synctest.Wait()
+		msgs := agent.messages()
+		require.Len(t, msgs, len(ended)+1, "the new proposal was opened at its first sending")
+		assert.Greater(t, msgs[len(msgs)-1].Sequence, ended[len(ended)-1].Sequence)
+		assert.True(t, h.status("agr-1").InSync)
+		agent.mu.Lock()
+		assert.Zero(t, agent.dropped, "no envelope was refused as a replay")
+		agent.mu.Unlock()
+	})
+}
