@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -21,29 +22,34 @@ import (
 // is retried like everything else).
 //
 // Registering the same agreement again with the same node and bindings
-// does nothing; with others it is an error matching ErrExists, and so is
-// registering an agreement that is being cancelled. Invalid agreements are
-// errors matching secretstore.ErrInvalid that name every problem.
+// does nothing. Registering it again with other store names for the same
+// service secrets (a changed secretBinding, other candidates) rebinds it
+// in place: the agent keeps its instance and its files and is sent the
+// new store secrets' content as an update, like a rotation, keeping the
+// old content until it accepts. Registering it again with another node,
+// other services, other service secret names or formats is an error
+// matching ErrExists that names what differs (that is a new agreement),
+// and so is registering an agreement that is being cancelled. Invalid
+// agreements are errors matching secretstore.ErrInvalid that name every
+// problem.
 func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	if err := checkAgreement(a); err != nil {
 		return err
 	}
 	r := newRecord(a, time.Now())
-	err := e.state.Create(ctx, r)
+	// A fresh epoch: the id may be that of an agreement that ended, whose
+	// agent keeps the id's replay floor; every sequence of this one must
+	// be above every sequence of that one, whichever member sent them.
+	epoch, err := e.state.NewEpoch(ctx)
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
+	}
+	r.Epoch = epoch
+	err = e.state.Create(ctx, r)
 	e.noteState(err)
 	if errors.Is(err, ErrExists) {
-		old, gerr := e.state.Get(ctx, a.ID)
-		switch {
-		case errors.Is(gerr, ErrNotFound):
-			return e.Register(ctx, a) // ended meanwhile
-		case gerr != nil:
-			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, gerr)
-		case old.Phase == PhaseCancelling:
-			return fmt.Errorf("delivery: register agreement %q: %w: it is being cancelled", a.ID, ErrExists)
-		case old.Node != r.Node || !reflect.DeepEqual(old.Services, r.Services):
-			return fmt.Errorf("delivery: register agreement %q: %w with another node or other bindings", a.ID, ErrExists)
-		}
-		return nil
+		return e.reregister(ctx, a, r)
 	}
 	if err != nil {
 		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
@@ -52,6 +58,108 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	e.notify()
 	e.changedNow()
 	return nil
+}
+
+// reregister is Register of an agreement already stored: nothing when r
+// binds what is stored, a rebind when only store names differ, an error
+// naming the difference otherwise. A rebind that conflicts with another
+// write (the reconcile loop, another member's lease) is retried on the
+// fresh record after a backoff.
+func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
+	for try := 1; ; try++ {
+		old, err := e.state.Get(ctx, a.ID)
+		e.noteState(err)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return e.Register(ctx, a) // ended meanwhile
+		case err != nil:
+			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
+		case old.Phase == PhaseCancelling:
+			return fmt.Errorf("delivery: register agreement %q: %w: it is being cancelled", a.ID, ErrExists)
+		}
+		rebound, problem := rebindable(&old, r)
+		if problem != "" {
+			return fmt.Errorf("delivery: register agreement %q: %w: %s; only the store names of its secrets can change in place", a.ID, ErrExists, problem)
+		}
+		if len(rebound) == 0 {
+			return nil
+		}
+		was := bindingsLog(&old)
+		now := time.Now()
+		old.Services = cloneServices(r.Services)
+		for _, i := range rebound {
+			// Nothing desired until the new names are resolved: the
+			// agreement is not in sync before the agent has their content.
+			old.Slots[i].Desired = Content{}
+		}
+		old.NextAttempt, old.Attempts, old.UpdatedAt = now, 0, now
+		err = e.state.Rebind(ctx, e.cfg.Member, &old)
+		e.noteState(err)
+		var ce *ConflictError
+		switch {
+		case err == nil:
+			e.log.Info("agreement rebound: its agent is sent the new store secrets' content", slog.String("agreement", a.ID), slog.String("node", a.Node),
+				slog.Any("was", was), slog.Any("bindings", bindingsLog(&old)))
+			e.notify()
+			e.changedNow()
+			return nil
+		case !errors.As(err, &ce) || try == maxEditTries:
+			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, err)
+		case try > 1 && !sleep(ctx, e.backoff(try-1)):
+			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, ctx.Err())
+		}
+	}
+}
+
+// rebindable compares the stored record old with r, a new record of the
+// same id: it returns the slots whose store names differ, or, when more
+// than store names differ, what does.
+func rebindable(old, r *Record) (rebound []int, problem string) {
+	if old.Node != r.Node {
+		return nil, fmt.Sprintf("it is on node %q, not %q", old.Node, r.Node)
+	}
+	refs := func(rec *Record) []string {
+		out := make([]string, len(rec.Services))
+		for i, sb := range rec.Services {
+			out[i] = sb.Service.String()
+		}
+		return out
+	}
+	if !slices.EqualFunc(old.Services, r.Services, func(a, b binding.ServiceBinding) bool { return a.Service == b.Service }) {
+		return nil, fmt.Sprintf("its services are %s, not %s", strings.Join(refs(old), ", "), strings.Join(refs(r), ", "))
+	}
+	slotKeys := func(rec *Record) []string {
+		out := make([]string, len(rec.Slots))
+		for i, s := range rec.Slots {
+			out[i] = fmt.Sprintf("%d/%s", s.Service, s.Name)
+		}
+		return out
+	}
+	if !slices.Equal(slotKeys(old), slotKeys(r)) {
+		var diffs []string
+		for i, sb := range old.Services {
+			have, want := slices.Sorted(maps.Keys(sb.Secrets)), slices.Sorted(maps.Keys(r.Services[i].Secrets))
+			if !slices.Equal(have, want) {
+				diffs = append(diffs, fmt.Sprintf("service %s binds secrets %s, not %s", sb.Service, quoteNames(have), quoteNames(want)))
+			}
+		}
+		return nil, strings.Join(diffs, "; ")
+	}
+	var diffs []string
+	for i, s := range old.Slots {
+		have, want := old.binding(s), r.binding(r.Slots[i])
+		if have.Format != want.Format {
+			diffs = append(diffs, fmt.Sprintf("secret %q of service %s has format %q, not %q", s.Name, old.Services[s.Service].Service, have.Format, want.Format))
+			continue
+		}
+		if !slices.Equal(have.StoreNames, want.StoreNames) {
+			rebound = append(rebound, i)
+		}
+	}
+	if len(diffs) > 0 {
+		return nil, strings.Join(diffs, "; ")
+	}
+	return rebound, ""
 }
 
 // End ends an agreement: the engine sends the agent a cancellation (an
@@ -66,7 +174,7 @@ func (e *Engine) End(ctx context.Context, id string) error {
 		switch {
 		case r.Phase == PhaseCancelling:
 			return keep
-		case r.Epoch == 0 && r.InFlight == nil:
+		case r.neverSent():
 			return remove
 		}
 		r.Phase, r.Held = PhaseCancelling, nil

@@ -28,6 +28,15 @@
 // first, then the organisation- or user-level one): the first that exists is
 // desired, so deleting the node-level secret delivers the next one.
 //
+// A binding that changes on a live agreement (its secretBinding names other
+// store secrets for the same service secrets) is delivered in place:
+// registering the agreement again with the new store names rebinds it
+// (State.Rebind, compare-and-set and fenced like every write), and the
+// reconcile loop sends the new content as an update, exactly as for a
+// rotation. The agent keeps the old content until it accepts the new, and
+// its services keep running on the same instance. Other services or
+// secret names are a new agreement, which Register refuses.
+//
 // # Revocation
 //
 // A cancellation is never inferred from the agbot's own trouble. A bound

@@ -182,7 +182,7 @@ func (m *memoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 			continue
 		}
 		rec.Revision++
-		// Services never change after Create.
+		// Services change only by Rebind.
 		services := rec.Services
 		rec.Services = nil
 		stored.rec = rec.Clone()
@@ -193,6 +193,38 @@ func (m *memoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 		return &ConflictError{IDs: conflicts}
 	}
 	return nil
+}
+
+// Rebind implements State.
+func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	stored, ok := m.records[rec.ID]
+	if !ok || stored.rec.Revision != rec.Revision {
+		return &ConflictError{IDs: []string{rec.ID}}
+	}
+	rec.Revision++
+	m.unbind(stored)
+	stored.services = compactServices(rec.Services)
+	stored.storeNames(func(n string) { m.names[n]++ })
+	services := rec.Services
+	rec.Services = nil
+	stored.rec = rec.Clone()
+	rec.Services = services
+	m.schedule(stored)
+	return nil
+}
+
+// unbind removes r's store names from the name counts.
+func (m *memoryState) unbind(r *memRecord) {
+	r.storeNames(func(n string) {
+		if m.names[n]--; m.names[n] <= 0 {
+			delete(m.names, n)
+		}
+	})
 }
 
 // Delete implements State.
@@ -207,11 +239,7 @@ func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
 		if !ok {
 			continue
 		}
-		r.storeNames(func(n string) {
-			if m.names[n]--; m.names[n] <= 0 {
-				delete(m.names, n)
-			}
-		})
+		m.unbind(r)
 		if r.slot >= 0 {
 			heap.Remove(&m.due, r.slot)
 		}

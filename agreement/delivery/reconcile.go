@@ -361,7 +361,7 @@ func (b *batch) prepare(ctx context.Context, r *Record) *job {
 	j := &job{rec: r}
 	r.UpdatedAt = b.now
 	if r.Phase == PhaseCancelling {
-		if r.Epoch == 0 && r.InFlight == nil {
+		if r.neverSent() {
 			j.remove = true // the agent never heard of it
 			return j
 		}

@@ -44,6 +44,11 @@ func cloneServices(services []binding.ServiceBinding) []binding.ServiceBinding {
 	return out
 }
 
+// neverSent reports whether no message of r was ever sealed: its agent
+// never heard of it. (Register gives a record its epoch; Counter counts the
+// sequences taken within it.)
+func (r *Record) neverSent() bool { return r.Counter == 0 && r.InFlight == nil }
+
 // joinIDs lists ids for an error message, at most ten of them.
 func joinIDs(ids []string) string {
 	const most = 10

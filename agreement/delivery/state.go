@@ -120,8 +120,9 @@ type Record struct {
 	ID string
 	// Node identifies the agreement's agent to Agents and Transport.
 	Node string
-	// Services are the agreement's services and their bindings, as
-	// registered. Never changed after Create.
+	// Services are the agreement's services and their bindings. Update
+	// never changes them; State.Rebind replaces their store names when
+	// the agreement is registered again with other candidates.
 	Services []binding.ServiceBinding
 	// Slots has one entry per service secret, sorted by (Service, Name).
 	Slots []Slot
@@ -259,6 +260,13 @@ type State interface {
 	// ErrConflict and, as a *ConflictError, lists those ids. Records
 	// deleted meanwhile are reported the same way.
 	Update(ctx context.Context, member string, recs ...*Record) error
+	// Rebind stores rec as Update stores one record (the same
+	// compare-and-set on Revision and the same lease rule, failing with a
+	// *ConflictError), and also its Services: the store names the record
+	// binds become those of rec.Services (for Names and MarkDue), the
+	// names only the old Services bound no longer select it. An unknown id
+	// is a conflict too: Rebind never creates.
+	Rebind(ctx context.Context, member string, rec *Record) error
 	// Delete removes the records; missing ids are not an error.
 	Delete(ctx context.Context, ids ...string) error
 	// Records calls fn with every stored record, in id order, until fn

@@ -27,7 +27,7 @@ import (
 // state, so a restarted agbot carries on where it stopped.
 type agbot struct {
 	log      *slog.Logger
-	dep      *deployment
+	dep      *deployment // read with deployment(); reload replaces it
 	engine   *delivery.Engine
 	state    delivery.State // the engine's
 	checker  binding.ExistenceChecker
@@ -37,8 +37,10 @@ type agbot struct {
 	ctx context.Context // the agbot's lifetime, for background work
 	wg  sync.WaitGroup
 
-	mu        sync.Mutex
-	stopping  bool // no more background work
+	mu       sync.Mutex
+	stopping bool // no more background work
+	// deploying holds the nodes being deployed; true when another deploy
+	// of the node was asked for meanwhile.
 	deploying map[relay.Node]bool
 }
 
@@ -104,38 +106,56 @@ func (a *agbot) onReady(_ context.Context, deploymentID string) {
 
 // deploy validates the deployment for a node whose agent has a verified
 // identity and, when it passes, registers the node's agreement with the
-// engine. A node that has an agreement already is resynced instead (see
-// ended). A deployment held up only by missing secrets waits
-// for them (Engine.WaitForSecrets); other problems are logged, each one.
+// engine. A node that has an agreement already is resynced (see ended)
+// and its agreement registered again with the deployment as it is now:
+// nothing changes when the bindings are the same, other store names are
+// rebound in place (the agent gets the new content as an update), and a
+// deployment whose services changed ends the agreement and makes it
+// again, as Open Horizon does. A deployment held up only by missing
+// secrets waits for them (Engine.WaitForSecrets); other problems are
+// logged, each one. Deploys of one node run one at a time: one asked for
+// meanwhile runs once more afterwards, with the deployment as it is then.
 func (a *agbot) deploy(ctx context.Context, n relay.Node) {
+	a.mu.Lock()
+	if _, busy := a.deploying[n]; busy {
+		a.deploying[n] = true // again, once this one is done
+		a.mu.Unlock()
+		return
+	}
+	a.deploying[n] = false
+	a.mu.Unlock()
+	for {
+		a.deployOnce(ctx, n)
+		a.mu.Lock()
+		again := a.deploying[n]
+		if !again || ctx.Err() != nil {
+			delete(a.deploying, n)
+			a.mu.Unlock()
+			return
+		}
+		a.deploying[n] = false
+		a.mu.Unlock()
+	}
+}
+
+func (a *agbot) deployOnce(ctx context.Context, n relay.Node) {
 	log := a.log.With(slog.String("node", n.String()))
-	if n.Org != a.dep.org {
+	dep := a.deployment()
+	if n.Org != dep.org {
 		log.Debug("node of another organisation; not deploying")
 		return
 	}
-	a.mu.Lock()
-	if a.deploying[n] {
-		a.mu.Unlock()
-		return
-	}
-	a.deploying[n] = true
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.deploying, n)
-		a.mu.Unlock()
-	}()
-
 	agentKeys, err := a.verify(ctx, n)
 	if err != nil {
 		log.Warn("not deploying: the agent's identity did not verify", slog.String("err", err.Error()))
 		return
 	}
 	id := agreementID(n)
-	if !a.ended(ctx, id, n, agentKeys.EncryptionKeyID()) {
+	existed, ok := a.ended(ctx, id, n, agentKeys.EncryptionKeyID())
+	if !ok {
 		return
 	}
-	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
+	report, err := binding.Validate(ctx, dep.target, binding.Options{Resolver: dep.catalog, Checker: a.checker, Logger: a.log})
 	if err != nil {
 		log.Error("validating the deployment failed", slog.String("err", err.Error()))
 		return
@@ -144,7 +164,7 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 		log.Warn("deployment", slog.String("problem", p.String()))
 	}
 	if report.Err() != nil {
-		missing, other := a.dep.missingSecrets(report)
+		missing, other := dep.missingSecrets(report)
 		for _, p := range other {
 			log.Error("deployment refused", slog.String("problem", p.String()))
 		}
@@ -153,39 +173,62 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 				log.Error("could not wait for the missing secrets", slog.String("err", err.Error()))
 				return
 			}
-			log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", missing))
+			log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", missing), slog.Bool("node_keeps_its_agreement", existed))
 		}
 		return
 	}
-	bindings, err := report.Bindings(a.dep.org, n.Node)
+	bindings, err := report.Bindings(dep.org, n.Node)
 	if err != nil {
 		log.Error("deployment refused", slog.String("err", err.Error()))
 		return
 	}
-	if err := a.engine.Register(ctx, delivery.Agreement{ID: id, Node: n.String(), Services: bindings}); err != nil {
+	agr := delivery.Agreement{ID: id, Node: n.String(), Services: bindings}
+	err = a.engine.Register(ctx, agr)
+	if existed && errors.Is(err, delivery.ErrExists) {
+		// Not a binding change the engine applies in place: the services
+		// changed, which is a new agreement.
+		log.Warn("the deployment's services changed; ending the node's agreement to make it again", slog.String("agreement", id), slog.String("why", err.Error()))
+		if err := a.engine.End(ctx, id); err != nil && !errors.Is(err, delivery.ErrNotFound) {
+			log.Error("could not end the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
+			return
+		}
+		if again, ok := a.ended(ctx, id, n, agentKeys.EncryptionKeyID()); !ok || again {
+			return
+		}
+		existed, err = false, a.engine.Register(ctx, agr)
+	}
+	if err != nil {
 		log.Error("could not register the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
+		return
+	}
+	if existed {
+		log.Debug("the node's agreement is registered with the deployment as it is now", slog.String("agreement", id),
+			slog.Any("secrets", delivery.StoreNames(bindings)))
 		return
 	}
 	log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
 		slog.Any("secrets", delivery.StoreNames(bindings)))
 }
 
-// ended reports whether the node's agreement id does not exist, waiting
-// for it to go when it is being cancelled (a secret deleted and written
-// again before the agent acknowledged the cancellation). An agreement that
-// exists is resynced instead: its agent published its certificate because
-// it restarted, renewed it, came back to a restarted agbot, or is a new
-// agent with new keys, which the engine proposes the agreement to again.
-func (a *agbot) ended(ctx context.Context, id string, n relay.Node, key agreement.KeyID) bool {
+// ended waits for the node's agreement id to be absent or active, and
+// reports whether it exists (active) and whether to go on deploying
+// (false when the state did not answer or ctx ended). An agreement being
+// cancelled (a secret deleted and written again before the agent
+// acknowledged the cancellation) is waited for until it is gone. An
+// agreement that exists is resynced: its agent published its certificate
+// because it restarted, renewed it, came back to a restarted agbot, or is
+// a new agent with new keys, which the engine proposes the agreement to
+// again.
+func (a *agbot) ended(ctx context.Context, id string, n relay.Node, key agreement.KeyID) (exists, ok bool) {
 	log := a.log.With(slog.String("node", n.String()), slog.String("agreement", id))
 	for {
 		rec, err := a.state.Get(ctx, id)
 		switch {
 		case errors.Is(err, delivery.ErrNotFound):
-			return true
+			return false, true
 		case err != nil:
 			log.Warn("not deploying: the state did not answer", slog.String("err", err.Error()))
-			return false
+			return false, false
 		case rec.Phase == delivery.PhaseActive:
 			if rec.Proposed && rec.AgentKey != key {
 				log.Warn("the node's agent has new keys; the engine proposes its agreement again")
@@ -194,11 +237,11 @@ func (a *agbot) ended(ctx context.Context, id string, n relay.Node, key agreemen
 				log.Warn("could not resync the node", slog.String("err", err.Error()))
 			}
 			log.Debug("agent resynced")
-			return false
+			return true, true
 		}
 		log.Debug("the node's agreement is being cancelled; deploying once it is gone")
 		if !demo.Sleep(ctx, time.Second) {
-			return false
+			return false, false
 		}
 	}
 }

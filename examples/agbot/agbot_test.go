@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -295,4 +297,38 @@ func TestOpenState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reload replaces the deployment only with a file that decodes and names
+// the agbot's organisation; otherwise the agbot keeps the one it had.
+func TestReloadKeepsTheDeploymentOnABadFile(t *testing.T) {
+	dep, err := loadDeployment("deployment.json")
+	require.NoError(t, err)
+	a := &agbot{log: slog.New(slog.DiscardHandler), dep: dep, state: delivery.NewMemoryState(), ctx: t.Context(), deploying: map[relay.Node]bool{}}
+	dir := t.TempDir()
+	write := func(df deploymentFile) string {
+		b, err := json.Marshal(map[string]any{"org": df.Org, "services": df.Services, "deploymentPolicy": df.DeploymentPolicy})
+		require.NoError(t, err)
+		path := filepath.Join(dir, "deployment.json")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		return path
+	}
+
+	other := sampleFile(t)
+	other.Org = "otherorg"
+	_, err = a.reload(t.Context(), write(other))
+	assert.ErrorContains(t, err, `org "otherorg" is not the agbot's "myorg"`)
+	assert.Same(t, dep, a.deployment(), "another organisation changes nothing")
+
+	broken := sampleFile(t)
+	broken.Services = nil
+	_, err = a.reload(t.Context(), write(broken))
+	assert.ErrorContains(t, err, "services: none given")
+	assert.Same(t, dep, a.deployment(), "a file that does not decode changes nothing")
+
+	n, err := a.reload(t.Context(), write(sampleFile(t)))
+	require.NoError(t, err)
+	assert.Zero(t, n, "no agreements, no nodes to redeploy")
+	assert.NotSame(t, dep, a.deployment(), "a good file replaces the deployment")
+	a.wait()
 }

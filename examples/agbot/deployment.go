@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
+	"syscall"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
@@ -130,4 +136,68 @@ func (d *deployment) missingSecrets(report *binding.Report) (missing []string, o
 	}
 	slices.Sort(missing)
 	return slices.Compact(missing), other
+}
+
+// deployment returns the deployment the agbot deploys now.
+func (a *agbot) deployment() *deployment {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dep
+}
+
+// reloadOnHangup reloads the -deployment file at path on every SIGHUP
+// until ctx ends (see reload).
+func (a *agbot) reloadOnHangup(ctx context.Context, path string) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			n, err := a.reload(ctx, path)
+			if err != nil {
+				a.log.Error("deployment file not reloaded; the agbot keeps deploying the one it had", slog.String("err", err.Error()))
+				continue
+			}
+			a.log.Info("deployment file reloaded; the nodes' agreements are registered again with it", slog.String("file", path), slog.Int("nodes", n))
+		}
+	}
+}
+
+// reload reads the -deployment file at path again and deploys it to every
+// node that has an agreement: a changed secretBinding reaches the running
+// services in place, as new content of the same secrets (see deploy). A
+// file that does not decode, or that names another organisation, changes
+// nothing. It returns how many nodes are being redeployed.
+func (a *agbot) reload(ctx context.Context, path string) (int, error) {
+	dep, err := loadDeployment(path)
+	if err != nil {
+		return 0, err
+	}
+	if cur := a.deployment(); dep.org != cur.org {
+		return 0, fmt.Errorf("deployment file %s: org %q is not the agbot's %q: the organisation is the agbot's for its whole run (its nodes, its users' secrets); start another agbot for it", path, dep.org, cur.org)
+	}
+	a.mu.Lock()
+	a.dep = dep
+	a.mu.Unlock()
+	var nodes []string
+	err = a.state.Records(ctx, func(r delivery.Record) bool {
+		if r.Phase == delivery.PhaseActive {
+			nodes = append(nodes, r.Node)
+		}
+		return true
+	})
+	if err != nil {
+		return 0, fmt.Errorf("deployment file %s loaded, but the agreements to apply it to could not be read; the next certificate an agent publishes applies it to its node: %w", path, err)
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	for _, s := range nodes {
+		if n, ok := parseNode(s); ok {
+			a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
+		}
+	}
+	return len(nodes), nil
 }

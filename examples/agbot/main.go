@@ -31,6 +31,12 @@
 // rotations as sealed updates and revocations as cancellations, retrying
 // until the agent acknowledges, for as long as the agreement exists.
 //
+// On SIGHUP the agbot reads the -deployment file again and registers every
+// node's agreement anew with it: a changed secretBinding (other vault
+// secrets for the same service secrets) reaches the running services in
+// place, as new content of the same secret files, without a new agreement;
+// changed services end the agreement and make it again.
+//
 // The engine's state (what each agent was sent and acknowledged: store
 // names and content tags, never values) is in -state:
 //
@@ -251,6 +257,7 @@ func run(c config, log *slog.Logger) (err error) {
 		slog.String("state", stateDesc), slog.Int("agreements", agreements), slog.Bool("new_hub_ca", createdCA),
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
+	a.spawn(func(ctx context.Context) { a.reloadOnHangup(ctx, c.deployment) })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -98,6 +98,18 @@ func TestBehavesLikeMemoryState(t *testing.T) {
 				a.Revision-- // a stale copy
 			}
 			b = a.Clone()
+			if rng.IntN(3) == 0 {
+				// A changed binding: other candidates for one secret.
+				sb := a.Services[rng.IntN(len(a.Services))]
+				for name, bs := range sb.Secrets {
+					bs.StoreNames = []string{pick("org/n", 12)}
+					sb.Secrets[name] = bs
+				}
+				b = a.Clone()
+				sameErr(step, "Rebind", mem.Rebind(ctx, "", &a), file.Rebind(ctx, "", &b))
+				require.Equal(t, a.Revision, b.Revision)
+				continue
+			}
 			sameErr(step, "Update", mem.Update(ctx, "", &a), file.Update(ctx, "", &b))
 			require.Equal(t, a.Revision, b.Revision)
 		case 5:

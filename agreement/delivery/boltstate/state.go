@@ -324,7 +324,7 @@ func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
 }
 
 // Update implements delivery.State: one transaction for all of recs.
-// Services are kept as registered.
+// Services are kept as stored (Rebind changes them).
 func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
 	tails := make([][]byte, len(recs))
 	for i, r := range recs {
@@ -377,6 +377,64 @@ func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) 
 		}
 	}
 	return &delivery.ConflictError{IDs: slices.Clone(conflicts)}
+}
+
+// Rebind implements delivery.State: the record with its new services,
+// and the name index moved from the old services' names to the new ones',
+// in one transaction.
+func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) error {
+	services, tail := encodeServices(rec.Services), encodeTail(rec)
+	var conflict bool
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		conflict = false
+		records := tx.Bucket(bucketRecords)
+		id := []byte(rec.ID)
+		old := records.Get(id)
+		if old == nil {
+			conflict = true
+			return nil
+		}
+		h, err := readHead(old)
+		if err != nil {
+			return fmt.Errorf("agreement %q: %w", rec.ID, err)
+		}
+		if h.revision != rec.Revision {
+			conflict = true
+			return nil
+		}
+		was, err := decodeServices(h.services)
+		if err != nil {
+			return fmt.Errorf("agreement %q: %w", rec.ID, err)
+		}
+		before, after := delivery.StoreNames(was), delivery.StoreNames(rec.Services)
+		byName := tx.Bucket(bucketByName)
+		for _, n := range before {
+			if _, found := slices.BinarySearch(after, n); !found {
+				if err := dropIndex(byName, n, id); err != nil {
+					return err
+				}
+			}
+		}
+		for _, n := range after {
+			if _, found := slices.BinarySearch(before, n); !found {
+				if err := addIndex(byName, n, id); err != nil {
+					return err
+				}
+			}
+		}
+		if err := records.Put(id, assemble(rec.Revision+1, services, tail)); err != nil {
+			return err
+		}
+		return reindex(tx, rec.ID, h, rec.Node, rec.NextAttempt)
+	})
+	switch {
+	case err != nil:
+		return err
+	case conflict:
+		return &delivery.ConflictError{IDs: []string{rec.ID}}
+	}
+	rec.Revision++
+	return nil
 }
 
 // reindex moves a record's node and due index entries from what h says

@@ -31,8 +31,10 @@
 //   - agreements: one row per record. The fields the database selects or
 //     changes itself are columns: id, node (MarkDue by node), revision
 //     (compare-and-set), next_attempt (Due), attempts (MarkDue resets it)
-//     and the claim (lease_owner, lease_until). The services, registered
-//     once, are a JSONB column written by Create only; the rest of the
+//     and the claim (lease_owner, lease_until). The services are a JSONB
+//     column written by Create and Rebind only (no schema change was
+//     needed for Rebind: it rewrites the column and the bindings rows in
+//     the one fenced statement Update uses); the rest of the
 //     record (slots with desired and acknowledged content, the message in
 //     flight, cancellations, sequences, diagnostics) is a JSONB body.
 //     Slots are not rows: the engine reads and writes a record whole,
@@ -41,7 +43,8 @@
 //     (SELECT body->'slots' FROM agreements).
 //   - bindings (store_name, agreement_id): every candidate store name of
 //     every record, indexed by name, so MarkDue by store name and Names
-//     are index scans. Written by Create, removed with the record.
+//     are index scans. Written by Create, replaced by Rebind, removed
+//     with the record.
 //   - observations: what the watchers last saw of each store name, with
 //     the member that wrote it.
 //   - waits: deployments waiting for store secrets.

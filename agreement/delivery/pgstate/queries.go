@@ -9,7 +9,7 @@ import "strings"
 type queries struct {
 	fence string
 
-	create, get, page, update, delete, markDue, due string
+	create, get, page, update, rebind, delete, markDue, due string
 
 	names, observations, allObservations, putObservations string
 	putWait, waits, deleteWait, newEpoch                  string
@@ -58,6 +58,33 @@ SET node = v.node, revision = a.revision + 1, next_attempt = v.next_attempt, att
 FROM v, ok
 WHERE a.id = v.id AND a.id = ok.id
 RETURNING a.id`,
+
+		// rebind is update for one record that also replaces its services
+		// and its rows in bindings: names no longer bound go, new ones
+		// come (the two sets are disjoint, so the statement's CTEs do not
+		// touch the same row).
+		rebind: `
+WITH ok AS (
+	SELECT a.id FROM {s}.agreements a
+	WHERE a.id = $1 AND a.revision = $2
+		AND {s}.may_write(a.lease_owner, a.lease_until, $9)
+	FOR UPDATE OF a
+), upd AS (
+	UPDATE {s}.agreements a
+	SET node = $3, revision = a.revision + 1, next_attempt = $4, attempts = $5,
+		services = $6::jsonb, body = $7::jsonb, lease_owner = NULL, lease_until = NULL
+	FROM ok
+	WHERE a.id = ok.id
+	RETURNING a.id
+), unbound AS (
+	DELETE FROM {s}.bindings b USING upd
+	WHERE b.agreement_id = upd.id AND b.store_name <> ALL($8::text[])
+), bound AS (
+	INSERT INTO {s}.bindings (store_name, agreement_id)
+	SELECT n, upd.id FROM upd, unnest($8::text[]) AS n
+	ON CONFLICT DO NOTHING
+)
+SELECT id FROM upd`,
 
 		delete: `
 DELETE FROM {s}.agreements
@@ -158,7 +185,7 @@ WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
 		prune: `DELETE FROM {s}.members WHERE expires_at < now() - interval '1 day'`,
 	}
 	for _, p := range []*string{
-		&q.fence, &q.create, &q.get, &q.page, &q.update, &q.delete, &q.markDue, &q.due,
+		&q.fence, &q.create, &q.get, &q.page, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
 		&q.names, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
 		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
 	} {

@@ -161,6 +161,37 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 	return nil
 }
 
+// Rebind implements delivery.State: Update of one record that also
+// stores its services and replaces the store names it binds, in one
+// statement behind the same fence and lease rule.
+func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+	c := &checker{what: "record " + quote(rec.ID)}
+	c.check("id", rec.ID)
+	c.check("node", rec.Node)
+	if c.err != nil {
+		return c.err
+	}
+	services, names, err := encodeServices(rec.ID, rec.Services)
+	if err != nil {
+		return err
+	}
+	data, err := encodeBody(rec)
+	if err != nil {
+		return err
+	}
+	o := op{what: "rebinding record " + quote(rec.ID), member: member}
+	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.rebind,
+		rec.ID, int64(rec.Revision), rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), string(services), string(data), names, member)
+	if err != nil {
+		return err
+	}
+	if len(stored) == 0 {
+		return &delivery.ConflictError{IDs: []string{rec.ID}}
+	}
+	rec.Revision++
+	return nil
+}
+
 // fenced runs the statements queue adds in one transaction, after fence
 // when member joined through this State (inc > 0), so that nothing is
 // written once its membership lapsed. queue is called again for a retry.

@@ -57,6 +57,8 @@ var breakages = map[string][]string{
 	"epoch-resets-on-reopen":   {"NewEpochIncreasesAcrossReopen"},
 	"reopen-loses-last-write":  {"ReopenKeepsEverything"},
 	"update-ignores-lease":     {"SharedLeases"},
+	"rebind-keeps-names":       {"RebindReplacesBindings", "RebindKeepsNamesOthersBind"},
+	"rebind-ignores-revision":  {"RebindCompareAndSet"},
 }
 
 // TestSuiteCatchesBreakage runs the suite, in a child process each, on a
@@ -262,6 +264,20 @@ func (b *broken) Update(ctx context.Context, member string, recs ...*delivery.Re
 		// The memory state ignores members; Run is told it is shared.
 	}
 	return b.State.Update(ctx, member, recs...)
+}
+
+func (b *broken) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+	ctx = b.ctx(ctx)
+	b.forget(rec.ID)
+	switch b.rule {
+	case "rebind-keeps-names":
+		return b.State.Update(ctx, member, rec)
+	case "rebind-ignores-revision":
+		if cur, err := b.State.Get(ctx, rec.ID); err == nil {
+			rec.Revision = cur.Revision
+		}
+	}
+	return b.State.Rebind(ctx, member, rec)
 }
 
 // printTags replaces every content tag of r by what its printed form

@@ -192,6 +192,95 @@ func testUpdateKeepsServices(t *testing.T, e *env) {
 	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/z", "org/extra"}}, at(0), false), "names given to Update select nothing")
 }
 
+// rebound returns rec with the candidates of its first service secret
+// replaced by names, as Engine.Register does for a changed binding.
+func rebound(rec *delivery.Record, names ...string) *delivery.Record {
+	r := rec.Clone()
+	s := r.Slots[0]
+	b := r.Services[s.Service].Secrets[s.Name]
+	b.StoreNames = names
+	r.Services[s.Service].Secrets[s.Name] = b
+	r.Slots[0].Desired = delivery.Content{}
+	return &r
+}
+
+func testRebind(t *testing.T, e *env) {
+	rec := record(t, "agr-1", "n", []string{"org/node/a", "org/a"}, []string{"org/b"})
+	e.create(t, rec)
+	assert.Equal(t, []string{"org/a", "org/b", "org/node/a"}, e.names(t))
+
+	moved := rebound(rec, "org/node/c", "org/a")
+	moved.NextAttempt, moved.Attempts, moved.LastError = at(0), 0, "rebound"
+	require.NoError(t, e.s.Rebind(e.ctx, member, moved), "Rebind")
+	assert.Equal(t, uint64(2), moved.Revision, "Rebind increments the caller's Revision")
+	got := e.get(t, "agr-1")
+	assert.Equal(t, uint64(2), got.Revision, "Rebind increments the stored Revision")
+	assertRecord(t, *moved, got, "Rebind stores the record with its new services")
+	assert.Equal(t, []string{"org/a", "org/b", "org/node/c"}, e.names(t), "the names bound are the new services' names")
+	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/a"}}, at(-10), false),
+		"a name only the old services bound selects nothing")
+	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/c"}}, at(-10), false), "a new name selects the record")
+	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/a"}}, at(-20), false), "a name bound before and after still selects it")
+	assert.Equal(t, []string{"agr-1"}, ids(e.due(t, at(0), time.Minute, 10)), "the due index follows the stored NextAttempt")
+
+	cur := e.get(t, "agr-1")
+	cur.LastError = "an Update after the Rebind"
+	e.update(t, &cur)
+	got = e.get(t, "agr-1")
+	assert.Equal(t, "an Update after the Rebind", got.LastError)
+	assert.Equal(t, norm(*moved).Services, norm(got).Services, "a later Update keeps the rebound services")
+}
+
+func testRebindCAS(t *testing.T, e *env) {
+	rec := simple(t, "agr-1", "n", "org/a")
+	e.create(t, rec)
+	stale := rec.Clone()
+	rec.LastError = "newer"
+	e.update(t, rec)
+
+	err := e.s.Rebind(e.ctx, member, rebound(&stale, "org/z"))
+	assert.Equal(t, []string{"agr-1"}, conflictIDs(t, err), "a Rebind of a stale Revision is a conflict naming the record")
+	assertRecord(t, *rec, e.get(t, "agr-1"), "a conflicting Rebind stores nothing")
+	assert.Equal(t, []string{"org/a"}, e.names(t), "a conflicting Rebind binds no names")
+
+	ghost := simple(t, "ghost", "n", "org/g")
+	ghost.Revision = 1
+	assert.Equal(t, []string{"ghost"}, conflictIDs(t, e.s.Rebind(e.ctx, member, ghost)), "Rebind of an unknown id is a conflict")
+	_, err = e.s.Get(e.ctx, "ghost")
+	require.ErrorIs(t, err, delivery.ErrNotFound, "Rebind does not create")
+	assert.Equal(t, []string{"org/a"}, e.names(t), "Rebind of an unknown id binds no names")
+
+	require.NoError(t, e.s.Delete(e.ctx, "agr-1"))
+	assert.Equal(t, []string{"agr-1"}, conflictIDs(t, e.s.Rebind(e.ctx, member, rebound(rec, "org/z"))), "Rebind of a deleted record is a conflict")
+	assert.Empty(t, e.names(t), "Rebind does not bring a deleted record back")
+}
+
+func testRebindSharedNames(t *testing.T, e *env) {
+	a := simple(t, "a", "n1", "org/shared")
+	b := simple(t, "b", "n2", "org/shared")
+	e.create(t, a, b)
+	require.NoError(t, e.s.Rebind(e.ctx, member, rebound(a, "org/own")))
+	assert.Equal(t, []string{"org/own", "org/shared"}, e.names(t), "a name another record binds stays")
+	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/shared"}}, at(0), false), "and selects only that record")
+	require.NoError(t, e.s.Delete(e.ctx, "a"))
+	assert.Equal(t, []string{"org/shared"}, e.names(t), "Delete unbinds the rebound names")
+	require.NoError(t, e.s.Delete(e.ctx, "b"))
+	assert.Empty(t, e.names(t))
+}
+
+func testRebindReopen(t *testing.T, e *env) {
+	e.durable(t)
+	rec := record(t, "agr-1", "n", []string{"org/node/a", "org/a"})
+	e.create(t, rec)
+	moved := rebound(rec, "org/node/b", "org/b")
+	require.NoError(t, e.s.Rebind(e.ctx, member, moved))
+	e.reopen(t)
+	assertRecord(t, *moved, e.get(t, "agr-1"), "a Rebind survives a reopen")
+	assert.Equal(t, []string{"org/b", "org/node/b"}, e.names(t), "the rebound names survive a reopen")
+	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/b"}}, at(0), false))
+	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/a", "org/node/a"}}, at(-10), false))
+}
+
 func testUpdateMovesNode(t *testing.T, e *env) {
 	rec := simple(t, "agr-1", "node-1", "org/a")
 	e.create(t, rec)
@@ -805,6 +894,7 @@ func everyCall(t *testing.T, st delivery.State, ctx context.Context, rec deliver
 		"Create": func() error { return st.Create(ctx, simple(t, "agr-2", "n", "org/b")) },
 		"Get":    func() error { _, err := st.Get(ctx, "agr-1"); return err },
 		"Update": func() error { c := rec.Clone(); return st.Update(ctx, member, &c) },
+		"Rebind": func() error { return st.Rebind(ctx, member, rebound(&rec, "org/rebound")) },
 		"Delete": func() error { return st.Delete(ctx, "agr-1") },
 		"Records": func() error {
 			return st.Records(ctx, func(delivery.Record) bool { t.Error(recordsCalled); return true })
@@ -912,5 +1002,10 @@ func testSharedLeases(t *testing.T, e *env) {
 	none, err := e.s.Due(e.ctx, "member-b", at(10), time.Hour, 10)
 	require.NoError(t, err)
 	assert.Empty(t, none, "a leased record is not due for another member")
+	rebind := rebound(&other, "org/rebound")
+	assert.Equal(t, []string{"agr-1"}, conflictIDs(t, e.s.Rebind(e.ctx, "member-b", rebind)), "a record leased to another member is not rebound")
 	require.NoError(t, e.s.Update(e.ctx, "member-a", &claimed[0]), "the lease holder updates")
+	rebind = rebound(&claimed[0], "org/rebound")
+	require.NoError(t, e.s.Rebind(e.ctx, "member-b", rebind), "once released, another member rebinds it")
+	assertRecord(t, *rebind, e.get(t, "agr-1"))
 }
