@@ -178,7 +178,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonRevoked:
 		reason = ErrRevoked
 	case reasonExpired:
-		reason = errExpired
+		reason = ErrExpired
+	case reasonUnknown:
+		if kind == secretstore.ErrNotFound {
+			reason = ErrUnknownInstance
+		}
 	case reasonReplayed:
 		if kind == secretstore.ErrConflict {
 			// Its own kind, so that the error matches exactly one.
