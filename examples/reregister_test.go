@@ -70,7 +70,7 @@ func TestAgentRegistersAgainWhenTheAgbotLostItsRecord(t *testing.T) {
 	waitFor(t, "the restarted agbot to serve", func() bool { return strings.Contains(agbot2.stderr.String(), "agbot serving") }, agbot2)
 	assert.Contains(t, agbot2.stderr.String(), "agreements=1", "it kept the agreement")
 
-	lost := `level=WARN msg="identity: the hub or an agbot no longer knows this identity; registering again"`
+	lost := `level=WARN msg="identity: the identity is lost (no record, revoked or expired); registering again"`
 	waitFor(t, "the agent to register again", func() bool {
 		return strings.Contains(agent.stderr.String(), `msg="identity: registered" again=true`)
 	}, agbot2, agent)

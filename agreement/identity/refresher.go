@@ -196,7 +196,7 @@ func (r *refresher) registerAgain(ctx context.Context, cause error) error {
 	case continued:
 		r.log.InfoContext(ctx, "identity: lost again soon after registering; registering again after the backoff", "error", cause, "at", r.nextAt)
 	case warned:
-		r.log.WarnContext(ctx, "identity: the hub or an agbot no longer knows this identity; registering again", "error", cause)
+		r.log.WarnContext(ctx, "identity: the identity is lost (no record, revoked or expired); registering again", "error", cause)
 	}
 	for failures := 0; ; {
 		if err := r.sleep(ctx, time.Until(r.nextAt), nil); err != nil {

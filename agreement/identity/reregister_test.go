@@ -25,7 +25,7 @@ import (
 // Issuer in synctest bubbles.
 
 // lostWarning is the WARN line an agent logs once per lost identity.
-const lostWarning = `"level":"WARN","msg":"identity: the hub or an agbot no longer knows this identity; registering again"`
+const lostWarning = `"level":"WARN","msg":"identity: the identity is lost (no record, revoked or expired); registering again"`
 
 // recordingStore is the hub's CertStore with the knobs the tests need: it
 // records every nonce used, can fail the next Puts, forget a record, or
