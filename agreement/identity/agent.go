@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/hpke"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -47,9 +48,9 @@ type AgentOptions struct {
 	// Lifetime is the certificate lifetime to ask for; 0 asks for the
 	// hub's maximum.
 	Lifetime time.Duration
-	// InitialBackoff is Run's delay after the first failed renewal; zero
-	// means 5 s. Each further failure doubles it, up to MaxBackoff (zero
-	// means 5 min).
+	// InitialBackoff is Run's delay after the first failed renewal or
+	// registration; zero means 5 s. Each further failure doubles it, up to
+	// MaxBackoff (zero means 5 min).
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	// Jitter returns a number in [0, 1) choosing where in [d/2, d) a
@@ -61,6 +62,17 @@ type AgentOptions struct {
 	// identity and must register again. err is the last failure. The
 	// warning is logged too.
 	OnExpiryWarning func(notAfter, nextAttempt time.Time, err error)
+	// Attest, when set, keeps the agent registered on its own: Run
+	// registers when the agent has no certificate, and registers again
+	// whenever its identity is lost, that is when a renewal, or an agbot
+	// through Refused, answers that the hub has no record for the
+	// instance, that it is revoked or that the certificate expired (errors
+	// matching ErrIdentityLost). Each attempt calls Attest for a fresh
+	// attestation and sends a new request with a fresh nonce; failures are
+	// retried with the backoff above, capped, without end. Each loss is
+	// logged once at WARN, not once per attempt. Without Attest, Run
+	// returns such an error and the caller registers.
+	Attest func(ctx context.Context) (Attestation, error)
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -94,6 +106,8 @@ type Agent struct {
 	files    *files
 	lifetime time.Duration
 	renewal  refresherOptions
+	attest   func(ctx context.Context) (Attestation, error)
+	lost     chan error // Refused's reports, for Run; holds at most one
 	log      *slog.Logger
 
 	mu    sync.Mutex
@@ -138,7 +152,7 @@ func NewAgent(opts AgentOptions) (*Agent, error) {
 	}
 	a := &Agent{
 		id: opts.Instance, key: &heldKey{opts.SigningKey}, pub: pub, encKey: opts.EncryptionKey,
-		hub: h, lifetime: opts.Lifetime, log: opts.Logger,
+		hub: h, lifetime: opts.Lifetime, attest: opts.Attest, lost: make(chan error, 1), log: opts.Logger,
 		renewal: refresherOptions{initial: opts.InitialBackoff, max: opts.MaxBackoff, jitter: opts.Jitter, onWarning: opts.OnExpiryWarning},
 	}
 	if opts.KeyFile != "" {
@@ -225,7 +239,44 @@ func (a *Agent) Register(ctx context.Context, attestation Attestation) (*x509.Ce
 	if err != nil {
 		return nil, err
 	}
-	return a.accept(opRegister, resp)
+	cert, err := a.accept(opRegister, resp)
+	if err == nil {
+		// A loss reported before this registration was about a
+		// certificate that is gone now.
+		select {
+		case <-a.lost:
+		default:
+		}
+	}
+	return cert, err
+}
+
+// Refused tells the agent that an agbot, or anything else that verifies
+// its certificate (Verifier.Verify), refused it with err. It reports
+// whether err says the identity is lost (errors.Is(err,
+// ErrIdentityLost): no record for the instance, revoked, or expired);
+// then Run, given AgentOptions.Attest, registers again: at once, or after
+// the backoff when it registered again only moments ago. Any other error
+// changes nothing: the caller retries as it would. Refused never blocks;
+// reports that arrive while a registration is due count as one.
+func (a *Agent) Refused(err error) bool {
+	if !errors.Is(err, ErrIdentityLost) {
+		return false
+	}
+	select {
+	case a.lost <- err:
+	default:
+	}
+	return true
+}
+
+// reregister registers with a fresh attestation from AgentOptions.Attest.
+func (a *Agent) reregister(ctx context.Context) (*x509.Certificate, error) {
+	attestation, err := a.attest(ctx)
+	if err != nil {
+		return nil, newError(opRegister, a.id, secretstore.ErrUnavailable, "getting an attestation", err)
+	}
+	return a.Register(ctx, attestation)
 }
 
 // Renew refreshes the certificate now, with proof of the current one, and

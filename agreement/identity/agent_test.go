@@ -168,7 +168,7 @@ func testAgentLoadExpiredCertificate(t *testing.T) {
 	time.Sleep(25 * time.Hour)
 	restarted := newTestAgent(t, h.Issuer, k, f)
 	err = restarted.LoadCertificate()
-	require.ErrorIs(t, err, errExpired)
+	require.ErrorIs(t, err, ErrExpired)
 	assert.Nil(t, restarted.certificate())
 }
 

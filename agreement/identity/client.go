@@ -170,7 +170,10 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	var body errorBody
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	msg := "no message"
-	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
+	if json.Unmarshal(raw, &body) != nil {
+		body = errorBody{} // a reason is taken from a well-formed answer only
+	}
+	if body.Error != "" {
 		msg = fmt.Sprintf("%q", clipN(body.Error, 512))
 	}
 	var reason error
@@ -178,7 +181,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonRevoked:
 		reason = ErrRevoked
 	case reasonExpired:
-		reason = errExpired
+		reason = ErrExpired
+	case reasonUnknown:
+		if kind == secretstore.ErrNotFound {
+			reason = ErrUnknownInstance
+		}
 	case reasonReplayed:
 		if kind == secretstore.ErrConflict {
 			// Its own kind, so that the error matches exactly one.

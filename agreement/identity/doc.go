@@ -20,7 +20,10 @@
 // Agent side: Agent — Register and Renew (a new CSR each time; each
 // certificate is accepted only if it names the instance, carries the
 // agent's keys and chains to the hub CA), Run (renew after 2/3 of the
-// lifetime, jittered exponential backoff, expiry warnings), key and
+// lifetime, jittered exponential backoff, expiry warnings; with
+// AgentOptions.Attest also register, and register again when a renewal or
+// an agbot through Agent.Refused says the identity is lost:
+// ErrIdentityLost, that is ErrUnknownInstance, ErrRevoked or ErrExpired), key and
 // certificate files (AgentOptions.KeyFile and CertFile: atomic writes, key
 // 0600, a certificate is installed only if it matches the key) — talking
 // to the hub through a Client (the HTTP API) or an Issuer in process.

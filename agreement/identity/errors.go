@@ -38,15 +38,34 @@ var (
 	ErrReplayed = errkind.New("replayed request", secretstore.ErrConflict)
 )
 
+// ErrIdentityLost matches every refusal that only a new registration
+// fixes: the hub or an agbot has no record for the instance
+// (ErrUnknownInstance), the instance is revoked (ErrRevoked), or its
+// certificate expired (ErrExpired). An Agent given AgentOptions.Attest
+// registers again on its own when a renewal, or an agbot through
+// Agent.Refused, answers with it. It is a reason, not a kind: the
+// refusal also matches its kind (secretstore.ErrNotFound, ErrForbidden or
+// ErrUnauthenticated).
+var ErrIdentityLost = errors.New("identity lost: register again")
+
 // ErrRevoked is the reason, under ErrForbidden, for every refusal caused by
 // a revoked instance: errors.Is(err, ErrRevoked) and errors.Is(err,
 // ErrForbidden) both hold. The agbot uses it to stop sealing to the agent.
-var ErrRevoked = errors.New("instance revoked")
+// It also matches ErrIdentityLost, though the hub refuses to register a
+// revoked instance again until its record is removed.
+var ErrRevoked = errkind.New("instance revoked", ErrIdentityLost)
 
-// errExpired is the reason, under ErrUnauthenticated, when a certificate is
+// ErrExpired is the reason, under ErrUnauthenticated, when a certificate is
 // past its NotAfter (the message says "certificate expired"; the HTTP
-// handler sends reason "expired"): the agent must register again.
-var errExpired = errors.New("certificate expired")
+// handler sends reason "expired"): the agent must register again. It also
+// matches ErrIdentityLost.
+var ErrExpired = errkind.New("certificate expired", ErrIdentityLost)
+
+// ErrUnknownInstance is the reason, under secretstore.ErrNotFound, when
+// the hub's records hold no record for the instance (the HTTP handler
+// sends reason "unknown"): it never registered there, or the record was
+// lost. It also matches ErrIdentityLost.
+var ErrUnknownInstance = errkind.New("no record for the instance", ErrIdentityLost)
 
 // errorKinds lists the kinds in the order kindOf tries them: the
 // refinements before the module kinds they refine.
@@ -94,7 +113,8 @@ type Error struct {
 	Kind error
 	// Reason is a sentence saying what was wrong.
 	Reason string
-	// Err is the underlying cause, or nil. ErrRevoked is carried here.
+	// Err is the underlying cause, or nil. The reasons ErrRevoked,
+	// ErrExpired and ErrUnknownInstance are carried here.
 	Err error
 }
 
@@ -127,7 +147,7 @@ func (e *Error) public() string {
 // the cause.
 func (e *Error) Error() string {
 	// A reason sentinel is already said by Reason.
-	if e.Err == nil || e.Err == ErrRevoked || e.Err == errExpired || e.Err == errTooLarge {
+	if e.Err == nil || e.Err == ErrRevoked || e.Err == ErrExpired || e.Err == ErrUnknownInstance || e.Err == errTooLarge {
 		return e.public()
 	}
 	return e.public() + ": " + e.Err.Error()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -161,5 +162,33 @@ func FuzzHandler(f *testing.F) {
 		if rec.Code != http.StatusNoContent {
 			assert.True(t, json.Valid(rec.Body.Bytes()), "JSON body")
 		}
+	})
+}
+
+// FuzzResponseError reads arbitrary error answers from the hub: the error
+// always has one kind, says the identity is lost only for the reasons
+// that say so ("unknown" on a 404, "revoked", "expired"), and quotes at
+// most 512 bytes of the hub's message.
+func FuzzResponseError(f *testing.F) {
+	f.Add(404, []byte(`{"error":"identity: refresh: not found","reason":"unknown"}`))
+	f.Add(400, []byte(`{"error":"x","reason":"unknown"}`))
+	f.Add(403, []byte(`{"error":"identity: revoked","reason":"revoked"}`))
+	f.Add(401, []byte(`{"reason":"expired"}`))
+	f.Add(409, []byte(`{"error":"x","reason":"replayed"}`))
+	f.Add(500, []byte("not json"))
+	f.Add(403, []byte(`{"reason":"revoked","error":5}`))
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 100 || status > 999 {
+			return
+		}
+		resp := &http.Response{StatusCode: status, Body: io.NopCloser(bytes.NewReader(body))}
+		err := responseError(opRefresh, testID, resp)
+		require.Error(t, err)
+		require.NotNil(t, kindOf(err), "one kind")
+		var b errorBody
+		wellFormed := json.Unmarshal(body, &b) == nil
+		lost := wellFormed && (b.Reason == reasonRevoked || b.Reason == reasonExpired || (b.Reason == reasonUnknown && status == http.StatusNotFound))
+		assert.Equal(t, lost, errors.Is(err, ErrIdentityLost))
+		assert.LessOrEqual(t, len(err.Error()), 1024, "the hub's message is clipped")
 	})
 }

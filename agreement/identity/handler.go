@@ -32,9 +32,9 @@ type handler struct {
 //
 // A certificate answer is JSON {"provider","org","node","instanceId",
 // "certificate" (PEM),"caCertificates" (PEM),"serial","notAfter"}. Errors
-// are JSON {"error":"<message>","reason":"revoked"|"expired"|"replayed"}
+// are JSON {"error":"<message>","reason":"revoked"|"expired"|"replayed"|"unknown"}
 // with 400 (bad input), 401 (no proof), 403 (refused), 404 (no such
-// instance or path), 405 (method), 409 (concurrent update, or reason
+// instance, with reason "unknown", or path), 405 (method), 409 (concurrent update, or reason
 // "replayed": a request whose proof was already used), 413 (body over
 // 64 KiB), 503 (store or signer failed). Messages never carry key
 // material, attestation data or plug-in error text; the full error goes to
@@ -146,8 +146,8 @@ func mountPrefix(r *http.Request) string {
 // errorBody is the JSON of every error response.
 type errorBody struct {
 	Error string `json:"error"`
-	// Reason is "revoked", "expired" or "replayed" when the refusal is
-	// for that reason.
+	// Reason is "revoked", "expired", "replayed" or "unknown" (no record
+	// for the instance) when the refusal is for that reason.
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -155,6 +155,7 @@ const (
 	reasonRevoked  = "revoked"
 	reasonExpired  = "expired"
 	reasonReplayed = "replayed"
+	reasonUnknown  = "unknown"
 )
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -168,8 +169,10 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	switch {
 	case errors.Is(err, ErrRevoked):
 		body.Reason = reasonRevoked
-	case errors.Is(err, errExpired):
+	case errors.Is(err, ErrExpired):
 		body.Reason = reasonExpired
+	case errors.Is(err, ErrUnknownInstance):
+		body.Reason = reasonUnknown
 	case errors.Is(err, ErrReplayed):
 		body.Reason = reasonReplayed
 	}

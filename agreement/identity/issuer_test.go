@@ -412,7 +412,7 @@ func TestRefreshRefusals(t *testing.T) {
 				foreign := newHub(t).register(t, k, testID)
 				return testID, refreshRequest(t, k, testID, foreign, now())
 			}},
-		{name: "expired certificate", kind: ErrUnauthenticated, sentinel: errExpired, msg: "certificate expired at",
+		{name: "expired certificate", kind: ErrUnauthenticated, sentinel: ErrExpired, msg: "certificate expired at",
 			build: func(t *testing.T, h *testHub, a *responseBody) (Identity, *refreshBody) {
 				time.Sleep(25 * time.Hour)
 				return testID, refreshRequest(t, k, testID, a, now())

@@ -220,7 +220,7 @@ func TestRefresherExpiryWarning(t *testing.T) {
 func TestRefresherStopsWhenRefused(t *testing.T) {
 	for name, refusal := range map[string]error{
 		"revoked": newError(opRefresh, testID, ErrForbidden, "instance revoked", ErrRevoked),
-		"expired": newError(opRefresh, testID, ErrUnauthenticated, "certificate expired", errExpired),
+		"expired": newError(opRefresh, testID, ErrUnauthenticated, "certificate expired", ErrExpired),
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

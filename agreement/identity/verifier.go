@@ -63,10 +63,10 @@ func newTrust(chain []*x509.Certificate) (*trust, error) {
 
 // verify checks that leaf is valid at now and chains to the root for
 // client authentication. extra are intermediates the caller presented.
-// Errors are reasons; errExpired is wrapped when leaf is past NotAfter.
+// Errors are reasons; ErrExpired is wrapped when leaf is past NotAfter.
 func (t *trust) verify(leaf *x509.Certificate, extra []*x509.Certificate, now time.Time) error {
 	if now.After(leaf.NotAfter) {
-		return fmt.Errorf("%w at %s", errExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w at %s", ErrExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if now.Before(leaf.NotBefore) {
 		return fmt.Errorf("certificate is not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
@@ -151,8 +151,10 @@ type VerifiedIdentity struct {
 // ErrUnauthenticated (not from the hub CA, or expired),
 // ErrForbidden (ErrRevoked when the instance is revoked; a serial neither
 // current nor previous; a record for another node),
-// secretstore.ErrNotFound (no record) or secretstore.ErrUnavailable (the
-// store failed).
+// secretstore.ErrNotFound (no record, with ErrUnknownInstance) or
+// secretstore.ErrUnavailable (the store failed). A refusal for no record,
+// a revoked instance or an expired certificate matches ErrIdentityLost:
+// the agbot tells the agent, whose Agent.Refused takes it.
 func (v *Verifier) Verify(ctx context.Context, chainPEM []byte) (*VerifiedIdentity, error) {
 	certs, err := parseCertificatesPEM(chainPEM)
 	if err != nil {
@@ -212,10 +214,10 @@ func checkRecord(rec Record, id Identity) error {
 	return nil
 }
 
-// reasonSentinel returns ErrRevoked or errExpired when err wraps one, so
-// the *Error built from err's text still matches it.
+// reasonSentinel returns ErrRevoked, ErrExpired or ErrUnknownInstance
+// when err wraps one, so the *Error built from err's text still matches it.
 func reasonSentinel(err error) error {
-	for _, s := range []error{ErrRevoked, errExpired} {
+	for _, s := range []error{ErrRevoked, ErrExpired, ErrUnknownInstance} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -231,7 +233,7 @@ func storeError(op string, id Identity, err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newError(op, id, nil, "record store", err)
 	case errors.Is(err, secretstore.ErrNotFound):
-		return newError(op, id, secretstore.ErrNotFound, "no record for the instance", nil)
+		return newError(op, id, secretstore.ErrNotFound, "no record for the instance", ErrUnknownInstance)
 	case errors.Is(err, secretstore.ErrConflict):
 		return newError(op, id, secretstore.ErrConflict, "the instance record changed concurrently; retry", nil)
 	}

@@ -72,7 +72,7 @@ func TestVerifierRefusals(t *testing.T) {
 				require.NoError(t, h.Revoke(ctx, testID))
 				return a
 			}},
-		{name: "expired", kind: ErrUnauthenticated, sentinel: errExpired, msg: "certificate expired at",
+		{name: "expired", kind: ErrUnauthenticated, sentinel: ErrExpired, msg: "certificate expired at",
 			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
 				time.Sleep(24*time.Hour + time.Second)
 				return a

@@ -272,13 +272,23 @@ func (a *agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 }
 
 // Keys implements delivery.Agents: the verified keys of the agent on a
-// node ("<org>/<node>"), from the certificate chain it published.
+// node ("<org>/<node>"), from the certificate chain it published. When the
+// chain no longer verifies because the agent's identity is lost (no record
+// for it, revoked, expired: identity.ErrIdentityLost), the relay drops
+// it: the agent, told that the relay holds no certificate, publishes it
+// again, learns from the refusal that its identity is lost, and registers
+// again.
 func (a *agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
 	n, ok := parseNode(node)
 	if !ok {
 		return nil, fmt.Errorf("not a node id: %q", node)
 	}
-	return a.verify(ctx, n)
+	keys, chain, err := a.certified(ctx, n)
+	if errors.Is(err, identity.ErrIdentityLost) && a.relay.DropCertificate(n, chain) {
+		a.log.Warn("the agent's identity is lost; its certificate is dropped from the relay so that it registers again",
+			slog.String("node", n.String()), slog.String("err", err.Error()))
+	}
+	return keys, err
 }
 
 // Send implements delivery.Transport: the relay carries the envelope to
@@ -307,16 +317,23 @@ func (a *agbot) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
 // identity Verifier (hub CA, expiry, revocation, current serial) and
 // returns the keys it certifies.
 func (a *agbot) verify(ctx context.Context, n relay.Node) (*agreement.PublicKeys, error) {
+	keys, _, err := a.certified(ctx, n)
+	return keys, err
+}
+
+// certified is verify that also returns the chain it verified.
+func (a *agbot) certified(ctx context.Context, n relay.Node) (*agreement.PublicKeys, []byte, error) {
 	chain, ok := a.relay.Certificate(n)
 	if !ok {
-		return nil, errors.New("no certificate published for the node")
+		return nil, nil, errors.New("no certificate published for the node")
 	}
 	vid, err := a.verifier.Verify(ctx, chain)
 	if err != nil {
-		return nil, err
+		return nil, chain, err
 	}
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
-		return nil, fmt.Errorf("the certificate is for node %s/%s", vid.Instance.Org, vid.Instance.Node)
+		return nil, chain, fmt.Errorf("the certificate is for node %s/%s", vid.Instance.Org, vid.Instance.Node)
 	}
-	return agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
+	keys, err := agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
+	return keys, chain, err
 }

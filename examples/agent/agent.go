@@ -41,6 +41,7 @@ type upstream struct {
 
 	// Used by poll only.
 	published []byte // the certificate chain (PEM) last published on the relay
+	refused   []byte // the chain the agbot refused as a lost identity: not published again
 	after     uint64 // the id of the last relay message handled
 }
 
@@ -122,12 +123,20 @@ func (a *agent) pollOne(ctx context.Context, up *upstream) {
 	if chain == nil {
 		return // not registered with this agbot (yet)
 	}
-	if !bytes.Equal(chain, up.published) {
-		if err := up.relay.PublishCertificate(ctx, a.node, chain); err != nil {
-			log.Warn("publishing the certificate failed; retrying", slog.String("err", err.Error()))
-		} else {
-			up.published = chain
+	if !bytes.Equal(chain, up.published) && !bytes.Equal(chain, up.refused) {
+		err := up.relay.PublishCertificate(ctx, a.node, chain)
+		switch {
+		case err == nil:
+			up.published, up.refused = chain, nil
 			log.Info("certificate published on the relay")
+		case up.identity.Refused(err):
+			// The agbot does not know the identity (any more), or it is
+			// revoked or expired: the identity Agent registers again
+			// (and says so); the new certificate is published then.
+			up.refused = chain
+			log.Info("the agbot refused the certificate as a lost identity; publishing again once registered again", slog.String("err", err.Error()))
+		default:
+			log.Warn("publishing the certificate failed; retrying", slog.String("err", err.Error()))
 		}
 	}
 	for ctx.Err() == nil {

@@ -13,7 +13,9 @@
 // It loads or generates its agreement keys (a 0600 file in -dir), registers
 // its identity with the agbot (demo attestation from the bootstrap token),
 // keeps the certificate renewed and published on the agbot's relay (again
-// when a restarted agbot's relay no longer holds it), and polls the relay
+// when a restarted agbot's relay no longer holds it), registers again on
+// its own when the agbot answers that it does not know the identity (its
+// records lost it) or that it is revoked or expired, and polls the relay
 // for sealed messages: it opens proposals and updates with
 // its keys (only messages signed by the pinned agbot keys open), applies
 // them to the on-node store (agentapi: one root-only directory per service
@@ -166,7 +168,14 @@ func run(c config, log *slog.Logger) (err error) {
 		if err != nil {
 			return err
 		}
-		id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub, Logger: log})
+		// Run keeps the identity: it registers (again) on its own, with
+		// a fresh attestation, whenever the agbot or its hub says it no
+		// longer knows the agent (pollOne reports the relay's refusals).
+		id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub,
+			InitialBackoff: registerBackoff, MaxBackoff: maxRegisterBackoff, Logger: log,
+			Attest: func(context.Context) (identity.Attestation, error) {
+				return demo.Attest(bootstrap, me, time.Now()), nil
+			}})
 		if err != nil {
 			return err
 		}
@@ -224,8 +233,10 @@ func run(c config, log *slog.Logger) (err error) {
 			return err
 		}
 		wg.Go(func() {
+			// Run registers again by itself when the identity is lost; it
+			// returns only for a refusal no registration fixes.
 			if err := up.identity.Run(ctx); !errors.Is(err, context.Canceled) {
-				cancel(fmt.Errorf("identity lost, restart the agent to register again: %w", err))
+				cancel(fmt.Errorf("identity refused, restart the agent to register again: %w", err))
 			}
 		})
 	} else {
@@ -251,11 +262,18 @@ func run(c config, log *slog.Logger) (err error) {
 // socket, as Open Horizon's agent serves its ESS API, with a certificate
 // in <dir>/ess for services to trust. It returns the API's base URL.
 
+// Backoff of the agent's registrations and renewals: from the first
+// failure's, doubling up to the longest.
+const (
+	registerBackoff    = 500 * time.Millisecond
+	maxRegisterBackoff = 10 * time.Second
+)
+
 // register registers the agent's identity with one agbot, retrying while
 // the agbot is not reachable, at most attempts times (0: until ctx ends).
 // The poll loop publishes the certificate on the relay.
 func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me identity.Identity, attempts int) error {
-	delay := 500 * time.Millisecond
+	delay := registerBackoff
 	for attempt := 1; ; attempt++ {
 		cert, err := up.identity.Register(ctx, demo.Attest(bootstrap, me, time.Now()))
 		if err == nil {
@@ -269,21 +287,23 @@ func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me
 		if !demo.Sleep(ctx, delay) {
 			return ctx.Err()
 		}
-		delay = min(2*delay, 10*time.Second)
+		delay = min(2*delay, maxRegisterBackoff)
 	}
 }
 
 // keepRegistered keeps the agent registered with one of several agbots
-// until ctx ends: it registers, keeps the certificate renewed, and
-// registers again when the agbot no longer renews it (it restarted without
-// the agent's identity record).
+// until ctx ends: Run registers, keeps the certificate renewed, and
+// registers again when the agbot no longer knows the identity (it
+// restarted without the agent's identity record). When Run returns for a
+// refusal it does not fix (a serial the agbot no longer accepts), the
+// agent registers again here.
 func (a *agent) keepRegistered(ctx context.Context, up *upstream, bootstrap string, me identity.Identity) {
 	for ctx.Err() == nil {
-		if err := a.register(ctx, up, bootstrap, me, 0); err != nil {
-			return
-		}
 		if err := up.identity.Run(ctx); ctx.Err() == nil {
 			a.log.Warn("the agbot no longer renews the identity; registering again", slog.String("agbot", up.url), slog.String("err", err.Error()))
+			if err := a.register(ctx, up, bootstrap, me, 0); err != nil {
+				return
+			}
 		}
 	}
 }

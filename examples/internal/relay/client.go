@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
@@ -33,7 +35,12 @@ func NewClient(baseURL string, hc *http.Client) (*Client, error) {
 	return &Client{base: u.String(), http: hc}, nil
 }
 
-// PublishCertificate publishes the agent's PEM certificate chain for n.
+// PublishCertificate publishes the agent's PEM certificate chain for n. When
+// the agbot refuses it because the agent's identity is lost (no record for
+// the instance, revoked, expired), the error matches
+// identity.ErrIdentityLost and the reason (identity.ErrUnknownInstance,
+// ErrRevoked or ErrExpired): give it to the agent's identity.Agent.Refused,
+// which registers again.
 func (c *Client) PublishCertificate(ctx context.Context, n Node, chainPEM []byte) error {
 	if err := n.Validate(); err != nil {
 		return err
@@ -104,6 +111,26 @@ func DecodeMessage(b []byte) (Message, error) {
 	return m, nil
 }
 
+// lostError returns the identity error for the reason of a refused
+// certificate (a 403 answer's body): one matching identity.ErrIdentityLost
+// when the agbot says the agent's identity is lost, else nil. Only the
+// reason token is taken from the body, never its text.
+func lostError(body io.Reader) error {
+	var e apiError
+	if json.NewDecoder(io.LimitReader(body, 4<<10)).Decode(&e) != nil {
+		return nil
+	}
+	switch e.Reason {
+	case reasonUnknown:
+		return identity.ErrUnknownInstance
+	case reasonRevoked:
+		return identity.ErrRevoked
+	case reasonExpired:
+		return identity.ErrExpired
+	}
+	return nil
+}
+
 func nodePath(n Node, what string) string {
 	return "/relay/nodes/" + url.PathEscape(n.Org) + "/" + url.PathEscape(n.Node) + "/" + what
 }
@@ -133,6 +160,11 @@ func (c *Client) doHeader(ctx context.Context, method, path string, body []byte,
 	defer func() { _ = resp.Body.Close() }()
 	if header != nil {
 		*header = resp.Header
+	}
+	if resp.StatusCode == http.StatusForbidden {
+		if lost := lostError(resp.Body); lost != nil {
+			return nil, fmt.Errorf("relay: %s %s: status %d: %w", method, req.URL.Path, resp.StatusCode, lost)
+		}
 	}
 	for _, st := range want {
 		if resp.StatusCode != st {

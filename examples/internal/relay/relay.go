@@ -24,6 +24,8 @@
 // can.
 //
 //	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204 | 403 | 409 (older) | 503 (full)
+//	                                               (a 403 body {"error","reason"}: reason "unknown", "revoked" or "expired"
+//	                                               when the agent's identity is lost and it must register again)
 //	GET  /relay/nodes/{org}/{node}/next?after=<id> the oldest message with an id above <id> → 200 Message | 204
 //	                                               (header Relay-Certificate: missing when no certificate is published for the node)
 //	POST /relay/messages/{id}/reply                a sealed reply to message <id> → 202 | 403 | 404 | 409 (another message)

@@ -415,3 +415,88 @@ func TestPollReportsMissingCertificate(t *testing.T) {
 	assert.False(t, ok)
 	assert.True(t, certified, "the certificate is held")
 }
+
+// A certificate refused because the agent's identity is lost (the agbot
+// has no record for the instance, or it is revoked) is answered with a
+// reason the client turns into an error matching identity.ErrIdentityLost,
+// which the agent's identity.Agent.Refused acts on; other refusals do not
+// match it.
+func TestCertificateRefusalSaysIdentityLost(t *testing.T) {
+	ca, err := identity.NewCA(identity.CAOptions{})
+	require.NoError(t, err)
+	attest := func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil }
+	// Two issuers of one hub CA: the relay's agbot verifies with the
+	// records of the second, which never saw the agent.
+	first, err := identity.NewIssuer(identity.IssuerOptions{Attest: attest, Signer: ca})
+	require.NoError(t, err)
+	second, err := identity.NewIssuer(identity.IssuerOptions{Attest: attest, Signer: ca})
+	require.NoError(t, err)
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	s := relay.NewServer(relay.ServerOptions{Verifier: second.Verifier(), Keys: keys})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	c, err := relay.NewClient(srv.URL, srv.Client())
+	require.NoError(t, err)
+	register := func(is *identity.Issuer, n relay.Node) *identity.Agent {
+		k, err := agreement.GenerateKeys(agreement.SuiteX25519)
+		require.NoError(t, err)
+		a, err := identity.NewAgent(identity.AgentOptions{Instance: identity.Identity{Provider: "demo", Org: n.Org, Node: n.Node, InstanceID: n.Node},
+			SigningKey: k.Signer(), EncryptionKey: k.Public().EncryptionKey(), Issuer: is})
+		require.NoError(t, err)
+		_, err = a.Register(t.Context(), "attested")
+		require.NoError(t, err)
+		return a
+	}
+	unknown := register(first, node)
+	revokedNode := relay.Node{Org: "myorg", Node: "node-3"}
+	revoked := register(second, revokedNode)
+	require.NoError(t, second.Revoke(t.Context(), identity.Identity{Provider: "demo", Org: "myorg", Node: "node-3", InstanceID: "node-3"}))
+	foreignHub, _ := newHub(t, relay.ServerOptions{})
+
+	for _, tc := range []struct {
+		name   string
+		node   relay.Node
+		chain  []byte
+		reason error // nil: not lost
+	}{
+		{"no record for the instance", node, unknown.CertificateChain(), identity.ErrUnknownInstance},
+		{"revoked", revokedNode, revoked.CertificateChain(), identity.ErrRevoked},
+		{"a certificate of another hub", node, foreignHub.agent(node).chain(), nil},
+		{"another node's certificate", relay.Node{Org: "myorg", Node: "node-4"}, register(second, relay.Node{Org: "myorg", Node: "node-5"}).CertificateChain(), nil},
+		{"junk", node, []byte("junk"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.PublishCertificate(t.Context(), tc.node, tc.chain)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "status 403")
+			if tc.reason == nil {
+				assert.NotErrorIs(t, err, identity.ErrIdentityLost)
+				return
+			}
+			assert.ErrorIs(t, err, identity.ErrIdentityLost)
+			assert.ErrorIs(t, err, tc.reason)
+			assert.True(t, unknown.Refused(err), "the agent takes it")
+		})
+	}
+}
+
+// DropCertificate forgets a node's certificate only if it is still the
+// one the agbot found lost; Poll then tells the agent to publish it again.
+func TestDropCertificate(t *testing.T) {
+	h, c := newHub(t, relay.ServerOptions{})
+	ctx := t.Context()
+	a := h.agent(node)
+	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	assert.False(t, h.relay.DropCertificate(node, []byte("another chain")), "a newer chain stays")
+	_, ok := h.relay.Certificate(node)
+	require.True(t, ok)
+
+	assert.True(t, h.relay.DropCertificate(node, a.chain()))
+	_, ok = h.relay.Certificate(node)
+	assert.False(t, ok)
+	_, _, certified, err := c.Poll(ctx, node, 0)
+	require.NoError(t, err)
+	assert.False(t, certified, "the agent is told to publish again")
+	assert.False(t, h.relay.DropCertificate(node, a.chain()), "nothing left to drop")
+}

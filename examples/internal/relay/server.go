@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,6 +123,26 @@ func (s *Server) Certificate(n Node) ([]byte, bool) {
 	return slices.Clone(ns.cert), true
 }
 
+// DropCertificate forgets the certificate chain published for n if it is
+// still chain, and reports whether it did. The agbot calls it when chain
+// no longer verifies because the agent's identity is lost: the relay then
+// tells the agent that it holds no certificate (CertificateHeader), the
+// agent publishes its certificate again, and the refusal's reason tells
+// it to register again.
+func (s *Server) DropCertificate(n Node, chain []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns, ok := s.nodes[n]
+	if !ok || ns.cert == nil || !bytes.Equal(ns.cert, chain) {
+		return false
+	}
+	ns.cert, ns.certFrom = nil, time.Time{}
+	if len(ns.mailbox) == 0 {
+		delete(s.nodes, n)
+	}
+	return true
+}
+
 // Post puts an envelope (sealed by the agbot) into n's mailbox and returns
 // its id and the channel on which replies to it arrive: only replies that
 // open with ServerOptions.Keys, come from n's certified agent and answer
@@ -222,8 +243,9 @@ func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
 	}
 	_, from, err := s.verifyChain(r.Context(), n, body)
 	if err != nil {
-		s.log.Warn("certificate refused", slog.String("node", n.String()), slog.String("err", err.Error()))
-		writeError(w, http.StatusForbidden, "the certificate chain is not a current one from the hub's identity CA for this node")
+		reason := lostReason(err)
+		s.log.Warn("certificate refused", slog.String("node", n.String()), slog.String("reason", reason), slog.String("err", err.Error()))
+		writeJSON(w, http.StatusForbidden, apiError{Error: "the certificate chain is not a current one from the hub's identity CA for this node", Reason: reason})
 		return
 	}
 	s.mu.Lock()
@@ -383,10 +405,39 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) (Node, bool) {
 // apiError is the body of every error answer.
 type apiError struct {
 	Error string `json:"error"`
+	// Reason, on a refused certificate, says that the agent's identity
+	// is lost and it must register again: "unknown", "revoked" or
+	// "expired".
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reasons of a refused certificate whose identity is lost.
+const (
+	reasonUnknown = "unknown"
+	reasonRevoked = "revoked"
+	reasonExpired = "expired"
+)
+
+// lostReason returns the reason to send for a verification error that
+// says the agent's identity is lost, or "".
+func lostReason(err error) string {
+	switch {
+	case errors.Is(err, identity.ErrRevoked):
+		return reasonRevoked
+	case errors.Is(err, identity.ErrExpired):
+		return reasonExpired
+	case errors.Is(err, identity.ErrIdentityLost):
+		return reasonUnknown
+	}
+	return ""
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, apiError{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body apiError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(apiError{Error: msg}) // a failed write means the client is gone
+	_ = json.NewEncoder(w).Encode(body) // a failed write means the client is gone
 }
