@@ -14,7 +14,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
@@ -30,7 +29,6 @@ type agbot struct {
 	dep      *deployment
 	engine   *delivery.Engine
 	state    delivery.State // the engine's
-	checker  binding.ExistenceChecker
 	verifier *identity.Verifier
 	relay    *relay.Server
 
@@ -40,6 +38,7 @@ type agbot struct {
 	mu        sync.Mutex
 	stopping  bool // no more background work
 	deploying map[relay.Node]bool
+	nodes     map[string]relay.Node // by agreement id, the nodes deployed
 }
 
 // agreementID is the id of the node's agreement: one per node, the same
@@ -94,10 +93,15 @@ func (a *agbot) onCertificate(n relay.Node) {
 	a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
 }
 
-// onReady is the engine's hook: the secrets a node's deployment was
-// waiting for all exist now.
-func (a *agbot) onReady(_ context.Context, deploymentID string) {
-	if n, ok := parseNode(deploymentID); ok {
+// onReady is the engine's hook: the secrets a deployment this agbot made
+// before a restart was waiting for all exist now (the engine deploys those
+// it made since itself). A node this agbot has not seen since is deployed
+// when its agent publishes its certificate here.
+func (a *agbot) onReady(_ context.Context, agreementID string) {
+	a.mu.Lock()
+	n, ok := a.nodes[agreementID]
+	a.mu.Unlock()
+	if ok {
 		a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
 	}
 }
@@ -135,39 +139,34 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	if !a.ended(ctx, id, n, agentKeys.EncryptionKeyID()) {
 		return
 	}
-	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
+	a.remember(id, n)
+	out, err := a.engine.Deploy(ctx, delivery.Deployment{ID: id, Node: n.String(), Org: a.dep.org, NodeID: n.Node,
+		Target: a.dep.target, Resolver: a.dep.catalog})
 	if err != nil {
-		log.Error("validating the deployment failed", slog.String("err", err.Error()))
-		return
+		return // refused: the engine logged the report
 	}
-	for _, p := range report.Warnings() {
-		log.Warn("deployment", slog.String("problem", p.String()))
-	}
-	if report.Err() != nil {
-		missing, other := a.dep.missingSecrets(report)
-		for _, p := range other {
-			log.Error("deployment refused", slog.String("problem", p.String()))
+	if out.Report != nil {
+		for _, p := range out.Report.Warnings() {
+			log.Warn("deployment", slog.String("problem", p.String()))
 		}
-		if len(other) == 0 {
-			if err := a.engine.WaitForSecrets(ctx, n.String(), missing...); err != nil {
-				log.Error("could not wait for the missing secrets", slog.String("err", err.Error()))
-				return
-			}
-			log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", missing))
-		}
-		return
 	}
-	bindings, err := report.Bindings(a.dep.org, n.Node)
-	if err != nil {
-		log.Error("deployment refused", slog.String("err", err.Error()))
-		return
+	switch {
+	case out.Registered:
+		st, _ := a.engine.Status(ctx, id)
+		log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("secrets", len(st.Slots)))
+	case len(out.Waiting) > 0:
+		log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", out.Waiting))
+	default:
+		log.Info("deployment retried by the engine once the agbot's own trouble ends")
 	}
-	if err := a.engine.Register(ctx, delivery.Agreement{ID: id, Node: n.String(), Services: bindings}); err != nil {
-		log.Error("could not register the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
-		return
-	}
-	log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
-		slog.Any("secrets", delivery.StoreNames(bindings)))
+}
+
+// remember records which node an agreement id is for, so that onReady
+// finds it.
+func (a *agbot) remember(id string, n relay.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nodes[id] = n
 }
 
 // ended reports whether the node's agreement id does not exist, waiting
@@ -217,13 +216,11 @@ func (a *agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 		return
 	}
 	n, ok := parseNode(st.Node)
-	if !ok {
+	if !ok || c.StoreName == "" {
 		return
 	}
-	if c.StoreName == "" {
-		return
-	}
-	if err := a.engine.WaitForSecrets(ctx, n.String(), c.StoreName); err != nil {
+	a.remember(id, n)
+	if err := a.engine.WaitForSecrets(ctx, id, c.StoreName); err != nil {
 		log.Warn("could not wait for the secret to come back", slog.String("err", err.Error()))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
@@ -107,27 +106,4 @@ func (df deploymentFile) decode() (*deployment, error) {
 		return nil, fmt.Errorf("services: %w", err)
 	}
 	return &deployment{org: df.Org, target: target, catalog: catalog}, nil
-}
-
-// missingSecrets splits a report's errors: the store names of bound
-// secrets that do not exist, and every other error. A deployment held up
-// only by missing secrets waits for them.
-func (d *deployment) missingSecrets(report *binding.Report) (missing []string, other []binding.Problem) {
-	for _, p := range report.Errors() {
-		if p.Code != binding.CodeVaultSecretMissing {
-			other = append(other, p)
-			continue
-		}
-		name, err := binding.ParseVaultSecretName(p.VaultSecret)
-		if err == nil {
-			var path string
-			if path, err = name.StorePath(d.org); err == nil {
-				missing = append(missing, path)
-				continue
-			}
-		}
-		other = append(other, p)
-	}
-	slices.Sort(missing)
-	return slices.Compact(missing), other
 }
