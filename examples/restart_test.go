@@ -30,7 +30,15 @@ import (
 // endpoint with a client of its own.
 func secretsManager(t *testing.T) (configPath string, adm storeAdmin) {
 	t.Helper()
-	endpoint := smmock.New(smmock.Options{Credentials: map[string]string{"AKIDEXAMPLES": "examples-secret-key"}})
+	configPath, adm, _ = secretsManagerEndpoint(t)
+	return configPath, adm
+}
+
+// secretsManagerEndpoint is secretsManager that also returns the endpoint,
+// to inject faults into.
+func secretsManagerEndpoint(t *testing.T) (configPath string, adm storeAdmin, endpoint *smmock.Server) {
+	t.Helper()
+	endpoint = smmock.New(smmock.Options{Credentials: map[string]string{"AKIDEXAMPLES": "examples-secret-key"}})
 	srv := httptest.NewServer(endpoint)
 	t.Cleanup(srv.Close)
 	cfg, err := json.Marshal(map[string]any{"type": "awssm", "defaultScope": "openhorizon", "awssm": map[string]any{
@@ -45,7 +53,7 @@ func secretsManager(t *testing.T) (configPath string, adm storeAdmin) {
 	store, err := secretstore.Open(t.Context(), parsed, secretstore.OpenOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	return configPath, storeAdmin{store}
+	return configPath, storeAdmin{store}, endpoint
 }
 
 // freeLoopbackAddr returns a loopback address with a port free now, for a

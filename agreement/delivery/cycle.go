@@ -101,7 +101,7 @@ func (e *Engine) cycle(ctx context.Context) {
 	rep := e.applyCycle(c)
 	e.setStoreProblem(rep)
 	e.observe(ctx, now, rep)
-	e.readyWaits(ctx, waits)
+	e.redeploy(ctx, e.readyWaits(ctx, waits))
 	e.scan(ctx, now, rep.healthy())
 }
 
@@ -296,8 +296,10 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 func (e *Engine) continuity() time.Duration { return e.cfg.grace + 2*e.cfg.Interval }
 
 // readyWaits calls OnReady for each waiting deployment whose secrets all
-// exist, and forgets it.
-func (e *Engine) readyWaits(ctx context.Context, waits []Wait) {
+// exist (or leaves it to redeploy, for a deployment Deploy remembers), and
+// forgets it. It returns the ids of the waits still on.
+func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[string]bool) {
+	waiting = map[string]bool{}
 	for _, w := range waits {
 		ready := true
 		for _, n := range w.StoreNames {
@@ -307,10 +309,11 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) {
 			}
 		}
 		if !ready {
+			waiting[w.ID] = true
 			continue
 		}
 		e.log.Info("the secrets a deployment waited for exist", slog.String("deployment", w.ID), slog.Any("secrets", w.StoreNames))
-		if e.cfg.OnReady != nil {
+		if e.cfg.OnReady != nil && !e.remembers(w.ID) {
 			e.cfg.OnReady(ctx, w.ID)
 		}
 		err := e.state.DeleteWait(ctx, w.ID)
@@ -319,6 +322,7 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) {
 			e.log.Error("could not forget a deployment's wait; its hook may be called again", slog.String("deployment", w.ID), slog.String("err", err.Error()))
 		}
 	}
+	return waiting
 }
 
 // scan reviews every agreement once a cycle: it counts them for Health,

@@ -225,6 +225,13 @@ type Engine struct {
 	// only while its lease is proven.
 	member member
 
+	// deploys are the deployments Deploy could not decide yet, by
+	// agreement id, tried again each cycle; deployGen numbers the calls
+	// of Deploy.
+	deploysMu sync.Mutex
+	deploys   map[string]pendingDeploy
+	deployGen uint64
+
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced whenever a record changes
 	health   Health        // counts and store problem of the last cycle
@@ -268,6 +275,7 @@ func New(opts Options) (*Engine, error) {
 		wake:      make(chan struct{}, 1),
 		cycleNow:  make(chan struct{}, 1),
 		absent:    map[string]ObservedState{},
+		deploys:   map[string]pendingDeploy{},
 		changed:   make(chan struct{}),
 	}
 	if m, ok := opts.State.(Membership); ok {

@@ -14,7 +14,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 )
@@ -30,7 +29,6 @@ type agbot struct {
 	dep      *deployment // read with deployment(); reload replaces it
 	engine   *delivery.Engine
 	state    delivery.State // the engine's
-	checker  binding.ExistenceChecker
 	verifier *identity.Verifier
 	relay    *relay.Server
 
@@ -42,6 +40,7 @@ type agbot struct {
 	// deploying holds the nodes being deployed; true when another deploy
 	// of the node was asked for meanwhile.
 	deploying map[relay.Node]bool
+	nodes     map[string]relay.Node // by agreement id, the nodes deployed
 }
 
 // agreementID is the id of the node's agreement: one per node, the same
@@ -96,10 +95,15 @@ func (a *agbot) onCertificate(n relay.Node) {
 	a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
 }
 
-// onReady is the engine's hook: the secrets a node's deployment was
-// waiting for all exist now.
-func (a *agbot) onReady(_ context.Context, deploymentID string) {
-	if n, ok := parseNode(deploymentID); ok {
+// onReady is the engine's hook: the secrets a deployment this agbot made
+// before a restart was waiting for all exist now (the engine deploys those
+// it made since itself). A node this agbot has not seen since is deployed
+// when its agent publishes its certificate here.
+func (a *agbot) onReady(_ context.Context, agreementID string) {
+	a.mu.Lock()
+	n, ok := a.nodes[agreementID]
+	a.mu.Unlock()
+	if ok {
 		a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
 	}
 }
@@ -155,35 +159,12 @@ func (a *agbot) deployOnce(ctx context.Context, n relay.Node) {
 	if !ok {
 		return
 	}
-	report, err := binding.Validate(ctx, dep.target, binding.Options{Resolver: dep.catalog, Checker: a.checker, Logger: a.log})
+	a.remember(id, n)
+	d := delivery.Deployment{ID: id, Node: n.String(), Org: dep.org, NodeID: n.Node, Target: dep.target, Resolver: dep.catalog}
+	out, err := a.engine.Deploy(ctx, d)
 	if err != nil {
-		log.Error("validating the deployment failed", slog.String("err", err.Error()))
-		return
+		return // refused: the engine logged the report
 	}
-	for _, p := range report.Warnings() {
-		log.Warn("deployment", slog.String("problem", p.String()))
-	}
-	if report.Err() != nil {
-		missing, other := dep.missingSecrets(report)
-		for _, p := range other {
-			log.Error("deployment refused", slog.String("problem", p.String()))
-		}
-		if len(other) == 0 {
-			if err := a.engine.WaitForSecrets(ctx, n.String(), missing...); err != nil {
-				log.Error("could not wait for the missing secrets", slog.String("err", err.Error()))
-				return
-			}
-			log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", missing), slog.Bool("node_keeps_its_agreement", existed))
-		}
-		return
-	}
-	bindings, err := report.Bindings(dep.org, n.Node)
-	if err != nil {
-		log.Error("deployment refused", slog.String("err", err.Error()))
-		return
-	}
-	agr := delivery.Agreement{ID: id, Node: n.String(), Services: bindings}
-	err = a.engine.Register(ctx, agr)
 	if existed && errors.Is(err, delivery.ErrExists) {
 		// Not a binding change the engine applies in place: the services
 		// changed, which is a new agreement.
@@ -195,19 +176,43 @@ func (a *agbot) deployOnce(ctx context.Context, n relay.Node) {
 		if again, ok := a.ended(ctx, id, n, agentKeys.EncryptionKeyID()); !ok || again {
 			return
 		}
-		existed, err = false, a.engine.Register(ctx, agr)
+		existed = false
+		out, err = a.engine.Deploy(ctx, d)
 	}
-	if err != nil {
-		log.Error("could not register the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
+	var refused *delivery.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return // the engine logged the report
+	case err != nil:
+		log.Error("could not deploy the node", slog.String("agreement", id), slog.String("err", err.Error()))
 		return
 	}
-	if existed {
-		log.Debug("the node's agreement is registered with the deployment as it is now", slog.String("agreement", id),
+	for _, p := range out.Report.Warnings() {
+		log.Warn("deployment", slog.String("problem", p.String()))
+	}
+	switch {
+	case out.Registered:
+		bindings, _ := out.Report.Bindings(dep.org, n.Node)
+		if existed {
+			log.Debug("the node's agreement is registered with the deployment as it is now", slog.String("agreement", id),
+				slog.Any("secrets", delivery.StoreNames(bindings)))
+			return
+		}
+		log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
 			slog.Any("secrets", delivery.StoreNames(bindings)))
-		return
+	case len(out.Waiting) > 0:
+		log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", out.Waiting), slog.Bool("node_keeps_its_agreement", existed))
+	default:
+		log.Info("deployment retried by the engine once the agbot's own trouble ends")
 	}
-	log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
-		slog.Any("secrets", delivery.StoreNames(bindings)))
+}
+
+// remember records which node an agreement id is for, so that onReady
+// finds it.
+func (a *agbot) remember(id string, n relay.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nodes[id] = n
 }
 
 // ended waits for the node's agreement id to be absent or active, and
@@ -260,13 +265,11 @@ func (a *agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 		return
 	}
 	n, ok := parseNode(st.Node)
-	if !ok {
+	if !ok || c.StoreName == "" {
 		return
 	}
-	if c.StoreName == "" {
-		return
-	}
-	if err := a.engine.WaitForSecrets(ctx, n.String(), c.StoreName); err != nil {
+	a.remember(id, n)
+	if err := a.engine.WaitForSecrets(ctx, id, c.StoreName); err != nil {
 		log.Warn("could not wait for the secret to come back", slog.String("err", err.Error()))
 	}
 }

@@ -50,9 +50,9 @@ func TestSampleDeployment(t *testing.T) {
 	}
 
 	report := validate()
-	missing, other := dep.missingSecrets(report)
-	assert.Equal(t, []string{"myorg/web/api-key"}, missing)
-	assert.Empty(t, other)
+	require.Len(t, report.Errors(), 1)
+	assert.Equal(t, binding.CodeVaultSecretMissing, report.Errors()[0].Code)
+	assert.Equal(t, "web/api-key", report.Errors()[0].VaultSecret)
 
 	put(t, store, "myorg/web/api-key", "v")
 	report = validate()
@@ -63,24 +63,6 @@ func TestSampleDeployment(t *testing.T) {
 		Service: agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Arch: "amd64", Version: "1.0.0", Container: "web"},
 		Secrets: map[string]binding.BoundSecret{"api_key": {StoreNames: []string{"myorg/web/api-key"}, Format: agreement.FormatRaw}},
 	}}, bindings)
-}
-
-// Problems other than missing secrets are not waited for.
-func TestMissingSecretsSplitsOtherProblems(t *testing.T) {
-	df := sampleFile(t)
-	df.DeploymentPolicy = json.RawMessage(strings.Replace(string(df.DeploymentPolicy), `"secretBinding": [`,
-		`"secretBinding": [ { "serviceOrgid": "myorg", "serviceUrl": "com.example.web", "serviceVersionRange": "[1.0.0", "secrets": [ { "api_key": "web/other" } ] },`, 1))
-	dep, err := df.decode()
-	require.NoError(t, err)
-	report, err := binding.Validate(t.Context(), dep.target, binding.Options{Resolver: dep.catalog, Checker: must(binding.NewStoreChecker(memory.New(), "myorg"))})
-	require.NoError(t, err)
-	missing, other := dep.missingSecrets(report)
-	assert.Equal(t, []string{"myorg/web/api-key"}, missing)
-	var codes []binding.Code
-	for _, p := range other {
-		codes = append(codes, p.Code)
-	}
-	assert.Equal(t, []binding.Code{binding.CodeVersionRangeInvalid}, codes)
 }
 
 func sampleFile(t *testing.T) deploymentFile {

@@ -115,29 +115,6 @@ func (df deploymentFile) decode() (*deployment, error) {
 	return &deployment{org: df.Org, target: target, catalog: catalog}, nil
 }
 
-// missingSecrets splits a report's errors: the store names of bound
-// secrets that do not exist, and every other error. A deployment held up
-// only by missing secrets waits for them.
-func (d *deployment) missingSecrets(report *binding.Report) (missing []string, other []binding.Problem) {
-	for _, p := range report.Errors() {
-		if p.Code != binding.CodeVaultSecretMissing {
-			other = append(other, p)
-			continue
-		}
-		name, err := binding.ParseVaultSecretName(p.VaultSecret)
-		if err == nil {
-			var path string
-			if path, err = name.StorePath(d.org); err == nil {
-				missing = append(missing, path)
-				continue
-			}
-		}
-		other = append(other, p)
-	}
-	slices.Sort(missing)
-	return slices.Compact(missing), other
-}
-
 // deployment returns the deployment the agbot deploys now.
 func (a *agbot) deployment() *deployment {
 	a.mu.Lock()

@@ -86,7 +86,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/examples/internal/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -203,7 +202,7 @@ func run(c config, log *slog.Logger) (err error) {
 	}
 	defer demo.JoinOnReturn(&err, "closing the state", st.Close)
 
-	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}}
+	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}, nodes: map[string]relay.Node{}}
 	grace := c.grace
 	if grace == 0 {
 		grace = delivery.NoGrace
@@ -230,9 +229,6 @@ func run(c config, log *slog.Logger) (err error) {
 	agreements, err := a.count(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the agreements in the state: %w", err)
-	}
-	if a.checker, err = binding.NewStoreChecker(a.engine.Store(), dep.org); err != nil {
-		return err
 	}
 	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
 	if err != nil {
