@@ -207,3 +207,21 @@ func TestDeployNamesEveryInvalidField(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 }
+
+// An agreement of the deployment's id that exists with other services is
+// not retried: Register cannot change it in place, so Deploy returns its
+// ErrExists for the embedder to end and make it again.
+func TestDeployOfAnAgreementWithOtherServicesIsErrExists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.agent("node-1")
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db") // service org/svc without a container
+		h.start()
+		defer h.stop()
+		_, err := h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw"}))
+		require.ErrorIs(t, err, delivery.ErrExists)
+		cycles(2)
+		assert.NotContains(t, h.logs.String(), "deployment registered after waiting", "not retried")
+	})
+}
