@@ -76,8 +76,10 @@ func TestRenderOpenHorizonSecret(t *testing.T) {
 		{format: agreement.FormatJSON, data: hwWho, want: `{"key":"name","value":"World"}`},
 		{format: agreement.FormatValueOnly, data: hwWho, want: "World"},
 		{format: agreement.FormatValueOnly, data: secretstore.Data{"value": {}}, want: ""},
-		{format: agreement.FormatValueOnly, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, wantErr: `format "value_only" needs a "value" key, got 1 other keys`},
-		{format: agreement.FormatRaw, data: hwWho, wantErr: `format "raw" needs exactly one key, got 2`},
+		{format: agreement.FormatValueOnly, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, wantErr: `format "value_only" needs a "value" key, has 1 other keys`},
+		{format: agreement.FormatRaw, data: hwWho, want: "World"},
+		{format: agreement.FormatRaw, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, want: "s3cr3t-pw"},
+		{format: agreement.FormatRaw, data: secretstore.Data{"user": []byte("World"), "password": []byte("s3cr3t-pw")}, wantErr: `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
 		{format: "yaml", data: hwWho, wantErr: `unknown format "yaml"`},
 	}
 	for _, c := range cases {
