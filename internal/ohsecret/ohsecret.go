@@ -183,10 +183,17 @@ func FromFile(content []byte) (Details, error) {
 			return FromData(data)
 		}
 	}
+	return FromValue("", content)
+}
+
+// FromValue is the body of a secret file that holds one value (formats raw
+// and value_only) delivered with key: the content as it is. Binary content
+// cannot be a JSON string and is refused.
+func FromValue(key string, content []byte) (Details, error) {
 	if !utf8.Valid(content) {
 		return Details{}, errors.New("the secret file holds binary content, which the key/value body cannot carry (give the secret format json: binary values are base64-encoded there)")
 	}
-	return Details{Value: string(content)}, nil
+	return Details{Key: key, Value: string(content)}, nil
 }
 
 func checkUTF8(d secretstore.Data, keys ...string) error {
