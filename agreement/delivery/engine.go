@@ -238,8 +238,8 @@ type Engine struct {
 	mu       sync.Mutex
 	reasons  map[string]reasonEntry // by agreement id: why it is held back (noteReason)
 	changed  chan struct{}          // closed and replaced whenever a record changes
-	health   Health        // counts and store problem of the last cycle
-	stateErr error         // the last State failure; nil once a call succeeded
+	health   Health                 // counts and store problem of the last cycle
+	stateErr error                  // the last State failure; nil once a call succeeded
 }
 
 // New returns an Engine, or an error naming every missing or invalid
