@@ -135,7 +135,7 @@ func (a *agbot) deploy(ctx context.Context, n relay.Node) {
 	if !a.ended(ctx, id, n, agentKeys.EncryptionKeyID()) {
 		return
 	}
-	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, Logger: a.log})
+	report, err := binding.Validate(ctx, a.dep.target, binding.Options{Resolver: a.dep.catalog, Checker: a.checker, CheckFormats: true, Logger: a.log})
 	if err != nil {
 		log.Error("validating the deployment failed", slog.String("err", err.Error()))
 		return

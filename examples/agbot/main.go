@@ -13,6 +13,8 @@
 //	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
 //	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
+//	GET /admin/health, /admin/agreements/{id}   the delivery engine's health and an agreement's
+//	                                      status, with the reason it is held back, if so (admin token)
 //
 // The secrets APIs (package secretsapi) take the admin token as a bearer
 // token or as the password of "<org>/admin", so hzn works against them:
@@ -326,6 +328,9 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 	mux.Handle("/identity/", http.StripPrefix("/identity", ids))
 	mux.Handle("/relay/", a.relay)
 	mux.Handle(adminPathPrefix, &adminHandler{store: store, token: adminToken, log: log})
+	status := &statusHandler{engine: a.engine, token: adminToken}
+	mux.Handle(statusHealthPath, status)
+	mux.Handle(statusAgreementsPath, status)
 	return mux, nil
 }
 
