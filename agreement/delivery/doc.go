@@ -28,6 +28,18 @@
 // first, then the organisation- or user-level one): the first that exists is
 // desired, so deleting the node-level secret delivers the next one.
 //
+// # Reasons
+//
+// An agreement the engine cannot deliver now is never a silent wait. Its
+// Status.Reason, and Health.Reasons for all of them, carry a code from a
+// small closed set (ReasonCode: an agent that cannot be verified, a
+// secret its declared format cannot render, a secret absent, the store
+// unavailable, …) and a message naming what is wrong; each new cause is
+// logged once per agreement, at WARN for those someone must act on, and
+// again only when the cause changes or after it cleared. A secret its
+// format cannot render holds back only its own slot: the agreement's
+// other secrets are still updated.
+//
 // # Revocation
 //
 // A cancellation is never inferred from the agbot's own trouble. A bound
