@@ -32,6 +32,14 @@ func FuzzRenderSecret(f *testing.F) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(value, only), "value_only writes the value key's bytes")
 
+		// Written the Open Horizon way, whatever the key says: raw writes the value.
+		oh, err := renderSecret("s", agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"key": []byte(key), "value": value}})
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(value, oh), "raw writes an Open Horizon secret's value")
+		key2, single := ohKeyOf(agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"key": []byte(key), "value": value}})
+		assert.True(t, single)
+		assert.Equal(t, key, key2, "the key delivered with it is kept")
+
 		content, err := renderSecret("s", agreement.SecretDetails{Data: secretstore.Data{key: value}})
 		if !utf8.ValidString(key) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)

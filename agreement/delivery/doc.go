@@ -36,9 +36,10 @@
 // secret its declared format cannot render, a secret absent, the store
 // unavailable, …) and a message naming what is wrong; each new cause is
 // logged once per agreement, at WARN for those someone must act on, and
-// again only when the cause changes or after it cleared. A secret its
-// format cannot render holds back only its own slot: the agreement's
-// other secrets are still updated.
+// again only when the cause changes or after it cleared. A proposal waits
+// for every secret it carries; once proposed, a secret its format cannot
+// render holds back only itself: the agreement's other secrets are still
+// updated.
 //
 // # Revocation
 //
