@@ -64,7 +64,6 @@ func hznDeployment(t *testing.T) string {
 // WARN once and shows the reason in the agreement's status and its health,
 // while the JSON secret is still updated.
 func TestHznSecretReachesTheNodeInEveryFormat(t *testing.T) {
-	ctx := t.Context()
 	dir := t.TempDir()
 	agbotDir, agentDir := filepath.Join(dir, "agbot"), filepath.Join(dir, "agent")
 	value := "hzn-" + rand.Text()
@@ -76,17 +75,7 @@ func TestHznSecretReachesTheNodeInEveryFormat(t *testing.T) {
 	adminToken, err := demo.ReadToken(filepath.Join(agbotDir, "admin-token"))
 	require.NoError(t, err)
 
-	// hzn secretsmanager secret add -u myorg/admin:<token> --secretKey apikey --secretDetail <value> web/api-key
-	body, err := json.Marshal(map[string]string{"key": "apikey", "value": value})
-	require.NoError(t, err)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, agbotURL()+"/org/myorg/secrets/web/api-key", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.SetBasicAuth("myorg/admin", adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	hznAdd(t, agbotURL(), adminToken, "apikey", value, http.StatusCreated)
 
 	agent := start(t, "agent", nil, "-agbot", agbotURL(), "-agbot-keys", filepath.Join(agbotDir, "agbot.pub"),
 		"-bootstrap-token-file", filepath.Join(agbotDir, "bootstrap-token"), "-dir", agentDir,
@@ -136,6 +125,76 @@ func TestHznSecretReachesTheNodeInEveryFormat(t *testing.T) {
 	for _, p := range procs {
 		out := p.stdout.String() + p.stderr.String()
 		for _, never := range []string{value, rotated, adminToken, env.Token} {
+			assert.NotContains(t, out, never, "%s printed a value or token", p.name)
+		}
+	}
+}
+
+// hznAdd writes web/api-key as `hzn secretsmanager secret add -u
+// myorg/admin:<token> --secretKey <key> --secretDetail <value> web/api-key`
+// sends it, and checks the status (201, created or replaced).
+func hznAdd(t *testing.T, url, token, key, value string, want int) {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{"key": key, "value": value})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, url+"/org/myorg/secrets/web/api-key", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.SetBasicAuth("myorg/admin", token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, want, resp.StatusCode)
+}
+
+// A secret whose keys the example's "raw" format cannot render is reported
+// when the agreement is made (the deployment's secret_format_mismatch
+// warning), then held back with its reason; written again the hzn way, it
+// reaches the node.
+func TestHznUnrenderableSecretIsReportedAtDeployment(t *testing.T) {
+	dir := t.TempDir()
+	agbotDir, agentDir := filepath.Join(dir, "agbot"), filepath.Join(dir, "agent")
+	agbot := start(t, "agbot", nil, "-listen", "127.0.0.1:0", "-addr-file", filepath.Join(dir, "agbot.url"), "-dir", agbotDir,
+		"-deployment", filepath.Join("agbot", "deployment.json"), "-watch-interval", "1s", "-update-backoff", "1s", "-max-backoff", "2s")
+	agbotURL := readURL(t, filepath.Join(dir, "agbot.url"))
+	waitFor(t, "the agbot to listen", func() bool { return agbotURL() != "" }, agbot)
+	adminToken, err := demo.ReadToken(filepath.Join(agbotDir, "admin-token"))
+	require.NoError(t, err)
+	multi := "multi-" + rand.Text()
+	require.NoError(t, (&adminDataAPI{url: agbotURL(), token: adminToken}).put(t, "myorg/web/api-key", map[string]string{"user": "alice", "password": multi}))
+
+	agent := start(t, "agent", nil, "-agbot", agbotURL(), "-agbot-keys", filepath.Join(agbotDir, "agbot.pub"),
+		"-bootstrap-token-file", filepath.Join(agbotDir, "bootstrap-token"), "-dir", agentDir, "-listen", "127.0.0.1:0", "-poll", "200ms")
+	procs := []*proc{agbot, agent}
+	waitFor(t, "the deployment warning", func() bool {
+		return strings.Contains(agbot.stderr.String(), `problem="warning secret_format_mismatch`)
+	}, procs...)
+	waitFor(t, "the agreement's WARN line", func() bool { return strings.Contains(agbot.stderr.String(), "reason=FormatUnrenderable") }, procs...)
+	var health delivery.Health
+	adminGet(t, agbotURL(), adminToken, "/admin/health", &health)
+	require.Len(t, health.Reasons, 1, "%+v", health)
+	assert.Equal(t, delivery.ReasonFormatUnrenderable, health.Reasons[0].Code)
+	assert.Contains(t, health.Reasons[0].Message, `format "raw" needs exactly one key`)
+
+	value := "hzn-" + rand.Text()
+	hznAdd(t, agbotURL(), adminToken, "apikey", value, http.StatusCreated)
+	envFile := filepath.Join(agentDir, "env", instance+".json")
+	waitFor(t, "the node to get the value", func() bool {
+		env, err := demo.ReadEnv(envFile)
+		if err != nil {
+			return false
+		}
+		b, _ := os.ReadFile(filepath.Join(env.Mount, serviceSecret))
+		return string(b) == value
+	}, procs...)
+	waitFor(t, "the reason to clear", func() bool {
+		adminGet(t, agbotURL(), adminToken, "/admin/health", &health)
+		return health.Reasons == nil
+	}, procs...)
+	for _, p := range procs {
+		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
+		out := p.stdout.String() + p.stderr.String()
+		for _, never := range []string{value, multi, adminToken} {
 			assert.NotContains(t, out, never, "%s printed a value or token", p.name)
 		}
 	}
