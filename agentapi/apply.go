@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -57,6 +58,10 @@ type rendered struct {
 	name    string
 	content []byte
 	sum     string
+	// single: the file holds one value (formats raw and value_only), and
+	// ohKey is the Open Horizon key delivered with it (ohKeyOf).
+	single bool
+	ohKey  string
 }
 
 func render(name string, d agreement.SecretDetails) (rendered, error) {
@@ -65,7 +70,25 @@ func render(name string, d agreement.SecretDetails) (rendered, error) {
 		return rendered{}, err
 	}
 	sum := sha256.Sum256(content)
-	return rendered{name: name, content: content, sum: hex.EncodeToString(sum[:])}, nil
+	r := rendered{name: name, content: content, sum: hex.EncodeToString(sum[:])}
+	r.ohKey, r.single = ohKeyOf(d)
+	return r, nil
+}
+
+// ohKeyOf returns, for a secret whose file holds one value, the key the
+// Open Horizon profile answers with it: the "key" of a secret written the
+// Open Horizon way ({"key","value"}), or the name of a one-key secret's
+// key, as the agbot's secrets-manager API maps them (ohsecret.FromData).
+// single is false for a JSON-format secret, whose file holds every key.
+func ohKeyOf(d agreement.SecretDetails) (key string, single bool) {
+	k, single, err := agreement.ContentKey(d.Format, d.Data.Keys())
+	switch {
+	case err != nil || !single:
+		return "", false
+	case k == ohsecret.ValueMember:
+		return string(d.Data[ohsecret.KeyMember]), true
+	}
+	return k, true
 }
 
 // plan is the validated work of an apply for one instance.
@@ -165,6 +188,7 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			continue
 		} else {
 			pl.meta.Files = maps.Clone(old.Files)
+			pl.meta.Keys = maps.Clone(old.Keys)
 			pl.meta.Updated = slices.Clone(old.Updated)
 			pl.meta.Acknowledged = slices.Clone(old.Acknowledged)
 			pl.meta.Sequence, pl.meta.Sealed = old.Sequence, old.Sealed
@@ -346,10 +370,12 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 		}
 	}
 	updatedBefore := slices.Clone(m.Updated)
+	// keysChanged: an Open Horizon key changed, whether or not its file did.
+	keysChanged := false
 	// From here on, whatever was written is recorded, even on failure.
 	defer func() {
 		filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
-		if !filesChanged && !pl.regroup && !advanced {
+		if !filesChanged && !pl.regroup && !advanced && !keysChanged {
 			return
 		}
 		serr := syncDir(s.data, dir)
@@ -373,11 +399,13 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 			return written, err
 		}
 		delete(m.Files, name)
+		delete(m.Keys, name)
 		m.Updated = removeName(m.Updated, name)
 		m.Acknowledged = removeName(m.Acknowledged, name)
 	}
 	for _, f := range pl.files {
 		rel := m.file(f.name)
+		keysChanged = m.setKey(f) || keysChanged
 		if m.Files[f.name] == f.sum {
 			if mode, err := s.data.lstat(rel); err == nil && mode.IsRegular() {
 				if pl.regroup {

@@ -20,25 +20,14 @@ type binaryValue struct {
 // package documentation, "File content"). Errors name the secret and keys,
 // never values.
 func renderSecret(name string, d agreement.SecretDetails) ([]byte, error) {
-	switch d.Format {
-	case agreement.FormatRaw:
-		if len(d.Data) != 1 {
-			return nil, fmt.Errorf("secret %s: %w: format %q needs exactly one key, got %d", quoteName(name), secretstore.ErrInvalid, agreement.FormatRaw, len(d.Data))
-		}
-		for _, v := range d.Data {
-			return bytes.Clone(v), nil
-		}
-	case agreement.FormatValueOnly:
-		// Open Horizon's value_only: the "value" of a {"key","value"} secret.
-		v, ok := d.Data["value"]
-		if !ok {
-			return nil, fmt.Errorf("secret %s: %w: format %q needs a %q key, got %d other keys", quoteName(name), secretstore.ErrInvalid, agreement.FormatValueOnly, "value", len(d.Data))
-		}
-		return bytes.Clone(v), nil
-	case "", agreement.FormatJSON:
-		return renderJSON(name, d.Data)
+	key, single, err := agreement.ContentKey(d.Format, d.Data.Keys())
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("secret %s: %w: %w", quoteName(name), secretstore.ErrInvalid, err)
+	case single:
+		return bytes.Clone(d.Data[key]), nil
 	}
-	return nil, fmt.Errorf("secret %s: %w: unknown format %q", quoteName(name), secretstore.ErrInvalid, d.Format)
+	return renderJSON(name, d.Data)
 }
 
 func renderJSON(name string, data secretstore.Data) ([]byte, error) {

@@ -32,6 +32,14 @@ func FuzzRenderSecret(f *testing.F) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(value, only), "value_only writes the value key's bytes")
 
+		// Written the Open Horizon way, whatever the key says: raw writes the value.
+		oh, err := renderSecret("s", agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"key": []byte(key), "value": value}})
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(value, oh), "raw writes an Open Horizon secret's value")
+		key2, single := ohKeyOf(agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"key": []byte(key), "value": value}})
+		assert.True(t, single)
+		assert.Equal(t, key, key2, "the key delivered with it is kept")
+
 		content, err := renderSecret("s", agreement.SecretDetails{Data: secretstore.Data{key: value}})
 		if !utf8.ValidString(key) {
 			require.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -76,8 +84,10 @@ func TestRenderOpenHorizonSecret(t *testing.T) {
 		{format: agreement.FormatJSON, data: hwWho, want: `{"key":"name","value":"World"}`},
 		{format: agreement.FormatValueOnly, data: hwWho, want: "World"},
 		{format: agreement.FormatValueOnly, data: secretstore.Data{"value": {}}, want: ""},
-		{format: agreement.FormatValueOnly, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, wantErr: `format "value_only" needs a "value" key, got 1 other keys`},
-		{format: agreement.FormatRaw, data: hwWho, wantErr: `format "raw" needs exactly one key, got 2`},
+		{format: agreement.FormatValueOnly, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, wantErr: `format "value_only" needs a "value" key, has 1 other keys`},
+		{format: agreement.FormatRaw, data: hwWho, want: "World"},
+		{format: agreement.FormatRaw, data: secretstore.Data{"password": []byte("s3cr3t-pw")}, want: "s3cr3t-pw"},
+		{format: agreement.FormatRaw, data: secretstore.Data{"user": []byte("World"), "password": []byte("s3cr3t-pw")}, wantErr: `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
 		{format: "yaml", data: hwWho, wantErr: `unknown format "yaml"`},
 	}
 	for _, c := range cases {

@@ -53,8 +53,9 @@
 // # File content
 //
 // A secret of format [agreement.FormatRaw] is written as its single value's
-// bytes; one of format [agreement.FormatValueOnly] (Open Horizon's
-// "value_only") as the bytes of its "value" key. A secret of format
+// bytes (for a secret written the Open Horizon way, a "key" and a "value":
+// the value's); one of format [agreement.FormatValueOnly] (Open Horizon's
+// "value_only") as the bytes of its "value" key ([agreement.ContentKey]). A secret of format
 // [agreement.FormatJSON] (the default) is written
 // as one compact JSON object with its keys in sorted order: a value that is
 // valid UTF-8 becomes a JSON string; any other value becomes an object

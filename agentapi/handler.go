@@ -34,13 +34,15 @@ type HandlerOptions struct {
 	// 403 with the body "Unauthorized" for missing or bad credentials; 400
 	// for an empty or nested name and for a received parameter that is not
 	// true (strconv.ParseBool: "true", "1", "t", "T", "TRUE", "True");
-	// 405 for other methods; error bodies are plain text sentences. A
-	// secret's file content is mapped onto {"key","value"}: a file holding
-	// {"key":…,"value":…} (what anax writes) gives those two, a JSON object
-	// with one entry gives its name and value, any other text file (several
-	// entries, a raw or value-only secret) gives an empty key and the file's
-	// text as the value; a binary raw file cannot be carried and is answered
-	// 500. Unlike anax, a POST without received=true is answered 400 (anax
+	// 405 for other methods; error bodies are plain text sentences. A raw
+	// or value-only secret is answered, as anax answers the key/value it
+	// received, with the key it was delivered with (its "key", or the name
+	// of its one key; kept in the instance's metadata, across restarts) and
+	// the file's text as the value. A JSON secret's file is mapped onto
+	// {"key","value"}: a file holding {"key":…,"value":…} (what anax
+	// writes) gives those two, one entry gives its name and value, several
+	// entries give an empty key and the file's text as the value. A binary
+	// raw file cannot be carried and is answered 500. Unlike anax, a POST without received=true is answered 400 (anax
 	// answers 200 and records nothing) and a storage failure never leaves a
 	// request half answered.
 	//

@@ -180,28 +180,35 @@ func (s *Store) change(ctx context.Context, id string, fn func(*metadata) bool) 
 // secretstore.ErrNotFound when the instance has no such secret, and
 // secretstore.ErrInvalid for a name that is not a single path element.
 func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte, error) {
+	_, b, err := s.readSecret(ctx, instanceID, name)
+	return b, err
+}
+
+// readSecret is ReadSecret, also returning the instance's metadata as of
+// the read.
+func (s *Store) readSecret(ctx context.Context, instanceID, name string) (*metadata, []byte, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkSecretName(name); err != nil {
-		return nil, fmt.Errorf("agentapi: read: %w", err)
+		return nil, nil, fmt.Errorf("agentapi: read: %w", err)
 	}
 	m, err := s.lookup(instanceID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, ok := m.Files[name]; !ok {
-		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
 	}
 	b, err := s.readSecretFile(m, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed while we looked.
-		return nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agentapi: reading secret %s of instance %s: %w", quoteName(name), quoteName(instanceID), err)
+		return nil, nil, fmt.Errorf("agentapi: reading secret %s of instance %s: %w", quoteName(name), quoteName(instanceID), err)
 	}
-	return b, nil
+	return m, b, nil
 }
 
 // readSecretFile reads the file of one of m's secrets, never through a

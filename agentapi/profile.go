@@ -80,14 +80,24 @@ func (h *handler) ohListUpdated(w http.ResponseWriter, r *http.Request, id strin
 	h.log.Debug("secrets API", "instance", id, "method", r.Method, "status", http.StatusOK)
 }
 
-// ohGetSecret serves GET /api/v1/secrets/{name}.
+// ohGetSecret serves GET /api/v1/secrets/{name}: for a secret whose file
+// holds one value (raw, value_only), the key it was delivered with (kept in
+// the instance's metadata) and the file's content as the value, as anax
+// answers the key/value it received (resource/secret_api.go lines 300-311);
+// for a JSON file, the body ohsecret.FromFile maps it to.
 func (h *handler) ohGetSecret(w http.ResponseWriter, r *http.Request, id, name string) {
-	content, err := h.store.ReadSecret(r.Context(), id, name)
+	m, content, err := h.store.readSecret(r.Context(), id, name)
 	if err != nil {
 		h.secretError(w, r, id, name, err)
 		return
 	}
-	d, err := ohsecret.FromFile(content)
+	defer clear(content)
+	var d ohsecret.Details
+	if key, single := m.ohKey(name); single {
+		d, err = ohsecret.FromValue(key, content)
+	} else {
+		d, err = ohsecret.FromFile(content)
+	}
 	if err != nil {
 		h.log.Warn("secrets API: secret cannot be served as key/value", "instance", id, "secret", name, "err", err)
 		h.failText(w, r, id, http.StatusInternalServerError, fmt.Sprintf("secret %s: %s", quoteName(name), err))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The Open Horizon profile is checked against open-horizon/anax
@@ -261,4 +262,75 @@ func FuzzOpenHorizonPath(f *testing.F) {
 			t.Fatalf("status %d outside the profile for %s %q", w.Code, method, path)
 		}
 	})
+}
+
+// A secret written the Open Horizon way ({"key","value"}) and delivered in
+// a format whose file holds the value only is answered with the key it was
+// delivered with, as anax answers the key/value it received whatever the
+// file format (persistence/secrets.go line 46, resource/secrets_manager.go
+// lines 428-435, secret_api.go lines 300-311): after the proposal, after an
+// update that changes only the key, and after the store is reopened. The
+// file holds the value alone.
+func TestOpenHorizonProfileAnswersTheDeliveredKey(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "secrets")
+	oh := func(format, key, value string) agreement.SecretDetails {
+		return agreement.SecretDetails{Format: format, Data: secretstore.Data{"key": []byte(key), "value": []byte(value)}}
+	}
+	s, err := agentapi.Open(ctx, agentapi.Options{Root: root})
+	require.NoError(t, err)
+	_, err = s.ApplyProposal(ctx, agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: refHello,
+		Secrets: map[string]agreement.SecretDetails{
+			"value_only": oh(agreement.FormatValueOnly, "api-user", "v-s3cr3t"),
+			"raw":        oh(agreement.FormatRaw, "cert-name", "r-s3cr3t"),
+			"json":       oh(agreement.FormatJSON, "j-name", "j-s3cr3t"),
+			"one_key":    {Format: agreement.FormatRaw, Data: secretstore.Data{"password": []byte("p-s3cr3t")}},
+			"json_value": oh(agreement.FormatValueOnly, "k", `{"a":"b"}`),
+		}}}}, agentapi.Instances{refHello: {ID: "hello"}})
+	require.NoError(t, err)
+
+	get := func(t *testing.T, s *agentapi.Store, name string) string {
+		t.Helper()
+		h, err := agentapi.NewHandler(s, agentapi.HandlerOptions{OpenHorizon: true, Authenticate: testESS.Authenticate})
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		r := (&apiFixture{store: s, server: srv}).do(t, "GET", "/api/v1/secrets/"+name, essID, "token-hello", nil)
+		require.Equal(t, 200, r.status, "body: %s", r.body)
+		return string(r.body)
+	}
+	want := map[string]string{
+		"value_only": `{"key":"api-user","value":"v-s3cr3t"}`,
+		"raw":        `{"key":"cert-name","value":"r-s3cr3t"}`,
+		"json":       `{"key":"j-name","value":"j-s3cr3t"}`,
+		"one_key":    `{"key":"password","value":"p-s3cr3t"}`,
+		"json_value": `{"key":"k","value":"{\"a\":\"b\"}"}`, // the file's content as it is, not parsed
+	}
+	check := func(t *testing.T, s *agentapi.Store, when string) {
+		for name, body := range want {
+			assert.JSONEq(t, body, get(t, s, name), "%s %s", when, name)
+		}
+	}
+	check(t, s, "after the proposal:")
+	assert.Equal(t, "v-s3cr3t", string(mustRead(t, mountFile(t, s, "hello", "value_only"))), "the file holds the value only")
+
+	// The key alone changes: the file stays, the answer follows.
+	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refHello,
+		Secrets: map[string]agreement.SecretDetails{"value_only": oh(agreement.FormatValueOnly, "api-user-2", "v-s3cr3t")}}))
+	require.NoError(t, err)
+	want["value_only"] = `{"key":"api-user-2","value":"v-s3cr3t"}`
+	check(t, s, "after a key-only update:")
+	require.NoError(t, s.Close())
+
+	s, err = agentapi.Open(ctx, agentapi.Options{Root: root})
+	require.NoError(t, err)
+	defer s.Close()
+	check(t, s, "after reopening:")
+
+	// The key is kept in the agent's metadata, not beside the value.
+	files, err := filepath.Glob(filepath.Join(mountFile(t, s, "hello", "value_only"), "..", "*"))
+	require.NoError(t, err)
+	for _, f := range files {
+		assert.NotContains(t, string(mustRead(t, f)), "api-user-2", "file %s", f)
+	}
 }

@@ -420,7 +420,15 @@ type metadata struct {
 	// memory mode the file only lists the names: the digests are taken
 	// from the sealed copy at Open, so no fingerprint of a value is at
 	// rest.
-	Files        map[string]string `json:"files"`
+	Files map[string]string `json:"files"`
+	// Keys maps each secret whose file holds one value (formats raw and
+	// value_only) to the Open Horizon key delivered with it: the Open
+	// Horizon profile answers GET /api/v1/secrets/{name} with this key and
+	// the file's content as the value, as anax answers the key/value it
+	// received whatever the file format. It is kept here, in the agent's
+	// root-only metadata, never in the instance's directory beside the
+	// value.
+	Keys         map[string]string `json:"keys,omitempty"`
 	Updated      []string          `json:"updated"`
 	Acknowledged []string          `json:"acknowledged"`
 	// Sequence is the envelope sequence of the newest agreement message
@@ -465,6 +473,7 @@ func (m *metadata) gid() int {
 func (m *metadata) clone() *metadata {
 	c := *m
 	c.Files = maps.Clone(m.Files)
+	c.Keys = maps.Clone(m.Keys)
 	c.Updated = slices.Clone(m.Updated)
 	c.Acknowledged = slices.Clone(m.Acknowledged)
 	return &c
@@ -481,6 +490,32 @@ func (m *metadata) info() InstanceInfo {
 		GroupReadable: m.GroupReadable,
 		Group:         m.Group,
 	}
+}
+
+// setKey records the Open Horizon key of f (metadata.Keys) and reports
+// whether it changed.
+func (m *metadata) setKey(f rendered) bool {
+	old, had := m.Keys[f.name]
+	if !f.single {
+		delete(m.Keys, f.name)
+		return had
+	}
+	if had && old == f.ohKey {
+		return false
+	}
+	if m.Keys == nil {
+		m.Keys = map[string]string{}
+	}
+	m.Keys[f.name] = f.ohKey
+	return true
+}
+
+// ohKey returns the Open Horizon key of a secret whose file holds one value,
+// and false for a secret whose file holds every key (or that predates
+// metadata.Keys).
+func (m *metadata) ohKey(name string) (string, bool) {
+	k, ok := m.Keys[name]
+	return k, ok
 }
 
 // markUpdated records that name's file changed: updated, not acknowledged.
@@ -561,6 +596,11 @@ func (s *Store) readMetadata(id string) (*metadata, error) {
 	for name := range m.Files {
 		if err := checkSecretName(name); err != nil {
 			return nil, bad("%v", err)
+		}
+	}
+	for name := range m.Keys {
+		if _, ok := m.Files[name]; !ok {
+			return nil, bad("records a key for secret %s, which it does not list", quoteName(name))
 		}
 	}
 	if m.Files == nil {

@@ -239,7 +239,7 @@ func TestFileContent(t *testing.T) {
 		{name: "raw keeps bytes", details: rawSecret(binary), want: string(binary)},
 		{name: "raw empty value", details: rawSecret(nil), want: ""},
 		{name: "raw needs one key", details: agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"a": nil, "b": nil}},
-			wantErr: `format "raw" needs exactly one key, got 2`},
+			wantErr: `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
 		{name: "unknown format", details: agreement.SecretDetails{Format: "yaml", Data: secretstore.Data{"a": nil}},
 			wantErr: `unknown format "yaml"`},
 		{name: "key not UTF-8", details: agreement.SecretDetails{Data: secretstore.Data{"\xff": nil}},

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -26,7 +28,9 @@ const messageVersion = 1
 const (
 	// FormatJSON: the file holds the secret's key/value pairs as a JSON object.
 	FormatJSON = "json"
-	// FormatRaw: the secret has exactly one key; the file holds its value's bytes.
+	// FormatRaw: the file holds one value's bytes: those of the secret's
+	// only key, or, for a secret written the Open Horizon way (a "value"
+	// and a "key"), those of its "value".
 	FormatRaw = "raw"
 	// FormatValueOnly is Open Horizon's "value_only": the file holds the
 	// bytes of the secret's "value" key only (an Open Horizon secret is
@@ -35,7 +39,36 @@ const (
 )
 
 // valueKey is the key whose value FormatValueOnly writes.
-const valueKey = "value"
+const valueKey = ohsecret.ValueMember
+
+// ContentKey says how a secret in format with the given data keys is
+// rendered into its file: for FormatRaw and FormatValueOnly, single is true
+// and key is the key whose value is the whole file content (see those
+// formats); for FormatJSON (and ""), whose file holds every key, single is
+// false. It is the one rule of which formats a secret's data can be
+// rendered in: the agbot checks it before it proposes a secret, the agent
+// follows it when it writes the file. The error names the format and the
+// number of keys, never a value.
+func ContentKey(format string, keys []string) (key string, single bool, err error) {
+	switch format {
+	case "", FormatJSON:
+		return "", false, nil
+	case FormatRaw:
+		switch {
+		case len(keys) == 1:
+			return keys[0], true, nil
+		case ohsecret.IsKeyValue(keys):
+			return valueKey, true, nil
+		}
+		return "", false, fmt.Errorf("format %q needs exactly one key, or Open Horizon's %q and %q; has %d keys", FormatRaw, ohsecret.KeyMember, valueKey, len(keys))
+	case FormatValueOnly:
+		if slices.Contains(keys, valueKey) {
+			return valueKey, true, nil
+		}
+		return "", false, fmt.Errorf("format %q needs a %q key, has %d other keys", FormatValueOnly, valueKey, len(keys))
+	}
+	return "", false, fmt.Errorf("unknown format %.32q", format)
+}
 
 // Limits of message fields, beyond the overall message size limit.
 const (
@@ -93,22 +126,12 @@ func (s SecretDetails) MarshalJSON() ([]byte, error) {
 	return appendSecretDetails(make([]byte, 0, secretDetailsSize(s)), s), nil
 }
 
-// validate checks the format and that the data fits it: exactly one key for
-// FormatRaw, a "value" key (valueKey) for FormatValueOnly. Key names must be
-// non-empty.
-func (s SecretDetails) validate() error {
-	switch s.Format {
-	case "", FormatJSON:
-	case FormatRaw:
-		if len(s.Data) != 1 {
-			return fmt.Errorf("format %q needs exactly one key, has %d", FormatRaw, len(s.Data))
-		}
-	case FormatValueOnly:
-		if _, ok := s.Data[valueKey]; !ok {
-			return fmt.Errorf("format %q needs a %q key, has %d other keys", FormatValueOnly, valueKey, len(s.Data))
-		}
-	default:
-		return fmt.Errorf("unknown format %.32q", s.Format)
+// Validate checks the format and that the data can be rendered in it
+// (ContentKey), and that no key name is empty. Errors name the format and
+// keys, never values.
+func (s SecretDetails) Validate() error {
+	if _, _, err := ContentKey(s.Format, s.Data.Keys()); err != nil {
+		return err
 	}
 	if _, ok := s.Data[""]; ok {
 		return errors.New("data has an empty key")
@@ -189,7 +212,7 @@ func (ss ServiceSecrets) validate() error {
 		if err := CheckSecretName(name); err != nil {
 			return fmt.Errorf("service %s: %w", ss.Service, err)
 		}
-		if err := ss.Secrets[name].validate(); err != nil {
+		if err := ss.Secrets[name].Validate(); err != nil {
 			return fmt.Errorf("service %s: secret %q: %w", ss.Service, name, err)
 		}
 	}

@@ -56,7 +56,11 @@ func TestSecretDetailsValidate(t *testing.T) {
 		{"default format", SecretDetails{Data: oh}, ""},
 		{"json", SecretDetails{Format: FormatJSON, Data: oh}, ""},
 		{"raw with one key", SecretDetails{Format: FormatRaw, Data: one}, ""},
-		{"raw with two keys", SecretDetails{Format: FormatRaw, Data: oh}, `format "raw" needs exactly one key, has 2`},
+		{"raw with Open Horizon's key and value", SecretDetails{Format: FormatRaw, Data: oh}, ""},
+		{"raw with only a value key", SecretDetails{Format: FormatRaw, Data: secretstore.Data{valueKey: nil}}, ""},
+		{"raw with two other keys", SecretDetails{Format: FormatRaw, Data: secretstore.Data{"user": nil, "password": nil}}, `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
+		{"raw with key, value and another", SecretDetails{Format: FormatRaw, Data: secretstore.Data{"key": nil, valueKey: nil, "x": nil}}, `has 3 keys`},
+		{"raw with no key", SecretDetails{Format: FormatRaw, Data: secretstore.Data{}}, `has 0 keys`},
 		{"value_only with a value key", SecretDetails{Format: FormatValueOnly, Data: oh}, ""},
 		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{valueKey: nil}}, ""},
 		{"value_only without a value key", SecretDetails{Format: FormatValueOnly, Data: one}, `format "value_only" needs a "value" key, has 1 other keys`},
@@ -65,7 +69,7 @@ func TestSecretDetailsValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.details.validate()
+			err := c.details.Validate()
 			if c.wantErr == "" {
 				assert.NoError(t, err)
 				return

@@ -20,12 +20,13 @@ type storeChecker struct {
 
 // NewStoreChecker returns the ExistenceChecker of an agbot that holds the
 // store: it looks org's vault secrets up under "<org>/" in store with Stat,
-// so no value is read. A missing secret is (false, nil); other store errors
+// so no value is read for existence. It is also a KeyChecker: SecretKeys
+// reads the secret and keeps only its key names (the values are wiped). A missing secret is (false, nil); other store errors
 // are returned with their secretstore kind. A nil store is allowed and
 // makes every check fail with secretstore.ErrUnavailable (the hub has no
 // vault). org must be a single safe path element. The checker is safe for
 // concurrent use.
-func NewStoreChecker(store *secretstore.Store, org string) (ExistenceChecker, error) {
+func NewStoreChecker(store *secretstore.Store, org string) (KeyChecker, error) {
 	if err := safename.Check(org); err != nil {
 		return nil, fmt.Errorf("binding: organisation %s", err)
 	}
@@ -49,4 +50,23 @@ func (c *storeChecker) SecretExists(ctx context.Context, name VaultSecretName) (
 		return false, nil
 	}
 	return false, err
+}
+
+// SecretKeys implements KeyChecker.
+func (c *storeChecker) SecretKeys(ctx context.Context, name VaultSecretName) ([]string, error) {
+	path, err := name.StorePath(c.org)
+	if err != nil {
+		return nil, &secretstore.Error{Op: "get", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
+	}
+	if c.store == nil {
+		return nil, &secretstore.Error{Op: "get", Name: path, Kind: secretstore.ErrUnavailable, Err: errNoStore}
+	}
+	s, err := c.store.Get(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range s.Data {
+		clear(v)
+	}
+	return s.Data.Keys(), nil
 }

@@ -57,7 +57,8 @@ func (p Point) name() string {
 //	vault_secret_missing, store_unavailable,
 //	store_forbidden                        warning   error         error
 //	binding_conflict,
-//	secrets_mixed_deployment               warning   warning       warning
+//	secrets_mixed_deployment,
+//	secret_format_mismatch                 warning   warning       warning
 //	every other code                       error     error         error
 //
 // A problem of a binding or entry that no service needs (an invalid vault
@@ -137,6 +138,15 @@ const (
 	// deployments declares secrets at the top of its definition (design
 	// form); only its device containers get them. Warning.
 	CodeSecretsMixedDeployment Code = "secrets_mixed_deployment"
+	// CodeSecretFormatMismatch: the vault secret's content cannot be
+	// rendered in the format the service declares for it
+	// (agreement.ContentKey): a "raw" secret with several keys other than
+	// Open Horizon's "key" and "value", a "value_only" secret without a
+	// "value". Checked only with Options.CheckFormats and a Checker that
+	// implements KeyChecker (NewStoreChecker's does). A warning: the content may be rewritten;
+	// until it is, the agbot's delivery engine holds the agreement back
+	// with the reason delivery.ReasonFormatUnrenderable.
+	CodeSecretFormatMismatch Code = "secret_format_mismatch"
 	// CodeServiceUnresolved: a deployed service or a dependency could not
 	// be found (or its version constraint is invalid).
 	CodeServiceUnresolved Code = "service_unresolved"
@@ -155,7 +165,7 @@ func (c Code) severityAt(p Point) string {
 			return severityWarning
 		}
 		return severityError
-	case CodeBindingConflict, CodeSecretsMixedDeployment:
+	case CodeBindingConflict, CodeSecretsMixedDeployment, CodeSecretFormatMismatch:
 		return severityWarning
 	}
 	return severityError

@@ -43,6 +43,17 @@ type ExistenceChecker interface {
 	SecretExists(ctx context.Context, name VaultSecretName) (bool, error)
 }
 
+// KeyChecker is an ExistenceChecker that can also say which data keys a
+// vault secret has (never its values), so that Validate checks each
+// binding's declared format against the secret's content
+// (CodeSecretFormatMismatch). NewStoreChecker's checker is one.
+type KeyChecker interface {
+	ExistenceChecker
+	// SecretKeys returns the data key names of an existing secret,
+	// sorted. Errors carry the secretstore kinds.
+	SecretKeys(ctx context.Context, name VaultSecretName) ([]string, error)
+}
+
 // Options configure Validate.
 type Options struct {
 	// Resolver supplies the service definitions. Required.
@@ -61,6 +72,13 @@ type Options struct {
 	// Report.Bindings); without it, against its name as written, as anax
 	// checks at publication. It must be a single safe path element.
 	Node string
+	// CheckFormats, with a Checker that is a KeyChecker (NewStoreChecker's
+	// is), also checks each binding's declared format against the keys of
+	// the vault secret it resolves to (CodeSecretFormatMismatch). That
+	// reads each such secret once (its values are wiped at once), where
+	// the existence check only asks for metadata: the agbot's check before
+	// an agreement sets it.
+	CheckFormats bool
 	// Logger receives debug lines naming services, secrets and bindings
 	// (never values). Default: discard.
 	Logger *slog.Logger
@@ -710,6 +728,7 @@ func (v *validation) checkExistence(ctx context.Context) error {
 		v.log.Debug("vault secret checked", "vaultSecret", key, "exists", exists, "error", err)
 		return r, nil
 	}
+	keys := map[string][]string{}
 	for _, rb := range v.rep.Resolved {
 		cands := candidates(rb.VaultSecret, rb.NodeLevel, v.opts.Node)
 		found, failed := -1, existence{}
@@ -744,6 +763,49 @@ func (v *validation) checkExistence(ctx context.Context) error {
 		case found > 0:
 			v.add(CodeNodeSecretFallback, p, "Node-level vault secret %q, bound to secret %q of %s, does not exist; %q is used instead.", cands[0].String(), rb.ServiceSecret, of, cands[found].String())
 		}
+		if found >= 0 {
+			if err := v.checkFormat(ctx, rb, cands[found], keys); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkFormat reports a binding whose vault secret name (found to exist)
+// has content its declared format cannot render, when the checker can say
+// which keys the secret has (KeyChecker). keys caches the answers by name;
+// a check that fails is left out (existence was checked).
+func (v *validation) checkFormat(ctx context.Context, rb ResolvedBinding, name VaultSecretName, keys map[string][]string) error {
+	kc, ok := v.opts.Checker.(KeyChecker)
+	switch rb.Format {
+	case agreement.FormatJSON, agreement.FormatRaw, agreement.FormatValueOnly:
+	default:
+		return nil // reported as CodeSecretFormatInvalid
+	}
+	if !ok || !v.opts.CheckFormats {
+		return nil
+	}
+	k, done := keys[name.String()]
+	if !done {
+		var err error
+		k, err = kc.SecretKeys(ctx, name)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err != nil {
+			v.log.Debug("vault secret keys not checked", "vaultSecret", name.String(), "error", err)
+			k = nil
+		}
+		keys[name.String()] = k
+	}
+	if k == nil {
+		return nil
+	}
+	if _, _, err := agreement.ContentKey(rb.Format, k); err != nil {
+		p := Problem{Service: rb.Service, Binding: rb.Binding, ServiceSecret: rb.ServiceSecret, VaultSecret: rb.VaultSecret.String()}
+		v.add(CodeSecretFormatMismatch, p, "Vault secret %q, bound to secret %q of %s, cannot be written in the secret's format %q: %s; the agreement waits until the secret is rewritten (a key and a value, as hzn writes it) or bound with another format.",
+			name.String(), rb.ServiceSecret, placeRef(rb.Service, rb.Service.Container == ""), rb.Format, err)
 	}
 	return nil
 }

@@ -361,6 +361,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync,
 		Diverged: e.diverged(&r, now), Held: r.Held, Cancel: r.Cancel,
 		Attempts: r.Attempts, NextAttempt: r.NextAttempt, LastError: r.LastError, Rejection: r.Rejection, LastReply: r.LastReply,
+		Reason: e.reasonOf(&r),
 	}
 	for i, s := range r.Slots {
 		s.Desired = ev.desired[i]
@@ -374,6 +375,8 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 	case !st.InSync:
 		if p := e.Health(ctx).StoreProblem; p != "" {
 			st.Waiting = p
+		} else if st.Reason != nil {
+			st.Waiting = st.Reason.Message
 		}
 	}
 	return st, nil
@@ -414,6 +417,7 @@ func (e *Engine) Health(context.Context) Health {
 	if e.stateErr != nil {
 		h.StateProblem = e.stateErr.Error()
 	}
+	h.Reasons = e.reasonCounts()
 	e.mu.Unlock()
 	if h.StateProblem == "" {
 		h.StateProblem = e.member.Problem()

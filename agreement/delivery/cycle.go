@@ -349,8 +349,10 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		unnotified = map[string]Cancellation{}
 		decided    = map[string]Cancellation{}
 	)
+	live := map[string]string{}
 	err = e.state.Records(ctx, func(r Record) bool {
 		counts.Agreements++
+		live[r.ID] = r.LastError
 		if r.Phase == PhaseCancelling {
 			counts.Pending++
 			if e.diverged(&r, now) {
@@ -388,6 +390,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		}
 		return
 	}
+	e.pruneReasons(live, now)
 
 	if len(stale) > 0 {
 		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)

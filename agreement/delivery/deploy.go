@@ -158,7 +158,7 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 		return Deployed{}, fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, secretstore.ErrInvalid, err)
 	}
 	report, err := binding.Validate(ctx, d.Target, binding.Options{
-		Resolver: d.Resolver, Checker: checker, Point: binding.PointAgreement, Node: d.NodeID, Logger: e.log,
+		Resolver: d.Resolver, Checker: checker, Point: binding.PointAgreement, Node: d.NodeID, CheckFormats: true, Logger: e.log,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -37,6 +37,19 @@
 // its services keep running on the same instance. Other services or
 // secret names are a new agreement, which Register refuses.
 //
+// # Reasons
+//
+// An agreement the engine cannot deliver now is never a silent wait. Its
+// Status.Reason, and Health.Reasons for all of them, carry a code from a
+// small closed set (ReasonCode: an agent that cannot be verified, a
+// secret its declared format cannot render, a secret absent, the store
+// unavailable, …) and a message naming what is wrong; each new cause is
+// logged once per agreement, at WARN for those someone must act on, and
+// again only when the cause changes or after it cleared. A proposal waits
+// for every secret it carries; once proposed, a secret its format cannot
+// render holds back only itself: the agreement's other secrets are still
+// updated.
+//
 // # Revocation
 //
 // A cancellation is never inferred from the agbot's own trouble. A bound

@@ -162,6 +162,12 @@ type Status struct {
 	// Waiting says why nothing is sent now, if so: the store unavailable,
 	// a bound secret missing, a cancellation held.
 	Waiting string
+	// Reason is why the engine cannot deliver the agreement, or part of
+	// it, now: a code (ReasonAgentUnverified, ReasonFormatUnrenderable, …)
+	// and a message; nil when nothing holds it back. In a shared State it
+	// is known to the member that last worked on the agreement (others
+	// show LastError), except ReasonAgentRejected, which the record keeps.
+	Reason *Reason
 	// Diverged: the agent has not answered for longer than
 	// Options.DivergedAfter. The engine keeps trying.
 	Diverged bool
@@ -191,6 +197,10 @@ type Health struct {
 	// sync, Diverged those whose agents stopped answering, Held the
 	// cancellations held by the budget.
 	Agreements, Pending, Diverged, Held int
+	// Reasons counts, per reason code, the agreements this engine found
+	// it cannot deliver now (Status.Reason), with an example of each; nil
+	// when none.
+	Reasons []ReasonCount
 }
 
 // Engine is the agbot's delivery engine; see the package documentation.
@@ -233,9 +243,10 @@ type Engine struct {
 	deployGen uint64
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced whenever a record changes
-	health   Health        // counts and store problem of the last cycle
-	stateErr error         // the last State failure; nil once a call succeeded
+	reasons  map[string]reasonEntry // by agreement id: why it is held back (noteReason)
+	changed  chan struct{}          // closed and replaced whenever a record changes
+	health   Health                 // counts and store problem of the last cycle
+	stateErr error                  // the last State failure; nil once a call succeeded
 }
 
 // New returns an Engine, or an error naming every missing or invalid
@@ -276,6 +287,7 @@ func New(opts Options) (*Engine, error) {
 		cycleNow:  make(chan struct{}, 1),
 		absent:    map[string]ObservedState{},
 		deploys:   map[string]pendingDeploy{},
+		reasons:   map[string]reasonEntry{},
 		changed:   make(chan struct{}),
 	}
 	if m, ok := opts.State.(Membership); ok {

@@ -55,6 +55,9 @@ type job struct {
 	// there is nothing to send.
 	envelope []byte
 	keys     *agreement.PublicKeys
+	// reason is why the agreement (or part of it) cannot be delivered
+	// now; nil when nothing holds it back.
+	reason *Reason
 }
 
 // outcome is what became of one envelope handed to the transport.
@@ -99,6 +102,13 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	}
 	wg.Wait()
 
+	for _, j := range jobs {
+		if j.remove {
+			e.noteReason(j.rec.ID, j.rec.Node, nil, now)
+		} else {
+			e.noteReason(j.rec.ID, j.rec.Node, j.reason, now)
+		}
+	}
 	if len(b.fresh) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, b.fresh...)
 		e.noteState(err)
@@ -311,6 +321,10 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 	return r.val, r.err
 }
 
+// errUnrenderable: a bound secret's content cannot be rendered in its
+// declared format.
+var errUnrenderable = errors.New("cannot be rendered in its declared format")
+
 // errObservationBehind: a read found other content than the stored
 // observation of a name another member of a shared State polls.
 var errObservationBehind = errors.New("the store has other content than the member polling it observed; waiting for its next cycle")
@@ -376,7 +390,7 @@ func (b *batch) prepareCancel(ctx context.Context, j *job) {
 	r := j.rec
 	keys, err := b.agentKeys(ctx, r.Node)
 	if err != nil {
-		b.wait(r, fmt.Sprintf("the keys of the agent on node %q: %v", r.Node, err))
+		b.wait(j, ReasonAgentUnverified, fmt.Sprintf("the agent on node %q cannot be verified: %v", r.Node, err))
 		return
 	}
 	u := agreement.Update{AgreementID: r.ID, Kind: agreement.UpdateKindCancel, Payload: cancelPayload}
@@ -392,7 +406,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 	e, r := b.e, j.rec
 	keys, err := b.agentKeys(ctx, r.Node)
 	if err != nil {
-		b.wait(r, fmt.Sprintf("the keys of the agent on node %q: %v", r.Node, err))
+		b.wait(j, ReasonAgentUnverified, fmt.Sprintf("the agent on node %q cannot be verified: %v", r.Node, err))
 		return
 	}
 	if r.Proposed && keys.EncryptionKeyID() != r.AgentKey {
@@ -410,11 +424,21 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		values   = map[int]*secretstore.Secret{}
 		problems []string
 		absent   bool
+		code     ReasonCode
 	)
 	note := func(err error) {
 		var ae *absentError
-		if errors.As(err, &ae) {
-			absent = true
+		c := ReasonStoreUnavailable
+		switch {
+		case errors.As(err, &ae):
+			absent, c = true, ReasonSecretAbsent
+		case errors.Is(err, errObservationBehind):
+			c = ReasonObservationBehind
+		case errors.Is(err, errUnrenderable):
+			c = ReasonFormatUnrenderable
+		}
+		if len(problems) == 0 || c.rank() < code.rank() {
+			code = c
 		}
 		problems = append(problems, err.Error())
 	}
@@ -438,6 +462,10 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 			continue
 		}
 		s.Desired = c
+		if err := (agreement.SecretDetails{Format: r.binding(*s).Format, Data: v.Data}).Validate(); err != nil {
+			note(fmt.Errorf("service %s: secret %q: store secret %q %w: %w", r.Services[s.Service].Service, s.Name, c.StoreName, errUnrenderable, err))
+			continue
+		}
 		send = append(send, i)
 		values[i] = v
 	}
@@ -448,7 +476,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		if absent {
 			why = "waiting: " + why
 		}
-		b.wait(r, why)
+		b.wait(j, code, why)
 		return
 	case len(send) == 0:
 		// In sync.
@@ -458,7 +486,9 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		return
 	}
 	if len(problems) > 0 {
+		// The others are sent; these wait.
 		r.LastError = clip(strings.Join(problems, "; "))
+		j.reason = &Reason{Code: code, Message: r.LastError}
 	}
 
 	contents := make(map[int]Content, len(send))
@@ -538,7 +568,7 @@ func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, ty
 		j.envelope, err = seal(agreement.Header{Sequence: seq, Time: b.now})
 	}
 	if err != nil {
-		b.wait(r, "sealing the "+string(typ)+": "+err.Error())
+		b.wait(j, ReasonSealFailed, "sealing the "+string(typ)+": "+err.Error())
 		return
 	}
 	j.keys = keys
@@ -552,10 +582,13 @@ func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, ty
 		slog.String("kind", kind), slog.Uint64("sequence", seq), slog.Any("secrets", slotNames(r, contents)), slog.Int("attempt", r.Attempts))
 }
 
-// wait records why nothing is sent now and when to try again.
-func (b *batch) wait(r *Record, why string) {
+// wait records why nothing is sent now (code and why) and when to try
+// again.
+func (b *batch) wait(j *job, code ReasonCode, why string) {
+	r := j.rec
 	r.Attempts++
 	r.LastError = clip(why)
+	j.reason = &Reason{Code: code, Message: r.LastError}
 	r.NextAttempt = b.now.Add(b.e.backoff(r.Attempts))
 	b.e.log.Debug("agreement waiting", slog.String("agreement", r.ID), slog.String("why", r.LastError),
 		slog.Duration("retry_in", r.NextAttempt.Sub(b.now)))

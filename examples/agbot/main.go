@@ -16,6 +16,8 @@
 //	/identity/instance...                 agent identity: register, refresh; revoke with the admin token
 //	/relay/...                            the agreement-message relay standing in for the exchange (untrusted, open)
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
+//	GET /admin/health, /admin/agreements/{id}   the delivery engine's health and an agreement's
+//	                                      status, with the reason it is held back, if so (admin token)
 //
 // The secrets APIs' handler (package secretsapi) is the server's own
 // handler, in front of the others, so that no mux cleans a path and
@@ -324,13 +326,14 @@ func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminTo
 		}
 		return nil
 	})
-	return agbotAPI(store, a.dep.org, adminToken, ids, a.relay, log)
+	return agbotAPI(store, a.dep.org, adminToken, ids, a.relay, &statusHandler{engine: a.engine, token: adminToken}, log)
 }
 
 // agbotAPI is newMux's handler over its parts: the secrets APIs at the
-// front, the identity API under /identity/, the relay under /relay/ and
-// the demo admin API under /admin/secrets/.
-func agbotAPI(store *secretstore.Store, org, adminToken string, ids, relayServer http.Handler, log *slog.Logger) (http.Handler, error) {
+// front, the identity API under /identity/, the relay under /relay/, the
+// demo admin API under /admin/secrets/ and the engine's status under
+// /admin/health and /admin/agreements/.
+func agbotAPI(store *secretstore.Store, org, adminToken string, ids, relayServer, status http.Handler, log *slog.Logger) (http.Handler, error) {
 	admin := &adminHandler{store: store, token: adminToken, log: log}
 	identityAPI := http.StripPrefix("/identity", ids)
 	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -341,6 +344,8 @@ func agbotAPI(store *secretstore.Store, org, adminToken string, ids, relayServer
 			relayServer.ServeHTTP(w, r)
 		case strings.HasPrefix(p, adminPathPrefix):
 			admin.ServeHTTP(w, r)
+		case p == statusHealthPath, strings.HasPrefix(p, statusAgreementsPath):
+			status.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}

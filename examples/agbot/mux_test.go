@@ -58,7 +58,7 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		})
 	}
-	h, err := agbotAPI(store, org, token, record("identity"), record("relay"), slog.New(slog.DiscardHandler))
+	h, err := agbotAPI(store, org, token, record("identity"), record("relay"), record("status"), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -102,6 +102,18 @@ func Decode(r io.Reader, limit int) (Details, error) {
 	return Details{Key: *body.Key, Value: *body.Value}, nil
 }
 
+// IsKeyValue reports whether a secret's data keys are Open Horizon's: a
+// "value", with or without a "key" (what the Open Horizon API writes).
+func IsKeyValue(keys []string) bool {
+	switch len(keys) {
+	case 1:
+		return keys[0] == ValueMember
+	case 2:
+		return keys[0] == KeyMember && keys[1] == ValueMember || keys[0] == ValueMember && keys[1] == KeyMember
+	}
+	return false
+}
+
 // FromData maps a secret's data onto the body:
 //
 //   - data with a "value" and at most a "key" besides (what the Open Horizon
@@ -115,10 +127,8 @@ func Decode(r io.Reader, limit int) (Details, error) {
 // Values must be valid UTF-8, since the body carries them as JSON strings;
 // the error names the key, never the value.
 func FromData(d secretstore.Data) (Details, error) {
-	_, hasValue := d[ValueMember]
-	_, hasKey := d[KeyMember]
 	switch {
-	case hasValue && (len(d) == 1 || len(d) == 2 && hasKey):
+	case IsKeyValue(d.Keys()):
 		if err := checkUTF8(d, KeyMember, ValueMember); err != nil {
 			return Details{}, err
 		}
@@ -173,10 +183,17 @@ func FromFile(content []byte) (Details, error) {
 			return FromData(data)
 		}
 	}
+	return FromValue("", content)
+}
+
+// FromValue is the body of a secret file that holds one value (formats raw
+// and value_only) delivered with key: the content as it is. Binary content
+// cannot be a JSON string and is refused.
+func FromValue(key string, content []byte) (Details, error) {
 	if !utf8.Valid(content) {
 		return Details{}, errors.New("the secret file holds binary content, which the key/value body cannot carry (give the secret format json: binary values are base64-encoded there)")
 	}
-	return Details{Value: string(content)}, nil
+	return Details{Key: key, Value: string(content)}, nil
 }
 
 func checkUTF8(d secretstore.Data, keys ...string) error {
