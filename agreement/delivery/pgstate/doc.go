@@ -143,10 +143,14 @@
 // an error matching delivery.ErrStateUnavailable, and works again once it
 // is back. Calls the database certainly did not run are run again (a
 // session the server ended, a serialization failure), so are calls that
-// can be run twice (reads, upserts, deletes); a connection idle for more
-// than 100 ms is pinged before use, and the pool is reset after
-// connection trouble, so that the dead connections a server restart
-// leaves are never handed out. A membership that lapsed during an outage
+// can be run twice (reads, upserts, deletes). Every connection the pool
+// hands out is checked first without a round trip: one whose session
+// ended (a server restart, however quick; an administrator) has the end
+// of its stream or the server's last message waiting on its socket, and
+// is pinged, dropped and replaced by a fresh one before the call's
+// statement is sent. A connection idle for more than 100 ms is pinged
+// anyway, and the pool is reset after connection trouble, so that the
+// dead connections a server restart leaves are never handed out. A membership that lapsed during an outage
 // is not renewed: Heartbeat then fails with delivery.ErrLeaseLost and the
 // member joins again.
 //

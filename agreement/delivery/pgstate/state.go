@@ -114,7 +114,7 @@ func Open(ctx context.Context, opts Options) (delivery.State, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.ConnectTimeout = s.timeout
-	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingIdle }
+	cfg.ShouldPing = shouldPing
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -218,11 +218,28 @@ func classify(err error) failure {
 	return unknown
 }
 
-// pingIdle: a connection idle for longer is pinged before use. A server
-// restart leaves every idle connection of the pool dead, and a statement
-// sent on one fails without telling whether it ran; no restart is faster
-// than this, and a busy pool reuses its connections well within it.
+// pingIdle: a connection idle for longer is pinged before use, whatever
+// its socket shows (see shouldPing).
 const pingIdle = 100 * time.Millisecond
+
+// shouldPing decides, for every connection the pool hands out (so for
+// every call of the State), whether to ping it first. A session that
+// ended while the connection sat in the pool (a server restarted, however
+// quickly it came back; an administrator ending sessions) leaves it dead,
+// and a statement sent on it fails without telling whether it ran: a
+// write to a socket whose peer closed it succeeds, the read after it
+// finds the end of the stream. Such a connection shows it before any
+// byte is sent: its socket has the end of the stream, the server's FATAL
+// message or a reset to read (quiet). It is pinged, the ping fails, and
+// the pool drops it and hands out another connection, a fresh one once
+// the dead are gone: the call runs on a live session and the server sees
+// it once. A connection that is quiet is used as it is, without a round
+// trip, unless it sat idle longer than pingIdle: a connection the
+// network lost says nothing, and a ping finds it before a statement whose
+// outcome would then be unknown.
+func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
+	return p.IdleDuration > pingIdle || !quiet(p.Conn.PgConn().Conn())
+}
 
 // maxTries bounds the tries of one call.
 const maxTries = 3
