@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
 // Defaults of Options; the doc comment of each field states its value.
@@ -72,19 +73,32 @@ var (
 )
 
 // Open connects to the database, applies the schema's migrations, and
-// returns the State. The State is also a delivery.Membership (assert it
-// with st.(delivery.Membership)): delivery.New finds that and joins,
-// heartbeats and leaves by itself. An unreachable database fails with an
-// error matching delivery.ErrStateUnavailable: the agbot may retry. A
-// schema made by a newer agbot fails with ErrSchemaNewer; an
-// Options.Schema that PostgreSQL text cannot hold, with an error matching
+// returns the State, for delivery.Options.State, and the hub's identity
+// records kept in the same database and schema (an identity.CertStore),
+// so that every agbot sharing the database verifies every agent, and an
+// agent registers once whichever agbot it reaches. The State is also a
+// delivery.Membership (assert it with st.(delivery.Membership)):
+// delivery.New finds that and joins, heartbeats and leaves by itself. An
+// unreachable database fails with an error matching
+// delivery.ErrStateUnavailable: the agbot may retry. A schema made by a
+// newer agbot fails with ErrSchemaNewer; an Options.Schema that
+// PostgreSQL text cannot hold, with an error matching
 // secretstore.ErrInvalid.
 //
-// Close of the State closes the connection pool. Later calls fail with
-// delivery.ErrStateUnavailable. It does not leave: members joined through
-// the State stay live until their heartbeats lapse (call Leave first for
-// an orderly stop).
-func Open(ctx context.Context, opts Options) (delivery.State, error) {
+// Close of the State closes the connection pool. Later calls of either
+// fail (the State's with delivery.ErrStateUnavailable, the CertStore's
+// with secretstore.ErrUnavailable). It does not leave: members joined
+// through the State stay live until their heartbeats lapse (call Leave
+// first for an orderly stop).
+func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore, error) {
+	s, err := open(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, &certStore{s: s, q: newCertQueries(pgx.Identifier{s.schema}.Sanitize())}, nil
+}
+
+func open(ctx context.Context, opts Options) (*state, error) {
 	if opts.URL == "" {
 		return nil, errors.New("pgstate: Options.URL is required")
 	}
