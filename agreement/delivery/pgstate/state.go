@@ -98,6 +98,7 @@ func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore
 	return s, &certStore{s: s, q: newCertQueries(pgx.Identifier{s.schema}.Sanitize())}, nil
 }
 
+// open is Open without the CertStore.
 func open(ctx context.Context, opts Options) (*state, error) {
 	if opts.URL == "" {
 		return nil, errors.New("pgstate: Options.URL is required")
