@@ -33,6 +33,28 @@ func TestQuiet(t *testing.T) {
 	assert.Eventually(t, func() bool { return !quiet(conn.PgConn().Conn()) }, 10*time.Second, time.Millisecond,
 		"a session the server ended")
 
+	// A reader blocked on the connection (pgx's background reader may be
+	// left so) holds the descriptor's read lock: quiet does not wait for it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	server, err := ln.Accept()
+	require.NoError(t, err)
+	defer server.Close()
+	go func() { _, _ = client.Read(make([]byte, 1)) }()
+	time.Sleep(50 * time.Millisecond) // for the reader to block: if it has not, the case is weaker, not wrong
+	done := make(chan bool)
+	go func() { done <- quiet(client) }()
+	select {
+	case q := <-done:
+		assert.True(t, q, "a live socket with a reader waiting on it")
+	case <-time.After(10 * time.Second):
+		t.Fatal("quiet waited for the reader")
+	}
+
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()

@@ -29,10 +29,12 @@ func quiet(c net.Conn) bool {
 		return false
 	}
 	var peekErr error
-	err = raw.Read(func(fd uintptr) bool {
+	// Control, not Read: Read would wait for the descriptor's read lock,
+	// which a reader pgx left blocked on the connection may hold; a
+	// peek that does not wait needs no lock.
+	err = raw.Control(func(fd uintptr) {
 		var b [1]byte
 		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true // once, never waiting
 	})
 	// Only "it would block" means nothing is there; a byte, the end of
 	// the stream (no error) or an error mean the session is over or
