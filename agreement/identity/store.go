@@ -145,7 +145,7 @@ func (s *memoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
 	key := nonceKey{instanceKey{u.Provider, u.InstanceID}, string(u.Nonce)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, used := s.nonces[key]; used {
+	if expires, used := s.nonces[key]; used && !expires.Before(u.Now) {
 		return newError(opStore, id, ErrReplayed, "nonce already used", nil)
 	}
 	if len(s.nonces) >= s.sweepAt {

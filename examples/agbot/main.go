@@ -272,20 +272,20 @@ func run(c config, log *slog.Logger) (err error) {
 }
 
 // openState opens the delivery engine's state that -state names, and the
-// identity records kept with it: in the state file, or in memory (an
-// agbot sharing PostgreSQL keeps them per process, so an agent registers
-// with each agbot it uses). It returns a description for the log, without
-// credentials.
+// identity records kept with it: in the state file, in the PostgreSQL
+// database (shared by every agbot using it, so any of them verifies any
+// agent, and an agent registers once whichever agbot it reaches), or in
+// memory. It returns a description for the log, without credentials.
 func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State, identity.CertStore, string, error) {
 	switch {
 	case c.state == "memory":
 		return delivery.NewMemoryState(), identity.NewMemoryCertStore(), "memory", nil
 	case strings.HasPrefix(c.state, "postgres://") || strings.HasPrefix(c.state, "postgresql://"):
-		st, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, LeasePeriod: c.leasePeriod, Logger: log})
+		st, certs, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, LeasePeriod: c.leasePeriod, Logger: log})
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("opening the PostgreSQL state: %w", err)
 		}
-		return st, identity.NewMemoryCertStore(), "postgresql (member " + c.member + ")", nil
+		return st, certs, "postgresql (member " + c.member + ")", nil
 	}
 	path := c.state
 	if path == "" {

@@ -82,7 +82,7 @@ func startAgbot(ctx context.Context, cfg agbotConfig, log *slog.Logger) (*runnin
 	if err != nil {
 		return nil, err
 	}
-	st, err := pgstate.Open(ctx, pgstate.Options{URL: cfg.PostgresURL, LeasePeriod: cfg.LeasePeriod, Timeout: cfg.Timeout, Logger: log})
+	st, _, err := pgstate.Open(ctx, pgstate.Options{URL: cfg.PostgresURL, LeasePeriod: cfg.LeasePeriod, Timeout: cfg.Timeout, Logger: log})
 	if err != nil {
 		return nil, err
 	}

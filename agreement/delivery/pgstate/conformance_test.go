@@ -33,7 +33,7 @@ func harnessMaker(db *pgtest.Database) statetest.HarnessMaker {
 }
 
 func (h *harness) MakeState(ctx context.Context) (delivery.State, error) {
-	st, err := pgstate.Open(ctx, pgstate.Options{URL: h.db.URL, Schema: h.schema})
+	st, _, err := pgstate.Open(ctx, pgstate.Options{URL: h.db.URL, Schema: h.schema})
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,16 @@
 // within one lease period. It passes the delivery/statetest conformance
 // suite on a real server, and it is a delivery.Membership.
 //
-//	st, err := pgstate.Open(ctx, pgstate.Options{URL: "postgres://agbot@db/hub"})
+//	st, certs, err := pgstate.Open(ctx, pgstate.Options{URL: "postgres://agbot@db/hub"})
 //	...
 //	lease, err := st.(delivery.Membership).Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
+//
+// certs holds the hub's identity records (an identity.CertStore, for
+// identity.IssuerOptions.Store and VerifierOptions.Store) in the same
+// database: every agbot sharing it verifies every agent, an agent
+// registers once whichever agbot it reaches, and a request proof one agbot
+// accepted is refused by all. It passes the identity/certstoretest
+// conformance suite, two agbots sharing it included.
 //
 // Open Horizon's agbot shares one PostgreSQL database the same way
 // (anax, agreementbot/persistence/postgresql/partition.go): each agbot
@@ -51,6 +58,14 @@
 //   - members: one row per member id, with its incarnation and the
 //     database time its membership expires.
 //   - the sequences epochs (NewEpoch) and member_incarnations.
+//   - identities: the identity records, one row per (provider,
+//     instance_id), compare-and-set on revision; a revoked record stays as
+//     a tombstone.
+//   - nonces (provider, instance_id, nonce): the request proofs accepted;
+//     the primary key makes each single-use across agbots. Each use
+//     deletes up to 64 nonces that expired more than a minute before (an
+//     allowance for the agbots' clocks), so the table holds about one
+//     proof window's nonces.
 //
 // Ids and names are text in the "C" collation, so that the database
 // orders them as Go does; PostgreSQL text cannot hold invalid UTF-8 or
@@ -146,10 +161,14 @@
 // an error matching delivery.ErrStateUnavailable, and works again once it
 // is back. Calls the database certainly did not run are run again (a
 // session the server ended, a serialization failure), so are calls that
-// can be run twice (reads, upserts, deletes); a connection idle for more
-// than 100 ms is pinged before use, and the pool is reset after
-// connection trouble, so that the dead connections a server restart
-// leaves are never handed out. A membership that lapsed during an outage
+// can be run twice (reads, upserts, deletes). Every connection the pool
+// hands out is checked first without a round trip: one whose session
+// ended (a server restart, however quick; an administrator) has the end
+// of its stream or the server's last message waiting on its socket, and
+// is pinged, dropped and replaced by a fresh one before the call's
+// statement is sent. A connection idle for more than 100 ms is pinged
+// anyway, and the pool is reset after connection trouble, so that the
+// dead connections a server restart leaves are never handed out. A membership that lapsed during an outage
 // is not renewed: Heartbeat then fails with delivery.ErrLeaseLost and the
 // member joins again.
 //

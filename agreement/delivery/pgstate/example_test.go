@@ -31,7 +31,7 @@ func ExampleOpen() {
 
 	agbots := map[string]delivery.State{}
 	for _, id := range []string{"agbot-1", "agbot-2"} {
-		st, err := pgstate.Open(ctx, pgstate.Options{URL: srv.URL, LeasePeriod: 30 * time.Second})
+		st, _, err := pgstate.Open(ctx, pgstate.Options{URL: srv.URL, LeasePeriod: 30 * time.Second})
 		if err != nil {
 			fmt.Println(err)
 			return

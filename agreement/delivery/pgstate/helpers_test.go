@@ -27,7 +27,7 @@ type sharedState interface {
 func open(t testing.TB, url string, opts pgstate.Options) sharedState {
 	t.Helper()
 	opts.URL = url
-	st, err := pgstate.Open(t.Context(), opts)
+	st, _, err := pgstate.Open(t.Context(), opts)
 	require.NoError(t, err, "opening the state")
 	t.Cleanup(func() { _ = st.Close() })
 	shared, ok := st.(sharedState)

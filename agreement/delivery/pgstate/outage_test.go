@@ -80,8 +80,15 @@ func assertAllWork(t *testing.T, calls map[string]func(context.Context) error) {
 // record and fills the pool with connections.
 func outageSetup(t *testing.T, opts pgstate.Options) (*pgtest.Server, *member, delivery.Record) {
 	srv := pgtest.Start(t, pgtest.Options{})
+	m, rec := fillPool(t, srv.URL, opts)
+	return srv, m, rec
+}
+
+// fillPool joins one member on url with a pool of four connections, stores
+// a record and fills the pool.
+func fillPool(t *testing.T, url string, opts pgstate.Options) (*member, delivery.Record) {
 	opts.MaxConns = 4
-	m := joinAll(t, srv.URL, opts, "agbot-1")[0]
+	m := joinAll(t, url, opts, "agbot-1")[0]
 	rec := newRecord("agr-1", time.Time{}, "org/db")
 	require.NoError(t, m.Create(t.Context(), rec))
 	done := make(chan error, 4)
@@ -91,7 +98,7 @@ func outageSetup(t *testing.T, opts pgstate.Options) (*pgtest.Server, *member, d
 	for range 4 {
 		require.NoError(t, <-done)
 	}
-	return srv, m, *rec
+	return m, *rec
 }
 
 // TestDatabaseOutage: while the server is stopped, killed or hung, every
@@ -124,27 +131,6 @@ func TestDatabaseOutage(t *testing.T) {
 			got, err := m.Get(t.Context(), rec.ID)
 			require.NoError(t, err)
 			assert.Equal(t, 2, got.Attempts, "the Updates made before and after the outage are kept")
-		})
-	}
-}
-
-// TestRestartBetweenCalls: a server restart between two calls, with no
-// call in between to notice it, leaves the pool full of dead connections;
-// the next calls get fresh ones.
-func TestRestartBetweenCalls(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		down func(*pgtest.Server) error
-	}{
-		{"stopped", (*pgtest.Server).Stop},
-		{"killed", (*pgtest.Server).Kill},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			srv, m, rec := outageSetup(t, pgstate.Options{LeasePeriod: time.Minute})
-			calls := everyCall(m, rec, "org/db")
-			require.NoError(t, c.down(srv))
-			require.NoError(t, srv.Start(t.Context()))
-			assertAllWork(t, calls)
 		})
 	}
 }

@@ -137,6 +137,39 @@ END
 $$;
 `,
 	},
+	{
+		description: "identity records and request nonces",
+		sql: `
+-- The hub's identity records (identity.CertStore), one per instance. A
+-- revoked record is a tombstone and stays. revision is the compare-and-set
+-- counter.
+CREATE TABLE {s}.identities (
+	provider        text COLLATE "C" NOT NULL,
+	instance_id     text COLLATE "C" NOT NULL,
+	org             text COLLATE "C" NOT NULL,
+	node            text COLLATE "C" NOT NULL,
+	current_serial  text NOT NULL,
+	previous_serial text NOT NULL,
+	not_after       timestamptz,
+	revoked         boolean NOT NULL,
+	revoked_at      timestamptz,
+	updated_at      timestamptz,
+	revision        bigint NOT NULL,
+	PRIMARY KEY (provider, instance_id)
+);
+
+-- The nonces of the request proofs accepted, each until its proof leaves
+-- the window (expires_at); the primary key makes a nonce single-use.
+CREATE TABLE {s}.nonces (
+	provider    text COLLATE "C" NOT NULL,
+	instance_id text COLLATE "C" NOT NULL,
+	nonce       bytea NOT NULL,
+	expires_at  timestamptz NOT NULL,
+	PRIMARY KEY (provider, instance_id, nonce)
+);
+CREATE INDEX nonces_expiry ON {s}.nonces (expires_at);
+`,
+	},
 }
 
 // leaseLostCode is the SQLSTATE fence raises.

@@ -28,7 +28,7 @@ func TestConcurrentMigration(t *testing.T) {
 	for i := range agbots {
 		wg.Go(func() {
 			<-start
-			states[i], errs[i] = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
+			states[i], _, errs[i] = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 		})
 	}
 	close(start)
@@ -49,13 +49,13 @@ func TestConcurrentMigration(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return vs
 	}
-	assert.Equal(t, []int{1}, versions(), "each migration applied once")
+	assert.Equal(t, pgstate.Versions(), versions(), "each migration applied once")
 
 	require.NoError(t, states[0].Create(t.Context(), newRecord("agr-1", time.Time{}, "org/a")))
 	again := open(t, db.URL, pgstate.Options{})
 	_, err := again.Get(t.Context(), "agr-1")
 	require.NoError(t, err, "opening an up-to-date schema keeps its content")
-	assert.Equal(t, []int{1}, versions(), "and applies nothing")
+	assert.Equal(t, pgstate.Versions(), versions(), "and applies nothing")
 }
 
 // TestSchemaNewerRefused: an agbot does not run on a schema a newer one
@@ -65,7 +65,7 @@ func TestSchemaNewerRefused(t *testing.T) {
 	open(t, db.URL, pgstate.Options{})
 	_, err := db.Pool(t).Exec(t.Context(), "INSERT INTO edgesecrets_delivery.schema_version (version, description) VALUES (99, 'from the future')")
 	require.NoError(t, err)
-	_, err = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
+	_, _, err = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 	require.ErrorIs(t, err, pgstate.ErrSchemaNewer)
 	assert.NotErrorIs(t, err, delivery.ErrStateUnavailable, "a newer schema is an answer, not an outage")
 	assert.Contains(t, err.Error(), "version 99")
@@ -102,9 +102,10 @@ func TestOpenErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			st, err := pgstate.Open(ctx, c.opts)
+			st, certs, err := pgstate.Open(ctx, c.opts)
 			require.Error(t, err)
 			assert.Nil(t, st)
+			assert.Nil(t, certs)
 			if c.is != nil {
 				assert.ErrorIs(t, err, c.is)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
 // Defaults of Options; the doc comment of each field states its value.
@@ -72,19 +73,33 @@ var (
 )
 
 // Open connects to the database, applies the schema's migrations, and
-// returns the State. The State is also a delivery.Membership (assert it
-// with st.(delivery.Membership)): delivery.New finds that and joins,
-// heartbeats and leaves by itself. An unreachable database fails with an
-// error matching delivery.ErrStateUnavailable: the agbot may retry. A
-// schema made by a newer agbot fails with ErrSchemaNewer; an
-// Options.Schema that PostgreSQL text cannot hold, with an error matching
+// returns the State, for delivery.Options.State, and the hub's identity
+// records kept in the same database and schema (an identity.CertStore),
+// so that every agbot sharing the database verifies every agent, and an
+// agent registers once whichever agbot it reaches. The State is also a
+// delivery.Membership (assert it with st.(delivery.Membership)):
+// delivery.New finds that and joins, heartbeats and leaves by itself. An
+// unreachable database fails with an error matching
+// delivery.ErrStateUnavailable: the agbot may retry. A schema made by a
+// newer agbot fails with ErrSchemaNewer; an Options.Schema that
+// PostgreSQL text cannot hold, with an error matching
 // secretstore.ErrInvalid.
 //
-// Close of the State closes the connection pool. Later calls fail with
-// delivery.ErrStateUnavailable. It does not leave: members joined through
-// the State stay live until their heartbeats lapse (call Leave first for
-// an orderly stop).
-func Open(ctx context.Context, opts Options) (delivery.State, error) {
+// Close of the State closes the connection pool. Later calls of either
+// fail (the State's with delivery.ErrStateUnavailable, the CertStore's
+// with secretstore.ErrUnavailable). It does not leave: members joined
+// through the State stay live until their heartbeats lapse (call Leave
+// first for an orderly stop).
+func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore, error) {
+	s, err := open(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, &certStore{s: s, q: newCertQueries(pgx.Identifier{s.schema}.Sanitize())}, nil
+}
+
+// open is Open without the CertStore.
+func open(ctx context.Context, opts Options) (*state, error) {
 	if opts.URL == "" {
 		return nil, errors.New("pgstate: Options.URL is required")
 	}
@@ -114,7 +129,7 @@ func Open(ctx context.Context, opts Options) (delivery.State, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.ConnectTimeout = s.timeout
-	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingIdle }
+	cfg.ShouldPing = shouldPing
 	s.q = newQueries(pgx.Identifier{s.schema}.Sanitize())
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -218,11 +233,28 @@ func classify(err error) failure {
 	return unknown
 }
 
-// pingIdle: a connection idle for longer is pinged before use. A server
-// restart leaves every idle connection of the pool dead, and a statement
-// sent on one fails without telling whether it ran; no restart is faster
-// than this, and a busy pool reuses its connections well within it.
+// pingIdle: a connection idle for longer is pinged before use, whatever
+// its socket shows (see shouldPing).
 const pingIdle = 100 * time.Millisecond
+
+// shouldPing decides, for every connection the pool hands out (so for
+// every call of the State), whether to ping it first. A session that
+// ended while the connection sat in the pool (a server restarted, however
+// quickly it came back; an administrator ending sessions) leaves it dead,
+// and a statement sent on it fails without telling whether it ran: a
+// write to a socket whose peer closed it succeeds, the read after it
+// finds the end of the stream. Such a connection shows it before any
+// byte is sent: its socket has the end of the stream, the server's FATAL
+// message or a reset to read (quiet). It is pinged, the ping fails, and
+// the pool drops it and hands out another connection, a fresh one once
+// the dead are gone: the call runs on a live session and the server sees
+// it once. A connection that is quiet is used as it is, without a round
+// trip, unless it sat idle longer than pingIdle: a connection the
+// network lost says nothing, and a ping finds it before a statement whose
+// outcome would then be unknown.
+func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
+	return p.IdleDuration > pingIdle || !quiet(p.Conn.PgConn().Conn())
+}
 
 // maxTries bounds the tries of one call.
 const maxTries = 3
