@@ -244,7 +244,8 @@ func (a *Agent) Register(ctx context.Context, attestation Attestation) (*x509.Ce
 		// A loss reported before this registration was about a
 		// certificate that is gone now.
 		select {
-		case <-a.lost:
+		case stale := <-a.lost:
+			_ = stale // drained: it named the old certificate
 		default:
 		}
 	}
