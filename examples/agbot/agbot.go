@@ -162,9 +162,6 @@ func (a *agbot) deployOnce(ctx context.Context, n relay.Node) {
 	a.remember(id, n)
 	d := delivery.Deployment{ID: id, Node: n.String(), Org: dep.org, NodeID: n.Node, Target: dep.target, Resolver: dep.catalog}
 	out, err := a.engine.Deploy(ctx, d)
-	if err != nil {
-		return // refused: the engine logged the report
-	}
 	if existed && errors.Is(err, delivery.ErrExists) {
 		// Not a binding change the engine applies in place: the services
 		// changed, which is a new agreement.
