@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -37,25 +39,38 @@ type ClientOptions struct {
 	// PrepareRequest, when set, is called on every request before it is
 	// sent, e.g. to add an administrator's credentials for Revoke.
 	PrepareRequest func(*http.Request) error
+	// Fallbacks are the base URLs of further hubs sharing the identity
+	// records (agbots sharing a PostgreSQL state), tried in turn when a
+	// request cannot reach the one before (a connection error, never after
+	// an answer); the client keeps to the last one that answered. An agent
+	// thus registers once, whichever hub it reaches.
+	Fallbacks []string
 }
 
 // Client calls the hub's identity API (Issuer.Handler): an Agent's way to the
 // hub (AgentOptions.Hub), and an administrator's to revoke.
 type Client struct {
-	base    *url.URL
+	bases   []*url.URL   // BaseURL, then Fallbacks
+	current atomic.Int32 // the base that answered last
 	http    *http.Client
 	prepare func(*http.Request) error
 }
 
 // NewClient returns a Client.
 func NewClient(opts ClientOptions) (*Client, error) {
-	u, err := url.Parse(opts.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("identity: client: base URL must be an absolute http(s) URL")
+	c := &Client{http: opts.HTTPClient, prepare: opts.PrepareRequest}
+	for i, raw := range append([]string{opts.BaseURL}, opts.Fallbacks...) {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if i == 0 {
+				return nil, fmt.Errorf("identity: client: base URL must be an absolute http(s) URL")
+			}
+			return nil, fmt.Errorf("identity: client: fallback %d must be an absolute http(s) URL", i)
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		u.RawPath = ""
+		c.bases = append(c.bases, u)
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
-	u.RawPath = ""
-	c := &Client{base: u, http: opts.HTTPClient, prepare: opts.PrepareRequest}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -119,7 +134,26 @@ func (c *Client) identityCall(ctx context.Context, op string, id Identity, path 
 }
 
 func (c *Client) do(ctx context.Context, op string, id Identity, method, path string, payload []byte) (*http.Response, error) {
-	u := *c.base
+	first := int(c.current.Load())
+	var err error
+	for i := range c.bases {
+		b := (first + i) % len(c.bases)
+		var resp *http.Response
+		resp, err = c.doAt(ctx, op, id, c.bases[b], method, path, payload)
+		if err == nil {
+			c.current.Store(int32(b))
+			return resp, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, secretstore.ErrUnavailable) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// doAt sends one request to the hub at base.
+func (c *Client) doAt(ctx context.Context, op string, id Identity, base *url.URL, method, path string, payload []byte) (*http.Response, error) {
+	u := *base
 	u.Path += path
 	var body io.Reader
 	if payload != nil {

@@ -31,9 +31,10 @@ type agent struct {
 }
 
 // upstream is one agbot the agent takes messages from: its relay, and the
-// identity certificate it issued. Agbots that share a PostgreSQL state
-// each keep their own identity records, so the agent registers with each
-// (they share the hub CA and the agreement keys the agent pins).
+// agent's identity, whose certificate it publishes there. Agbots that share
+// a PostgreSQL state share the identity records too (and the hub CA and
+// the agreement keys the agent pins): the agent registers once, through
+// whichever of them it reaches, and every upstream has the same identity.
 type upstream struct {
 	url      string
 	relay    *relay.Client

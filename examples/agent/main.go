@@ -6,8 +6,9 @@
 //	agent -agbot http://127.0.0.1:8081 -agbot-keys agbot-state/agbot.pub \
 //	      -bootstrap-token-file agbot-state/bootstrap-token -node node-1
 //
-// With -agbot URL1,URL2 (agbots sharing a PostgreSQL state) it registers
-// with each and takes messages from each: when one agbot dies, another
+// With -agbot URL1,URL2 (agbots sharing a PostgreSQL state, and so the
+// identity records) it registers once, through whichever answers, and
+// takes messages from each: when one agbot dies, another
 // takes over its agreements and reaches the agent through its own relay.
 //
 // It loads or generates its agreement keys (a 0600 file in -dir), registers
@@ -90,7 +91,7 @@ func main() {
 	if agbotURL == "" {
 		agbotURL = "http://127.0.0.1:8081"
 	}
-	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+envAgbotURL+" when set); several, comma-separated, for agbots sharing a PostgreSQL state: the agent registers with each and takes messages from each")
+	flag.StringVar(&c.agbotURL, "agbot", agbotURL, "the agbot's `URL` (default $"+envAgbotURL+" when set); several, comma-separated, for agbots sharing a PostgreSQL state: the agent registers through whichever answers and takes messages from each")
 	flag.StringVar(&c.agbotKeys, "agbot-keys", "", "`file` of the agbot's public keys (the agbot's agbot.pub), pinned: only messages it signed are opened (required)")
 	flag.StringVar(&c.bootToken, "bootstrap-token-file", "", "`file` of the bootstrap token shared with the agbot, for the demo attestation (required)")
 	flag.StringVar(&c.dir, "dir", "agent-state", "state `directory`: the agent's agreement keys ("+keysFile+", 0600)")
@@ -157,25 +158,30 @@ func run(c config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
+	urls := strings.Split(c.agbotURL, ",")
+	for i := range urls {
+		urls[i] = strings.TrimSpace(urls[i])
+	}
+	// One identity, registered through whichever agbot answers: agbots
+	// sharing a PostgreSQL state share the identity records.
+	hub, err := identity.NewClient(identity.ClientOptions{BaseURL: urls[0] + "/identity", Fallbacks: identityURLs(urls[1:])})
+	if err != nil {
+		return err
+	}
+	// Run keeps the identity: it registers (again) on its own, with a
+	// fresh attestation, whenever the agbot or its hub says it no longer
+	// knows the agent (pollOne reports the relays' refusals).
+	id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub,
+		InitialBackoff: registerBackoff, MaxBackoff: maxRegisterBackoff, Logger: log,
+		Attest: func(context.Context) (identity.Attestation, error) {
+			return demo.Attest(bootstrap, me, time.Now()), nil
+		}})
+	if err != nil {
+		return err
+	}
 	var upstreams []*upstream
-	for _, u := range strings.Split(c.agbotURL, ",") {
-		u = strings.TrimSpace(u)
+	for _, u := range urls {
 		relayClient, err := relay.NewClient(u, nil)
-		if err != nil {
-			return err
-		}
-		hub, err := identity.NewClient(identity.ClientOptions{BaseURL: u + "/identity"})
-		if err != nil {
-			return err
-		}
-		// Run keeps the identity: it registers (again) on its own, with
-		// a fresh attestation, whenever the agbot or its hub says it no
-		// longer knows the agent (pollOne reports the relay's refusals).
-		id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub,
-			InitialBackoff: registerBackoff, MaxBackoff: maxRegisterBackoff, Logger: log,
-			Attest: func(context.Context) (identity.Attestation, error) {
-				return demo.Attest(bootstrap, me, time.Now()), nil
-			}})
 		if err != nil {
 			return err
 		}
@@ -240,12 +246,10 @@ func run(c config, log *slog.Logger) (err error) {
 			}
 		})
 	} else {
-		// Several agbots sharing a PostgreSQL state: the agent stays
-		// registered with each; one that is down (or restarted and
-		// forgot the agent) does not stop it.
-		for _, up := range upstreams {
-			wg.Go(func() { a.keepRegistered(ctx, up, bootstrap, me) })
-		}
+		// Several agbots sharing a PostgreSQL state: one that is down
+		// (or restarted) does not stop the agent, which registers
+		// through another.
+		wg.Go(func() { a.keepRegistered(ctx, upstreams[0], bootstrap, me) })
 	}
 	a.poll(ctx, c.poll)
 	cancel(nil)
@@ -269,8 +273,17 @@ const (
 	maxRegisterBackoff = 10 * time.Second
 )
 
-// register registers the agent's identity with one agbot, retrying while
-// the agbot is not reachable, at most attempts times (0: until ctx ends).
+// identityURLs returns the identity APIs of the agbots at urls.
+func identityURLs(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = u + "/identity"
+	}
+	return out
+}
+
+// register registers the agent's identity through the agbots, retrying while
+// none is reachable, at most attempts times (0: until ctx ends).
 // The poll loop publishes the certificate on the relay.
 func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me identity.Identity, attempts int) error {
 	delay := registerBackoff
@@ -291,7 +304,7 @@ func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me
 	}
 }
 
-// keepRegistered keeps the agent registered with one of several agbots
+// keepRegistered keeps the agent registered through several agbots
 // until ctx ends: Run registers, keeps the certificate renewed, and
 // registers again when the agbot no longer knows the identity (it
 // restarted without the agent's identity record). When Run returns for a
