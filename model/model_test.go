@@ -59,10 +59,11 @@ func identityFaults(n int) string { return "-DID_BUDGET=" + strconv.Itoa(n) }
 var checks = []check{
 	// Safety: never_older, never_after_deletion, no_cancel_from_store_failure
 	// and one_claim are assertions, checked together. Two runs split the
-	// faults so that each search is exhaustive: store faults and lease
-	// lapses with a perfect network, then network faults with a healthy
-	// store and membership (a rotation, deletion or reappearance in both).
-	{name: "safety/store-and-lease-faults", defines: budgets(1, 1, 0)},
+	// faults so that each search is exhaustive: store faults, lease
+	// lapses and an identity fault with a perfect network, then network
+	// faults with a healthy store and membership (a rotation, deletion or
+	// reappearance in both).
+	{name: "safety/store-and-lease-faults", defines: with(budgets(1, 1, 0), identityFaults(1))},
 	{name: "safety/network-faults", defines: budgets(1, 0, 1)},
 	// Liveness under weak fairness, once the faults stopped, with an
 	// identity fault: an agbot restart or the agent's record lost.
