@@ -428,7 +428,11 @@ end_loop:
 				/* PROPERTY one_claim: at most one agbot delivers the agreement under a valid lease */
 				assert(!otherClaim(i));
 				owner = i+1; cvalid = 1; next = N_LATER;
-				touch(); cas[i] = 1; got = 1
+				touch(); cas[i] = 1; got = 1;
+#ifdef BROKEN_STALE_DECISION
+				decide = 1;   /* the claim left in the variable the cancel step reads next cycle */
+#endif
+				skip
 			:: else -> got = 0
 			fi;
 

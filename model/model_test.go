@@ -78,6 +78,10 @@ var checks = []check{
 	{name: "broken/no-lease-check", defines: with(budgets(1, 1, 0), "-DBROKEN_NO_LEASE_CHECK"), wantError: true, wantIn: "owner!=(i+1)"},
 	{name: "broken/no-confirm", defines: with(budgets(1, 0, 1), "-DBROKEN_NO_CONFIRM"), liveness: true, ltl: "deletion", wantError: true, wantIn: "acceptance cycle"},
 	{name: "broken/give-up", defines: with(budgets(0, 0, 1), "-DBROKEN_GIVE_UP"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
+	// A cancellation stored from a stale decision (a claim of the last
+	// cycle), with X present: the ended agreement must not count as
+	// converged.
+	{name: "broken/stale-decision", defines: with(budgets(1, 0, 0), "-DBROKEN_STALE_DECISION"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
 	// The wiring before issue 28: identity records in each agbot's memory,
 	// and an agent that does not register again when refused.
 	{name: "broken/identity-in-memory", defines: with(budgets(1, 0, 0), identityFaults(1), "-DBROKEN_IDENTITY_IN_MEMORY", "-DBROKEN_NO_REREGISTER"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
