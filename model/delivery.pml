@@ -22,7 +22,11 @@
  *    one), and it is allocated inside the fenced write;
  *  - the agent's reply sequence check (Record.ReplySequence) is subsumed
  *    by InReplyTo, which names a unique envelope sequence;
- *  - one candidate per binding (no fallback to an organisation secret).
+ *  - one candidate per binding (no fallback to an organisation secret);
+ *  - the agent's identity is one record (agreement/identity CertStore) that
+ *    Agents.Keys needs before anything is sealed: a restart or a lost
+ *    record makes Keys refuse, a registration makes it pass (README.md:
+ *    identity).
  */
 
 /* ---- configuration ---------------------------------------------------- */
@@ -43,6 +47,9 @@
 #endif
 #ifndef GRACE
 #define GRACE 2         /* healthy cycles that must confirm an absence before it cancels */
+#endif
+#ifndef ID_BUDGET
+#define ID_BUDGET 0     /* identity faults: agbot restarts, the identity record lost */
 #endif
 #define NSLOT 3         /* messages the network holds at once (any order) */
 #ifndef MAXSEQ
@@ -86,6 +93,7 @@
 #define RD_ABSENT 100   /* every candidate missing or forbidden: wait */
 #define RD_UNAV   101   /* the store did not answer: wait */
 #define RD_INSYNC 102   /* the observation equals what the agent holds: no value needed */
+#define RD_NOKEYS 103   /* Agents.Keys refused the agent (no record for it): wait */
 /* 1..MAXV: the version read */
 
 /* ---- the store (secretstore; memory/vault/awssm drivers) -------------- */
@@ -116,6 +124,24 @@ byte obsTag;
 byte obsGrace;          /* healthy cycles since the absence began (Since), capped at GRACE */
 bool obsGenuine = 1;    /* ghost: every cycle that recorded this absence saw X really gone, store healthy */
 
+/* ---- the hub's identity record of the agent (agreement/identity) ------- */
+/* The record the identity Verifier reads before an agbot seals (Agents.Keys:
+ * the certificate verifies only while its instance has an active record). */
+#ifndef BROKEN_IDENTITY_IN_MEMORY
+/* pgstate's CertStore: one record in the shared state, read by every agbot,
+ * kept across their restarts */
+bool idrec = 1;
+#define hasRecord(j) idrec
+#else
+/* the old wiring (examples/agbot openState -> identity.NewMemoryCertStore
+ * with a postgres:// state): each agbot's records in its own memory, gone
+ * with a restart; a registration reaches one agbot's issuer only */
+bool idrec[NB] = 1;
+#define hasRecord(j) idrec[j]
+#endif
+bool refused[NB];       /* agbot j refused the agent's certificate as a lost identity (the agent hears of it) */
+byte ib = ID_BUDGET;
+
 /* ---- the agent (agentapi: Receiver, Store floor) ---------------------- */
 byte floor;             /* agreementState.Sequence, persisted */
 byte held;              /* version of the content the agent holds, 0 for none */
@@ -131,6 +157,7 @@ byte nver[NSLOT];
 /* ---- ghosts for the properties ---------------------------------------- */
 byte pseq[NB];          /* the sequence of the envelope agbot i stored and is about to send */
 bool decided;           /* a cancellation was decided (the record went to cancelling) */
+bool reappeared;        /* X was deleted and came back (an ended agreement stays ended) */
 
 /* ---- helpers ---------------------------------------------------------- */
 /* the claim of agbot o (1-based) is valid: claim_valid */
@@ -262,6 +289,7 @@ proctype agbot(byte i) {
 	byte cache;         /* secretstore.Reader cache of X's value (version), 0: empty */
 	byte rd;            /* what prepare read */
 	bool healthy, conf, mine;
+	bool decide;        /* scan decided to cancel: stored by the cancel step */
 	byte ox, oy, fine, xres, got;
 	byte pkind, pver;   /* the envelope sealed, to send (its sequence: pseq[i]) */
 	byte k;
@@ -273,6 +301,17 @@ end_loop:
 		atomic {
 			/* secretstore/reader.go: a cached value's TTL passes */
 			if :: cache = 0 :: skip fi;
+			/* the agbot process restarts (identity budget): what it held in
+			 * memory is gone, and it joins with a new incarnation below */
+			if
+			:: ib > 0 && joined ->
+				ib--; joined = 0; cache = 0;
+#ifdef BROKEN_IDENTITY_IN_MEMORY
+				idrec[i] = 0;   /* identity.NewMemoryCertStore starts empty */
+#endif
+				skip
+			:: skip
+			fi;
 			if
 			:: !joined ->
 				/* Membership.Join: a new incarnation, which voids the claims of the earlier one */
@@ -354,7 +393,7 @@ end_loop:
 				:: healthy && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) && (conf || !mine) && obsGrace >= GRACE ->
 					/* PROPERTY no_cancel_from_store_failure: decided only on a real absence */
 					assert(obsGenuine);
-					got = 1   /* the decision, stored below */
+					decide = 1   /* the decision, stored below */
 				:: else -> skip
 				fi
 			:: else -> skip
@@ -366,15 +405,15 @@ end_loop:
 		 * valid claim). A conflict is retried (edit, then the next cycles); a claim
 		 * lasts a moment beside an interval, so the model waits for it to end. */
 		atomic {
-			!got || !otherClaim(i) || !live[i] ->
+			!decide || !otherClaim(i) || !live[i] ->
 			if
-			:: got && live[i] && phase == R_ACTIVE ->
+			:: decide && live[i] && phase == R_ACTIVE ->
 				phase = R_CANCELLING; next = N_DUE; decided = 1;
 				if :: owner == i+1 -> owner = 0 :: else -> skip fi;
 				touch()
 			:: else -> skip
 			fi;
-			got = 0
+			decide = 0
 		};
 
 		/* agreement/delivery/reconcile.go: reconcileBatch (entitled) -> State.Due:
@@ -389,19 +428,34 @@ end_loop:
 				/* PROPERTY one_claim: at most one agbot delivers the agreement under a valid lease */
 				assert(!otherClaim(i));
 				owner = i+1; cvalid = 1; next = N_LATER;
-				touch(); cas[i] = 1; got = 1
+				touch(); cas[i] = 1; got = 1;
+#ifdef BROKEN_STALE_DECISION
+				decide = 1;   /* the claim left in the variable the cancel step reads next cycle */
+#endif
+				skip
 			:: else -> got = 0
 			fi;
 
 		/* (one step with Due: what matters is the store at the read) */
 		if
 		:: got ->
-			/* reconcile.go: prepare -> prepareActive -> resolve -> batch.read (secretstore.Reader) */
+			/* reconcile.go: prepare -> prepareActive / prepareCancel -> batch.agentKeys
+			 * (Agents.Keys: identity Verifier.Verify against the record) */
 				rd = RD_NONE;
 				if
-				:: phase == R_ACTIVE && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
+				:: !hasRecord(i) && !(phase == R_CANCELLING && seq == 0 && infSeq == 0) ->
+					/* no record for the instance: nothing can be sealed, the record
+					 * waits (batch.wait); the agbot drops the chain that no longer
+					 * verifies and the agent hears the refusal (ErrIdentityLost) */
+					rd = RD_NOKEYS; refused[i] = 1
+				:: else -> skip
+				fi;
+			/* reconcile.go: prepare -> prepareActive -> resolve -> batch.read (secretstore.Reader) */
+				if
+				:: rd == RD_NOKEYS -> skip
+				:: rd != RD_NOKEYS && phase == R_ACTIVE && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
 					rd = RD_ABSENT   /* resolve skips candidates observed absent: absentError, wait */
-				:: phase == R_ACTIVE && !(obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
+				:: rd != RD_NOKEYS && phase == R_ACTIVE && !(obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
 					if
 					:: proposed ->
 						/* resolve(value=false): the observation, or a read when not observed */
@@ -441,12 +495,14 @@ end_loop:
 					if
 					:: phase == R_CANCELLING && seq == 0 && infSeq == 0 ->
 						phase = R_GONE   /* the agent never heard of it: Delete */
-					:: phase == R_CANCELLING && !(seq == 0 && infSeq == 0) ->
+					:: phase == R_CANCELLING && !(seq == 0 && infSeq == 0) && rd == RD_NOKEYS ->
+						next = N_LATER   /* prepareCancel: no keys, batch.wait */
+					:: phase == R_CANCELLING && !(seq == 0 && infSeq == 0) && rd != RD_NOKEYS ->
 						if
 						:: infSeq != 0 && infKind == K_CANCEL && !infOverdue -> next = N_LATER  /* batch.inFlight */
 						:: else -> pkind = K_CANCEL; pver = 0; pseq[i] = 1
 						fi
-					:: phase == R_ACTIVE && (rd == RD_ABSENT || rd == RD_UNAV || rd == RD_NONE) ->
+					:: phase == R_ACTIVE && (rd == RD_ABSENT || rd == RD_UNAV || rd == RD_NONE || rd == RD_NOKEYS) ->
 						next = N_LATER   /* batch.wait: backoff, never exhausted */
 					:: phase == R_ACTIVE && rd == RD_INSYNC ->
 						infSeq = 0; next = N_NEVER
@@ -552,6 +608,42 @@ end_agent:
 	od
 }
 
+/* ---- the agent's identity: identity.Agent.Run with AgentOptions.Attest --- */
+/* Told through Agent.Refused that an agbot no longer knows it (no record,
+ * revoked or expired: ErrIdentityLost), the agent registers again through
+ * that agbot's issuer: a fresh attestation and a fresh nonce each attempt,
+ * capped backoff, never exhausted (a failed attempt is a stutter here; the
+ * attempt that succeeds writes the record before the certificate is
+ * returned: Issuer.register). Its own goroutine: weakly fair. */
+#ifndef BROKEN_NO_REREGISTER
+#ifndef BROKEN_IDENTITY_IN_MEMORY
+/* one record, in the shared state: any agbot's issuer writes it, and the
+ * registration answers every refusal reported meanwhile (Register drains
+ * Agent.lost) */
+#if NB == 1
+#define register(j) idrec = 1; refused[0] = 0
+#elif NB == 2
+#define register(j) idrec = 1; refused[0] = 0; refused[1] = 0
+#else
+#define register(j) idrec = 1; refused[0] = 0; refused[1] = 0; refused[2] = 0
+#endif
+#else
+#define register(j) idrec[j] = 1; refused[j] = 0
+#endif
+active proctype registrar() {
+end_registrar:
+	do
+	:: atomic { refused[0] -> register(0) }
+#if NB > 1
+	:: atomic { refused[1] -> register(1) }
+#endif
+#if NB > 2
+	:: atomic { refused[2] -> register(2) }
+#endif
+	od
+}
+#endif
+
 /* store faults end: the store heals (weakly fair: it cannot be put off for ever) */
 active proctype healer() {
 end_healer:
@@ -569,8 +661,8 @@ end_world:
 	/* the store: X rotates, is deleted, reappears (restored or as a new version) */
 	:: atomic { sb > 0 && xex && xv < MAXV -> xv++; sb-- }
 	:: atomic { sb > 0 && xex -> xex = 0; sb-- }
-	:: atomic { sb > 0 && !xex -> xex = 1; sb-- }
-	:: atomic { sb > 0 && !xex && xv < MAXV -> xex = 1; xv++; sb-- }
+	:: atomic { sb > 0 && !xex -> xex = 1; reappeared = 1; sb-- }
+	:: atomic { sb > 0 && !xex && xv < MAXV -> xex = 1; xv++; reappeared = 1; sb-- }
 	/* the store fails: an outage, the agbot's own credentials rejected, every read denied */
 	:: atomic { fb > 0 && mode == M_OK -> mode = M_OUTAGE; fb-- }
 	:: atomic { fb > 0 && mode == M_OK -> mode = M_CREDFAIL; fb-- }
@@ -600,6 +692,12 @@ end_world:
 	/* the network duplicates a message (the copy may overtake it) */
 	:: atomic { nbud > 0 && nk[0] == S_MSG -> netPut(S_MSG, nfrom[0], nseq[0], nkind[0], nver[0], t); nbud--; t = 0 }
 	:: atomic { nbud > 0 && nk[1] == S_MSG -> netPut(S_MSG, nfrom[1], nseq[1], nkind[1], nver[1], t); nbud--; t = 0 }
+#ifndef BROKEN_IDENTITY_IN_MEMORY
+	/* the shared state loses the agent's identity record (restored from an
+	 * older backup), or its certificate expires: Keys refuses it everywhere
+	 * (an agbot's restart, in agbot(), is the other identity fault) */
+	:: atomic { ib > 0 && idrec -> idrec = 0; ib-- }
+#endif
 	/* the clock: a backoff or Due's lease passes (never exhausted); with a
 	 * message in flight, NextAttempt is its reply timeout (below) */
 	:: atomic { next == N_LATER && phase != R_GONE && (infSeq == 0 || infOverdue) -> next = N_DUE }
@@ -621,9 +719,10 @@ end_world:
 #define faultsStopped (sb == 0 && fb == 0 && nbud == 0 && mode == M_OK)
 
 /* PROPERTY converge (liveness): once the faults stop, the agreement ends up
- * delivering the store's newest content, or ended with nothing held. */
+ * delivering the store's newest content, or ended with nothing held, which
+ * is right only when X is gone (or was gone: deleted, then back) */
 #define converged ((phase == R_ACTIVE && xex && held == xv && acked == xv && infSeq == 0) || \
-                   (phase == R_GONE && held == 0))
+                   (phase == R_GONE && held == 0 && (!xex || reappeared)))
 ltl converge { <> [] converged }
 
 /* PROPERTY deletion_confirmed (liveness): a cancellation, once decided,

@@ -49,20 +49,26 @@ func budgets(store, faults, network int) []string {
 
 func with(defs []string, more ...string) []string { return append(more, defs...) }
 
+// identityFaults is the identity budget as a spin define: agbot restarts
+// and the shared identity record lost (or the certificate expired).
+func identityFaults(n int) string { return "-DID_BUDGET=" + strconv.Itoa(n) }
+
 // checks are the model's runs: the properties first, then the broken
 // variants. The budgets are what an exhaustive search completes within
 // about a minute each on one core (README.md: statistics).
 var checks = []check{
 	// Safety: never_older, never_after_deletion, no_cancel_from_store_failure
 	// and one_claim are assertions, checked together. Two runs split the
-	// faults so that each search is exhaustive: store faults and lease
-	// lapses with a perfect network, then network faults with a healthy
-	// store and membership (a rotation, deletion or reappearance in both).
-	{name: "safety/store-and-lease-faults", defines: budgets(1, 1, 0)},
+	// faults so that each search is exhaustive: store faults, lease
+	// lapses and an identity fault with a perfect network, then network
+	// faults with a healthy store and membership (a rotation, deletion or
+	// reappearance in both).
+	{name: "safety/store-and-lease-faults", defines: with(budgets(1, 1, 0), identityFaults(1))},
 	{name: "safety/network-faults", defines: budgets(1, 0, 1)},
-	// Liveness under weak fairness, once the faults stopped.
-	{name: "liveness/converge", defines: budgets(1, 0, 0), liveness: true, ltl: "converge"},
-	{name: "liveness/deletion", defines: budgets(1, 0, 0), liveness: true, ltl: "deletion"},
+	// Liveness under weak fairness, once the faults stopped, with an
+	// identity fault: an agbot restart or the agent's record lost.
+	{name: "liveness/converge", defines: with(budgets(1, 0, 0), identityFaults(1)), liveness: true, ltl: "converge"},
+	{name: "liveness/deletion", defines: with(budgets(1, 0, 0), identityFaults(1)), liveness: true, ltl: "deletion"},
 
 	// Broken variants: each must produce a counterexample.
 	{name: "broken/equal-seq", defines: with(budgets(1, 1, 0), "-DBROKEN_EQUAL_SEQ"), wantError: true, wantIn: "assertion violated"},
@@ -72,6 +78,16 @@ var checks = []check{
 	{name: "broken/no-lease-check", defines: with(budgets(1, 1, 0), "-DBROKEN_NO_LEASE_CHECK"), wantError: true, wantIn: "owner!=(i+1)"},
 	{name: "broken/no-confirm", defines: with(budgets(1, 0, 1), "-DBROKEN_NO_CONFIRM"), liveness: true, ltl: "deletion", wantError: true, wantIn: "acceptance cycle"},
 	{name: "broken/give-up", defines: with(budgets(0, 0, 1), "-DBROKEN_GIVE_UP"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
+	// A cancellation stored from a stale decision (a claim of the last
+	// cycle), with X present: the ended agreement must not count as
+	// converged.
+	{name: "broken/stale-decision", defines: with(budgets(1, 0, 0), "-DBROKEN_STALE_DECISION"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
+	// The wiring before issue 28: identity records in each agbot's memory,
+	// and an agent that does not register again when refused.
+	{name: "broken/identity-in-memory", defines: with(budgets(1, 0, 0), identityFaults(1), "-DBROKEN_IDENTITY_IN_MEMORY", "-DBROKEN_NO_REREGISTER"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
+	// A shared record alone is not enough: a lost record needs the agent
+	// to register again.
+	{name: "broken/no-reregister", defines: with(budgets(1, 0, 0), identityFaults(1), "-DBROKEN_NO_REREGISTER"), liveness: true, ltl: "converge", wantError: true, wantIn: "acceptance cycle"},
 }
 
 // runTimeout bounds one run; the searches above take about a minute each.
@@ -156,7 +172,7 @@ func run(ctx context.Context, t *testing.T, spin, gcc string, c check, dir strin
 	cflags := []string{"-O2", "-w", "-DCOLLAPSE", "-DMEMLIM=3000", "-o", "pan", "pan.c"}
 	runArgs := []string{"-m1000000", "-w25"}
 	if c.liveness {
-		// NFAIR: weak fairness over the model's six processes.
+		// NFAIR: weak fairness over the model's seven processes (room for 14).
 		cflags = append([]string{"-DNFAIR=4"}, cflags...)
 		runArgs = append([]string{"-a", "-f", "-N", c.ltl}, runArgs...)
 	} else {
