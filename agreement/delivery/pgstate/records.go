@@ -50,19 +50,25 @@ func (e *corruptError) Error() string {
 
 func corrupt(id, part string, err error) error { return &corruptError{id: id, part: part, err: err} }
 
-// Create implements delivery.State.
-func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
+// encodeRecord checks the record's text fields and encodes its services,
+// the store names they bind and its body, for Create and Rebind.
+func encodeRecord(rec *delivery.Record) (services []byte, names []string, data []byte, err error) {
 	c := &checker{what: "record " + quote(rec.ID)}
 	c.check("id", rec.ID)
 	c.check("node", rec.Node)
 	if c.err != nil {
-		return c.err
+		return nil, nil, nil, c.err
 	}
-	services, names, err := encodeServices(rec.ID, rec.Services)
-	if err != nil {
-		return err
+	if services, names, err = encodeServices(rec.ID, rec.Services); err != nil {
+		return nil, nil, nil, err
 	}
-	data, err := encodeBody(rec)
+	data, err = encodeBody(rec)
+	return services, names, data, err
+}
+
+// Create implements delivery.State.
+func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
+	services, names, data, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
@@ -165,17 +171,7 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 // stores its services and replaces the store names it binds, in one
 // statement behind the same fence and lease rule.
 func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
-	c := &checker{what: "record " + quote(rec.ID)}
-	c.check("id", rec.ID)
-	c.check("node", rec.Node)
-	if c.err != nil {
-		return c.err
-	}
-	services, names, err := encodeServices(rec.ID, rec.Services)
-	if err != nil {
-		return err
-	}
-	data, err := encodeBody(rec)
+	services, names, data, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
