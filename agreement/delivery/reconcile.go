@@ -743,7 +743,13 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 			r.Slots[i].Acked = c
 		}
 	}
-	r.Attempts, r.Rejection, r.LastError = 0, "", ""
+	// A secret held back while the others were sent keeps its reason
+	// until the next prepare finds it again or sends it.
+	heldBack := !r.inSync() && e.reasonOf(r) != nil && r.Rejection == ""
+	r.Attempts, r.Rejection = 0, ""
+	if !heldBack {
+		r.LastError = ""
+	}
 	if r.inSync() {
 		settle(r, time.Time{}, now)
 	} else {
