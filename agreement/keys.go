@@ -288,7 +288,8 @@ func decodeKeyPEM(text []byte, typ string) (*pem.Block, Suite, error) {
 		switch k {
 		case pemVersion, pemSuite, pemSigningKeyID, pemEncryptionKeyID:
 		default:
-			return nil, "", fmt.Errorf("agreement: key text: %w: unknown header %.64q", errInvalidKey, k)
+			// Not quoted: a header line of a damaged file may hold key text.
+			return nil, "", fmt.Errorf("agreement: key text: %w: a header other than %s, %s, %s and %s", errInvalidKey, pemVersion, pemSuite, pemSigningKeyID, pemEncryptionKeyID)
 		}
 	}
 	if v := block.Headers[pemVersion]; v != keyTextVersion {

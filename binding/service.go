@@ -229,6 +229,9 @@ func (d *ServiceDefinition) UnmarshalJSON(b []byte) error {
 	if len(in.RequiredServices) == 0 {
 		in.RequiredServices = nil // [] and absent are the same
 	}
+	if len(in.Secrets) == 0 {
+		in.Secrets = nil // {} and absent are the same
+	}
 	if in.Deployment != nil && in.Deployment.Services == nil {
 		in.Deployment = nil // "" in the exchange form: no device deployment
 	}
