@@ -1,14 +1,11 @@
 package secretsapi_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
@@ -41,24 +38,6 @@ func seededStore(t *testing.T) *secretstore.Store {
 		require.NoError(t, err)
 	}
 	return store
-}
-
-// snapshot is every secret of a store: name → its keys and values.
-func snapshot(t *testing.T, store *secretstore.Store) map[string]string {
-	t.Helper()
-	names, err := store.List(context.Background(), "")
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, n := range names {
-		s, err := store.Get(context.Background(), n)
-		require.NoError(t, err)
-		var b strings.Builder
-		for _, k := range slices.Sorted(maps.Keys(s.Data)) {
-			fmt.Fprintf(&b, "%q=%q ", k, s.Data[k])
-		}
-		out[n] = b.String()
-	}
-	return out
 }
 
 // sendAsHzn sends method to url as hzn does (Basic "<org>/<user>:<pw>",
@@ -100,7 +79,7 @@ func TestNonCanonicalPathsAsServerHandler(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	before := snapshot(t, store)
+	before := testkit.StoreSnapshot(t, store)
 	var rd testkit.Redirects
 	client := rd.Client()
 	for _, trick := range testkit.PathTricks {
@@ -111,7 +90,7 @@ func TestNonCanonicalPathsAsServerHandler(t *testing.T) {
 				var msg string
 				require.NoError(t, json.Unmarshal([]byte(body), &msg), "anax's error body is a JSON string: %s", body)
 				assert.Contains(t, msg, "Incorrect secret name provided: ")
-				assert.Equal(t, before, snapshot(t, store), "the store holds what it held")
+				assert.Equal(t, before, testkit.StoreSnapshot(t, store), "the store holds what it held")
 			})
 		}
 	}
@@ -129,7 +108,7 @@ func TestNonCanonicalPathsAsServerHandler(t *testing.T) {
 		}
 	}
 	assert.Empty(t, rd.Seen(), "no redirect is ever issued")
-	assert.Equal(t, before, snapshot(t, store))
+	assert.Equal(t, before, testkit.StoreSnapshot(t, store))
 }
 
 // Mounted against the documentation on an http.ServeMux pattern, the
@@ -144,7 +123,7 @@ func TestNonCanonicalPathsBehindServeMux(t *testing.T) {
 	mux.Handle("/org/", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	before := snapshot(t, store)
+	before := testkit.StoreSnapshot(t, store)
 	var rd testkit.Redirects
 	client := rd.Client()
 	for _, trick := range testkit.PathTricks {
@@ -152,7 +131,7 @@ func TestNonCanonicalPathsBehindServeMux(t *testing.T) {
 			t.Run(trick.Name+" "+method, func(t *testing.T) {
 				status, body := sendAsHzn(t, client, method, srv.URL+"/org/myorg/secrets/"+trick.Rel)
 				assert.Equal(t, http.StatusBadRequest, status, body)
-				assert.Equal(t, before, snapshot(t, store), "the store holds what it held")
+				assert.Equal(t, before, testkit.StoreSnapshot(t, store), "the store holds what it held")
 			})
 		}
 	}
@@ -167,11 +146,11 @@ func TestEscapedNameIsTheNameSent(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	before := snapshot(t, store)
+	before := testkit.StoreSnapshot(t, store)
 	var rd testkit.Redirects
 	status, body := sendAsHzn(t, rd.Client(), "PUT", srv.URL+"/org/myorg/secrets/q%3Fx=1")
 	require.Equal(t, http.StatusCreated, status, body)
-	after := snapshot(t, store)
+	after := testkit.StoreSnapshot(t, store)
 	assert.Contains(t, after, "myorg/q?x=1")
 	delete(after, "myorg/q?x=1")
 	assert.True(t, maps.Equal(before, after), "nothing but the name sent changed")

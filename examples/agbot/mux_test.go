@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
@@ -16,27 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
-
-// storeSnapshot is every secret of a store: name → its keys and values.
-func storeSnapshot(t *testing.T, store *secretstore.Store) map[string]string {
-	t.Helper()
-	names, err := store.List(context.Background(), "")
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, n := range names {
-		s, err := store.Get(context.Background(), n)
-		require.NoError(t, err)
-		var b strings.Builder
-		for _, k := range slices.Sorted(maps.Keys(s.Data)) {
-			fmt.Fprintf(&b, "%q=%q ", k, s.Data[k])
-		}
-		out[n] = b.String()
-	}
-	return out
-}
 
 // The agbot's handler, driven as hzn drives it (admin credentials, a
 // client following redirects as Go's does): every path trick, with every
@@ -62,7 +39,7 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	before := storeSnapshot(t, store)
+	before := testkit.StoreSnapshot(t, store)
 	var rd testkit.Redirects
 	client := rd.Client()
 	send := func(method, path string) (int, string) {
@@ -88,7 +65,7 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 		for _, method := range []string{"GET", "LIST", "PUT", "POST", "DELETE"} {
 			status, body := send(method, "/org/"+org+"/secrets/"+rel)
 			assert.Equal(t, http.StatusBadRequest, status, "%s %s: %s", method, rel, body)
-			assert.Equal(t, before, storeSnapshot(t, store), "%s %s: the store holds what it held", method, rel)
+			assert.Equal(t, before, testkit.StoreSnapshot(t, store), "%s %s: the store holds what it held", method, rel)
 		}
 	}
 	// The routes behind the secrets handler: a non-canonical path never
@@ -101,7 +78,7 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 		}
 	}
 	assert.Empty(t, reached, "no non-canonical path reached the routes behind")
-	assert.Equal(t, before, storeSnapshot(t, store))
+	assert.Equal(t, before, testkit.StoreSnapshot(t, store))
 	assert.Empty(t, rd.Seen(), "nothing the agbot serves redirects")
 
 	// Canonical paths reach their routes, once.
@@ -112,7 +89,7 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 	assert.Equal(t, map[string]string{"identity": "POST /instance", "relay": "POST /relay/messages"}, reached)
 	status, _ := send("DELETE", "/org/"+org+"/secrets/dot.name")
 	assert.Equal(t, http.StatusNoContent, status, "the name sent is the name deleted")
-	after := storeSnapshot(t, store)
+	after := testkit.StoreSnapshot(t, store)
 	delete(before, org+"/dot.name")
 	assert.Equal(t, before, after)
 	assert.Empty(t, rd.Seen(), "nothing the agbot serves redirects")
