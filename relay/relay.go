@@ -1,8 +1,10 @@
-// Package relay is the example agbot's agreement-message relay, standing in
-// for the Open Horizon exchange: the agbot posts sealed messages to a node's
-// mailbox, the node's agent polls for them and posts its sealed replies, and
-// the agent publishes its identity certificate chain there for the agbot to
-// find.
+// Package relay is an agreement-message relay between an agbot and its
+// agents, standing in for the Open Horizon exchange's messaging. The
+// agbot front door (package agbot) serves it and the agent front door
+// (package agent) polls it; an embedder with a transport of its own uses
+// neither. The agbot posts sealed messages to a node's mailbox, the node's
+// agent polls for them and posts its sealed replies, and the agent
+// publishes its identity certificate chain there for the agbot to find.
 //
 // The relay is an untrusted transport on purpose: it sees only envelopes
 // and public certificates. Confidentiality and integrity come from the
