@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -50,6 +51,7 @@ type Store struct {
 	lastOK atomic.Int64 // unix nanoseconds; 0 = never
 	mu     sync.Mutex
 	stats  map[string]OpStats
+	ins    *instruments
 }
 
 // Options configure a Store.
@@ -64,6 +66,12 @@ type Options struct {
 	// MaxBackoff caps the pause between attempts, which starts at 100ms
 	// and doubles, with jitter. Zero means 2s.
 	MaxBackoff time.Duration
+	// Backend names the backend in the metrics' "backend" attribute;
+	// empty means "unknown".
+	Backend string
+	// MeterProvider makes the store's instruments; nil means the global
+	// one, otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 }
 
 // Retry defaults.
@@ -101,6 +109,9 @@ func New(d driver.Store, opts Options) (*Store, error) {
 	}
 	if s.maxBackoff == 0 {
 		s.maxBackoff = defaultMaxBackoff
+	}
+	if s.ins, err = newInstruments(opts.MeterProvider, opts.Backend); err != nil {
+		return invalid(err.Error())
 	}
 	return s, nil
 }
@@ -292,7 +303,8 @@ func (s *Store) Stat(ctx context.Context, name string) (Metadata, error) {
 // read makes one read of the driver's (Get or Stat) for op on name, with
 // the checks, retries and count every call has.
 func (s *Store) read(ctx context.Context, op, name string, read func(context.Context, string) (*driver.Secret, error)) (got *driver.Secret, err error) {
-	defer func() { s.record(op, err) }()
+	start := time.Now()
+	defer func() { s.record(op, err); s.ins.observe(op, start, err) }()
 	if err := s.start(ctx, op, name); err != nil {
 		return nil, err
 	}
@@ -328,7 +340,8 @@ func (s *Store) start(ctx context.Context, op, name string) error {
 // compare-and-set or create-only one by sending the same write again,
 // which a store with idempotency keys (AWS) recognises.
 func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed bool, err error) {
-	defer func() { s.record(opPut, err) }()
+	start := time.Now()
+	defer func() { s.record(opPut, err); s.ins.observe(opPut, start, err) }()
 	if err := checkSecret(in); err != nil {
 		return false, err
 	}
@@ -451,7 +464,8 @@ func putConflict(cur *driver.Secret, opts PutOptions) error {
 
 // Delete removes the secret. Deleting a missing secret is not an error.
 func (s *Store) Delete(ctx context.Context, name string) (err error) {
-	defer func() { s.record(opDelete, err) }()
+	start := time.Now()
+	defer func() { s.record(opDelete, err); s.ins.observe(opDelete, start, err) }()
 	if err := s.start(ctx, opDelete, name); err != nil {
 		return err
 	}
@@ -469,7 +483,8 @@ func (s *Store) Delete(ctx context.Context, name string) (err error) {
 // matches "db/password" and "db/pool/user". Paging is handled inside.
 // An empty prefix lists everything.
 func (s *Store) List(ctx context.Context, prefix string) (names []string, err error) {
-	defer func() { s.record(opList, err) }()
+	start := time.Now()
+	defer func() { s.record(opList, err); s.ins.observe(opList, start, err) }()
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
@@ -503,7 +518,8 @@ func (s *Store) List(ctx context.Context, prefix string) (names []string, err er
 // otherwise. Missing secrets are absent from the result; an invalid name
 // or any other error aborts the read. It counts as one opGet.
 func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*Secret, err error) {
-	defer func() { s.record(opGet, err) }()
+	start := time.Now()
+	defer func() { s.record(opGet, err); s.ins.observe(opGet, start, err) }()
 	distinct, byPath, err := s.batchNames(ctx, opGet, names)
 	if err != nil {
 		return nil, err
@@ -580,7 +596,8 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 	if !ok || len(names) == 0 {
 		return nil, false, nil
 	}
-	defer func() { s.record(opStat, err) }()
+	start := time.Now()
+	defer func() { s.record(opStat, err); s.ins.observe(opStat, start, err) }()
 	_, byPath, err := s.batchNames(ctx, opStat, names)
 	if err != nil {
 		return nil, true, err
@@ -621,6 +638,7 @@ func (s *Store) CheckCredentials(ctx context.Context) error {
 		return errNoCheck()
 	}
 	unsupported := false
+	start := time.Now()
 	err := s.live(ctx, op, "")
 	if err == nil {
 		err = s.retry(ctx, op, "", func(ctx context.Context) error {
@@ -646,6 +664,7 @@ func (s *Store) CheckCredentials(ctx context.Context) error {
 		err = &Error{Op: op, Kind: ErrUnavailable, Err: cause}
 	}
 	s.record(op, err)
+	s.ins.observe(op, start, err)
 	return err
 }
 

@@ -1,0 +1,79 @@
+package secretstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meterName is the instrumentation scope of the store's instruments.
+const meterName = "github.com/edgesecrets/edgesecrets/secretstore"
+
+// instruments are a Store's OpenTelemetry instruments.
+type instruments struct {
+	backend  attribute.KeyValue
+	ops      metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+// newInstruments makes the instruments from mp, or the global provider
+// when mp is nil.
+func newInstruments(mp metric.MeterProvider, backend string) (*instruments, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if backend == "" {
+		backend = "unknown"
+	}
+	m := mp.Meter(meterName)
+	ops, err := m.Int64Counter("edgesecrets.store.operations",
+		metric.WithUnit("{operation}"),
+		metric.WithDescription("Calls of the secret store by backend, operation and outcome."))
+	if err != nil {
+		return nil, fmt.Errorf("metric edgesecrets.store.operations: %w", err)
+	}
+	dur, err := m.Float64Histogram("edgesecrets.store.operation.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of secret store calls, retries included."))
+	if err != nil {
+		return nil, fmt.Errorf("metric edgesecrets.store.operation.duration: %w", err)
+	}
+	return &instruments{backend: attribute.String("backend", backend), ops: ops, duration: dur}, nil
+}
+
+// outcome names the kind of err for the "outcome" attribute.
+func outcome(err error) string {
+	switch KindOf(err) {
+	case nil:
+		if err == nil {
+			return "ok"
+		}
+		if isContextError(err) {
+			return "canceled"
+		}
+		return "other"
+	case ErrNotFound:
+		return "not_found"
+	case ErrPermission:
+		return "permission"
+	case ErrUnavailable:
+		return "unavailable"
+	case ErrConflict:
+		return "conflict"
+	case ErrInvalid:
+		return "invalid"
+	}
+	return "other"
+}
+
+// observe records one call of op that began at start and ended with err.
+func (in *instruments) observe(op string, start time.Time, err error) {
+	attrs := metric.WithAttributes(in.backend, attribute.String("operation", op), attribute.String("outcome", outcome(err)))
+	ctx := context.Background()
+	in.ops.Add(ctx, 1, attrs)
+	in.duration.Record(ctx, time.Since(start).Seconds(), attrs)
+}

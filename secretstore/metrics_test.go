@@ -1,0 +1,68 @@
+package secretstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
+)
+
+// TestStoreMetrics proves the operations counter and the duration
+// histogram carry backend, operation and outcome.
+func TestStoreMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	drv := notFoundDriver{}
+	s, err := secretstore.New(drv, secretstore.Options{Backend: "memory", MeterProvider: mp})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = s.Get(ctx, "absent")
+	require.ErrorIs(t, err, secretstore.ErrNotFound)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	want := attribute.NewSet(attribute.String("backend", "memory"), attribute.String("operation", "get"), attribute.String("outcome", "not_found"))
+	var sawCount, sawHist bool
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				require.Equal(t, "edgesecrets.store.operations", m.Name)
+				require.Len(t, d.DataPoints, 1)
+				require.True(t, d.DataPoints[0].Attributes.Equals(&want))
+				require.EqualValues(t, 1, d.DataPoints[0].Value)
+				sawCount = true
+			case metricdata.Histogram[float64]:
+				require.Equal(t, "edgesecrets.store.operation.duration", m.Name)
+				require.Equal(t, "s", m.Unit)
+				require.Len(t, d.DataPoints, 1)
+				require.True(t, d.DataPoints[0].Attributes.Equals(&want))
+				require.EqualValues(t, 1, d.DataPoints[0].Count)
+				sawHist = true
+			}
+		}
+	}
+	require.True(t, sawCount && sawHist)
+}
+
+// notFoundDriver answers every call with the backend's "not found".
+type notFoundDriver struct{}
+
+func (notFoundDriver) Get(context.Context, string) (*driver.Secret, error) {
+	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+}
+func (notFoundDriver) Stat(context.Context, string) (*driver.Secret, error) {
+	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+}
+func (notFoundDriver) Put(context.Context, *driver.Write) error { return nil }
+func (notFoundDriver) Delete(context.Context, string) error     { return nil }
+func (notFoundDriver) List(context.Context, string) ([]string, error) {
+	return nil, nil
+}
+func (notFoundDriver) Close() error { return nil }
