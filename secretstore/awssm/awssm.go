@@ -117,7 +117,7 @@ func New(ctx context.Context, opts Options) (*secretstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return secretstore.New(s, secretstore.Options{Scope: s.scope, MaxAttempts: attempts, MaxBackoff: opts.MaxBackoff})
+	return secretstore.New(s, secretstore.Options{Scope: s.scope, MaxAttempts: attempts, MaxBackoff: opts.MaxBackoff, Backend: "awssm"})
 }
 
 // newDriver returns the driver opts describe, and how many attempts the

@@ -34,7 +34,7 @@ func init() { secretstore.Register(backendType, backend{}) }
 
 // New returns an empty in-memory store.
 func New() *secretstore.Store {
-	s, err := secretstore.New(newDriver(), secretstore.Options{MaxAttempts: 1})
+	s, err := secretstore.New(newDriver(), secretstore.Options{MaxAttempts: 1, Backend: backendType})
 	if err != nil {
 		panic("memory: " + err.Error()) // the options are constant and valid
 	}
@@ -130,5 +130,5 @@ func (backend) Validate(cfg secretstore.Config) error {
 }
 
 func (backend) Open(_ context.Context, cfg secretstore.Config, _ secretstore.OpenOptions) (*secretstore.Store, error) {
-	return secretstore.New(newDriver(), secretstore.Options{Scope: cfg.DefaultScope, MaxAttempts: 1})
+	return secretstore.New(newDriver(), secretstore.Options{Scope: cfg.DefaultScope, MaxAttempts: 1, Backend: backendType})
 }

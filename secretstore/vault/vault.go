@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	case opts.Client != nil:
 		attempts = 1
 	}
-	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts})
+	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts, Backend: "vault"})
 	if err != nil {
 		_ = d.Close()
 		return nil, err
