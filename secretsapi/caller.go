@@ -102,9 +102,11 @@ const (
 	headerUserID       = "X-UserId"
 )
 
-// readCredentials returns the request's credentials, or false when it
-// carries none (no Basic credentials, no bearer token).
-func readCredentials(r *http.Request) (Credentials, bool) {
+// ReadCredentials returns the request's credentials, read as the handler
+// reads them, or false when it carries none (no Basic credentials, no
+// bearer token): for an embedder's own routes beside the API, checked with
+// the same Options.Authenticate.
+func ReadCredentials(r *http.Request) (Credentials, bool) {
 	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return Credentials{Org: r.Header.Get(headerOrganization), User: r.Header.Get(headerUserID), Secret: token, Bearer: true}, token != ""
 	}

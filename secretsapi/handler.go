@@ -155,7 +155,7 @@ func (h *handler) badPath(w http.ResponseWriter, r *http.Request, err error) {
 // authenticate runs the hook and checks what it returns. On failure it
 // answers 401 itself, with body(msg).
 func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func(msg, code string) any) (Caller, bool) {
-	cred, ok := readCredentials(r)
+	cred, ok := ReadCredentials(r)
 	if !ok {
 		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
 		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", agbotapi.ErrUnauthorized))

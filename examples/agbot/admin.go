@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -37,10 +36,9 @@ const (
 //
 // Every request needs "Authorization: Bearer <admin token>".
 type adminHandler struct {
-	store  *secretstore.Store
-	reader *storereader.Reader // whose cached copy a write drops; may be nil
-	token  string
-	log    *slog.Logger
+	store *secretstore.Store
+	token string
+	log   *slog.Logger
 }
 
 func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +55,6 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		changed, err := h.store.Put(r.Context(), &secretstore.Secret{Name: name, Data: data}, secretstore.PutOptions{})
-		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -66,7 +63,6 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"changed": changed})
 	case http.MethodDelete:
 		err := h.store.Delete(r.Context(), name)
-		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -76,13 +72,6 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "PUT, DELETE")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use PUT or DELETE"})
-	}
-}
-
-// invalidate drops the reader's cached copy of name.
-func (h *adminHandler) invalidate(name string) {
-	if h.reader != nil {
-		h.reader.Invalidate(name)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
@@ -286,7 +285,7 @@ func TestOpenState(t *testing.T) {
 func TestReloadKeepsTheDeploymentOnABadFile(t *testing.T) {
 	dep, err := loadDeployment("deployment.json")
 	require.NoError(t, err)
-	a := &agbot{log: slog.New(slog.DiscardHandler), dep: dep, state: delivery.NewMemoryState(), ctx: t.Context(), deploying: map[relay.Node]bool{}}
+	d := &deployments{current: dep}
 	dir := t.TempDir()
 	write := func(df deploymentFile) string {
 		b, err := json.Marshal(map[string]any{"org": df.Org, "services": df.Services, "deploymentPolicy": df.DeploymentPolicy})
@@ -298,19 +297,21 @@ func TestReloadKeepsTheDeploymentOnABadFile(t *testing.T) {
 
 	other := sampleFile(t)
 	other.Org = "otherorg"
-	_, err = a.reload(t.Context(), write(other))
+	err = d.reload(write(other))
 	assert.ErrorContains(t, err, `org "otherorg" is not the agbot's "myorg"`)
-	assert.Same(t, dep, a.deployment(), "another organisation changes nothing")
+	assert.Same(t, dep, d.get(), "another organisation changes nothing")
 
 	broken := sampleFile(t)
 	broken.Services = nil
-	_, err = a.reload(t.Context(), write(broken))
+	err = d.reload(write(broken))
 	assert.ErrorContains(t, err, "services: none given")
-	assert.Same(t, dep, a.deployment(), "a file that does not decode changes nothing")
+	assert.Same(t, dep, d.get(), "a file that does not decode changes nothing")
 
-	n, err := a.reload(t.Context(), write(sampleFile(t)))
-	require.NoError(t, err)
-	assert.Zero(t, n, "no agreements, no nodes to redeploy")
-	assert.NotSame(t, dep, a.deployment(), "a good file replaces the deployment")
-	a.wait()
+	require.NoError(t, d.reload(write(sampleFile(t))))
+	assert.NotSame(t, dep, d.get(), "a good file replaces the deployment")
+	_, ok := d.deploy(t.Context(), relay.Node{Org: "otherorg", Node: "n"})
+	assert.False(t, ok, "nodes of another organisation get nothing")
+	got, ok := d.deploy(t.Context(), relay.Node{Org: "myorg", Node: "n"})
+	assert.True(t, ok)
+	assert.Equal(t, d.get().target, got.Target)
 }
