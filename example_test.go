@@ -44,10 +44,10 @@ func Example() {
 	defer stop() // stops both
 	dir, _ := os.MkdirTemp("", "edgesecrets-example")
 	defer os.RemoveAll(dir)
-	// The hub: the store, a state with the identity records, keys, a CA.
+	// The hub: the store, a state with the identity records (durable, shared: boltstate, pgstate), keys.
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
-	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore() // durable, shared: boltstate.Open, pgstate.Open
+	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore()
 	agbotKeys := must(agreement.GenerateKeys("")) // the default suite
 	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
 		Resolver: must(binding.NewCatalog(must(binding.DecodeServiceDefinition(strings.NewReader(service)))))}
