@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
 )
 
@@ -217,10 +218,8 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 			return true, true
 		}
 		log.Debug("the node's agreement is being cancelled; deploying once it is gone")
-		select {
-		case <-ctx.Done():
+		if !ctxtime.Sleep(ctx, cancellingPoll) {
 			return false, false
-		case <-time.After(cancellingPoll):
 		}
 	}
 }

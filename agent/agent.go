@@ -42,6 +42,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -298,7 +299,7 @@ func (a *Agent) keepRegistered(ctx context.Context) {
 			return
 		}
 		a.log.Warn("the hub no longer renews the identity; registering again", slog.String("err", errText(err)))
-		if !sleep(ctx, delay) {
+		if !ctxtime.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, a.opts.MaxRegisterBackoff)
@@ -319,18 +320,6 @@ func errText(err error) string {
 		return "no error"
 	}
 	return err.Error()
-}
-
-// sleep waits d, or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // provision is the Receiver's Provision hook: each instance of an applied

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
 )
 
@@ -17,7 +18,7 @@ func (a *Agent) poll(ctx context.Context) {
 		for _, up := range a.upstreams {
 			a.pollOne(ctx, up)
 		}
-		if !sleep(ctx, a.opts.PollInterval) {
+		if !ctxtime.Sleep(ctx, a.opts.PollInterval) {
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -105,7 +106,7 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 			return nil
 		case !errors.As(err, &ce) || try == maxEditTries:
 			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, err)
-		case try > 1 && !sleep(ctx, e.backoff(try-1)):
+		case try > 1 && !ctxtime.Sleep(ctx, e.backoff(try-1)):
 			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, ctx.Err())
 		}
 	}

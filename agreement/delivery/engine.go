@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -354,7 +355,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // reports whether it did before ctx ended.
 func (e *Engine) awaitMembership(ctx context.Context) bool {
 	for !e.member.entitled() {
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !ctxtime.Sleep(ctx, 50*time.Millisecond) {
 			return false
 		}
 	}
@@ -374,7 +375,7 @@ func (e *Engine) renewEpoch(ctx context.Context) error {
 			return nil
 		}
 		e.log.Error("could not take a sequence epoch from the state; retrying", slog.String("err", err.Error()))
-		if !sleep(ctx, e.backoff(attempt)) {
+		if !ctxtime.Sleep(ctx, e.backoff(attempt)) {
 			return ctx.Err()
 		}
 	}
@@ -433,16 +434,4 @@ func (e *Engine) backoff(attempts int) time.Duration {
 		d -= mathrand.N(d / 10)
 	}
 	return d
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
