@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -620,4 +621,58 @@ func validToken(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// SealSecretsUpdate seals an update of kind UpdateKindSecrets carrying su
+// to recipient: NewSecretsUpdate and Seal in one step, for the agbot's
+// rotation path. The values are encoded once, into the one buffer that is
+// sealed and then cleared, so no copy of them (the payload of an Update,
+// an encoder's buffer) is left to the garbage collector. The envelope
+// opens as the Update NewSecretsUpdate would have made.
+func SealSecretsUpdate(sender *PrivateKeys, recipient *PublicKeys, agreementID string, su SecretsUpdate, h Header, opts Options) ([]byte, error) {
+	return sealMessage(sender, recipient, TypeUpdate, secretsUpdateMessage{agreementID: agreementID, su: su}, h, opts)
+}
+
+// secretsUpdateMessage is the message SealSecretsUpdate seals: an Update
+// of kind UpdateKindSecrets whose payload is encoded with the rest.
+type secretsUpdateMessage struct {
+	agreementID string
+	su          SecretsUpdate
+}
+
+func (m secretsUpdateMessage) validate() error {
+	if err := checkMessageHead("update", messageVersion, m.agreementID); err != nil {
+		return err
+	}
+	if err := m.su.validate(); err != nil {
+		return fmt.Errorf("%w: secrets update of agreement %q: %w", errInvalidMessage, m.agreementID, err)
+	}
+	return nil
+}
+
+func (m secretsUpdateMessage) agreement() string { return m.agreementID }
+func (m secretsUpdateMessage) version() int      { return messageVersion }
+
+// encode writes what json.Marshal writes for the Update NewSecretsUpdate
+// makes, into one buffer sized up front.
+func (m secretsUpdateMessage) encode() ([]byte, error) {
+	b := make([]byte, 0, m.size())
+	b = append(b, '{')
+	b = appendField(b, "version", true)
+	b = strconv.AppendInt(b, messageVersion, 10)
+	b = appendField(b, "agreementId", false)
+	b = appendJSONString(b, m.agreementID)
+	b = appendField(b, "kind", false)
+	b = appendJSONString(b, UpdateKindSecrets)
+	b = appendField(b, "payload", false)
+	b = append(b, '{')
+	b = appendField(b, "services", true)
+	b = appendServices(b, m.su.Services)
+	return append(b, '}', '}'), nil
+}
+
+// size bounds the length of encode's output.
+func (m secretsUpdateMessage) size() int {
+	return len(`{"version":,"agreementId":,"kind":,"payload":}`) + 20 + jsonStringSize(m.agreementID) + jsonStringSize(UpdateKindSecrets) +
+		servicesMessageSize("", m.su.Services)
 }

@@ -65,6 +65,14 @@ func requireSameAsEncodingJSON(t *testing.T, p Proposal) {
 	want, err = json.Marshal(secretsUpdateJSON{referenceServices(p.Services)})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(encodeServicesMessage(false, 0, "", p.Services)), "secrets update payload")
+	// The rotation path's one-buffer encoding of the whole update.
+	wantUpdate, err := json.Marshal(Update{Version: messageVersion, AgreementID: p.AgreementID, Kind: UpdateKindSecrets, Payload: want})
+	require.NoError(t, err)
+	m := secretsUpdateMessage{agreementID: p.AgreementID, su: SecretsUpdate{Services: p.Services}}
+	gotUpdate, err := m.encode()
+	require.NoError(t, err)
+	require.Equal(t, string(wantUpdate), string(gotUpdate), "secrets update")
+	require.Equal(t, m.size(), cap(gotUpdate), "the secrets update outgrew its buffer")
 
 	for _, ss := range p.Services {
 		want, err := json.Marshal(referenceServices([]ServiceSecrets{ss}))

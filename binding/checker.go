@@ -65,8 +65,6 @@ func (c *storeChecker) SecretKeys(ctx context.Context, name VaultSecretName) ([]
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range s.Data {
-		clear(v)
-	}
+	s.Data.Wipe()
 	return s.Data.Keys(), nil
 }

@@ -99,6 +99,15 @@ func (d Data) Clone() Data {
 	return c
 }
 
+// Wipe overwrites every value with zeros, in place: call it when a copy
+// of a secret is no longer needed, so that it is not left for the garbage
+// collector to free whenever it does. The keys stay.
+func (d Data) Wipe() {
+	for _, v := range d {
+		clear(v)
+	}
+}
+
 // Equal reports whether d and other hold the same keys with the same bytes.
 // A nil and an empty Data are equal; so are a nil and an empty value.
 func (d Data) Equal(other Data) bool {

@@ -236,3 +236,27 @@ func TestSecretClone(t *testing.T) {
 func tagOf(d secretstore.Data) secretstore.ContentTag {
 	return (&secretstore.Secret{Data: d}).ContentTag()
 }
+
+func TestDataWipe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data Data
+	}{
+		{"values", Data{"a": []byte("one"), "b": []byte("two")}},
+		{"an empty value", Data{"a": {}}},
+		{"nil", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := tc.data.Keys()
+			values := map[string][]byte{}
+			for k, v := range tc.data {
+				values[k] = v
+			}
+			tc.data.Wipe()
+			assert.Equal(t, keys, tc.data.Keys(), "the keys stay")
+			for k, v := range values {
+				assert.Equal(t, make([]byte, len(v)), v, "value %q is zeros, in place", k)
+			}
+		})
+	}
+}

@@ -423,7 +423,7 @@ func (e *Engine) Health(context.Context) Health {
 	if h.StateProblem == "" {
 		h.StateProblem = e.member.Problem()
 	}
-	h.LastStoreSuccess = e.monitor.LastSuccess()
+	h.LastStoreSuccess = e.store.LastSuccess()
 	return h
 }
 

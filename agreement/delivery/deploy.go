@@ -153,7 +153,7 @@ func (d Deployment) check() error {
 // deployOnce makes one attempt of Deploy.
 func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error) {
 	log := e.log.With(slog.String("agreement", d.ID), slog.String("node", d.Node))
-	checker, err := binding.NewStoreChecker(e.monitor, d.Org)
+	checker, err := binding.NewStoreChecker(e.store, d.Org)
 	if err != nil {
 		return Deployed{}, fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, secretstore.ErrInvalid, err)
 	}

@@ -256,9 +256,7 @@ func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *ba
 func (b *batch) wipe() {
 	for _, r := range b.reads {
 		if r.val != nil {
-			for _, v := range r.val.Data {
-				clear(v)
-			}
+			r.val.Data.Wipe()
 		}
 	}
 }
@@ -509,11 +507,8 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		return
 	}
 	b.seal(ctx, j, keys, agreement.TypeUpdate, agreement.UpdateKindSecrets, contents, func(h agreement.Header) ([]byte, error) {
-		u, err := agreement.NewSecretsUpdate(r.ID, agreement.SecretsUpdate{Services: servicesOf(r, send, values)})
-		if err != nil {
-			return nil, err
-		}
-		return agreement.Seal(e.keys, keys, u, h, e.cfg.EnvelopeOptions)
+		// One buffer holds the values' encoding, cleared once sealed.
+		return agreement.SealSecretsUpdate(e.keys, keys, r.ID, agreement.SecretsUpdate{Services: servicesOf(r, send, values)}, h, e.cfg.EnvelopeOptions)
 	})
 }
 
