@@ -240,10 +240,10 @@ func tagOf(d secretstore.Data) secretstore.ContentTag {
 func TestDataWipe(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		data Data
+		data secretstore.Data
 	}{
-		{"values", Data{"a": []byte("one"), "b": []byte("two")}},
-		{"an empty value", Data{"a": {}}},
+		{"values", secretstore.Data{"a": []byte("one"), "b": []byte("two")}},
+		{"an empty value", secretstore.Data{"a": {}}},
 		{"nil", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
