@@ -48,7 +48,7 @@ func Example() {
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
 	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore()
-	agbotKeys := must(agreement.GenerateKeys("")) // the default suite
+	agbotKeys := must(agreement.GenerateKeys(agreement.DefaultSuite))
 	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
 		Resolver: must(binding.NewCatalog(must(binding.DecodeServiceDefinition(strings.NewReader(service)))))}
 	hub := must(agbot.New(agbot.Options{
@@ -69,7 +69,7 @@ func Example() {
 	instances := make(chan agent.Instance, 1)
 	node := must(agent.New(ctx, agent.Options{
 		Instance: identity.Identity{Provider: "cloud", Org: "myorg", Node: "node-1", InstanceID: "i-1"},
-		Keys:     must(agreement.GenerateKeys("")), Agbot: agbotKeys.Public(),
+		Keys:     must(agreement.GenerateKeys(agreement.DefaultSuite)), Agbot: agbotKeys.Public(),
 		Agbots: []string{hubServer.URL},
 		Attest: func(context.Context) (identity.Attestation, error) { return "the provider's document", nil },
 		Files:  agentapi.Options{Root: filepath.Join(dir, "agent")},

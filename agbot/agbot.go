@@ -323,6 +323,6 @@ func (a *Agbot) certified(ctx context.Context, n relay.Node) (*agreement.PublicK
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
 		return nil, chain, fmt.Errorf("the certificate is for node %s/%s", vid.Instance.Org, vid.Instance.Node)
 	}
-	keys, err := agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
+	keys, err := vid.PublicKeys()
 	return keys, chain, err
 }

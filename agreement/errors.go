@@ -46,9 +46,26 @@ var (
 	errInvalidKey         = &cause{ErrInvalid, "invalid key"}
 	errUnknownSuite       = &cause{ErrInvalid, "suite not supported or not allowed"}
 	errInsecureKeyFile    = &cause{ErrInvalid, "insecure key file"}
-	errSuiteNotAllowed    = &cause{ErrNotAuthentic, "suite not allowed"}
-	errWrongRecipient     = &cause{ErrNotAuthentic, "wrong recipient"}
-	errWrongSender        = &cause{ErrNotAuthentic, "wrong sender"}
-	errBadSignature       = &cause{ErrNotAuthentic, "bad signature"}
-	errDecrypt            = &cause{ErrNotAuthentic, "decryption failed"}
+)
+
+// The refinements of ErrNotAuthentic: each matches ErrNotAuthentic and
+// itself with errors.Is, so a caller that must tell the failures apart
+// (a message sealed to this agent's old keys, a message from another
+// agbot) need not read the error's text.
+var (
+	// ErrSuiteNotAllowed: the envelope's suite is outside
+	// Options.AllowedSuites.
+	ErrSuiteNotAllowed error = &cause{ErrNotAuthentic, "suite not allowed"}
+	// ErrWrongRecipient: the envelope is sealed to another key id than the
+	// recipient's.
+	ErrWrongRecipient error = &cause{ErrNotAuthentic, "wrong recipient"}
+	// ErrWrongSender: the envelope names another sender key id than the
+	// expected sender's.
+	ErrWrongSender error = &cause{ErrNotAuthentic, "wrong sender"}
+	// ErrBadSignature: the sender's signature does not verify: the
+	// envelope was altered, or signed by another key.
+	ErrBadSignature error = &cause{ErrNotAuthentic, "bad signature"}
+	// ErrDecrypt: the ciphertext does not decrypt with the recipient's
+	// key.
+	ErrDecrypt error = &cause{ErrNotAuthentic, "decryption failed"}
 )

@@ -13,8 +13,9 @@ import (
 // they do.
 func TestErrorKinds(t *testing.T) {
 	kinds := []error{ErrInvalid, ErrNotAuthentic, ErrReplay}
+	refinements := []error{ErrSuiteNotAllowed, ErrWrongRecipient, ErrWrongSender, ErrBadSignature, ErrDecrypt}
 	for _, tc := range []struct {
-		cause *cause
+		cause error
 		kind  error
 	}{
 		{errTooLarge, ErrInvalid},
@@ -25,18 +26,21 @@ func TestErrorKinds(t *testing.T) {
 		{errInvalidKey, ErrInvalid},
 		{errUnknownSuite, ErrInvalid},
 		{errInsecureKeyFile, ErrInvalid},
-		{errSuiteNotAllowed, ErrNotAuthentic},
-		{errWrongRecipient, ErrNotAuthentic},
-		{errWrongSender, ErrNotAuthentic},
-		{errBadSignature, ErrNotAuthentic},
-		{errDecrypt, ErrNotAuthentic},
+		{ErrSuiteNotAllowed, ErrNotAuthentic},
+		{ErrWrongRecipient, ErrNotAuthentic},
+		{ErrWrongSender, ErrNotAuthentic},
+		{ErrBadSignature, ErrNotAuthentic},
+		{ErrDecrypt, ErrNotAuthentic},
 	} {
-		t.Run(tc.cause.text, func(t *testing.T) {
+		t.Run(tc.cause.Error(), func(t *testing.T) {
 			err := fmt.Errorf("agreement: open: %w: detail", tc.cause)
 			for _, k := range kinds {
 				assert.Equal(t, k == tc.kind, errors.Is(err, k), "matches %q", k)
 			}
-			assert.Equal(t, "agreement: open: "+tc.cause.text+": detail", err.Error(), "the cause's words stay in the text")
+			for _, r := range refinements {
+				assert.Equal(t, r == tc.cause, errors.Is(err, r), "matches the refinement %q only if it is that one", r)
+			}
+			assert.Equal(t, "agreement: open: "+tc.cause.Error()+": detail", err.Error(), "the cause's words stay in the text")
 		})
 	}
 }

@@ -24,8 +24,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // allKinds are the error kinds of the package; an error should match one.
 var allKinds = []error{
 	errTooLarge, errMalformed, errUnsupportedVersion, errUnexpectedType, errInvalidMessage, errInvalidKey,
-	errUnknownSuite, errInsecureKeyFile, errSuiteNotAllowed, errWrongRecipient, errWrongSender,
-	errBadSignature, errDecrypt, ErrReplay,
+	errUnknownSuite, errInsecureKeyFile, ErrSuiteNotAllowed, ErrWrongRecipient, ErrWrongSender,
+	ErrBadSignature, ErrDecrypt, ErrReplay,
 }
 
 // requireKind asserts that err matches want, the exported kind want

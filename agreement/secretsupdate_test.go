@@ -73,3 +73,16 @@ func TestSealingASecretsUpdateWipesItsBuffer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, su.Services[0].Secrets, 2, "and the envelope holds it")
 }
+
+// SigningKeyID is the SenderKeyID of what the keys' owner seals, as
+// EncryptionKeyID is the RecipientKeyID of what is sealed to them.
+func TestKeyIDsAreTheHeaders(t *testing.T) {
+	agbot, agent := mustKeys(t, SuiteX25519), mustKeys(t, SuiteMLKEM768X25519)
+	env, err := Seal(agbot, agent.Public(), []byte("x"), Header{Type: TypeProposal, AgreementID: "agr-1", Sequence: 1}, Options{})
+	require.NoError(t, err)
+	h, err := PeekHeader(env, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, agbot.Public().SigningKeyID(), h.SenderKeyID)
+	assert.Equal(t, agent.Public().EncryptionKeyID(), h.RecipientKeyID)
+	assert.NotEqual(t, agbot.Public().SigningKeyID(), agbot.Public().EncryptionKeyID())
+}

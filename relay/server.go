@@ -220,7 +220,7 @@ func (s *Server) verifyChain(ctx context.Context, n Node, chain []byte) (*agreem
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
 		return nil, time.Time{}, fmt.Errorf("the certificate names node %s/%s, not %s", vid.Instance.Org, vid.Instance.Node, n)
 	}
-	keys, err := agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
+	keys, err := vid.PublicKeys()
 	if err != nil {
 		return nil, time.Time{}, err
 	}

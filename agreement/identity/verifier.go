@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -138,10 +139,14 @@ type VerifiedIdentity struct {
 	// the agent's signatures (replies, envelopes it sends).
 	SigningKey ed25519.PublicKey
 	// EncryptionKey is the agent's HPKE public key: the key to seal to.
-	// agreement.NewPublicKeys(SigningKey, EncryptionKey) is the key set
-	// the agbot seals to (agreement.Seal of a proposal or an update)
-	// and whose signatures it accepts on the agent's replies.
 	EncryptionKey hpke.PublicKey
+}
+
+// PublicKeys returns the agent's agreement key set: the keys the agbot
+// seals to (agreement.Seal of a proposal or an update) and whose
+// signatures it accepts on the agent's replies.
+func (v VerifiedIdentity) PublicKeys() (*agreement.PublicKeys, error) {
+	return agreement.NewPublicKeys(v.SigningKey, v.EncryptionKey)
 }
 
 // Verify checks an agent certificate chain in PEM (1 to 8 "CERTIFICATE"
