@@ -24,7 +24,7 @@ func parse(t *testing.T, js string) (secretstore.Config, error) {
 func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	_, err := parse(t, `{"type":"vault","vault":{
 		"address":"ftp://x","mount":"a/../b","kvVersion":"3","parentPath":"//",
-		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxRetries":99,
+		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxAttempts":99,
 		"rateLimit":-1,"rateBurst":-2,
 		"auth":{"method":"approle","secretID":"s3cr3t-id","secretIDFile":"/f","tokenFile":"/t","jwtEnv":"J"}}}`)
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
@@ -38,7 +38,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"vault.caBundle and caFile are exclusive",
 		"vault.caBundle holds no PEM certificate",
 		"vault.timeout must not be negative",
-		"vault.maxRetries must be between 0 and 10",
+		"vault.maxAttempts must be between 1 and 20 (0 means the default)",
 		"vault.rateLimit must not be negative",
 		"vault.rateBurst must not be negative",
 		"vault.auth.roleID is required for method approle",
@@ -59,7 +59,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 // is reported, each naming where it is. An unknown field hides nothing.
 func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 	_, err := parse(t, `{"type":"vault","defaultScope":"../up","defualtScope":"org1","vaultt":{},
-		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxRetries":99,"rateLimit":"fast",
+		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxAttempts":99,"rateLimit":"fast",
 			"auth":{"method":"token","tokn":"t0k3n-value","roleID":"r","mount":"/"}}}`)
 	require.ErrorIs(t, err, secretstore.ErrInvalid)
 	var ce *secretstore.ConfigError
@@ -74,7 +74,7 @@ func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 		`vault.auth: unknown field "tokn" (did you mean "token"?)`,
 		"vault.address is required",
 		`vault.kvVersion must be "1", "2" or "auto"`,
-		"vault.maxRetries must be between 0 and 10",
+		"vault.maxAttempts must be between 1 and 20 (0 means the default)",
 		"vault.auth.method token needs exactly one of token, tokenFile, tokenEnv",
 		"vault.auth.mount is not used by method token",
 		"vault.auth.roleID is not used by method token (it belongs to approle)",
@@ -96,7 +96,7 @@ func TestConfigValidateTable(t *testing.T) {
 		{"approle", `"address":"http://h","auth":{"method":"approle","roleID":"r","secretIDFile":"/f","wrappedSecretID":true,"mount":"ar"}`, ""},
 		{"kubernetes", `"address":"http://h","auth":{"method":"kubernetes","role":"agbot"}`, ""},
 		{"jwt", `"address":"http://h","auth":{"method":"jwt","jwtFile":"/jwt"}`, ""},
-		{"all options", `"address":"https://h","mount":"/kv/","kvVersion":"2","parentPath":"edge/secrets","namespace":"team/a","tlsServerName":"vault.internal","timeout":"5s","maxRetries":0,"rateLimit":2.5,"rateBurst":3,"auth":{"method":"token","tokenEnv":"T"}`, ""},
+		{"all options", `"address":"https://h","mount":"/kv/","kvVersion":"2","parentPath":"edge/secrets","namespace":"team/a","tlsServerName":"vault.internal","timeout":"5s","maxAttempts":1,"rateLimit":2.5,"rateBurst":3,"auth":{"method":"token","tokenEnv":"T"}`, ""},
 		{"address missing", `"auth":{"method":"token","tokenEnv":"T"}`, "vault.address is required"},
 		{"auth missing", `"address":"http://h"`, "vault.auth.method is required"},
 		{"unknown method", `"address":"http://h","auth":{"method":"ldap"}`, `vault.auth.method "ldap" is not one of`},
@@ -157,9 +157,8 @@ func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 }
 
 func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
-	maxRetries := 0
 	_, err := vault.New(t.Context(), vault.Config{
-		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
+		Address: "http://127.0.0.1:1", MaxAttempts: 1,
 		Auth: vault.Auth{Method: "token", Token: "tok-never-printed"},
 	}, vault.Options{})
 	require.ErrorIs(t, err, secretstore.ErrUnavailable)
@@ -174,7 +173,7 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 func FuzzConfig(f *testing.F) {
 	f.Add(`{"address":"http://h","auth":{"method":"token","token":"x"}}`)
 	f.Add(`{"address":"https://h","caBundle":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----","auth":{"method":"approle","roleID":"r","secretID":"x"}}`)
-	f.Add(`{"timeout":"1h","maxRetries":"x","auth":{"method":"jwt","jwtEnv":"E","token":"x"}}`)
+	f.Add(`{"timeout":"1h","maxAttempts":"x","auth":{"method":"jwt","jwtEnv":"E","token":"x"}}`)
 	f.Add(`{"auth":{"method":"token","token":7}}`)
 	f.Add(`{"auth":"token"}`)
 	f.Add(`[]`)

@@ -29,7 +29,7 @@
 // nothing reads the secret and writes nothing.
 //
 // Errors: 403 is ErrPermission; sealed, standby, unreachable, timeouts,
-// 5xx and 429 are ErrUnavailable, which the store retries (Config.MaxRetries
+// 5xx and 429 are ErrUnavailable, which the store retries (Config.MaxAttempts
 // times, within the caller's deadline: see secretstore.Store); a lost
 // check-and-set is ErrConflict. Messages come from status codes and fixed
 // phrases, never from request or response bodies, and never contain a
@@ -104,7 +104,7 @@ type Options struct {
 	// settings (address, namespace, caBundle, caFile, tlsServerName,
 	// timeout, rateLimit, rateBurst, auth) must then be empty. The client's
 	// own retries happen inside each of the store's attempts, which
-	// number maxRetries+1 when Config.MaxRetries is set and 1 otherwise.
+	// number Config.MaxAttempts when it is set and 1 otherwise.
 	Client *api.Client
 	// Logger receives logins, renewals and failures; never a token or a
 	// value. Nil discards.
@@ -134,10 +134,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	attempts := defaultMaxRetries + 1
+	attempts := defaultMaxAttempts
 	switch {
-	case cfg.MaxRetries != nil:
-		attempts = *cfg.MaxRetries + 1
+	case cfg.MaxAttempts > 0:
+		attempts = cfg.MaxAttempts
 	case opts.Client != nil:
 		attempts = 1
 	}
