@@ -31,9 +31,9 @@ type ReceiverOptions struct {
 	// reason); the files stay, and the agbot's next attempt provisions
 	// again. It must not call the Store's changing methods.
 	Provision func(ctx context.Context, p agreement.Proposal, instances Instances) error
-	// OpenOptions are passed to the agreement package when opening
+	// EnvelopeOptions are passed to the agreement package when opening
 	// envelopes (agreement.Options.AllowedSuites and MaxSize).
-	OpenOptions agreement.Options
+	EnvelopeOptions agreement.Options
 	// Logger receives agreement ids, message types, sequences and
 	// outcomes, never values. Default: discard.
 	Logger *slog.Logger
@@ -82,7 +82,7 @@ func NewReceiver(store *Store, opts ReceiverOptions) (*Receiver, error) {
 	case opts.Assign == nil:
 		return nil, fmt.Errorf("agentapi: receiver: %w: ReceiverOptions.Assign is required", secretstore.ErrInvalid)
 	}
-	r := &Receiver{store: store, keys: opts.Keys, agbot: opts.Agbot, assign: opts.Assign, provision: opts.Provision, opts: opts.OpenOptions, log: opts.Logger}
+	r := &Receiver{store: store, keys: opts.Keys, agbot: opts.Agbot, assign: opts.Assign, provision: opts.Provision, opts: opts.EnvelopeOptions, log: opts.Logger}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
