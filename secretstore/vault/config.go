@@ -30,8 +30,8 @@ const (
 
 // Defaults applied by New (documented on the Config fields).
 const (
-	defaultMount      = "secret"
-	defaultTimeout    = 30 * time.Second
+	defaultMount       = "secret"
+	defaultTimeout     = 30 * time.Second
 	defaultMaxAttempts = 3
 	// defaultServiceAccountTokenFile is where Kubernetes mounts a pod's
 	// service account token.
