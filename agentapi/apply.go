@@ -36,12 +36,12 @@ type Instance struct {
 // name are ignored.
 type Instances map[agreement.ServiceRef]Instance
 
-// Reply turns the outcome of ApplyProposal or ApplyUpdate into the reply the
+// ReplyFor turns the outcome of ApplyProposal or ApplyUpdate into the reply the
 // agent sends back: accepted when err is nil; otherwise rejected, with err's
 // sentence as the reason when the message itself was at fault (errors
 // matching secretstore.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
-func Reply(agreementID string, err error) agreement.Reply {
+func ReplyFor(agreementID string, err error) agreement.Reply {
 	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil}
 	switch {
 	case err == nil:

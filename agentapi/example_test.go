@@ -41,7 +41,7 @@ func Example() {
 		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"user": []byte("app"), "password": []byte("s3cr3t")}}},
 	}}}
 	_, err = store.ApplyProposal(ctx, proposal, agentapi.Instances{web: {ID: "web-1"}})
-	fmt.Printf("proposal reply: %+v\n", agentapi.Reply("ag-1", err))
+	fmt.Printf("proposal reply: %+v\n", agentapi.ReplyFor("ag-1", err))
 	info, _ := store.Instance("web-1")
 	mount := info.MountSource
 	content, _ := os.ReadFile(filepath.Join(mount, "db"))
@@ -53,7 +53,7 @@ func Example() {
 		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"user": []byte("app"), "password": []byte("n3w")}}},
 	}}})
 	changes, err := store.ApplyUpdate(ctx, update)
-	fmt.Println("update written:", changes, "accepted:", agentapi.Reply("ag-1", err).Accepted)
+	fmt.Println("update written:", changes, "accepted:", agentapi.ReplyFor("ag-1", err).Accepted)
 
 	// The service asks the agent's API, with its instance id and token.
 	tokens := &agentapi.TokenTable{}

@@ -102,7 +102,7 @@ type Received struct {
 	// Removed lists the instances a cancellation removed.
 	Removed []string
 	// Err says why the message was not applied, or is nil: the reply
-	// says the same (see Reply). It never holds a value.
+	// says the same (see ReplyFor). It never holds a value.
 	Err error
 	// Reply is the sealed reply to send to the agbot.
 	Reply []byte
@@ -173,7 +173,7 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 		applyErr = errors.Join(applyErr, err)
 	}
 	got.Err = applyErr
-	outcome := Reply(h.AgreementID, applyErr)
+	outcome := ReplyFor(h.AgreementID, applyErr)
 	got.Reply, err = agreement.Seal(r.keys, r.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason), agreement.Header{Sequence: st.Reply}, agreement.Options{})
 	if err != nil {
 		return got, fmt.Errorf("agentapi: receive: sealing the reply: %w", err)

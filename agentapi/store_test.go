@@ -417,7 +417,7 @@ func TestApplyUpdateRejects(t *testing.T) {
 				}
 			}
 			assert.Equal(t, before, after, "a rejected update wrote something")
-			reply := agentapi.Reply("ag-1", err)
+			reply := agentapi.ReplyFor("ag-1", err)
 			assert.False(t, reply.Accepted)
 			assert.Contains(t, reply.Reason, tt.want)
 		})
@@ -606,11 +606,11 @@ func TestOpenRejectsCorruptMetadata(t *testing.T) {
 }
 
 func TestReply(t *testing.T) {
-	assert.Equal(t, agreement.Reply{Version: 1, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
-	bad := agentapi.Reply("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
+	assert.Equal(t, agreement.Reply{Version: 1, AgreementID: "ag", Accepted: true}, agentapi.ReplyFor("ag", nil))
+	bad := agentapi.ReplyFor("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
 	assert.False(t, bad.Accepted)
 	assert.Contains(t, bad.Reason, `"a/b"`)
-	local := agentapi.Reply("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})
+	local := agentapi.ReplyFor("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})
 	assert.False(t, local.Accepted)
 	assert.Equal(t, "the agent could not store the secrets", local.Reason)
 }

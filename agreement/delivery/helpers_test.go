@@ -129,7 +129,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		return nil, fmt.Errorf("test agent: unexpected %s", peek.Type)
 	}
 	a.opened = append(a.opened, h)
-	outcome := agentapi.Reply(h.AgreementID, applyErr)
+	outcome := agentapi.ReplyFor(h.AgreementID, applyErr)
 	reply, err := agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
 		agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 	if err != nil {

@@ -265,7 +265,7 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	_, err = f.agent.Files().ApplyUpdate(ctx, bad)
 	require.Error(t, err)
 	c.addErr(err)
-	c.addErr(fmt.Errorf("reply: %+v", agentapi.Reply(f.agreementID, err)))
+	c.addErr(fmt.Errorf("reply: %+v", agentapi.ReplyFor(f.agreementID, err)))
 
 	update, err := agreement.NewSecretsUpdate(f.agreementID, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
 		Service: f.target.Services[0],
