@@ -172,6 +172,6 @@
 // Errors match [secretstore.ErrInvalid] (bad name or message),
 // [secretstore.ErrNotFound] (unknown instance, agreement, service or secret)
 // or [secretstore.ErrConflict] (an instance id already used by another
-// agreement or service) with errors.Is; [Reply] turns the outcome of an
+// agreement or service) with errors.Is; [ReplyFor] turns the outcome of an
 // apply into the agreement.Reply the agent sends back.
 package agentapi
