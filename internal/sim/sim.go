@@ -62,6 +62,14 @@ type Config struct {
 	// Agents and Names are the nodes and the store secrets they bind;
 	// zero means 4 and 3.
 	Agents, Names int
+	// WipeKeepsKeys makes an agent restarted without its files keep its
+	// keys. Off, the keys go with the files. On, seed 7 strands the agent:
+	// the agbot's updates are rejected ("no instance holds secrets of
+	// agreement") and never proposed again (see sim_test.go).
+	WipeKeepsKeys bool
+	// Without names fault kinds (as counted in Stats.Faults) not to
+	// inject: a step that draws one heals instead.
+	Without []string
 	// TempDir returns a new temporary directory (testing.T.TempDir).
 	TempDir func() string
 }
@@ -475,6 +483,13 @@ func (w *World) restartAgent(ctx context.Context, a *simAgent, how string) error
 			return err
 		}
 		a.root, a.wiped = root, true
+		if !w.cfg.WipeKeepsKeys {
+			keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+			if err != nil {
+				return err
+			}
+			a.keys = keys
+		}
 	case "rekeyed":
 		keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 		if err != nil {
@@ -602,6 +617,11 @@ func (w *World) Step(ctx context.Context) error {
 		w.count("store.outage.once")
 		w.setStoreFault(mock.Faults{Fail: secretstore.ErrUnavailable, Times: 1 + w.rng.IntN(5)})
 	case 11:
+		if slices.Contains(w.cfg.Without, "state.down") {
+			w.count("heal")
+			w.heal()
+			break
+		}
 		w.count("state.down")
 		w.state.setDown(true)
 	case 12:
@@ -622,6 +642,11 @@ func (w *World) Step(ctx context.Context) error {
 			return err
 		}
 	case 16:
+		if slices.Contains(w.cfg.Without, "identity.lost") {
+			w.count("heal")
+			w.heal()
+			break
+		}
 		w.count("identity.lost")
 		w.certs.lose(w.agents[w.rng.IntN(len(w.agents))].name)
 	case 17:
@@ -681,13 +706,38 @@ func (w *World) unconverged() []string {
 		case !exists && ok:
 			out = append(out, fmt.Sprintf("%s holds a deleted secret's content", a.name))
 		case exists && !ok:
-			out = append(out, fmt.Sprintf("%s holds nothing of s%d", a.name, a.bound))
+			out = append(out, fmt.Sprintf("%s holds nothing of s%d (%s)", a.name, a.bound, w.status(a)))
 		case exists && got != want:
 			_, v, _ := parse(got)
 			out = append(out, fmt.Sprintf("%s holds version %d of s%d, the store %d", a.name, v, a.bound, s.version))
 		}
 	}
 	return out
+}
+
+// status describes the agbot's agreement with a's node, for a violation.
+func (w *World) status(a *simAgent) string {
+	id := agbot.AgreementID(relay.Node{Org: org, Node: a.name})
+	if path := os.Getenv("SIM_DUMP"); path != "" {
+		var b strings.Builder
+		for i, l := range w.agbotLogs {
+			for _, line := range strings.Split(l.String(), "\n") {
+				if strings.Contains(line, id) || strings.Contains(line, a.name) {
+					fmt.Fprintf(&b, "agbot%d %s\n", i, line)
+				}
+			}
+		}
+		b.WriteString(a.logs.String())
+		_ = os.WriteFile(path+"."+a.name, []byte(b.String()), 0o600)
+	}
+	st, err := w.agbot.Engine().Status(context.Background(), id)
+	if err != nil {
+		w.mu.Lock()
+		c, cancelled := w.cancels[id]
+		w.mu.Unlock()
+		return fmt.Sprintf("agbot: %v; cancelled %v (%s)", err, cancelled, c.Reason)
+	}
+	return fmt.Sprintf("agbot: phase %v, in sync %v, waiting %q, last error %q, rejection %q", st.Phase, st.InSync, st.Waiting, st.LastError, st.Rejection)
 }
 
 // Close stops the agents and the agbot, and returns the run's
