@@ -21,6 +21,10 @@ var (
 // bugs they trigger are open (TestKnownFailures).
 var ciWithout = []string{"state.down", "identity.lost"}
 
+// knownCI are the seeds the bounded run skips: they fail, with its
+// faults, for a bug TestKnownFailures replays.
+var knownCI = map[uint64]bool{113: true}
+
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
 func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
@@ -30,7 +34,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		ctx := t.Context()
 		cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
 		for _, e := range edit {
-			e(&cfg)
+			if e != nil {
+				e(&cfg)
+			}
 		}
 		w, err := sim.New(ctx, cfg)
 		if err != nil {
@@ -79,6 +85,9 @@ func TestSimulation(t *testing.T) {
 			n = 20
 		}
 		for seed := uint64(1); seed <= uint64(n); seed++ {
+			if knownCI[seed] {
+				continue // replayed by TestKnownFailures
+			}
 			total.Add(runSeed(t, seed))
 		}
 	}
@@ -116,6 +125,11 @@ func TestKnownFailures(t *testing.T) {
 		// deploy fails "the agent's identity did not verify" without
 		// dropping the certificate from its relay, so the agent never
 		// learns to register again and never gets its agreement back.
+		// A restarted agbot finishes telling an agent its agreement was
+		// cancelled (the secret forbidden over the grace period) after
+		// the secret is readable again and the deployment's wait has
+		// fired; the node is not deployed again.
+		{"seed 113: a secret back while its cancellation is delivered strands the node", 113, nil},
 		{"seed 16: a lost identity strands a node whose agreement ended", 16, func(c *sim.Config) { c.Without = []string{"state.down"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
