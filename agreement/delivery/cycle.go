@@ -48,6 +48,9 @@ type cycleReport struct {
 // about alone was answered (a listing shows secrets the agbot may not
 // read, so names only listed say nothing of its access).
 func (c cycleReport) healthy() bool {
+	if brokenCancelOnForbidden {
+		return c.credErr == nil
+	}
 	return c.credErr == nil && c.fine > 0 && (c.forbidden == 0 || c.fineAlone > 0)
 }
 

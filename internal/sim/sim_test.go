@@ -12,7 +12,7 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 150, "seeds of the bounded run")
+	seedsFlag = flag.Int("sim.seeds", 120, "seeds of the bounded run")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 )
@@ -28,6 +28,19 @@ var knownCI = map[uint64]bool{113: true}
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
 func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
+	stats, problems := simulate(t, seed, edit...)
+	for _, p := range problems {
+		t.Errorf("seed %d: %s", seed, p)
+	}
+	if len(problems) > 0 {
+		t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+	}
+	return stats
+}
+
+// simulate runs one seed in its own synctest bubble and returns its
+// statistics and the invariants it broke.
+func simulate(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []string) {
 	var stats sim.Stats
 	var problems []string
 	synctest.Test(t, func(t *testing.T) {
@@ -57,13 +70,7 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 			t.Errorf("seed %d: %v", seed, stepErr)
 		}
 	})
-	for _, p := range problems {
-		t.Errorf("seed %d: %s", seed, p)
-	}
-	if len(problems) > 0 {
-		t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
-	}
-	return stats
+	return stats, problems
 }
 
 // The bounded run of the test command: -sim.seeds seeds (or the one
