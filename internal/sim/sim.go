@@ -162,6 +162,7 @@ type World struct {
 	secrets  []*secret
 	cancels  map[string]delivery.Cancellation // by agreement id
 	problems []string
+	denyAll  bool // a read-denied spell: every call but the credential check refused
 
 	agents []*simAgent
 	stats  Stats
@@ -242,10 +243,14 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	return w, nil
 }
 
-// storeHook denies the agbot the secrets whose denied flag is set.
+// storeHook denies the agbot the secrets whose denied flag is set, and
+// every read during a read-denied spell.
 func (w *World) storeHook(_ context.Context, c mock.Call) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.denyAll && c.Op != "check-credentials" {
+		return fmt.Errorf("sim: every read denied: %w", secretstore.ErrPermission)
+	}
 	for i, s := range w.secrets {
 		if s.denied && c.Name == name(i) {
 			return fmt.Errorf("sim: %s denied: %w", c.Name, secretstore.ErrPermission)
@@ -606,10 +611,12 @@ func (w *World) Step(ctx context.Context) error {
 		w.setStoreFault(mock.Faults{Fail: secretstore.ErrUnavailable})
 	case 8:
 		w.count("store.readDenied")
-		w.setStoreFault(mock.Faults{Fail: secretstore.ErrPermission})
+		w.mu.Lock()
+		w.denyAll = true
+		w.mu.Unlock()
 	case 9:
 		w.count("store.credentials")
-		w.setStoreFault(mock.Faults{Op: "CheckCredentials", Fail: secretstore.ErrPermission})
+		w.setStoreFault(mock.Faults{Op: "check-credentials", Fail: secretstore.ErrPermission})
 	case 10:
 		// Not store latency: the engine's batch reads a secret once under
 		// a sync.Once, and a goroutine waiting on it is not durably
@@ -664,6 +671,9 @@ func (w *World) Step(ctx context.Context) error {
 
 // heal stops every fault but the per-secret denials.
 func (w *World) heal() {
+	w.mu.Lock()
+	w.denyAll = false
+	w.mu.Unlock()
 	w.setStoreFault(mock.Faults{})
 	w.state.setDown(false)
 	w.net.setFaults(0, 0, 0)
