@@ -662,6 +662,10 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 			}
 			r.InFlight = nil
 			r.LastError = clip("sending: " + o.err.Error())
+			if brokenGiveUp {
+				r.NextAttempt = now.AddDate(100, 0, 0)
+				return save
+			}
 			settle(r, now.Add(e.backoff(r.Attempts)), now)
 			e.log.Warn("could not send to the agent; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
 				slog.Int("attempt", r.Attempts), slog.String("err", r.LastError))
