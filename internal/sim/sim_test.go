@@ -33,7 +33,11 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		t.Errorf("seed %d: %s", seed, p)
 	}
 	if len(problems) > 0 {
-		t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+		if *knownFlag {
+			t.Errorf("replay: go test -race -count=1 -run '%s' ./internal/sim -sim.known", t.Name())
+		} else {
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+		}
 	}
 	return stats
 }
