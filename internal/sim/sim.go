@@ -119,8 +119,7 @@ type secret struct {
 	// goneSince is when the current span of unreadability started; zero
 	// while readable.
 	goneSince time.Time
-	// longest is the longest span of unreadability that ended (or lasts)
-	// by now, in the past: [from, to).
+	// spans are the spans of unreadability that ended: [from, to).
 	spans [][2]time.Time
 }
 
