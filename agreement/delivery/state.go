@@ -272,6 +272,16 @@ type State interface {
 	// Records calls fn with every stored record, in id order, until fn
 	// returns false or an error occurs.
 	Records(ctx context.Context, fn func(Record) bool) error
+	// RecordsAfter calls fn with the records whose id sorts after after,
+	// in id order, at most limit of them (limit must be positive), until
+	// fn returns false or an error occurs. The engine's anti-entropy
+	// review walks the records with it a slice per cycle.
+	RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error
+	// RecordsBound calls fn with every record bound (as any candidate) to
+	// any of names, in id order, until fn returns false or an error
+	// occurs, finding them through an index from store name to records:
+	// its cost follows the records returned, not the records stored.
+	RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error
 
 	// Names returns the store names the member polls, sorted: every
 	// candidate name bound by any record (in a shared state, the member's
