@@ -23,6 +23,7 @@ type settings struct {
 	senders int
 	batch   int
 	lease   time.Duration
+	resync  time.Duration
 }
 
 // check validates opts and applies the defaults. Its error names every
@@ -60,7 +61,7 @@ func (opts Options) check() (settings, error) {
 	for _, d := range []struct {
 		name string
 		val  time.Duration
-	}{{"ReplyTimeout", opts.ReplyTimeout}, {"InitialDelay", opts.InitialDelay}, {"MaxDelay", opts.MaxDelay}, {"DivergedAfter", opts.DivergedAfter}} {
+	}{{"ResyncPeriod", opts.ResyncPeriod}, {"ReplyTimeout", opts.ReplyTimeout}, {"InitialDelay", opts.InitialDelay}, {"MaxDelay", opts.MaxDelay}, {"DivergedAfter", opts.DivergedAfter}} {
 		if d.val < 0 {
 			bad("%s %s is negative", d.name, d.val)
 		}
@@ -87,6 +88,7 @@ func (opts Options) check() (settings, error) {
 		s.budget = Budget{Count: defaultBudgetCount, Percent: defaultBudgetPercent}
 	}
 	s.ReplyTimeout = cmp.Or(opts.ReplyTimeout, defaultReplyTimeout)
+	s.resync = max(cmp.Or(opts.ResyncPeriod, defaultResyncPeriod), s.Interval)
 	s.InitialDelay = cmp.Or(opts.InitialDelay, defaultInitialDelay)
 	s.MaxDelay = cmp.Or(opts.MaxDelay, defaultMaxDelay)
 	if s.MaxDelay < s.InitialDelay {
