@@ -203,7 +203,8 @@ type Health struct {
 	StateProblem string
 	// Agreements counts the registered agreements, Pending those not in
 	// sync, Diverged those whose agents stopped answering, Held the
-	// cancellations held by the budget.
+	// cancellations held by the budget, as the last full pass of the
+	// review (Options.ResyncPeriod) counted them.
 	Agreements, Pending, Diverged, Held int
 	// Reasons counts, per reason code, the agreements this engine found
 	// it cannot deliver now (Status.Reason), with an example of each; nil
