@@ -52,3 +52,46 @@ func TestLostDueMarkIsRepairedWithinOneResyncPeriod(t *testing.T) {
 		assert.Equal(t, agreements, h.engine.Health(context.Background()).Agreements, "counted by the review's passes")
 	})
 }
+
+// A confirmed deletion cancels the agreements bound to the secret within
+// the grace period plus one interval through the name index, not when the
+// review reaches them: here the review never shows the victim.
+func TestDeletionCancelsWithinGraceWithoutTheReview(t *testing.T) {
+	const agreements, victim = 300, "agr-150"
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(o *delivery.Options) {
+			o.State = hiding{State: o.State, id: victim}
+			o.ResyncPeriod = 60 * testInterval
+		})
+		h.agent("node-1")
+		h.put("org/db", canary+"v1")
+		h.put("org/gone", canary+"g1")
+		for i := range agreements {
+			id, name := fmt.Sprintf("agr-%03d", i), "org/db"
+			if id == victim {
+				name = "org/gone"
+			}
+			h.register(id, "node-1", name)
+		}
+		h.start()
+		defer h.stop()
+		for i := range agreements {
+			h.wait(fmt.Sprintf("agr-%03d", i), time.Minute)
+		}
+
+		h.delete("org/gone")
+		cycles(int((testGrace+testInterval)/testInterval) + 1)
+		assert.Len(t, h.cancelled()[victim], 1, "cancelled within grace plus one interval")
+		assert.Len(t, h.cancelled(), 1, "only the agreement bound to the deleted secret")
+	})
+}
+
+// hiding is a State whose RecordsAfter never shows one record.
+type hiding struct {
+	delivery.State
+	id string
+}
+
+func (s hiding) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+	return s.State.RecordsAfter(ctx, after, limit, func(r delivery.Record) bool { return r.ID == s.id || fn(r) })
+}
