@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -141,7 +142,7 @@ func newHub(t *testing.T, edit func(*agbot.Options)) *hub {
 
 func (h *hub) put(name, value string) {
 	h.t.Helper()
-	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(h.t, err)
 }
 
@@ -274,8 +275,8 @@ func TestAFirstDeployThroughTheAgbotsOwnTroubleIsDeployedWhenItEnds(t *testing.T
 		name string
 		kind error
 	}{
-		{"store unavailable", secretstore.ErrUnavailable},
-		{"agbot refused every call", secretstore.ErrPermission},
+		{"store unavailable", edgesecrets.ErrUnavailable},
+		{"agbot refused every call", edgesecrets.ErrPermission},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub(t, nil)

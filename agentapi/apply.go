@@ -10,9 +10,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Instance says which service instance receives the secrets of one service
@@ -39,13 +39,13 @@ type Instances map[agreement.ServiceRef]Instance
 // ReplyFor turns the outcome of ApplyProposal or ApplyUpdate into the reply the
 // agent sends back: accepted when err is nil; otherwise rejected, with err's
 // sentence as the reason when the message itself was at fault (errors
-// matching secretstore.ErrInvalid, ErrNotFound or ErrConflict) and a generic
+// matching edgesecrets.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
 func ReplyFor(agreementID string, err error) agreement.Reply {
 	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil}
 	switch {
 	case err == nil:
-	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrConflict):
+	case errors.Is(err, edgesecrets.ErrInvalid), errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrConflict):
 		r.Reason = err.Error()
 	default:
 		r.Reason = "the agent could not store the secrets"
@@ -111,7 +111,7 @@ type plan struct {
 // idempotent: unchanged files are not rewritten, changed ones are, names no
 // longer present are wiped, and the updated/acknowledged names of the
 // remaining ones are kept. An instance id that holds another agreement's or
-// another service's secrets is refused (secretstore.ErrConflict).
+// another service's secrets is refused (edgesecrets.ErrConflict).
 //
 // It returns, per instance id, the service secret names whose files it
 // wrote (sorted); files whose content was unchanged are not listed. Should
@@ -144,7 +144,7 @@ func (s *Store) applyProposal(ctx context.Context, p agreement.Proposal, instanc
 
 func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan, error) {
 	if p.AgreementID == "" {
-		return nil, fmt.Errorf("%w: the agreement id is empty", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("%w: the agreement id is empty", edgesecrets.ErrInvalid)
 	}
 	var errs []error
 	byRef := make(map[agreement.ServiceRef]bool)
@@ -152,13 +152,13 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 	for _, ss := range p.Services {
 		svc := serviceName(ss.Service)
 		if byRef[ss.Service] {
-			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", secretstore.ErrInvalid, svc))
+			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", edgesecrets.ErrInvalid, svc))
 			continue
 		}
 		byRef[ss.Service] = true
 		inst, ok := instances[ss.Service]
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", secretstore.ErrInvalid, svc))
+			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", edgesecrets.ErrInvalid, svc))
 			continue
 		}
 		if err := checkInstanceID(inst.ID); err != nil {
@@ -166,11 +166,11 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			continue
 		}
 		if inst.GroupReadable && inst.Group < 0 {
-			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", secretstore.ErrInvalid, quoteName(inst.ID), inst.Group))
+			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", edgesecrets.ErrInvalid, quoteName(inst.ID), inst.Group))
 			continue
 		}
 		if _, dup := byID[inst.ID]; dup {
-			errs = append(errs, fmt.Errorf("%w: instance %s is given for more than one service", secretstore.ErrInvalid, quoteName(inst.ID)))
+			errs = append(errs, fmt.Errorf("%w: instance %s is given for more than one service", edgesecrets.ErrInvalid, quoteName(inst.ID)))
 			continue
 		}
 		pl := &plan{meta: &metadata{
@@ -184,7 +184,7 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			pl.isNew = true
 		} else if old.AgreementID != p.AgreementID || old.Service != ss.Service {
 			errs = append(errs, fmt.Errorf("%w: instance %s already holds the secrets of agreement %s, service %s",
-				secretstore.ErrConflict, quoteName(inst.ID), quoteName(old.AgreementID), serviceName(old.Service)))
+				edgesecrets.ErrConflict, quoteName(inst.ID), quoteName(old.AgreementID), serviceName(old.Service)))
 			continue
 		} else {
 			pl.meta.Files = maps.Clone(old.Files)
@@ -230,7 +230,7 @@ func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (written ma
 func (s *Store) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) (map[string][]string, error) {
 	su, err := u.Secrets()
 	if err != nil {
-		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", secretstore.ErrInvalid, err)
+		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", edgesecrets.ErrInvalid, err)
 	}
 	plans, err := s.planUpdate(u.AgreementID, su)
 	if err != nil {
@@ -255,7 +255,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		}
 	}
 	if len(owners) == 0 {
-		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", secretstore.ErrNotFound, quoteName(agreementID))
+		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", edgesecrets.ErrNotFound, quoteName(agreementID))
 	}
 	var errs []error
 	byID := make(map[string]*plan)
@@ -263,7 +263,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		svc := serviceName(ss.Service)
 		m := owners[ss.Service]
 		if m == nil {
-			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", secretstore.ErrNotFound, svc))
+			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", edgesecrets.ErrNotFound, svc))
 			continue
 		}
 		// Update.Secrets has already refused a service listed twice.
@@ -273,7 +273,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		pl.files, problems = renderServiceSecrets(ss, func(name string) error {
 			if _, ok := m.Files[name]; !ok {
 				return fmt.Errorf("%w: service %s (instance %s) has no secret %s",
-					secretstore.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
+					edgesecrets.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
 			}
 			return nil
 		})

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // ServiceQuery asks a Resolver for the versions of one service.
@@ -108,7 +108,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if opts.Node != "" {
 		if err := safename.Check(opts.Node); err != nil {
-			return nil, fmt.Errorf("binding: Validate: %w: node id %s", secretstore.ErrInvalid, err)
+			return nil, fmt.Errorf("binding: Validate: %w: node id %s", edgesecrets.ErrInvalid, err)
 		}
 	}
 	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[agreement.ServiceRef]bool{}}
@@ -714,9 +714,9 @@ func (v *validation) checkExistence(ctx context.Context) error {
 		r := existence{exists: exists, err: err}
 		switch {
 		case err == nil:
-		case errors.Is(err, secretstore.ErrPermission):
+		case errors.Is(err, edgesecrets.ErrPermission):
 			r.code = CodeStoreForbidden
-		case errors.Is(err, secretstore.ErrInvalid):
+		case errors.Is(err, edgesecrets.ErrInvalid):
 			r.code = CodeVaultSecretInvalid
 		default:
 			r.code = CodeStoreUnavailable

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
@@ -463,7 +464,7 @@ func TestThreeProcessesVault(t *testing.T) {
 type storeAdmin struct{ store *secretstore.Store }
 
 func (a storeAdmin) put(ctx context.Context, name, value string) error {
-	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	return err
 }
 

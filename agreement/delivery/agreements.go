@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
@@ -31,7 +32,7 @@ import (
 // other services, other service secret names or formats is an error
 // matching ErrExists that names what differs (that is a new agreement),
 // and so is registering an agreement that is being cancelled. Invalid
-// agreements are errors matching secretstore.ErrInvalid that name every
+// agreements are errors matching edgesecrets.ErrInvalid that name every
 // problem.
 func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	if err := checkAgreement(a); err != nil {
@@ -213,7 +214,7 @@ func (e *Engine) Drop(ctx context.Context, id string) error {
 // keys is proposed its agreements again.
 func (e *Engine) Resync(ctx context.Context, node string) error {
 	if node == "" {
-		return fmt.Errorf("delivery: resync: %w: node is empty", secretstore.ErrInvalid)
+		return fmt.Errorf("delivery: resync: %w: node is empty", edgesecrets.ErrInvalid)
 	}
 	n, err := e.state.MarkDue(ctx, Selector{Nodes: []string{node}}, time.Now(), true)
 	e.noteState(err)
@@ -288,7 +289,7 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, secretstore.ErrInvalid, errors.Join(problems...))
+		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
 	err := e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: time.Now()})
