@@ -326,8 +326,15 @@ func runThreeProcesses(t *testing.T, b backend) {
 
 	// Written again: the node's deployment, waiting since the deletion, is
 	// retried with a new agreement.
+	accepted := func() int { return strings.Count(agbot.stderr.String(), `msg="the agent accepted"`) }
+	acceptedBefore := accepted()
 	require.NoError(t, adm.put(ctx, storeName, fourth))
 	waitFor(t, "the service to get the secret back", serviceSaw("mount "+serviceSecret+" "+shortHash(fourth)), procs...)
+	// The agbot heard the agent accept the new proposal: an agent stopped
+	// before its reply arrived leaves the agreement unacknowledged, and
+	// its successor is proposed to as a first agent, not as one with new
+	// keys.
+	waitFor(t, "the agbot to hear the agent accept", func() bool { return accepted() > acceptedBefore }, procs...)
 
 	// A new agent on the node (its state wiped, new keys): the agbot
 	// replaces the agreement and seals to the new keys.

@@ -380,7 +380,7 @@ func (s *Server) checkReply(ctx context.Context, wt *waiter, chain, body []byte)
 	}
 	agent, _, err := s.verifyChain(ctx, wt.node, chain)
 	if err != nil {
-		return http.StatusForbidden, errors.New("the node's certificate no longer verifies")
+		return http.StatusForbidden, fmt.Errorf("the node's certificate no longer verifies: %w", err)
 	}
 	h, reply, err := agreement.Open[agreement.Reply](ctx, s.opts.Keys, agent, body, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {
