@@ -138,7 +138,7 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 		got.Header, got.Kind = h, u.Kind
 		apply = func(seq uint64) (Received, error) { return r.applyUpdate(ctx, u, seq) }
 	default:
-		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", agreement.ErrInvalid, string(peek.Type))
+		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", edgesecrets.ErrInvalid, string(peek.Type))
 	}
 	h := got.Header
 

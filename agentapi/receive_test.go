@@ -251,8 +251,8 @@ func TestReceiverRefusesWhatDoesNotOpen(t *testing.T) {
 	}{
 		"not from the agbot": {forged, agreement.ErrNotAuthentic},
 		"altered":            {tampered, nil},
-		"a reply":            {reply, agreement.ErrInvalid},
-		"not an envelope":    {[]byte("hello"), agreement.ErrInvalid},
+		"a reply":            {reply, edgesecrets.ErrInvalid},
+		"not an envelope":    {[]byte("hello"), edgesecrets.ErrInvalid},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := f.receiver.Receive(context.Background(), c.env)

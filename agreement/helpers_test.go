@@ -34,7 +34,7 @@ func requireKind(t *testing.T, err error, want error) {
 	require.ErrorIs(t, err, want)
 	if c, ok := want.(*cause); ok {
 		require.ErrorIs(t, err, c.kind)
-		other := map[error]error{ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: ErrInvalid}[c.kind]
+		other := map[error]error{edgesecrets.ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: edgesecrets.ErrInvalid}[c.kind]
 		assert.NotErrorIs(t, err, other)
 		assert.NotErrorIs(t, err, ErrReplay)
 	}

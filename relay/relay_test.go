@@ -284,7 +284,7 @@ func TestLimits(t *testing.T) {
 	_, _, err = h.relay.Post(node3, mustSeal(t, h, a))
 	assert.ErrorContains(t, err, "too many nodes")
 	_, _, err = h.relay.Post(node2, []byte("not an envelope"))
-	assert.ErrorIs(t, err, agreement.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 }
 
 func mustSeal(t *testing.T, h *hub, a *agent) []byte {

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 )
 
 // Server defaults.
@@ -24,8 +26,9 @@ const (
 )
 
 // ErrMailboxFull is returned by Post when the node's mailbox holds
-// MaxMessages messages.
-var ErrMailboxFull = errors.New("relay: mailbox full")
+// MaxMessages messages: the agent is behind; try again later. It refines
+// edgesecrets.ErrUnavailable.
+var ErrMailboxFull = errkind.New("relay: mailbox full", edgesecrets.ErrUnavailable)
 
 // ServerOptions configure a Server.
 type ServerOptions struct {

@@ -239,7 +239,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 		return fmt.Errorf("delivery: reply from node %q: %w", node, err)
 	}
 	if h.Type != agreement.TypeReply {
-		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, agreement.ErrInvalid, string(h.Type))
+		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, edgesecrets.ErrInvalid, string(h.Type))
 	}
 	keys, err := e.agents.Keys(ctx, node)
 	if err != nil {
@@ -249,7 +249,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	var applyErr error
 	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
 		if r.Node != node {
-			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, agreement.ErrInvalid, r.ID, r.Node)
+			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, edgesecrets.ErrInvalid, r.ID, r.Node)
 			return keep
 		}
 		var a action

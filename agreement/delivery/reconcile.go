@@ -710,7 +710,7 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
 	}
 	if h.AgreementID != r.ID {
-		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, agreement.ErrInvalid, h.AgreementID)
+		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, edgesecrets.ErrInvalid, h.AgreementID)
 	}
 	r.ReplySequence = h.Sequence
 	r.LastReply = now
