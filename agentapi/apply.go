@@ -340,63 +340,75 @@ func (s *Store) execute(ctx context.Context, plans []*plan, markUpdated bool) (m
 	return changes, nil
 }
 
-func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err error) {
+// executeOne applies one instance's plan: its directory and metadata
+// made ready, its files dropped and written, then, whatever was written,
+// even on failure, recorded (synced, sealed, metadata and status saved,
+// watchers told). The write's error wins over the record's.
+func (s *Store) executeOne(pl *plan, markUpdated bool) ([]string, error) {
 	m := pl.meta
 	dir := m.dir()
+	advanced, err := s.prepareInstance(pl, dir)
+	if err != nil {
+		return nil, err
+	}
+	updatedBefore := slices.Clone(m.Updated)
+	written, keysChanged, werr := s.writeFiles(pl, markUpdated)
+	filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
+	if !filesChanged && !pl.regroup && !advanced && !keysChanged {
+		return written, werr
+	}
+	updated := func() bool {
+		return markUpdated && len(written) > 0 || pl.regroup || !slices.Equal(updatedBefore, m.Updated)
+	}
+	rerr := s.recordApplied(m, dir, filesChanged, pl.isNew || pl.regroup, updated)
+	if werr != nil {
+		return written, werr
+	}
+	return written, rerr
+}
+
+// prepareInstance makes the instance's directory ready and takes the
+// plan's sequence; a new instance's leftovers of an earlier failed apply
+// are wiped first, and its metadata saved before any file is written, so
+// that a crash leaves files Open knows about. It reports whether the
+// sequence advanced.
+func (s *Store) prepareInstance(pl *plan, dir string) (advanced bool, err error) {
+	m := pl.meta
 	if pl.isNew {
-		// A leftover of an earlier failed apply is wiped first.
 		if err := s.wipe(s.data, dir); err != nil {
-			return nil, err
+			return false, err
 		}
 		for _, name := range pl.files {
 			m.Files[name.name] = ""
 		}
 	}
 	if err := makeDir(s.data, dir, m.dirMode(), m.gid()); err != nil {
-		return nil, err
+		return false, err
 	}
-	advanced := pl.seq > m.Sequence
+	advanced = pl.seq > m.Sequence
 	if advanced {
 		m.Sequence = pl.seq
 	}
 	if pl.isNew {
-		// Metadata first: a crash from here on leaves files Open knows about.
 		if err := s.saveMetadata(m); err != nil {
 			if werr := s.wipe(s.data, dir); werr != nil {
 				// The next apply of the instance wipes the leftover first.
 				s.log.Error("could not wipe the files of an instance whose metadata failed to save", "instance", m.ID, "dir", dir, "err", werr)
 			}
-			return nil, err
+			return advanced, err
 		}
 	}
-	updatedBefore := slices.Clone(m.Updated)
-	// keysChanged: an Open Horizon key changed, whether or not its file did.
-	keysChanged := false
-	// From here on, whatever was written is recorded, even on failure.
-	defer func() {
-		filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
-		if !filesChanged && !pl.regroup && !advanced && !keysChanged {
-			return
-		}
-		serr := syncDir(s.data, dir)
-		if serr == nil && s.memory() && filesChanged {
-			m.Sealed, serr = s.sealFiles(m)
-		}
-		if serr == nil {
-			serr = s.saveMetadata(m)
-		}
-		if serr == nil {
-			updated := markUpdated && len(written) > 0 || pl.regroup || !slices.Equal(updatedBefore, m.Updated)
-			serr = s.writeStatus(m, pl.isNew || pl.regroup, updated)
-		}
-		if err == nil {
-			err = serr
-		}
-		s.publish(m.ID, m)
-	}()
+	return advanced, nil
+}
+
+// writeFiles wipes the plan's dropped files and writes its changed ones,
+// and returns the names written and whether an Open Horizon key changed
+// (whether or not its file did).
+func (s *Store) writeFiles(pl *plan, markUpdated bool) (written []string, keysChanged bool, err error) {
+	m := pl.meta
 	for _, name := range pl.drop {
 		if err := s.wipe(s.data, m.file(name)); err != nil {
-			return written, err
+			return written, keysChanged, err
 		}
 		delete(m.Files, name)
 		delete(m.Keys, name)
@@ -410,14 +422,14 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 			if mode, err := s.data.lstat(rel); err == nil && mode.IsRegular() {
 				if pl.regroup {
 					if err := s.fixMode(rel, mode.Perm(), m); err != nil {
-						return written, err
+						return written, keysChanged, err
 					}
 				}
 				continue
 			}
 		}
 		if err := s.writeSecretFile(s.data, rel, f.content, m.fileMode(), m.gid()); err != nil {
-			return written, err
+			return written, keysChanged, err
 		}
 		m.Files[f.name] = f.sum
 		written = append(written, f.name)
@@ -425,7 +437,27 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 			m.markUpdated(f.name)
 		}
 	}
-	return written, nil
+	return written, keysChanged, nil
+}
+
+// recordApplied records what an apply changed in the instance: the
+// directory synced, the files sealed (memory-backed stores, when files
+// changed), metadata and status files saved, and watchers told.
+// provided and updated say which status files to touch; updated is asked
+// once the metadata is saved.
+func (s *Store) recordApplied(m *metadata, dir string, filesChanged, provided bool, updated func() bool) error {
+	err := syncDir(s.data, dir)
+	if err == nil && s.memory() && filesChanged {
+		m.Sealed, err = s.sealFiles(m)
+	}
+	if err == nil {
+		err = s.saveMetadata(m)
+	}
+	if err == nil {
+		err = s.writeStatus(m, provided, updated())
+	}
+	s.publish(m.ID, m)
+	return err
 }
 
 // fixMode gives an unchanged file the mode and group of its instance.
