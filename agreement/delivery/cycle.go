@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -55,7 +56,7 @@ func (c cycleReport) healthy() bool {
 // problem says why the store is not healthy, or what part of it failed.
 func (c cycleReport) problem() string {
 	switch {
-	case c.credErr != nil && errors.Is(c.credErr, secretstore.ErrPermission):
+	case c.credErr != nil && errors.Is(c.credErr, edgesecrets.ErrPermission):
 		return "the store rejects the agbot's own credentials; nothing is cancelled until it accepts them: " + c.credErr.Error()
 	case c.credErr != nil:
 		return "the store's credential check failed; nothing is cancelled until it passes: " + c.credErr.Error()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
@@ -42,7 +43,7 @@ func scaleFleet(b *testing.B, state delivery.State, store *secretstore.Store, ag
 			continue // not in this fleet
 		}
 		if _, ok := tags[name]; !ok {
-			_, err := store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
+			_, err := store.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 			require.NoError(b, err)
 			s, err := store.Get(ctx, name)
 			require.NoError(b, err)
@@ -173,7 +174,7 @@ func BenchmarkRotateOnePercent(b *testing.B) {
 				for b.Loop() {
 					version++
 					agents.expect(n / 100)
-					_, err := store.Put(context.Background(), &secretstore.Secret{Name: "org/hot", Data: secretstore.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
+					_, err := store.Put(context.Background(), &secretstore.Secret{Name: "org/hot", Data: edgesecrets.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
 					require.NoError(b, err)
 					e.TriggerCycle()
 					<-agents.arrived

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -106,7 +107,7 @@ func (opts Options) check() (settings, error) {
 }
 
 // checkAgreement validates an agreement to register, naming every
-// problem; the error matches secretstore.ErrInvalid.
+// problem; the error matches edgesecrets.ErrInvalid.
 func checkAgreement(a Agreement) error {
 	var problems []error
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
@@ -157,7 +158,7 @@ func checkAgreement(a Agreement) error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("delivery: agreement %q: %w: %w", a.ID, secretstore.ErrInvalid, errors.Join(problems...))
+		return fmt.Errorf("delivery: agreement %q: %w: %w", a.ID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	return nil
 }

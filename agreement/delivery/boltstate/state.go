@@ -71,7 +71,7 @@ var _ delivery.State = (*state)(nil)
 // the hub's identity records kept in the same file (an
 // identity.CertStore), so an agbot's identity records survive restarts
 // with its agreements. Closing the State closes the file: later calls of
-// either fail (the CertStore's with secretstore.ErrUnavailable).
+// either fail (the CertStore's with edgesecrets.ErrUnavailable).
 func Open(path string, opts Options) (delivery.State, identity.CertStore, error) {
 	log := opts.Logger
 	if log == nil {
