@@ -406,7 +406,9 @@ func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 	h.put("myorg/web/api-key", "v1")
 	st.down.Store(true)
 	nd := h.node("node-1")
-	require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), "the state did not answer; deploying once it does") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return strings.Contains(h.logs.String(), "the state did not answer; deploying once it does")
+	}, 10*time.Second, 10*time.Millisecond)
 	st.down.Store(false)
 	nd.eventually("v1", 15*time.Second)
 }
