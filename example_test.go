@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
@@ -46,7 +47,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	// The hub: the store, a state with the identity records (durable, shared: boltstate, pgstate), keys.
 	store := memory.New()
-	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
 	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore()
 	agbotKeys := must(agreement.GenerateKeys(agreement.DefaultSuite))
 	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
@@ -69,8 +70,7 @@ func Example() {
 	instances := make(chan agent.Instance, 1)
 	node := must(agent.New(ctx, agent.Options{
 		Instance: identity.Identity{Provider: "cloud", Org: "myorg", Node: "node-1", InstanceID: "i-1"},
-		Keys:     must(agreement.GenerateKeys(agreement.DefaultSuite)), Agbot: agbotKeys.Public(),
-		Agbots: []string{hubServer.URL},
+		Keys:     must(agreement.GenerateKeys(agreement.DefaultSuite)), Agbot: agbotKeys.Public(), Agbots: []string{hubServer.URL},
 		Attest: func(context.Context) (identity.Attestation, error) { return "the provider's document", nil },
 		Files:  agentapi.Options{Root: filepath.Join(dir, "agent")},
 		OnInstance: func(_ context.Context, inst agent.Instance) error {
@@ -84,7 +84,7 @@ func Example() {
 	entries, _ := os.ReadDir(web.Mount)
 	fmt.Println("service's files:", entries[0].Name())
 	// The secret rotates; the service polls the agent's API to learn it.
-	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
 	req := httptest.NewRequest(http.MethodGet, "/secrets", nil)
 	req.SetBasicAuth(web.ID, web.Token)
 	rec := httptest.NewRecorder()

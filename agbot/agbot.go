@@ -278,6 +278,12 @@ func (a *Agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, e
 	if !ok {
 		return nil, fmt.Errorf("agbot: not a node id: %q", node)
 	}
+	return a.verifiedKeys(ctx, n)
+}
+
+// verifiedKeys is certified that drops from the relay a chain whose
+// identity is lost (see Keys), so that the agent registers again.
+func (a *Agbot) verifiedKeys(ctx context.Context, n relay.Node) (*agreement.PublicKeys, error) {
 	keys, chain, err := a.certified(ctx, n)
 	if errors.Is(err, identity.ErrIdentityLost) && a.relay.DropCertificate(n, chain) {
 		a.log.Warn("the agent's identity is lost; its certificate is dropped from the relay so that it registers again",

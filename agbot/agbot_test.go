@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -141,7 +144,7 @@ func newHub(t *testing.T, edit func(*agbot.Options)) *hub {
 
 func (h *hub) put(name, value string) {
 	h.t.Helper()
-	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(h.t, err)
 }
 
@@ -274,8 +277,8 @@ func TestAFirstDeployThroughTheAgbotsOwnTroubleIsDeployedWhenItEnds(t *testing.T
 		name string
 		kind error
 	}{
-		{"store unavailable", secretstore.ErrUnavailable},
-		{"agbot refused every call", secretstore.ErrPermission},
+		{"store unavailable", edgesecrets.ErrUnavailable},
+		{"agbot refused every call", edgesecrets.ErrPermission},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHub(t, nil)
@@ -375,4 +378,91 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 		assert.Equal(t, tc.status, status, "%s with %q: %s", tc.path, tc.token, body)
 		assert.Contains(t, body, tc.body, tc.path)
 	}
+}
+
+// downState is a State whose Get fails, as an unreachable state does,
+// while it is down.
+type downState struct {
+	delivery.State
+	down atomic.Bool
+}
+
+func (s *downState) Get(ctx context.Context, id string) (delivery.Record, error) {
+	if s.down.Load() {
+		return delivery.Record{}, fmt.Errorf("get %s: %w", id, delivery.ErrStateUnavailable)
+	}
+	return s.State.Get(ctx, id)
+}
+
+// A certificate published while the state does not answer is deployed
+// once it does: the agbot's own trouble never drops a deploy (found by
+// the fault simulation, seeds 4 and 23 of internal/sim).
+func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
+	var st *downState
+	h := newHub(t, func(o *agbot.Options) {
+		st = &downState{State: o.Delivery.State}
+		o.Delivery.State = st
+	})
+	h.put("myorg/web/api-key", "v1")
+	st.down.Store(true)
+	nd := h.node("node-1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(h.logs.String(), "the state did not answer; deploying once it does")
+	}, 10*time.Second, 10*time.Millisecond)
+	st.down.Store(false)
+	nd.eventually("v1", 15*time.Second)
+}
+
+// lostRecords is the hub's identity records, which a test can make lose
+// every record at once.
+type lostRecords struct {
+	mu    sync.Mutex
+	inner identity.CertStore
+}
+
+func (s *lostRecords) store() identity.CertStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inner
+}
+
+func (s *lostRecords) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inner = identity.NewMemoryCertStore()
+}
+
+func (s *lostRecords) Get(ctx context.Context, provider, id string) (identity.Record, error) {
+	return s.store().Get(ctx, provider, id)
+}
+
+func (s *lostRecords) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
+	return s.store().Put(ctx, rec)
+}
+
+func (s *lostRecords) UseNonce(ctx context.Context, u identity.NonceUse) error {
+	return s.store().UseNonce(ctx, u)
+}
+
+// A deploy whose agent's identity the records lost drops its certificate
+// from the relay, as Keys does, so that the agent learns it and registers
+// again (found by the fault simulation, seed 16 of internal/sim).
+func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
+	records := &lostRecords{inner: identity.NewMemoryCertStore()}
+	h := newHub(t, func(o *agbot.Options) { o.Identities = records })
+	h.put("myorg/web/api-key", "v1")
+	nd := h.node("node-1")
+	nd.eventually("v1", 10*time.Second)
+
+	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
+	require.NoError(t, err, "in sync: nothing is sent that would verify the agent meanwhile")
+	records.forget()
+	n, err := h.agbot.Redeploy(t.Context()) // as the secret coming back does
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		_, _, certified, err := nd.relay.Poll(t.Context(), nd.n, 1<<62)
+		return err == nil && !certified
+	}, 10*time.Second, 10*time.Millisecond, "the relay drops the certificate")
+	assert.Contains(t, h.logs.String(), "the agent's identity is lost; its certificate is dropped from the relay")
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
@@ -17,6 +18,14 @@ import (
 // cancellingPoll is how often a deploy looks again at a node's agreement
 // that is being cancelled, to make it again once it is gone.
 const cancellingPoll = time.Second
+
+// Waits between a deploy's attempts while the agbot's own parts (the
+// identity records, the state) do not answer: from the first, doubling up
+// to the longest, never given up while the agbot runs.
+const (
+	troubleRetry    = time.Second
+	maxTroubleRetry = 30 * time.Second
+)
 
 // onCertificate is the relay's hook: an agent published its certificate.
 func (a *Agbot) onCertificate(n relay.Node) { a.spawnDeploy(n) }
@@ -126,7 +135,16 @@ func (a *Agbot) deploy(ctx context.Context, n relay.Node) {
 // agreement and make it again, as Open Horizon does.
 func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 	log := a.log.With(slog.String("node", n.String()))
-	agentKeys, _, err := a.certified(ctx, n)
+	agentKeys, err := a.verifiedKeys(ctx, n)
+	for delay := troubleRetry; errors.Is(err, edgesecrets.ErrUnavailable); delay = min(2*delay, maxTroubleRetry) {
+		// The identity records did not answer: the agbot's own trouble,
+		// which never drops a deploy.
+		log.Warn("the agent's identity could not be verified now; trying again", slog.String("err", err.Error()), slog.Duration("in", delay))
+		if !ctxtime.Sleep(ctx, delay) {
+			return
+		}
+		agentKeys, err = a.verifiedKeys(ctx, n)
+	}
 	if err != nil {
 		log.Warn("not deploying: the agent's identity did not verify", slog.String("err", err.Error()))
 		return
@@ -199,14 +217,20 @@ func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 // again.
 func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agreement.KeyID) (exists, ok bool) {
 	log := a.log.With(slog.String("node", n.String()), slog.String("agreement", id))
+	delay := troubleRetry
 	for {
 		rec, err := a.opts.Delivery.State.Get(ctx, id)
 		switch {
 		case errors.Is(err, delivery.ErrNotFound):
 			return false, true
 		case err != nil:
-			log.Warn("not deploying: the state did not answer", slog.String("err", err.Error()))
-			return false, false
+			// The agbot's own trouble never drops a deploy.
+			log.Warn("the state did not answer; deploying once it does", slog.String("err", err.Error()), slog.Duration("in", delay))
+			if !ctxtime.Sleep(ctx, delay) {
+				return false, false
+			}
+			delay = min(2*delay, maxTroubleRetry)
+			continue
 		case rec.Phase == delivery.PhaseActive:
 			if rec.Proposed && rec.AgentKey != key {
 				log.Warn("the node's agent has new keys; the engine proposes its agreement again")

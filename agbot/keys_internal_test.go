@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
@@ -55,7 +55,7 @@ func TestKeysDropsALostIdentitysCertificate(t *testing.T) {
 		fail    error
 		dropped bool
 	}{
-		{"no record for the instance", secretstore.ErrNotFound, true},
+		{"no record for the instance", edgesecrets.ErrNotFound, true},
 		{"the records are unavailable", errors.New("connection refused"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

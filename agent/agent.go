@@ -39,12 +39,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Defaults.
@@ -121,7 +121,7 @@ type Instance struct {
 
 // Format implements fmt.Formatter: everything but the token.
 func (i Instance) Format(f fmt.State, _ rune) {
-	_, _ = fmt.Fprintf(f, "{ID:%q Mount:%q Token:%s}", i.ID, i.Mount, secretstore.Redacted) // fmt.State buffers in memory
+	_, _ = fmt.Fprintf(f, "{ID:%q Mount:%q Token:%s}", i.ID, i.Mount, edgesecrets.Redacted) // fmt.State buffers in memory
 }
 
 // LogValue implements slog.LogValuer: everything but the token.

@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var (
@@ -156,7 +156,7 @@ func (f *fixture) proposal(id, value string) []byte {
 	f.t.Helper()
 	f.seq++
 	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: service,
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}}
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: edgesecrets.Data{"value": []byte(value)}}}}}}
 	env, err := agreement.Seal(f.agbot, f.keys.Public(), p, agreement.Header{Sequence: f.seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
@@ -173,7 +173,7 @@ func (f *fixture) update(u agreement.Update) []byte {
 func (f *fixture) secretsUpdate(id, value string) []byte {
 	f.t.Helper()
 	u, err := agreement.NewSecretsUpdate(id, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: service,
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}})
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: edgesecrets.Data{"value": []byte(value)}}}}}})
 	require.NoError(f.t, err)
 	return f.update(u)
 }
@@ -181,7 +181,7 @@ func (f *fixture) secretsUpdate(id, value string) []byte {
 func (f *fixture) file() (string, error) {
 	info, ok := f.agent.files.Instance("web")
 	if !ok {
-		return "", fmt.Errorf("instance web: %w", secretstore.ErrNotFound)
+		return "", fmt.Errorf("instance web: %w", edgesecrets.ErrNotFound)
 	}
 	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
 	return string(b), err
@@ -246,7 +246,7 @@ func TestAgentLifecycle(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, r.Accepted, r.Reason)
 	_, err = f.file()
-	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	assert.NoDirExists(t, mount)
 	f.mu.Lock()
 	last := f.messages[len(f.messages)-1]
@@ -269,7 +269,7 @@ func TestAgentIgnoresUntrustedMessages(t *testing.T) {
 	impostor, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
 	p := agreement.Proposal{AgreementID: "agreement-x", Services: []agreement.ServiceSecrets{{Service: service,
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("VALUE-x")}}}}}}
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: edgesecrets.Data{"value": []byte("VALUE-x")}}}}}}
 	forged, err := agreement.Seal(impostor, f.keys.Public(), p, agreement.Header{Sequence: 1}, agreement.Options{})
 	require.NoError(t, err)
 	tampered := f.proposal("agreement-y", "VALUE-y")

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +172,16 @@ func TestNewNamesEveryMissingOption(t *testing.T) {
 	_, err = New(t.Context(), Options{Instance: f.agent.opts.Instance, Keys: f.keys, Agbot: f.agbot.Public(), Agbots: []string{"ftp://x"},
 		Attest: f.agent.opts.Attest, Files: agentapi.Options{Root: t.TempDir()}})
 	assert.ErrorContains(t, err, "Agbots[0]")
+}
+
+// An Instance never prints its token, whatever the verb, nor in a log.
+func TestInstanceNeverPrintsItsToken(t *testing.T) {
+	inst := Instance{ID: "web", Mount: "/var/lib/agent/web", Token: "t0ken-never-shown"}
+	var logs strings.Builder
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("instance", slog.Any("inst", inst))
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("instance", slog.Any("inst", inst))
+	for _, out := range []string{fmt.Sprintf("%v", inst), fmt.Sprintf("%+v", inst), fmt.Sprintf("%#v", inst), fmt.Sprintf("%s", inst), fmt.Sprint(&inst), logs.String()} {
+		assert.NotContains(t, out, inst.Token)
+		assert.Contains(t, out, "web")
+	}
 }

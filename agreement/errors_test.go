@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -12,20 +13,20 @@ import (
 // branch on the kinds only, so moving a cause to another kind changes what
 // they do.
 func TestErrorKinds(t *testing.T) {
-	kinds := []error{ErrInvalid, ErrNotAuthentic, ErrReplay}
+	kinds := []error{edgesecrets.ErrInvalid, ErrNotAuthentic, ErrReplay}
 	refinements := []error{ErrSuiteNotAllowed, ErrWrongRecipient, ErrWrongSender, ErrBadSignature, ErrDecrypt}
 	for _, tc := range []struct {
 		cause error
 		kind  error
 	}{
-		{errTooLarge, ErrInvalid},
-		{errMalformed, ErrInvalid},
-		{errUnsupportedVersion, ErrInvalid},
-		{errUnexpectedType, ErrInvalid},
-		{errInvalidMessage, ErrInvalid},
-		{errInvalidKey, ErrInvalid},
-		{errUnknownSuite, ErrInvalid},
-		{errInsecureKeyFile, ErrInvalid},
+		{errTooLarge, edgesecrets.ErrInvalid},
+		{errMalformed, edgesecrets.ErrInvalid},
+		{errUnsupportedVersion, edgesecrets.ErrInvalid},
+		{errUnexpectedType, edgesecrets.ErrInvalid},
+		{errInvalidMessage, edgesecrets.ErrInvalid},
+		{errInvalidKey, edgesecrets.ErrInvalid},
+		{errUnknownSuite, edgesecrets.ErrInvalid},
+		{errInsecureKeyFile, edgesecrets.ErrInvalid},
 		{ErrSuiteNotAllowed, ErrNotAuthentic},
 		{ErrWrongRecipient, ErrNotAuthentic},
 		{ErrWrongSender, ErrNotAuthentic},

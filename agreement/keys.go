@@ -461,7 +461,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 }
 
 // ReadPrivateKeysFile reads a key set written by WriteFile. On Unix it
-// refuses (ErrInvalid) a file that group or others may access.
+// refuses (edgesecrets.ErrInvalid) a file that group or others may access.
 func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 	f, err := os.Open(path)
 	if err != nil {

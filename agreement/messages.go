@@ -14,10 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // messageVersion is the version of the message schema this package writes
@@ -91,7 +91,7 @@ type SecretDetails struct {
 	// FormatValueOnly.
 	Format string
 	// Data holds the values.
-	Data secretstore.Data
+	Data edgesecrets.Data
 }
 
 // secretDetailsJSON is the wire form of SecretDetails.
@@ -110,7 +110,7 @@ func (w secretDetailsJSON) details() (SecretDetails, error) {
 	if w.Data == nil {
 		return SecretDetails{}, errors.New(`secret details: missing "data"`)
 	}
-	data := make(secretstore.Data, len(w.Data))
+	data := make(edgesecrets.Data, len(w.Data))
 	for k, v := range w.Data {
 		// Strict still skips line breaks; canonical means none.
 		raw, err := base64.StdEncoding.Strict().DecodeString(v)

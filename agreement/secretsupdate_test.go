@@ -3,6 +3,7 @@ package agreement
 import (
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +37,7 @@ func TestSealSecretsUpdate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := SealSecretsUpdate(agbot, agent.Public(), tc.agreementID, tc.su, Header{Sequence: 8}, Options{})
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, tc.want)
 			assertNoLeak(t, err.Error(), secretForms())
 		})

@@ -25,6 +25,7 @@ const NoGrace time.Duration = -1
 // Defaults of Options; the doc comment of each field states its value.
 const (
 	defaultInterval      = time.Minute
+	defaultResyncPeriod  = 5 * time.Minute
 	defaultGrace         = 5 * time.Minute
 	defaultReplyTimeout  = time.Minute
 	defaultInitialDelay  = time.Second
@@ -118,6 +119,13 @@ type Options struct {
 
 	// Interval is the watcher's polling interval; zero means 1 minute.
 	Interval time.Duration
+	// ResyncPeriod is how long the anti-entropy review takes to go
+	// through every agreement once, a slice each Interval (at least 256
+	// agreements a cycle), finding work a crash or a lost mark left
+	// undone and recounting Health; zero means 5 minutes. Changes of
+	// store secrets and revocations do not wait for it: they reach the
+	// agreements bound to the secret in the cycle that sees them.
+	ResyncPeriod time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
 	// before it cancels; zero means 5 minutes, NoGrace none.
 	Grace time.Duration
@@ -197,7 +205,8 @@ type Health struct {
 	StateProblem string
 	// Agreements counts the registered agreements, Pending those not in
 	// sync, Diverged those whose agents stopped answering, Held the
-	// cancellations held by the budget.
+	// cancellations held by the budget, as the last full pass of the
+	// review (Options.ResyncPeriod) counted them.
 	Agreements, Pending, Diverged, Held int
 	// Reasons counts, per reason code, the agreements this engine found
 	// it cannot deliver now (Status.Reason), with an example of each; nil
@@ -232,6 +241,8 @@ type Engine struct {
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
 	absent map[string]ObservedState
+	// review is the anti-entropy cursor, owned by the watcher cycle.
+	review review
 
 	// member is the engine's membership of a shared State: it delivers
 	// only while its lease is proven.
@@ -247,7 +258,7 @@ type Engine struct {
 	mu       sync.Mutex
 	reasons  map[string]reasonEntry // by agreement id: why it is held back (noteReason)
 	changed  chan struct{}          // closed and replaced whenever a record changes
-	health   Health                 // counts and store problem of the last cycle
+	health   Health                 // counts of the last review pass, store problem of the last cycle
 	stateErr error                  // the last State failure; nil once a call succeeded
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -358,7 +359,7 @@ func (b *batch) resolve(ctx context.Context, names []string, value bool) (Conten
 		switch {
 		case err == nil:
 			return Content{StoreName: n, Tag: s.ContentTag()}, s, nil
-		case errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrPermission):
+		case errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrPermission):
 			continue
 		default:
 			return Content{}, nil, err
@@ -713,7 +714,7 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
 	}
 	if h.AgreementID != r.ID {
-		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, agreement.ErrInvalid, h.AgreementID)
+		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, edgesecrets.ErrInvalid, h.AgreementID)
 	}
 	r.ReplySequence = h.Sequence
 	r.LastReply = now

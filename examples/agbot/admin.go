@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -79,14 +80,14 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // operation and the secret, never a value.
 func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	switch secretstore.KindOf(err) {
-	case secretstore.ErrInvalid:
+	switch edgesecrets.KindOf(err) {
+	case edgesecrets.ErrInvalid:
 		status = http.StatusBadRequest
-	case secretstore.ErrPermission:
+	case edgesecrets.ErrPermission:
 		status = http.StatusForbidden
-	case secretstore.ErrConflict:
+	case edgesecrets.ErrConflict:
 		status = http.StatusConflict
-	case secretstore.ErrUnavailable:
+	case edgesecrets.ErrUnavailable:
 		status = http.StatusServiceUnavailable
 	}
 	h.log.Warn("admin request failed", slog.String("err", err.Error()))
@@ -95,7 +96,7 @@ func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 
 // decodeData decodes a secret's data given as a JSON object of strings.
 // Errors never quote the input.
-func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
+func decodeData(r io.Reader, limit int) (edgesecrets.Data, error) {
 	var m map[string]string
 	if err := jsonproblem.Decode(r, limit, &m); err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
 	if len(m) == 0 {
 		return nil, errors.New("want a JSON object with at least one key")
 	}
-	data := secretstore.Data{}
+	data := edgesecrets.Data{}
 	for k, v := range m {
 		if k == "" {
 			return nil, errors.New("a key is empty")

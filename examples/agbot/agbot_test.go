@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -28,7 +29,7 @@ import (
 
 func put(t *testing.T, store *secretstore.Store, name, value string) {
 	t.Helper()
-	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 }
 
@@ -133,7 +134,7 @@ func TestAdminHandler(t *testing.T) {
 	status, _ = call(http.MethodPut, "/admin/secrets/myorg/db", "wrong", `{"password":"VALUE-1"}`)
 	assert.Equal(t, http.StatusUnauthorized, status)
 	_, err := store.Get(t.Context(), "myorg/db")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "refused requests write nothing")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "refused requests write nothing")
 
 	status, body := call(http.MethodPut, "/admin/secrets/myorg/db", "admin-token", `{"password":"VALUE-1"}`)
 	assert.Equal(t, http.StatusOK, status)
@@ -167,7 +168,7 @@ func TestAdminHandler(t *testing.T) {
 	status, _ = call(http.MethodDelete, "/admin/secrets/myorg/db", "admin-token", "")
 	assert.Equal(t, http.StatusNoContent, status)
 	_, err = store.Get(t.Context(), "myorg/db")
-	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	assert.NotContains(t, logs.String(), "VALUE-")
 	assert.Contains(t, logs.String(), "myorg/db")
 }
@@ -191,7 +192,7 @@ func TestPreload(t *testing.T) {
 	assert.ErrorContains(t, err, `secret "myorg/c"`)
 	require.NoError(t, os.WriteFile(path, []byte(`{"../c": {"k": "VALUE-c"}}`), 0o600))
 	err = preload(t.Context(), store, path, log)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.NotContains(t, err.Error(), "VALUE-")
 }
 
@@ -269,7 +270,7 @@ func TestOpenState(t *testing.T) {
 			require.NoError(t, err)
 			defer st.Close()
 			_, err = certs.Get(t.Context(), "p", rec.Instance.InstanceID)
-			assert.Equal(t, c.memory, errors.Is(err, secretstore.ErrNotFound), "a state file keeps the identity records too")
+			assert.Equal(t, c.memory, errors.Is(err, edgesecrets.ErrNotFound), "a state file keeps the identity records too")
 			if c.file != "" {
 				assert.Equal(t, c.file, desc)
 				fi, err := os.Stat(c.file)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -22,7 +23,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var (
@@ -125,7 +125,7 @@ func (f *fixture) proposal(id, value string) []byte {
 	f.t.Helper()
 	f.seq++
 	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: service,
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}}
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: edgesecrets.Data{"value": []byte(value)}}}}}}
 	env, err := agreement.Seal(f.agbot, f.keys.Public(), p, agreement.Header{Sequence: f.seq}, agreement.Options{})
 	require.NoError(f.t, err)
 	return env
@@ -134,7 +134,7 @@ func (f *fixture) proposal(id, value string) []byte {
 func (f *fixture) secretsUpdate(id, value string) []byte {
 	f.t.Helper()
 	u, err := agreement.NewSecretsUpdate(id, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: service,
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: secretstore.Data{"value": []byte(value)}}}}}})
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Format: agreement.FormatRaw, Data: edgesecrets.Data{"value": []byte(value)}}}}}})
 	require.NoError(f.t, err)
 	return f.seal(u)
 }
@@ -142,7 +142,7 @@ func (f *fixture) secretsUpdate(id, value string) []byte {
 func (f *fixture) file() (string, error) {
 	info, ok := f.agent.Files().Instance("web")
 	if !ok {
-		return "", secretstore.ErrNotFound
+		return "", edgesecrets.ErrNotFound
 	}
 	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
 	return string(b), err

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
@@ -287,7 +288,7 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	require.NoError(t, err)
 	c.addErr(fmt.Errorf("printed secret: %v %+v %#v %s", stored, stored, stored, stored.Data))
 	_, err = f.admin.store.Put(ctx, stored, secretstore.PutOptions{CreateOnly: true})
-	require.ErrorIs(t, err, secretstore.ErrConflict)
+	require.ErrorIs(t, err, edgesecrets.ErrConflict)
 	c.addErr(err)
 }
 
@@ -391,7 +392,7 @@ func TestCanaryPanic(t *testing.T) {
 			f, _, err := runFlow(t, opts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), `step "service reads its secrets": panic: `)
-			assert.Contains(t, err.Error(), secretstore.Redacted)
+			assert.Contains(t, err.Error(), edgesecrets.Redacted)
 			assert.Empty(t, leaks(err.Error(), c.canaries.all()), err.Error())
 			assert.Empty(t, leaks(c.logs.String(), c.canaries.all()))
 			assertCleanedUp(t, f)

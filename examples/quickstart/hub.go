@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -27,7 +28,7 @@ type demoSecret struct {
 	vault   string // vault secret name, relative to the organisation
 	service string // service secret name
 	format  string // "json" or "raw", as the service definition declares
-	data    secretstore.Data
+	data    edgesecrets.Data
 }
 
 // storeName is the secret's name in the store: vault secret names live
@@ -39,9 +40,9 @@ func (s *demoSecret) storeName() string { return org + "/" + s.vault }
 func demoSecrets(value func() string) []*demoSecret {
 	return []*demoSecret{
 		{vault: "db/web-login", service: "db", format: "json",
-			data: secretstore.Data{"username": []byte("app"), "password": []byte(value())}},
+			data: edgesecrets.Data{"username": []byte("app"), "password": []byte(value())}},
 		{vault: "user/alice/api-token", service: "api_token", format: "raw",
-			data: secretstore.Data{"token": []byte(value())}},
+			data: edgesecrets.Data{"token": []byte(value())}},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
@@ -225,7 +226,7 @@ func assertCleanedUp(t *testing.T, f *flow) {
 		defer store.Close()
 		for _, s := range f.secrets {
 			_, err := store.Stat(context.Background(), s.storeName())
-			assert.ErrorIs(t, err, secretstore.ErrNotFound, "secret %s is deleted", s.storeName())
+			assert.ErrorIs(t, err, edgesecrets.ErrNotFound, "secret %s is deleted", s.storeName())
 		}
 	}
 }

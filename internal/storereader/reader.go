@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -240,7 +241,7 @@ func lead[T any](r *Reader, flights map[string]*flight[T], op, name string, f *f
 			return
 		}
 		// read panicked: fail the waiters and let the panic go on.
-		f.err = &secretstore.Error{Op: op, Name: name, Kind: secretstore.ErrUnavailable, Err: errors.New("the backend panicked")}
+		f.err = &secretstore.Error{Op: op, Name: name, Kind: edgesecrets.ErrUnavailable, Err: errors.New("the backend panicked")}
 		r.mu.Lock()
 		if flights[name] == f {
 			delete(flights, name)

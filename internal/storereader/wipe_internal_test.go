@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -20,7 +21,7 @@ const value = "s3cret-value"
 func newBackend(t *testing.T) *mock.Store {
 	t.Helper()
 	backend := mock.NewStore(nil)
-	_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "db", Data: secretstore.Data{"v": []byte(value)}}, secretstore.PutOptions{})
+	_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "db", Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 	return backend
 }
@@ -44,7 +45,7 @@ func TestEvictedCopiesAreWiped(t *testing.T) {
 		}},
 		{"replaced", func(t *testing.T, r *Reader) {
 			r.mu.Lock()
-			r.put("db", &secretstore.Secret{Name: "db", Data: secretstore.Data{"v": []byte("other")}})
+			r.put("db", &secretstore.Secret{Name: "db", Data: edgesecrets.Data{"v": []byte("other")}})
 			r.mu.Unlock()
 		}},
 	} {

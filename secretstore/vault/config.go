@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -138,7 +139,7 @@ func (s Sensitive) String() string {
 	if s == "" {
 		return ""
 	}
-	return secretstore.Redacted
+	return edgesecrets.Redacted
 }
 
 // GoString returns the redacted form.

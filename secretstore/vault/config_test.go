@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
@@ -27,7 +28,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxAttempts":99,
 		"rateLimit":-1,"rateBurst":-2,
 		"auth":{"method":"approle","secretID":"s3cr3t-id","secretIDFile":"/f","tokenFile":"/t","jwtEnv":"J"}}}`)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	var ce *secretstore.ConfigError
 	require.ErrorAs(t, err, &ce)
 	want := []string{
@@ -61,7 +62,7 @@ func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 	_, err := parse(t, `{"type":"vault","defaultScope":"../up","defualtScope":"org1","vaultt":{},
 		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxAttempts":99,"rateLimit":"fast",
 			"auth":{"method":"token","tokn":"t0k3n-value","roleID":"r","mount":"/"}}}`)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	var ce *secretstore.ConfigError
 	require.ErrorAs(t, err, &ce)
 	want := []string{
@@ -117,7 +118,7 @@ func TestConfigValidateTable(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), tc.problem)
 		})
 	}
@@ -138,7 +139,7 @@ func TestSensitiveNeverPrints(t *testing.T) {
 		assert.NotContains(t, out, token)
 		assert.NotContains(t, out, "super-secret")
 	}
-	assert.Contains(t, string(js), secretstore.Redacted)
+	assert.Contains(t, string(js), edgesecrets.Redacted)
 	assert.Equal(t, "", vault.Sensitive("").String(), "an empty value prints empty, so 'not set' stays visible")
 }
 
@@ -146,13 +147,13 @@ func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 	cfg, err := parse(t, `{"type":"vault","vault":{"address":"http://127.0.0.1:1","auth":{"method":"approle","roleID":"r","secretIDFile":"/nonexistent/secret-id"}}}`)
 	require.NoError(t, err)
 	_, err = secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "auth.secretIDFile")
 	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
 
 	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
 	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: "token", TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
 }
 
@@ -161,10 +162,10 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 		Address: "http://127.0.0.1:1", MaxAttempts: 1,
 		Auth: vault.Auth{Method: "token", Token: "tok-never-printed"},
 	}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "tok-never-printed")
-	assert.False(t, errors.Is(err, secretstore.ErrPermission))
+	assert.False(t, errors.Is(err, edgesecrets.ErrPermission))
 }
 
 // FuzzConfig feeds arbitrary JSON to the vault section decoder and
@@ -181,7 +182,7 @@ func FuzzConfig(f *testing.F) {
 	validate := func(t *testing.T, section []byte) error {
 		cfg := secretstore.Config{Type: "vault", Sections: map[string]json.RawMessage{"vault": section}}
 		err := cfg.Validate()
-		if err != nil && !errors.Is(err, secretstore.ErrInvalid) {
+		if err != nil && !errors.Is(err, edgesecrets.ErrInvalid) {
 			t.Fatalf("validation error does not match ErrInvalid: %v", err)
 		}
 		return err
