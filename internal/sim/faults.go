@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // errLost is what a request lost on the simulated network fails with.
@@ -277,7 +277,7 @@ func (c *losingCerts) Get(ctx context.Context, provider, instanceID string) (ide
 	lost := c.lost[instanceID]
 	c.mu.Unlock()
 	if lost {
-		return identity.Record{}, fmt.Errorf("sim: identity record of %s lost: %w", instanceID, secretstore.ErrNotFound)
+		return identity.Record{}, fmt.Errorf("sim: identity record of %s lost: %w", instanceID, edgesecrets.ErrNotFound)
 	}
 	return c.CertStore.Get(ctx, provider, instanceID)
 }

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
@@ -248,11 +249,11 @@ func (w *World) storeHook(_ context.Context, c mock.Call) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.denyAll && c.Op != "check-credentials" {
-		return fmt.Errorf("sim: every read denied: %w", secretstore.ErrPermission)
+		return fmt.Errorf("sim: every read denied: %w", edgesecrets.ErrPermission)
 	}
 	for i, s := range w.secrets {
 		if s.denied && c.Name == name(i) {
-			return fmt.Errorf("sim: %s denied: %w", c.Name, secretstore.ErrPermission)
+			return fmt.Errorf("sim: %s denied: %w", c.Name, edgesecrets.ErrPermission)
 		}
 	}
 	return nil
@@ -272,7 +273,7 @@ func (w *World) put(ctx context.Context, i int) error {
 	s.version++
 	v := s.version
 	w.mu.Unlock()
-	if _, err := w.store.Inner.Put(ctx, &secretstore.Secret{Name: name(i), Data: secretstore.Data{"value": []byte(value(i, v))}}, secretstore.PutOptions{}); err != nil {
+	if _, err := w.store.Inner.Put(ctx, &secretstore.Secret{Name: name(i), Data: edgesecrets.Data{"value": []byte(value(i, v))}}, secretstore.PutOptions{}); err != nil {
 		return fmt.Errorf("sim: writing %s: %w", name(i), err)
 	}
 	w.mu.Lock()
@@ -296,7 +297,7 @@ func (w *World) mark(s *secret) {
 }
 
 func (w *World) del(ctx context.Context, i int) error {
-	if err := w.store.Inner.Delete(ctx, name(i)); err != nil && !errors.Is(err, secretstore.ErrNotFound) {
+	if err := w.store.Inner.Delete(ctx, name(i)); err != nil && !errors.Is(err, edgesecrets.ErrNotFound) {
 		return err
 	}
 	w.mu.Lock()
@@ -607,7 +608,7 @@ func (w *World) Step(ctx context.Context) error {
 		w.deny(i, !w.secrets[i].denied)
 	case 7:
 		w.count("store.outage")
-		w.setStoreFault(mock.Faults{Fail: secretstore.ErrUnavailable})
+		w.setStoreFault(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 	case 8:
 		w.count("store.readDenied")
 		w.mu.Lock()
@@ -615,13 +616,13 @@ func (w *World) Step(ctx context.Context) error {
 		w.mu.Unlock()
 	case 9:
 		w.count("store.credentials")
-		w.setStoreFault(mock.Faults{Op: "check-credentials", Fail: secretstore.ErrPermission})
+		w.setStoreFault(mock.Faults{Op: "check-credentials", Fail: edgesecrets.ErrPermission})
 	case 10:
 		// Not store latency: the engine's batch reads a secret once under
 		// a sync.Once, and a goroutine waiting on it is not durably
 		// blocked, so a slow store call would stop the bubble's clock.
 		w.count("store.outage.once")
-		w.setStoreFault(mock.Faults{Fail: secretstore.ErrUnavailable, Times: 1 + w.rng.IntN(5)})
+		w.setStoreFault(mock.Faults{Fail: edgesecrets.ErrUnavailable, Times: 1 + w.rng.IntN(5)})
 	case 11:
 		if slices.Contains(w.cfg.Without, "state.down") {
 			w.count("heal")
