@@ -2,6 +2,15 @@
 // service containers on edge nodes without the values ever appearing in
 // deployment metadata, logs or errors.
 //
+// This package holds the vocabulary every other package shares, and
+// imports none of them: [Data], a secret's values, which never print
+// ([Redacted] in their place); and the error kinds ([ErrNotFound],
+// [ErrPermission], [ErrUnavailable], [ErrConflict], [ErrInvalid], [KindOf])
+// that every package's errors match with errors.Is, each package's own
+// refinements included. The agent's packages (agent, agentapi, agreement,
+// the agent side of agreement/identity) need nothing else from the hub's:
+// they never import secretstore.
+//
 // The flow:
 //
 //	vault admin ──writes──▶ secret store (Vault KV / AWS Secrets Manager / memory)

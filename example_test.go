@@ -8,28 +8,22 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agbot"
+	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/relay"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
-
-// node links agbot and agent in process; a real agbot uses the exchange and certificates.
-type node struct {
-	*agentapi.Receiver
-	keys *agreement.PublicKeys
-}
-
-func (n node) Keys(context.Context, string) (*agreement.PublicKeys, error) { return n.keys, nil }
-func (n node) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
-	got, err := n.Receive(ctx, m.Envelope) // open, replay-check, apply
-	return got.Reply, err                  // sealed to the agbot
-}
 
 // must stops the example at its first error.
 func must[T any](v T, err error) T {
@@ -39,62 +33,67 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// An agbot embeds a delivery engine; an agent a Receiver and a Handler.
+// A service definition and a deployment policy binding its secret "db", as the exchange has them.
+const service, policy = `{"org": "myorg", "url": "web", "version": "1.0.0", "arch": "amd64",
+	"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"db": {}}}}}}`,
+	`{"service": {"name": "web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+	"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "web", "secrets": [{"db": "db"}]}]}`
+
+// An agbot and an agent, each one front door, over HTTP.
 func Example() {
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop() // stops the engine
+	defer stop() // stops both
 	dir, _ := os.MkdirTemp("", "edgesecrets-example")
 	defer os.RemoveAll(dir)
-	agbotKeys, agentKeys := must(agreement.GenerateKeys("")), must(agreement.GenerateKeys("")) // the default suite
-	// The agent: root-only files per service instance, and the /secrets API.
-	tokens := &agentapi.TokenTable{}
-	files := must(agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(dir, "agent"), Tokens: tokens}))
-	receiver := must(agentapi.NewReceiver(files, agentapi.ReceiverOptions{
-		Keys: agentKeys, Agbot: agbotKeys.Public(),
-		Assign: func(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
-			return agentapi.Instances{p.Services[0].Service: {ID: "web-1"}}, nil
+	// The hub: the store, a state with the identity records (durable, shared: boltstate, pgstate), keys.
+	store := memory.New()
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
+	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore()
+	agbotKeys := must(agreement.GenerateKeys(agreement.DefaultSuite))
+	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
+		Resolver: must(binding.NewCatalog(must(binding.DecodeServiceDefinition(strings.NewReader(service)))))}
+	hub := must(agbot.New(agbot.Options{
+		Delivery:   delivery.Options{Store: store, State: state, Keys: agbotKeys, Interval: time.Second},
+		Identities: identities, CA: must(identity.NewCA(identity.CAOptions{})),
+		Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
+			return time.Now(), nil // ask the node's provider whether it made this document
 		},
-		Provision: func(context.Context, agreement.Proposal, agentapi.Instances) error {
-			return tokens.Set("web-1", "token-of-web-1")
+		Authenticate: func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {
+			return secretsapi.Caller{}, fmt.Errorf("ask the exchange who the caller is")
+		},
+		Deploy: func(context.Context, relay.Node) (agbot.Deployment, bool) { return deployment, true },
+	}))
+	hubServer := httptest.NewServer(hub.Handler()) // the agbot's server, as its own handler
+	defer hubServer.Close()
+	go hub.Run(ctx)
+	// The node: its keys, the agbot's pinned, root-only files, the services' API.
+	instances := make(chan agent.Instance, 1)
+	node := must(agent.New(ctx, agent.Options{
+		Instance: identity.Identity{Provider: "cloud", Org: "myorg", Node: "node-1", InstanceID: "i-1"},
+		Keys:     must(agreement.GenerateKeys(agreement.DefaultSuite)), Agbot: agbotKeys.Public(), Agbots: []string{hubServer.URL},
+		Attest: func(context.Context) (identity.Attestation, error) { return "the provider's document", nil },
+		Files:  agentapi.Options{Root: filepath.Join(dir, "agent")},
+		OnInstance: func(_ context.Context, inst agent.Instance) error {
+			instances <- inst // start the container: inst.Mount at agentapi.MountTarget, inst.Token
+			return nil
 		},
 	}))
-	api := must(agentapi.NewHandler(files, agentapi.HandlerOptions{Authenticate: tokens.Authenticate}))
-	// The agbot: the store, a state file, and the engine.
-	store := memory.New()
-	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
-	state, _, err := boltstate.Open(filepath.Join(dir, "agbot.db"), boltstate.Options{}) // and the file's identity records
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer state.Close()
-	link := node{receiver, agentKeys.Public()}
-	engine := must(delivery.New(delivery.Options{Store: store, State: state, Keys: agbotKeys, Agents: link, Transport: link,
-		Interval: time.Second})) // how often it polls the store; a minute by default
-	go engine.Run(ctx)
-	// An agreement, its binding resolved (binding.Report.Bindings does it).
-	err = engine.Register(ctx, delivery.Agreement{ID: "agr-1", Node: "node-1", Services: []binding.ServiceBinding{{
-		Service: agreement.ServiceRef{Org: "myorg", URL: "web", Version: "1.0.0"},
-		Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"myorg/db"}}},
-	}}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("agreement in sync:", must(engine.Wait(ctx, "agr-1")).InSync)
-	info, _ := files.Instance("web-1")
-	entries, _ := os.ReadDir(info.MountSource) // bind-mount it at agentapi.MountTarget
+	defer node.Close()
+	go node.Run(ctx)
+	web := <-instances
+	entries, _ := os.ReadDir(web.Mount)
 	fmt.Println("service's files:", entries[0].Name())
 	// The secret rotates; the service polls the agent's API to learn it.
-	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
+	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
 	req := httptest.NewRequest(http.MethodGet, "/secrets", nil)
-	req.SetBasicAuth("web-1", "token-of-web-1")
+	req.SetBasicAuth(web.ID, web.Token)
 	rec := httptest.NewRecorder()
-	for api.ServeHTTP(rec, req); rec.Code != http.StatusOK; api.ServeHTTP(rec, req) {
+	for node.Handler().ServeHTTP(rec, req); rec.Code != http.StatusOK; node.Handler().ServeHTTP(rec, req) {
 		rec = httptest.NewRecorder()
 		time.Sleep(50 * time.Millisecond) // 404 until the update arrives
 	}
 	fmt.Println("updated:", rec.Body.String())
 	// Output:
-	// agreement in sync: true
 	// service's files: db
 	// updated: ["db"]
 }

@@ -10,9 +10,9 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Instance says which service instance receives the secrets of one service
@@ -36,16 +36,16 @@ type Instance struct {
 // name are ignored.
 type Instances map[agreement.ServiceRef]Instance
 
-// Reply turns the outcome of ApplyProposal or ApplyUpdate into the reply the
+// ReplyFor turns the outcome of ApplyProposal or ApplyUpdate into the reply the
 // agent sends back: accepted when err is nil; otherwise rejected, with err's
 // sentence as the reason when the message itself was at fault (errors
-// matching secretstore.ErrInvalid, ErrNotFound or ErrConflict) and a generic
+// matching edgesecrets.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
-func Reply(agreementID string, err error) agreement.Reply {
+func ReplyFor(agreementID string, err error) agreement.Reply {
 	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil}
 	switch {
 	case err == nil:
-	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrConflict):
+	case errors.Is(err, edgesecrets.ErrInvalid), errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrConflict):
 		r.Reason = err.Error()
 	default:
 		r.Reason = "the agent could not store the secrets"
@@ -111,7 +111,7 @@ type plan struct {
 // idempotent: unchanged files are not rewritten, changed ones are, names no
 // longer present are wiped, and the updated/acknowledged names of the
 // remaining ones are kept. An instance id that holds another agreement's or
-// another service's secrets is refused (secretstore.ErrConflict).
+// another service's secrets is refused (edgesecrets.ErrConflict).
 //
 // It returns, per instance id, the service secret names whose files it
 // wrote (sorted); files whose content was unchanged are not listed. Should
@@ -144,7 +144,7 @@ func (s *Store) applyProposal(ctx context.Context, p agreement.Proposal, instanc
 
 func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan, error) {
 	if p.AgreementID == "" {
-		return nil, fmt.Errorf("%w: the agreement id is empty", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("%w: the agreement id is empty", edgesecrets.ErrInvalid)
 	}
 	var errs []error
 	byRef := make(map[agreement.ServiceRef]bool)
@@ -152,13 +152,13 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 	for _, ss := range p.Services {
 		svc := serviceName(ss.Service)
 		if byRef[ss.Service] {
-			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", secretstore.ErrInvalid, svc))
+			errs = append(errs, fmt.Errorf("%w: service %s is listed twice", edgesecrets.ErrInvalid, svc))
 			continue
 		}
 		byRef[ss.Service] = true
 		inst, ok := instances[ss.Service]
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", secretstore.ErrInvalid, svc))
+			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", edgesecrets.ErrInvalid, svc))
 			continue
 		}
 		if err := checkInstanceID(inst.ID); err != nil {
@@ -166,11 +166,11 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			continue
 		}
 		if inst.GroupReadable && inst.Group < 0 {
-			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", secretstore.ErrInvalid, quoteName(inst.ID), inst.Group))
+			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", edgesecrets.ErrInvalid, quoteName(inst.ID), inst.Group))
 			continue
 		}
 		if _, dup := byID[inst.ID]; dup {
-			errs = append(errs, fmt.Errorf("%w: instance %s is given for more than one service", secretstore.ErrInvalid, quoteName(inst.ID)))
+			errs = append(errs, fmt.Errorf("%w: instance %s is given for more than one service", edgesecrets.ErrInvalid, quoteName(inst.ID)))
 			continue
 		}
 		pl := &plan{meta: &metadata{
@@ -184,7 +184,7 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			pl.isNew = true
 		} else if old.AgreementID != p.AgreementID || old.Service != ss.Service {
 			errs = append(errs, fmt.Errorf("%w: instance %s already holds the secrets of agreement %s, service %s",
-				secretstore.ErrConflict, quoteName(inst.ID), quoteName(old.AgreementID), serviceName(old.Service)))
+				edgesecrets.ErrConflict, quoteName(inst.ID), quoteName(old.AgreementID), serviceName(old.Service)))
 			continue
 		} else {
 			pl.meta.Files = maps.Clone(old.Files)
@@ -230,7 +230,7 @@ func (s *Store) ApplyUpdate(ctx context.Context, u agreement.Update) (written ma
 func (s *Store) applyUpdate(ctx context.Context, u agreement.Update, seq uint64) (map[string][]string, error) {
 	su, err := u.Secrets()
 	if err != nil {
-		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", secretstore.ErrInvalid, err)
+		return nil, fmt.Errorf("agentapi: update rejected: %w: %w", edgesecrets.ErrInvalid, err)
 	}
 	plans, err := s.planUpdate(u.AgreementID, su)
 	if err != nil {
@@ -255,7 +255,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		}
 	}
 	if len(owners) == 0 {
-		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", secretstore.ErrNotFound, quoteName(agreementID))
+		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", edgesecrets.ErrNotFound, quoteName(agreementID))
 	}
 	var errs []error
 	byID := make(map[string]*plan)
@@ -263,7 +263,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		svc := serviceName(ss.Service)
 		m := owners[ss.Service]
 		if m == nil {
-			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", secretstore.ErrNotFound, svc))
+			errs = append(errs, fmt.Errorf("%w: the agreement has no service %s", edgesecrets.ErrNotFound, svc))
 			continue
 		}
 		// Update.Secrets has already refused a service listed twice.
@@ -273,7 +273,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		pl.files, problems = renderServiceSecrets(ss, func(name string) error {
 			if _, ok := m.Files[name]; !ok {
 				return fmt.Errorf("%w: service %s (instance %s) has no secret %s",
-					secretstore.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
+					edgesecrets.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
 			}
 			return nil
 		})
@@ -340,63 +340,75 @@ func (s *Store) execute(ctx context.Context, plans []*plan, markUpdated bool) (m
 	return changes, nil
 }
 
-func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err error) {
+// executeOne applies one instance's plan: its directory and metadata
+// made ready, its files dropped and written, then, whatever was written,
+// even on failure, recorded (synced, sealed, metadata and status saved,
+// watchers told). The write's error wins over the record's.
+func (s *Store) executeOne(pl *plan, markUpdated bool) ([]string, error) {
 	m := pl.meta
 	dir := m.dir()
+	advanced, err := s.prepareInstance(pl, dir)
+	if err != nil {
+		return nil, err
+	}
+	updatedBefore := slices.Clone(m.Updated)
+	written, keysChanged, werr := s.writeFiles(pl, markUpdated)
+	filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
+	if !filesChanged && !pl.regroup && !advanced && !keysChanged {
+		return written, werr
+	}
+	updated := func() bool {
+		return markUpdated && len(written) > 0 || pl.regroup || !slices.Equal(updatedBefore, m.Updated)
+	}
+	rerr := s.recordApplied(m, dir, filesChanged, pl.isNew || pl.regroup, updated)
+	if werr != nil {
+		return written, werr
+	}
+	return written, rerr
+}
+
+// prepareInstance makes the instance's directory ready and takes the
+// plan's sequence; a new instance's leftovers of an earlier failed apply
+// are wiped first, and its metadata saved before any file is written, so
+// that a crash leaves files Open knows about. It reports whether the
+// sequence advanced.
+func (s *Store) prepareInstance(pl *plan, dir string) (advanced bool, err error) {
+	m := pl.meta
 	if pl.isNew {
-		// A leftover of an earlier failed apply is wiped first.
 		if err := s.wipe(s.data, dir); err != nil {
-			return nil, err
+			return false, err
 		}
 		for _, name := range pl.files {
 			m.Files[name.name] = ""
 		}
 	}
 	if err := makeDir(s.data, dir, m.dirMode(), m.gid()); err != nil {
-		return nil, err
+		return false, err
 	}
-	advanced := pl.seq > m.Sequence
+	advanced = pl.seq > m.Sequence
 	if advanced {
 		m.Sequence = pl.seq
 	}
 	if pl.isNew {
-		// Metadata first: a crash from here on leaves files Open knows about.
 		if err := s.saveMetadata(m); err != nil {
 			if werr := s.wipe(s.data, dir); werr != nil {
 				// The next apply of the instance wipes the leftover first.
 				s.log.Error("could not wipe the files of an instance whose metadata failed to save", "instance", m.ID, "dir", dir, "err", werr)
 			}
-			return nil, err
+			return advanced, err
 		}
 	}
-	updatedBefore := slices.Clone(m.Updated)
-	// keysChanged: an Open Horizon key changed, whether or not its file did.
-	keysChanged := false
-	// From here on, whatever was written is recorded, even on failure.
-	defer func() {
-		filesChanged := len(written) > 0 || len(pl.drop) > 0 || pl.isNew
-		if !filesChanged && !pl.regroup && !advanced && !keysChanged {
-			return
-		}
-		serr := syncDir(s.data, dir)
-		if serr == nil && s.memory() && filesChanged {
-			m.Sealed, serr = s.sealFiles(m)
-		}
-		if serr == nil {
-			serr = s.saveMetadata(m)
-		}
-		if serr == nil {
-			updated := markUpdated && len(written) > 0 || pl.regroup || !slices.Equal(updatedBefore, m.Updated)
-			serr = s.writeStatus(m, pl.isNew || pl.regroup, updated)
-		}
-		if err == nil {
-			err = serr
-		}
-		s.publish(m.ID, m)
-	}()
+	return advanced, nil
+}
+
+// writeFiles wipes the plan's dropped files and writes its changed ones,
+// and returns the names written and whether an Open Horizon key changed
+// (whether or not its file did).
+func (s *Store) writeFiles(pl *plan, markUpdated bool) (written []string, keysChanged bool, err error) {
+	m := pl.meta
 	for _, name := range pl.drop {
 		if err := s.wipe(s.data, m.file(name)); err != nil {
-			return written, err
+			return written, keysChanged, err
 		}
 		delete(m.Files, name)
 		delete(m.Keys, name)
@@ -410,14 +422,14 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 			if mode, err := s.data.lstat(rel); err == nil && mode.IsRegular() {
 				if pl.regroup {
 					if err := s.fixMode(rel, mode.Perm(), m); err != nil {
-						return written, err
+						return written, keysChanged, err
 					}
 				}
 				continue
 			}
 		}
 		if err := s.writeSecretFile(s.data, rel, f.content, m.fileMode(), m.gid()); err != nil {
-			return written, err
+			return written, keysChanged, err
 		}
 		m.Files[f.name] = f.sum
 		written = append(written, f.name)
@@ -425,7 +437,27 @@ func (s *Store) executeOne(pl *plan, markUpdated bool) (written []string, err er
 			m.markUpdated(f.name)
 		}
 	}
-	return written, nil
+	return written, keysChanged, nil
+}
+
+// recordApplied records what an apply changed in the instance: the
+// directory synced, the files sealed (memory-backed stores, when files
+// changed), metadata and status files saved, and watchers told.
+// provided and updated say which status files to touch; updated is asked
+// once the metadata is saved.
+func (s *Store) recordApplied(m *metadata, dir string, filesChanged, provided bool, updated func() bool) error {
+	err := syncDir(s.data, dir)
+	if err == nil && s.memory() && filesChanged {
+		m.Sealed, err = s.sealFiles(m)
+	}
+	if err == nil {
+		err = s.saveMetadata(m)
+	}
+	if err == nil {
+		err = s.writeStatus(m, provided, updated())
+	}
+	s.publish(m.ID, m)
+	return err
 }
 
 // fixMode gives an unchanged file the mode and group of its instance.

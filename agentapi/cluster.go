@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // clusterSecretPrefix starts the name of the Kubernetes Secret that holds a
@@ -74,7 +74,7 @@ var (
 // with any Kubernetes client; the operator mounts or reads it.
 //
 // ss is the cluster service's secrets from the agreement (a ServiceSecrets
-// whose Container is empty). Errors match secretstore.ErrInvalid and name
+// whose Container is empty). Errors match edgesecrets.ErrInvalid and name
 // what is wrong (the agreement id or namespace that makes no Kubernetes
 // name, a secret name that is no Secret key, a secret whose data does not
 // fit its format, data over 1 MiB, the most a Kubernetes Secret takes); they
@@ -83,14 +83,14 @@ func RenderClusterSecret(opts ClusterSecretOptions, ss agreement.ServiceSecrets)
 	name := clusterSecretName(opts.AgreementID)
 	switch {
 	case opts.AgreementID == "":
-		return nil, fmt.Errorf("agentapi: cluster secret: %w: no agreement id", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: cluster secret: %w: no agreement id", edgesecrets.ErrInvalid)
 	case len(name) > 253 || !dnsSubdomain.MatchString(name):
-		return nil, fmt.Errorf("agentapi: cluster secret: %w: agreement id %s makes no Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253 bytes in all)", secretstore.ErrInvalid, quoteName(opts.AgreementID))
+		return nil, fmt.Errorf("agentapi: cluster secret: %w: agreement id %s makes no Kubernetes object name (lower-case letters, digits, '-' and '.', at most 253 bytes in all)", edgesecrets.ErrInvalid, quoteName(opts.AgreementID))
 	case opts.Namespace != "" && (len(opts.Namespace) > 63 || !dnsLabel.MatchString(opts.Namespace)):
-		return nil, fmt.Errorf("agentapi: cluster secret: %w: namespace %s is not a Kubernetes namespace name", secretstore.ErrInvalid, quoteName(opts.Namespace))
+		return nil, fmt.Errorf("agentapi: cluster secret: %w: namespace %s is not a Kubernetes namespace name", edgesecrets.ErrInvalid, quoteName(opts.Namespace))
 	}
 	if err := ss.Service.Validate(); err != nil {
-		return nil, fmt.Errorf("agentapi: cluster secret: %w: %w", secretstore.ErrInvalid, err)
+		return nil, fmt.Errorf("agentapi: cluster secret: %w: %w", edgesecrets.ErrInvalid, err)
 	}
 	out := clusterSecret{
 		APIVersion: "v1", Kind: "Secret", Type: "Opaque",
@@ -100,14 +100,14 @@ func RenderClusterSecret(opts ClusterSecretOptions, ss agreement.ServiceSecrets)
 	size := 0
 	for _, key := range slices.Sorted(maps.Keys(ss.Secrets)) {
 		if len(key) > 253 || !secretKey.MatchString(key) {
-			return nil, fmt.Errorf("agentapi: cluster secret: %w: secret name %s is not a Kubernetes Secret key (letters, digits, '-', '_' and '.')", secretstore.ErrInvalid, quoteName(key))
+			return nil, fmt.Errorf("agentapi: cluster secret: %w: secret name %s is not a Kubernetes Secret key (letters, digits, '-', '_' and '.')", edgesecrets.ErrInvalid, quoteName(key))
 		}
 		content, err := renderSecret(key, ss.Secrets[key])
 		if err != nil {
 			return nil, fmt.Errorf("agentapi: cluster secret: %w", err)
 		}
 		if size += len(key) + len(content); size > maxClusterSecretSize {
-			return nil, fmt.Errorf("agentapi: cluster secret: %w: the secrets of %s hold more than %d bytes, the most a Kubernetes Secret takes", secretstore.ErrInvalid, ss.Service, maxClusterSecretSize)
+			return nil, fmt.Errorf("agentapi: cluster secret: %w: the secrets of %s hold more than %d bytes, the most a Kubernetes Secret takes", edgesecrets.ErrInvalid, ss.Service, maxClusterSecretSize)
 		}
 		out.Data[key] = base64.StdEncoding.EncodeToString(content)
 	}

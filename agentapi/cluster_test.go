@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // k8sHelloSecret is anax's end-to-end cluster service k8s-hello-secret
@@ -24,8 +24,8 @@ func k8sHelloSecret() agreement.ServiceSecrets {
 	return agreement.ServiceSecrets{
 		Service: agreement.ServiceRef{Org: "e2edev@somecomp.com", URL: "k8s-hello-secret", Arch: "amd64", Version: "1.0.0"},
 		Secrets: map[string]agreement.SecretDetails{
-			"secret1": {Data: secretstore.Data{"key": []byte("test"), "value": []byte("k8s-password1")}},
-			"secret2": {Format: agreement.FormatValueOnly, Data: secretstore.Data{"key": []byte("test"), "value": []byte("k8s-password2")}},
+			"secret1": {Data: edgesecrets.Data{"key": []byte("test"), "value": []byte("k8s-password1")}},
+			"secret2": {Format: agreement.FormatValueOnly, Data: edgesecrets.Data{"key": []byte("test"), "value": []byte("k8s-password2")}},
 		},
 	}
 }
@@ -76,16 +76,16 @@ func TestRenderClusterSecretErrors(t *testing.T) {
 			ss.Secrets["db password"] = ss.Secrets["secret1"]
 		}), `secret name "db password" is not a Kubernetes Secret key`},
 		{"value_only without a value", agentapi.ClusterSecretOptions{AgreementID: "a1"}, with(func(ss *agreement.ServiceSecrets) {
-			ss.Secrets["secret2"] = agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: secretstore.Data{"password": []byte("s3cr3t-pw")}}
+			ss.Secrets["secret2"] = agreement.SecretDetails{Format: agreement.FormatValueOnly, Data: edgesecrets.Data{"password": []byte("s3cr3t-pw")}}
 		}), `format "value_only" needs a "value" key`},
 		{"over the Kubernetes limit", agentapi.ClusterSecretOptions{AgreementID: "a1"}, with(func(ss *agreement.ServiceSecrets) {
-			ss.Secrets["big"] = agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"v": make([]byte, 1<<20)}}
+			ss.Secrets["big"] = agreement.SecretDetails{Format: agreement.FormatRaw, Data: edgesecrets.Data{"v": make([]byte, 1<<20)}}
 		}), "more than 1048576 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := agentapi.RenderClusterSecret(c.opts, c.ss)
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, c.wantErr)
 			assert.Nil(t, out)
 			for _, v := range []string{"k8s-password", "s3cr3t-pw"} {
@@ -101,7 +101,7 @@ func ExampleRenderClusterSecret() {
 	ss := agreement.ServiceSecrets{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "k8s-hello-secret", Arch: "amd64", Version: "1.0.0"},
 		Secrets: map[string]agreement.SecretDetails{
-			"token": {Format: agreement.FormatValueOnly, Data: secretstore.Data{"key": []byte("api"), "value": []byte("s3cr3t")}},
+			"token": {Format: agreement.FormatValueOnly, Data: edgesecrets.Data{"key": []byte("api"), "value": []byte("s3cr3t")}},
 		},
 	}
 	manifest, err := agentapi.RenderClusterSecret(agentapi.ClusterSecretOptions{AgreementID: "a1b2c3", Namespace: "openhorizon-agent"}, ss)

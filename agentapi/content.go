@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // binaryValue is how a JSON-format file holds a value that is not valid UTF-8.
@@ -23,18 +23,18 @@ func renderSecret(name string, d agreement.SecretDetails) ([]byte, error) {
 	key, single, err := agreement.ContentKey(d.Format, d.Data.Keys())
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("secret %s: %w: %w", quoteName(name), secretstore.ErrInvalid, err)
+		return nil, fmt.Errorf("secret %s: %w: %w", quoteName(name), edgesecrets.ErrInvalid, err)
 	case single:
 		return bytes.Clone(d.Data[key]), nil
 	}
 	return renderJSON(name, d.Data)
 }
 
-func renderJSON(name string, data secretstore.Data) ([]byte, error) {
+func renderJSON(name string, data edgesecrets.Data) ([]byte, error) {
 	obj := make(map[string]any, len(data))
 	for k, v := range data {
 		if !utf8.ValidString(k) {
-			return nil, fmt.Errorf("secret %s: %w: a key is not valid UTF-8", quoteName(name), secretstore.ErrInvalid)
+			return nil, fmt.Errorf("secret %s: %w: a key is not valid UTF-8", quoteName(name), edgesecrets.ErrInvalid)
 		}
 		if utf8.Valid(v) {
 			obj[k] = string(v)

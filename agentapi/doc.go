@@ -169,9 +169,9 @@
 //
 // Loggers and errors receive instance ids, agreement ids, secret names,
 // counts and paths, never a secret value or a token.
-// Errors match [secretstore.ErrInvalid] (bad name or message),
-// [secretstore.ErrNotFound] (unknown instance, agreement, service or secret)
-// or [secretstore.ErrConflict] (an instance id already used by another
-// agreement or service) with errors.Is; [Reply] turns the outcome of an
+// Errors match [edgesecrets.ErrInvalid] (bad name or message),
+// [edgesecrets.ErrNotFound] (unknown instance, agreement, service or secret)
+// or [edgesecrets.ErrConflict] (an instance id already used by another
+// agreement or service) with errors.Is; [ReplyFor] turns the outcome of an
 // apply into the agreement.Reply the agent sends back.
 package agentapi

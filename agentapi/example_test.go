@@ -13,9 +13,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // An agent stores the secrets of a decrypted proposal, serves the /secrets
@@ -38,10 +38,10 @@ func Example() {
 	web := agreement.ServiceRef{Org: "acme", URL: "web", Version: "1.0.0"}
 	proposal := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
 		Service: web,
-		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"user": []byte("app"), "password": []byte("s3cr3t")}}},
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: edgesecrets.Data{"user": []byte("app"), "password": []byte("s3cr3t")}}},
 	}}}
 	_, err = store.ApplyProposal(ctx, proposal, agentapi.Instances{web: {ID: "web-1"}})
-	fmt.Printf("proposal reply: %+v\n", agentapi.Reply("ag-1", err))
+	fmt.Printf("proposal reply: %+v\n", agentapi.ReplyFor("ag-1", err))
 	info, _ := store.Instance("web-1")
 	mount := info.MountSource
 	content, _ := os.ReadFile(filepath.Join(mount, "db"))
@@ -50,10 +50,10 @@ func Example() {
 	// The hub rotated the password.
 	update, _ := agreement.NewSecretsUpdate("ag-1", agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
 		Service: web,
-		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"user": []byte("app"), "password": []byte("n3w")}}},
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: edgesecrets.Data{"user": []byte("app"), "password": []byte("n3w")}}},
 	}}})
 	changes, err := store.ApplyUpdate(ctx, update)
-	fmt.Println("update written:", changes, "accepted:", agentapi.Reply("ag-1", err).Accepted)
+	fmt.Println("update written:", changes, "accepted:", agentapi.ReplyFor("ag-1", err).Accepted)
 
 	// The service asks the agent's API, with its instance id and token.
 	tokens := &agentapi.TokenTable{}

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/reqpath"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // defaultMaxBodyBytes is the default limit on request bodies, 4 KiB.
@@ -107,13 +107,13 @@ type handler struct {
 func NewHandler(store *Store, opts HandlerOptions) (http.Handler, error) {
 	switch {
 	case store == nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: handler: %w: store is nil", edgesecrets.ErrInvalid)
 	case opts.Authenticate == nil:
-		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Authenticate is nil (a TokenTable's Authenticate, for instance)", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: handler: %w: HandlerOptions.Authenticate is nil (a TokenTable's Authenticate, for instance)", edgesecrets.ErrInvalid)
 	case opts.Prefix != "" && (!strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/")):
-		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", secretstore.ErrInvalid, opts.Prefix)
+		return nil, fmt.Errorf("agentapi: handler: %w: prefix %q must start and not end with a slash", edgesecrets.ErrInvalid, opts.Prefix)
 	case opts.MaxBodyBytes < 0:
-		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: handler: %w: MaxBodyBytes is negative", edgesecrets.ErrInvalid)
 	}
 	h := &handler{store: store, auth: opts.Authenticate, openHorizon: opts.OpenHorizon, dialect: dialectOf(opts.OpenHorizon), prefix: opts.Prefix, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
@@ -313,7 +313,7 @@ func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request, id, name s
 // secretError answers a failed read or acknowledgement of name.
 func (h *handler) secretError(w http.ResponseWriter, r *http.Request, id, name string, err error) {
 	switch {
-	case errors.Is(err, secretstore.ErrInvalid), errors.Is(err, secretstore.ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrInvalid), errors.Is(err, edgesecrets.ErrNotFound):
 		status, msg := h.dialect.notMine(name)
 		h.dialect.fail(h, w, r, id, status, msg)
 	default:

@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var (
@@ -43,7 +43,7 @@ func openStoreRoot(t *testing.T, opts agentapi.Options) (*agentapi.Store, string
 
 // jsonSecret is a FormatJSON secret with the given key/value pairs.
 func jsonSecret(kv ...string) agreement.SecretDetails {
-	d := secretstore.Data{}
+	d := edgesecrets.Data{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		d[kv[i]] = []byte(kv[i+1])
 	}
@@ -52,7 +52,7 @@ func jsonSecret(kv ...string) agreement.SecretDetails {
 
 // rawSecret is a FormatRaw secret holding value.
 func rawSecret(value []byte) agreement.SecretDetails {
-	return agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"value": value}}
+	return agreement.SecretDetails{Format: agreement.FormatRaw, Data: edgesecrets.Data{"value": value}}
 }
 
 // twoServiceProposal is agreement ag-1: service A (instance "a") with

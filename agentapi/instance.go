@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Remove deletes an instance: its token (Options.Tokens) stops working,
@@ -108,7 +108,7 @@ func (s *Store) removeAgreement(ctx context.Context, agreementID string) ([]stri
 // ServiceRestarted tells the store that the instance's container
 // restarted: its mount already holds the newest values, so the updated
 // list is cleared and GET /secrets answers 404 until the next update. The
-// error matches secretstore.ErrNotFound for an unknown instance.
+// error matches edgesecrets.ErrNotFound for an unknown instance.
 func (s *Store) ServiceRestarted(ctx context.Context, instanceID string) error {
 	return s.change(ctx, instanceID, func(m *metadata) bool {
 		if len(m.Updated) == 0 {
@@ -121,7 +121,7 @@ func (s *Store) ServiceRestarted(ctx context.Context, instanceID string) error {
 
 // Acknowledge records that the instance received the named secret (POST
 // /secrets/{name}?received=true): the name leaves the updated list, also
-// when it was never fetched. The error matches secretstore.ErrNotFound when
+// when it was never fetched. The error matches edgesecrets.ErrNotFound when
 // the instance has no such secret.
 func (s *Store) Acknowledge(ctx context.Context, instanceID, name string) error {
 	if err := checkSecretName(name); err != nil {
@@ -141,7 +141,7 @@ func (s *Store) Acknowledge(ctx context.Context, instanceID, name string) error 
 		return true
 	})
 	if err == nil && missing {
-		err = fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+		err = fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), edgesecrets.ErrNotFound)
 	}
 	if err == nil {
 		s.log.Debug("secret acknowledged", "instance", instanceID, "secret", name)
@@ -177,8 +177,8 @@ func (s *Store) change(ctx context.Context, id string, fn func(*metadata) bool) 
 
 // ReadSecret returns the content of one of the instance's secret files: the
 // bytes GET /secrets/{name} encodes. The error matches
-// secretstore.ErrNotFound when the instance has no such secret, and
-// secretstore.ErrInvalid for a name that is not a single path element.
+// edgesecrets.ErrNotFound when the instance has no such secret, and
+// edgesecrets.ErrInvalid for a name that is not a single path element.
 func (s *Store) ReadSecret(ctx context.Context, instanceID, name string) ([]byte, error) {
 	_, b, err := s.readSecret(ctx, instanceID, name)
 	return b, err
@@ -198,12 +198,12 @@ func (s *Store) readSecret(ctx context.Context, instanceID, name string) (*metad
 		return nil, nil, err
 	}
 	if _, ok := m.Files[name]; !ok {
-		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), edgesecrets.ErrNotFound)
 	}
 	b, err := s.readSecretFile(m, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed while we looked.
-		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), secretstore.ErrNotFound)
+		return nil, nil, fmt.Errorf("agentapi: instance %s has no secret %s: %w", quoteName(instanceID), quoteName(name), edgesecrets.ErrNotFound)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("agentapi: reading secret %s of instance %s: %w", quoteName(name), quoteName(instanceID), err)

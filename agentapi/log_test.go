@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // TestNoValueReachesLogsOrErrors runs the whole node-side flow at debug
@@ -47,7 +47,7 @@ func TestNoValueReachesLogsOrErrors(t *testing.T) {
 	require.NoError(t, err)
 	// Rejections.
 	_, err = s.ApplyUpdate(ctx, secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
-		"cert": {Format: agreement.FormatRaw, Data: secretstore.Data{"a": []byte(canaries[0]), "b": []byte(canaries[1])}},
+		"cert": {Format: agreement.FormatRaw, Data: edgesecrets.Data{"a": []byte(canaries[0]), "b": []byte(canaries[1])}},
 		"nope": jsonSecret("x", canaries[2])}}))
 	require.Error(t, err)
 	keep(err)

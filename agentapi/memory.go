@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // In memory mode (Options.MemoryDir) an instance's files exist only on the
@@ -60,7 +60,7 @@ func (s *Store) sealFiles(m *metadata) ([]byte, error) {
 // unsealFiles opens m's sealed copy.
 func (s *Store) unsealFiles(m *metadata) (map[string][]byte, error) {
 	if len(m.Sealed) == 0 {
-		return nil, fmt.Errorf("%w: no sealed copy", secretstore.ErrNotFound)
+		return nil, fmt.Errorf("%w: no sealed copy", edgesecrets.ErrNotFound)
 	}
 	h, plain, err := agreement.Open[[]byte](context.Background(), s.sealKeys, s.sealKeys.Public(), m.Sealed,
 		agreement.NewMemoryReplayGuard(), agreement.Options{MaxSize: maxMetadataBytes})
@@ -69,11 +69,11 @@ func (s *Store) unsealFiles(m *metadata) (map[string][]byte, error) {
 	}
 	defer clear(plain)
 	if h.Type != sealedFilesType || h.AgreementID != m.AgreementID {
-		return nil, fmt.Errorf("%w: the sealed copy is a %s of agreement %s", secretstore.ErrInvalid, h.Type, quoteName(h.AgreementID))
+		return nil, fmt.Errorf("%w: the sealed copy is a %s of agreement %s", edgesecrets.ErrInvalid, h.Type, quoteName(h.AgreementID))
 	}
 	var files sealedFiles
 	if err := json.Unmarshal(plain, &files); err != nil {
-		return nil, fmt.Errorf("%w: the sealed copy does not decode", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("%w: the sealed copy does not decode", edgesecrets.ErrInvalid)
 	}
 	return files.Files, nil
 }
@@ -136,9 +136,9 @@ func (s *Store) checkMode(m *metadata) error {
 	}
 	switch {
 	case !s.memory() && len(m.Sealed) > 0:
-		return fmt.Errorf("%w: instance %s was stored with Options.MemoryDir; open the store with it", secretstore.ErrInvalid, quoteName(m.ID))
+		return fmt.Errorf("%w: instance %s was stored with Options.MemoryDir; open the store with it", edgesecrets.ErrInvalid, quoteName(m.ID))
 	case s.memory() && len(m.Sealed) == 0 && digests:
-		return fmt.Errorf("%w: instance %s was stored without Options.MemoryDir, its files under %s; open the store without it", secretstore.ErrInvalid, quoteName(m.ID), path.Join(dirInstances, m.ID))
+		return fmt.Errorf("%w: instance %s was stored without Options.MemoryDir, its files under %s; open the store without it", edgesecrets.ErrInvalid, quoteName(m.ID), path.Join(dirInstances, m.ID))
 	}
 	return nil
 }

@@ -4,25 +4,25 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // checkSecretName checks a service secret name: the rule of
 // agreement.CheckSecretName (internal/safename), with an error that matches
-// secretstore.ErrInvalid.
+// edgesecrets.ErrInvalid.
 func checkSecretName(name string) error { return checkElement("secret name", name) }
 
 // checkElement checks that name can be used as a file or directory name
 // under the store's root: a single path element that is not empty, "." or
 // "..", at most 255 bytes of valid UTF-8, without a slash, backslash, NUL or
 // other control character (internal/safename, the rule of
-// agreement.CheckSecretName). The error matches secretstore.ErrInvalid and
+// agreement.CheckSecretName). The error matches edgesecrets.ErrInvalid and
 // says which kind of name (what) is wrong and why (the name itself is
 // quoted, escaped).
 func checkElement(what, name string) error {
 	if problem := safename.Check(name); problem != nil {
-		return fmt.Errorf("%s %s: %w: %w", what, quoteName(name), secretstore.ErrInvalid, problem)
+		return fmt.Errorf("%s %s: %w: %w", what, quoteName(name), edgesecrets.ErrInvalid, problem)
 	}
 	return nil
 }
@@ -34,7 +34,7 @@ func checkInstanceID(id string) error {
 		return err
 	}
 	if strings.Contains(id, ":") {
-		return fmt.Errorf("instance id %s: %w: contains a colon, which an HTTP Basic user id cannot", quoteName(id), secretstore.ErrInvalid)
+		return fmt.Errorf("instance id %s: %w: contains a colon, which an HTTP Basic user id cannot", quoteName(id), edgesecrets.ErrInvalid)
 	}
 	return nil
 }

@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // FuzzCheckSecretName checks that every accepted name is one path element
@@ -26,7 +25,7 @@ func FuzzCheckSecretName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string) {
 		err := checkSecretName(name)
 		if err != nil {
-			assert.ErrorIs(t, err, secretstore.ErrInvalid)
+			assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), "secret name ")
 			return
 		}

@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // An Open Horizon service, such as open-horizon/examples' helloSecretWorld,
@@ -35,7 +35,7 @@ func ExampleHandlerOptions_openHorizon() {
 	hello := agreement.ServiceRef{Org: "myorg", URL: "hello-secret", Version: "1.0.0"}
 	proposal := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
 		Service: hello,
-		Secrets: map[string]agreement.SecretDetails{"hw_who": {Data: secretstore.Data{"key": []byte("name"), "value": []byte("World")}}},
+		Secrets: map[string]agreement.SecretDetails{"hw_who": {Data: edgesecrets.Data{"key": []byte("name"), "value": []byte("World")}}},
 	}}}
 	if _, err := store.ApplyProposal(ctx, proposal, agentapi.Instances{hello: {ID: "hello-1"}}); err != nil {
 		log.Fatal(err)

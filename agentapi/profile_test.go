@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The Open Horizon profile is checked against open-horizon/anax
@@ -275,7 +275,7 @@ func TestOpenHorizonProfileAnswersTheDeliveredKey(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "secrets")
 	oh := func(format, key, value string) agreement.SecretDetails {
-		return agreement.SecretDetails{Format: format, Data: secretstore.Data{"key": []byte(key), "value": []byte(value)}}
+		return agreement.SecretDetails{Format: format, Data: edgesecrets.Data{"key": []byte(key), "value": []byte(value)}}
 	}
 	s, err := agentapi.Open(ctx, agentapi.Options{Root: root})
 	require.NoError(t, err)
@@ -284,7 +284,7 @@ func TestOpenHorizonProfileAnswersTheDeliveredKey(t *testing.T) {
 			"value_only": oh(agreement.FormatValueOnly, "api-user", "v-s3cr3t"),
 			"raw":        oh(agreement.FormatRaw, "cert-name", "r-s3cr3t"),
 			"json":       oh(agreement.FormatJSON, "j-name", "j-s3cr3t"),
-			"one_key":    {Format: agreement.FormatRaw, Data: secretstore.Data{"password": []byte("p-s3cr3t")}},
+			"one_key":    {Format: agreement.FormatRaw, Data: edgesecrets.Data{"password": []byte("p-s3cr3t")}},
 			"json_value": oh(agreement.FormatValueOnly, "k", `{"a":"b"}`),
 		}}}}, agentapi.Instances{refHello: {ID: "hello"}})
 	require.NoError(t, err)

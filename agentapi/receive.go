@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // ReceiverOptions configures a Receiver.
@@ -22,7 +22,7 @@ type ReceiverOptions struct {
 	Agbot *agreement.PublicKeys
 	// Assign chooses the instance that receives each service of a
 	// proposal (see Instances). An error rejects the proposal with the
-	// error's sentence when it matches secretstore.ErrInvalid, else with a
+	// error's sentence when it matches edgesecrets.ErrInvalid, else with a
 	// generic reason. Required.
 	Assign func(ctx context.Context, p agreement.Proposal) (Instances, error)
 	// Provision, when set, is called after a proposal's files are written
@@ -31,9 +31,9 @@ type ReceiverOptions struct {
 	// reason); the files stay, and the agbot's next attempt provisions
 	// again. It must not call the Store's changing methods.
 	Provision func(ctx context.Context, p agreement.Proposal, instances Instances) error
-	// OpenOptions are passed to the agreement package when opening
+	// EnvelopeOptions are passed to the agreement package when opening
 	// envelopes (agreement.Options.AllowedSuites and MaxSize).
-	OpenOptions agreement.Options
+	EnvelopeOptions agreement.Options
 	// Logger receives agreement ids, message types, sequences and
 	// outcomes, never values. Default: discard.
 	Logger *slog.Logger
@@ -76,13 +76,13 @@ type Receiver struct {
 func NewReceiver(store *Store, opts ReceiverOptions) (*Receiver, error) {
 	switch {
 	case store == nil:
-		return nil, fmt.Errorf("agentapi: receiver: %w: store is nil", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: receiver: %w: store is nil", edgesecrets.ErrInvalid)
 	case opts.Keys == nil || opts.Agbot == nil:
-		return nil, fmt.Errorf("agentapi: receiver: %w: ReceiverOptions.Keys and Agbot are required", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: receiver: %w: ReceiverOptions.Keys and Agbot are required", edgesecrets.ErrInvalid)
 	case opts.Assign == nil:
-		return nil, fmt.Errorf("agentapi: receiver: %w: ReceiverOptions.Assign is required", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: receiver: %w: ReceiverOptions.Assign is required", edgesecrets.ErrInvalid)
 	}
-	r := &Receiver{store: store, keys: opts.Keys, agbot: opts.Agbot, assign: opts.Assign, provision: opts.Provision, opts: opts.OpenOptions, log: opts.Logger}
+	r := &Receiver{store: store, keys: opts.Keys, agbot: opts.Agbot, assign: opts.Assign, provision: opts.Provision, opts: opts.EnvelopeOptions, log: opts.Logger}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -102,7 +102,7 @@ type Received struct {
 	// Removed lists the instances a cancellation removed.
 	Removed []string
 	// Err says why the message was not applied, or is nil: the reply
-	// says the same (see Reply). It never holds a value.
+	// says the same (see ReplyFor). It never holds a value.
 	Err error
 	// Reply is the sealed reply to send to the agbot.
 	Reply []byte
@@ -138,7 +138,7 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 		got.Header, got.Kind = h, u.Kind
 		apply = func(seq uint64) (Received, error) { return r.applyUpdate(ctx, u, seq) }
 	default:
-		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", agreement.ErrInvalid, string(peek.Type))
+		return Received{}, fmt.Errorf("agentapi: receive: %w: an envelope holding a %.32q, not a proposal or update", edgesecrets.ErrInvalid, string(peek.Type))
 	}
 	h := got.Header
 
@@ -173,7 +173,7 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 		applyErr = errors.Join(applyErr, err)
 	}
 	got.Err = applyErr
-	outcome := Reply(h.AgreementID, applyErr)
+	outcome := ReplyFor(h.AgreementID, applyErr)
 	got.Reply, err = agreement.Seal(r.keys, r.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason), agreement.Header{Sequence: st.Reply}, agreement.Options{})
 	if err != nil {
 		return got, fmt.Errorf("agentapi: receive: sealing the reply: %w", err)
@@ -210,12 +210,12 @@ func (r *Receiver) applyUpdate(ctx context.Context, u agreement.Update, seq uint
 		return Received{Changes: changes}, err
 	case agreement.UpdateKindCancel:
 		if p := bytes.TrimSpace(u.Payload); len(p) == 0 || p[0] != '{' {
-			return Received{}, fmt.Errorf("agentapi: cancellation of agreement %s: %w: the payload is not a JSON object", quoteName(u.AgreementID), secretstore.ErrInvalid)
+			return Received{}, fmt.Errorf("agentapi: cancellation of agreement %s: %w: the payload is not a JSON object", quoteName(u.AgreementID), edgesecrets.ErrInvalid)
 		}
 		ids, err := r.store.removeAgreement(ctx, u.AgreementID)
 		return Received{Removed: ids}, err
 	}
-	return Received{}, fmt.Errorf("agentapi: update of agreement %s: %w: unknown update kind %.64q", quoteName(u.AgreementID), secretstore.ErrInvalid, u.Kind)
+	return Received{}, fmt.Errorf("agentapi: update of agreement %s: %w: unknown update kind %.64q", quoteName(u.AgreementID), edgesecrets.ErrInvalid, u.Kind)
 }
 
 // floorGuard is the agreement.ReplayGuard Receive opens envelopes with: it

@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // An agent's whole message loop: the Receiver opens each envelope with the
@@ -51,7 +51,7 @@ func ExampleReceiver() {
 	web := agreement.ServiceRef{Org: "acme", URL: "web", Version: "1.0.0"}
 	proposal, _ := agreement.Seal(agbotKeys, agentKeys.Public(), agreement.Proposal{AgreementID: "ag-1",
 		Services: []agreement.ServiceSecrets{{Service: web, Secrets: map[string]agreement.SecretDetails{
-			"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}, agreement.Header{Sequence: 1}, agreement.Options{})
+			"db": {Data: edgesecrets.Data{"password": []byte("s3cr3t")}}}}}}, agreement.Header{Sequence: 1}, agreement.Options{})
 	cancel, _ := agreement.Seal(agbotKeys, agentKeys.Public(), agreement.Update{AgreementID: "ag-1", Kind: agreement.UpdateKindCancel, Payload: json.RawMessage(`{}`)}, agreement.Header{Sequence: 2}, agreement.Options{})
 
 	for _, envelope := range [][]byte{proposal, cancel, proposal} {

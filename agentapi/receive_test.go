@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // receiverFixture is an agent's store and Receiver, and the agbot's side:
@@ -155,7 +155,7 @@ func TestReceiverLifecycle(t *testing.T) {
 	got, reply = f.receive(f.update(12, agreement.Update{AgreementID: "ag-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))
 	assert.False(t, reply.Accepted)
 	assert.Contains(t, reply.Reason, `unknown update kind "restart"`)
-	assert.ErrorIs(t, got.Err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, got.Err, edgesecrets.ErrInvalid)
 
 	// Cancelled: instances removed, their tokens withdrawn.
 	got, reply = f.receive(f.cancel(13))
@@ -251,8 +251,8 @@ func TestReceiverRefusesWhatDoesNotOpen(t *testing.T) {
 	}{
 		"not from the agbot": {forged, agreement.ErrNotAuthentic},
 		"altered":            {tampered, nil},
-		"a reply":            {reply, agreement.ErrInvalid},
-		"not an envelope":    {[]byte("hello"), agreement.ErrInvalid},
+		"a reply":            {reply, edgesecrets.ErrInvalid},
+		"not an envelope":    {[]byte("hello"), edgesecrets.ErrInvalid},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := f.receiver.Receive(context.Background(), c.env)
@@ -297,7 +297,7 @@ func TestReceiverConcurrentMessages(t *testing.T) {
 func TestNewReceiverChecksOptions(t *testing.T) {
 	f := newReceiverFixture(t)
 	_, err := agentapi.NewReceiver(nil, agentapi.ReceiverOptions{})
-	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	_, err = agentapi.NewReceiver(f.store, agentapi.ReceiverOptions{Keys: f.agent, Agbot: f.agbot.Public()})
 	assert.ErrorContains(t, err, "Assign")
 }

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // MountTarget is where a service container finds its secrets: the embedder
@@ -111,10 +111,10 @@ func (s *Store) memory() bool { return s.sealKeys != nil }
 // memory mode it restores every instance's files from their sealed copy.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Root == "" {
-		return nil, fmt.Errorf("agentapi: open: %w: Options.Root is empty", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: open: %w: Options.Root is empty", edgesecrets.ErrInvalid)
 	}
 	if (opts.MemoryDir == "") != (opts.SealKeys == nil) {
-		return nil, fmt.Errorf("agentapi: open: %w: Options.MemoryDir and Options.SealKeys go together", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("agentapi: open: %w: Options.MemoryDir and Options.SealKeys go together", edgesecrets.ErrInvalid)
 	}
 	s := &Store{
 		sealKeys:    opts.SealKeys,
@@ -140,7 +140,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		if s.data, err = openPrivateDir(opts.MemoryDir); err == nil {
 			if err = s.data.checkMemoryBacked(); err != nil {
 				_ = s.data.Close() // a directory descriptor, only read; err is returned
-				err = fmt.Errorf("%w: %w", secretstore.ErrInvalid, err)
+				err = fmt.Errorf("%w: %w", edgesecrets.ErrInvalid, err)
 			}
 		}
 		if err != nil {
@@ -189,14 +189,14 @@ func prepareRoot(abs string) error {
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%w: the storage root is a symlink; give the real directory", secretstore.ErrInvalid)
+		return fmt.Errorf("%w: the storage root is a symlink; give the real directory", edgesecrets.ErrInvalid)
 	case !fi.IsDir():
-		return fmt.Errorf("%w: the storage root is not a directory", secretstore.ErrInvalid)
+		return fmt.Errorf("%w: the storage root is not a directory", edgesecrets.ErrInvalid)
 	case fi.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("%w: the storage root is accessible to group or others (mode %04o); it must be 0700", secretstore.ErrInvalid, fi.Mode().Perm())
+		return fmt.Errorf("%w: the storage root is accessible to group or others (mode %04o); it must be 0700", edgesecrets.ErrInvalid, fi.Mode().Perm())
 	}
 	if uid, _, ok := fileOwner(fi); ok && uid != currentUID() {
-		return fmt.Errorf("%w: the storage root is owned by uid %d, not by the agent's uid %d", secretstore.ErrInvalid, uid, currentUID())
+		return fmt.Errorf("%w: the storage root is owned by uid %d, not by the agent's uid %d", edgesecrets.ErrInvalid, uid, currentUID())
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func (s *Store) lookup(instanceID string) (*metadata, error) {
 	m := s.instances[instanceID]
 	s.view.RUnlock()
 	if m == nil {
-		return nil, fmt.Errorf("agentapi: instance %s: %w", quoteName(instanceID), secretstore.ErrNotFound)
+		return nil, fmt.Errorf("agentapi: instance %s: %w", quoteName(instanceID), edgesecrets.ErrNotFound)
 	}
 	return m, nil
 }
@@ -564,7 +564,7 @@ func (s *Store) saveMetadata(m *metadata) error {
 // readMetadata reads and checks meta/<id>.
 func (s *Store) readMetadata(id string) (*metadata, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("metadata of instance %s: %w: %s", quoteName(id), secretstore.ErrInvalid, fmt.Sprintf(format, args...))
+		return fmt.Errorf("metadata of instance %s: %w: %s", quoteName(id), edgesecrets.ErrInvalid, fmt.Sprintf(format, args...))
 	}
 	f, _, err := openRegular(s.meta, path.Join(dirMeta, id), os.O_RDONLY)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestOpenChecksRoot(t *testing.T) {
@@ -52,7 +52,7 @@ func TestOpenChecksRoot(t *testing.T) {
 			s, err := agentapi.Open(context.Background(), agentapi.Options{Root: root})
 			if tt.wantErr != "" {
 				require.Error(t, err)
-				assert.ErrorIs(t, err, secretstore.ErrInvalid)
+				assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
@@ -74,13 +74,13 @@ func TestOpenRefusesForeignOwner(t *testing.T) {
 	require.NoError(t, os.Mkdir(root, 0o700))
 	require.NoError(t, os.Chown(root, 4242, 4242))
 	_, err := agentapi.Open(context.Background(), agentapi.Options{Root: root})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "owned by uid 4242")
 }
 
 func TestOpenNeedsRoot(t *testing.T) {
 	_, err := agentapi.Open(context.Background(), agentapi.Options{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "Options.Root is empty")
 }
 
@@ -159,7 +159,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 		{"empty", "", "is empty", nil},
 		{"NUL", "a\x00b", "contains a control character", nil},
 		{"newline", "a\nb", "contains a control character", nil},
-		{"invalid UTF-8", "a\xffb", "not valid UTF-8", secretstore.ErrNotFound},
+		{"invalid UTF-8", "a\xffb", "not valid UTF-8", edgesecrets.ErrNotFound},
 		{"too long", strings.Repeat("x", 256), "longer than 255 bytes", nil},
 	}
 	for _, tt := range tests {
@@ -175,7 +175,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 				},
 			}}}
 			_, err := s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: {ID: "a"}})
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), tt.problem)
 			assert.Contains(t, err.Error(), "secret name")
 			assert.Equal(t, before, tree(t, root), "files written for a rejected proposal")
@@ -184,7 +184,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 			// As an instance id.
 			p.Services[0].Secrets = map[string]agreement.SecretDetails{"good": jsonSecret("k", "v")}
 			_, err = s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: {ID: tt.secret}})
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), "instance id")
 			assert.Contains(t, err.Error(), tt.problem)
 			assert.Equal(t, before, tree(t, root))
@@ -200,7 +200,7 @@ func TestBadNamesRejectedAndNothingWritten(t *testing.T) {
 			if tt.updateKind != nil {
 				require.ErrorIs(t, err, tt.updateKind)
 			} else {
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.Contains(t, err.Error(), tt.problem)
 			}
 			assert.Equal(t, old, mustRead(t, file))
@@ -215,7 +215,7 @@ func TestCheckInstanceIDRejectsColon(t *testing.T) {
 	p, _ := twoServiceProposal()
 	p.Services = p.Services[:1]
 	_, err := s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: {ID: "a:b"}})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "colon")
 }
 
@@ -230,19 +230,19 @@ func TestFileContent(t *testing.T) {
 		{name: "json object, keys sorted, no HTML escaping",
 			details: jsonSecret("user", "bob", "password", `p<&>"w`),
 			want:    `{"password":"p<&>\"w","user":"bob"}`},
-		{name: "default format is json", details: agreement.SecretDetails{Data: secretstore.Data{"k": []byte("v")}},
+		{name: "default format is json", details: agreement.SecretDetails{Data: edgesecrets.Data{"k": []byte("v")}},
 			want: `{"k":"v"}`},
 		{name: "binary value in json becomes a base64 object",
-			details: agreement.SecretDetails{Data: secretstore.Data{"key": binary, "id": []byte("x")}},
+			details: agreement.SecretDetails{Data: edgesecrets.Data{"key": binary, "id": []byte("x")}},
 			want:    `{"id":"x","key":{"base64":"/wD+"}}`},
 		{name: "empty json secret", details: agreement.SecretDetails{Format: agreement.FormatJSON}, want: `{}`},
 		{name: "raw keeps bytes", details: rawSecret(binary), want: string(binary)},
 		{name: "raw empty value", details: rawSecret(nil), want: ""},
-		{name: "raw needs one key", details: agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"a": nil, "b": nil}},
+		{name: "raw needs one key", details: agreement.SecretDetails{Format: agreement.FormatRaw, Data: edgesecrets.Data{"a": nil, "b": nil}},
 			wantErr: `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
-		{name: "unknown format", details: agreement.SecretDetails{Format: "yaml", Data: secretstore.Data{"a": nil}},
+		{name: "unknown format", details: agreement.SecretDetails{Format: "yaml", Data: edgesecrets.Data{"a": nil}},
 			wantErr: `unknown format "yaml"`},
-		{name: "key not UTF-8", details: agreement.SecretDetails{Data: secretstore.Data{"\xff": nil}},
+		{name: "key not UTF-8", details: agreement.SecretDetails{Data: edgesecrets.Data{"\xff": nil}},
 			wantErr: "key is not valid UTF-8"},
 	}
 	for _, tt := range tests {
@@ -253,7 +253,7 @@ func TestFileContent(t *testing.T) {
 			}}}
 			_, err := s.ApplyProposal(context.Background(), p, agentapi.Instances{refA: {ID: "a"}})
 			if tt.wantErr != "" {
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				assert.Contains(t, err.Error(), `secret "s"`)
 				return
@@ -279,26 +279,26 @@ func TestApplyProposalChecks(t *testing.T) {
 		kind      error
 		want      []string
 	}{
-		{name: "no agreement id", proposal: agreement.Proposal{}, kind: secretstore.ErrInvalid, want: []string{"agreement id is empty"}},
+		{name: "no agreement id", proposal: agreement.Proposal{}, kind: edgesecrets.ErrInvalid, want: []string{"agreement id is empty"}},
 		{name: "service without instance",
 			proposal: agreement.Proposal{AgreementID: "ag-2", Services: []agreement.ServiceSecrets{
 				{Service: agreement.ServiceRef{Org: "o", URL: "x"}, Secrets: map[string]agreement.SecretDetails{"s": jsonSecret()}}}},
-			instances: agentapi.Instances{}, kind: secretstore.ErrInvalid, want: []string{`no instance was given for service "o/x"`}},
+			instances: agentapi.Instances{}, kind: edgesecrets.ErrInvalid, want: []string{`no instance was given for service "o/x"`}},
 		{name: "instance of another agreement",
 			proposal: agreement.Proposal{AgreementID: "ag-2", Services: []agreement.ServiceSecrets{
 				{Service: refA, Secrets: map[string]agreement.SecretDetails{"s": jsonSecret()}}}},
-			instances: agentapi.Instances{refA: {ID: "a"}}, kind: secretstore.ErrConflict,
+			instances: agentapi.Instances{refA: {ID: "a"}}, kind: edgesecrets.ErrConflict,
 			want: []string{`instance "a" already holds the secrets of agreement "ag-1"`}},
 		{name: "one instance for two services, every problem reported",
 			proposal: agreement.Proposal{AgreementID: "ag-2", Services: []agreement.ServiceSecrets{
 				{Service: refA, Secrets: map[string]agreement.SecretDetails{"s": jsonSecret()}},
 				{Service: refB, Secrets: map[string]agreement.SecretDetails{"../s": jsonSecret()}}}},
-			instances: agentapi.Instances{refA: {ID: "c"}, refB: {ID: "c"}}, kind: secretstore.ErrInvalid,
+			instances: agentapi.Instances{refA: {ID: "c"}, refB: {ID: "c"}}, kind: edgesecrets.ErrInvalid,
 			want: []string{`instance "c" is given for more than one service`}},
 		{name: "negative group",
 			proposal: agreement.Proposal{AgreementID: "ag-2", Services: []agreement.ServiceSecrets{
 				{Service: refA, Secrets: map[string]agreement.SecretDetails{"s": jsonSecret()}}}},
-			instances: agentapi.Instances{refA: {ID: "c", GroupReadable: true, Group: -5}}, kind: secretstore.ErrInvalid,
+			instances: agentapi.Instances{refA: {ID: "c", GroupReadable: true, Group: -5}}, kind: edgesecrets.ErrInvalid,
 			want: []string{"group id -5 is negative"}},
 	}
 	for _, tt := range tests {
@@ -365,33 +365,33 @@ func TestApplyUpdateRejects(t *testing.T) {
 		kind   error
 		want   string
 	}{
-		{name: "unknown secret", kind: secretstore.ErrNotFound, want: `service "acme/svc-a arch amd64 version 1.0.0" (instance "a") has no secret "token"`,
+		{name: "unknown secret", kind: edgesecrets.ErrNotFound, want: `service "acme/svc-a arch amd64 version 1.0.0" (instance "a") has no secret "token"`,
 			update: func(t *testing.T) agreement.Update {
 				return secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 					"password": jsonSecret("password", "new"), "token": jsonSecret("t", "x")}})
 			}},
-		{name: "unknown service", kind: secretstore.ErrNotFound, want: `the agreement has no service "acme/other"`,
+		{name: "unknown service", kind: edgesecrets.ErrNotFound, want: `the agreement has no service "acme/other"`,
 			update: func(t *testing.T) agreement.Update {
 				return secretsUpdate(t,
 					agreement.ServiceSecrets{Service: refA, Secrets: good},
 					agreement.ServiceSecrets{Service: agreement.ServiceRef{Org: "acme", URL: "other"}, Secrets: good})
 			}},
-		{name: "unknown agreement", kind: secretstore.ErrNotFound, want: `no instance holds secrets of agreement "ag-9"`,
+		{name: "unknown agreement", kind: edgesecrets.ErrNotFound, want: `no instance holds secrets of agreement "ag-9"`,
 			update: func(t *testing.T) agreement.Update {
 				u, err := agreement.NewSecretsUpdate("ag-9", agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{Service: refA, Secrets: good}}})
 				require.NoError(t, err)
 				return u
 			}},
-		{name: "unknown kind", kind: secretstore.ErrInvalid, want: `update kind is "policy"`,
+		{name: "unknown kind", kind: edgesecrets.ErrInvalid, want: `update kind is "policy"`,
 			update: func(t *testing.T) agreement.Update {
 				return agreement.Update{AgreementID: "ag-1", Kind: "policy", Payload: []byte(`{}`)}
 			}},
-		{name: "bad raw secret", kind: secretstore.ErrInvalid, want: "needs exactly one key",
+		{name: "bad raw secret", kind: edgesecrets.ErrInvalid, want: "needs exactly one key",
 			update: func(t *testing.T) agreement.Update {
 				return secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: map[string]agreement.SecretDetails{
 					"password": jsonSecret("password", "new"), "cert": {Format: agreement.FormatRaw}}})
 			}},
-		{name: "service listed twice", kind: secretstore.ErrInvalid, want: "appears twice",
+		{name: "service listed twice", kind: edgesecrets.ErrInvalid, want: "appears twice",
 			update: func(t *testing.T) agreement.Update {
 				return secretsUpdate(t, agreement.ServiceSecrets{Service: refA, Secrets: good}, agreement.ServiceSecrets{Service: refA, Secrets: good})
 			}},
@@ -417,7 +417,7 @@ func TestApplyUpdateRejects(t *testing.T) {
 				}
 			}
 			assert.Equal(t, before, after, "a rejected update wrote something")
-			reply := agentapi.Reply("ag-1", err)
+			reply := agentapi.ReplyFor("ag-1", err)
 			assert.False(t, reply.Accepted)
 			assert.Contains(t, reply.Reason, tt.want)
 		})
@@ -514,10 +514,10 @@ func TestAcknowledgeAndRestart(t *testing.T) {
 	info, _ = s.Instance("a")
 	assert.Empty(t, info.Updated)
 
-	assert.ErrorIs(t, s.Acknowledge(ctx, "a", "token"), secretstore.ErrNotFound, "b's secret is not a's")
-	assert.ErrorIs(t, s.Acknowledge(ctx, "zz", "cert"), secretstore.ErrNotFound)
-	assert.ErrorIs(t, s.Acknowledge(ctx, "a", "../b/token"), secretstore.ErrInvalid)
-	assert.ErrorIs(t, s.ServiceRestarted(ctx, "zz"), secretstore.ErrNotFound)
+	assert.ErrorIs(t, s.Acknowledge(ctx, "a", "token"), edgesecrets.ErrNotFound, "b's secret is not a's")
+	assert.ErrorIs(t, s.Acknowledge(ctx, "zz", "cert"), edgesecrets.ErrNotFound)
+	assert.ErrorIs(t, s.Acknowledge(ctx, "a", "../b/token"), edgesecrets.ErrInvalid)
+	assert.ErrorIs(t, s.ServiceRestarted(ctx, "zz"), edgesecrets.ErrNotFound)
 }
 
 func TestRestartKeepsState(t *testing.T) {
@@ -600,17 +600,17 @@ func TestOpenRejectsCorruptMetadata(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, os.WriteFile(filepath.Join(root, "meta", "a"), []byte(`{"version":1,"id":"b"}`), 0o600))
 	_, err = agentapi.Open(ctx, agentapi.Options{Root: root})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), `metadata of instance "a"`)
 	assert.Contains(t, err.Error(), `records instance id "b"`)
 }
 
 func TestReply(t *testing.T) {
-	assert.Equal(t, agreement.Reply{Version: 1, AgreementID: "ag", Accepted: true}, agentapi.Reply("ag", nil))
-	bad := agentapi.Reply("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", secretstore.ErrInvalid))
+	assert.Equal(t, agreement.Reply{Version: 1, AgreementID: "ag", Accepted: true}, agentapi.ReplyFor("ag", nil))
+	bad := agentapi.ReplyFor("ag", fmt.Errorf("secret name %q: %w: contains a slash", "a/b", edgesecrets.ErrInvalid))
 	assert.False(t, bad.Accepted)
 	assert.Contains(t, bad.Reason, `"a/b"`)
-	local := agentapi.Reply("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})
+	local := agentapi.ReplyFor("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})
 	assert.False(t, local.Accepted)
 	assert.Equal(t, "the agent could not store the secrets", local.Reason)
 }

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // TokenTable is an instance id → token table, the usual way services
@@ -28,7 +28,7 @@ import (
 //
 // A token should be unguessable; crypto/rand.Text makes a good one.
 // Printing the table (fmt with any verb, slog) shows instance ids only,
-// each token as [secretstore.Redacted].
+// each token as [edgesecrets.Redacted].
 type TokenTable struct {
 	mu sync.Mutex // serialises writers
 	// byID is replaced on every change, never modified, so lookups (one
@@ -66,14 +66,14 @@ func (t *TokenTable) Authenticate(ctx context.Context, user, password string) (i
 // Set gives an instance its token, replacing any token it had. The
 // instance id must pass agreement.CheckSecretName and contain no colon (it is the HTTP
 // Basic user id) and the token must not be empty; otherwise the error
-// matches secretstore.ErrInvalid and the table is unchanged. The error
+// matches edgesecrets.ErrInvalid and the table is unchanged. The error
 // never contains the token.
 func (t *TokenTable) Set(instanceID, token string) error {
 	if err := checkInstanceID(instanceID); err != nil {
 		return fmt.Errorf("agentapi: token table: %w", err)
 	}
 	if token == "" {
-		return fmt.Errorf("agentapi: token table: instance %s: %w: the token is empty", quoteName(instanceID), secretstore.ErrInvalid)
+		return fmt.Errorf("agentapi: token table: instance %s: %w: the token is empty", quoteName(instanceID), edgesecrets.ErrInvalid)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -129,7 +129,7 @@ func (t *TokenTable) String() string { return fmt.Sprint(t) }
 func (t *TokenTable) GoString() string { return fmt.Sprintf("%#v", t) }
 
 // LogValue implements slog.LogValuer: a group of instance ids, each
-// [secretstore.Redacted].
+// [edgesecrets.Redacted].
 func (t *TokenTable) LogValue() slog.Value {
 	if t == nil {
 		return slog.GroupValue()
@@ -155,7 +155,7 @@ func formatTokens(f fmt.State, verb rune, goPrefix string, ids []string) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%q:%s", id, secretstore.Redacted)
+			fmt.Fprintf(&b, "%q:%s", id, edgesecrets.Redacted)
 		}
 		b.WriteString("}")
 	} else {
@@ -164,7 +164,7 @@ func formatTokens(f fmt.State, verb rune, goPrefix string, ids []string) {
 			if i > 0 {
 				b.WriteString(" ")
 			}
-			b.WriteString(id + ":" + secretstore.Redacted)
+			b.WriteString(id + ":" + edgesecrets.Redacted)
 		}
 		b.WriteString("]")
 	}
@@ -175,7 +175,7 @@ func formatTokens(f fmt.State, verb rune, goPrefix string, ids []string) {
 func tokensLogValue(ids []string) slog.Value {
 	attrs := make([]slog.Attr, len(ids))
 	for i, id := range ids {
-		attrs[i] = slog.String(id, secretstore.Redacted)
+		attrs[i] = slog.String(id, edgesecrets.Redacted)
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -183,7 +183,7 @@ func tokensLogValue(ids []string) slog.Value {
 func tokensJSON(ids []string) ([]byte, error) {
 	m := make(map[string]string, len(ids))
 	for _, id := range ids {
-		m[id] = secretstore.Redacted
+		m[id] = edgesecrets.Redacted
 	}
 	return json.Marshal(m)
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestTokenTableSet(t *testing.T) {
@@ -48,7 +48,7 @@ func TestTokenTableSet(t *testing.T) {
 				assert.True(t, ok)
 				assert.Equal(t, tt.token, got)
 			} else {
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.ErrorContains(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), "CANARY")
 			}

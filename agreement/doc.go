@@ -27,7 +27,7 @@
 // signature, decryption and last the ReplayGuard (the sequence must be
 // above the last accepted for the agreement and message type), so forged
 // or damaged envelopes never advance the guard. Each failure matches one
-// error kind with errors.Is — ErrInvalid (unusable input), ErrNotAuthentic
+// error kind with errors.Is — edgesecrets.ErrInvalid (unusable input), ErrNotAuthentic
 // (not from the expected sender to this key, or altered) or ErrReplay —
 // and its text says which check failed. No error, printout or log value of
 // this package holds a secret value or private key material.

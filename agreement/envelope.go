@@ -457,20 +457,20 @@ func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o Op
 		allowed = []Suite{recipient.public.suite}
 	}
 	if !slices.Contains(allowed, h.Suite) {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", errSuiteNotAllowed, string(h.Suite), allowed)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %.64q, allowed %v", ErrSuiteNotAllowed, string(h.Suite), allowed)
 	}
 	if h.Suite != recipient.public.suite {
-		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", errSuiteNotAllowed, h.Suite, recipient.public.suite)
+		return Header{}, nil, fmt.Errorf("%w: envelope suite %s, recipient key is %s", ErrSuiteNotAllowed, h.Suite, recipient.public.suite)
 	}
 	if h.RecipientKeyID != recipient.public.encryptionID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", errWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is for encryption key %s, this key is %s", ErrWrongRecipient, h.RecipientKeyID, recipient.public.encryptionID)
 	}
 	if h.SenderKeyID != sender.signingID {
-		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", errWrongSender, h.SenderKeyID, sender.signingID)
+		return Header{}, nil, fmt.Errorf("%w: envelope is signed by key %s, expected %s", ErrWrongSender, h.SenderKeyID, sender.signingID)
 	}
 	digest := transcriptDigest(env.headerRaw, env.enc, env.ciphertext)
 	if err := ed25519.VerifyWithOptions(sender.signing, digest[:], env.signature, signatureOptions); err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errBadSignature, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrBadSignature, h.Type, h.AgreementID)
 	}
 	// From here on the header is authentic.
 	if want != "" && h.Type != want {
@@ -479,11 +479,11 @@ func verifyAndDecrypt(recipient *PrivateKeys, sender *PublicKeys, b []byte, o Op
 	suite, _ := recipient.public.suite.hpke()
 	rctx, err := hpke.NewRecipient(env.enc, recipient.encryption, suite.kdf, suite.aead, []byte(hpkeInfo))
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", errDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q: decapsulation failed", ErrDecrypt, h.Type, h.AgreementID)
 	}
 	plaintext, err := rctx.Open(env.headerRaw, env.ciphertext)
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", errDecrypt, h.Type, h.AgreementID)
+		return Header{}, nil, fmt.Errorf("%w: %s of agreement %q", ErrDecrypt, h.Type, h.AgreementID)
 	}
 	return h, plaintext, nil
 }

@@ -199,57 +199,57 @@ func TestOpenRejects(t *testing.T) {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["version"] = 2 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"suite outside the recipient's allow-list", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"suite outside the recipient's allow-list", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.env, opts: Options{AllowedSuites: []Suite{f.otherKind.Public().Suite()}}}
 		}},
-		{"unknown suite in the header", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"unknown suite in the header", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = "DHKEM-X25519/HKDF-SHA256/AES-128-GCM" }).signedBy(t, f.agbot)
 			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
-		{"header suite is not the recipient key's (downgrade)", errSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
+		{"header suite is not the recipient key's (downgrade)", ErrSuiteNotAllowed, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["suite"] = string(f.otherKind.Public().Suite()) }).signedBy(t, f.agbot)
 			return openCall{env: p.join(), opts: Options{AllowedSuites: suites()}}
 		}},
-		{"sealed to another agent", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"sealed to another agent", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: f.seal(t, f.other, hdr(TypeProposal, "agr-A", 2), proposalJSON)}
 		}},
-		{"opened with another agent's keys", errWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
+		{"opened with another agent's keys", ErrWrongRecipient, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{recipient: f.other, env: f.env}
 		}},
-		{"expected sender is another key", errWrongSender, func(t *testing.T, f *rejectFixture) openCall {
+		{"expected sender is another key", ErrWrongSender, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{sender: f.other.Public(), env: f.env}
 		}},
-		{"flipped ciphertext bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped ciphertext bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = flip(p.ciphertext, 100)
 			return openCall{env: p.join()}
 		}},
-		{"flipped encapsulated key bit", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"flipped encapsulated key bit", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = flip(p.enc, 3)
 			return openCall{env: p.join()}
 		}},
-		{"header agreement id changed", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"header agreement id changed", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).withHeader(t, func(h map[string]any) { h["agreementId"] = "agr-B" }).join()}
 		}},
-		{"forged by a third key claiming the agbot's id", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"forged by a third key claiming the agbot's id", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			return openCall{env: split(t, f.env).signedBy(t, f.other).join()}
 		}},
-		{"signature of another envelope", errBadSignature, func(t *testing.T, f *rejectFixture) openCall {
+		{"signature of another envelope", ErrBadSignature, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.signature = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).signature
 			return openCall{env: p.join()}
 		}},
-		{"garbage ciphertext signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"garbage ciphertext signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.ciphertext = make([]byte, len(p.ciphertext))
 			return openCall{env: p.signedBy(t, f.agbot).join()}
 		}},
-		{"header changed after encryption, signed by the agbot (AAD)", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"header changed after encryption, signed by the agbot (AAD)", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env).withHeader(t, func(h map[string]any) { h["sequence"] = 99 }).signedBy(t, f.agbot)
 			return openCall{env: p.join()}
 		}},
-		{"encapsulated key of another envelope, signed by the agbot", errDecrypt, func(t *testing.T, f *rejectFixture) openCall {
+		{"encapsulated key of another envelope, signed by the agbot", ErrDecrypt, func(t *testing.T, f *rejectFixture) openCall {
 			p := split(t, f.env)
 			p.enc = split(t, f.seal(t, f.agent, hdr(TypeProposal, "agr-A", 1), proposalJSON)).enc
 			return openCall{env: p.signedBy(t, f.agbot).join()}
@@ -387,7 +387,7 @@ func TestReplayAcrossAgreementsAndTypes(t *testing.T) {
 	// An envelope of agreement A cannot be passed off as one of B: the
 	// agreement id is signed, and changing it breaks the signature.
 	p := split(t, a5).withHeader(t, func(h map[string]any) { h["agreementId"] = "C" })
-	requireKind(t, open(p.join()), errBadSignature)
+	requireKind(t, open(p.join()), ErrBadSignature)
 	assert.Zero(t, lastAccepted(guard, "C", TypeUpdate))
 
 	// On replay the header is returned (authentic), so an agent can answer again.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -12,31 +13,35 @@ import (
 // branch on the kinds only, so moving a cause to another kind changes what
 // they do.
 func TestErrorKinds(t *testing.T) {
-	kinds := []error{ErrInvalid, ErrNotAuthentic, ErrReplay}
+	kinds := []error{edgesecrets.ErrInvalid, ErrNotAuthentic, ErrReplay}
+	refinements := []error{ErrSuiteNotAllowed, ErrWrongRecipient, ErrWrongSender, ErrBadSignature, ErrDecrypt}
 	for _, tc := range []struct {
-		cause *cause
+		cause error
 		kind  error
 	}{
-		{errTooLarge, ErrInvalid},
-		{errMalformed, ErrInvalid},
-		{errUnsupportedVersion, ErrInvalid},
-		{errUnexpectedType, ErrInvalid},
-		{errInvalidMessage, ErrInvalid},
-		{errInvalidKey, ErrInvalid},
-		{errUnknownSuite, ErrInvalid},
-		{errInsecureKeyFile, ErrInvalid},
-		{errSuiteNotAllowed, ErrNotAuthentic},
-		{errWrongRecipient, ErrNotAuthentic},
-		{errWrongSender, ErrNotAuthentic},
-		{errBadSignature, ErrNotAuthentic},
-		{errDecrypt, ErrNotAuthentic},
+		{errTooLarge, edgesecrets.ErrInvalid},
+		{errMalformed, edgesecrets.ErrInvalid},
+		{errUnsupportedVersion, edgesecrets.ErrInvalid},
+		{errUnexpectedType, edgesecrets.ErrInvalid},
+		{errInvalidMessage, edgesecrets.ErrInvalid},
+		{errInvalidKey, edgesecrets.ErrInvalid},
+		{errUnknownSuite, edgesecrets.ErrInvalid},
+		{errInsecureKeyFile, edgesecrets.ErrInvalid},
+		{ErrSuiteNotAllowed, ErrNotAuthentic},
+		{ErrWrongRecipient, ErrNotAuthentic},
+		{ErrWrongSender, ErrNotAuthentic},
+		{ErrBadSignature, ErrNotAuthentic},
+		{ErrDecrypt, ErrNotAuthentic},
 	} {
-		t.Run(tc.cause.text, func(t *testing.T) {
+		t.Run(tc.cause.Error(), func(t *testing.T) {
 			err := fmt.Errorf("agreement: open: %w: detail", tc.cause)
 			for _, k := range kinds {
 				assert.Equal(t, k == tc.kind, errors.Is(err, k), "matches %q", k)
 			}
-			assert.Equal(t, "agreement: open: "+tc.cause.text+": detail", err.Error(), "the cause's words stay in the text")
+			for _, r := range refinements {
+				assert.Equal(t, r == tc.cause, errors.Is(err, r), "matches the refinement %q only if it is that one", r)
+			}
+			assert.Equal(t, "agreement: open: "+tc.cause.Error()+": detail", err.Error(), "the cause's words stay in the text")
 		})
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The agbot seals a proposal carrying a service's secrets to the agent's
@@ -35,7 +35,7 @@ func Example() {
 		Services: []agreement.ServiceSecrets{{
 			Service: agreement.ServiceRef{Org: "myorg", URL: "https://example.com/db-client", Version: "1.0.0"},
 			Secrets: map[string]agreement.SecretDetails{
-				"db": {Format: agreement.FormatJSON, Data: secretstore.Data{"username": []byte("app"), "password": []byte("s3cr3t")}},
+				"db": {Format: agreement.FormatJSON, Data: edgesecrets.Data{"username": []byte("app"), "password": []byte("s3cr3t")}},
 			},
 		}},
 	}
@@ -84,7 +84,7 @@ func ExampleNewSecretsUpdate() {
 
 	u, err := agreement.NewSecretsUpdate("agr-1", agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "https://example.com/db-client"},
-		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"password": []byte("n3w")}}},
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: edgesecrets.Data{"password": []byte("n3w")}}},
 	}}})
 	if err != nil {
 		log.Fatal(err)

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // canary is the secret value the tests look for in every error and printout.
@@ -24,8 +23,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // allKinds are the error kinds of the package; an error should match one.
 var allKinds = []error{
 	errTooLarge, errMalformed, errUnsupportedVersion, errUnexpectedType, errInvalidMessage, errInvalidKey,
-	errUnknownSuite, errInsecureKeyFile, errSuiteNotAllowed, errWrongRecipient, errWrongSender,
-	errBadSignature, errDecrypt, ErrReplay,
+	errUnknownSuite, errInsecureKeyFile, ErrSuiteNotAllowed, ErrWrongRecipient, ErrWrongSender,
+	ErrBadSignature, ErrDecrypt, ErrReplay,
 }
 
 // requireKind asserts that err matches want, the exported kind want
@@ -35,7 +34,7 @@ func requireKind(t *testing.T, err error, want error) {
 	require.ErrorIs(t, err, want)
 	if c, ok := want.(*cause); ok {
 		require.ErrorIs(t, err, c.kind)
-		other := map[error]error{ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: ErrInvalid}[c.kind]
+		other := map[error]error{edgesecrets.ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: edgesecrets.ErrInvalid}[c.kind]
 		assert.NotErrorIs(t, err, other)
 		assert.NotErrorIs(t, err, ErrReplay)
 	}
@@ -84,7 +83,7 @@ func proposalWithSecrets(agreementID string, n, size int) Proposal {
 	secrets := make(map[string]SecretDetails, n)
 	for i := range n {
 		value := []byte(canary + strings.Repeat("x", max(0, size-len(canary))))
-		secrets[fmt.Sprintf("secret-%02d", i)] = SecretDetails{Format: FormatJSON, Data: secretstore.Data{"password": value}}
+		secrets[fmt.Sprintf("secret-%02d", i)] = SecretDetails{Format: FormatJSON, Data: edgesecrets.Data{"password": value}}
 	}
 	return Proposal{
 		Version:     messageVersion,

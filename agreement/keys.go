@@ -34,6 +34,9 @@ const (
 	// SuiteX25519 is the classic DHKEM(X25519, HKDF-SHA256) with
 	// HKDF-SHA256 and AES-256-GCM.
 	SuiteX25519 Suite = "DHKEM-X25519/HKDF-SHA256/AES-256-GCM"
+	// DefaultSuite is the suite GenerateKeys uses when asked for none:
+	// the post-quantum hybrid.
+	DefaultSuite = SuiteMLKEM768X25519
 )
 
 // HPKE KEM identifiers of the supported suites.
@@ -194,6 +197,10 @@ func (p *PublicKeys) EncryptionKey() hpke.PublicKey { return p.encryption }
 // Suite returns the suite of the encryption key.
 func (p *PublicKeys) Suite() Suite { return p.suite }
 
+// SigningKeyID returns the id of the signing key: the SenderKeyID of the
+// envelopes these keys' owner seals.
+func (p *PublicKeys) SigningKeyID() KeyID { return p.signingID }
+
 // EncryptionKeyID returns the KeyID of the encryption key.
 func (p *PublicKeys) EncryptionKeyID() KeyID { return p.encryptionID }
 
@@ -328,11 +335,10 @@ type PrivateKeys struct {
 	public     *PublicKeys
 }
 
-// GenerateKeys returns a new key set for suite; "" means the default,
-// SuiteMLKEM768X25519.
+// GenerateKeys returns a new key set for suite; "" means DefaultSuite.
 func GenerateKeys(suite Suite) (*PrivateKeys, error) {
 	if suite == "" {
-		suite = SuiteMLKEM768X25519
+		suite = DefaultSuite
 	}
 	h, ok := suite.hpke()
 	if !ok {
@@ -455,7 +461,7 @@ func (k *PrivateKeys) WriteFile(path string) error {
 }
 
 // ReadPrivateKeysFile reads a key set written by WriteFile. On Unix it
-// refuses (ErrInvalid) a file that group or others may access.
+// refuses (edgesecrets.ErrInvalid) a file that group or others may access.
 func ReadPrivateKeysFile(path string) (*PrivateKeys, error) {
 	f, err := os.Open(path)
 	if err != nil {

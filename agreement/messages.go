@@ -9,14 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // messageVersion is the version of the message schema this package writes
@@ -90,7 +91,7 @@ type SecretDetails struct {
 	// FormatValueOnly.
 	Format string
 	// Data holds the values.
-	Data secretstore.Data
+	Data edgesecrets.Data
 }
 
 // secretDetailsJSON is the wire form of SecretDetails.
@@ -109,7 +110,7 @@ func (w secretDetailsJSON) details() (SecretDetails, error) {
 	if w.Data == nil {
 		return SecretDetails{}, errors.New(`secret details: missing "data"`)
 	}
-	data := make(secretstore.Data, len(w.Data))
+	data := make(edgesecrets.Data, len(w.Data))
 	for k, v := range w.Data {
 		// Strict still skips line breaks; canonical means none.
 		raw, err := base64.StdEncoding.Strict().DecodeString(v)
@@ -620,4 +621,58 @@ func validToken(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// SealSecretsUpdate seals an update of kind UpdateKindSecrets carrying su
+// to recipient: NewSecretsUpdate and Seal in one step, for the agbot's
+// rotation path. The values are encoded once, into the one buffer that is
+// sealed and then cleared, so no copy of them (the payload of an Update,
+// an encoder's buffer) is left to the garbage collector. The envelope
+// opens as the Update NewSecretsUpdate would have made.
+func SealSecretsUpdate(sender *PrivateKeys, recipient *PublicKeys, agreementID string, su SecretsUpdate, h Header, opts Options) ([]byte, error) {
+	return sealMessage(sender, recipient, TypeUpdate, secretsUpdateMessage{agreementID: agreementID, su: su}, h, opts)
+}
+
+// secretsUpdateMessage is the message SealSecretsUpdate seals: an Update
+// of kind UpdateKindSecrets whose payload is encoded with the rest.
+type secretsUpdateMessage struct {
+	agreementID string
+	su          SecretsUpdate
+}
+
+func (m secretsUpdateMessage) validate() error {
+	if err := checkMessageHead("update", messageVersion, m.agreementID); err != nil {
+		return err
+	}
+	if err := m.su.validate(); err != nil {
+		return fmt.Errorf("%w: secrets update of agreement %q: %w", errInvalidMessage, m.agreementID, err)
+	}
+	return nil
+}
+
+func (m secretsUpdateMessage) agreement() string { return m.agreementID }
+func (m secretsUpdateMessage) version() int      { return messageVersion }
+
+// encode writes what json.Marshal writes for the Update NewSecretsUpdate
+// makes, into one buffer sized up front.
+func (m secretsUpdateMessage) encode() ([]byte, error) {
+	b := make([]byte, 0, m.size())
+	b = append(b, '{')
+	b = appendField(b, "version", true)
+	b = strconv.AppendInt(b, messageVersion, 10)
+	b = appendField(b, "agreementId", false)
+	b = appendJSONString(b, m.agreementID)
+	b = appendField(b, "kind", false)
+	b = appendJSONString(b, UpdateKindSecrets)
+	b = appendField(b, "payload", false)
+	b = append(b, '{')
+	b = appendField(b, "services", true)
+	b = appendServices(b, m.su.Services)
+	return append(b, '}', '}'), nil
+}
+
+// size bounds the length of encode's output.
+func (m secretsUpdateMessage) size() int {
+	return len(`{"version":,"agreementId":,"kind":,"payload":}`) + 20 + jsonStringSize(m.agreementID) + jsonStringSize(UpdateKindSecrets) +
+		servicesMessageSize("", m.su.Services)
 }

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestProposalSealOpen(t *testing.T) {
@@ -22,8 +21,8 @@ func TestProposalSealOpen(t *testing.T) {
 			agbot, agent := mustKeys(t, suite), mustKeys(t, suite)
 			p := proposalWithSecrets("agr-1", 10, 300)
 			p.Version = 0 // filled in by SealProposal
-			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: secretstore.Data{"cert": {0, 1, 2, 0xff}}}
-			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}}
+			p.Services[0].Secrets["raw"] = SecretDetails{Format: FormatRaw, Data: edgesecrets.Data{"cert": {0, 1, 2, 0xff}}}
+			p.Services[0].Secrets["hw_who"] = SecretDetails{Format: FormatValueOnly, Data: edgesecrets.Data{"key": []byte("name"), valueKey: []byte("World")}}
 
 			env, err := Seal(agbot, agent.Public(), p, Header{Sequence: 1, Time: t0}, Options{})
 			require.NoError(t, err)
@@ -46,8 +45,8 @@ func TestProposalSealOpen(t *testing.T) {
 }
 
 func TestSecretDetailsValidate(t *testing.T) {
-	one := secretstore.Data{"password": []byte("x")}
-	oh := secretstore.Data{"key": []byte("name"), valueKey: []byte("World")}
+	one := edgesecrets.Data{"password": []byte("x")}
+	oh := edgesecrets.Data{"key": []byte("name"), valueKey: []byte("World")}
 	cases := []struct {
 		name    string
 		details SecretDetails
@@ -57,15 +56,15 @@ func TestSecretDetailsValidate(t *testing.T) {
 		{"json", SecretDetails{Format: FormatJSON, Data: oh}, ""},
 		{"raw with one key", SecretDetails{Format: FormatRaw, Data: one}, ""},
 		{"raw with Open Horizon's key and value", SecretDetails{Format: FormatRaw, Data: oh}, ""},
-		{"raw with only a value key", SecretDetails{Format: FormatRaw, Data: secretstore.Data{valueKey: nil}}, ""},
-		{"raw with two other keys", SecretDetails{Format: FormatRaw, Data: secretstore.Data{"user": nil, "password": nil}}, `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
-		{"raw with key, value and another", SecretDetails{Format: FormatRaw, Data: secretstore.Data{"key": nil, valueKey: nil, "x": nil}}, `has 3 keys`},
-		{"raw with no key", SecretDetails{Format: FormatRaw, Data: secretstore.Data{}}, `has 0 keys`},
+		{"raw with only a value key", SecretDetails{Format: FormatRaw, Data: edgesecrets.Data{valueKey: nil}}, ""},
+		{"raw with two other keys", SecretDetails{Format: FormatRaw, Data: edgesecrets.Data{"user": nil, "password": nil}}, `format "raw" needs exactly one key, or Open Horizon's "key" and "value"; has 2 keys`},
+		{"raw with key, value and another", SecretDetails{Format: FormatRaw, Data: edgesecrets.Data{"key": nil, valueKey: nil, "x": nil}}, `has 3 keys`},
+		{"raw with no key", SecretDetails{Format: FormatRaw, Data: edgesecrets.Data{}}, `has 0 keys`},
 		{"value_only with a value key", SecretDetails{Format: FormatValueOnly, Data: oh}, ""},
-		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: secretstore.Data{valueKey: nil}}, ""},
+		{"value_only with only a value key", SecretDetails{Format: FormatValueOnly, Data: edgesecrets.Data{valueKey: nil}}, ""},
 		{"value_only without a value key", SecretDetails{Format: FormatValueOnly, Data: one}, `format "value_only" needs a "value" key, has 1 other keys`},
 		{"unknown format", SecretDetails{Format: "yaml", Data: one}, `unknown format "yaml"`},
-		{"empty key", SecretDetails{Data: secretstore.Data{"": nil}}, "empty key"},
+		{"empty key", SecretDetails{Data: edgesecrets.Data{"": nil}}, "empty key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,7 +154,7 @@ func TestWireFormIsTheJSONForm(t *testing.T) {
 	// must give what json.Unmarshal gives.
 	p := proposalWithSecrets("agr-1", 3, 10)
 	p.Services = append(p.Services, ServiceSecrets{Service: ServiceRef{Org: "o<&>", URL: "u\u2028"}, Secrets: map[string]SecretDetails{
-		"é\"x": {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xff, 0}}},
+		"é\"x": {Format: FormatRaw, Data: edgesecrets.Data{"k\u0001": {0xff, 0}}},
 	}})
 	wire, err := p.encode()
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 // h supplies the Sequence and optionally the Time; Seal fills the rest from
 // the keys (see Header).
 //
-// Seal fails with ErrInvalid over the size limit (Options.MaxSize), when
+// Seal fails with edgesecrets.ErrInvalid over the size limit (Options.MaxSize), when
 // the recipient's suite is not allowed (Options.AllowedSuites) and for a
 // bad header or message.
 func Seal[M Proposal | Update | Reply | []byte](sender *PrivateKeys, recipient *PublicKeys, m M, h Header, opts Options) ([]byte, error) {
@@ -45,17 +45,17 @@ func Seal[M Proposal | Update | Reply | []byte](sender *PrivateKeys, recipient *
 // records its sequence in guard and returns the header and the message.
 //
 // For M a Proposal, Update or Reply the envelope must hold that message
-// type (else ErrInvalid); the message is decoded (strictly: no
+// type (else edgesecrets.ErrInvalid); the message is decoded (strictly: no
 // unknown fields) and validated, and its agreement id must be the
 // envelope's. An update of a kind this package does not know opens fine:
 // answer it with a rejecting Reply. For M []byte the plaintext is returned
 // as is, whatever the message type.
 //
-// Checks run in this order: size, form and version (ErrInvalid); suite
+// Checks run in this order: size, form and version (edgesecrets.ErrInvalid); suite
 // allow-list, recipient key id, sender key id, signature over header,
 // encapsulated key and ciphertext (ErrNotAuthentic); message type
-// (ErrInvalid); decryption (ErrNotAuthentic); the message itself
-// (ErrInvalid); and last the replay guard (ErrReplay), so a forged or
+// (edgesecrets.ErrInvalid); decryption (ErrNotAuthentic); the message itself
+// (edgesecrets.ErrInvalid); and last the replay guard (ErrReplay), so a forged or
 // unusable envelope never advances the guard. The error text names the
 // check that failed. On ErrReplay the returned Header is authentic: an
 // agent may answer that message again (its reply was probably lost).

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The append-style encoders must write exactly what encoding/json writes.
@@ -65,6 +64,14 @@ func requireSameAsEncodingJSON(t *testing.T, p Proposal) {
 	want, err = json.Marshal(secretsUpdateJSON{referenceServices(p.Services)})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(encodeServicesMessage(false, 0, "", p.Services)), "secrets update payload")
+	// The rotation path's one-buffer encoding of the whole update.
+	wantUpdate, err := json.Marshal(Update{Version: messageVersion, AgreementID: p.AgreementID, Kind: UpdateKindSecrets, Payload: want})
+	require.NoError(t, err)
+	m := secretsUpdateMessage{agreementID: p.AgreementID, su: SecretsUpdate{Services: p.Services}}
+	gotUpdate, err := m.encode()
+	require.NoError(t, err)
+	require.Equal(t, string(wantUpdate), string(gotUpdate), "secrets update")
+	require.Equal(t, m.size(), cap(gotUpdate), "the secrets update outgrew its buffer")
 
 	for _, ss := range p.Services {
 		want, err := json.Marshal(referenceServices([]ServiceSecrets{ss}))
@@ -92,14 +99,14 @@ func TestWireEncodersWriteTheJSONForm(t *testing.T) {
 		{"nil secrets map", Proposal{Version: 1, AgreementID: "a", Services: []ServiceSecrets{{Service: ServiceRef{Org: "o", URL: "u"}}}}},
 		{"empty secrets and data", Proposal{Version: 1, AgreementID: "a", Services: []ServiceSecrets{{
 			Service: ServiceRef{Org: "o", URL: "u"},
-			Secrets: map[string]SecretDetails{"none": {}, "empty": {Data: secretstore.Data{}}, "emptyvalue": {Data: secretstore.Data{"k": {}}}},
+			Secrets: map[string]SecretDetails{"none": {}, "empty": {Data: edgesecrets.Data{}}, "emptyvalue": {Data: edgesecrets.Data{"k": {}}}},
 		}}}},
 		{"escapes everywhere", Proposal{Version: 1, AgreementID: "agr<&>" + awkward, Services: []ServiceSecrets{
 			{
 				Service: ServiceRef{Org: awkward, URL: "https://x/?a=1&b=<2>", Arch: awkward, Version: "1\u2028", Container: "c\"d"},
 				Secrets: map[string]SecretDetails{
-					awkward: {Format: awkward, Data: secretstore.Data{awkward: {0xff, 0, '<'}, "b": []byte("s3cr3t"), "a": nil}},
-					"B":     {Format: FormatRaw, Data: secretstore.Data{"k\u0001": {0xfb, 0xff, 0xbf}}},
+					awkward: {Format: awkward, Data: edgesecrets.Data{awkward: {0xff, 0, '<'}, "b": []byte("s3cr3t"), "a": nil}},
+					"B":     {Format: FormatRaw, Data: edgesecrets.Data{"k\u0001": {0xfb, 0xff, 0xbf}}},
 				},
 			},
 			{Service: ServiceRef{Org: "o", URL: "u", Container: "two"}, Secrets: map[string]SecretDetails{"x": {Format: FormatJSON}}},
@@ -110,7 +117,7 @@ func TestWireEncodersWriteTheJSONForm(t *testing.T) {
 	for _, c := range []string{`"`, `\`, "<", ">", "&", "\u2028", "\u2029", "\x00", "\x1f", "\x7f", "\xff", "é", "\U0001F600"} {
 		p := Proposal{Version: 1, AgreementID: "a" + c, Services: []ServiceSecrets{{
 			Service: ServiceRef{Org: "o" + c, URL: "u" + c, Arch: c, Version: c, Container: c},
-			Secrets: map[string]SecretDetails{"n" + c: {Format: c, Data: secretstore.Data{"k" + c: []byte(c)}}},
+			Secrets: map[string]SecretDetails{"n" + c: {Format: c, Data: edgesecrets.Data{"k" + c: []byte(c)}}},
 		}}}
 		cases = append(cases, struct {
 			name string
@@ -183,8 +190,8 @@ func FuzzWireEncoders(f *testing.F) {
 		p := Proposal{Version: 1, AgreementID: agreementID, Services: []ServiceSecrets{{
 			Service: ServiceRef{Org: org, URL: url, Arch: key, Version: format, Container: name},
 			Secrets: map[string]SecretDetails{
-				name:          {Format: format, Data: secretstore.Data{key: value, strings.ToUpper(key): value}},
-				name + "\x00": {Data: secretstore.Data{}},
+				name:          {Format: format, Data: edgesecrets.Data{key: value, strings.ToUpper(key): value}},
+				name + "\x00": {Data: edgesecrets.Data{}},
 			},
 		}}}
 		requireSameAsEncodingJSON(t, p)

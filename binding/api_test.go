@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The client is tested here against a scripted agbot that records what it
@@ -116,7 +115,7 @@ func TestClientBoundByTheDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := c.SecretExists(ctx, mustName(t, "db"))
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 2500*time.Millisecond)
 	asked := len(agbot.asked())
@@ -147,18 +146,18 @@ func TestClientMapsAnswers(t *testing.T) {
 		wantMsg   string
 		wantCalls int
 	}{
-		{"400 is ErrInvalid", "", []answer{{400, `{"error":"bad","code":"invalid_name"}`}}, 0, false, secretstore.ErrInvalid, "invalid_name", 1},
-		{"400 with anax's sentence", "myorg", []answer{{400, `"Incorrect secret name provided"`}}, 0, false, secretstore.ErrInvalid, `"Incorrect secret name provided"`, 1},
-		{"401 is ErrPermission", "", []answer{{401, `{"error":"x","code":"unauthorized"}`}}, 0, false, secretstore.ErrPermission, "401", 1},
-		{"403 is ErrPermission, anax's sentence kept", "myorg", []answer{{403, denied}}, 0, false, secretstore.ErrPermission, "cannot list secret", 1},
+		{"400 is ErrInvalid", "", []answer{{400, `{"error":"bad","code":"invalid_name"}`}}, 0, false, edgesecrets.ErrInvalid, "invalid_name", 1},
+		{"400 with anax's sentence", "myorg", []answer{{400, `"Incorrect secret name provided"`}}, 0, false, edgesecrets.ErrInvalid, `"Incorrect secret name provided"`, 1},
+		{"401 is ErrPermission", "", []answer{{401, `{"error":"x","code":"unauthorized"}`}}, 0, false, edgesecrets.ErrPermission, "401", 1},
+		{"403 is ErrPermission, anax's sentence kept", "myorg", []answer{{403, denied}}, 0, false, edgesecrets.ErrPermission, "cannot list secret", 1},
 		{"503 retried until it answers", "myorg", []answer{{503, `"The secrets provider is not ready."`}, {503, `"x"`}, {200, `{"exists":true}`}}, 3, true, nil, "", 3},
-		{"503 retried until the attempts run out", "", []answer{{503, `{"error":"x","code":"no_store"}`}}, 3, false, secretstore.ErrUnavailable, "503 (no_store) 3 times", 3},
-		{"503 store_forbidden is not retried", "", []answer{{503, `{"error":"x","code":"store_forbidden"}`}}, 4, false, secretstore.ErrPermission, "refused the agbot", 1},
-		{"500 is ErrUnavailable", "", []answer{{500, `{"error":"x","code":"internal"}`}}, 0, false, secretstore.ErrUnavailable, "500 (internal)", 1},
-		{"405 (an agbot without the route) is ErrUnavailable", "myorg", []answer{{405, ``}}, 0, false, secretstore.ErrUnavailable, "405 (no explanation)", 1},
-		{"404 without a result: not the API", "", []answer{{404, `404 page not found`}}, 0, false, secretstore.ErrUnavailable, "set ClientOptions.Org", 1},
-		{"200 without a result: not the API", "myorg", []answer{{200, `["a"]`}}, 0, false, secretstore.ErrUnavailable, "without an existence result", 1},
-		{"a long sentence is cut", "myorg", []answer{{403, `"` + strings.Repeat("x", 500) + `"`}}, 0, false, secretstore.ErrPermission, strings.Repeat("x", 200) + `..."`, 1},
+		{"503 retried until the attempts run out", "", []answer{{503, `{"error":"x","code":"no_store"}`}}, 3, false, edgesecrets.ErrUnavailable, "503 (no_store) 3 times", 3},
+		{"503 store_forbidden is not retried", "", []answer{{503, `{"error":"x","code":"store_forbidden"}`}}, 4, false, edgesecrets.ErrPermission, "refused the agbot", 1},
+		{"500 is ErrUnavailable", "", []answer{{500, `{"error":"x","code":"internal"}`}}, 0, false, edgesecrets.ErrUnavailable, "500 (internal)", 1},
+		{"405 (an agbot without the route) is ErrUnavailable", "myorg", []answer{{405, ``}}, 0, false, edgesecrets.ErrUnavailable, "405 (no explanation)", 1},
+		{"404 without a result: not the API", "", []answer{{404, `404 page not found`}}, 0, false, edgesecrets.ErrUnavailable, "set ClientOptions.Org", 1},
+		{"200 without a result: not the API", "myorg", []answer{{200, `["a"]`}}, 0, false, edgesecrets.ErrUnavailable, "without an existence result", 1},
+		{"a long sentence is cut", "myorg", []answer{{403, `"` + strings.Repeat("x", 500) + `"`}}, 0, false, edgesecrets.ErrPermission, strings.Repeat("x", 200) + `..."`, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +190,7 @@ func TestClientNetworkFailure(t *testing.T) {
 	c, err := NewClient(srv.URL, ClientOptions{})
 	require.NoError(t, err)
 	_, err = c.SecretExists(context.Background(), mustName(t, "db"))
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 }
 
 // GET /health in anax's shape (apicommon/status.go Info, HealthTimestamps;
@@ -275,6 +274,6 @@ func FuzzClientAnswer(f *testing.F) {
 			assert.Contains(t, []int{200, 404}, status)
 			return
 		}
-		assert.NotNil(t, secretstore.KindOf(err), "%v", err)
+		assert.NotNil(t, edgesecrets.KindOf(err), "%v", err)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -23,7 +24,7 @@ type storeChecker struct {
 // so no value is read for existence. It is also a KeyChecker: SecretKeys
 // reads the secret and keeps only its key names (the values are wiped). A missing secret is (false, nil); other store errors
 // are returned with their secretstore kind. A nil store is allowed and
-// makes every check fail with secretstore.ErrUnavailable (the hub has no
+// makes every check fail with edgesecrets.ErrUnavailable (the hub has no
 // vault). org must be a single safe path element. The checker is safe for
 // concurrent use.
 func NewStoreChecker(store *secretstore.Store, org string) (KeyChecker, error) {
@@ -37,16 +38,16 @@ func NewStoreChecker(store *secretstore.Store, org string) (KeyChecker, error) {
 func (c *storeChecker) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
 	path, err := name.StorePath(c.org)
 	if err != nil {
-		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	if c.store == nil {
-		return false, &secretstore.Error{Op: "stat", Name: path, Kind: secretstore.ErrUnavailable, Err: errNoStore}
+		return false, &secretstore.Error{Op: "stat", Name: path, Kind: edgesecrets.ErrUnavailable, Err: errNoStore}
 	}
 	_, err = c.store.Stat(ctx, path)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, secretstore.ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrNotFound):
 		return false, nil
 	}
 	return false, err
@@ -56,17 +57,15 @@ func (c *storeChecker) SecretExists(ctx context.Context, name VaultSecretName) (
 func (c *storeChecker) SecretKeys(ctx context.Context, name VaultSecretName) ([]string, error) {
 	path, err := name.StorePath(c.org)
 	if err != nil {
-		return nil, &secretstore.Error{Op: "get", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
+		return nil, &secretstore.Error{Op: "get", Name: name.String(), Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	if c.store == nil {
-		return nil, &secretstore.Error{Op: "get", Name: path, Kind: secretstore.ErrUnavailable, Err: errNoStore}
+		return nil, &secretstore.Error{Op: "get", Name: path, Kind: edgesecrets.ErrUnavailable, Err: errNoStore}
 	}
 	s, err := c.store.Get(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range s.Data {
-		clear(v)
-	}
+	s.Data.Wipe()
 	return s.Data.Keys(), nil
 }

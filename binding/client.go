@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
@@ -151,7 +152,7 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			case ctx.Err() != nil:
 				return false, ctx.Err()
 			}
-			return fail(secretstore.ErrUnavailable, "agbot API: %w", err)
+			return fail(edgesecrets.ErrUnavailable, "agbot API: %w", err)
 		}
 		switch status {
 		case http.StatusOK, http.StatusNotFound:
@@ -159,19 +160,19 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 				Exists *bool `json:"exists"`
 			}
 			if json.Unmarshal(body, &e) != nil || e.Exists == nil {
-				return fail(secretstore.ErrUnavailable, "agbot API answered %d without an existence result; check the agbot URL%s", status, c.routeHint())
+				return fail(edgesecrets.ErrUnavailable, "agbot API answered %d without an existence result; check the agbot URL%s", status, c.routeHint())
 			}
 			return *e.Exists, nil
 		case http.StatusBadRequest:
-			return fail(secretstore.ErrInvalid, "agbot API refused the name (%s)", answerSummary(body))
+			return fail(edgesecrets.ErrInvalid, "agbot API refused the name (%s)", answerSummary(body))
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fail(secretstore.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
+			return fail(edgesecrets.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
 		case http.StatusServiceUnavailable:
 			summary := answerSummary(body)
 			if summary == agbotapi.ErrStoreForbidden {
-				return fail(secretstore.ErrPermission, "the secret store refused the agbot (%s)", summary)
+				return fail(edgesecrets.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
-			_, unavailable = fail(secretstore.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
+			_, unavailable = fail(edgesecrets.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
 			if attempt >= c.opts.MaxAttempts || !timeLeft(ctx, c.opts.RetryDelay+max(time.Since(began), time.Second)) {
 				return false, unavailable
 			}
@@ -184,9 +185,9 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			case <-t.C:
 			}
 		default:
-			kind := secretstore.ErrInvalid
+			kind := edgesecrets.ErrInvalid
 			if status >= 500 || status == http.StatusMethodNotAllowed {
-				kind = secretstore.ErrUnavailable
+				kind = edgesecrets.ErrUnavailable
 			}
 			return fail(kind, "agbot API answered %d (%s)%s", status, answerSummary(body), c.routeHint())
 		}

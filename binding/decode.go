@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // decodeError reports bad input. It names the document and the problem,
-// never quotes the input, and matches secretstore.ErrInvalid.
+// never quotes the input, and matches edgesecrets.ErrInvalid.
 type decodeError struct {
 	what    string
 	problem string
@@ -19,7 +19,7 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return "binding: " + e.what + ": " + e.problem }
 
-func (e *decodeError) Unwrap() error { return secretstore.ErrInvalid }
+func (e *decodeError) Unwrap() error { return edgesecrets.ErrInvalid }
 
 func badInput(what, format string, args ...any) error {
 	return &decodeError{what: what, problem: fmt.Sprintf(format, args...)}

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestDecodeServiceDefinition(t *testing.T) {
@@ -120,7 +120,7 @@ func TestDecodeErrors(t *testing.T) {
 			err := c.decode(c.json)
 			require.Error(t, err)
 			assert.ErrorContains(t, err, c.wantErr)
-			assert.ErrorIs(t, err, secretstore.ErrInvalid)
+			assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.NotContains(t, err.Error(), "secret-value-here", "errors never quote the input")
 		})
 	}
@@ -303,7 +303,7 @@ func FuzzDecodeServiceDefinition(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := DecodeServiceDefinition(strings.NewReader(s))
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			return
 		}
 		require.LessOrEqual(t, len(d.Secrets), maxSecretsPerService)
@@ -352,7 +352,7 @@ func FuzzDecodeSecretBindings(f *testing.F) {
 		} {
 			tg, err := decode(s)
 			if err != nil {
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				continue
 			}
 			require.LessOrEqual(t, len(tg.SecretBindings), maxSecretBindings)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -27,7 +28,7 @@ func ExampleValidate() {
 			"secrets": [{"db_password": "user/alice/db"}, {"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
 
 	store := memory.New()
-	store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: secretstore.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
+	store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: edgesecrets.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
 
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(store, "myorg")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -33,7 +34,7 @@ func TestValidateChecksFormatsAgainstTheSecrets(t *testing.T) {
 			{"multi_raw": "multi"}, {"no_value": "one"}, {"one_raw": "one"}]}]}`))
 	require.NoError(t, err)
 	store := memory.New()
-	for name, data := range map[string]secretstore.Data{
+	for name, data := range map[string]edgesecrets.Data{
 		"myorg/hzn":   {"key": []byte("api"), "value": []byte("s3cr3t-1")},
 		"myorg/multi": {"user": []byte("s3cr3t-2"), "password": []byte("s3cr3t-3")},
 		"myorg/one":   {"password": []byte("s3cr3t-4")},

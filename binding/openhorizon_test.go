@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -138,7 +139,7 @@ func e2eStore(t testing.TB) *secretstore.Store {
 	require.Len(t, adds, 10, "setup_secrets.sh creates ten secrets")
 	for _, m := range adds {
 		name := deref(m[1]) + "/" + deref(m[4])
-		_, err := store.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{
+		_, err := store.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{
 			"key": []byte(deref(m[2])), "value": []byte(deref(m[3])),
 		}}, secretstore.PutOptions{})
 		require.NoError(t, err, name)
@@ -479,7 +480,7 @@ func TestOpenHorizonHelloSecretWorld(t *testing.T) {
 	var hwWho map[string]string
 	require.NoError(t, json.Unmarshal(readOH(t, "examples/helloSecretWorld/hw_who"), &hwWho))
 	store := memory.New()
-	_, err := store.Put(context.Background(), &secretstore.Secret{Name: org + "/hw-secret-name", Data: secretstore.Data{
+	_, err := store.Put(context.Background(), &secretstore.Secret{Name: org + "/hw-secret-name", Data: edgesecrets.Data{
 		"key": []byte(hwWho["key"]), "value": []byte(hwWho["value"]),
 	}}, secretstore.PutOptions{})
 	require.NoError(t, err)

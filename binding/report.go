@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Severities of a problem (Problem.Severity), as Open Horizon's CLI prints
@@ -251,7 +251,7 @@ func (r *Report) bySeverity(s string) []Problem {
 }
 
 // Err returns nil when the report has no errors, and otherwise an error
-// listing them, one per line; it matches secretstore.ErrInvalid.
+// listing them, one per line; it matches edgesecrets.ErrInvalid.
 func (r *Report) Err() error {
 	if errs := r.Errors(); len(errs) > 0 {
 		return &validationError{problems: errs}
@@ -276,8 +276,8 @@ func (e *validationError) Error() string {
 	return fmt.Sprintf("binding: %d problems:\n  - %s", len(e.problems), strings.Join(lines, "\n  - "))
 }
 
-// Unwrap returns secretstore.ErrInvalid.
-func (e *validationError) Unwrap() error { return secretstore.ErrInvalid }
+// Unwrap returns edgesecrets.ErrInvalid.
+func (e *validationError) Unwrap() error { return edgesecrets.ErrInvalid }
 
 // add appends a problem of code c with its severity at point and a
 // message built from format, and returns its index in r.Problems.

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // ServiceBinding is one service (container) of a deployment with each of
@@ -79,17 +79,17 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 // A report with errors returns the error of Err and no bindings. An org or
 // node that is not a single safe path element, a name that makes no valid
 // store path, or one service secret resolved twice differently (a report
-// Validate did not make) is an error matching secretstore.ErrInvalid.
+// Validate did not make) is an error matching edgesecrets.ErrInvalid.
 func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
 	if err := safename.Check(org); err != nil {
-		return nil, fmt.Errorf("binding: bindings: %w: organisation %s", secretstore.ErrInvalid, err)
+		return nil, fmt.Errorf("binding: bindings: %w: organisation %s", edgesecrets.ErrInvalid, err)
 	}
 	if node != "" {
 		if err := safename.Check(node); err != nil {
-			return nil, fmt.Errorf("binding: bindings: %w: node id %s", secretstore.ErrInvalid, err)
+			return nil, fmt.Errorf("binding: bindings: %w: node id %s", edgesecrets.ErrInvalid, err)
 		}
 	}
 	var out []ServiceBinding
@@ -100,7 +100,7 @@ func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 		for _, n := range names {
 			path, err := n.StorePath(org)
 			if err != nil {
-				return nil, fmt.Errorf("binding: bindings: %w: secret %q of %s: %w", secretstore.ErrInvalid, rb.ServiceSecret, refString(rb.Service), err)
+				return nil, fmt.Errorf("binding: bindings: %w: secret %q of %s: %w", edgesecrets.ErrInvalid, rb.ServiceSecret, refString(rb.Service), err)
 			}
 			bound.StoreNames = append(bound.StoreNames, path)
 		}
@@ -112,7 +112,7 @@ func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 		}
 		if prev, dup := out[i].Secrets[rb.ServiceSecret]; dup && (prev.Format != bound.Format || !slices.Equal(prev.StoreNames, bound.StoreNames)) {
 			return nil, fmt.Errorf("binding: bindings: %w: secret %q of %s is resolved to store secrets %q (format %q) and to %q (format %q)",
-				secretstore.ErrInvalid, rb.ServiceSecret, refString(rb.Service), prev.StoreNames, prev.Format, bound.StoreNames, bound.Format)
+				edgesecrets.ErrInvalid, rb.ServiceSecret, refString(rb.Service), prev.StoreNames, prev.Format, bound.StoreNames, bound.Format)
 		}
 		out[i].Secrets[rb.ServiceSecret] = bound
 	}

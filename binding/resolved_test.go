@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // TestNodeLevelResolution covers every scope a binding can name, with and
@@ -142,7 +142,7 @@ func TestReportBindingsErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := c.report.Bindings(c.org, c.node)
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, c.wantErr)
 			assert.Nil(t, got)
 		})

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ohversion"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // ServiceQuery asks a Resolver for the versions of one service.
@@ -108,7 +108,7 @@ func Validate(ctx context.Context, t Target, opts Options) (*Report, error) {
 	}
 	if opts.Node != "" {
 		if err := safename.Check(opts.Node); err != nil {
-			return nil, fmt.Errorf("binding: Validate: %w: node id %s", secretstore.ErrInvalid, err)
+			return nil, fmt.Errorf("binding: Validate: %w: node id %s", edgesecrets.ErrInvalid, err)
 		}
 	}
 	v := &validation{opts: opts, log: opts.Logger, rep: &Report{Problems: []Problem{}}, visited: map[agreement.ServiceRef]bool{}}
@@ -550,29 +550,16 @@ func placesFor(containers []string, decls []declaration, narrow string) (places 
 // goes, first-wins duplicates and conflicts, and finally the declared
 // secrets left unbound.
 func (v *validation) bindService(def *ServiceDefinition) {
-	ref := def.ref()
 	ver, err := ohversion.Parse(def.Version)
 	if err != nil {
 		return // lookup only yields parsable versions
 	}
-	containers := def.containers()
-	decls := def.declarations()
-	byName := map[string][]declaration{}
-	for _, d := range decls {
-		byName[d.name] = append(byName[d.name], d)
+	sb := &serviceBinder{v: v, ref: def.ref(), containers: def.containers(), decls: def.declarations(),
+		byName: map[string][]declaration{}, bound: map[slot]boundTo{}, attempted: map[string]bool{}}
+	for _, d := range sb.decls {
+		sb.byName[d.name] = append(sb.byName[d.name], d)
 	}
-	type slot struct {
-		place
-		name string
-	}
-	type boundTo struct {
-		vault string
-		entry int
-	}
-	bound := map[slot]boundTo{}
-	attempted := map[string]bool{} // secrets an entry addressed but could not place
 	for _, e := range v.entries {
-		sb := e.sb
 		if !e.selects(def) {
 			continue
 		}
@@ -581,69 +568,108 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			continue
 		}
 		e.used = true
-		p := Problem{Service: ref, Binding: e.index}
-		narrow := sb.ServiceContainer
-		if narrow != "" && !slices.Contains(containers, narrow) {
-			p.Service.Container = narrow
-			v.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, narrow, refString(ref), listOrNone(containers))
-			for i, b := range sb.Bindings {
-				if len(byName[b.ServiceSecret]) > 0 {
-					e.needed[i], attempted[b.ServiceSecret] = true, true
-				}
+		sb.apply(e)
+	}
+	sb.reportUnbound(def.kind() == deployCluster)
+}
+
+// slot is where one bound secret goes: a container's or the cluster
+// deployment's secret of that name.
+type slot struct {
+	place
+	name string
+}
+
+// boundTo is the vault secret a slot is bound to, and by which entry.
+type boundTo struct {
+	vault string
+	entry int
+}
+
+// serviceBinder is bindService's work on one service definition.
+type serviceBinder struct {
+	v          *validation
+	ref        agreement.ServiceRef
+	containers []string
+	decls      []declaration
+	byName     map[string][]declaration // the declarations of each secret name
+	bound      map[slot]boundTo
+	attempted  map[string]bool // secrets an entry addressed but could not place
+}
+
+// apply places the bindings of one entry that selects the service.
+func (sb *serviceBinder) apply(e *entry) {
+	p := Problem{Service: sb.ref, Binding: e.index}
+	narrow := e.sb.ServiceContainer
+	if narrow != "" && !slices.Contains(sb.containers, narrow) {
+		p.Service.Container = narrow
+		sb.v.add(CodeContainerUnknown, p, "secretBinding entry %d names container %q, which service %s does not have (containers: %s).", e.index, narrow, refString(sb.ref), listOrNone(sb.containers))
+		for i, b := range e.sb.Bindings {
+			if len(sb.byName[b.ServiceSecret]) > 0 {
+				e.needed[i], sb.attempted[b.ServiceSecret] = true, true
 			}
+		}
+		return
+	}
+	requiredReported := false
+	for i, b := range e.sb.Bindings {
+		if b.ServiceSecret == "" || safename.Check(b.ServiceSecret) != nil {
+			continue // reported with the entry
+		}
+		bp := p
+		bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
+		places, needContainer, declared := placesFor(sb.containers, sb.byName[b.ServiceSecret], narrow)
+		if !declared {
+			if e.undeclared[i] == nil {
+				bp.Service.Container = narrow
+				e.undeclared[i] = &bp
+			}
+			e.undeclaredIn[i]++
 			continue
 		}
-		requiredReported := false
-		for i, b := range sb.Bindings {
-			if b.ServiceSecret == "" || safename.Check(b.ServiceSecret) != nil {
-				continue // reported with the entry
-			}
-			bp := p
-			bp.ServiceSecret, bp.VaultSecret = b.ServiceSecret, b.VaultSecret
-			places, needContainer, declared := placesFor(containers, byName[b.ServiceSecret], narrow)
-			if !declared {
-				if e.undeclared[i] == nil {
-					bp.Service.Container = narrow
-					e.undeclared[i] = &bp
-				}
-				e.undeclaredIn[i]++
-				continue
-			}
-			e.needed[i] = true
-			if len(places) == 0 {
-				attempted[b.ServiceSecret] = true // no container to deliver it to: reported as such, or moot
-			}
-			if needContainer {
-				if !requiredReported {
-					v.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s) for the secrets declared at the top of its definition.", e.index, refString(ref), listOrNone(containers))
-					requiredReported = true
-				}
-			}
-			for _, pl := range places {
-				tp := bp
-				tp.Service.Container = pl.container
-				key := slot{place{container: pl.container, cluster: pl.cluster}, b.ServiceSecret}
-				if prev, dup := bound[key]; dup {
-					if prev.vault == b.VaultSecret {
-						v.add(CodeBindingDuplicate, tp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret)
-					} else {
-						v.add(CodeBindingConflict, tp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q, which applies.", e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret, prev.entry, prev.vault)
-					}
-					continue
-				}
-				bound[key] = boundTo{vault: b.VaultSecret, entry: e.index}
-				if e.vault[i] != nil {
-					v.rep.Resolved = append(v.rep.Resolved, ResolvedBinding{
-						Service: tp.Service, ServiceSecret: b.ServiceSecret, Format: pl.format, VaultSecret: *e.vault[i],
-						NodeLevel: sb.EnableNodeLevelSecrets, Binding: e.index,
-					})
-				}
-			}
+		e.needed[i] = true
+		if len(places) == 0 {
+			sb.attempted[b.ServiceSecret] = true // no container to deliver it to: reported as such, or moot
+		}
+		if needContainer && !requiredReported {
+			sb.v.add(CodeContainerRequired, p, "secretBinding entry %d has no serviceContainer, and service %s has several containers (%s) for the secrets declared at the top of its definition.", e.index, refString(sb.ref), listOrNone(sb.containers))
+			requiredReported = true
+		}
+		for _, pl := range places {
+			sb.bind(e, i, bp, pl)
 		}
 	}
-	clusterOnly := def.kind() == deployCluster
-	for _, d := range decls {
-		if safename.Check(d.name) != nil || attempted[d.name] {
+}
+
+// bind binds binding i of entry e in one place, unless an earlier entry
+// bound it there (a duplicate, or a conflict the earlier one wins).
+func (sb *serviceBinder) bind(e *entry, i int, bp Problem, pl place) {
+	b := e.sb.Bindings[i]
+	tp := bp
+	tp.Service.Container = pl.container
+	key := slot{place{container: pl.container, cluster: pl.cluster}, b.ServiceSecret}
+	if prev, dup := sb.bound[key]; dup {
+		if prev.vault == b.VaultSecret {
+			sb.v.add(CodeBindingDuplicate, tp, "secretBinding entries %d and %d both bind secret %q of %s to vault secret %q.", prev.entry, e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret)
+		} else {
+			sb.v.add(CodeBindingConflict, tp, "secretBinding entry %d binds secret %q of %s to vault secret %q, but entry %d already binds it to %q, which applies.", e.index, b.ServiceSecret, placeRef(tp.Service, pl.cluster), b.VaultSecret, prev.entry, prev.vault)
+		}
+		return
+	}
+	sb.bound[key] = boundTo{vault: b.VaultSecret, entry: e.index}
+	if e.vault[i] != nil {
+		sb.v.rep.Resolved = append(sb.v.rep.Resolved, ResolvedBinding{
+			Service: tp.Service, ServiceSecret: b.ServiceSecret, Format: pl.format, VaultSecret: *e.vault[i],
+			NodeLevel: e.sb.EnableNodeLevelSecrets, Binding: e.index,
+		})
+	}
+}
+
+// reportUnbound reports each declared secret no entry bound (or
+// addressed).
+func (sb *serviceBinder) reportUnbound(clusterOnly bool) {
+	for _, d := range sb.decls {
+		if safename.Check(d.name) != nil || sb.attempted[d.name] {
 			continue // an unsafe name is reported as such and cannot be bound
 		}
 		var covered bool
@@ -652,16 +678,16 @@ func (v *validation) bindService(def *ServiceDefinition) {
 			if clusterOnly {
 				continue // reported as secrets_cluster_only; binding them is moot
 			}
-			for k := range bound {
+			for k := range sb.bound {
 				covered = covered || (!k.cluster && k.name == d.name)
 			}
 		case declContainer:
-			_, covered = bound[slot{place{container: d.container}, d.name}]
+			_, covered = sb.bound[slot{place{container: d.container}, d.name}]
 		case declCluster:
-			_, covered = bound[slot{place{cluster: true}, d.name}]
+			_, covered = sb.bound[slot{place{cluster: true}, d.name}]
 		}
 		if !covered {
-			v.add(CodeSecretUnbound, d.problem(ref), "%s declares secret %q, and no secretBinding entry binds it.", d.where(ref), d.name)
+			sb.v.add(CodeSecretUnbound, d.problem(sb.ref), "%s declares secret %q, and no secretBinding entry binds it.", d.where(sb.ref), d.name)
 		}
 	}
 }
@@ -714,9 +740,9 @@ func (v *validation) checkExistence(ctx context.Context) error {
 		r := existence{exists: exists, err: err}
 		switch {
 		case err == nil:
-		case errors.Is(err, secretstore.ErrPermission):
+		case errors.Is(err, edgesecrets.ErrPermission):
 			r.code = CodeStoreForbidden
-		case errors.Is(err, secretstore.ErrInvalid):
+		case errors.Is(err, edgesecrets.ErrInvalid):
 			r.code = CodeVaultSecretInvalid
 		default:
 			r.code = CodeStoreUnavailable

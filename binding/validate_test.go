@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -84,7 +85,7 @@ func newStore(t testing.TB, paths ...string) *faultStore {
 	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
 	require.NoError(t, err)
 	for _, p := range paths {
-		_, err := s.Put(context.Background(), &secretstore.Secret{Name: p, Data: secretstore.Data{"password": []byte("s3cr3t-" + p)}}, secretstore.PutOptions{})
+		_, err := s.Put(context.Background(), &secretstore.Secret{Name: p, Data: edgesecrets.Data{"password": []byte("s3cr3t-" + p)}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 	}
 	f := &faultStore{Store: s, d: d, seedGets: d.Calls("get", "")}
@@ -303,7 +304,7 @@ func TestValidateRules(t *testing.T) {
 			name:     "store unavailable is its own code, and the store is asked once",
 			defs:     []*ServiceDefinition{svc("com.example.a", "1.0.0", "token", "cert")},
 			target:   Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"), bind("cert", "other"))}},
-			statErr:  secretstore.ErrUnavailable,
+			statErr:  edgesecrets.ErrUnavailable,
 			want:     []Code{CodeStoreUnavailable, CodeStoreUnavailable},
 			maxStats: 1,
 			check: func(t *testing.T, rep *Report) {
@@ -314,7 +315,7 @@ func TestValidateRules(t *testing.T) {
 			name:    "store refusing the check",
 			defs:    []*ServiceDefinition{a()},
 			target:  Target{Services: top("com.example.a", "1.0.0"), SecretBindings: []SecretBinding{sbEntry("com.example.a", bind("token", "tok"))}},
-			statErr: secretstore.ErrPermission,
+			statErr: edgesecrets.ErrPermission,
 			want:    []Code{CodeStoreForbidden},
 		},
 		{
@@ -573,7 +574,7 @@ func TestReportErr(t *testing.T) {
 	rep.add(PointDeployCheck, CodeVaultSecretMissing, Problem{}, "secret %q is missing.", "b")
 	err := rep.Err()
 	require.Error(t, err)
-	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	var ve *validationError
 	require.ErrorAs(t, err, &ve)
 	assert.Len(t, ve.problems, 2)

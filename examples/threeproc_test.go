@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
@@ -325,8 +326,15 @@ func runThreeProcesses(t *testing.T, b backend) {
 
 	// Written again: the node's deployment, waiting since the deletion, is
 	// retried with a new agreement.
+	accepted := func() int { return strings.Count(agbot.stderr.String(), `msg="the agent accepted"`) }
+	acceptedBefore := accepted()
 	require.NoError(t, adm.put(ctx, storeName, fourth))
 	waitFor(t, "the service to get the secret back", serviceSaw("mount "+serviceSecret+" "+shortHash(fourth)), procs...)
+	// The agbot heard the agent accept the new proposal: an agent stopped
+	// before its reply arrived leaves the agreement unacknowledged, and
+	// its successor is proposed to as a first agent, not as one with new
+	// keys.
+	waitFor(t, "the agbot to hear the agent accept", func() bool { return accepted() > acceptedBefore }, procs...)
 
 	// A new agent on the node (its state wiped, new keys): the agbot
 	// replaces the agreement and seals to the new keys.
@@ -463,7 +471,7 @@ func TestThreeProcessesVault(t *testing.T) {
 type storeAdmin struct{ store *secretstore.Store }
 
 func (a storeAdmin) put(ctx context.Context, name, value string) error {
-	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := a.store.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	return err
 }
 

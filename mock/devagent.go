@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // DevAgentOptions configures a DevAgent.
@@ -176,10 +176,10 @@ func devAgentReadFiles(paths []string) (map[string]agreement.SecretDetails, erro
 	for _, p := range paths {
 		name := filepath.Base(p)
 		if err := agreement.CheckSecretName(name); err != nil {
-			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w: %w", p, secretstore.ErrInvalid, err)
+			return nil, fmt.Errorf("mock: dev agent: secret file %q: %w: %w", p, edgesecrets.ErrInvalid, err)
 		}
 		if _, dup := secrets[name]; dup {
-			return nil, fmt.Errorf("mock: dev agent: %w: two secret files are named %q", secretstore.ErrInvalid, name)
+			return nil, fmt.Errorf("mock: dev agent: %w: two secret files are named %q", edgesecrets.ErrInvalid, name)
 		}
 		content, err := os.ReadFile(p)
 		if err != nil {
@@ -192,7 +192,7 @@ func devAgentReadFiles(paths []string) (map[string]agreement.SecretDetails, erro
 
 // devAgentSecret is a raw secret: the file holds content unchanged.
 func devAgentSecret(content []byte) agreement.SecretDetails {
-	return agreement.SecretDetails{Format: agreement.FormatRaw, Data: secretstore.Data{"content": content}}
+	return agreement.SecretDetails{Format: agreement.FormatRaw, Data: edgesecrets.Data{"content": content}}
 }
 
 // Token returns the instance's HTTP Basic token.
@@ -205,7 +205,7 @@ func (a *DevAgent) service() agreement.ServiceRef {
 // UpdateSecret simulates the hub updating the service secret name to
 // content, as an agreement update would: the file is rewritten and GET
 // /secrets lists name until the service acknowledges it. It reports whether
-// the content changed; the error matches secretstore.ErrNotFound when the
+// the content changed; the error matches edgesecrets.ErrNotFound when the
 // service has no such secret.
 func (a *DevAgent) UpdateSecret(ctx context.Context, name string, content []byte) (changed bool, err error) {
 	u, err := agreement.NewSecretsUpdate(devAgentAgreement, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{

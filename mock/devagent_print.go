@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Printing a DevAgent or its options never shows the instance's token:
@@ -31,7 +31,7 @@ func (o DevAgentOptions) MarshalJSON() ([]byte, error) {
 
 // Format prints the agent's instance and URL, never its token.
 func (a *DevAgent) Format(f fmt.State, _ rune) {
-	_, _ = fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL, secretstore.Redacted)
+	_, _ = fmt.Fprintf(f, "DevAgent{Instance:%s URL:%s Token:%s}", a.id, a.URL, edgesecrets.Redacted)
 }
 
 // LogValue logs the agent's instance and URL, never its token.
@@ -48,5 +48,5 @@ func redactedUnlessEmpty(s string) string {
 	if s == "" {
 		return ""
 	}
-	return secretstore.Redacted
+	return edgesecrets.Redacted
 }

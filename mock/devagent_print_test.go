@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // printAll prints v every way a program might: fmt with common verbs (by
@@ -63,7 +63,7 @@ func TestDevAgentNeverPrintsToken(t *testing.T) {
 			assert.NotContains(t, out, "CANARY")
 			assert.NotContains(t, out, fmt.Sprintf("%x", token))
 			assert.NotContains(t, out, fmt.Sprintf("%X", token))
-			assert.Contains(t, out, secretstore.Redacted)
+			assert.Contains(t, out, edgesecrets.Redacted)
 		})
 	}
 	assert.Equal(t, token, dev.Token(), "the token itself is at hand")
@@ -72,6 +72,6 @@ func TestDevAgentNeverPrintsToken(t *testing.T) {
 // An empty token prints as nothing, not as a redaction of something.
 func TestDevAgentOptionsEmptyToken(t *testing.T) {
 	out := printAll(t, mock.DevAgentOptions{InstanceID: "web"})
-	assert.NotContains(t, out, secretstore.Redacted)
+	assert.NotContains(t, out, edgesecrets.Redacted)
 	assert.Contains(t, out, "web")
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // devAgentWriteFiles writes local secret files and returns their paths.
@@ -99,7 +99,7 @@ func TestDevAgentServesLocalFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, changed)
 	_, err = a.UpdateSecret(ctx, "other", []byte("x"))
-	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound)
 
 	// Another update, then a restart of the service.
 	changed, err = a.UpdateSecret(ctx, "cert.der", []byte{1, 2, 3})
@@ -160,10 +160,10 @@ func TestDevAgentBadFiles(t *testing.T) {
 		kind  error
 		wants string
 	}{
-		{"duplicate names", mock.DevAgentOptions{SecretFiles: []string{one[0], two[0]}}, secretstore.ErrInvalid, `two secret files are named "same"`},
+		{"duplicate names", mock.DevAgentOptions{SecretFiles: []string{one[0], two[0]}}, edgesecrets.ErrInvalid, `two secret files are named "same"`},
 		{"missing file", mock.DevAgentOptions{SecretFiles: []string{filepath.Join(t.TempDir(), "nope")}}, os.ErrNotExist, "nope"},
-		{"name that is not a file name", mock.DevAgentOptions{SecretFiles: []string{"/"}}, secretstore.ErrInvalid, "slash"},
-		{"instance id with a colon", mock.DevAgentOptions{SecretFiles: one, InstanceID: "a:b"}, secretstore.ErrInvalid, "colon"},
+		{"name that is not a file name", mock.DevAgentOptions{SecretFiles: []string{"/"}}, edgesecrets.ErrInvalid, "slash"},
+		{"instance id with a colon", mock.DevAgentOptions{SecretFiles: one, InstanceID: "a:b"}, edgesecrets.ErrInvalid, "colon"},
 		{"address that cannot be listened on", mock.DevAgentOptions{SecretFiles: one, Addr: "256.0.0.1:0"}, nil, "listen"},
 	}
 	for _, tt := range tests {

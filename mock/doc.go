@@ -6,7 +6,7 @@
 // ([Store.Calls] lists and, with len, counts them per operation and per
 // secret name) and injects the [Faults] set with [Store.SetFaults]: the
 // next N calls of an operation, or every call, fail with a given error
-// kind (secretstore.ErrUnavailable for a store that is down); calls take an
+// kind (edgesecrets.ErrUnavailable for a store that is down); calls take an
 // added latency (cut short when the caller's context ends); a hook can
 // block or fail single calls; reads can hide versions. Use it to check
 // that code handles failures, reports ErrUnavailable distinctly from

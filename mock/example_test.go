@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -13,7 +14,7 @@ import (
 // store is unavailable.
 func readWithRetry(ctx context.Context, store *secretstore.Store, name string) (*secretstore.Secret, error) {
 	s, err := store.Get(ctx, name)
-	if errors.Is(err, secretstore.ErrUnavailable) {
+	if errors.Is(err, edgesecrets.ErrUnavailable) {
 		s, err = store.Get(ctx, name)
 	}
 	return s, err
@@ -26,17 +27,17 @@ func ExampleStore() {
 	store := mock.NewStore(nil) // an in-memory store underneath
 	_, _ = store.Inner.Put(ctx, &secretstore.Secret{
 		Name: "db/password",
-		Data: secretstore.Data{"password": []byte("s3cr3t")},
+		Data: edgesecrets.Data{"password": []byte("s3cr3t")},
 	}, secretstore.PutOptions{})
 
-	store.SetFaults(mock.Faults{Op: "get", Fail: secretstore.ErrUnavailable, Times: 1})
+	store.SetFaults(mock.Faults{Op: "get", Fail: edgesecrets.ErrUnavailable, Times: 1})
 	s, err := readWithRetry(ctx, store.Store, "db/password")
 
 	fmt.Println("error:", err)
 	fmt.Println("secret:", s.Name, s.Data)
 	fmt.Println("backend reads:", len(store.Calls("get", "")))
 
-	store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable}) // the store is down
+	store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable}) // the store is down
 	_, err = readWithRetry(ctx, store.Store, "db/password")
 	fmt.Println("error:", err)
 	// Output:

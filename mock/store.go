@@ -50,7 +50,7 @@ type Faults struct {
 	// none.
 	Latency time.Duration
 	// Fail fails those calls with an error of this kind, usually one of
-	// secretstore's Err kinds (secretstore.ErrUnavailable for a store that
+	// secretstore's Err kinds (edgesecrets.ErrUnavailable for a store that
 	// is down), caused by ErrInjected. Nil fails none.
 	Fail error
 	// Times limits Fail to the next Times of those calls; zero means every

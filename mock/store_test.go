@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -19,7 +20,7 @@ import (
 )
 
 func secret(name, value string) *secretstore.Secret {
-	return &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte(value)}}
+	return &secretstore.Secret{Name: name, Data: edgesecrets.Data{"k": []byte(value)}}
 }
 
 var ops = testkit.Ops
@@ -80,7 +81,7 @@ func TestStoreRecordsCalls(t *testing.T) {
 	assert.Empty(t, s.Calls("stat", "missing"))
 
 	_, err := s.Put(ctx, secret("db/pw", "x"), secretstore.PutOptions{})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "closed")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "closed")
 
 	calls := s.Calls("", "")
 	calls[0].Name = "changed"
@@ -89,7 +90,7 @@ func TestStoreRecordsCalls(t *testing.T) {
 
 func TestFaultsFail(t *testing.T) {
 	for _, op := range ops {
-		for _, kind := range []error{secretstore.ErrNotFound, secretstore.ErrPermission, secretstore.ErrUnavailable, secretstore.ErrConflict, secretstore.ErrInvalid} {
+		for _, kind := range []error{edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrUnavailable, edgesecrets.ErrConflict, edgesecrets.ErrInvalid} {
 			t.Run(op+"/"+kind.Error(), func(t *testing.T) {
 				ctx := t.Context()
 				// The inner mock records what reaches the wrapped store.
@@ -102,13 +103,13 @@ func TestFaultsFail(t *testing.T) {
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
-					if op == "delete" && kind == secretstore.ErrNotFound {
+					if op == "delete" && kind == edgesecrets.ErrNotFound {
 						require.NoError(t, err, "deleting a missing secret is no error")
 						continue
 					}
 					require.ErrorIs(t, err, kind, "call %d fails with the injected kind", i)
 					assert.ErrorIs(t, err, mock.ErrInjected)
-					assert.Equal(t, kind, secretstore.KindOf(err))
+					assert.Equal(t, kind, edgesecrets.KindOf(err))
 					assert.Contains(t, err.Error(), op, "error names the operation")
 					assert.Contains(t, err.Error(), `"x"`, "error names the secret")
 					for _, other := range []string{"get", "stat", "list"} {
@@ -129,29 +130,29 @@ func TestFaultsFail(t *testing.T) {
 func TestFaultsSelectAndReplace(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 2})
-	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrPermission, "Op \"\" selects every operation")
-	assert.ErrorIs(t, call(ctx, s, "list", ""), secretstore.ErrPermission, "Op \"\" selects every operation")
+	s.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission, Times: 2})
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), edgesecrets.ErrPermission, "Op \"\" selects every operation")
+	assert.ErrorIs(t, call(ctx, s, "list", ""), edgesecrets.ErrPermission, "Op \"\" selects every operation")
 	assert.NoError(t, call(ctx, s, "list", ""), "the failures are used up")
 
-	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable, Times: 5})
-	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrConflict, Times: 1})
-	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrConflict, "a second SetFaults replaces the first")
-	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "the replacement is used up; the real store answers")
+	s.SetFaults(mock.Faults{Op: "stat", Fail: edgesecrets.ErrUnavailable, Times: 5})
+	s.SetFaults(mock.Faults{Op: "stat", Fail: edgesecrets.ErrConflict, Times: 1})
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), edgesecrets.ErrConflict, "a second SetFaults replaces the first")
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), edgesecrets.ErrNotFound, "the replacement is used up; the real store answers")
 
-	s.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable})
+	s.SetFaults(mock.Faults{Op: "stat", Fail: edgesecrets.ErrUnavailable})
 	for i := range 3 {
-		assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrUnavailable, "Times 0 fails every call (%d)", i)
+		assert.ErrorIs(t, call(ctx, s, "stat", "a"), edgesecrets.ErrUnavailable, "Times 0 fails every call (%d)", i)
 	}
 	assert.NoError(t, call(ctx, s, "list", ""), "other operations are not selected")
 	s.SetFaults(mock.Faults{})
-	assert.ErrorIs(t, call(ctx, s, "stat", "a"), secretstore.ErrNotFound, "the zero Faults removes them")
+	assert.ErrorIs(t, call(ctx, s, "stat", "a"), edgesecrets.ErrNotFound, "the zero Faults removes them")
 	assert.Len(t, s.Calls("", ""), 10, "SetFaults keeps the recorded calls")
 }
 
 func TestFaultsFailConcurrent(t *testing.T) {
 	s := mock.NewStore(nil)
-	s.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable, Times: 50})
+	s.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable, Times: 50})
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -173,16 +174,16 @@ func TestFaultsStoreDown(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
 	require.NoError(t, call(ctx, s, "put", "a"))
-	s.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
+	s.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 	for _, op := range ops {
 		err := call(ctx, s, op, "a")
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable, op)
+		assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, op)
 		assert.ErrorIs(t, err, mock.ErrInjected, op)
 	}
 	batch, err := s.GetBatch(ctx, []string{"a"})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "GetBatch")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "GetBatch")
 	assert.Nil(t, batch)
-	assert.ErrorIs(t, s.CheckCredentials(ctx), secretstore.ErrUnavailable, "CheckCredentials")
+	assert.ErrorIs(t, s.CheckCredentials(ctx), edgesecrets.ErrUnavailable, "CheckCredentials")
 	s.SetFaults(mock.Faults{})
 	got, err := s.Get(ctx, "a")
 	require.NoError(t, err, "back up, and the data survived")
@@ -266,12 +267,12 @@ func TestHook(t *testing.T) {
 
 		err := call(ctx, s, "get", "fail")
 		assert.ErrorIs(t, err, errBoom, "the hook's error fails the call")
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable, "an error of no kind is ErrUnavailable")
+		assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "an error of no kind is ErrUnavailable")
 		assert.Contains(t, err.Error(), `get "fail"`)
 		assert.Equal(t, []mock.Call{{Op: "get", Name: "x"}, {Op: "get", Name: "fail"}}, seen)
 
 		s.SetFaults(mock.Faults{})
-		assert.ErrorIs(t, call(ctx, s, "get", "fail"), secretstore.ErrNotFound, "hook removed")
+		assert.ErrorIs(t, call(ctx, s, "get", "fail"), edgesecrets.ErrNotFound, "hook removed")
 	})
 }
 
@@ -298,9 +299,9 @@ func TestGetBatch(t *testing.T) {
 	assert.Equal(t, batches, s.Calls("", "missing"), "a batch matches each of its names")
 	assert.Empty(t, s.Calls("getbatch", "c"))
 
-	s.SetFaults(mock.Faults{Op: "getbatch", Fail: secretstore.ErrUnavailable, Times: 1})
+	s.SetFaults(mock.Faults{Op: "getbatch", Fail: edgesecrets.ErrUnavailable, Times: 1})
 	_, err = s.GetBatch(ctx, names)
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.EqualValues(t, 1, d.Batches(), "the failed batch did not reach the store")
 }
 
@@ -317,16 +318,16 @@ func keys(m map[string]*secretstore.Secret) []string {
 func TestFaultsHookBeforeFail(t *testing.T) {
 	ctx := t.Context()
 	s := mock.NewStore(nil)
-	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Hook: func(context.Context, mock.Call) error { return errBoom }})
+	s.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission, Hook: func(context.Context, mock.Call) error { return errBoom }})
 	err := call(ctx, s, "get", "a")
 	assert.ErrorIs(t, err, errBoom)
 	assert.NotErrorIs(t, err, mock.ErrInjected, "Fail was not reached")
 
-	s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Hook: func(context.Context, mock.Call) error {
+	s.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission, Hook: func(context.Context, mock.Call) error {
 		s.SetFaults(mock.Faults{})
 		return nil
 	}})
-	assert.ErrorIs(t, call(ctx, s, "get", "a"), secretstore.ErrNotFound, "the hook removed the fault before Fail")
+	assert.ErrorIs(t, call(ctx, s, "get", "a"), edgesecrets.ErrNotFound, "the hook removed the fault before Fail")
 }
 
 // Versionless hides the version of every read, as a KV v1 store would.
@@ -369,14 +370,14 @@ func TestCheckCredentialsFaults(t *testing.T) {
 	}{
 		{"passes through to memory", nil, func(*mock.Store) {}, []error{nil, nil}},
 		{"rejected twice, then accepted", nil, func(s *mock.Store) {
-			s.SetFaults(mock.Faults{Op: "check-credentials", Fail: secretstore.ErrPermission, Times: 2})
-		}, []error{secretstore.ErrPermission, secretstore.ErrPermission, nil}},
+			s.SetFaults(mock.Faults{Op: "check-credentials", Fail: edgesecrets.ErrPermission, Times: 2})
+		}, []error{edgesecrets.ErrPermission, edgesecrets.ErrPermission, nil}},
 		{"reads are not affected by a check's fault", nil, func(s *mock.Store) {
-			s.SetFaults(mock.Faults{Op: "get", Fail: secretstore.ErrPermission, Times: 5})
+			s.SetFaults(mock.Faults{Op: "get", Fail: edgesecrets.ErrPermission, Times: 5})
 		}, []error{nil}},
 		{"every operation", nil, func(s *mock.Store) {
-			s.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 1})
-		}, []error{secretstore.ErrPermission, nil}},
+			s.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission, Times: 1})
+		}, []error{edgesecrets.ErrPermission, nil}},
 		{"wrapped store without a check", storeWithoutCheck(t), func(*mock.Store) {},
 			[]error{errors.ErrUnsupported}},
 	}

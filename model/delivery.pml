@@ -296,10 +296,10 @@ proctype agbot(byte i) {
 
 end_loop:
 	do
-	:: /* agreement/delivery/member.go: keepMembership, then
+	:: /* agreement/delivery/member.go: keepMembership; then
 		 * agreement/delivery/cycle.go: cycle, scan (one step: see README) */
 		atomic {
-			/* secretstore/reader.go: a cached value's TTL passes */
+			/* internal/storereader/reader.go (Reader): a cached value's TTL passes */
 			if :: cache = 0 :: skip fi;
 			/* the agbot process restarts (identity budget): what it held in
 			 * memory is gone, and it joins with a new incarnation below */

@@ -6,10 +6,10 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The agent publishes its certified identity; the agbot posts an envelope
@@ -51,7 +51,7 @@ func Example() {
 	// Agbot: seal a proposal to the agent and post it.
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{
 		Service: agreement.ServiceRef{Org: "myorg", URL: "web"},
-		Secrets: map[string]agreement.SecretDetails{"db": {Data: secretstore.Data{"password": []byte("s3cr3t")}}}}}}
+		Secrets: map[string]agreement.SecretDetails{"db": {Data: edgesecrets.Data{"password": []byte("s3cr3t")}}}}}}
 	envelope, err := agreement.Seal(agbotKeys, agentKeys.Public(), p, agreement.Header{Sequence: 1}, agreement.Options{})
 	must(err)
 	msgID, replies, err := server.Post(n, envelope)

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 var node = relay.Node{Org: "myorg", Node: "node-1"}
@@ -77,7 +77,7 @@ func (h *hub) post(n relay.Node, a *agent, ag string) (uint64, <-chan []byte, ag
 	h.seq++
 	p := agreement.Proposal{AgreementID: ag, Services: []agreement.ServiceSecrets{{
 		Service: agreement.ServiceRef{Org: n.Org, URL: "com.example.web", Version: "1.0.0"},
-		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: secretstore.Data{"value": []byte("v")}}}}}}
+		Secrets: map[string]agreement.SecretDetails{"api_key": {Data: edgesecrets.Data{"value": []byte("v")}}}}}}
 	env, err := agreement.Seal(h.keys, a.keys.Public(), p, agreement.Header{Sequence: h.seq}, agreement.Options{})
 	require.NoError(h.t, err)
 	id, replies, err := h.relay.Post(n, env)
@@ -284,7 +284,7 @@ func TestLimits(t *testing.T) {
 	_, _, err = h.relay.Post(node3, mustSeal(t, h, a))
 	assert.ErrorContains(t, err, "too many nodes")
 	_, _, err = h.relay.Post(node2, []byte("not an envelope"))
-	assert.ErrorIs(t, err, agreement.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 }
 
 func mustSeal(t *testing.T, h *hub, a *agent) []byte {

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 )
 
 // Server defaults.
@@ -24,8 +26,9 @@ const (
 )
 
 // ErrMailboxFull is returned by Post when the node's mailbox holds
-// MaxMessages messages.
-var ErrMailboxFull = errors.New("relay: mailbox full")
+// MaxMessages messages: the agent is behind; try again later. It refines
+// edgesecrets.ErrUnavailable.
+var ErrMailboxFull = errkind.New("relay: mailbox full", edgesecrets.ErrUnavailable)
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
@@ -220,7 +223,7 @@ func (s *Server) verifyChain(ctx context.Context, n Node, chain []byte) (*agreem
 	if vid.Instance.Org != n.Org || vid.Instance.Node != n.Node {
 		return nil, time.Time{}, fmt.Errorf("the certificate names node %s/%s, not %s", vid.Instance.Org, vid.Instance.Node, n)
 	}
-	keys, err := agreement.NewPublicKeys(vid.SigningKey, vid.EncryptionKey)
+	keys, err := vid.PublicKeys()
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -380,7 +383,7 @@ func (s *Server) checkReply(ctx context.Context, wt *waiter, chain, body []byte)
 	}
 	agent, _, err := s.verifyChain(ctx, wt.node, chain)
 	if err != nil {
-		return http.StatusForbidden, errors.New("the node's certificate no longer verifies")
+		return http.StatusForbidden, fmt.Errorf("the node's certificate no longer verifies: %w", err)
 	}
 	h, reply, err := agreement.Open[agreement.Reply](ctx, s.opts.Keys, agent, body, agreement.NewMemoryReplayGuard(), agreement.Options{})
 	if err != nil {

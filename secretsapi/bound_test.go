@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -32,7 +33,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 	}, vault.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	_, err = store.Put(t.Context(), &secretstore.Secret{Name: "myorg/db", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
+	_, err = store.Put(t.Context(), &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"k": []byte("v")}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 
 	h, err := secretsapi.NewHandler(secretsapi.Options{Store: store, Authenticate: authenticate})
@@ -59,7 +60,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 			_, err = c.SecretExists(ctx, name(t, "db"))
 			elapsed := time.Since(start)
 			cancel()
-			require.ErrorIs(t, err, secretstore.ErrUnavailable, "org %q", org)
+			require.ErrorIs(t, err, edgesecrets.ErrUnavailable, "org %q", org)
 			assert.NotErrorIs(t, err, context.DeadlineExceeded, "an answer, not the caller's deadline")
 			assert.ErrorContains(t, err, "503")
 			assert.Less(t, elapsed, bound, "within the bound")

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Role is what a caller is in its organisation; it decides what the policy
@@ -88,7 +88,7 @@ type Credentials struct {
 
 // Format implements fmt.Formatter: everything but the secret.
 func (c Credentials) Format(f fmt.State, _ rune) {
-	_, _ = fmt.Fprintf(f, "{Org:%q User:%q Secret:%s Bearer:%t}", c.Org, c.User, secretstore.Redacted, c.Bearer) // fmt.State buffers in memory; Format has no error to return
+	_, _ = fmt.Fprintf(f, "{Org:%q User:%q Secret:%s Bearer:%t}", c.Org, c.User, edgesecrets.Redacted, c.Bearer) // fmt.State buffers in memory; Format has no error to return
 }
 
 // LogValue implements slog.LogValuer: everything but the secret.
@@ -102,9 +102,11 @@ const (
 	headerUserID       = "X-UserId"
 )
 
-// readCredentials returns the request's credentials, or false when it
-// carries none (no Basic credentials, no bearer token).
-func readCredentials(r *http.Request) (Credentials, bool) {
+// ReadCredentials returns the request's credentials, read as the handler
+// reads them, or false when it carries none (no Basic credentials, no
+// bearer token): for an embedder's own routes beside the API, checked with
+// the same Options.Authenticate.
+func ReadCredentials(r *http.Request) (Credentials, bool) {
 	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return Credentials{Org: r.Header.Get(headerOrganization), User: r.Header.Get(headerUserID), Secret: token, Bearer: true}, token != ""
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // client is what deploycheck uses, as alice, against f's agbot.
@@ -49,7 +49,7 @@ func TestClientAgainstTheHandler(t *testing.T) {
 			}
 			for _, hidden := range []string{"user/bob/token", "user/bob/nothing"} {
 				_, err := c.SecretExists(ctx, name(t, hidden))
-				assert.ErrorIs(t, err, secretstore.ErrPermission, hidden)
+				assert.ErrorIs(t, err, edgesecrets.ErrPermission, hidden)
 			}
 			assert.Empty(t, f.store.Calls("get", ""), "existence never reads a value")
 			assert.Len(t, f.store.Calls("stat", ""), 5)
@@ -64,19 +64,19 @@ func TestClientAgainstTheHandler(t *testing.T) {
 func TestClientRetriesAnUnavailableStore(t *testing.T) {
 	for _, org := range []string{"", "myorg"} {
 		f := newFixture(t, secretsapi.Options{})
-		f.store.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable, Times: 2})
+		f.store.SetFaults(mock.Faults{Op: "stat", Fail: edgesecrets.ErrUnavailable, Times: 2})
 		got, err := f.client(t, org, 3).SecretExists(context.Background(), name(t, "hw-secret-name"))
 		require.NoError(t, err)
 		assert.True(t, got)
 		assert.Len(t, f.store.Calls("stat", ""), 3, "two 503s, then the answer")
 
-		f.store.SetFaults(mock.Faults{Op: "stat", Fail: secretstore.ErrUnavailable, Times: 10})
+		f.store.SetFaults(mock.Faults{Op: "stat", Fail: edgesecrets.ErrUnavailable, Times: 10})
 		_, err = f.client(t, org, 4).SecretExists(context.Background(), name(t, "hw-secret-name"))
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+		assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Len(t, f.store.Calls("stat", ""), 3+4)
 	}
 	bare := newBareFixture(t)
 	_, err := bare.client(t, "myorg", 2).SecretExists(context.Background(), name(t, "db"))
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.ErrorContains(t, err, "503")
 }

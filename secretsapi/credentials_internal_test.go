@@ -24,7 +24,7 @@ func FuzzReadCredentials(f *testing.F) {
 		r.Header.Set("Authorization", auth)
 		r.Header.Set(headerOrganization, org)
 		r.Header.Set(headerUserID, user)
-		c, ok := readCredentials(r)
+		c, ok := ReadCredentials(r)
 		if !ok {
 			return
 		}

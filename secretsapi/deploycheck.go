@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
@@ -201,7 +202,7 @@ type callerChecker struct {
 
 func (c callerChecker) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
 	if !authorize(c.caller, c.org, name, actionExists) {
-		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrPermission,
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: edgesecrets.ErrPermission,
 			Err: fmt.Errorf("user %q may not check it", c.caller.ID)}
 	}
 	return c.h.exists(ctx, c.org, name)

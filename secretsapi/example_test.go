@@ -10,9 +10,9 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
@@ -68,7 +68,7 @@ func ExampleNewHandler() {
 	for _, s := range []string{"hw-secret-name", "missing", "user/bob/db"} {
 		name, _ := binding.ParseVaultSecretName(s)
 		exists, err := deployer.SecretExists(context.Background(), name)
-		fmt.Println(s, exists, errors.Is(err, secretstore.ErrPermission))
+		fmt.Println(s, exists, errors.Is(err, edgesecrets.ErrPermission))
 	}
 	// Output:
 	// admin PUT /org/myorg/secrets/hw-secret-name: 201 "Secret created/updated."

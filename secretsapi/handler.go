@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/reqpath"
@@ -78,10 +79,10 @@ type handler struct {
 // authorization policy.
 func NewHandler(opts Options) (http.Handler, error) {
 	if opts.Authenticate == nil {
-		return nil, fmt.Errorf("secretsapi: %w: Options.Authenticate is nil", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("secretsapi: %w: Options.Authenticate is nil", edgesecrets.ErrInvalid)
 	}
 	if opts.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("secretsapi: %w: Options.MaxBodyBytes is negative", secretstore.ErrInvalid)
+		return nil, fmt.Errorf("secretsapi: %w: Options.MaxBodyBytes is negative", edgesecrets.ErrInvalid)
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = defaultMaxBodyBytes
@@ -155,7 +156,7 @@ func (h *handler) badPath(w http.ResponseWriter, r *http.Request, err error) {
 // authenticate runs the hook and checks what it returns. On failure it
 // answers 401 itself, with body(msg).
 func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func(msg, code string) any) (Caller, bool) {
-	cred, ok := readCredentials(r)
+	cred, ok := ReadCredentials(r)
 	if !ok {
 		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
 		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", agbotapi.ErrUnauthorized))
@@ -224,7 +225,7 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 func (h *handler) exists(ctx context.Context, org string, name binding.VaultSecretName) (bool, error) {
 	c, err := binding.NewStoreChecker(h.opts.Store, org)
 	if err != nil {
-		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: secretstore.ErrInvalid, Err: err}
+		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	return c.SecretExists(ctx, name)
 }
@@ -270,13 +271,13 @@ func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 	switch {
 	case r.Context().Err() != nil && !waited:
 		// The caller went away; nobody reads an answer.
-	case errors.Is(err, secretstore.ErrUnavailable) || waited:
+	case errors.Is(err, edgesecrets.ErrUnavailable) || waited:
 		log.Warn("secret store unavailable", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, agbotapi.ErrStoreUnavailable))
-	case errors.Is(err, secretstore.ErrPermission):
+	case errors.Is(err, edgesecrets.ErrPermission):
 		log.Warn("the secret store refused the agbot's credentials", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", agbotapi.ErrStoreForbidden))
-	case errors.Is(err, secretstore.ErrInvalid):
+	case errors.Is(err, edgesecrets.ErrInvalid):
 		log.Info("the secret store refused the request", "err", err)
 		// The store's errors name the operation, the secret and the rule
 		// broken (a name, a size limit), never a value.

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
@@ -348,9 +348,9 @@ func TestStoreMissingOrFailing(t *testing.T) {
 		fault func(f *fixture)
 		want  string
 	}{
-		{"unavailable", func(f *fixture) { f.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable}) }, "not ready"},
+		{"unavailable", func(f *fixture) { f.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable}) }, "not ready"},
 		{"refusing the agbot", func(f *fixture) {
-			f.store.SetFaults(mock.Faults{Fail: secretstore.ErrPermission})
+			f.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission})
 		}, "refused the agbot's credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

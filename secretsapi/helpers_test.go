@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -120,8 +121,8 @@ func fmtAll(v any) string {
 	return b.String()
 }
 
-func ohData(key, value string) secretstore.Data {
-	return secretstore.Data{"key": []byte(key), "value": []byte(value)}
+func ohData(key, value string) edgesecrets.Data {
+	return edgesecrets.Data{"key": []byte(key), "value": []byte(value)}
 }
 
 type response struct {
@@ -162,7 +163,7 @@ func (f *fixture) do(t *testing.T, method, path, as, body string) response {
 func (f *fixture) value(t *testing.T, name string) (string, bool) {
 	t.Helper()
 	s, err := f.store.Inner.Get(context.Background(), name)
-	if errors.Is(err, secretstore.ErrNotFound) {
+	if errors.Is(err, edgesecrets.ErrNotFound) {
 		return "", false
 	}
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
@@ -161,7 +162,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // read serves GET on a secret: {"key":…,"value":…}.
 func (h *handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger, t target, path string) {
 	s, err := h.opts.Store.Get(r.Context(), path)
-	if errors.Is(err, secretstore.ErrNotFound) {
+	if errors.Is(err, edgesecrets.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, notFoundMessage(t))
 		return
 	}
@@ -212,7 +213,7 @@ func (h *handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger
 	switch {
 	case err == nil:
 		labels = meta.Labels
-	case !errors.Is(err, secretstore.ErrNotFound):
+	case !errors.Is(err, edgesecrets.ErrNotFound):
 		h.storeFailure(w, r, log, err, ohError)
 		return
 	}

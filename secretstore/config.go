@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
@@ -91,7 +92,7 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 // MarshalJSON encodes the config with its credentials redacted: type and
 // defaultScope as they are, and each backend section with its structure and
 // member names kept but every string and number replaced by
-// [Redacted] (booleans and nulls stay). A struct holding a Config can so be
+// [edgesecrets.Redacted] (booleans and nulls stay). A struct holding a Config can so be
 // logged through slog's JSON handler, or encoded into an error report,
 // without writing a token out.
 func (c Config) MarshalJSON() ([]byte, error) {
@@ -118,7 +119,7 @@ func (c Config) marshal(sections map[string]json.RawMessage) ([]byte, error) {
 }
 
 // redactJSON returns raw with every string and number replaced by
-// Redacted, keeping objects, arrays, member names, booleans and nulls.
+// edgesecrets.Redacted, keeping objects, arrays, member names, booleans and nulls.
 func redactJSON(raw json.RawMessage) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -140,7 +141,7 @@ func redactJSON(raw json.RawMessage) (json.RawMessage, error) {
 			}
 			return v
 		case string, json.Number:
-			return Redacted
+			return edgesecrets.Redacted
 		}
 		return v // bool, nil
 	}
@@ -219,7 +220,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ConfigError lists every problem found in a Config. It matches ErrInvalid.
+// ConfigError lists every problem found in a Config. It matches edgesecrets.ErrInvalid.
 type ConfigError struct {
 	Problems []string
 }
@@ -232,8 +233,8 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("secretstore: invalid config: %d problems:\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
 }
 
-// Unwrap returns ErrInvalid.
-func (e *ConfigError) Unwrap() error { return ErrInvalid }
+// Unwrap returns edgesecrets.ErrInvalid.
+func (e *ConfigError) Unwrap() error { return edgesecrets.ErrInvalid }
 
 // problemLines flattens an error (possibly an errors.Join or a
 // *ConfigError) into one problem per line.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -58,7 +59,7 @@ func (b *ootBackend) Open(_ context.Context, cfg secretstore.Config, opts secret
 		return nil, err
 	}
 	if c.Greeting == "unreachable" {
-		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrUnavailable, Err: errors.New("cannot connect")}
+		return nil, &secretstore.Error{Op: "open", Kind: edgesecrets.ErrUnavailable, Err: errors.New("cannot connect")}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -123,7 +124,7 @@ func TestParseConfig(t *testing.T) {
 				assert.NotEmpty(t, cfg.Type)
 				return
 			}
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			var ce *secretstore.ConfigError
 			require.ErrorAs(t, err, &ce)
 			require.Len(t, ce.Problems, len(c.problems), "problems: %q", ce.Problems)
@@ -172,7 +173,7 @@ func TestParseConfigNeverEchoesValues(t *testing.T) {
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
 			_, err := secretstore.ParseConfig(strings.NewReader(in))
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.NotContains(t, err.Error(), canary)
 			assert.NotContains(t, err.Error(), digits)
 		})
@@ -188,7 +189,7 @@ func TestParseConfigSizeLimit(t *testing.T) {
 
 	tooBig := strings.Replace(fits, `"x`, `"xx`, 1)
 	_, err = secretstore.ParseConfig(strings.NewReader(tooBig))
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), fmt.Sprintf("config is larger than %d bytes", 1<<20))
 
 	_, err = secretstore.ParseConfig(&failingReader{})
@@ -276,7 +277,7 @@ func TestOpenOutOfTreeBackend(t *testing.T) {
 
 	cfg.Sections[ootType] = json.RawMessage(`{"greeting":"unreachable","port":1}`)
 	_, err = secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "the backend's Open error is returned")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "the backend's Open error is returned")
 
 	_, err = secretstore.Open(ctx, secretstore.Config{Type: ootType, DefaultScope: "a//b"}, secretstore.OpenOptions{})
 	var ce *secretstore.ConfigError
@@ -306,7 +307,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			var ce *secretstore.ConfigError
 			require.ErrorAs(t, err, &ce)
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			require.NotEmpty(t, ce.Problems)
 			for _, p := range ce.Problems {
 				require.NotEmpty(t, strings.TrimSpace(p))

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Encoded prefixes of the two kinds of ContentTag.
@@ -50,7 +52,7 @@ func (s *Secret) ContentTag() ContentTag {
 	if s.Version != "" {
 		return ContentTag{version: s.Version}
 	}
-	return ContentTag{sum: s.Data.sum256()}
+	return ContentTag{sum: sum256(s.Data)}
 }
 
 // observedTag is the tag of what a Watcher observed: a version, or for a
@@ -75,13 +77,13 @@ func (t ContentTag) text(redact bool) string {
 	case t == (ContentTag{}):
 		return ""
 	case redact:
-		return sumTagPrefix + Redacted
+		return sumTagPrefix + edgesecrets.Redacted
 	}
 	return sumTagPrefix + hex.EncodeToString(t.sum[:])
 }
 
 // ParseContentTag reads what Encode wrote. The empty string is the zero
-// tag. Errors match ErrInvalid and do not repeat a checksum.
+// tag. Errors match edgesecrets.ErrInvalid and do not repeat a checksum.
 func ParseContentTag(s string) (ContentTag, error) {
 	switch {
 	case s == "":
@@ -116,7 +118,7 @@ func ParseContentTag(s string) (ContentTag, error) {
 }
 
 func contentTagError(problem string) error {
-	return &Error{Op: "parse content tag", Kind: ErrInvalid, Err: fmt.Errorf("content tag %s", problem)}
+	return &Error{Op: "parse content tag", Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("content tag %s", problem)}
 }
 
 // String returns "version:<version>", "sha256:[redacted]" or "none".

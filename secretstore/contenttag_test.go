@@ -15,11 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestSecretContentTag(t *testing.T) {
-	data := secretstore.Data{"password": []byte("hunter2")}
+	data := edgesecrets.Data{"password": []byte("hunter2")}
 	cases := []struct {
 		name    string
 		secret  *secretstore.Secret
@@ -45,7 +46,7 @@ func TestSecretContentTag(t *testing.T) {
 	}
 
 	same := &secretstore.Secret{Name: "b", Data: data.Clone()}
-	other := &secretstore.Secret{Name: "a", Data: secretstore.Data{"password": []byte("hunter3")}}
+	other := &secretstore.Secret{Name: "a", Data: edgesecrets.Data{"password": []byte("hunter3")}}
 	assert.Equal(t, cases[1].secret.ContentTag(), same.ContentTag(), "equal data, equal tags")
 	assert.NotEqual(t, cases[1].secret.ContentTag(), other.ContentTag())
 	assert.NotEqual(t, cases[0].secret.ContentTag(), (&secretstore.Secret{Data: data, Version: "8"}).ContentTag())
@@ -61,7 +62,7 @@ func TestParseContentTagErrors(t *testing.T) {
 		{"version:", "empty version"},
 		{"sha256:abc", "checksum has 3 characters, want 64 hex digits"},
 		{"sha256:" + strings.Repeat("zz", 32), "checksum is not hexadecimal"},
-		{"sha256:" + secretstore.Redacted, "want 64 hex digits"},
+		{"sha256:" + edgesecrets.Redacted, "want 64 hex digits"},
 		{"sha256:" + strings.Repeat("00", 32), "all zeros"},
 		{"7", `"7" does not start with "version:" or "sha256:"`},
 		{"md5:0123456789abcdef0123456789abcdef", `"md5:0123456789ab..." does not start with`},
@@ -71,7 +72,7 @@ func TestParseContentTagErrors(t *testing.T) {
 		t.Run(c.want, func(t *testing.T) {
 			tag, err := secretstore.ParseContentTag(c.in)
 			require.Error(t, err)
-			assert.ErrorIs(t, err, secretstore.ErrInvalid)
+			assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, c.want)
 			assert.Equal(t, secretstore.ContentTag{}, tag)
 		})
@@ -84,7 +85,7 @@ func TestParseContentTagErrors(t *testing.T) {
 // TestContentTagPrintsNoChecksum: a checksum tag is printed, logged and
 // JSON-encoded as "sha256:[redacted]", also inside structs; versions show.
 func TestContentTagPrintsNoChecksum(t *testing.T) {
-	sumTag := (&secretstore.Secret{Data: secretstore.Data{"password": []byte("hunter2")}}).ContentTag()
+	sumTag := (&secretstore.Secret{Data: edgesecrets.Data{"password": []byte("hunter2")}}).ContentTag()
 	digits := strings.TrimPrefix(sumTag.Encode(), "sha256:")
 	require.Len(t, digits, 64)
 	type holder struct {
@@ -122,13 +123,13 @@ func TestContentTagPrintsNoChecksum(t *testing.T) {
 }
 
 func FuzzParseContentTag(f *testing.F) {
-	for _, seed := range []string{"", "version:1", "version:", "sha256:" + canonicalSum(secretstore.Data{"k": []byte("v")}), "sha256:", "sha256:[redacted]", "none", "version:\x00\xff"} {
+	for _, seed := range []string{"", "version:1", "version:", "sha256:" + canonicalSum(edgesecrets.Data{"k": []byte("v")}), "sha256:", "sha256:[redacted]", "none", "version:\x00\xff"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		tag, err := secretstore.ParseContentTag(s)
 		if err != nil {
-			if !errors.Is(err, secretstore.ErrInvalid) {
+			if !errors.Is(err, edgesecrets.ErrInvalid) {
 				t.Fatalf("error %v does not match ErrInvalid", err)
 			}
 			if tag != (secretstore.ContentTag{}) {
@@ -149,7 +150,7 @@ func FuzzParseContentTag(f *testing.F) {
 // canonicalSum is the hex SHA-256 of d's canonical encoding, computed
 // here independently: keys in sorted order, each key and value prefixed
 // by its length as a big-endian uint64.
-func canonicalSum(d secretstore.Data) string {
+func canonicalSum(d edgesecrets.Data) string {
 	h := sha256.New()
 	for _, k := range d.Keys() {
 		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(k))))

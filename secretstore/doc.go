@@ -6,19 +6,19 @@
 // create-only through [PutOptions]; a write that changes nothing never
 // reaches the backend), idempotent Delete, List by prefix, GetBatch, and
 // CheckCredentials. Errors match one kind each with errors.Is:
-// [ErrNotFound], [ErrPermission], [ErrUnavailable], [ErrConflict],
-// [ErrInvalid]; they name the operation and the secret, never a value.
+// [edgesecrets.ErrNotFound], [edgesecrets.ErrPermission], [edgesecrets.ErrUnavailable], [edgesecrets.ErrConflict],
+// [edgesecrets.ErrInvalid]; they name the operation and the secret, never a value.
 //
 // Store is a concrete type over a backend's driver (package
 // secretstore/driver), as Go CDK's blob.Bucket is over a driver.Bucket: the
 // rules every store shares are enforced here once (names, closed stores,
 // unchanged writes, copies, error wrapping, call counts), and a backend
 // implements only what is its own. Store is also the one retry layer: a
-// call failing with ErrUnavailable is tried again, within the caller's
+// call failing with edgesecrets.ErrUnavailable is tried again, within the caller's
 // context deadline ([Options]).
 //
 // A Secret's values never print: fmt (every verb), log/slog and
-// encoding/json show key names with [Redacted]. Code that must carry values
+// encoding/json show key names with [edgesecrets.Redacted]. Code that must carry values
 // encodes them explicitly (see agreement.SecretDetails).
 //
 // Backends register by type name, as database/sql drivers do, and [Open]

@@ -5,29 +5,9 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-)
 
-// Error kinds. Every error a Store returns matches at most one of them with
-// errors.Is; a context error (canceled, deadline) matches the context error
-// instead. A backend's driver (package secretstore/driver) reports them the
-// same way, in an *Error with Kind set.
-var (
-	// ErrNotFound: the secret does not exist (or its latest version is
-	// deleted, or it is scheduled for deletion).
-	ErrNotFound = errors.New("not found")
-	// ErrPermission: the store refused the caller (HTTP 403, access denied).
-	ErrPermission = errors.New("permission denied")
-	// ErrUnavailable: the store could not be reached or could not serve the
-	// request: absent, sealed, network failure, 5xx, throttled after retries.
-	ErrUnavailable = errors.New("unavailable")
-	// ErrConflict: a compare-and-set or create-only write lost.
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid: a bad secret name, bad data or bad configuration.
-	ErrInvalid = errors.New("invalid")
+	"github.com/edgesecrets/edgesecrets"
 )
-
-// kinds lists the error kinds in the order KindOf tries them.
-var kinds = []error{ErrNotFound, ErrPermission, ErrUnavailable, ErrConflict, ErrInvalid}
 
 // Operation names used in Error.Op (documented there).
 const (
@@ -54,8 +34,8 @@ type Error struct {
 	Op string
 	// Name is the secret name (or list prefix) the operation was for.
 	Name string
-	// Kind is one of ErrNotFound, ErrPermission, ErrUnavailable,
-	// ErrConflict, ErrInvalid, or nil for a context error.
+	// Kind is one of edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrUnavailable,
+	// edgesecrets.ErrConflict, edgesecrets.ErrInvalid, or nil for a context error.
 	Kind error
 	// Err is the underlying cause, or nil.
 	Err error
@@ -93,16 +73,6 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// KindOf returns the error kind err matches, or nil if it matches none.
-func KindOf(err error) error {
-	for _, k := range kinds {
-		if errors.Is(err, k) {
-			return k
-		}
-	}
-	return nil
-}
-
 // isContextError reports whether err is a context's cancellation or deadline.
 func isContextError(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
@@ -110,7 +80,7 @@ func isContextError(err error) bool {
 
 // wrapError turns what a driver returned for op on name into an *Error:
 // the kind and cause of the driver's *Error, the context's error when ctx
-// is done and the store gave no answer, and ErrUnavailable for anything
+// is done and the store gave no answer, and edgesecrets.ErrUnavailable for anything
 // unclassified.
 func wrapError(ctx context.Context, op, name string, err error) error {
 	var kind, cause error
@@ -119,16 +89,16 @@ func wrapError(ctx context.Context, op, name string, err error) error {
 	case errors.As(err, &se):
 		kind, cause = se.Kind, se.Err
 	default:
-		kind, cause = KindOf(err), err
+		kind, cause = edgesecrets.KindOf(err), err
 	}
-	if kind != nil && KindOf(kind) != kind {
+	if kind != nil && edgesecrets.KindOf(kind) != kind {
 		kind, cause = nil, err // not one of ours: unclassified
 	}
 	if cause == kind {
 		cause = nil
 	}
 	switch kind {
-	case ErrNotFound, ErrPermission, ErrConflict, ErrInvalid:
+	case edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrConflict, edgesecrets.ErrInvalid:
 		return &Error{Op: op, Name: name, Kind: kind, Err: cause}
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -141,5 +111,5 @@ func wrapError(ctx context.Context, op, name string, err error) error {
 		// A deadline of the driver's own, not the caller's.
 		cause = errors.New("the store did not answer in time")
 	}
-	return &Error{Op: op, Name: name, Kind: ErrUnavailable, Err: cause}
+	return &Error{Op: op, Name: name, Kind: edgesecrets.ErrUnavailable, Err: cause}
 }

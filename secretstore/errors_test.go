@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-var allKinds = []error{secretstore.ErrNotFound, secretstore.ErrPermission, secretstore.ErrUnavailable, secretstore.ErrConflict, secretstore.ErrInvalid}
+var allKinds = []error{edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrUnavailable, edgesecrets.ErrConflict, edgesecrets.ErrInvalid}
 
 func TestErrorKinds(t *testing.T) {
 	cause := errors.New("HTTP 503")
@@ -26,12 +27,12 @@ func TestErrorKinds(t *testing.T) {
 					assert.NotErrorIs(t, err, other)
 				}
 			}
-			assert.Equal(t, kind, secretstore.KindOf(err))
+			assert.Equal(t, kind, edgesecrets.KindOf(err))
 			assert.Equal(t, `secretstore: put "app/db": `+kind.Error()+": HTTP 503", err.Error(), "message names op, secret, kind and cause")
 
 			wrapped := fmt.Errorf("binding check: %w", err)
 			assert.ErrorIs(t, wrapped, kind, "matches through %%w")
-			assert.Equal(t, kind, secretstore.KindOf(wrapped))
+			assert.Equal(t, kind, edgesecrets.KindOf(wrapped))
 			var se *secretstore.Error
 			require.ErrorAs(t, wrapped, &se)
 			assert.Equal(t, "put", se.Op)
@@ -51,19 +52,19 @@ func TestErrorMessages(t *testing.T) {
 		want string
 		kind error
 	}{
-		{"no cause", &secretstore.Error{Op: "get", Name: "a/b", Kind: secretstore.ErrNotFound}, `secretstore: get "a/b": not found`, secretstore.ErrNotFound},
-		{"no name", &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: errors.New("bad scope")}, `secretstore: open: invalid: bad scope`, secretstore.ErrInvalid},
-		{"odd name is quoted", &secretstore.Error{Op: "list", Name: "x\ny", Kind: secretstore.ErrInvalid}, `secretstore: list "x\ny": invalid`, secretstore.ErrInvalid},
+		{"no cause", &secretstore.Error{Op: "get", Name: "a/b", Kind: edgesecrets.ErrNotFound}, `secretstore: get "a/b": not found`, edgesecrets.ErrNotFound},
+		{"no name", &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: errors.New("bad scope")}, `secretstore: open: invalid: bad scope`, edgesecrets.ErrInvalid},
+		{"odd name is quoted", &secretstore.Error{Op: "list", Name: "x\ny", Kind: edgesecrets.ErrInvalid}, `secretstore: list "x\ny": invalid`, edgesecrets.ErrInvalid},
 		{"context error, no kind", &secretstore.Error{Op: "stat", Name: "n", Err: context.Canceled}, `secretstore: stat "n": context canceled`, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, c.err.Error())
-			assert.Equal(t, c.kind, secretstore.KindOf(c.err))
+			assert.Equal(t, c.kind, edgesecrets.KindOf(c.err))
 		})
 	}
 	ctxErr := &secretstore.Error{Op: "stat", Name: "n", Err: context.DeadlineExceeded}
 	assert.ErrorIs(t, ctxErr, context.DeadlineExceeded)
-	assert.Nil(t, secretstore.KindOf(errors.New("plain")))
-	assert.Nil(t, secretstore.KindOf(nil))
+	assert.Nil(t, edgesecrets.KindOf(errors.New("plain")))
+	assert.Nil(t, edgesecrets.KindOf(nil))
 }

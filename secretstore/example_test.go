@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers the "memory" type
@@ -32,7 +33,7 @@ func ExampleOpen() {
 
 	secret := &secretstore.Secret{
 		Name:   "db/password",
-		Data:   secretstore.Data{"username": []byte("app"), "password": []byte("s3cr3t")},
+		Data:   edgesecrets.Data{"username": []byte("app"), "password": []byte("s3cr3t")},
 		Labels: map[string]string{"owner": "ops"},
 	}
 	changed, _ := store.Put(ctx, secret, secretstore.PutOptions{})
@@ -44,7 +45,7 @@ func ExampleOpen() {
 	fmt.Println(got.Name, got.Data, "password length:", len(got.Data["password"]))
 
 	_, err = store.Get(ctx, "db/missing")
-	fmt.Println(errors.Is(err, secretstore.ErrNotFound), err)
+	fmt.Println(errors.Is(err, edgesecrets.ErrNotFound), err)
 	// Output:
 	// first put changed: true
 	// same put changed: false
@@ -59,7 +60,7 @@ func ExampleParseConfig() {
 		"defaultScope": "../org1",
 		"memory": {"path": "/tmp/secrets"}
 	}`))
-	fmt.Println(errors.Is(err, secretstore.ErrInvalid))
+	fmt.Println(errors.Is(err, edgesecrets.ErrInvalid))
 	fmt.Println(err)
 	// Output:
 	// true
@@ -73,7 +74,7 @@ func ExampleParseConfig() {
 func ExampleSecret() {
 	s := secretstore.Secret{
 		Name:      "db/password",
-		Data:      secretstore.Data{"password": []byte("s3cr3t")},
+		Data:      edgesecrets.Data{"password": []byte("s3cr3t")},
 		Labels:    map[string]string{"owner": "ops"},
 		Version:   "3",
 		UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -93,7 +94,7 @@ func ExampleSecret() {
 	log.Info("fetched", "secret", s)
 	// Output:
 	// {Name:db/password Data:map[password:[redacted]] Labels:map[owner:ops] Version:3 UpdatedAt:2026-01-02T03:04:05Z}
-	// secretstore.Data{"password":[redacted]}
+	// edgesecrets.Data{"password":[redacted]}
 	// cannot use {Name:db/password Data:map[password:[redacted]] Labels:map[owner:ops] Version:3 UpdatedAt:2026-01-02T03:04:05Z}
 	// {"level":"INFO","msg":"fetched","secret":{"name":"db/password","data":{"password":"[redacted]"},"labels":{"owner":"ops"},"version":"3"}}
 }
@@ -107,7 +108,7 @@ func ExampleStore_LastSuccess() {
 
 	_, _ = store.Get(ctx, "db/password") // not found: the backend answered
 	answered := store.LastSuccess()
-	backend.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
+	backend.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 	_, _ = store.Get(ctx, "db/password") // unavailable: no interaction
 
 	fmt.Println("lastVaultInteraction set:", !answered.IsZero(), "unchanged:", store.LastSuccess().Equal(answered))

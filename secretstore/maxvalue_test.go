@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -33,12 +34,12 @@ func TestPutRefusesDataOverTheLimit(t *testing.T) {
 	assert.Equal(t, 10, s.MaxValueBytes())
 	tests := []struct {
 		name    string
-		data    secretstore.Data
+		data    edgesecrets.Data
 		wantErr string
 	}{
-		{"at the limit, keys counted", secretstore.Data{"k": []byte("123456789")}, ""},
-		{"one byte over", secretstore.Data{"k": []byte("1234567890")}, "the secret's data is 11 bytes, over the store's limit of 10 bytes per secret"},
-		{"over in sum", secretstore.Data{"a": []byte("1234"), "b": []byte("12345")}, "11 bytes"},
+		{"at the limit, keys counted", edgesecrets.Data{"k": []byte("123456789")}, ""},
+		{"one byte over", edgesecrets.Data{"k": []byte("1234567890")}, "the secret's data is 11 bytes, over the store's limit of 10 bytes per secret"},
+		{"over in sum", edgesecrets.Data{"a": []byte("1234"), "b": []byte("12345")}, "11 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,7 +49,7 @@ func TestPutRefusesDataOverTheLimit(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, tt.wantErr)
 			assert.Equal(t, writes, d.Writes(), "nothing written")
 		})
@@ -62,8 +63,8 @@ func TestPutRefusesDataOverTheLimit(t *testing.T) {
 func TestMemoryLimit(t *testing.T) {
 	s := memory.New()
 	require.Equal(t, 1<<20, s.MaxValueBytes())
-	_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"v": bytes.Repeat([]byte("x"), 5<<20)}}, secretstore.PutOptions{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: edgesecrets.Data{"v": bytes.Repeat([]byte("x"), 5<<20)}}, secretstore.PutOptions{})
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.ErrorContains(t, err, "limit of 1048576 bytes")
 	assert.NotContains(t, err.Error(), "xxxx", "the value is never in the error")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -47,7 +48,7 @@ func newInstruments(mp metric.MeterProvider, backend string) (*instruments, erro
 
 // outcome names the kind of err for the "outcome" attribute.
 func outcome(err error) string {
-	switch KindOf(err) {
+	switch edgesecrets.KindOf(err) {
 	case nil:
 		if err == nil {
 			return "ok"
@@ -56,15 +57,15 @@ func outcome(err error) string {
 			return "canceled"
 		}
 		return "other"
-	case ErrNotFound:
+	case edgesecrets.ErrNotFound:
 		return "not_found"
-	case ErrPermission:
+	case edgesecrets.ErrPermission:
 		return "permission"
-	case ErrUnavailable:
+	case edgesecrets.ErrUnavailable:
 		return "unavailable"
-	case ErrConflict:
+	case edgesecrets.ErrConflict:
 		return "conflict"
-	case ErrInvalid:
+	case edgesecrets.ErrInvalid:
 		return "invalid"
 	}
 	return "other"

@@ -9,6 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -23,7 +24,7 @@ func TestStoreMetrics(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = s.Get(ctx, "absent")
-	require.ErrorIs(t, err, secretstore.ErrNotFound)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(ctx, &rm))
@@ -55,10 +56,10 @@ func TestStoreMetrics(t *testing.T) {
 type notFoundDriver struct{}
 
 func (notFoundDriver) Get(context.Context, string) (*driver.Secret, error) {
-	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+	return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 }
 func (notFoundDriver) Stat(context.Context, string) (*driver.Secret, error) {
-	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+	return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 }
 func (notFoundDriver) Put(context.Context, *driver.Write) error { return nil }
 func (notFoundDriver) Delete(context.Context, string) error     { return nil }

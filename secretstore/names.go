@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
@@ -18,11 +19,11 @@ import (
 // secrets API).
 func ValidateName(name string) error { return safename.CheckPath(name) }
 
-// checkName returns an *Error of kind ErrInvalid for op when name fails
+// checkName returns an *Error of kind edgesecrets.ErrInvalid for op when name fails
 // ValidateName.
 func checkName(op, name string) error {
 	if err := ValidateName(name); err != nil {
-		return &Error{Op: op, Name: name, Kind: ErrInvalid, Err: err}
+		return &Error{Op: op, Name: name, Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	return nil
 }
@@ -34,7 +35,7 @@ func checkPrefix(prefix string) error {
 		return nil
 	}
 	if err := ValidateName(strings.TrimSuffix(prefix, "/")); err != nil {
-		return &Error{Op: opList, Name: prefix, Kind: ErrInvalid, Err: err}
+		return &Error{Op: opList, Name: prefix, Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	return nil
 }
@@ -43,7 +44,7 @@ func checkPrefix(prefix string) error {
 // and label keys.
 func checkSecret(s *Secret) error {
 	invalid := func(name, problem string) error {
-		return &Error{Op: opPut, Name: name, Kind: ErrInvalid, Err: errors.New(problem)}
+		return &Error{Op: opPut, Name: name, Kind: edgesecrets.ErrInvalid, Err: errors.New(problem)}
 	}
 	if s == nil {
 		return invalid("", "secret is nil")

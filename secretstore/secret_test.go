@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -52,7 +53,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 
 	s := secretstore.Secret{
 		Name:      "db/password",
-		Data:      secretstore.Data{"password": canary, "tls.key": binary},
+		Data:      edgesecrets.Data{"password": canary, "tls.key": binary},
 		Labels:    map[string]string{"team": "edge"},
 		Version:   "7",
 		UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -60,7 +61,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 	ps := &s
 	type holder struct {
 		Secret *secretstore.Secret
-		Data   secretstore.Data
+		Data   edgesecrets.Data
 	}
 	values := map[string]any{
 		"Secret":          s,
@@ -68,7 +69,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 		"Data":            s.Data,
 		"[]*Secret":       []*secretstore.Secret{ps},
 		"[]Secret":        []secretstore.Secret{s},
-		"map[string]Data": map[string]secretstore.Data{"x": s.Data},
+		"map[string]Data": map[string]edgesecrets.Data{"x": s.Data},
 		"struct":          holder{Secret: ps, Data: s.Data},
 		"*struct":         &holder{Secret: ps, Data: s.Data},
 		"any-in-slice":    []any{s, ps, s.Data},
@@ -105,7 +106,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 			outputs[vname+" slog "+hname] = b.String()
 		}
 
-		wrapped := &secretstore.Error{Op: "get", Name: s.Name, Kind: secretstore.ErrUnavailable, Err: fmt.Errorf("while handling %v", v)}
+		wrapped := &secretstore.Error{Op: "get", Name: s.Name, Kind: edgesecrets.ErrUnavailable, Err: fmt.Errorf("while handling %v", v)}
 		for ename, err := range map[string]error{
 			"Errorf %v":  fmt.Errorf("reading: %v", v),
 			"Errorf %+v": fmt.Errorf("reading: %+v", v),
@@ -135,7 +136,7 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 		}
 	}
 	assert.Contains(t, outputs["Secret %v"], "db/password")
-	assert.Contains(t, outputs["Secret %v"], secretstore.Redacted)
+	assert.Contains(t, outputs["Secret %v"], edgesecrets.Redacted)
 	assert.Contains(t, outputs["Data json"], `"password":"[redacted]"`)
 	assert.Contains(t, outputs["Secret slog json"], `"data":{"password":"[redacted]","tls.key":"[redacted]"}`)
 	assert.Contains(t, outputs["driver.Secret %v"], "tls.key", "a driver.Secret prints its key names")
@@ -145,21 +146,21 @@ func TestSecretNeverPrintsValues(t *testing.T) {
 }
 
 func TestDataFormats(t *testing.T) {
-	d := secretstore.Data{"b": []byte("2"), "a": []byte("1")}
+	d := edgesecrets.Data{"b": []byte("2"), "a": []byte("1")}
 	cases := []struct {
 		format string
 		want   string
 	}{
 		{"%v", "map[a:[redacted] b:[redacted]]"},
 		{"%s", "map[a:[redacted] b:[redacted]]"},
-		{"%#v", `secretstore.Data{"a":[redacted], "b":[redacted]}`},
+		{"%#v", `edgesecrets.Data{"a":[redacted], "b":[redacted]}`},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, fmt.Sprintf(c.format, d), c.format)
 	}
-	assert.Equal(t, "map[]", fmt.Sprint(secretstore.Data(nil)))
+	assert.Equal(t, "map[]", fmt.Sprint(edgesecrets.Data(nil)))
 	assert.Equal(t, "map[a:[redacted] b:[redacted]]", d.String())
-	j, err := json.Marshal(secretstore.Data(nil))
+	j, err := json.Marshal(edgesecrets.Data(nil))
 	require.NoError(t, err)
 	assert.Equal(t, "{}", string(j))
 	assert.Equal(t, []string{"a", "b"}, d.Keys())
@@ -168,16 +169,16 @@ func TestDataFormats(t *testing.T) {
 func TestDataEqual(t *testing.T) {
 	cases := []struct {
 		name string
-		a, b secretstore.Data
+		a, b edgesecrets.Data
 		want bool
 	}{
-		{"nil and empty", nil, secretstore.Data{}, true},
-		{"same", secretstore.Data{"k": []byte("v")}, secretstore.Data{"k": []byte("v")}, true},
-		{"nil and empty value", secretstore.Data{"k": nil}, secretstore.Data{"k": {}}, true},
-		{"different value", secretstore.Data{"k": []byte("v")}, secretstore.Data{"k": []byte("w")}, false},
-		{"different key", secretstore.Data{"k": []byte("v")}, secretstore.Data{"j": []byte("v")}, false},
-		{"extra key", secretstore.Data{"k": []byte("v")}, secretstore.Data{"k": []byte("v"), "j": nil}, false},
-		{"missing vs empty value", secretstore.Data{}, secretstore.Data{"k": nil}, false},
+		{"nil and empty", nil, edgesecrets.Data{}, true},
+		{"same", edgesecrets.Data{"k": []byte("v")}, edgesecrets.Data{"k": []byte("v")}, true},
+		{"nil and empty value", edgesecrets.Data{"k": nil}, edgesecrets.Data{"k": {}}, true},
+		{"different value", edgesecrets.Data{"k": []byte("v")}, edgesecrets.Data{"k": []byte("w")}, false},
+		{"different key", edgesecrets.Data{"k": []byte("v")}, edgesecrets.Data{"j": []byte("v")}, false},
+		{"extra key", edgesecrets.Data{"k": []byte("v")}, edgesecrets.Data{"k": []byte("v"), "j": nil}, false},
+		{"missing vs empty value", edgesecrets.Data{}, edgesecrets.Data{"k": nil}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -190,7 +191,7 @@ func TestDataEqual(t *testing.T) {
 
 func TestDataChecksumIsUnambiguous(t *testing.T) {
 	// Pairs whose naive concatenations collide.
-	pairs := [][2]secretstore.Data{
+	pairs := [][2]edgesecrets.Data{
 		{{"ab": []byte("c")}, {"a": []byte("bc")}},
 		{{"a": []byte(""), "b": []byte("")}, {"ab": []byte("")}},
 		{{"a": []byte("b"), "c": []byte("d")}, {"a": []byte("bc"), "": []byte("d")}},
@@ -203,13 +204,13 @@ func TestDataChecksumIsUnambiguous(t *testing.T) {
 	for i, p := range pairs {
 		assert.NotEqual(t, tagOf(p[0]), tagOf(p[1]), "pair %d", i)
 	}
-	d := secretstore.Data{"x": []byte("1"), "y": []byte("2")}
+	d := edgesecrets.Data{"x": []byte("1"), "y": []byte("2")}
 	assert.Equal(t, tagOf(d), tagOf(d.Clone()), "stable across copies and map order")
 }
 
 func TestDataClone(t *testing.T) {
-	assert.Nil(t, secretstore.Data(nil).Clone())
-	orig := secretstore.Data{"k": []byte("value"), "nil": nil}
+	assert.Nil(t, edgesecrets.Data(nil).Clone())
+	orig := edgesecrets.Data{"k": []byte("value"), "nil": nil}
 	c := orig.Clone()
 	require.True(t, orig.Equal(c))
 	orig["k"][0] = 'X'
@@ -222,7 +223,7 @@ func TestDataClone(t *testing.T) {
 func TestSecretClone(t *testing.T) {
 	var nilSecret *secretstore.Secret
 	assert.Nil(t, nilSecret.Clone())
-	s := &secretstore.Secret{Name: "n", Data: secretstore.Data{"k": []byte("v")}, Labels: map[string]string{"l": "1"}, Version: "3", UpdatedAt: time.Unix(5, 0)}
+	s := &secretstore.Secret{Name: "n", Data: edgesecrets.Data{"k": []byte("v")}, Labels: map[string]string{"l": "1"}, Version: "3", UpdatedAt: time.Unix(5, 0)}
 	c := s.Clone()
 	require.Equal(t, s, c)
 	c.Data["k"][0] = 'w'
@@ -233,6 +234,30 @@ func TestSecretClone(t *testing.T) {
 
 // tagOf is the content tag of data in a store without versions: its
 // checksum.
-func tagOf(d secretstore.Data) secretstore.ContentTag {
+func tagOf(d edgesecrets.Data) secretstore.ContentTag {
 	return (&secretstore.Secret{Data: d}).ContentTag()
+}
+
+func TestDataWipe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data edgesecrets.Data
+	}{
+		{"values", edgesecrets.Data{"a": []byte("one"), "b": []byte("two")}},
+		{"an empty value", edgesecrets.Data{"a": {}}},
+		{"nil", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := tc.data.Keys()
+			values := map[string][]byte{}
+			for k, v := range tc.data {
+				values[k] = v
+			}
+			tc.data.Wipe()
+			assert.Equal(t, keys, tc.data.Keys(), "the keys stay")
+			for k, v := range values {
+				assert.Equal(t, make([]byte, len(v)), v, "value %q is zeros, in place", k)
+			}
+		})
+	}
 }

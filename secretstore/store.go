@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
 
@@ -23,14 +24,14 @@ import (
 // returns one from a config.
 //
 // Names are slash-separated paths relative to the store's scope; every
-// method rejects a name that fails ValidateName with ErrInvalid. Errors
+// method rejects a name that fails ValidateName with edgesecrets.ErrInvalid. Errors
 // are *Error values naming the operation and the secret, of one kind each
-// (see ErrNotFound and the others), never holding a value. A call that
-// fails with ErrUnavailable is tried again, up to Options.MaxAttempts in
+// (see edgesecrets.ErrNotFound and the others), never holding a value. A call that
+// fails with edgesecrets.ErrUnavailable is tried again, up to Options.MaxAttempts in
 // all, with a growing pause between attempts; a pause that would end
 // after the context's deadline is not started, so a caller bounds the
 // whole call, retries included, with a deadline and gets the store's
-// ErrUnavailable rather than a context error when attempts failed before
+// edgesecrets.ErrUnavailable rather than a context error when attempts failed before
 // it. Values and labels are copied in and out: the caller may change what
 // it passed or got.
 //
@@ -60,7 +61,7 @@ type Options struct {
 	// driver's "<Scope>/<n>". Empty means none; surrounding slashes are
 	// trimmed; otherwise it must be a valid name.
 	Scope string
-	// MaxAttempts is how often a call that fails with ErrUnavailable is
+	// MaxAttempts is how often a call that fails with edgesecrets.ErrUnavailable is
 	// tried in all: 1 turns retrying off; zero means 3.
 	MaxAttempts int
 	// MaxBackoff caps the pause between attempts, which starts at 100ms
@@ -88,7 +89,7 @@ const (
 // packages call it from their constructors; programs call those, or Open.
 func New(d driver.Store, opts Options) (*Store, error) {
 	invalid := func(problem string) (*Store, error) {
-		return nil, &Error{Op: opOpen, Kind: ErrInvalid, Err: errors.New(problem)}
+		return nil, &Error{Op: opOpen, Kind: edgesecrets.ErrInvalid, Err: errors.New(problem)}
 	}
 	if d == nil {
 		return invalid("the driver is nil")
@@ -119,10 +120,10 @@ func New(d driver.Store, opts Options) (*Store, error) {
 // PutOptions modify a Put. The zero value is an unconditional full replace.
 type PutOptions struct {
 	// IfVersion makes the write conditional: it succeeds only if the
-	// secret's current version equals IfVersion, else fails with ErrConflict.
-	// Stores without versions reject it with ErrInvalid.
+	// secret's current version equals IfVersion, else fails with edgesecrets.ErrConflict.
+	// Stores without versions reject it with edgesecrets.ErrInvalid.
 	IfVersion string
-	// CreateOnly makes the write fail with ErrConflict if the secret exists.
+	// CreateOnly makes the write fail with edgesecrets.ErrConflict if the secret exists.
 	CreateOnly bool
 }
 
@@ -156,13 +157,13 @@ func (s *Store) live(ctx context.Context, op, name string) error {
 		return &Error{Op: op, Name: name, Err: err}
 	}
 	if s.closed.Load() {
-		return &Error{Op: op, Name: name, Kind: ErrUnavailable, Err: errors.New("store is closed")}
+		return &Error{Op: op, Name: name, Kind: edgesecrets.ErrUnavailable, Err: errors.New("store is closed")}
 	}
 	return nil
 }
 
 // retry runs attempt until it succeeds, fails with an error of another
-// kind than ErrUnavailable, or the attempts or ctx's deadline run out, and
+// kind than edgesecrets.ErrUnavailable, or the attempts or ctx's deadline run out, and
 // returns its error wrapped for op on name.
 func (s *Store) retry(ctx context.Context, op, name string, attempt func(context.Context) error) error {
 	var last error
@@ -172,8 +173,8 @@ func (s *Store) retry(ctx context.Context, op, name string, attempt func(context
 			return nil
 		}
 		err = wrapError(ctx, op, name, err)
-		if !errors.Is(err, ErrUnavailable) {
-			if last != nil && KindOf(err) == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !errors.Is(err, edgesecrets.ErrUnavailable) {
+			if last != nil && edgesecrets.KindOf(err) == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// The deadline ended an attempt after others had failed:
 				// the store was unavailable until the caller's bound.
 				return last
@@ -219,8 +220,8 @@ func (s *Store) backoff(n int) time.Duration {
 }
 
 // record counts one call of op and notes an answer from the backend: no
-// error, or ErrNotFound, ErrConflict or ErrPermission. ErrUnavailable,
-// ErrInvalid (mostly refused before reaching the backend) and context
+// error, or edgesecrets.ErrNotFound, edgesecrets.ErrConflict or edgesecrets.ErrPermission. edgesecrets.ErrUnavailable,
+// edgesecrets.ErrInvalid (mostly refused before reaching the backend) and context
 // errors are not answers.
 func (s *Store) record(op string, err error) {
 	s.mu.Lock()
@@ -231,12 +232,12 @@ func (s *Store) record(op string, err error) {
 	}
 	s.stats[op] = st
 	s.mu.Unlock()
-	switch KindOf(err) {
+	switch edgesecrets.KindOf(err) {
 	case nil:
 		if err != nil {
 			return
 		}
-	case ErrNotFound, ErrConflict, ErrPermission:
+	case edgesecrets.ErrNotFound, edgesecrets.ErrConflict, edgesecrets.ErrPermission:
 	default:
 		return
 	}
@@ -244,7 +245,7 @@ func (s *Store) record(op string, err error) {
 }
 
 // LastSuccess returns the time of the last call the backend answered (no
-// error, or ErrNotFound, ErrConflict or ErrPermission), or the zero time
+// error, or edgesecrets.ErrNotFound, edgesecrets.ErrConflict or edgesecrets.ErrPermission), or the zero time
 // if there was none: the agbot's /health "lastVaultInteraction".
 func (s *Store) LastSuccess() time.Time {
 	ns := s.lastOK.Load()
@@ -265,9 +266,9 @@ func (s *Store) Stats() map[string]OpStats {
 
 // toSecret copies what a driver returned into a Secret named name.
 func toSecret(name string, d *driver.Secret) *Secret {
-	data := Data(d.Data).Clone()
+	data := edgesecrets.Data(d.Data).Clone()
 	if data == nil {
-		data = Data{}
+		data = edgesecrets.Data{}
 	}
 	return &Secret{Name: name, Data: data, Labels: maps.Clone(d.Labels), Version: d.Version, UpdatedAt: d.UpdatedAt}
 }
@@ -281,7 +282,7 @@ func toMetadata(name string, d *driver.Secret) Metadata {
 var errNoAnswer = errors.New("the driver returned nothing")
 
 // Get returns the current version of the named secret, or an error
-// matching ErrNotFound.
+// matching edgesecrets.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*Secret, error) {
 	got, err := s.read(ctx, opGet, name, s.drv.Get)
 	if err != nil {
@@ -311,7 +312,7 @@ func (s *Store) read(ctx context.Context, op, name string, read func(context.Con
 	err = s.retry(ctx, op, name, func(ctx context.Context) (err error) {
 		got, err = read(ctx, s.path(name))
 		if err == nil && got == nil {
-			err = &Error{Kind: ErrUnavailable, Err: errNoAnswer}
+			err = &Error{Kind: edgesecrets.ErrUnavailable, Err: errNoAnswer}
 		}
 		return err
 	})
@@ -330,11 +331,11 @@ func (s *Store) start(ctx context.Context, op, name string) error {
 // reports whether anything changed. It reads the secret first; a write
 // that would change nothing returns false without calling the backend's
 // write API, and a compare-and-set or create-only write that the read
-// shows to lose fails with ErrConflict without writing. Secret.Version and
+// shows to lose fails with edgesecrets.ErrConflict without writing. Secret.Version and
 // Secret.UpdatedAt are ignored; use PutOptions.IfVersion for
 // compare-and-set.
 //
-// A Put whose write failed with ErrUnavailable is tried again: an
+// A Put whose write failed with edgesecrets.ErrUnavailable is tried again: an
 // unconditional one from the read, so a write that landed though its
 // answer was lost is not written twice (and still reports a change); a
 // compare-and-set or create-only one by sending the same write again,
@@ -347,7 +348,7 @@ func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed b
 	}
 	name := in.Name
 	if limit, size := s.MaxValueBytes(), dataSize(in.Data); limit > 0 && size > limit {
-		return false, &Error{Op: opPut, Name: name, Kind: ErrInvalid,
+		return false, &Error{Op: opPut, Name: name, Kind: edgesecrets.ErrInvalid,
 			Err: fmt.Errorf("the secret's data is %d bytes, over the store's limit of %d bytes per secret", size, limit)}
 	}
 	if err := s.live(ctx, opPut, name); err != nil {
@@ -396,7 +397,7 @@ func (s *Store) Put(ctx context.Context, in *Secret, opts PutOptions) (changed b
 // or 0 when the backend names no limit: 65536 for AWS Secrets Manager (a
 // SecretString's limit), 32 MiB for Vault (its default
 // max_request_size), 1 MiB for the memory backend. Put refuses a secret
-// over it with ErrInvalid, naming the limit, before anything is sent.
+// over it with edgesecrets.ErrInvalid, naming the limit, before anything is sent.
 func (s *Store) MaxValueBytes() int {
 	if l, ok := s.drv.(driver.ValueLimiter); ok {
 		return max(l.MaxValueBytes(), 0)
@@ -405,7 +406,7 @@ func (s *Store) MaxValueBytes() int {
 }
 
 // dataSize is a secret's data size as MaxValueBytes counts it.
-func dataSize(d Data) int {
+func dataSize(d edgesecrets.Data) int {
 	n := 0
 	for k, v := range d {
 		n += len(k) + len(v)
@@ -414,13 +415,13 @@ func dataSize(d Data) int {
 }
 
 // current reads a secret for Put: nil when it is missing, and without
-// Data when its value cannot be read (ErrInvalid), which Put replaces.
+// Data when its value cannot be read (edgesecrets.ErrInvalid), which Put replaces.
 func (s *Store) current(ctx context.Context, path string) (*driver.Secret, error) {
 	cur, err := s.drv.Get(ctx, path)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrNotFound):
 		return nil, nil
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, edgesecrets.ErrInvalid):
 		md, serr := s.drv.Stat(ctx, path)
 		if serr != nil || md == nil {
 			return nil, err
@@ -429,7 +430,7 @@ func (s *Store) current(ctx context.Context, path string) (*driver.Secret, error
 	case err != nil:
 		return nil, err
 	case cur == nil:
-		return nil, &Error{Kind: ErrUnavailable, Err: errNoAnswer}
+		return nil, &Error{Kind: edgesecrets.ErrUnavailable, Err: errNoAnswer}
 	}
 	return cur, nil
 }
@@ -446,7 +447,7 @@ func newToken() string {
 // putConflict returns the error of a conditional Put that the current
 // secret cur (nil: missing) rules out, or nil.
 func putConflict(cur *driver.Secret, opts PutOptions) error {
-	conflict := func(why string) error { return &Error{Kind: ErrConflict, Err: errors.New(why)} }
+	conflict := func(why string) error { return &Error{Kind: edgesecrets.ErrConflict, Err: errors.New(why)} }
 	switch {
 	case opts.CreateOnly && cur != nil:
 		return conflict("secret exists and the write is create-only")
@@ -455,7 +456,7 @@ func putConflict(cur *driver.Secret, opts PutOptions) error {
 	case cur == nil:
 		return conflict("secret does not exist, so its version cannot match")
 	case cur.Version == "":
-		return &Error{Kind: ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
+		return &Error{Kind: edgesecrets.ErrInvalid, Err: errors.New("the store keeps no versions, so IfVersion cannot be checked")}
 	case cur.Version != opts.IfVersion:
 		return conflict("current version does not match the expected version")
 	}
@@ -471,7 +472,7 @@ func (s *Store) Delete(ctx context.Context, name string) (err error) {
 	}
 	return s.retry(ctx, opDelete, name, func(ctx context.Context) error {
 		err := s.drv.Delete(ctx, s.path(name))
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, edgesecrets.ErrNotFound) {
 			return nil
 		}
 		return err
@@ -534,7 +535,7 @@ func (s *Store) GetBatch(ctx context.Context, names []string) (out map[string]*S
 				return err
 			})
 			switch {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, edgesecrets.ErrNotFound):
 			case err != nil:
 				return nil, err
 			case got != nil:
@@ -626,9 +627,9 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 // reads refused and nothing was learnt about any secret.
 //
 // It returns nil when the store accepts the credentials; an error matching
-// ErrPermission when it rejects them (expired, revoked, or they can no
+// edgesecrets.ErrPermission when it rejects them (expired, revoked, or they can no
 // longer be renewed or obtained again), naming the cause and never the
-// credential; an error matching ErrUnavailable when it cannot tell; a
+// credential; an error matching edgesecrets.ErrUnavailable when it cannot tell; a
 // context error; or, for a backend without such a check, an error matching
 // errors.ErrUnsupported and no kind, which is not counted as a call.
 func (s *Store) CheckCredentials(ctx context.Context) error {
@@ -654,14 +655,14 @@ func (s *Store) CheckCredentials(ctx context.Context) error {
 		return errNoCheck()
 	}
 	var e *Error
-	if errors.As(err, &e) && (e.Kind == ErrNotFound || e.Kind == ErrConflict || e.Kind == ErrInvalid) {
+	if errors.As(err, &e) && (e.Kind == edgesecrets.ErrNotFound || e.Kind == edgesecrets.ErrConflict || e.Kind == edgesecrets.ErrInvalid) {
 		// The store answered, but nothing about the credentials: keep the
 		// cause's text, not its kind.
 		var cause error
 		if e.Err != nil {
 			cause = errors.New(e.Err.Error())
 		}
-		err = &Error{Op: op, Kind: ErrUnavailable, Err: cause}
+		err = &Error{Op: op, Kind: edgesecrets.ErrUnavailable, Err: cause}
 	}
 	s.record(op, err)
 	s.ins.observe(op, start, err)
@@ -683,7 +684,7 @@ func (s *Store) As(target any) bool {
 }
 
 // Close releases the store's resources. Later calls fail with
-// ErrUnavailable; Close itself may be called again and returns the first
+// edgesecrets.ErrUnavailable; Close itself may be called again and returns the first
 // call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

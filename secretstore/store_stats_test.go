@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -49,11 +50,11 @@ func TestLastSuccessAndStats(t *testing.T) {
 		answered bool  // counts as a successful backend interaction
 	}{
 		{name: "success", answered: true},
-		{name: "not found is an answer", fail: secretstore.ErrNotFound, answered: true},
-		{name: "conflict is an answer", fail: secretstore.ErrConflict, answered: true},
-		{name: "permission denied is an answer", fail: secretstore.ErrPermission, answered: true},
-		{name: "unavailable is not", fail: secretstore.ErrUnavailable},
-		{name: "invalid is not", fail: secretstore.ErrInvalid},
+		{name: "not found is an answer", fail: edgesecrets.ErrNotFound, answered: true},
+		{name: "conflict is an answer", fail: edgesecrets.ErrConflict, answered: true},
+		{name: "permission denied is an answer", fail: edgesecrets.ErrPermission, answered: true},
+		{name: "unavailable is not", fail: edgesecrets.ErrUnavailable},
+		{name: "invalid is not", fail: edgesecrets.ErrInvalid},
 		{name: "invalid name is not", badName: true},
 		{name: "cancelled context is not", cancel: true},
 	}
@@ -82,7 +83,7 @@ func TestLastSuccessAndStats(t *testing.T) {
 						name = "../x"
 					}
 					err := call(ctx, s, op, name)
-					deleteMissing := op == "delete" && c.fail == secretstore.ErrNotFound
+					deleteMissing := op == "delete" && c.fail == edgesecrets.ErrNotFound
 					if c.fail == nil && !c.cancel && !c.badName || deleteMissing {
 						require.NoError(t, err, "deleting a missing secret is not an error")
 					} else {
@@ -131,7 +132,7 @@ func TestStatsConcurrent(t *testing.T) {
 	d := testkit.NewDriver()
 	s := newStore(t, d)
 	put(t, s, "x", "1")
-	d.FailTimes(100, secretstore.ErrUnavailable, "x")
+	d.FailTimes(100, edgesecrets.ErrUnavailable, "x")
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
@@ -160,14 +161,14 @@ func TestCheckCredentials(t *testing.T) {
 		answered bool
 	}{
 		{name: "accepted", answered: true},
-		{name: "refused", driver: &secretstore.Error{Kind: secretstore.ErrPermission, Err: cause}, want: secretstore.ErrPermission, answered: true,
+		{name: "refused", driver: &secretstore.Error{Kind: edgesecrets.ErrPermission, Err: cause}, want: edgesecrets.ErrPermission, answered: true,
 			text: "secretstore: check-credentials: permission denied: HTTP 400"},
-		{name: "cannot tell", driver: &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: cause}, want: secretstore.ErrUnavailable},
-		{name: "invalid", driver: &secretstore.Error{Kind: secretstore.ErrInvalid, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "cannot tell", driver: &secretstore.Error{Kind: edgesecrets.ErrUnavailable, Err: cause}, want: edgesecrets.ErrUnavailable},
+		{name: "invalid", driver: &secretstore.Error{Kind: edgesecrets.ErrInvalid, Err: cause}, want: edgesecrets.ErrUnavailable,
 			text: "secretstore: check-credentials: unavailable: HTTP 400"},
-		{name: "not found", driver: &secretstore.Error{Kind: secretstore.ErrNotFound, Err: cause}, want: secretstore.ErrUnavailable,
+		{name: "not found", driver: &secretstore.Error{Kind: edgesecrets.ErrNotFound, Err: cause}, want: edgesecrets.ErrUnavailable,
 			text: "secretstore: check-credentials: unavailable: HTTP 400"},
-		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), secretstore.ErrConflict), want: secretstore.ErrUnavailable,
+		{name: "foreign error with a kind", driver: errors.Join(errors.New("odd"), edgesecrets.ErrConflict), want: edgesecrets.ErrUnavailable,
 			text: "secretstore: check-credentials: unavailable: odd\nconflict"},
 		{name: "no check", noCheck: true},
 	}
@@ -185,7 +186,7 @@ func TestCheckCredentials(t *testing.T) {
 				switch {
 				case c.noCheck:
 					require.ErrorIs(t, err, errors.ErrUnsupported)
-					assert.Nil(t, secretstore.KindOf(err), "no error kind: the store was not asked")
+					assert.Nil(t, edgesecrets.KindOf(err), "no error kind: the store was not asked")
 				case c.want == nil:
 					require.NoError(t, err)
 				default:
@@ -219,7 +220,7 @@ func TestRetries(t *testing.T) {
 		s := newStore(t, d, secretstore.Options{MaxAttempts: 4})
 		put(t, s, "x", "1")
 
-		d.FailTimes(3, secretstore.ErrUnavailable, "x")
+		d.FailTimes(3, edgesecrets.ErrUnavailable, "x")
 		start := time.Now()
 		_, err := s.Get(t.Context(), "x")
 		require.NoError(t, err, "the fourth attempt succeeds")
@@ -228,17 +229,17 @@ func TestRetries(t *testing.T) {
 		assert.GreaterOrEqual(t, waited, (50+100+200)*time.Millisecond, "with growing pauses")
 		assert.LessOrEqual(t, waited, (100+200+400)*time.Millisecond)
 
-		d.Fail(secretstore.ErrUnavailable, "x")
+		d.Fail(edgesecrets.ErrUnavailable, "x")
 		before := d.Calls("stat", "x")
 		_, err = s.Stat(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Contains(t, err.Error(), "(attempt 4)", "the error says how often it was tried")
 		assert.Equal(t, 4, d.Calls("stat", "x")-before)
 
-		d.Fail(secretstore.ErrPermission, "x")
+		d.Fail(edgesecrets.ErrPermission, "x")
 		before = d.Calls("stat", "x")
 		_, err = s.Stat(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrPermission)
+		require.ErrorIs(t, err, edgesecrets.ErrPermission)
 		assert.Equal(t, 1, d.Calls("stat", "x")-before, "an answer is not retried")
 		assert.Equal(t, secretstore.OpStats{Calls: 2, Errors: 2}, s.Stats()["stat"], "a call counts once, however often it was tried")
 	})
@@ -251,12 +252,12 @@ func TestRetriesEndAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := testkit.NewDriver()
 		s := newStore(t, d, secretstore.Options{MaxAttempts: 20, MaxBackoff: time.Second})
-		d.Fail(secretstore.ErrUnavailable, "x")
+		d.Fail(edgesecrets.ErrUnavailable, "x")
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		start := time.Now()
 		_, err := s.Get(ctx, "x")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.Less(t, time.Since(start), 2*time.Second, "within the bound")
 		assert.Less(t, d.Calls("get", "x"), 20, "the deadline, not MaxAttempts, ended the call")
@@ -269,7 +270,7 @@ func TestRetriesEndAtTheDeadline(t *testing.T) {
 		}()
 		_, err = s.Get(ctx, "x")
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Nil(t, secretstore.KindOf(err))
+		assert.Nil(t, edgesecrets.KindOf(err))
 	})
 }
 
@@ -290,10 +291,10 @@ func TestPutRetries(t *testing.T) {
 			if conditional {
 				opts.IfVersion = md.Version
 			}
-			d.FailTimes(1, secretstore.ErrUnavailable, "x") // the read
+			d.FailTimes(1, edgesecrets.ErrUnavailable, "x") // the read
 			reads := d.Calls("get", "x")
 			tokens := len(d.Tokens())
-			changed, err := s.Put(ctx, &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte(md.Version + "new")}}, opts)
+			changed, err := s.Put(ctx, &secretstore.Secret{Name: "x", Data: edgesecrets.Data{"v": []byte(md.Version + "new")}}, opts)
 			require.NoError(t, err, "%+v", opts)
 			assert.True(t, changed)
 			assert.Equal(t, 2, d.Calls("get", "x")-reads, "a failed read is read again")
@@ -309,13 +310,13 @@ func TestPutRetries(t *testing.T) {
 			d.SetHook(func(op string) error {
 				if op == "put" {
 					d.SetHook(nil)
-					return &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("lost")}
+					return &secretstore.Error{Kind: edgesecrets.ErrUnavailable, Err: errors.New("lost")}
 				}
 				return nil
 			})
 		}
 		failWrite()
-		changed, err := s.Put(ctx, &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("a")}}, secretstore.PutOptions{})
+		changed, err := s.Put(ctx, &secretstore.Secret{Name: "x", Data: edgesecrets.Data{"v": []byte("a")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		assert.True(t, changed)
 		assert.Equal(t, 2, d.Calls("get", "x")-reads, "read again")
@@ -330,7 +331,7 @@ func TestPutRetries(t *testing.T) {
 		reads = d.Calls("get", "x")
 		tokens = len(d.Tokens())
 		failWrite()
-		changed, err = s.Put(ctx, &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("b")}}, secretstore.PutOptions{IfVersion: md.Version})
+		changed, err = s.Put(ctx, &secretstore.Secret{Name: "x", Data: edgesecrets.Data{"v": []byte("b")}}, secretstore.PutOptions{IfVersion: md.Version})
 		require.NoError(t, err)
 		assert.True(t, changed)
 		assert.Equal(t, 1, d.Calls("get", "x")-reads, "not read again: the write would lose to itself")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -53,7 +54,7 @@ func TestValidateName(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.problem)
-			assert.ErrorIs(t, deleted, secretstore.ErrInvalid)
+			assert.ErrorIs(t, deleted, edgesecrets.ErrInvalid)
 			assert.Contains(t, deleted.Error(), "delete", "the error names the operation")
 			assert.Contains(t, deleted.Error(), c.problem)
 		})
@@ -75,7 +76,7 @@ func TestListPrefixes(t *testing.T) {
 		if c.ok {
 			assert.NoError(t, err, "prefix %q", c.prefix)
 		} else {
-			assert.ErrorIs(t, err, secretstore.ErrInvalid, "prefix %q", c.prefix)
+			assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "prefix %q", c.prefix)
 		}
 	}
 }
@@ -86,11 +87,11 @@ func TestPutChecksTheSecret(t *testing.T) {
 		secret *secretstore.Secret
 		want   string // empty: valid
 	}{
-		{"valid", &secretstore.Secret{Name: "a", Data: secretstore.Data{"k": nil}, Labels: map[string]string{"l": ""}}, ""},
+		{"valid", &secretstore.Secret{Name: "a", Data: edgesecrets.Data{"k": nil}, Labels: map[string]string{"l": ""}}, ""},
 		{"no data", &secretstore.Secret{Name: "a"}, ""},
 		{"nil", nil, "secret is nil"},
 		{"bad name", &secretstore.Secret{Name: "a/../b"}, `".." path segment`},
-		{"empty data key", &secretstore.Secret{Name: "a", Data: secretstore.Data{"": []byte("v")}}, "data has an empty key"},
+		{"empty data key", &secretstore.Secret{Name: "a", Data: edgesecrets.Data{"": []byte("v")}}, "data has an empty key"},
 		{"empty label key", &secretstore.Secret{Name: "a", Labels: map[string]string{"": "v"}}, "labels have an empty key"},
 	}
 	for _, c := range cases {
@@ -101,7 +102,7 @@ func TestPutChecksTheSecret(t *testing.T) {
 				assert.NoError(t, err)
 				return
 			}
-			assert.ErrorIs(t, err, secretstore.ErrInvalid)
+			assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), "put")
 			assert.Zero(t, d.Calls("get", "")+d.Calls("put", ""), "nothing reached the driver")
@@ -130,7 +131,7 @@ func TestScope(t *testing.T) {
 		d := testkit.NewDriver()
 		s, err := secretstore.New(d, secretstore.Options{Scope: c.in})
 		if c.bad {
-			require.ErrorIs(t, err, secretstore.ErrInvalid, "scope %q", c.in)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid, "scope %q", c.in)
 			assert.Contains(t, err.Error(), "scope")
 			continue
 		}
@@ -180,9 +181,9 @@ func TestGetBatch(t *testing.T) {
 			assert.Equal(t, 3, d.Calls("get", "")-gets, "one Get per distinct name")
 		}
 
-		d.Fail(secretstore.ErrPermission, "b")
+		d.Fail(edgesecrets.ErrPermission, "b")
 		_, err = s.GetBatch(ctx, names)
-		assert.ErrorIs(t, err, secretstore.ErrPermission, "an error other than NotFound aborts the read")
+		assert.ErrorIs(t, err, edgesecrets.ErrPermission, "an error other than NotFound aborts the read")
 	}
 }
 
@@ -191,15 +192,15 @@ func TestGetBatch(t *testing.T) {
 func TestOddDriverAnswers(t *testing.T) {
 	s := newStore(t, oddDriver{})
 	_, err := s.Get(t.Context(), "x")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	_, err = s.Stat(t.Context(), "x")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	err = s.Delete(t.Context(), "x")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable, "an unclassified error is ErrUnavailable")
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable, "an unclassified error is ErrUnavailable")
 	assert.Contains(t, err.Error(), "disk on fire")
 	assert.Contains(t, err.Error(), `delete "x"`)
 	_, err = s.List(t.Context(), "")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.Contains(t, err.Error(), "the store did not answer in time", "a driver's own deadline is the store's trouble")
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 }

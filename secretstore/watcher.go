@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Watch intervals (documented on WatcherOptions.Interval).
@@ -31,9 +33,9 @@ const (
 	// Changed: the secret's content changed (a new version, or for stores
 	// without versions a different SHA-256 of its data).
 	Changed EventKind = iota + 1
-	// Deleted: the secret does not exist (Stat returned ErrNotFound).
+	// Deleted: the secret does not exist (Stat returned edgesecrets.ErrNotFound).
 	Deleted
-	// Forbidden: the store refused access to the secret (ErrPermission).
+	// Forbidden: the store refused access to the secret (edgesecrets.ErrPermission).
 	Forbidden
 	// Appeared: the secret exists and was missing, forbidden, or not yet
 	// seen since it was watched.
@@ -99,7 +101,7 @@ type Cycle struct {
 	// it ran are left out. Watched = Answered + Forbidden + Unavailable.
 	Watched int
 	// Answered counts names the store answered normally this cycle:
-	// present, or missing (ErrNotFound).
+	// present, or missing (edgesecrets.ErrNotFound).
 	Answered int
 	// AnsweredAlone counts the names of Answered that a request about that
 	// name alone answered (Stat, Get), rather than a listing. A listing can
@@ -107,10 +109,10 @@ type Cycle struct {
 	// refused when asked about one by one and present only in a listing
 	// learnt nothing about any secret (see StoreFailure).
 	AnsweredAlone int
-	// Forbidden counts names the store refused this cycle (ErrPermission),
+	// Forbidden counts names the store refused this cycle (edgesecrets.ErrPermission),
 	// whether or not the refusal is new.
 	Forbidden int
-	// Unavailable counts names not checked this cycle: ErrUnavailable or
+	// Unavailable counts names not checked this cycle: edgesecrets.ErrUnavailable or
 	// another error, or left out after OutageAfter cut the cycle short.
 	Unavailable int
 	// CredentialsChecked reports that the store has a credential check
@@ -118,8 +120,8 @@ type Cycle struct {
 	// the names.
 	CredentialsChecked bool
 	// Credentials is that check's result: nil when the store accepts the
-	// caller's credentials, else an error matching ErrPermission (rejected)
-	// or ErrUnavailable (could not tell). Nil when CredentialsChecked is
+	// caller's credentials, else an error matching edgesecrets.ErrPermission (rejected)
+	// or edgesecrets.ErrUnavailable (could not tell). Nil when CredentialsChecked is
 	// false.
 	Credentials error
 }
@@ -127,10 +129,10 @@ type Cycle struct {
 // StoreFailure tells whether the cycle shows the store itself failing
 // rather than particular secrets. It returns the credential check's error
 // when the check failed; else, when names were watched and none was
-// answered, an error matching ErrUnavailable if any name could not be
-// checked and ErrPermission if every name was refused; else, when names
+// answered, an error matching edgesecrets.ErrUnavailable if any name could not be
+// checked and edgesecrets.ErrPermission if every name was refused; else, when names
 // were refused and every name answered was only listed (none answered
-// when asked about alone), an error matching ErrPermission; else nil.
+// when asked about alone), an error matching edgesecrets.ErrPermission; else nil.
 //
 // A nil result does not make every Forbidden or Deleted event a
 // revocation (that takes confirmation over time), but a non-nil one means
@@ -144,14 +146,14 @@ func (c Cycle) StoreFailure() error {
 	if c.Forbidden > 0 && c.AnsweredAlone == 0 && c.Answered > 0 {
 		// Listed, but refused whenever asked about alone: the caller's
 		// own access to every secret, not a refusal of particular ones.
-		return &Error{Op: opWatch, Kind: ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
+		return &Error{Op: opWatch, Kind: edgesecrets.ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
 	}
 	if c.Watched == 0 || c.Answered > 0 {
 		return nil
 	}
-	kind := ErrPermission
+	kind := edgesecrets.ErrPermission
 	if c.Unavailable > 0 {
-		kind = ErrUnavailable
+		kind = edgesecrets.ErrUnavailable
 	}
 	return &Error{Op: opWatch, Kind: kind, Err: fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable)}
 }
@@ -185,7 +187,7 @@ type WatcherOptions struct {
 	// Interval is the time between polling cycles: zero means one minute;
 	// otherwise at least one second (faster polling would only load the
 	// store). A negative or shorter interval makes NewWatcher fail with
-	// ErrInvalid.
+	// edgesecrets.ErrInvalid.
 	Interval time.Duration
 	// Heartbeat, if set, is called with the tick time on the watcher's
 	// goroutine before each cycle Run starts: a liveness signal. While a
@@ -194,7 +196,7 @@ type WatcherOptions struct {
 	// Concurrency is how many Stat calls a cycle keeps in flight when it
 	// asks name by name. Zero means 4.
 	Concurrency int
-	// OutageAfter is how many ErrUnavailable results in a row end a cycle
+	// OutageAfter is how many edgesecrets.ErrUnavailable results in a row end a cycle
 	// early: the store is down, and checking thousands more names would
 	// only wait on thousands more timeouts. The unchecked names are
 	// reported Unavailable. Zero means 8; negative never ends early.
@@ -218,13 +220,13 @@ type WatcherOptions struct {
 // its data, never the data. It reports:
 //
 //   - Changed when the version (or checksum) differs from the last one seen,
-//   - Deleted when the secret is missing (ErrNotFound),
-//   - Forbidden when access is denied (ErrPermission),
+//   - Deleted when the secret is missing (edgesecrets.ErrNotFound),
+//   - Forbidden when access is denied (edgesecrets.ErrPermission),
 //   - Appeared when it exists again after Deleted or Forbidden (followed by
 //     Changed if its content differs from before), and on the first
 //     observation of a name,
 //   - Unavailable, once per cycle, for every name that could not be checked
-//     (ErrUnavailable or any other error). Such names keep their state: a
+//     (edgesecrets.ErrUnavailable or any other error). Such names keep their state: a
 //     store outage is one Unavailable event with Outage set, never a flood
 //     of Deleted.
 //
@@ -304,13 +306,13 @@ type observation struct {
 // opts.Interval.
 func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 	if store == nil {
-		return nil, &Error{Op: opOpen, Kind: ErrInvalid, Err: errors.New("watcher: store is nil")}
+		return nil, &Error{Op: opOpen, Kind: edgesecrets.ErrInvalid, Err: errors.New("watcher: store is nil")}
 	}
 	switch {
 	case opts.Interval < 0:
-		return nil, &Error{Op: opWatch, Kind: ErrInvalid, Err: fmt.Errorf("watch interval %s must be positive", opts.Interval)}
+		return nil, &Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s must be positive", opts.Interval)}
 	case opts.Interval > 0 && opts.Interval < minWatchInterval:
-		return nil, &Error{Op: opWatch, Kind: ErrInvalid, Err: fmt.Errorf("watch interval %s is below the minimum of %s", opts.Interval, minWatchInterval)}
+		return nil, &Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s is below the minimum of %s", opts.Interval, minWatchInterval)}
 	case opts.Interval == 0:
 		opts.Interval = defaultWatchInterval
 	}
@@ -338,12 +340,12 @@ func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 
 // Watch adds names to the watched set; names already watched are kept as
 // they are. If any name fails ValidateName nothing is added and the error
-// (kind ErrInvalid) names it. A new name's first observation is reported at
+// (kind edgesecrets.ErrInvalid) names it. A new name's first observation is reported at
 // the next cycle.
 func (w *Watcher) Watch(names ...string) error {
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
-			return &Error{Op: opWatch, Name: n, Kind: ErrInvalid, Err: err}
+			return &Error{Op: opWatch, Name: n, Kind: edgesecrets.ErrInvalid, Err: err}
 		}
 	}
 	w.mu.Lock()
@@ -501,8 +503,8 @@ func (w *Watcher) noteCredentials(err error) {
 	switch {
 	case err == nil && prev != nil:
 		w.log.Info("secret store accepts the credentials again")
-	case err != nil && (prev == nil || KindOf(prev) != KindOf(err)):
-		if errors.Is(err, ErrPermission) {
+	case err != nil && (prev == nil || edgesecrets.KindOf(prev) != edgesecrets.KindOf(err)):
+		if errors.Is(err, edgesecrets.ErrPermission) {
 			w.log.Error("secret store rejects the credentials: every secret reads as refused until they are renewed or replaced",
 				slog.String("err", err.Error()))
 		} else {
@@ -603,13 +605,13 @@ func (w *Watcher) observe(ctx context.Context, name string) observation {
 		var s *Secret
 		s, err = w.store.Get(ctx, name)
 		if err == nil {
-			return observation{state: statePresent, sum: s.Data.sum256()}
+			return observation{state: statePresent, sum: sum256(s.Data)}
 		}
 	}
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrNotFound):
 		return observation{state: stateMissing}
-	case errors.Is(err, ErrPermission):
+	case errors.Is(err, edgesecrets.ErrPermission):
 		return observation{state: stateForbidden, err: err}
 	}
 	return observation{state: stateUnavailable, err: err}

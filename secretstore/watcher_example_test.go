@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -15,7 +16,7 @@ func ExampleWatcher() {
 	ctx := context.Background()
 	store := memory.New()
 	write := func(value string) {
-		_, err := store.Put(ctx, &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte(value)}}, secretstore.PutOptions{})
+		_, err := store.Put(ctx, &secretstore.Secret{Name: "db/password", Data: edgesecrets.Data{"password": []byte(value)}}, secretstore.PutOptions{})
 		if err != nil {
 			panic(err)
 		}
@@ -60,7 +61,7 @@ func ExampleCycle_StoreFailure() {
 	ctx := context.Background()
 	backend := mock.NewStore(nil) // over a memory store, which has a credential check
 	for _, name := range []string{"db/password", "api/token", "tls/key"} {
-		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
+		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
 	w, err := secretstore.NewWatcher(backend.Store, secretstore.WatcherOptions{})
 	if err != nil {
@@ -72,7 +73,7 @@ func ExampleCycle_StoreFailure() {
 	show := func(c secretstore.Cycle) {
 		fmt.Printf("answered %d, forbidden %d, credentials %v\n", c.Answered, c.Forbidden, c.Credentials)
 		if err := c.StoreFailure(); err != nil {
-			fmt.Println("store failure: hold every revocation:", errors.Is(err, secretstore.ErrPermission))
+			fmt.Println("store failure: hold every revocation:", errors.Is(err, edgesecrets.ErrPermission))
 			return
 		}
 		for _, e := range c.Events {
@@ -81,14 +82,14 @@ func ExampleCycle_StoreFailure() {
 	}
 
 	// The agbot's credentials are rejected: every call is refused.
-	backend.SetFaults(mock.Faults{Fail: secretstore.ErrPermission, Times: 4})
+	backend.SetFaults(mock.Faults{Fail: edgesecrets.ErrPermission, Times: 4})
 	show(w.Poll(ctx))
 	// Back to normal: the names reappear.
 	w.Poll(ctx)
 	// One secret's permission removed.
 	backend.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if c.Name == "api/token" {
-			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission}
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: edgesecrets.ErrPermission}
 		}
 		return nil
 	}})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -50,7 +51,7 @@ func (f *faultStore) getCalls() int { return f.Calls("get", "") }
 
 func put(t testing.TB, s *secretstore.Store, name, value string) {
 	t.Helper()
-	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte(value)}}, secretstore.PutOptions{})
+	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 }
 
@@ -150,10 +151,10 @@ func TestWatcherEventKinds(t *testing.T) {
 			{"deleted", func() { require.NoError(t, mem.Delete(context.Background(), "a")) }, []string{"deleted a"}},
 			{"missing one appears, no earlier content so no Changed", func() { put(t, mem, "b", "1") }, []string{"appeared b"}},
 			{"recreated with new content", func() { put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
-			{"access revoked", func() { fs.setFault(secretstore.ErrPermission, "a") }, []string{"forbidden a"}},
+			{"access revoked", func() { fs.setFault(edgesecrets.ErrPermission, "a") }, []string{"forbidden a"}},
 			{"still revoked: no repeat", func() {}, nil},
 			{"access restored, same version", func() { fs.setFault(nil, "a") }, []string{"appeared a"}},
-			{"one name unavailable", func() { fs.setFault(secretstore.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
+			{"one name unavailable", func() { fs.setFault(edgesecrets.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
 			{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
 			{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
 		}
@@ -172,9 +173,9 @@ func TestWatcherEventKinds(t *testing.T) {
 			for _, e := range got {
 				switch e.Kind {
 				case secretstore.Forbidden:
-					assert.ErrorIs(t, e.Err, secretstore.ErrPermission)
+					assert.ErrorIs(t, e.Err, edgesecrets.ErrPermission)
 				case secretstore.Unavailable:
-					assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+					assert.ErrorIs(t, e.Err, edgesecrets.ErrUnavailable)
 				case secretstore.Changed:
 					md, err := mem.Stat(context.Background(), e.Name)
 					require.NoError(t, err)
@@ -198,8 +199,8 @@ func TestWatcherMultiErrorCycle(t *testing.T) {
 	require.NoError(t, w.Watch(names...))
 	require.Len(t, w.Poll(ctx).Events, len(names))
 
-	fs.setFault(secretstore.ErrPermission, "a", "c")
-	fs.setFault(secretstore.ErrUnavailable, "b", "f")
+	fs.setFault(edgesecrets.ErrPermission, "a", "c")
+	fs.setFault(edgesecrets.ErrUnavailable, "b", "f")
 	require.NoError(t, mem.Delete(ctx, "d"))
 	put(t, mem, "e", "2")
 	ev := w.Poll(ctx).Events
@@ -235,13 +236,13 @@ func TestWatcherOutage(t *testing.T) {
 			require.Len(t, w.Poll(ctx).Events, 50)
 			before, _ := fs.statCalls()
 
-			fs.setFault(secretstore.ErrUnavailable, names...)
+			fs.setFault(edgesecrets.ErrUnavailable, names...)
 			ev := w.Poll(ctx).Events
 			require.Len(t, ev, 1, "an outage is one event, not one per name")
 			assert.Equal(t, secretstore.Unavailable, ev[0].Kind)
 			assert.True(t, ev[0].Outage)
 			assert.Equal(t, names, ev[0].Names)
-			assert.ErrorIs(t, ev[0].Err, secretstore.ErrUnavailable)
+			assert.ErrorIs(t, ev[0].Err, edgesecrets.ErrUnavailable)
 			after, _ := fs.statCalls()
 			assert.Equal(t, c.wantStats, after-before)
 
@@ -305,7 +306,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 
 	// New labels, same data: a new version in the backend, but the data
 	// checksum is the same.
-	_, err = mem.Put(ctx, &secretstore.Secret{Name: "a", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"x": "y"}}, secretstore.PutOptions{})
+	_, err = mem.Put(ctx, &secretstore.Secret{Name: "a", Data: edgesecrets.Data{"v": []byte("1")}, Labels: map[string]string{"x": "y"}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, w.Poll(ctx).Events)
 	put(t, mem, "b", "2")
@@ -316,7 +317,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	_, per := fs.statCalls()
 	assert.Equal(t, map[string]int{"a": 3, "b": 3}, per)
 
-	fs.setFault(secretstore.ErrPermission, "b")
+	fs.setFault(edgesecrets.ErrPermission, "b")
 	assert.Equal(t, []string{"forbidden b"}, summary(w.Poll(ctx).Events))
 }
 
@@ -377,7 +378,7 @@ func TestWatcherObserved(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, read(), back)
 
-			fs.setFault(secretstore.ErrUnavailable, "a")
+			fs.setFault(edgesecrets.ErrUnavailable, "a")
 			w.Poll(ctx)
 			kept, ok := observed()
 			assert.True(t, ok, "an unavailable store keeps the last observation")
@@ -406,7 +407,7 @@ func TestWatcherWatchValidatesAll(t *testing.T) {
 	w, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{})
 	require.NoError(t, err)
 	err = w.Watch("ok", "../escape")
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), `"../escape"`)
 	assert.Empty(t, w.Names(), "nothing added when one name is invalid")
 	w.Unwatch("never-watched")
@@ -592,7 +593,7 @@ func TestWatcherInterval(t *testing.T) {
 		t.Run(c.interval.String(), func(t *testing.T) {
 			if c.wantErr != "" {
 				_, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{Interval: c.interval})
-				require.ErrorIs(t, err, secretstore.ErrInvalid)
+				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.ErrorContains(t, err, c.wantErr)
 				assert.ErrorContains(t, err, c.interval.String(), "the error names the bad value")
 				return
@@ -609,7 +610,7 @@ func TestWatcherInterval(t *testing.T) {
 		})
 	}
 	_, err := secretstore.NewWatcher(nil, secretstore.WatcherOptions{})
-	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 }
 
 func TestEventKindString(t *testing.T) {
@@ -631,7 +632,7 @@ func (d benchDriver) Get(_ context.Context, name string) (*driver.Secret, error)
 	if s, ok := d.secrets[name]; ok {
 		return s, nil
 	}
-	return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+	return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 }
 
 func (d benchDriver) Stat(ctx context.Context, name string) (*driver.Secret, error) {
@@ -701,8 +702,8 @@ func BenchmarkWatcherCycle(b *testing.B) {
 // token) from one secret's permission removed.
 func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "gone"}
-	refused := &secretstore.Error{Kind: secretstore.ErrPermission, Err: errors.New("refused")}
-	down := &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("down")}
+	refused := &secretstore.Error{Kind: edgesecrets.ErrPermission, Err: errors.New("refused")}
+	down := &secretstore.Error{Kind: edgesecrets.ErrUnavailable, Err: errors.New("down")}
 	cases := []struct {
 		name    string
 		noCheck bool // the store has no credential check
@@ -715,26 +716,26 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 	}{
 		{name: "healthy", fault: func(*testkit.Driver) {},
 			answered: 5},
-		{name: "one secret's permission removed", fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, "b") },
+		{name: "one secret's permission removed", fault: func(d *testkit.Driver) { d.Fail(edgesecrets.ErrPermission, "b") },
 			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
 		{name: "credentials rejected: every name refused", fault: func(d *testkit.Driver) {
-			d.Fail(secretstore.ErrPermission, names...)
+			d.Fail(edgesecrets.ErrPermission, names...)
 			d.SetCredentials(refused)
 		},
-			forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission,
+			forbidden: 5, credentials: edgesecrets.ErrPermission, storeFailure: edgesecrets.ErrPermission,
 			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
 		{name: "store down", fault: func(d *testkit.Driver) {
-			d.Fail(secretstore.ErrUnavailable, names...)
+			d.Fail(edgesecrets.ErrUnavailable, names...)
 			d.SetCredentials(down)
 		},
-			unavailable: 5, credentials: secretstore.ErrUnavailable, storeFailure: secretstore.ErrUnavailable,
+			unavailable: 5, credentials: edgesecrets.ErrUnavailable, storeFailure: edgesecrets.ErrUnavailable,
 			events: []string{"unavailable a,b,c,d,gone outage=true"}},
 		{name: "credential check fails, names read fine", fault: func(d *testkit.Driver) { d.SetCredentials(refused) },
-			answered: 5, credentials: secretstore.ErrPermission, storeFailure: secretstore.ErrPermission},
-		{name: "no check: one name refused, others answered", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, "b") },
+			answered: 5, credentials: edgesecrets.ErrPermission, storeFailure: edgesecrets.ErrPermission},
+		{name: "no check: one name refused, others answered", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(edgesecrets.ErrPermission, "b") },
 			answered: 4, forbidden: 1, events: []string{"forbidden b"}},
-		{name: "no check: every name refused", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(secretstore.ErrPermission, names...) },
-			forbidden: 5, storeFailure: secretstore.ErrPermission,
+		{name: "no check: every name refused", noCheck: true, fault: func(d *testkit.Driver) { d.Fail(edgesecrets.ErrPermission, names...) },
+			forbidden: 5, storeFailure: edgesecrets.ErrPermission,
 			events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden gone"}},
 	}
 	for _, c := range cases {
@@ -839,12 +840,12 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 		rejected, accepted int
 	}{
 		{nil, 0, 0},
-		{secretstore.ErrPermission, 1, 0},
-		{secretstore.ErrPermission, 1, 0},
-		{secretstore.ErrPermission, 1, 0},
+		{edgesecrets.ErrPermission, 1, 0},
+		{edgesecrets.ErrPermission, 1, 0},
+		{edgesecrets.ErrPermission, 1, 0},
 		{nil, 1, 1},
 		{nil, 1, 1},
-		{secretstore.ErrPermission, 2, 1},
+		{edgesecrets.ErrPermission, 2, 1},
 	}
 	for i, s := range steps {
 		if s.fail != nil {

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -30,7 +32,7 @@ import (
 // other services, other service secret names or formats is an error
 // matching ErrExists that names what differs (that is a new agreement),
 // and so is registering an agreement that is being cancelled. Invalid
-// agreements are errors matching secretstore.ErrInvalid that name every
+// agreements are errors matching edgesecrets.ErrInvalid that name every
 // problem.
 func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	if err := checkAgreement(a); err != nil {
@@ -105,7 +107,7 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 			return nil
 		case !errors.As(err, &ce) || try == maxEditTries:
 			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, err)
-		case try > 1 && !sleep(ctx, e.backoff(try-1)):
+		case try > 1 && !ctxtime.Sleep(ctx, e.backoff(try-1)):
 			return fmt.Errorf("delivery: register agreement %q: rebinding it: %w", a.ID, ctx.Err())
 		}
 	}
@@ -212,7 +214,7 @@ func (e *Engine) Drop(ctx context.Context, id string) error {
 // keys is proposed its agreements again.
 func (e *Engine) Resync(ctx context.Context, node string) error {
 	if node == "" {
-		return fmt.Errorf("delivery: resync: %w: node is empty", secretstore.ErrInvalid)
+		return fmt.Errorf("delivery: resync: %w: node is empty", edgesecrets.ErrInvalid)
 	}
 	n, err := e.state.MarkDue(ctx, Selector{Nodes: []string{node}}, time.Now(), true)
 	e.noteState(err)
@@ -237,7 +239,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 		return fmt.Errorf("delivery: reply from node %q: %w", node, err)
 	}
 	if h.Type != agreement.TypeReply {
-		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, agreement.ErrInvalid, string(h.Type))
+		return fmt.Errorf("delivery: reply from node %q: %w: the envelope holds a %.32q", node, edgesecrets.ErrInvalid, string(h.Type))
 	}
 	keys, err := e.agents.Keys(ctx, node)
 	if err != nil {
@@ -247,7 +249,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	var applyErr error
 	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
 		if r.Node != node {
-			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, agreement.ErrInvalid, r.ID, r.Node)
+			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, edgesecrets.ErrInvalid, r.ID, r.Node)
 			return keep
 		}
 		var a action
@@ -287,7 +289,7 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, secretstore.ErrInvalid, errors.Join(problems...))
+		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
 	err := e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: time.Now()})
@@ -422,7 +424,7 @@ func (e *Engine) Health(context.Context) Health {
 	if h.StateProblem == "" {
 		h.StateProblem = e.member.Problem()
 	}
-	h.LastStoreSuccess = e.monitor.LastSuccess()
+	h.LastStoreSuccess = e.store.LastSuccess()
 	return h
 }
 

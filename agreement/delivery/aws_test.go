@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -41,7 +42,7 @@ func awsHarness(t *testing.T) (*harness, *smmock.Server, map[string]*testAgent) 
 	agents := map[string]*testAgent{}
 	for _, x := range []string{"a", "b", "c", "d"} {
 		agents[x] = h.agent("node-" + x)
-		_, err := store.Put(t.Context(), &secretstore.Secret{Name: "org/" + x, Data: secretstore.Data{"password": []byte(canary + x)}}, secretstore.PutOptions{})
+		_, err := store.Put(t.Context(), &secretstore.Secret{Name: "org/" + x, Data: edgesecrets.Data{"password": []byte(canary + x)}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		h.register("agr-"+x, "node-"+x, "org/"+x)
 	}

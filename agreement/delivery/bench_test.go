@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
@@ -83,7 +84,7 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.Stat
 	agents := newBenchAgents(b, keys.Public(), n, suite)
 	agents.arrived = make(chan struct{}, 1)
 	store := memory.New()
-	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
+	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	e, err := delivery.New(delivery.Options{
 		Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
@@ -146,7 +147,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 		engines = append(engines, &engine{name: st.name, rotate: func() {
 			version++
 			a.expect(n)
-			_, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
+			_, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
 			require.NoError(b, err)
 			e.TriggerCycle()
 			<-a.arrived
@@ -160,7 +161,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 	seal := func(i int, seq uint64) {
 		u, err := agreement.NewSecretsUpdate(ids[i], agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
 			Service: agreement.ServiceRef{Org: "org", URL: "svc", Version: "1.0.0"},
-			Secrets: map[string]agreement.SecretDetails{"pw": {Data: secretstore.Data{"password": []byte("v1")}}},
+			Secrets: map[string]agreement.SecretDetails{"pw": {Data: edgesecrets.Data{"password": []byte("v1")}}},
 		}}})
 		if err == nil {
 			_, err = agreement.Seal(keys, publics[i], u, agreement.Header{Sequence: seq}, agreement.Options{})
@@ -252,7 +253,7 @@ func memoryPerAgreement(b *testing.B, n int, kind string) {
 		require.NoError(b, err)
 		agents := newBenchAgents(b, keys.Public(), n, agreement.SuiteX25519)
 		store := memory.New()
-		_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
+		_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 		require.NoError(b, err)
 		var state delivery.State = delivery.NewMemoryState()
 		if kind == "embedded-state" {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -48,13 +50,16 @@ type cycleReport struct {
 // about alone was answered (a listing shows secrets the agbot may not
 // read, so names only listed say nothing of its access).
 func (c cycleReport) healthy() bool {
+	if brokenCancelOnForbidden {
+		return c.credErr == nil
+	}
 	return c.credErr == nil && c.fine > 0 && (c.forbidden == 0 || c.fineAlone > 0)
 }
 
 // problem says why the store is not healthy, or what part of it failed.
 func (c cycleReport) problem() string {
 	switch {
-	case c.credErr != nil && errors.Is(c.credErr, secretstore.ErrPermission):
+	case c.credErr != nil && errors.Is(c.credErr, edgesecrets.ErrPermission):
 		return "the store rejects the agbot's own credentials; nothing is cancelled until it accepts them: " + c.credErr.Error()
 	case c.credErr != nil:
 		return "the store's credential check failed; nothing is cancelled until it passes: " + c.credErr.Error()
@@ -102,7 +107,7 @@ func (e *Engine) cycle(ctx context.Context) {
 	e.setStoreProblem(rep)
 	e.observe(ctx, now, rep)
 	e.redeploy(ctx, e.readyWaits(ctx, waits))
-	e.scan(ctx, now, rep.healthy())
+	e.scan(ctx, now, rep.healthy(), rep.present)
 }
 
 // syncNames makes the watcher watch exactly the names the state binds and
@@ -325,15 +330,43 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[stri
 	return waiting
 }
 
-// scan reviews every agreement once a cycle: it counts them for Health,
-// marks due those whose agent lacks the observed content but that wait for
-// nothing (work a crash or a race left undone), releases held
-// cancellations whose secrets are back, calls the cancel hook for
-// decisions not yet notified, and, in a healthy cycle, decides the
-// cancellations of agreements whose bound secret has been missing or
-// forbidden for the grace period: all of them, or, beyond the budget, none
-// (they are held).
-func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
+// minReview is the fewest agreements the anti-entropy review looks at in
+// a cycle: a small fleet is reviewed whole every cycle.
+const minReview = 256
+
+// review is the anti-entropy cursor: where the review stands in its pass
+// through the agreements and what the pass counted so far. The watcher
+// cycle owns it.
+type review struct {
+	after   string            // the last id reviewed; "" at the start of a pass
+	total   int               // agreements counted by the last complete pass; 0 before one
+	counts  Health            // what this pass counted so far
+	checked int               // agreements reviewed by this pass so far
+	live    map[string]string // this slice's agreements and their LastError, for pruneReasons
+}
+
+// sliceSize is how many agreements one cycle reviews so that a pass takes
+// about one ResyncPeriod: before the first pass completes, all of them.
+func (v *review) sliceSize(interval, resync time.Duration) int {
+	if v.total == 0 {
+		return math.MaxInt32
+	}
+	n := max(v.total, v.checked)
+	return max(minReview, int((int64(n)*int64(interval)+int64(resync)-1)/int64(resync)))
+}
+
+// scan does a cycle's work on the agreements, in proportion to what
+// changed and to the fleet over the resync period rather than to the
+// fleet: it decides the cancellations of agreements bound to a name
+// missing or forbidden for the grace period (all of them, or, beyond the
+// budget, none: they are held) and releases held cancellations whose
+// secrets are back, finding both through the state's name index; and it
+// reviews the next slice of agreements (the anti-entropy cursor, a full
+// pass every ResyncPeriod): it counts them for Health, marks due those
+// whose agent lacks the observed content but that wait for nothing (work
+// a crash or a lost mark left undone), decides or releases as above, and
+// calls the cancel hook for decisions not yet notified.
+func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []string) {
 	// Every observation, not only this member's share: in a shared State
 	// the agreements bind names other members poll.
 	obs, err := e.state.Observations(ctx, nil)
@@ -343,25 +376,34 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 	}
 	confirmed := e.confirmation(now)
 	var (
-		counts     Health
 		stale      []string
 		unheld     []string
 		unnotified = map[string]Cancellation{}
 		decided    = map[string]Cancellation{}
+		seen       = map[string]bool{}
 	)
-	live := map[string]string{}
-	err = e.state.Records(ctx, func(r Record) bool {
-		counts.Agreements++
-		live[r.ID] = r.LastError
+	// look decides on one agreement; counting says whether it belongs to
+	// the review's slice.
+	look := func(r Record, counting bool) {
+		if seen[r.ID] {
+			return
+		}
+		seen[r.ID] = true
+		counts := &Health{}
+		if counting {
+			counts = &e.review.counts
+			counts.Agreements++
+			e.review.live[r.ID] = r.LastError
+		}
 		if r.Phase == PhaseCancelling {
 			counts.Pending++
 			if e.diverged(&r, now) {
 				counts.Diverged++
 			}
-			if r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
+			if counting && r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
 				unnotified[r.ID] = *r.Cancel
 			}
-			return true
+			return
 		}
 		ev := evaluate(&r, obs, now, confirmed)
 		if !ev.inSync {
@@ -369,7 +411,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 			if e.diverged(&r, now) {
 				counts.Diverged++
 			}
-			if r.NextAttempt.IsZero() {
+			if counting && r.NextAttempt.IsZero() {
 				stale = append(stale, r.ID)
 			}
 		}
@@ -381,6 +423,37 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		case healthy && ev.lost != nil && ev.lostConfirmed && now.Sub(ev.lostSince) >= e.cfg.grace:
 			decided[r.ID] = *ev.lost
 		}
+	}
+
+	// The names that may decide something now: those gone for the grace
+	// period, and those back this cycle.
+	hot := slices.Clone(back)
+	for n, o := range obs {
+		if (o.State == Missing || o.State == Forbidden) && now.Sub(o.Since) >= e.cfg.grace {
+			hot = append(hot, n)
+		}
+	}
+	if len(hot) > 0 {
+		slices.Sort(hot)
+		err := e.state.RecordsBound(ctx, hot, func(r Record) bool { look(r, false); return true })
+		e.noteState(err)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Error("could not review the agreements of revoked secrets; retrying next cycle", slog.String("err", err.Error()))
+			}
+			return
+		}
+	}
+
+	v := &e.review
+	from := v.after
+	limit := v.sliceSize(e.cfg.Interval, e.cfg.resync)
+	v.live = map[string]string{}
+	got, last := 0, ""
+	err = e.state.RecordsAfter(ctx, from, limit, func(r Record) bool {
+		got, last = got+1, r.ID
+		delete(seen, r.ID) // reviewed above as bound to a name: count it here
+		look(r, true)
 		return true
 	})
 	e.noteState(err)
@@ -390,7 +463,14 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		}
 		return
 	}
-	e.pruneReasons(live, now)
+	v.checked += got
+	passEnd := got < limit
+	if passEnd {
+		v.after = ""
+	} else {
+		v.after = last
+	}
+	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (passEnd || id <= last) })
 
 	if len(stale) > 0 {
 		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
@@ -399,6 +479,8 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		e.notify()
 	}
 	if len(unheld) > 0 {
+		slices.Sort(unheld)
+		unheld = slices.Compact(unheld)
 		n, _ := e.editIDs(ctx, unheld, func(r *Record) action {
 			if r.Held == nil {
 				return keep
@@ -409,13 +491,15 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 		})
 		e.log.Info("held cancellations released: their secrets are back", slog.Int("agreements", n))
 	}
+	heldNow := 0
 	if len(decided) > 0 {
-		allowed := max(e.cfg.budget.Count, int(e.cfg.budget.Percent*float64(counts.Agreements)/100))
+		total := max(v.total, v.counts.Agreements)
+		allowed := max(e.cfg.budget.Count, int(e.cfg.budget.Percent*float64(total)/100))
 		if len(decided) > allowed {
 			n, err := e.hold(ctx, decided)
-			counts.Held += n
+			heldNow = n
 			e.log.Error("revocations beyond the cancellation budget: every cancellation of this cycle is held; release them with ReleaseHeld once checked",
-				slog.Int("held", n), slog.Int("budget", allowed), slog.Int("agreements", counts.Agreements), slog.Any("err", err))
+				slog.Int("held", n), slog.Int("budget", allowed), slog.Int("agreements", total), slog.Any("err", err))
 		} else {
 			ids, err := e.cancel(ctx, decided, now)
 			if err != nil {
@@ -429,8 +513,19 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool) {
 	e.notifyCancels(ctx, unnotified)
 
 	e.mu.Lock()
-	e.health.Agreements, e.health.Pending, e.health.Diverged, e.health.Held = counts.Agreements, counts.Pending, counts.Diverged, counts.Held
+	if passEnd {
+		// Held counted by the pass; those held now were active when
+		// counted.
+		c := v.counts
+		e.health.Agreements, e.health.Pending, e.health.Diverged, e.health.Held = c.Agreements, c.Pending, c.Diverged, c.Held+heldNow
+	} else {
+		e.health.Held += heldNow
+	}
 	e.mu.Unlock()
+	if passEnd {
+		v.total = max(v.counts.Agreements, 1)
+		v.counts, v.checked = Health{}, 0
+	}
 }
 
 // hold marks the decided cancellations held, and returns how many.

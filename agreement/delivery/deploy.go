@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Deployment is what Engine.Deploy validates and registers: a pattern's or
@@ -53,7 +53,7 @@ type Deployed struct {
 
 // RefusedError is Engine.Deploy's error for a deployment that is wrong
 // whatever the store says: its report's errors are neither missing
-// secrets nor the agbot's own trouble. It matches secretstore.ErrInvalid.
+// secrets nor the agbot's own trouble. It matches edgesecrets.ErrInvalid.
 type RefusedError struct {
 	// Report is the whole validation report.
 	Report *binding.Report
@@ -72,8 +72,8 @@ func (e *RefusedError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns secretstore.ErrInvalid.
-func (e *RefusedError) Unwrap() error { return secretstore.ErrInvalid }
+// Unwrap returns edgesecrets.ErrInvalid.
+func (e *RefusedError) Unwrap() error { return edgesecrets.ErrInvalid }
 
 // agbotTrouble reports whether a problem code is the agbot's own trouble,
 // which says nothing about the deployment.
@@ -96,7 +96,7 @@ func agbotTrouble(c binding.Code) bool {
 //   - refuses it only for a definite validation error, one the store's
 //     answers cannot change, with a *RefusedError carrying the report.
 //
-// A Deployment missing a field is an error matching secretstore.ErrInvalid;
+// A Deployment missing a field is an error matching edgesecrets.ErrInvalid;
 // an agreement of d.ID that exists with other services or another node
 // (which Register cannot change in place) is Register's error matching
 // ErrExists.
@@ -145,7 +145,7 @@ func (d Deployment) check() error {
 		problems = append(problems, errors.New("resolver is nil"))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, secretstore.ErrInvalid, errors.Join(problems...))
+		return fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	return nil
 }
@@ -153,9 +153,9 @@ func (d Deployment) check() error {
 // deployOnce makes one attempt of Deploy.
 func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error) {
 	log := e.log.With(slog.String("agreement", d.ID), slog.String("node", d.Node))
-	checker, err := binding.NewStoreChecker(e.monitor, d.Org)
+	checker, err := binding.NewStoreChecker(e.store, d.Org)
 	if err != nil {
-		return Deployed{}, fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, secretstore.ErrInvalid, err)
+		return Deployed{}, fmt.Errorf("delivery: deploy %q: %w: %w", d.ID, edgesecrets.ErrInvalid, err)
 	}
 	report, err := binding.Validate(ctx, d.Target, binding.Options{
 		Resolver: d.Resolver, Checker: checker, Point: binding.PointAgreement, Node: d.NodeID, CheckFormats: true, Logger: e.log,
@@ -209,7 +209,7 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 		return Deployed{}, errors.Join(refused, err)
 	}
 	if err := e.Register(ctx, Agreement{ID: d.ID, Node: d.Node, Services: bindings}); err != nil {
-		if errors.Is(err, secretstore.ErrInvalid) || errors.Is(err, ErrExists) {
+		if errors.Is(err, edgesecrets.ErrInvalid) || errors.Is(err, ErrExists) {
 			// Invalid, or an agreement of that id with other services:
 			// trying again changes nothing.
 			return Deployed{}, err

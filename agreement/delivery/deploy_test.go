@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // testDeployment deploys service org/svc 1.0.0, whose container declares
@@ -83,8 +83,8 @@ func TestDeployThroughTheAgbotsOwnTroubleIsDeployedWhenItEnds(t *testing.T) {
 		name string
 		kind error
 	}{
-		{"store unavailable", secretstore.ErrUnavailable},
-		{"agbot refused every call", secretstore.ErrPermission},
+		{"store unavailable", edgesecrets.ErrUnavailable},
+		{"agbot refused every call", edgesecrets.ErrPermission},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestDeployRefusesADefiniteValidationError(t *testing.T) {
 		// org/db is missing too: not what refuses it, and not listed.
 		out, err := h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw", "pw2"}, "pw2"))
 		require.Error(t, err)
-		assert.ErrorIs(t, err, secretstore.ErrInvalid)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		var refused *delivery.RefusedError
 		require.ErrorAs(t, err, &refused)
 		require.NotNil(t, refused.Report)
@@ -193,16 +193,16 @@ func TestDeployRefusesADefiniteValidationError(t *testing.T) {
 func TestDeployRefusesADefiniteErrorDuringAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		h.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
+		h.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 		_, err := h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw", "pw2"}, "pw2"))
-		assert.ErrorIs(t, err, secretstore.ErrInvalid)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	})
 }
 
 func TestDeployNamesEveryInvalidField(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.engine.Deploy(context.Background(), delivery.Deployment{Org: "a/b", NodeID: ".."})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	for _, want := range []string{"ID is empty", "node is empty", "organisation", "node id", "resolver is nil"} {
 		assert.Contains(t, err.Error(), want)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -24,6 +25,7 @@ const NoGrace time.Duration = -1
 // Defaults of Options; the doc comment of each field states its value.
 const (
 	defaultInterval      = time.Minute
+	defaultResyncPeriod  = 5 * time.Minute
 	defaultGrace         = 5 * time.Minute
 	defaultReplyTimeout  = time.Minute
 	defaultInitialDelay  = time.Second
@@ -88,9 +90,10 @@ type Budget struct {
 // Options configure an Engine. Store, State, Keys, Agents and Transport
 // are required.
 type Options struct {
-	// Store is the agbot's secret store. The engine wraps it itself: a
-	// monitor (Health), a watcher over the bound names, and a coalescing
-	// reader for the values it seals, read when each message is sent.
+	// Store is the agbot's secret store: the engine watches the bound
+	// names in it, reads the values it seals when each message is sent
+	// (coalescing reads of one value), and reports its last success in
+	// Health (Store.LastSuccess counts every caller's calls).
 	Store *secretstore.Store
 	// State keeps the engine's records; see State.
 	State State
@@ -116,6 +119,13 @@ type Options struct {
 
 	// Interval is the watcher's polling interval; zero means 1 minute.
 	Interval time.Duration
+	// ResyncPeriod is how long the anti-entropy review takes to go
+	// through every agreement once, a slice each Interval (at least 256
+	// agreements a cycle), finding work a crash or a lost mark left
+	// undone and recounting Health; zero means 5 minutes. Changes of
+	// store secrets and revocations do not wait for it: they reach the
+	// agreements bound to the secret in the cycle that sees them.
+	ResyncPeriod time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
 	// before it cancels; zero means 5 minutes, NoGrace none.
 	Grace time.Duration
@@ -195,7 +205,8 @@ type Health struct {
 	StateProblem string
 	// Agreements counts the registered agreements, Pending those not in
 	// sync, Diverged those whose agents stopped answering, Held the
-	// cancellations held by the budget.
+	// cancellations held by the budget, as the last full pass of the
+	// review (Options.ResyncPeriod) counted them.
 	Agreements, Pending, Diverged, Held int
 	// Reasons counts, per reason code, the agreements this engine found
 	// it cannot deliver now (Status.Reason), with an example of each; nil
@@ -211,7 +222,7 @@ type Health struct {
 type Engine struct {
 	cfg       settings
 	state     State
-	monitor   *secretstore.Store
+	store     *secretstore.Store
 	reader    *storereader.Reader
 	watcher   *secretstore.Watcher
 	keys      *agreement.PrivateKeys
@@ -230,6 +241,8 @@ type Engine struct {
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
 	absent map[string]ObservedState
+	// review is the anti-entropy cursor, owned by the watcher cycle.
+	review review
 
 	// member is the engine's membership of a shared State: it delivers
 	// only while its lease is proven.
@@ -245,7 +258,7 @@ type Engine struct {
 	mu       sync.Mutex
 	reasons  map[string]reasonEntry // by agreement id: why it is held back (noteReason)
 	changed  chan struct{}          // closed and replaced whenever a record changes
-	health   Health                 // counts and store problem of the last cycle
+	health   Health                 // counts of the last review pass, store problem of the last cycle
 	stateErr error                  // the last State failure; nil once a call succeeded
 }
 
@@ -263,10 +276,9 @@ func New(opts Options) (*Engine, error) {
 	if cfg.Member == "" {
 		cfg.Member = "engine-" + rand.Text()[:12]
 	}
-	monitor := opts.Store
-	// The watcher reads the backend through the monitor only: a cache
-	// would hide fresh data from its checksum fallback.
-	watcher, err := secretstore.NewWatcher(monitor, secretstore.WatcherOptions{
+	// The watcher reads the store itself, never through the reader's
+	// cache, which would hide fresh data from its checksum fallback.
+	watcher, err := secretstore.NewWatcher(opts.Store, secretstore.WatcherOptions{
 		Interval: cfg.Interval,
 		Logger:   log,
 	})
@@ -276,8 +288,8 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		cfg:       cfg,
 		state:     opts.State,
-		monitor:   monitor,
-		reader:    storereader.New(monitor, storereader.Options{TTL: min(valueTTL, cfg.Interval/2)}),
+		store:     opts.Store,
+		reader:    storereader.New(opts.Store, storereader.Options{TTL: min(valueTTL, cfg.Interval/2)}),
 		watcher:   watcher,
 		keys:      opts.Keys,
 		agents:    opts.Agents,
@@ -301,11 +313,6 @@ func New(opts Options) (*Engine, error) {
 // the store once, short enough to matter little, since every value is
 // checked against the content tag observed before it is sent.
 const valueTTL = 10 * time.Second
-
-// Store returns the store the engine reads, with its monitor: give it to
-// the agbot's existence API (secretsapi.Options.Store, binding.NewStoreChecker)
-// so that Health.LastStoreSuccess counts those calls too.
-func (e *Engine) Store() *secretstore.Store { return e.monitor }
 
 // Run runs the watcher cycles and the reconcile loop until ctx ends, then
 // waits for the messages being sent and returns ctx's error. State and
@@ -354,7 +361,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // reports whether it did before ctx ended.
 func (e *Engine) awaitMembership(ctx context.Context) bool {
 	for !e.member.entitled() {
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !ctxtime.Sleep(ctx, 50*time.Millisecond) {
 			return false
 		}
 	}
@@ -374,7 +381,7 @@ func (e *Engine) renewEpoch(ctx context.Context) error {
 			return nil
 		}
 		e.log.Error("could not take a sequence epoch from the state; retrying", slog.String("err", err.Error()))
-		if !sleep(ctx, e.backoff(attempt)) {
+		if !ctxtime.Sleep(ctx, e.backoff(attempt)) {
 			return ctx.Err()
 		}
 	}
@@ -433,16 +440,4 @@ func (e *Engine) backoff(attempts int) time.Duration {
 		d -= mathrand.N(d / 10)
 	}
 	return d
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

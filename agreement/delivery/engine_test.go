@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -154,7 +155,7 @@ func TestStoreDownDuringFirstDeployIsDeployedWhenItReturns(t *testing.T) {
 		h := newHarness(t)
 		agent := h.agent("node-1")
 		h.put("org/db", canary+"v1")
-		h.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
+		h.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 		h.register("agr-1", "node-1", "org/db")
 		h.start()
 		defer h.stop()
@@ -227,7 +228,7 @@ func failCredentials(s *mock.Store, err error, forbidden ...string) {
 		case c.Op == "check-credentials":
 			return err
 		case slices.Contains(forbidden, c.Name):
-			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission, Err: mock.ErrInjected}
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: edgesecrets.ErrPermission, Err: mock.ErrInjected}
 		}
 		return nil
 	}})
@@ -240,9 +241,9 @@ func TestFailingCredentialCheckCancelsNothing(t *testing.T) {
 		cause  string
 		forbid bool // every name reads forbidden too, as with an expired Vault token
 	}{
-		{"token expired", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrPermission, Err: errors.New("token expired")}, "rejects the agbot's own credentials", true},
-		{"token cannot renew, names still readable", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrPermission, Err: errors.New("token can no longer be renewed")}, "rejects the agbot's own credentials", false},
-		{"check unavailable", &secretstore.Error{Op: "check-credentials", Kind: secretstore.ErrUnavailable, Err: errors.New("timeout")}, "credential check failed", false},
+		{"token expired", &secretstore.Error{Op: "check-credentials", Kind: edgesecrets.ErrPermission, Err: errors.New("token expired")}, "rejects the agbot's own credentials", true},
+		{"token cannot renew, names still readable", &secretstore.Error{Op: "check-credentials", Kind: edgesecrets.ErrPermission, Err: errors.New("token can no longer be renewed")}, "rejects the agbot's own credentials", false},
+		{"check unavailable", &secretstore.Error{Op: "check-credentials", Kind: edgesecrets.ErrUnavailable, Err: errors.New("timeout")}, "credential check failed", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -527,7 +528,7 @@ func TestWaitForSecretsCallsOnReadyOnce(t *testing.T) {
 		assert.Equal(t, []string{"dep-1"}, h.readied())
 
 		err := h.engine.WaitForSecrets(ctx, "", "bad//name")
-		assert.ErrorIs(t, err, secretstore.ErrInvalid)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		assert.ErrorContains(t, err, "deployment id is empty")
 		assert.ErrorContains(t, err, "empty path segment")
 	})
@@ -575,7 +576,7 @@ func TestEndBeforeAnythingWasSentDeletesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		agent := h.agent("node-1")
-		h.store.SetFaults(mock.Faults{Fail: secretstore.ErrUnavailable})
+		h.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
 		h.register("agr-1", "node-1", "org/db")
 		h.start()
 		defer h.stop()
@@ -692,7 +693,7 @@ func TestRegisterValidatesAndIsIdempotent(t *testing.T) {
 			{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: map[string]binding.BoundSecret{"x": {StoreNames: []string{"org/x"}}}},
 		}}
 		err := h.engine.Register(ctx, bad)
-		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		for _, want := range []string{"spaces", "node is empty", `"../up"`, `"none" is bound to no store secret`, `unknown format "yaml"`,
 			`names store secret "org/a" twice`, `"/abs"`, "listed twice"} {
 			assert.ErrorContains(t, err, want)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -49,7 +50,7 @@ func (a *exampleAgent) Send(ctx context.Context, m delivery.Message) ([]byte, er
 func Example() {
 	ctx := context.Background()
 	store := memory.New()
-	if _, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}); err != nil {
+	if _, err := store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	agbotKeys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)

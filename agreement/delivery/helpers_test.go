@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
@@ -121,7 +122,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		case u.Kind == agreement.UpdateKindCancel:
 			_, applyErr = a.store.RemoveAgreement(ctx, u.AgreementID)
 		case a.rejectUpdates != "":
-			applyErr = fmt.Errorf("%w: %s", secretstore.ErrInvalid, a.rejectUpdates)
+			applyErr = fmt.Errorf("%w: %s", edgesecrets.ErrInvalid, a.rejectUpdates)
 		default:
 			_, applyErr = a.store.ApplyUpdate(ctx, u)
 		}
@@ -129,7 +130,7 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		return nil, fmt.Errorf("test agent: unexpected %s", peek.Type)
 	}
 	a.opened = append(a.opened, h)
-	outcome := agentapi.Reply(h.AgreementID, applyErr)
+	outcome := agentapi.ReplyFor(h.AgreementID, applyErr)
 	reply, err := agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
 		agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 	if err != nil {
@@ -367,7 +368,7 @@ func (h *harness) agent(node string) *testAgent {
 // put stores a JSON secret {"password": value} under name.
 func (h *harness) put(name, value string) {
 	h.t.Helper()
-	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"password": []byte(value)}}, secretstore.PutOptions{})
+	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"password": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(h.t, err)
 }
 
@@ -441,7 +442,7 @@ func (h *harness) forbid(names ...string) {
 	}
 	h.store.SetFaults(mock.Faults{Hook: func(_ context.Context, c mock.Call) error {
 		if set[c.Name] {
-			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: secretstore.ErrPermission, Err: mock.ErrInjected}
+			return &secretstore.Error{Op: c.Op, Name: c.Name, Kind: edgesecrets.ErrPermission, Err: mock.ErrInjected}
 		}
 		return nil
 	}})

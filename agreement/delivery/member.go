@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"log/slog"
 	"sync"
 	"time"
@@ -103,7 +104,7 @@ func (e *Engine) keepMembership(ctx context.Context) {
 			e.member.problem = "could not renew the membership of the shared state: " + err.Error()
 			e.member.mu.Unlock()
 		}
-		if !sleep(ctx, wait) {
+		if !ctxtime.Sleep(ctx, wait) {
 			return
 		}
 	}

@@ -2,15 +2,17 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 )
 
 // ErrLeaseLost: the member can no longer prove its membership of a shared
 // State (its heartbeat lapsed, it left, or another process joined under
 // its id). Every lease it held is void; it must stop delivering and Join
-// again.
-var ErrLeaseLost = errors.New("delivery: membership lease lost")
+// again. It refines edgesecrets.ErrConflict.
+var ErrLeaseLost = errkind.New("delivery: membership lease lost", edgesecrets.ErrConflict)
 
 // Membership is implemented by a State that several engines share
 // (delivery/pgstate). The names a member polls (State.Names) and the

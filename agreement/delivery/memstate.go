@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -17,14 +18,15 @@ import (
 // memoryState is the State of NewMemoryState.
 //
 // It keeps each record compact (its bindings as slices, not maps), a queue
-// of the records by NextAttempt for Due, and how many records bind each
-// store name; MarkDue looks at every record, which an agbot does about
-// once per watcher cycle.
+// of the records by NextAttempt for Due, an index from each store name to
+// the records binding it (MarkDue and RecordsBound), and the ids sorted,
+// sorted again after records come or go (RecordsAfter).
 type memoryState struct {
 	mu      sync.Mutex
 	records map[string]*memRecord
-	names   map[string]int // store name → records binding it
-	due     dueQueue       // records with a NextAttempt, earliest first
+	names   map[string]map[string]struct{} // store name → ids of the records binding it
+	ids     []string                       // the ids, sorted; nil after a Create or Delete
+	due     dueQueue                       // records with a NextAttempt, earliest first
 	obs     map[string]Observation
 	waits   map[string]Wait
 	epoch   uint64
@@ -77,20 +79,6 @@ func (m *memRecord) record() Record {
 	return r
 }
 
-// binds reports whether the record binds any of names.
-func (m *memRecord) binds(names map[string]bool) bool {
-	for _, ms := range m.services {
-		for _, sec := range ms.secrets {
-			for _, n := range sec.storeNames {
-				if names[n] {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 // storeNames calls fn with each distinct store name of the record.
 func (m *memRecord) storeNames(fn func(string)) {
 	var seen []string
@@ -113,7 +101,7 @@ func (m *memRecord) storeNames(fn func(string)) {
 func NewMemoryState() State {
 	return &memoryState{
 		records: map[string]*memRecord{},
-		names:   map[string]int{},
+		names:   map[string]map[string]struct{}{},
 		obs:     map[string]Observation{},
 		waits:   map[string]Wait{},
 	}
@@ -148,8 +136,9 @@ func (m *memoryState) Create(ctx context.Context, rec *Record) error {
 	stored.rec = rec.Clone()
 	rec.Services = services
 	m.records[rec.ID] = stored
+	m.ids = nil
 	m.schedule(stored)
-	stored.storeNames(func(n string) { m.names[n]++ })
+	m.bind(stored)
 	return nil
 }
 
@@ -209,7 +198,7 @@ func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
 	rec.Revision++
 	m.unbind(stored)
 	stored.services = compactServices(rec.Services)
-	stored.storeNames(func(n string) { m.names[n]++ })
+	m.bind(stored)
 	services := rec.Services
 	rec.Services = nil
 	stored.rec = rec.Clone()
@@ -218,13 +207,47 @@ func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
 	return nil
 }
 
-// unbind removes r's store names from the name counts.
+// bind adds r to the index of each of its store names.
+func (m *memoryState) bind(r *memRecord) {
+	r.storeNames(func(n string) {
+		ids := m.names[n]
+		if ids == nil {
+			ids = map[string]struct{}{}
+			m.names[n] = ids
+		}
+		ids[r.rec.ID] = struct{}{}
+	})
+}
+
+// unbind removes r from the index of each of its store names.
 func (m *memoryState) unbind(r *memRecord) {
 	r.storeNames(func(n string) {
-		if m.names[n]--; m.names[n] <= 0 {
+		delete(m.names[n], r.rec.ID)
+		if len(m.names[n]) == 0 {
 			delete(m.names, n)
 		}
 	})
+}
+
+// sortedIDs returns the ids in order, sorting them again if records came
+// or went since the last call. m.mu must be held.
+func (m *memoryState) sortedIDs() []string {
+	if m.ids == nil {
+		m.ids = slices.Sorted(maps.Keys(m.records))
+	}
+	return m.ids
+}
+
+// boundIDs returns the ids of the records binding any of names, sorted.
+// m.mu must be held.
+func (m *memoryState) boundIDs(names []string) []string {
+	set := map[string]struct{}{}
+	for _, n := range names {
+		for id := range m.names[n] {
+			set[id] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Delete implements State.
@@ -240,6 +263,7 @@ func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
 			continue
 		}
 		m.unbind(r)
+		m.ids = nil
 		if r.slot >= 0 {
 			heap.Remove(&m.due, r.slot)
 		}
@@ -255,8 +279,14 @@ func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
 		m.mu.Unlock()
 		return err
 	}
-	ids := slices.Sorted(maps.Keys(m.records))
+	ids := slices.Clone(m.sortedIDs())
 	m.mu.Unlock()
+	return m.each(ctx, ids, fn)
+}
+
+// each calls fn with the records of ids still stored, outside the lock,
+// so fn may use the State.
+func (m *memoryState) each(ctx context.Context, ids []string, fn func(Record) bool) error {
 	for _, id := range ids {
 		r, err := m.Get(ctx, id)
 		if err == ErrNotFound {
@@ -270,6 +300,38 @@ func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
 		}
 	}
 	return nil
+}
+
+// RecordsAfter implements State.
+func (m *memoryState) RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error {
+	if limit <= 0 {
+		return fmt.Errorf("delivery: RecordsAfter limit %d is not positive", limit)
+	}
+	m.mu.Lock()
+	if err := m.check(ctx); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	ids := m.sortedIDs()
+	i, found := slices.BinarySearch(ids, after)
+	if found {
+		i++
+	}
+	ids = slices.Clone(ids[i:min(len(ids), i+limit)])
+	m.mu.Unlock()
+	return m.each(ctx, ids, fn)
+}
+
+// RecordsBound implements State.
+func (m *memoryState) RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error {
+	m.mu.Lock()
+	if err := m.check(ctx); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	ids := m.boundIDs(names)
+	m.mu.Unlock()
+	return m.each(ctx, ids, fn)
 }
 
 // Names implements State.
@@ -290,21 +352,20 @@ func (m *memoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 		return 0, err
 	}
 	nodes := setOf(sel.Nodes)
-	names := setOf(sel.StoreNames)
-	selected := func(m *memRecord) bool { return nodes[m.rec.Node] || m.binds(names) }
-	var recs []*memRecord
-	if len(nodes) == 0 && len(names) == 0 {
-		for _, id := range sel.IDs {
-			if r, ok := m.records[id]; ok {
-				recs = append(recs, r)
+	ids := slices.Concat(sel.IDs, m.boundIDs(sel.StoreNames))
+	if len(nodes) > 0 {
+		for id, r := range m.records {
+			if nodes[r.rec.Node] {
+				ids = append(ids, id)
 			}
 		}
-	} else {
-		ids := setOf(sel.IDs)
-		for id, r := range m.records {
-			if ids[id] || selected(r) {
-				recs = append(recs, r)
-			}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var recs []*memRecord
+	for _, id := range ids {
+		if r, ok := m.records[id]; ok {
+			recs = append(recs, r)
 		}
 	}
 	changed := 0

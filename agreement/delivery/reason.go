@@ -152,12 +152,16 @@ func (e *Engine) reasonOf(r *Record) *Reason {
 
 // pruneReasons forgets the reasons of agreements that are gone, and of
 // those whose record says otherwise and that no reconcile of this engine
-// found for longer than an interval (taken on by another member). live
-// maps each record's id to its LastError.
-func (e *Engine) pruneReasons(live map[string]string, now time.Time) {
+// found for longer than an interval (taken on by another member), among
+// the agreements the review's slice covered (reviewed). live maps each
+// reviewed record's id to its LastError.
+func (e *Engine) pruneReasons(live map[string]string, now time.Time, reviewed func(id string) bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for id, ent := range e.reasons {
+		if !reviewed(id) {
+			continue
+		}
 		last, ok := live[id]
 		if !ok || last != ent.Message && now.Sub(ent.seen) > e.cfg.Interval {
 			delete(e.reasons, id)

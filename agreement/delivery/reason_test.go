@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -146,7 +147,7 @@ func TestUnrenderableFormatIsAReason(t *testing.T) {
 		h := newHarness(t)
 		agent := h.agent("node-1")
 		_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: "org/key",
-			Data: secretstore.Data{"user": []byte(canary + "u"), "password": []byte(canary + "p")}}, secretstore.PutOptions{})
+			Data: edgesecrets.Data{"user": []byte(canary + "u"), "password": []byte(canary + "p")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		require.NoError(t, h.engine.Register(context.Background(), formatAgreement(agreement.FormatRaw)))
 		h.start()
@@ -172,7 +173,7 @@ func TestUnrenderableFormatIsAReason(t *testing.T) {
 
 		// Written as hzn writes it: delivered in raw as the value.
 		_, err = h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: "org/key",
-			Data: secretstore.Data{"key": []byte("api"), "value": []byte(canary + "v")}}, secretstore.PutOptions{})
+			Data: edgesecrets.Data{"key": []byte("api"), "value": []byte(canary + "v")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		st = h.wait("agr-1", testInterval+testMaxDelay)
 		assert.Nil(t, st.Reason)
@@ -191,7 +192,7 @@ func TestUnrenderableRotationHoldsBackOnlyThatSecret(t *testing.T) {
 		agent := h.agent("node-1")
 		h.put("org/db", canary+"v1")
 		_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: "org/key",
-			Data: secretstore.Data{"key": []byte("api"), "value": []byte(canary + "k1")}}, secretstore.PutOptions{})
+			Data: edgesecrets.Data{"key": []byte("api"), "value": []byte(canary + "k1")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		a := formatAgreement(agreement.FormatValueOnly)
 		a.Services[0].Secrets["pw"] = binding.BoundSecret{StoreNames: []string{"org/db"}}
@@ -201,7 +202,7 @@ func TestUnrenderableRotationHoldsBackOnlyThatSecret(t *testing.T) {
 		h.wait("agr-1", time.Minute)
 
 		_, err = h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: "org/key",
-			Data: secretstore.Data{"password": []byte(canary + "k2")}}, secretstore.PutOptions{})
+			Data: edgesecrets.Data{"password": []byte(canary + "k2")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		h.put("org/db", canary+"v2")
 		cycles(2)

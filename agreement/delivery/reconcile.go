@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -256,9 +257,7 @@ func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *ba
 func (b *batch) wipe() {
 	for _, r := range b.reads {
 		if r.val != nil {
-			for _, v := range r.val.Data {
-				clear(v)
-			}
+			r.val.Data.Wipe()
 		}
 	}
 }
@@ -360,7 +359,7 @@ func (b *batch) resolve(ctx context.Context, names []string, value bool) (Conten
 		switch {
 		case err == nil:
 			return Content{StoreName: n, Tag: s.ContentTag()}, s, nil
-		case errors.Is(err, secretstore.ErrNotFound), errors.Is(err, secretstore.ErrPermission):
+		case errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrPermission):
 			continue
 		default:
 			return Content{}, nil, err
@@ -509,11 +508,8 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		return
 	}
 	b.seal(ctx, j, keys, agreement.TypeUpdate, agreement.UpdateKindSecrets, contents, func(h agreement.Header) ([]byte, error) {
-		u, err := agreement.NewSecretsUpdate(r.ID, agreement.SecretsUpdate{Services: servicesOf(r, send, values)})
-		if err != nil {
-			return nil, err
-		}
-		return agreement.Seal(e.keys, keys, u, h, e.cfg.EnvelopeOptions)
+		// One buffer holds the values' encoding, cleared once sealed.
+		return agreement.SealSecretsUpdate(e.keys, keys, r.ID, agreement.SecretsUpdate{Services: servicesOf(r, send, values)}, h, e.cfg.EnvelopeOptions)
 	})
 }
 
@@ -667,6 +663,10 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 			}
 			r.InFlight = nil
 			r.LastError = clip("sending: " + o.err.Error())
+			if brokenGiveUp {
+				r.NextAttempt = now.AddDate(100, 0, 0)
+				return save
+			}
 			settle(r, now.Add(e.backoff(r.Attempts)), now)
 			e.log.Warn("could not send to the agent; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
 				slog.Int("attempt", r.Attempts), slog.String("err", r.LastError))
@@ -714,7 +714,7 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
 	}
 	if h.AgreementID != r.ID {
-		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, agreement.ErrInvalid, h.AgreementID)
+		return keep, fmt.Errorf("delivery: reply of agreement %q: %w: it is for agreement %q", r.ID, edgesecrets.ErrInvalid, h.AgreementID)
 	}
 	r.ReplySequence = h.Sequence
 	r.LastReply = now

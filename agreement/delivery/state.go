@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/errkind"
@@ -11,24 +12,24 @@ import (
 )
 
 // Errors a State returns, matched with errors.Is. Each also matches the
-// module-wide kind it refines (secretstore.ErrNotFound, ErrConflict,
+// module-wide kind it refines (edgesecrets.ErrNotFound, ErrConflict,
 // ErrUnavailable), but a store's error never matches them: an engine tells
 // its state's trouble from its store's.
 var (
 	// ErrNotFound: no record (or wait) with that id. Also
-	// secretstore.ErrNotFound.
-	ErrNotFound = errkind.New("delivery: not found", secretstore.ErrNotFound)
+	// edgesecrets.ErrNotFound.
+	ErrNotFound = errkind.New("delivery: not found", edgesecrets.ErrNotFound)
 	// ErrExists: Create of an id that is already stored. Also
-	// secretstore.ErrConflict.
-	ErrExists = errkind.New("delivery: already exists", secretstore.ErrConflict)
+	// edgesecrets.ErrConflict.
+	ErrExists = errkind.New("delivery: already exists", edgesecrets.ErrConflict)
 	// ErrConflict: Update of a record whose Revision is not the stored one
 	// (someone else changed it since it was read), or, in a shared state,
-	// whose lease this member no longer holds. Also secretstore.ErrConflict.
-	ErrConflict = errkind.New("delivery: conflict", secretstore.ErrConflict)
+	// whose lease this member no longer holds. Also edgesecrets.ErrConflict.
+	ErrConflict = errkind.New("delivery: conflict", edgesecrets.ErrConflict)
 	// ErrStateUnavailable: the state cannot be reached (a database down, a
 	// disk failing). The engine stops delivering until it is back. Also
-	// secretstore.ErrUnavailable.
-	ErrStateUnavailable = errkind.New("delivery: state unavailable", secretstore.ErrUnavailable)
+	// edgesecrets.ErrUnavailable.
+	ErrStateUnavailable = errkind.New("delivery: state unavailable", edgesecrets.ErrUnavailable)
 )
 
 // Phase is where an agreement stands in its life.
@@ -272,6 +273,16 @@ type State interface {
 	// Records calls fn with every stored record, in id order, until fn
 	// returns false or an error occurs.
 	Records(ctx context.Context, fn func(Record) bool) error
+	// RecordsAfter calls fn with the records whose id sorts after after,
+	// in id order, at most limit of them (limit must be positive), until
+	// fn returns false or an error occurs. The engine's anti-entropy
+	// review walks the records with it a slice per cycle.
+	RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error
+	// RecordsBound calls fn with every record bound (as any candidate) to
+	// any of names, in id order, until fn returns false or an error
+	// occurs, finding them through an index from store name to records:
+	// its cost follows the records returned, not the records stored.
+	RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error
 
 	// Names returns the store names the member polls, sorted: every
 	// candidate name bound by any record (in a shared state, the member's

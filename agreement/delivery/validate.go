@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -23,6 +24,7 @@ type settings struct {
 	senders int
 	batch   int
 	lease   time.Duration
+	resync  time.Duration
 }
 
 // check validates opts and applies the defaults. Its error names every
@@ -60,7 +62,7 @@ func (opts Options) check() (settings, error) {
 	for _, d := range []struct {
 		name string
 		val  time.Duration
-	}{{"ReplyTimeout", opts.ReplyTimeout}, {"InitialDelay", opts.InitialDelay}, {"MaxDelay", opts.MaxDelay}, {"DivergedAfter", opts.DivergedAfter}} {
+	}{{"ResyncPeriod", opts.ResyncPeriod}, {"ReplyTimeout", opts.ReplyTimeout}, {"InitialDelay", opts.InitialDelay}, {"MaxDelay", opts.MaxDelay}, {"DivergedAfter", opts.DivergedAfter}} {
 		if d.val < 0 {
 			bad("%s %s is negative", d.name, d.val)
 		}
@@ -87,6 +89,7 @@ func (opts Options) check() (settings, error) {
 		s.budget = Budget{Count: defaultBudgetCount, Percent: defaultBudgetPercent}
 	}
 	s.ReplyTimeout = cmp.Or(opts.ReplyTimeout, defaultReplyTimeout)
+	s.resync = max(cmp.Or(opts.ResyncPeriod, defaultResyncPeriod), s.Interval)
 	s.InitialDelay = cmp.Or(opts.InitialDelay, defaultInitialDelay)
 	s.MaxDelay = cmp.Or(opts.MaxDelay, defaultMaxDelay)
 	if s.MaxDelay < s.InitialDelay {
@@ -104,7 +107,7 @@ func (opts Options) check() (settings, error) {
 }
 
 // checkAgreement validates an agreement to register, naming every
-// problem; the error matches secretstore.ErrInvalid.
+// problem; the error matches edgesecrets.ErrInvalid.
 func checkAgreement(a Agreement) error {
 	var problems []error
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
@@ -155,7 +158,7 @@ func checkAgreement(a Agreement) error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("delivery: agreement %q: %w: %w", a.ID, secretstore.ErrInvalid, errors.Join(problems...))
+		return fmt.Errorf("delivery: agreement %q: %w: %w", a.ID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // AgentOptions configures NewAgent.
@@ -179,7 +179,7 @@ func keyForFile(path string, signingKey crypto.Signer) (crypto.Signer, error) {
 	}
 	key, ok := signingKey.(ed25519.PrivateKey)
 	if !ok {
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("a KeyFile needs an ed25519.PrivateKey SigningKey (or none, to read it), not a %T", signingKey), nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("a KeyFile needs an ed25519.PrivateKey SigningKey (or none, to read it), not a %T", signingKey), nil)
 	}
 	stored, err := readKeyFile(path)
 	if err == nil && stored.Equal(key) {
@@ -275,7 +275,7 @@ func (a *Agent) Refused(err error) bool {
 func (a *Agent) reregister(ctx context.Context) (*x509.Certificate, error) {
 	attestation, err := a.attest(ctx)
 	if err != nil {
-		return nil, newError(opRegister, a.id, secretstore.ErrUnavailable, "getting an attestation", err)
+		return nil, newError(opRegister, a.id, edgesecrets.ErrUnavailable, "getting an attestation", err)
 	}
 	return a.Register(ctx, attestation)
 }
@@ -285,7 +285,7 @@ func (a *Agent) reregister(ctx context.Context) (*x509.Certificate, error) {
 func (a *Agent) Renew(ctx context.Context) (*x509.Certificate, error) {
 	current := a.certificate()
 	if current == nil {
-		return nil, newError(opRefresh, a.id, secretstore.ErrInvalid, "no certificate yet: register first", nil)
+		return nil, newError(opRefresh, a.id, edgesecrets.ErrInvalid, "no certificate yet: register first", nil)
 	}
 	csr, err := newCSR(a.key.Signer, a.id, a.encKey)
 	if err != nil {
@@ -307,7 +307,7 @@ func (a *Agent) Renew(ctx context.Context) (*x509.Certificate, error) {
 // refused (ErrUnauthenticated, "certificate expired"): register again.
 func (a *Agent) LoadCertificate() error {
 	if a.files == nil {
-		return newError(opInstall, a.id, secretstore.ErrInvalid, "the agent has no KeyFile and CertFile", nil)
+		return newError(opInstall, a.id, edgesecrets.ErrInvalid, "the agent has no KeyFile and CertFile", nil)
 	}
 	chain, err := a.files.readCertificate()
 	if err != nil {
@@ -324,7 +324,7 @@ func (a *Agent) accept(op string, resp *responseBody) (*x509.Certificate, error)
 		return nil, withInstance(withOp(err, op), a.id)
 	}
 	if len(leaves) != 1 {
-		return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub returned more than one certificate", nil)
+		return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub returned more than one certificate", nil)
 	}
 	caChain, err := parseCertificatesPEM([]byte(resp.CACertificates))
 	if err != nil {
@@ -339,22 +339,22 @@ func (a *Agent) accept(op string, resp *responseBody) (*x509.Certificate, error)
 func (a *Agent) install(op string, leaf *x509.Certificate, caChain []*x509.Certificate, store bool) (*x509.Certificate, error) {
 	got, err := inspectCertificate(leaf)
 	if err != nil {
-		return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub's certificate: "+err.Error(), nil)
+		return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub's certificate: "+err.Error(), nil)
 	}
 	switch {
 	case got.Identity != a.id:
-		return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub's certificate names "+got.Identity.String()+"; not installed", nil)
+		return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub's certificate names "+got.Identity.String()+"; not installed", nil)
 	case !got.SigningKey.Equal(a.pub):
-		return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub's certificate is for another signing key; not installed", nil)
+		return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub's certificate is for another signing key; not installed", nil)
 	case !sameEncryptionKey(got.EncryptionKey, a.encKey):
-		return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub's certificate carries another encryption key; not installed", nil)
+		return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub's certificate carries another encryption key; not installed", nil)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ca := a.ca
 	if ca == nil {
 		if ca, err = newTrust(caChain); err != nil {
-			return nil, newError(op, a.id, secretstore.ErrInvalid, "the hub sent no CA chain", nil)
+			return nil, newError(op, a.id, edgesecrets.ErrInvalid, "the hub sent no CA chain", nil)
 		}
 	}
 	if err := ca.verify(leaf, caChain, time.Now()); err != nil {

@@ -11,10 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // newTestAgent returns an agent of testID with keys k talking to hubAPI,
@@ -108,23 +107,23 @@ func TestAgentRefusesBadCertificates(t *testing.T) {
 		kind    error
 		msg     string
 	}{
-		{name: "another signing key", kind: secretstore.ErrInvalid, msg: "for another signing key; not installed",
+		{name: "another signing key", kind: edgesecrets.ErrInvalid, msg: "for another signing key; not installed",
 			respond: func(t *testing.T, h *testHub) *responseBody {
 				k2 := newAgentKeys(t)
 				k2.enc = k.enc
 				return h.register(t, k2, testID)
 			}},
-		{name: "another encryption key", kind: secretstore.ErrInvalid, msg: "carries another encryption key; not installed",
+		{name: "another encryption key", kind: edgesecrets.ErrInvalid, msg: "carries another encryption key; not installed",
 			respond: func(t *testing.T, h *testHub) *responseBody {
 				k2 := newAgentKeys(t)
 				k2.sign = k.sign
 				return h.register(t, k2, testID)
 			}},
-		{name: "another instance", kind: secretstore.ErrInvalid, msg: "names " + other.String() + "; not installed",
+		{name: "another instance", kind: edgesecrets.ErrInvalid, msg: "names " + other.String() + "; not installed",
 			respond: func(t *testing.T, h *testHub) *responseBody { return h.register(t, k, other) }},
 		{name: "another CA", kind: ErrUnauthenticated, msg: "does not chain to the hub CA; not installed",
 			respond: func(t *testing.T, h *testHub) *responseBody { return newHub(t).register(t, k, testID) }},
-		{name: "garbage", kind: secretstore.ErrInvalid, msg: "is not PEM",
+		{name: "garbage", kind: edgesecrets.ErrInvalid, msg: "is not PEM",
 			respond: func(t *testing.T, h *testHub) *responseBody {
 				return &responseBody{Certificate: "nope", CACertificates: "nope"}
 			}},
@@ -176,9 +175,9 @@ func TestAgentRenewBeforeRegister(t *testing.T) {
 	h := newHub(t)
 	agent := newTestAgent(t, h.Issuer, newAgentKeys(t), nil)
 	_, err := agent.Renew(context.Background())
-	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.ErrorContains(t, err, "register first")
-	assert.ErrorIs(t, agent.LoadCertificate(), secretstore.ErrInvalid)
+	assert.ErrorIs(t, agent.LoadCertificate(), edgesecrets.ErrInvalid)
 }
 
 func TestNewAgentChecksOptions(t *testing.T) {

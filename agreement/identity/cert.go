@@ -9,7 +9,7 @@ import (
 )
 
 // parseCertificatesPEM decodes 1 to 8 PEM "CERTIFICATE" blocks (at most
-// 32 KiB in all), leaf first. Errors are secretstore.ErrInvalid.
+// 32 KiB in all), leaf first. Errors are edgesecrets.ErrInvalid.
 func parseCertificatesPEM(b []byte) ([]*x509.Certificate, error) {
 	ders, err := decodePEMBlocks(b, pemTypeCert, maxChainCerts)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // hub is what an Agent talks to: the hub's identity API. *Client implements
@@ -80,11 +80,11 @@ func NewClient(opts ClientOptions) (*Client, error) {
 // register posts a registration (POST /instance).
 func (c *Client) register(ctx context.Context, req *registerBody) (*responseBody, error) {
 	if req == nil {
-		return nil, newError(opRegister, Identity{}, secretstore.ErrInvalid, "no request", nil)
+		return nil, newError(opRegister, Identity{}, edgesecrets.ErrInvalid, "no request", nil)
 	}
 	body, err := req.Body()
 	if err != nil {
-		return nil, newError(opRegister, Identity{}, secretstore.ErrInvalid, "encoding the request", err)
+		return nil, newError(opRegister, Identity{}, edgesecrets.ErrInvalid, "encoding the request", err)
 	}
 	return c.identityCall(ctx, opRegister, Identity{}, instancePath, body, http.StatusCreated)
 }
@@ -96,7 +96,7 @@ func (c *Client) refresh(ctx context.Context, id Identity, req *refreshBody) (*r
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, "encoding the request", err)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, "encoding the request", err)
 	}
 	return c.identityCall(ctx, opRefresh, id, id.path(), body, http.StatusOK)
 }
@@ -144,7 +144,7 @@ func (c *Client) do(ctx context.Context, op string, id Identity, method, path st
 			c.current.Store(int32(b))
 			return resp, nil
 		}
-		if ctx.Err() != nil || !errors.Is(err, secretstore.ErrUnavailable) {
+		if ctx.Err() != nil || !errors.Is(err, edgesecrets.ErrUnavailable) {
 			return nil, err
 		}
 	}
@@ -161,7 +161,7 @@ func (c *Client) doAt(ctx context.Context, op string, id Identity, base *url.URL
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, "building the request", err)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, "building the request", err)
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -169,7 +169,7 @@ func (c *Client) doAt(ctx context.Context, op string, id Identity, base *url.URL
 	req.Header.Set("Accept", "application/json")
 	if c.prepare != nil {
 		if err := c.prepare(req); err != nil {
-			return nil, newError(op, id, secretstore.ErrInvalid, "preparing the request", err)
+			return nil, newError(op, id, edgesecrets.ErrInvalid, "preparing the request", err)
 		}
 	}
 	resp, err := c.http.Do(req)
@@ -177,7 +177,7 @@ func (c *Client) doAt(ctx context.Context, op string, id Identity, base *url.URL
 		if ctx.Err() != nil {
 			return nil, newError(op, id, nil, "calling the hub", ctx.Err())
 		}
-		return nil, newError(op, id, secretstore.ErrUnavailable, "calling the hub", err)
+		return nil, newError(op, id, edgesecrets.ErrUnavailable, "calling the hub", err)
 	}
 	return resp, nil
 }
@@ -188,18 +188,18 @@ const maxErrorBody = 4 << 10
 // responseError turns an unexpected status into an error of the matching
 // kind, quoting the hub's message (which the hub keeps free of secrets).
 func responseError(op string, id Identity, resp *http.Response) error {
-	kind := secretstore.ErrUnavailable
+	kind := edgesecrets.ErrUnavailable
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
-		kind = secretstore.ErrInvalid
+		kind = edgesecrets.ErrInvalid
 	case http.StatusUnauthorized:
 		kind = ErrUnauthenticated
 	case http.StatusForbidden:
 		kind = ErrForbidden
 	case http.StatusNotFound:
-		kind = secretstore.ErrNotFound
+		kind = edgesecrets.ErrNotFound
 	case http.StatusConflict:
-		kind = secretstore.ErrConflict
+		kind = edgesecrets.ErrConflict
 	}
 	var body errorBody
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -217,11 +217,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonExpired:
 		reason = ErrExpired
 	case reasonUnknown:
-		if kind == secretstore.ErrNotFound {
+		if kind == edgesecrets.ErrNotFound {
 			reason = ErrUnknownInstance
 		}
 	case reasonReplayed:
-		if kind == secretstore.ErrConflict {
+		if kind == edgesecrets.ErrConflict {
 			// Its own kind, so that the error matches exactly one.
 			kind = ErrReplayed
 		}

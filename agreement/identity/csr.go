@@ -12,7 +12,7 @@ import (
 	"encoding/pem"
 	"fmt"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // The HPKE public key travels as an X.509 extension: in the CSR's extension
@@ -114,7 +114,7 @@ func newCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 		return nil, err
 	}
 	if _, err := signingPublicKey(signingKey); err != nil {
-		return nil, newError(opRegister, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(opRegister, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	exts, err := agentExtensions(opRegister, id, encryptionKey)
 	if err != nil {
@@ -124,7 +124,7 @@ func newCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, signingKey)
 	if err != nil {
 		// The cause comes from the signer; it describes a failure, not the key.
-		return nil, newError(opRegister, id, secretstore.ErrInvalid, "signing the CSR", err)
+		return nil, newError(opRegister, id, edgesecrets.ErrInvalid, "signing the CSR", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: pemTypeCSR, Bytes: der}), nil
 }
@@ -134,11 +134,11 @@ func newCSR(signingKey crypto.Signer, id Identity, encryptionKey hpke.PublicKey)
 func agentExtensions(op string, id Identity, encryptionKey hpke.PublicKey) ([]pkix.Extension, error) {
 	enc, err := marshalEncryptionKey(encryptionKey)
 	if err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	san, err := marshalURISAN(id)
 	if err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, "encoding SAN URIs", err)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, "encoding SAN URIs", err)
 	}
 	return []pkix.Extension{san, enc}, nil
 }
@@ -200,7 +200,7 @@ type parsedCSR struct {
 // subject exactly CN = node id; exactly one node SAN URI and one
 // instance-id SAN URI in canonical form and no other name of any kind; the
 // HPKE public key extension holding a key of a KEM crypto/hpke knows; no
-// other requested extension. Errors are secretstore.ErrInvalid and say which rule
+// other requested extension. Errors are edgesecrets.ErrInvalid and say which rule
 // failed.
 func parseCSR(pemBytes []byte) (*parsedCSR, error) {
 	der, err := decodeSinglePEM(pemBytes, pemTypeCSR)

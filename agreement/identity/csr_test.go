@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestNewCSRRoundTrip(t *testing.T) {
@@ -58,7 +57,7 @@ func TestParseCSRFraming(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseCSR([]byte(tc.in))
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, tc.msg)
 		})
 	}
@@ -78,7 +77,7 @@ func TestParseCSRBadEncryptionKey(t *testing.T) {
 			c := rawCSR{signer: k.sign, subject: pkix.Name{CommonName: testID.Node}, uris: []string{testID.nodeURI(), testID.instanceURI()}, noEnc: true,
 				extra: []pkix.Extension{{Id: encryptionKeyOID, Value: value}}}
 			_, err := parseCSR([]byte(c.pem(t)))
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.ErrorContains(t, err, "HPKE")
 		})
 	}
@@ -88,7 +87,7 @@ func TestIdentityValidate(t *testing.T) {
 	assert.NoError(t, testID.Validate())
 	long := strings.Repeat("a", 129)
 	err := Identity{Provider: "", Org: "..", Node: long, InstanceID: "i/1"}.Validate()
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	for _, want := range []string{"provider is empty", `org ".." is not a name`, "node is longer than 128", "instance id has a character outside"} {
 		assert.ErrorContains(t, err, want, "every problem is reported")
 	}

@@ -4,18 +4,18 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/errkind"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Error kinds. Every error of this package matches exactly one of the
 // module-wide kinds of package secretstore with errors.Is (a context error
-// matches the context error instead): secretstore.ErrInvalid for malformed
+// matches the context error instead): edgesecrets.ErrInvalid for malformed
 // input — a bad CSR, a bad name, a bad body (HTTP 400);
-// secretstore.ErrPermission for a refusal (401 or 403); secretstore.ErrNotFound
-// when there is no record for the instance (404); secretstore.ErrConflict when
+// edgesecrets.ErrPermission for a refusal (401 or 403); edgesecrets.ErrNotFound
+// when there is no record for the instance (404); edgesecrets.ErrConflict when
 // a concurrent update of the same instance record won (409);
-// secretstore.ErrUnavailable when the record store or the signer failed
+// edgesecrets.ErrUnavailable when the record store or the signer failed
 // (503). The HTTP handler maps them to status codes and the client maps the
 // codes back.
 //
@@ -25,17 +25,17 @@ var (
 	// ErrUnauthenticated: the caller did not prove who it is — the presented
 	// certificate is not from the hub CA or has expired, or the refresh
 	// proof's signature or time is wrong (401). Also
-	// secretstore.ErrPermission.
-	ErrUnauthenticated = errkind.New("unauthenticated", secretstore.ErrPermission)
+	// edgesecrets.ErrPermission.
+	ErrUnauthenticated = errkind.New("unauthenticated", edgesecrets.ErrPermission)
 	// ErrForbidden: the caller is known but refused — attestation refused or
 	// stale, identity mismatch, instance revoked, serial neither current nor
-	// previous (403). Also secretstore.ErrPermission.
-	ErrForbidden = errkind.New("forbidden", secretstore.ErrPermission)
+	// previous (403). Also edgesecrets.ErrPermission.
+	ErrForbidden = errkind.New("forbidden", edgesecrets.ErrPermission)
 	// ErrReplayed: the request carries a proof (register or refresh) that
 	// the hub has already accepted once; it changes nothing (409, reason
 	// "replayed"). An agent never sees it for its own requests: each one
-	// carries a fresh nonce. Also secretstore.ErrConflict.
-	ErrReplayed = errkind.New("replayed request", secretstore.ErrConflict)
+	// carries a fresh nonce. Also edgesecrets.ErrConflict.
+	ErrReplayed = errkind.New("replayed request", edgesecrets.ErrConflict)
 )
 
 // ErrIdentityLost matches every refusal that only a new registration
@@ -44,7 +44,7 @@ var (
 // certificate expired (ErrExpired). An Agent given AgentOptions.Attest
 // registers again on its own when a renewal, or an agbot through
 // Agent.Refused, answers with it. It is a reason, not a kind: the
-// refusal also matches its kind (secretstore.ErrNotFound, ErrForbidden or
+// refusal also matches its kind (edgesecrets.ErrNotFound, ErrForbidden or
 // ErrUnauthenticated).
 var ErrIdentityLost = errors.New("identity lost: register again")
 
@@ -61,7 +61,7 @@ var ErrRevoked = errkind.New("instance revoked", ErrIdentityLost)
 // matches ErrIdentityLost.
 var ErrExpired = errkind.New("certificate expired", ErrIdentityLost)
 
-// ErrUnknownInstance is the reason, under secretstore.ErrNotFound, when
+// ErrUnknownInstance is the reason, under edgesecrets.ErrNotFound, when
 // the hub's records hold no record for the instance (the HTTP handler
 // sends reason "unknown"): it never registered there, or the record was
 // lost. It also matches ErrIdentityLost.
@@ -70,7 +70,7 @@ var ErrUnknownInstance = errkind.New("no record for the instance", ErrIdentityLo
 // errorKinds lists the kinds in the order kindOf tries them: the
 // refinements before the module kinds they refine.
 var errorKinds = [...]error{ErrUnauthenticated, ErrForbidden, ErrReplayed,
-	secretstore.ErrInvalid, secretstore.ErrNotFound, secretstore.ErrConflict, secretstore.ErrUnavailable}
+	edgesecrets.ErrInvalid, edgesecrets.ErrNotFound, edgesecrets.ErrConflict, edgesecrets.ErrUnavailable}
 
 // kindOf returns the error kind err matches, or nil if it matches none.
 func kindOf(err error) error {
@@ -108,7 +108,7 @@ type Error struct {
 	// Instance is the instance the operation was for, when known.
 	Instance Identity
 	// Kind is one of the error kinds: ErrUnauthenticated, ErrForbidden,
-	// ErrReplayed, or the module's secretstore.ErrInvalid, ErrNotFound,
+	// ErrReplayed, or the module's edgesecrets.ErrInvalid, ErrNotFound,
 	// ErrConflict or ErrUnavailable; nil for a context error.
 	Kind error
 	// Reason is a sentence saying what was wrong.

@@ -7,10 +7,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // deadURL returns the URL of a loopback port nothing listens on.
@@ -56,14 +55,14 @@ func TestClientFallsBackOnlyWhenAHubCannotBeReached(t *testing.T) {
 	c2, err := NewClient(ClientOptions{BaseURL: refusing, Fallbacks: []string{live}})
 	require.NoError(t, err)
 	_, err = c2.register(context.Background(), registerRequest(t, k, testID, "good", now()))
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "an answer is final")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "an answer is final")
 	assert.Equal(t, 1, hits["refusing"])
 	assert.Equal(t, 2, hits["live"])
 
 	all, err := NewClient(ClientOptions{BaseURL: deadURL(t), Fallbacks: []string{deadURL(t)}})
 	require.NoError(t, err)
 	_, err = all.register(context.Background(), registerRequest(t, k, testID, "good", now()))
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 
 	_, err = NewClient(ClientOptions{BaseURL: live, Fallbacks: []string{"not a URL"}})
 	assert.ErrorContains(t, err, "fallback 1")

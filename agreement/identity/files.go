@@ -11,9 +11,8 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/natefinch/atomic"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // keyFileMode is the mode of the private key file.
@@ -38,11 +37,11 @@ type files struct {
 // first, since the atomic write keeps the mode of the file it replaces.
 func writeKeyFile(path string, key ed25519.PrivateKey) error {
 	if len(key) != ed25519.PrivateKeySize {
-		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "not an Ed25519 private key", nil)
+		return newError(opInstall, Identity{}, edgesecrets.ErrInvalid, "not an Ed25519 private key", nil)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "encoding the key", nil)
+		return newError(opInstall, Identity{}, edgesecrets.ErrInvalid, "encoding the key", nil)
 	}
 	block := pem.EncodeToMemory(&pem.Block{Type: pemTypeKey, Bytes: der})
 	defer clear(block)
@@ -59,7 +58,7 @@ func writeKeyFile(path string, key ed25519.PrivateKey) error {
 		return fileError("checking the key file", path, err)
 	}
 	if info.Mode().Perm() != keyFileMode {
-		return newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s has mode %v, want %v", path, info.Mode().Perm(), keyFileMode), nil)
+		return newError(opInstall, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("key file %s has mode %v, want %v", path, info.Mode().Perm(), keyFileMode), nil)
 	}
 	return nil
 }
@@ -72,7 +71,7 @@ func readKeyFile(path string) (ed25519.PrivateKey, error) {
 		return nil, fileError("reading the key file", path, err)
 	}
 	if info.Mode().Perm()&0o077 != 0 {
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s has mode %v: it must not be readable by group or others", path, info.Mode().Perm()), nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("key file %s has mode %v: it must not be readable by group or others", path, info.Mode().Perm()), nil)
 	}
 	raw, err := readBounded(path)
 	if err != nil {
@@ -82,16 +81,16 @@ func readKeyFile(path string) (ed25519.PrivateKey, error) {
 	der, err := decodeSinglePEM(raw, pemTypeKey)
 	if err != nil {
 		// err describes the PEM framing, never the content.
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, "key file "+path+": "+err.Error(), nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, "key file "+path+": "+err.Error(), nil)
 	}
 	defer clear(der)
 	parsed, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, "key file "+path+" is not a PKCS #8 key", nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, "key file "+path+" is not a PKCS #8 key", nil)
 	}
 	key, ok := parsed.(ed25519.PrivateKey)
 	if !ok {
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("key file %s holds a %T, want an Ed25519 key", path, parsed), nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("key file %s holds a %T, want an Ed25519 key", path, parsed), nil)
 	}
 	return key, nil
 }
@@ -102,7 +101,7 @@ func readKeyFile(path string) (ed25519.PrivateKey, error) {
 // keeps its old content.
 func (f *files) writeCertificate(chain []*x509.Certificate) error {
 	if len(chain) == 0 || chain[0] == nil {
-		return newError(opInstall, Identity{}, secretstore.ErrInvalid, "no certificate", nil)
+		return newError(opInstall, Identity{}, edgesecrets.ErrInvalid, "no certificate", nil)
 	}
 	key, err := readKeyFile(f.keyPath)
 	if err != nil {
@@ -145,13 +144,13 @@ func readBounded(path string) ([]byte, error) {
 	}
 	if len(raw) > maxPEMBytes {
 		clear(raw)
-		return nil, newError(opInstall, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("%s is larger than %d bytes", path, maxPEMBytes), nil)
+		return nil, newError(opInstall, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("%s is larger than %d bytes", path, maxPEMBytes), nil)
 	}
 	return raw, nil
 }
 
-// fileError wraps a file-system failure as secretstore.ErrUnavailable; the cause is
+// fileError wraps a file-system failure as edgesecrets.ErrUnavailable; the cause is
 // kept, so a missing file matches fs.ErrNotExist.
 func fileError(what, path string, err error) error {
-	return newError(opInstall, Identity{}, secretstore.ErrUnavailable, what+" "+path, err)
+	return newError(opInstall, Identity{}, edgesecrets.ErrUnavailable, what+" "+path, err)
 }

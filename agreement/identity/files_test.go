@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func testFiles(t *testing.T) *files {
@@ -49,7 +48,7 @@ func TestFilesReadKeyRefusesLooseMode(t *testing.T) {
 	require.NoError(t, writeKeyFile(f.keyPath, k.sign))
 	require.NoError(t, os.Chmod(f.keyPath, 0o640))
 	_, err := readKeyFile(f.keyPath)
-	assert.ErrorIs(t, err, secretstore.ErrInvalid)
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.ErrorContains(t, err, "must not be readable by group or others")
 }
 
@@ -98,7 +97,7 @@ func TestFilesWriteKeyRefusesBadKey(t *testing.T) {
 	f := testFiles(t)
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
-	assert.ErrorIs(t, writeKeyFile(f.keyPath, priv[:10]), secretstore.ErrInvalid)
+	assert.ErrorIs(t, writeKeyFile(f.keyPath, priv[:10]), edgesecrets.ErrInvalid)
 	_, err = os.Stat(f.keyPath)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 }

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Every decoder of outside input is fuzzed: it must not panic, must stay
@@ -32,7 +31,7 @@ func FuzzParseCSR(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		csr, err := parseCSR(in)
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			require.Less(t, len(err.Error()), 1024)
 			return
 		}
@@ -56,7 +55,7 @@ func FuzzDecodeRegisterRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req, err := decodeRegisterBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			require.NotContains(t, err.Error(), "att-CANARY", "errors never quote the attestation")
 			return
 		}
@@ -82,7 +81,7 @@ func FuzzDecodeRefreshRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req, err := decodeRefreshBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			return
 		}
 		require.Len(t, req.Signature, 64)
@@ -105,7 +104,7 @@ func FuzzParseCertificatesPEM(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		certs, err := parseCertificatesPEM(in)
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			return
 		}
 		require.NotEmpty(t, certs)
@@ -125,7 +124,7 @@ func FuzzDecodeIdentityResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := decodeResponseBody(bytes.NewReader(in))
 		if err != nil {
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			return
 		}
 		require.NotEmpty(t, out.Certificate)

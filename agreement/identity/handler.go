@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // handler serves the hub's identity API (Issuer.Handler).
@@ -60,7 +60,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(path, instancePath+"/")
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) != 4 {
-		h.fail(w, r, http.StatusNotFound, newError(opDecode, Identity{}, secretstore.ErrNotFound, "no such resource", nil))
+		h.fail(w, r, http.StatusNotFound, newError(opDecode, Identity{}, edgesecrets.ErrNotFound, "no such resource", nil))
 		return
 	}
 	id := Identity{Provider: parts[0], Org: parts[1], Node: parts[2], InstanceID: parts[3]}
@@ -129,7 +129,7 @@ func (h *handler) revoke(w http.ResponseWriter, r *http.Request, id Identity) {
 
 func (h *handler) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
-	h.fail(w, r, http.StatusMethodNotAllowed, newError(opDecode, Identity{}, secretstore.ErrInvalid, "method "+clip(r.Method)+" not allowed; use "+allow, nil))
+	h.fail(w, r, http.StatusMethodNotAllowed, newError(opDecode, Identity{}, edgesecrets.ErrInvalid, "method "+clip(r.Method)+" not allowed; use "+allow, nil))
 }
 
 // mountPrefix returns the path prefix the handler is mounted under (what
@@ -191,17 +191,17 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, secretstore.ErrInvalid):
+	case errors.Is(err, edgesecrets.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, secretstore.ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, secretstore.ErrConflict), errors.Is(err, ErrReplayed):
+	case errors.Is(err, edgesecrets.ErrConflict), errors.Is(err, ErrReplayed):
 		return http.StatusConflict
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, secretstore.ErrUnavailable):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, edgesecrets.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

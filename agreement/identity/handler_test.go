@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // adminToken is what the test's revoke hook accepts.
@@ -212,8 +211,8 @@ func TestHandlerUnderPrefix(t *testing.T) {
 
 func TestClientErrorKinds(t *testing.T) {
 	for status, kind := range map[int]error{
-		400: secretstore.ErrInvalid, 401: ErrUnauthenticated, 403: ErrForbidden, 404: secretstore.ErrNotFound,
-		409: secretstore.ErrConflict, 413: secretstore.ErrInvalid, 500: secretstore.ErrUnavailable, 503: secretstore.ErrUnavailable,
+		400: edgesecrets.ErrInvalid, 401: ErrUnauthenticated, 403: ErrForbidden, 404: edgesecrets.ErrNotFound,
+		409: edgesecrets.ErrConflict, 413: edgesecrets.ErrInvalid, 500: edgesecrets.ErrUnavailable, 503: edgesecrets.ErrUnavailable,
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(status)
@@ -235,7 +234,7 @@ func TestClientHubDown(t *testing.T) {
 	client, err := NewClient(ClientOptions{BaseURL: url, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 	require.NoError(t, err)
 	_, err = client.register(context.Background(), &registerBody{})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

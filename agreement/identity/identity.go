@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // sanScheme is the scheme of the two SAN URIs an agent certificate carries.
@@ -49,7 +49,7 @@ func (id Identity) String() string {
 	return id.Provider + "/" + id.Org + "/" + id.Node + "/" + id.InstanceID
 }
 
-// Validate reports every bad element in one secretstore.ErrInvalid error.
+// Validate reports every bad element in one edgesecrets.ErrInvalid error.
 func (id Identity) Validate() error {
 	var problems []string
 	for _, f := range []struct{ name, value string }{
@@ -60,7 +60,7 @@ func (id Identity) Validate() error {
 		}
 	}
 	if len(problems) > 0 {
-		return newError(opDecode, Identity{}, secretstore.ErrInvalid, strings.Join(problems, "; "), nil)
+		return newError(opDecode, Identity{}, edgesecrets.ErrInvalid, strings.Join(problems, "; "), nil)
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func identityFromNames(cn string, uris []string) (Identity, error) {
 }
 
 func nameError(reason string) error {
-	return newError(opDecode, Identity{}, secretstore.ErrInvalid, reason, nil)
+	return newError(opDecode, Identity{}, edgesecrets.ErrInvalid, reason, nil)
 }
 
 // uriScheme returns the part of raw before "://" (or ":"), clipped, for

@@ -11,7 +11,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // AttestationRequest is what the Issuer asks IssuerOptions.Attest to
@@ -152,7 +152,7 @@ func (is *Issuer) Verifier() *Verifier {
 func (is *Issuer) register(ctx context.Context, req *registerBody) (*responseBody, error) {
 	const op = opRegister
 	if req == nil {
-		return nil, newError(op, Identity{}, secretstore.ErrInvalid, "no request", nil)
+		return nil, newError(op, Identity{}, edgesecrets.ErrInvalid, "no request", nil)
 	}
 	if err := req.check(); err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (is *Issuer) register(ctx context.Context, req *registerBody) (*responseBod
 			id.Provider, id.Org, id.Node, clip(req.Provider), clip(req.Org), clip(req.Node)), nil)
 	}
 	if err := is.kems.check(csr.EncryptionKey); err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	if err := is.checkProof(op, id, req.requestProof, csr.SigningKey, registerProofMessage(req, csr.Raw)); err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func (is *Issuer) register(ctx context.Context, req *registerBody) (*responseBod
 	}
 	rec, err := is.store.Get(ctx, id.Provider, id.InstanceID)
 	switch {
-	case errors.Is(err, secretstore.ErrNotFound):
+	case errors.Is(err, edgesecrets.ErrNotFound):
 		rec = Record{}
 	case err != nil:
 		return nil, storeError(op, id, err)
@@ -225,7 +225,7 @@ func (is *Issuer) refresh(ctx context.Context, id Identity, req *refreshBody) (*
 		return nil, withOp(err, op)
 	}
 	if req == nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, "no request", nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, "no request", nil)
 	}
 	if err := req.check(); err != nil {
 		return nil, withInstance(err, id)
@@ -235,7 +235,7 @@ func (is *Issuer) refresh(ctx context.Context, id Identity, req *refreshBody) (*
 		return nil, withInstance(withOp(err, op), id)
 	}
 	if len(certs) != 1 {
-		return nil, newError(op, id, secretstore.ErrInvalid, "certificate must be the leaf alone", nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, "certificate must be the leaf alone", nil)
 	}
 	leaf := certs[0]
 	now := time.Now()
@@ -248,7 +248,7 @@ func (is *Issuer) refresh(ctx context.Context, id Identity, req *refreshBody) (*
 	}
 	csrDER, err := decodeSinglePEM([]byte(req.CSR), pemTypeCSR)
 	if err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, "CSR "+err.Error(), nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, "CSR "+err.Error(), nil)
 	}
 	if err := is.checkProof(op, id, req.requestProof, current.SigningKey, refreshProofMessage(id, req.requestProof, req.LifetimeSeconds, csrDER, leaf.Raw)); err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func (is *Issuer) refresh(ctx context.Context, id Identity, req *refreshBody) (*
 		return nil, newError(op, id, ErrForbidden, "the CSR names instance "+csr.Identity.String()+", not the one in the path", nil)
 	}
 	if err := is.kems.check(csr.EncryptionKey); err != nil {
-		return nil, newError(op, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(op, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	// Spent before the serial state machine runs: a replayed request must
 	// not shift serials or revoke the instance.
@@ -377,7 +377,7 @@ func (is *Issuer) revoke(ctx context.Context, op string, id Identity) error {
 		now := time.Now()
 		rec.Revoked, rec.RevokedAt, rec.UpdatedAt = true, now, now
 		_, err = is.store.Put(ctx, rec)
-		if errors.Is(err, secretstore.ErrConflict) {
+		if errors.Is(err, edgesecrets.ErrConflict) {
 			continue
 		}
 		if err != nil {
@@ -385,7 +385,7 @@ func (is *Issuer) revoke(ctx context.Context, op string, id Identity) error {
 		}
 		return nil
 	}
-	return newError(op, id, secretstore.ErrConflict, fmt.Sprintf("the record kept changing over %d attempts", attempts), nil)
+	return newError(op, id, edgesecrets.ErrConflict, fmt.Sprintf("the record kept changing over %d attempts", attempts), nil)
 }
 
 // issue signs a certificate for csr, checks what the signer returned,
@@ -416,16 +416,16 @@ func (is *Issuer) issue(ctx context.Context, op string, csr *parsedCSR, lifetime
 		if ctx.Err() != nil {
 			return nil, newError(op, id, nil, "signing", ctx.Err())
 		}
-		return nil, newError(op, id, secretstore.ErrUnavailable, "the certificate signer failed", err)
+		return nil, newError(op, id, edgesecrets.ErrUnavailable, "the certificate signer failed", err)
 	}
 	cert, err := is.checkIssued(der, csr, now.Add(lifetime))
 	if err != nil {
-		return nil, newError(op, id, secretstore.ErrUnavailable, "the certificate signer returned a bad certificate: "+err.Error(), nil)
+		return nil, newError(op, id, edgesecrets.ErrUnavailable, "the certificate signer returned a bad certificate: "+err.Error(), nil)
 	}
 	serial := serialString(cert)
 	rec := next(serial, cert.NotAfter)
 	if serial == rec.PreviousSerial {
-		return nil, newError(op, id, secretstore.ErrUnavailable, "the certificate signer reused serial "+serial, nil)
+		return nil, newError(op, id, edgesecrets.ErrUnavailable, "the certificate signer reused serial "+serial, nil)
 	}
 	if _, err := is.store.Put(ctx, rec); err != nil {
 		// The certificate is dropped: no record, no certificate.

@@ -16,10 +16,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // failingStore is a CertStore whose writes (or reads) fail on demand.
@@ -116,29 +115,29 @@ func TestRegisterRefusals(t *testing.T) {
 		kind      error
 		msg       string
 	}{
-		{name: "bad CSR signature", kind: secretstore.ErrInvalid, msg: "CSR signature does not verify",
+		{name: "bad CSR signature", kind: edgesecrets.ErrInvalid, msg: "CSR signature does not verify",
 			mutate: func(t *testing.T, r *registerBody) {
 				block, _ := pem.Decode([]byte(r.CSR))
 				block.Bytes[len(block.Bytes)-1] ^= 0xff // last byte of the signature
 				r.CSR = string(pem.EncodeToMemory(block))
 			}},
-		{name: "wrong CN", kind: secretstore.ErrInvalid, msg: `subject CN "node-2" is not the node id "node-1"`,
+		{name: "wrong CN", kind: edgesecrets.ErrInvalid, msg: `subject CN "node-2" is not the node id "node-1"`,
 			mutate: raw(func(c *rawCSR) { c.subject.CommonName = "node-2" })},
-		{name: "extra subject attribute", kind: secretstore.ErrInvalid, msg: "subject must be exactly CN=<node id>",
+		{name: "extra subject attribute", kind: edgesecrets.ErrInvalid, msg: "subject must be exactly CN=<node id>",
 			mutate: raw(func(c *rawCSR) { c.subject.Organization = []string{"acme"} })},
-		{name: "two instance ids", kind: secretstore.ErrInvalid, msg: "2 instance-id SAN URIs",
+		{name: "two instance ids", kind: edgesecrets.ErrInvalid, msg: "2 instance-id SAN URIs",
 			mutate: raw(func(c *rawCSR) { c.uris = append(c.uris, "edgesecrets://instanceid/openhorizon.factory1/i-other") })},
-		{name: "no instance id", kind: secretstore.ErrInvalid, msg: "0 instance-id SAN URIs",
+		{name: "no instance id", kind: edgesecrets.ErrInvalid, msg: "0 instance-id SAN URIs",
 			mutate: raw(func(c *rawCSR) { c.uris = c.uris[:1] })},
-		{name: "two node URIs", kind: secretstore.ErrInvalid, msg: "2 node SAN URIs",
+		{name: "two node URIs", kind: edgesecrets.ErrInvalid, msg: "2 node SAN URIs",
 			mutate: raw(func(c *rawCSR) { c.uris = append(c.uris, "edgesecrets://node/acme/node-1") })},
-		{name: "foreign URI scheme", kind: secretstore.ErrInvalid, msg: `SAN URI with scheme "spiffe"`,
+		{name: "foreign URI scheme", kind: edgesecrets.ErrInvalid, msg: `SAN URI with scheme "spiffe"`,
 			mutate: raw(func(c *rawCSR) { c.uris = append(c.uris, "spiffe://acme/node-1") })},
-		{name: "unknown edgesecrets URI kind", kind: secretstore.ErrInvalid, msg: "unknown SAN URI kind edgesecrets://pod/",
+		{name: "unknown edgesecrets URI kind", kind: edgesecrets.ErrInvalid, msg: "unknown SAN URI kind edgesecrets://pod/",
 			mutate: raw(func(c *rawCSR) { c.uris = append(c.uris, "edgesecrets://pod/acme/x") })},
-		{name: "non-canonical URI", kind: secretstore.ErrInvalid, msg: "is not of the form",
+		{name: "non-canonical URI", kind: edgesecrets.ErrInvalid, msg: "is not of the form",
 			mutate: raw(func(c *rawCSR) { c.uris[0] = "edgesecrets://node/acme/node-1?x=1" })},
-		{name: "DNS SAN", kind: secretstore.ErrInvalid, msg: "only URI names are allowed",
+		{name: "DNS SAN", kind: edgesecrets.ErrInvalid, msg: "only URI names are allowed",
 			mutate: raw(func(c *rawCSR) {
 				der, _ := asn1.Marshal([]asn1.RawValue{
 					{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(testID.nodeURI())},
@@ -147,19 +146,19 @@ func TestRegisterRefusals(t *testing.T) {
 				})
 				c.san = &pkix.Extension{Id: oidSubjectAltName, Value: der}
 			})},
-		{name: "ECDSA key", kind: secretstore.ErrInvalid, msg: "only Ed25519 keys are allowed",
+		{name: "ECDSA key", kind: edgesecrets.ErrInvalid, msg: "only Ed25519 keys are allowed",
 			mutate: raw(func(c *rawCSR) { c.signer = ecKey })},
-		{name: "no HPKE key", kind: secretstore.ErrInvalid, msg: "no HPKE public key extension",
+		{name: "no HPKE key", kind: edgesecrets.ErrInvalid, msg: "no HPKE public key extension",
 			mutate: raw(func(c *rawCSR) { c.noEnc = true })},
-		{name: "unknown extension", kind: secretstore.ErrInvalid, msg: "extension 1.2.3.4 is not allowed",
+		{name: "unknown extension", kind: edgesecrets.ErrInvalid, msg: "extension 1.2.3.4 is not allowed",
 			mutate: raw(func(c *rawCSR) {
 				c.extra = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 2, 3, 4}, Value: []byte{5, 0}}}
 			})},
-		{name: "KEM not allowed by policy", kind: secretstore.ErrInvalid, msg: "HPKE KEM 0x0010 is not allowed",
+		{name: "KEM not allowed by policy", kind: edgesecrets.ErrInvalid, msg: "HPKE KEM 0x0010 is not allowed",
 			mutate: raw(func(c *rawCSR) { c.enc = p256.PublicKey() })},
 		{name: "claimed node differs from CSR", kind: ErrForbidden, msg: `request claims provider "openhorizon.factory1" org "acme" node "node-9"`,
 			mutate: func(t *testing.T, r *registerBody) { r.Node = "node-9" }},
-		{name: "missing attestation", kind: secretstore.ErrInvalid, msg: `missing ["attestation"]`,
+		{name: "missing attestation", kind: edgesecrets.ErrInvalid, msg: `missing ["attestation"]`,
 			mutate: func(t *testing.T, r *registerBody) { r.Attestation = "" }},
 		{name: "stale attestation", kind: ErrForbidden, msg: "older than the 10m0s freshness window",
 			setup: func(t *testing.T, h *testHub) {
@@ -181,13 +180,13 @@ func TestRegisterRefusals(t *testing.T) {
 			mutate: func(t *testing.T, r *registerBody) { r.Nonce[0] ^= 1 }},
 		{name: "stale proof", kind: ErrUnauthenticated, msg: "register proof signed at 1999-12-31T23:54:00Z is outside the 5m0s window", keepProof: true,
 			mutate: func(t *testing.T, r *registerBody) { resign(t, k.sign, r, t0.Add(-6*time.Minute)) }},
-		{name: "short nonce", kind: secretstore.ErrInvalid, msg: "nonce is 8 bytes, want 16 to 64", keepProof: true,
+		{name: "short nonce", kind: edgesecrets.ErrInvalid, msg: "nonce is 8 bytes, want 16 to 64", keepProof: true,
 			mutate: func(t *testing.T, r *registerBody) { r.Nonce = r.Nonce[:8] }},
-		{name: "no proof", kind: secretstore.ErrInvalid, msg: `missing ["nonce" "signedAt" "signature"]`, keepProof: true,
+		{name: "no proof", kind: edgesecrets.ErrInvalid, msg: `missing ["nonce" "signedAt" "signature"]`, keepProof: true,
 			mutate: func(t *testing.T, r *registerBody) { r.requestProof = requestProof{} }},
-		{name: "record-store failure blocks issuing", kind: secretstore.ErrUnavailable, msg: "record store failed",
+		{name: "record-store failure blocks issuing", kind: edgesecrets.ErrUnavailable, msg: "record store failed",
 			hubOpts: []hubOption{func(o *IssuerOptions) { o.Store = &failingStore{CertStore: NewMemoryCertStore(), putErr: errDiskFull} }}},
-		{name: "record-store read failure", kind: secretstore.ErrUnavailable, msg: "record store failed",
+		{name: "record-store read failure", kind: edgesecrets.ErrUnavailable, msg: "record store failed",
 			hubOpts: []hubOption{func(o *IssuerOptions) { o.Store = &failingStore{CertStore: NewMemoryCertStore(), getErr: errDiskFull} }}},
 	}
 	for _, tc := range cases {
@@ -217,7 +216,7 @@ func TestRegisterRefusals(t *testing.T) {
 					store = fs.CertStore
 				}
 				_, getErr := store.Get(context.Background(), testID.Provider, testID.InstanceID)
-				assert.ErrorIs(t, getErr, secretstore.ErrNotFound, "a refused registration leaves no record")
+				assert.ErrorIs(t, getErr, edgesecrets.ErrNotFound, "a refused registration leaves no record")
 			})
 		})
 	}
@@ -417,13 +416,13 @@ func TestRefreshRefusals(t *testing.T) {
 				time.Sleep(25 * time.Hour)
 				return testID, refreshRequest(t, k, testID, a, now())
 			}},
-		{name: "chain instead of leaf", kind: secretstore.ErrInvalid, msg: "certificate must be the leaf alone",
+		{name: "chain instead of leaf", kind: edgesecrets.ErrInvalid, msg: "certificate must be the leaf alone",
 			build: func(t *testing.T, h *testHub, a *responseBody) (Identity, *refreshBody) {
 				req := refreshRequest(t, k, testID, a, now())
 				req.Certificate += a.CACertificates
 				return testID, req
 			}},
-		{name: "record-store failure blocks issuing", kind: secretstore.ErrUnavailable, msg: "record store failed",
+		{name: "record-store failure blocks issuing", kind: edgesecrets.ErrUnavailable, msg: "record store failed",
 			build: func(t *testing.T, h *testHub, a *responseBody) (Identity, *refreshBody) {
 				h.store.(*failingStore).putErr = errDiskFull
 				return testID, refreshRequest(t, k, testID, a, now())
@@ -480,7 +479,7 @@ func TestRevoke(t *testing.T) {
 
 		unknown := testID
 		unknown.InstanceID = "i-unknown"
-		assert.ErrorIs(t, h.Revoke(ctx, unknown), secretstore.ErrNotFound)
+		assert.ErrorIs(t, h.Revoke(ctx, unknown), edgesecrets.ErrNotFound)
 
 		wrongNode := testID
 		wrongNode.Node = "node-2"

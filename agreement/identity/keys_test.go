@@ -38,7 +38,7 @@ func TestVerifiedKeysAreTheAgreementKeys(t *testing.T) {
 
 			verified, err := issuer.Verifier().Verify(ctx, agent.CertificateChain())
 			require.NoError(t, err)
-			pub, err := agreement.NewPublicKeys(verified.SigningKey, verified.EncryptionKey)
+			pub, err := verified.PublicKeys()
 			require.NoError(t, err)
 			require.Equal(t, agentKeys.Public().String(), pub.String(), "verified keys are the agent's agreement keys")
 

@@ -5,26 +5,25 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Every error kind is one of the module-wide kinds or refines exactly one
 // of them; the package's own kinds stay distinct from each other.
 func TestKindsAreModuleKinds(t *testing.T) {
-	moduleKinds := []error{secretstore.ErrInvalid, secretstore.ErrPermission, secretstore.ErrNotFound, secretstore.ErrConflict, secretstore.ErrUnavailable}
+	moduleKinds := []error{edgesecrets.ErrInvalid, edgesecrets.ErrPermission, edgesecrets.ErrNotFound, edgesecrets.ErrConflict, edgesecrets.ErrUnavailable}
 	ownKinds := []error{ErrUnauthenticated, ErrForbidden, ErrReplayed}
 	tests := []struct {
 		kind, module error
 	}{
-		{secretstore.ErrInvalid, secretstore.ErrInvalid},
-		{ErrUnauthenticated, secretstore.ErrPermission},
-		{ErrForbidden, secretstore.ErrPermission},
-		{secretstore.ErrNotFound, secretstore.ErrNotFound},
-		{secretstore.ErrConflict, secretstore.ErrConflict},
-		{secretstore.ErrUnavailable, secretstore.ErrUnavailable},
-		{ErrReplayed, secretstore.ErrConflict},
+		{edgesecrets.ErrInvalid, edgesecrets.ErrInvalid},
+		{ErrUnauthenticated, edgesecrets.ErrPermission},
+		{ErrForbidden, edgesecrets.ErrPermission},
+		{edgesecrets.ErrNotFound, edgesecrets.ErrNotFound},
+		{edgesecrets.ErrConflict, edgesecrets.ErrConflict},
+		{edgesecrets.ErrUnavailable, edgesecrets.ErrUnavailable},
+		{ErrReplayed, edgesecrets.ErrConflict},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.Error(), func(t *testing.T) {

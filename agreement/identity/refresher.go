@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // renewer is what a refresher renews: an *Agent.
@@ -115,7 +115,7 @@ func (r *refresher) run(ctx context.Context) error {
 			case r.register == nil && lost != nil:
 				return lost
 			case r.register == nil:
-				return newError(opRefresh, Identity{}, secretstore.ErrInvalid, "no certificate to renew: register first", nil)
+				return newError(opRefresh, Identity{}, edgesecrets.ErrInvalid, "no certificate to renew: register first", nil)
 			}
 			if err := r.registerAgain(ctx, lost); err != nil {
 				return err

@@ -12,10 +12,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // wiretap is an HTTP front for a Handler that keeps the body of every
@@ -186,7 +185,7 @@ func TestClientMapsReplayedReason(t *testing.T) {
 	require.NoError(t, err)
 	_, err = client.refresh(context.Background(), testID, &refreshBody{})
 	assert.Equal(t, ErrReplayed, kindOf(err))
-	assert.ErrorIs(t, err, secretstore.ErrConflict, "a replay is also the module kind it refines")
+	assert.ErrorIs(t, err, edgesecrets.ErrConflict, "a replay is also the module kind it refines")
 }
 
 func TestMemoryCertStoreNonces(t *testing.T) {

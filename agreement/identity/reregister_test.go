@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // The agent registers again on its own when the hub or an agbot no longer
@@ -195,7 +195,7 @@ func TestAgentRegistersAgainWhenAnAgbotLostIt(t *testing.T) {
 				refusal := ka.verify()
 				require.ErrorIs(t, refusal, ErrUnknownInstance)
 				require.ErrorIs(t, refusal, ErrIdentityLost)
-				require.ErrorIs(t, refusal, secretstore.ErrNotFound)
+				require.ErrorIs(t, refusal, edgesecrets.ErrNotFound)
 				told := now()
 				assert.True(t, ka.Refused(refusal))
 				assert.True(t, ka.Refused(fmt.Errorf("the relay: %w", refusal)), "a second report while one is pending")
@@ -227,7 +227,7 @@ type hubSwitch struct {
 
 func (s *hubSwitch) refresh(ctx context.Context, id Identity, req *refreshBody) (*responseBody, error) {
 	if s.down.Load() {
-		return nil, newError(opRefresh, id, secretstore.ErrUnavailable, "hub down", nil)
+		return nil, newError(opRefresh, id, edgesecrets.ErrUnavailable, "hub down", nil)
 	}
 	return s.hub.refresh(ctx, id, req)
 }
@@ -299,10 +299,10 @@ func TestAgentKeepsRegisteringWhileRevoked(t *testing.T) {
 func TestAgentRefusedIgnoresOtherErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"nil":                     nil,
-		"store unavailable":       newError(opVerify, testID, secretstore.ErrUnavailable, "record store failed", errors.New("timeout")),
+		"store unavailable":       newError(opVerify, testID, edgesecrets.ErrUnavailable, "record store failed", errors.New("timeout")),
 		"serial not current":      newError(opVerify, testID, ErrForbidden, "certificate serial 2a is neither the current nor the previous serial of the instance", nil),
 		"not from the hub CA":     newError(opVerify, Identity{}, ErrUnauthenticated, "certificate does not chain to the hub CA", nil),
-		"not found without cause": newError(opDecode, Identity{}, secretstore.ErrNotFound, "no such resource", nil),
+		"not found without cause": newError(opDecode, Identity{}, edgesecrets.ErrNotFound, "no such resource", nil),
 		"context":                 context.DeadlineExceeded,
 		"other":                   errors.New("relay: status 500"),
 	} {
@@ -327,7 +327,7 @@ func TestAgentRefusedIgnoresOtherErrors(t *testing.T) {
 func TestAgentRegistersAgainWithBackoffWhenLostRepeatedly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ka := startKeptAgent(t, 3*time.Hour, nil)
-		lost := newError(opVerify, testID, secretstore.ErrNotFound, "no record for the instance", ErrUnknownInstance)
+		lost := newError(opVerify, testID, edgesecrets.ErrNotFound, "no record for the instance", ErrUnknownInstance)
 		time.Sleep(testMaxBackoff)
 		start := now()
 		for i := range 4 {
@@ -398,14 +398,14 @@ func TestClientTellsUnknownInstanceFromWrongPath(t *testing.T) {
 		_, err = agent.Renew(context.Background())
 		require.ErrorIs(t, err, ErrUnknownInstance)
 		require.ErrorIs(t, err, ErrIdentityLost)
-		require.ErrorIs(t, err, secretstore.ErrNotFound)
+		require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 		assert.True(t, agent.Refused(err))
 
 		wrong, err := NewClient(ClientOptions{BaseURL: "http://hub.test/wrong", HTTPClient: &http.Client{Transport: handlerTransport{h.Handler(nil)}}})
 		require.NoError(t, err)
 		agent.hub = wrong
 		_, err = agent.Register(context.Background(), "good")
-		require.ErrorIs(t, err, secretstore.ErrNotFound)
+		require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 		assert.NotErrorIs(t, err, ErrIdentityLost)
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Record is the hub's state for one instance, keyed by (Provider,
@@ -41,14 +41,14 @@ type Record struct {
 // PostgreSQL table): a store that forgets records makes every certificate
 // fail verification, one that forgets nonces within ProofWindow lets a
 // captured request be replayed. Errors other than the kinds named below are
-// reported as secretstore.ErrUnavailable.
+// reported as edgesecrets.ErrUnavailable.
 type CertStore interface {
 	// Get returns the record for the instance, or an error matching
-	// secretstore.ErrNotFound.
+	// edgesecrets.ErrNotFound.
 	Get(ctx context.Context, provider, instanceID string) (Record, error)
 	// Put stores rec if the stored record's Revision equals rec.Revision
 	// (0: no record may exist yet), and returns it with its new Revision.
-	// A lost race is an error matching secretstore.ErrConflict. Put is
+	// A lost race is an error matching edgesecrets.ErrConflict. Put is
 	// compare-and-set so two refreshes of one instance cannot both win.
 	Put(ctx context.Context, rec Record) (Record, error)
 	// UseNonce records that the Issuer accepted a proof carrying
@@ -77,7 +77,7 @@ type NonceUse struct {
 }
 
 // maxMemoryNonces bounds the nonces a memoryCertStore remembers at once:
-// above it, UseNonce refuses with secretstore.ErrUnavailable until some expire.
+// above it, UseNonce refuses with edgesecrets.ErrUnavailable until some expire.
 const maxMemoryNonces = 1 << 16
 
 // memoryCertStore is the in-memory CertStore (NewMemoryCertStore).
@@ -100,7 +100,7 @@ type nonceKey struct {
 // default. Its records are lost when the process exits, so every
 // certificate it knows about then fails verification; use a persistent
 // CertStore where that matters. It remembers at most 65536 request proofs
-// at once: above that, UseNonce refuses with secretstore.ErrUnavailable
+// at once: above that, UseNonce refuses with edgesecrets.ErrUnavailable
 // until some leave their window.
 func NewMemoryCertStore() CertStore {
 	return &memoryCertStore{records: make(map[instanceKey]Record), nonces: make(map[nonceKey]time.Time), sweepAt: 64}
@@ -115,7 +115,7 @@ func (s *memoryCertStore) Get(ctx context.Context, provider, instanceID string) 
 	defer s.mu.Unlock()
 	rec, ok := s.records[instanceKey{provider, instanceID}]
 	if !ok {
-		return Record{}, newError(opStore, Identity{Provider: provider, InstanceID: instanceID}, secretstore.ErrNotFound, "no record", nil)
+		return Record{}, newError(opStore, Identity{Provider: provider, InstanceID: instanceID}, edgesecrets.ErrNotFound, "no record", nil)
 	}
 	return rec, nil
 }
@@ -129,7 +129,7 @@ func (s *memoryCertStore) Put(ctx context.Context, rec Record) (Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.records[key].Revision != rec.Revision {
-		return Record{}, newError(opStore, rec.Instance, secretstore.ErrConflict, "record changed since it was read", nil)
+		return Record{}, newError(opStore, rec.Instance, edgesecrets.ErrConflict, "record changed since it was read", nil)
 	}
 	rec.Revision++
 	s.records[key] = rec
@@ -158,7 +158,7 @@ func (s *memoryCertStore) UseNonce(ctx context.Context, u NonceUse) error {
 		s.sweepAt = max(64, 2*len(s.nonces))
 	}
 	if len(s.nonces) >= maxMemoryNonces {
-		return newError(opStore, id, secretstore.ErrUnavailable, fmt.Sprintf("%d request proofs are within their window; retry later", len(s.nonces)), nil)
+		return newError(opStore, id, edgesecrets.ErrUnavailable, fmt.Sprintf("%d request proofs are within their window; retry later", len(s.nonces)), nil)
 	}
 	s.nonces[key] = u.Expires
 	return nil

@@ -5,24 +5,23 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestMemoryCertStoreCompareAndSet(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryCertStore()
 	_, err := s.Get(ctx, testID.Provider, testID.InstanceID)
-	require.ErrorIs(t, err, secretstore.ErrNotFound)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 
 	rec, err := s.Put(ctx, Record{Instance: testID, CurrentSerial: "a"})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), rec.Revision)
 
 	_, err = s.Put(ctx, Record{Instance: testID, CurrentSerial: "x"})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "revision 0 means create; the record exists")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "revision 0 means create; the record exists")
 
 	rec.CurrentSerial, rec.PreviousSerial = "b", "a"
 	rec2, err := s.Put(ctx, rec)
@@ -30,7 +29,7 @@ func TestMemoryCertStoreCompareAndSet(t *testing.T) {
 	assert.Equal(t, uint64(2), rec2.Revision)
 
 	_, err = s.Put(ctx, rec) // still revision 1
-	require.ErrorIs(t, err, secretstore.ErrConflict)
+	require.ErrorIs(t, err, edgesecrets.ErrConflict)
 
 	got, err := s.Get(ctx, testID.Provider, testID.InstanceID)
 	require.NoError(t, err)
@@ -68,7 +67,7 @@ func TestConcurrentRefreshesNeverRevoke(t *testing.T) {
 			wins++
 			continue
 		}
-		assert.ErrorIs(t, err, secretstore.ErrConflict)
+		assert.ErrorIs(t, err, edgesecrets.ErrConflict)
 	}
 	assert.GreaterOrEqual(t, wins, 1)
 	rec := h.record(t, testID)

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement"
 )
 
 // defaultKEMs are the HPKE KEMs accepted when a policy lists none: the
@@ -138,21 +139,25 @@ type VerifiedIdentity struct {
 	// the agent's signatures (replies, envelopes it sends).
 	SigningKey ed25519.PublicKey
 	// EncryptionKey is the agent's HPKE public key: the key to seal to.
-	// agreement.NewPublicKeys(SigningKey, EncryptionKey) is the key set
-	// the agbot seals to (agreement.Seal of a proposal or an update)
-	// and whose signatures it accepts on the agent's replies.
 	EncryptionKey hpke.PublicKey
+}
+
+// PublicKeys returns the agent's agreement key set: the keys the agbot
+// seals to (agreement.Seal of a proposal or an update) and whose
+// signatures it accepts on the agent's replies.
+func (v VerifiedIdentity) PublicKeys() (*agreement.PublicKeys, error) {
+	return agreement.NewPublicKeys(v.SigningKey, v.EncryptionKey)
 }
 
 // Verify checks an agent certificate chain in PEM (1 to 8 "CERTIFICATE"
 // blocks, at most 32 KiB: the leaf first, then any intermediates the agent
 // presented; see encodeCertificatesPEM) and returns what it vouches for.
-// Refusals match secretstore.ErrInvalid (not such a PEM chain),
+// Refusals match edgesecrets.ErrInvalid (not such a PEM chain),
 // ErrUnauthenticated (not from the hub CA, or expired),
 // ErrForbidden (ErrRevoked when the instance is revoked; a serial neither
 // current nor previous; a record for another node),
-// secretstore.ErrNotFound (no record, with ErrUnknownInstance) or
-// secretstore.ErrUnavailable (the store failed). A refusal for no record,
+// edgesecrets.ErrNotFound (no record, with ErrUnknownInstance) or
+// edgesecrets.ErrUnavailable (the store failed). A refusal for no record,
 // a revoked instance or an expired certificate matches ErrIdentityLost:
 // the agbot tells the agent, whose Agent.Refused takes it.
 func (v *Verifier) Verify(ctx context.Context, chainPEM []byte) (*VerifiedIdentity, error) {
@@ -166,7 +171,7 @@ func (v *Verifier) Verify(ctx context.Context, chainPEM []byte) (*VerifiedIdenti
 // verify is Verify for a parsed chain, leaf first.
 func (v *Verifier) verify(ctx context.Context, certs ...*x509.Certificate) (*VerifiedIdentity, error) {
 	if len(certs) == 0 || certs[0] == nil {
-		return nil, newError(opVerify, Identity{}, secretstore.ErrInvalid, "no certificate", nil)
+		return nil, newError(opVerify, Identity{}, edgesecrets.ErrInvalid, "no certificate", nil)
 	}
 	leaf := certs[0]
 	if err := v.trust.verify(leaf, certs[1:], time.Now()); err != nil {
@@ -227,15 +232,15 @@ func reasonSentinel(err error) error {
 
 // storeError wraps a CertStore failure: NotFound and Conflict keep their
 // kind, a context error stays a context error, anything else is
-// secretstore.ErrUnavailable. The cause is kept for logs but not shown to callers.
+// edgesecrets.ErrUnavailable. The cause is kept for logs but not shown to callers.
 func storeError(op string, id Identity, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newError(op, id, nil, "record store", err)
-	case errors.Is(err, secretstore.ErrNotFound):
-		return newError(op, id, secretstore.ErrNotFound, "no record for the instance", ErrUnknownInstance)
-	case errors.Is(err, secretstore.ErrConflict):
-		return newError(op, id, secretstore.ErrConflict, "the instance record changed concurrently; retry", nil)
+	case errors.Is(err, edgesecrets.ErrNotFound):
+		return newError(op, id, edgesecrets.ErrNotFound, "no record for the instance", ErrUnknownInstance)
+	case errors.Is(err, edgesecrets.ErrConflict):
+		return newError(op, id, edgesecrets.ErrConflict, "the instance record changed concurrently; retry", nil)
 	}
-	return newError(op, id, secretstore.ErrUnavailable, "record store failed", err)
+	return newError(op, id, edgesecrets.ErrUnavailable, "record store failed", err)
 }

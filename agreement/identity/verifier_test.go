@@ -8,10 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestVerifierHandsOutTheAgentKeys(t *testing.T) {
@@ -79,11 +78,11 @@ func TestVerifierRefusals(t *testing.T) {
 			}},
 		{name: "another hub's CA", kind: ErrUnauthenticated, msg: "does not chain to the hub CA",
 			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody { return newHub(t).register(t, k, testID) }},
-		{name: "no record", kind: secretstore.ErrNotFound, msg: "no record for the instance",
+		{name: "no record", kind: edgesecrets.ErrNotFound, msg: "no record for the instance",
 			verifier: func(h *testHub) VerifierOptions {
 				return VerifierOptions{CACertificates: h.trust.chain, Store: NewMemoryCertStore()}
 			}},
-		{name: "store down", kind: secretstore.ErrUnavailable, msg: "record store failed",
+		{name: "store down", kind: edgesecrets.ErrUnavailable, msg: "record store failed",
 			verifier: func(h *testHub) VerifierOptions {
 				return VerifierOptions{CACertificates: h.trust.chain, Store: &failingStore{CertStore: h.store, getErr: errDiskFull}}
 			}},

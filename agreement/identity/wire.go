@@ -16,8 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Body limits. A register or refresh body holds a CSR (about 2 KiB with an
@@ -231,11 +231,11 @@ func newRegisterBody(signingKey crypto.Signer, id Identity, csrPEM []byte, attes
 		return nil, withOp(err, opRegister)
 	}
 	if _, err := signingPublicKey(signingKey); err != nil {
-		return nil, newError(opRegister, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(opRegister, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	csrDER, err := decodeSinglePEM(csrPEM, pemTypeCSR)
 	if err != nil {
-		return nil, newError(opRegister, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(opRegister, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	req := &registerBody{
 		Provider: id.Provider, Org: id.Org, Node: id.Node,
@@ -247,7 +247,7 @@ func newRegisterBody(signingKey crypto.Signer, id Identity, csrPEM []byte, attes
 		return registerProofMessage(&r, csrDER)
 	})
 	if err != nil {
-		return nil, newError(opRegister, id, secretstore.ErrInvalid, "signing the register proof", err)
+		return nil, newError(opRegister, id, edgesecrets.ErrInvalid, "signing the register proof", err)
 	}
 	return req, nil
 }
@@ -261,18 +261,18 @@ func newRefreshBody(signingKey crypto.Signer, id Identity, current *x509.Certifi
 		return nil, err
 	}
 	if current == nil {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, "no current certificate", nil)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, "no current certificate", nil)
 	}
 	pub, err := signingPublicKey(signingKey)
 	if err != nil {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	if certKey, ok := current.PublicKey.(ed25519.PublicKey); !ok || !certKey.Equal(pub) {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, "the signing key is not the current certificate's key", nil)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, "the signing key is not the current certificate's key", nil)
 	}
 	csrDER, err := decodeSinglePEM(csrPEM, pemTypeCSR)
 	if err != nil {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, err.Error(), nil)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, err.Error(), nil)
 	}
 	req := &refreshBody{
 		CSR:             string(csrPEM),
@@ -283,14 +283,14 @@ func newRefreshBody(signingKey crypto.Signer, id Identity, current *x509.Certifi
 		return refreshProofMessage(id, p, req.LifetimeSeconds, csrDER, current.Raw)
 	})
 	if err != nil {
-		return nil, newError(opRefresh, id, secretstore.ErrInvalid, "signing the refresh proof", err)
+		return nil, newError(opRefresh, id, edgesecrets.ErrInvalid, "signing the refresh proof", err)
 	}
 	return req, nil
 }
 
 // decodeRegisterBody decodes a JSON registerBody of at most
 // maxBodyBytes: unknown fields, trailing data, a missing field or an
-// oversized attestation are secretstore.ErrInvalid. The CSR is only checked to be
+// oversized attestation are edgesecrets.ErrInvalid. The CSR is only checked to be
 // present; Issuer.register checks it.
 func decodeRegisterBody(r io.Reader) (*registerBody, error) {
 	return decodeRequest[registerBody](opRegister, r)
@@ -300,9 +300,9 @@ func (req *registerBody) check() error {
 	const op = opRegister
 	switch {
 	case len(req.Attestation) > maxAttestationBytes:
-		return newError(op, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("attestation is %d bytes, more than the %d allowed", len(req.Attestation), maxAttestationBytes), nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("attestation is %d bytes, more than the %d allowed", len(req.Attestation), maxAttestationBytes), nil)
 	case req.LifetimeSeconds < 0:
-		return newError(op, Identity{}, secretstore.ErrInvalid, "lifetimeSeconds is negative", nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, "lifetimeSeconds is negative", nil)
 	}
 	return req.requestProof.check(op, field{"provider", req.Provider == ""}, field{"org", req.Org == ""}, field{"node", req.Node == ""},
 		field{"attestation", req.Attestation == ""}, field{"csr", req.CSR == ""})
@@ -318,9 +318,9 @@ func (p *requestProof) check(op string, fields ...field) error {
 	}
 	switch {
 	case len(p.Nonce) < minNonceBytes || len(p.Nonce) > maxNonceBytes:
-		return newError(op, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("nonce is %d bytes, want %d to %d", len(p.Nonce), minNonceBytes, maxNonceBytes), nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("nonce is %d bytes, want %d to %d", len(p.Nonce), minNonceBytes, maxNonceBytes), nil)
 	case len(p.Signature) != ed25519.SignatureSize:
-		return newError(op, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(p.Signature), ed25519.SignatureSize), nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("signature is %d bytes, want %d", len(p.Signature), ed25519.SignatureSize), nil)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func decodeRefreshBody(r io.Reader) (*refreshBody, error) {
 func (req *refreshBody) check() error {
 	const op = opRefresh
 	if req.LifetimeSeconds < 0 {
-		return newError(op, Identity{}, secretstore.ErrInvalid, "lifetimeSeconds is negative", nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, "lifetimeSeconds is negative", nil)
 	}
 	return req.requestProof.check(op, field{"csr", req.CSR == ""}, field{"certificate", req.Certificate == ""})
 }
@@ -347,7 +347,7 @@ func decodeRequest[T any, P interface {
 }](op string, r io.Reader) (*T, error) {
 	var req T
 	if err := decodeJSON(r, &req); err != nil {
-		return nil, newError(op, Identity{}, secretstore.ErrInvalid, "request body: "+err.Error(), tooLarge(err))
+		return nil, newError(op, Identity{}, edgesecrets.ErrInvalid, "request body: "+err.Error(), tooLarge(err))
 	}
 	if err := P(&req).check(); err != nil {
 		return nil, err
@@ -361,7 +361,7 @@ type field struct {
 	empty bool
 }
 
-// missingFields names every empty required field in one secretstore.ErrInvalid error.
+// missingFields names every empty required field in one edgesecrets.ErrInvalid error.
 func missingFields(op string, fields []field) error {
 	var missing []string
 	for _, f := range fields {
@@ -370,7 +370,7 @@ func missingFields(op string, fields []field) error {
 		}
 	}
 	if len(missing) > 0 {
-		return newError(op, Identity{}, secretstore.ErrInvalid, fmt.Sprintf("request body: missing %q", missing), nil)
+		return newError(op, Identity{}, edgesecrets.ErrInvalid, fmt.Sprintf("request body: missing %q", missing), nil)
 	}
 	return nil
 }
@@ -380,10 +380,10 @@ func missingFields(op string, fields []field) error {
 func decodeResponseBody(r io.Reader) (*responseBody, error) {
 	var resp responseBody
 	if err := decodeJSON(r, &resp); err != nil {
-		return nil, newError(opDecode, Identity{}, secretstore.ErrInvalid, "response body: "+err.Error(), tooLarge(err))
+		return nil, newError(opDecode, Identity{}, edgesecrets.ErrInvalid, "response body: "+err.Error(), tooLarge(err))
 	}
 	if resp.Certificate == "" || resp.CACertificates == "" {
-		return nil, newError(opDecode, resp.Identity, secretstore.ErrInvalid, "response body: missing certificate or caCertificates", nil)
+		return nil, newError(opDecode, resp.Identity, edgesecrets.ErrInvalid, "response body: missing certificate or caCertificates", nil)
 	}
 	return &resp, nil
 }

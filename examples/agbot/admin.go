@@ -15,8 +15,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -37,10 +37,9 @@ const (
 //
 // Every request needs "Authorization: Bearer <admin token>".
 type adminHandler struct {
-	store  *secretstore.Store
-	reader *storereader.Reader // whose cached copy a write drops; may be nil
-	token  string
-	log    *slog.Logger
+	store *secretstore.Store
+	token string
+	log   *slog.Logger
 }
 
 func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +56,6 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		changed, err := h.store.Put(r.Context(), &secretstore.Secret{Name: name, Data: data}, secretstore.PutOptions{})
-		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -66,7 +64,6 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"changed": changed})
 	case http.MethodDelete:
 		err := h.store.Delete(r.Context(), name)
-		h.invalidate(name)
 		if err != nil {
 			h.storeError(w, err)
 			return
@@ -79,25 +76,18 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// invalidate drops the reader's cached copy of name.
-func (h *adminHandler) invalidate(name string) {
-	if h.reader != nil {
-		h.reader.Invalidate(name)
-	}
-}
-
 // storeError answers a store error with its status. Store errors name the
 // operation and the secret, never a value.
 func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	switch secretstore.KindOf(err) {
-	case secretstore.ErrInvalid:
+	switch edgesecrets.KindOf(err) {
+	case edgesecrets.ErrInvalid:
 		status = http.StatusBadRequest
-	case secretstore.ErrPermission:
+	case edgesecrets.ErrPermission:
 		status = http.StatusForbidden
-	case secretstore.ErrConflict:
+	case edgesecrets.ErrConflict:
 		status = http.StatusConflict
-	case secretstore.ErrUnavailable:
+	case edgesecrets.ErrUnavailable:
 		status = http.StatusServiceUnavailable
 	}
 	h.log.Warn("admin request failed", slog.String("err", err.Error()))
@@ -106,7 +96,7 @@ func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 
 // decodeData decodes a secret's data given as a JSON object of strings.
 // Errors never quote the input.
-func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
+func decodeData(r io.Reader, limit int) (edgesecrets.Data, error) {
 	var m map[string]string
 	if err := jsonproblem.Decode(r, limit, &m); err != nil {
 		return nil, err
@@ -114,7 +104,7 @@ func decodeData(r io.Reader, limit int) (secretstore.Data, error) {
 	if len(m) == 0 {
 		return nil, errors.New("want a JSON object with at least one key")
 	}
-	data := secretstore.Data{}
+	data := edgesecrets.Data{}
 	for k, v := range m {
 		if k == "" {
 			return nil, errors.New("a key is empty")

@@ -17,19 +17,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 func put(t *testing.T, store *secretstore.Store, name, value string) {
 	t.Helper()
-	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 }
 
@@ -134,7 +134,7 @@ func TestAdminHandler(t *testing.T) {
 	status, _ = call(http.MethodPut, "/admin/secrets/myorg/db", "wrong", `{"password":"VALUE-1"}`)
 	assert.Equal(t, http.StatusUnauthorized, status)
 	_, err := store.Get(t.Context(), "myorg/db")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "refused requests write nothing")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "refused requests write nothing")
 
 	status, body := call(http.MethodPut, "/admin/secrets/myorg/db", "admin-token", `{"password":"VALUE-1"}`)
 	assert.Equal(t, http.StatusOK, status)
@@ -168,7 +168,7 @@ func TestAdminHandler(t *testing.T) {
 	status, _ = call(http.MethodDelete, "/admin/secrets/myorg/db", "admin-token", "")
 	assert.Equal(t, http.StatusNoContent, status)
 	_, err = store.Get(t.Context(), "myorg/db")
-	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	assert.NotContains(t, logs.String(), "VALUE-")
 	assert.Contains(t, logs.String(), "myorg/db")
 }
@@ -192,7 +192,7 @@ func TestPreload(t *testing.T) {
 	assert.ErrorContains(t, err, `secret "myorg/c"`)
 	require.NoError(t, os.WriteFile(path, []byte(`{"../c": {"k": "VALUE-c"}}`), 0o600))
 	err = preload(t.Context(), store, path, log)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.NotContains(t, err.Error(), "VALUE-")
 }
 
@@ -270,7 +270,7 @@ func TestOpenState(t *testing.T) {
 			require.NoError(t, err)
 			defer st.Close()
 			_, err = certs.Get(t.Context(), "p", rec.Instance.InstanceID)
-			assert.Equal(t, c.memory, errors.Is(err, secretstore.ErrNotFound), "a state file keeps the identity records too")
+			assert.Equal(t, c.memory, errors.Is(err, edgesecrets.ErrNotFound), "a state file keeps the identity records too")
 			if c.file != "" {
 				assert.Equal(t, c.file, desc)
 				fi, err := os.Stat(c.file)
@@ -286,7 +286,7 @@ func TestOpenState(t *testing.T) {
 func TestReloadKeepsTheDeploymentOnABadFile(t *testing.T) {
 	dep, err := loadDeployment("deployment.json")
 	require.NoError(t, err)
-	a := &agbot{log: slog.New(slog.DiscardHandler), dep: dep, state: delivery.NewMemoryState(), ctx: t.Context(), deploying: map[relay.Node]bool{}}
+	d := &deployments{current: dep}
 	dir := t.TempDir()
 	write := func(df deploymentFile) string {
 		b, err := json.Marshal(map[string]any{"org": df.Org, "services": df.Services, "deploymentPolicy": df.DeploymentPolicy})
@@ -298,19 +298,21 @@ func TestReloadKeepsTheDeploymentOnABadFile(t *testing.T) {
 
 	other := sampleFile(t)
 	other.Org = "otherorg"
-	_, err = a.reload(t.Context(), write(other))
+	err = d.reload(write(other))
 	assert.ErrorContains(t, err, `org "otherorg" is not the agbot's "myorg"`)
-	assert.Same(t, dep, a.deployment(), "another organisation changes nothing")
+	assert.Same(t, dep, d.get(), "another organisation changes nothing")
 
 	broken := sampleFile(t)
 	broken.Services = nil
-	_, err = a.reload(t.Context(), write(broken))
+	err = d.reload(write(broken))
 	assert.ErrorContains(t, err, "services: none given")
-	assert.Same(t, dep, a.deployment(), "a file that does not decode changes nothing")
+	assert.Same(t, dep, d.get(), "a file that does not decode changes nothing")
 
-	n, err := a.reload(t.Context(), write(sampleFile(t)))
-	require.NoError(t, err)
-	assert.Zero(t, n, "no agreements, no nodes to redeploy")
-	assert.NotSame(t, dep, a.deployment(), "a good file replaces the deployment")
-	a.wait()
+	require.NoError(t, d.reload(write(sampleFile(t))))
+	assert.NotSame(t, dep, d.get(), "a good file replaces the deployment")
+	_, ok := d.deploy(t.Context(), relay.Node{Org: "otherorg", Node: "n"})
+	assert.False(t, ok, "nodes of another organisation get nothing")
+	got, ok := d.deploy(t.Context(), relay.Node{Org: "myorg", Node: "n"})
+	assert.True(t, ok)
+	assert.Equal(t, d.get().target, got.Target)
 }

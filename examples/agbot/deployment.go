@@ -9,14 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
+	"sync"
 	"syscall"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-
+	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
+	"github.com/edgesecrets/edgesecrets/relay"
 )
 
 // maxDeploymentFileSize bounds the -deployment file: a few service
@@ -115,16 +115,33 @@ func (df deploymentFile) decode() (*deployment, error) {
 	return &deployment{org: df.Org, target: target, catalog: catalog}, nil
 }
 
-// deployment returns the deployment the agbot deploys now.
-func (a *agbot) deployment() *deployment {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.dep
+// deployments holds the deployment the agbot deploys now; reload
+// replaces it.
+type deployments struct {
+	mu      sync.Mutex
+	current *deployment
+}
+
+// get returns the deployment the agbot deploys now.
+func (d *deployments) get() *deployment {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.current
+}
+
+// deploy is the agbot's Options.Deploy: every node of the deployment's
+// organisation whose agent shows a valid identity gets the deployment.
+func (d *deployments) deploy(_ context.Context, n relay.Node) (agbot.Deployment, bool) {
+	dep := d.get()
+	return agbot.Deployment{Target: dep.target, Resolver: dep.catalog}, n.Org == dep.org
 }
 
 // reloadOnHangup reloads the -deployment file at path on every SIGHUP
-// until ctx ends (see reload).
-func (a *agbot) reloadOnHangup(ctx context.Context, path string) {
+// until ctx ends, and deploys it again to every node that has an
+// agreement (agbot.Agbot.Redeploy): a changed secretBinding reaches the
+// running services in place, as new content of the same secrets; changed
+// services end the agreement and make it again.
+func (d *deployments) reloadOnHangup(ctx context.Context, path string, a *agbot.Agbot, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -133,48 +150,33 @@ func (a *agbot) reloadOnHangup(ctx context.Context, path string) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			n, err := a.reload(ctx, path)
-			if err != nil {
-				a.log.Error("deployment file not reloaded; the agbot keeps deploying the one it had", slog.String("err", err.Error()))
+			if err := d.reload(path); err != nil {
+				log.Error("deployment file not reloaded; the agbot keeps deploying the one it had", slog.String("err", err.Error()))
 				continue
 			}
-			a.log.Info("deployment file reloaded; the nodes' agreements are registered again with it", slog.String("file", path), slog.Int("nodes", n))
+			n, err := a.Redeploy(ctx)
+			if err != nil {
+				log.Error("deployment file reloaded, but not applied to the nodes' agreements; the next certificate an agent publishes applies it to its node", slog.String("err", err.Error()))
+				continue
+			}
+			log.Info("deployment file reloaded; the nodes' agreements are registered again with it", slog.String("file", path), slog.Int("nodes", n))
 		}
 	}
 }
 
-// reload reads the -deployment file at path again and deploys it to every
-// node that has an agreement: a changed secretBinding reaches the running
-// services in place, as new content of the same secrets (see deploy). A
-// file that does not decode, or that names another organisation, changes
-// nothing. It returns how many nodes are being redeployed.
-func (a *agbot) reload(ctx context.Context, path string) (int, error) {
+// reload reads the -deployment file at path again and makes it the one
+// deployed. A file that does not decode, or that names another
+// organisation, changes nothing.
+func (d *deployments) reload(path string) error {
 	dep, err := loadDeployment(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if cur := a.deployment(); dep.org != cur.org {
-		return 0, fmt.Errorf("deployment file %s: org %q is not the agbot's %q: the organisation is the agbot's for its whole run (its nodes, its users' secrets); start another agbot for it", path, dep.org, cur.org)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dep.org != d.current.org {
+		return fmt.Errorf("deployment file %s: org %q is not the agbot's %q: the organisation is the agbot's for its whole run (its nodes, its users' secrets); start another agbot for it", path, dep.org, d.current.org)
 	}
-	a.mu.Lock()
-	a.dep = dep
-	a.mu.Unlock()
-	var nodes []string
-	err = a.state.Records(ctx, func(r delivery.Record) bool {
-		if r.Phase == delivery.PhaseActive {
-			nodes = append(nodes, r.Node)
-		}
-		return true
-	})
-	if err != nil {
-		return 0, fmt.Errorf("deployment file %s loaded, but the agreements to apply it to could not be read; the next certificate an agent publishes applies it to its node: %w", path, err)
-	}
-	slices.Sort(nodes)
-	nodes = slices.Compact(nodes)
-	for _, s := range nodes {
-		if n, ok := parseNode(s); ok {
-			a.spawn(func(ctx context.Context) { a.deploy(ctx, n) })
-		}
-	}
-	return len(nodes), nil
+	d.current = dep
+	return nil
 }

@@ -19,17 +19,21 @@
 //	GET /admin/health, /admin/agreements/{id}   the delivery engine's health and an agreement's
 //	                                      status, with the reason it is held back, if so (admin token)
 //
-// The secrets APIs' handler (package secretsapi) is the server's own
-// handler, in front of the others, so that no mux cleans a path and
-// redirects it to another secret first (see newMux). They take the admin token as a bearer
-// token or as the password of "<org>/admin", so hzn works against them:
-// HZN_AGBOT_URL=<agbot URL> hzn secretsmanager secret add -u myorg/admin:<token> ...
+// Everything but the demo admin API, the files and the flags is the
+// library's agbot front door (package agbot), which this program
+// configures: its handler is the server's own, with the secrets APIs
+// (package secretsapi) in front, so that no mux cleans a path and
+// redirects it to another secret first. They take the admin token as a
+// bearer token or as the password of "<org>/admin", so hzn works against
+// them: HZN_AGBOT_URL=<agbot URL> hzn secretsmanager secret add -u
+// myorg/admin:<token> ...
 //
 // When an agent publishes its identity certificate on the relay, the agbot
-// verifies it, validates the deployment (binding.Validate, with the store
-// checking that bound secrets exist), and registers an agreement with its
-// delivery engine (package agreement/delivery): the engine seals the
-// proposal to the agent's certified key, polls the store, and delivers
+// verifies it and deploys the -deployment file's services to the node
+// through its delivery engine (delivery.Engine.Deploy: validated with the
+// store checking that bound secrets exist; waiting for missing ones;
+// retried through the store's or the state's trouble): the engine seals
+// the proposal to the agent's certified key, polls the store, and delivers
 // rotations as sealed updates and revocations as cancellations, retrying
 // until the agent acknowledges, for as long as the agreement exists.
 //
@@ -75,7 +79,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -83,13 +86,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
-	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
@@ -184,12 +187,11 @@ func run(c config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer demo.JoinOnReturn(&err, "closing the store", store.Close)
-	monitor := store
 	if c.preload != "" {
 		if cfg.Type != "memory" {
 			return fmt.Errorf("-preload is for the memory store only, not %q", cfg.Type)
 		}
-		if err := preload(ctx, monitor, c.preload, log); err != nil {
+		if err := preload(ctx, store, c.preload, log); err != nil {
 			return err
 		}
 	}
@@ -203,51 +205,40 @@ func run(c config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer demo.JoinOnReturn(&err, "closing the state", st.Close)
+	agreements, err := count(ctx, st)
+	if err != nil {
+		return fmt.Errorf("reading the agreements in the state: %w", err)
+	}
 
-	a := &agbot{log: log, dep: dep, state: st, ctx: ctx, deploying: map[relay.Node]bool{}, nodes: map[string]relay.Node{}}
 	grace := c.grace
 	if grace == 0 {
 		grace = delivery.NoGrace
 	}
-	a.engine, err = delivery.New(delivery.Options{
-		Store:        store,
-		State:        st,
-		Keys:         keys,
-		Agents:       a,
-		Transport:    a,
-		OnCancel:     a.onCancel,
-		OnReady:      a.onReady,
-		Interval:     c.watchInterval,
-		Grace:        grace,
-		ReplyTimeout: c.replyTimeout,
-		InitialDelay: c.backoff,
-		MaxDelay:     c.maxBackoff,
-		Member:       c.member,
+	deps := &deployments{current: dep}
+	a, err := agbot.New(agbot.Options{
+		Delivery: delivery.Options{
+			Store:        store,
+			State:        st,
+			Keys:         keys,
+			Interval:     c.watchInterval,
+			Grace:        grace,
+			ReplyTimeout: c.replyTimeout,
+			InitialDelay: c.backoff,
+			MaxDelay:     c.maxBackoff,
+			Member:       c.member,
+		},
+		Identities:   certs,
+		CA:           ca,
+		Attest:       demo.NewAttestor(bootstrap),
+		Authenticate: adminAuthenticator(dep.org, adminToken),
+		Deploy:       deps.deploy,
+		Fallback:     &adminHandler{store: store, token: adminToken, log: log},
 		Logger:       log,
 	})
 	if err != nil {
 		return err
 	}
-	agreements, err := a.count(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the agreements in the state: %w", err)
-	}
-	issuer, err := identity.NewIssuer(identity.IssuerOptions{Attest: demo.NewAttestor(bootstrap), Signer: ca, Store: certs, Logger: log})
-	if err != nil {
-		return err
-	}
-	a.verifier = issuer.Verifier()
-	// Message ids from the clock: a restarted agbot's relay hands out ids
-	// above those of the one before, which agents that kept running still
-	// poll after.
-	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: keys,
-		FirstID: uint64(time.Now().UnixMicro()), Logger: log})
-
-	handler, err := newMux(a, issuer, a.engine.Store(), adminToken, log)
-	if err != nil {
-		return err
-	}
-	srv, err := demo.Listen(c.listen, c.addrFile, handler, log)
+	srv, err := demo.Listen(c.listen, c.addrFile, a.Handler(), log)
 	if err != nil {
 		return err
 	}
@@ -255,20 +246,18 @@ func run(c config, log *slog.Logger) (err error) {
 		slog.String("state", stateDesc), slog.Int("agreements", agreements), slog.Bool("new_hub_ca", createdCA),
 		slog.String("agbot_keys", filepath.Join(c.dir, publicKeysFile)))
 
-	a.spawn(func(ctx context.Context) { a.reloadOnHangup(ctx, c.deployment) })
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := a.engine.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("the delivery engine stopped", slog.String("err", err.Error()))
-		}
-	}()
-	<-ctx.Done()
+	go deps.reloadOnHangup(ctx, c.deployment, a, log)
+	err = a.Run(ctx)
 	log.Info("agbot stopping")
-	err = srv.Shutdown()
-	<-done
-	a.wait()
-	return err
+	return errors.Join(err, srv.Shutdown())
+}
+
+// count returns the number of agreements in the state (made by this agbot
+// before a restart, or by the other agbots sharing it).
+func count(ctx context.Context, st delivery.State) (int, error) {
+	n := 0
+	err := st.Records(ctx, func(delivery.Record) bool { n++; return true })
+	return n, err
 }
 
 // openState opens the delivery engine's state that -state names, and the
@@ -309,53 +298,6 @@ func defaultMember(dir string) string {
 		dir = abs
 	}
 	return host + "-" + filepath.Base(dir)
-}
-
-// newMux routes the agbot's APIs. secretsapi's handler is the server's
-// own handler, in front of the others (secretsapi.Options.Fallback): it
-// refuses a non-canonical path with 400 before anything routes it, and
-// the rest are routed by prefix, never through http.ServeMux, which
-// answers a non-canonical path ("a/../b", "a//b") with a redirect to the
-// cleaned one that Go's client, hzn's, follows with the same method and
-// body: "hzn secretsmanager secret remove 'zzz/../dot.name'" would delete
-// "dot.name". Nothing here redirects.
-func newMux(a *agbot, issuer *identity.Issuer, store *secretstore.Store, adminToken string, log *slog.Logger) (http.Handler, error) {
-	ids := issuer.Handler(func(r *http.Request, _ identity.Identity) error {
-		if !bearerIs(r, adminToken) {
-			return identity.ErrUnauthenticated
-		}
-		return nil
-	})
-	return agbotAPI(store, a.dep.org, adminToken, ids, a.relay, &statusHandler{engine: a.engine, token: adminToken}, log)
-}
-
-// agbotAPI is newMux's handler over its parts: the secrets APIs at the
-// front, the identity API under /identity/, the relay under /relay/, the
-// demo admin API under /admin/secrets/ and the engine's status under
-// /admin/health and /admin/agreements/.
-func agbotAPI(store *secretstore.Store, org, adminToken string, ids, relayServer, status http.Handler, log *slog.Logger) (http.Handler, error) {
-	admin := &adminHandler{store: store, token: adminToken, log: log}
-	identityAPI := http.StripPrefix("/identity", ids)
-	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
-		case strings.HasPrefix(p, "/identity/"):
-			identityAPI.ServeHTTP(w, r)
-		case strings.HasPrefix(p, "/relay/"):
-			relayServer.ServeHTTP(w, r)
-		case strings.HasPrefix(p, adminPathPrefix):
-			admin.ServeHTTP(w, r)
-		case p == statusHealthPath, strings.HasPrefix(p, statusAgreementsPath):
-			status.ServeHTTP(w, r)
-		default:
-			http.NotFound(w, r)
-		}
-	})
-	return secretsapi.NewHandler(secretsapi.Options{
-		Store:        store,
-		Authenticate: adminAuthenticator(org, adminToken),
-		Fallback:     rest,
-		Logger:       log,
-	})
 }
 
 // adminAuthenticator is the demo's stand-in for the exchange: the admin

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 )
 
@@ -38,12 +38,12 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), attackTimeout)
 	defer cancel()
 	f := newFixture(t)
-	apiURL, shutdown, err := f.agent.serveAPI(config{listen: "127.0.0.1:0"}, false)
+	apiURL, shutdown, err := serveAPI(config{listen: "127.0.0.1:0"}, f.agent.Handler(), false, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { shutdown() })
 	addr := strings.TrimPrefix(apiURL, "http://")
 
-	r, ok := f.deliver(f.proposal("agreement-1", "VALUE-1"))
+	r, ok := f.deliver(ctx, f.proposal("agreement-1", "VALUE-1"))
 	require.True(t, ok)
 	require.True(t, r.Accepted, r.Reason)
 	env, err := demo.ReadEnv(filepath.Join(f.envDir, "web.json"))
@@ -112,22 +112,9 @@ func TestAgentUnderConnectionFlood(t *testing.T) {
 
 	// An update sent during the attack: the agent polls the relay, applies
 	// it, persists it and replies.
-	pollCtx, stopPolling := context.WithCancel(ctx)
-	var polling sync.WaitGroup
-	polling.Go(func() { f.agent.poll(pollCtx, 50*time.Millisecond) })
-	defer func() { stopPolling(); polling.Wait() }()
-	update := f.secretsUpdate("agreement-1", "VALUE-2")
-	id, replies, err := f.relay.Post(node, update)
-	require.NoError(t, err)
-	defer f.relay.Done(id)
-	select {
-	case b := <-replies:
-		_, reply, err := agreement.Open[agreement.Reply](ctx, f.agbot, f.keys.Public(), b, f.guard, agreement.Options{})
-		require.NoError(t, err)
-		assert.True(t, reply.Accepted, reply.Reason)
-	case <-ctx.Done():
-		t.Fatal("the update was not answered during the attack")
-	}
+	reply, ok := f.deliver(ctx, f.secretsUpdate("agreement-1", "VALUE-2"))
+	require.True(t, ok, "the update was answered during the attack")
+	assert.True(t, reply.Accepted, reply.Reason)
 	content, err := f.file()
 	require.NoError(t, err)
 	assert.Equal(t, "VALUE-2", content, "the update is on disk")

@@ -11,13 +11,15 @@
 // takes messages from each: when one agbot dies, another
 // takes over its agreements and reaches the agent through its own relay.
 //
-// It loads or generates its agreement keys (a 0600 file in -dir), registers
-// its identity with the agbot (demo attestation from the bootstrap token),
-// keeps the certificate renewed and published on the agbot's relay (again
-// when a restarted agbot's relay no longer holds it), registers again on
-// its own when the agbot answers that it does not know the identity (its
-// records lost it) or that it is revoked or expired, and polls the relay
-// for sealed messages: it opens proposals and updates with
+// Everything but the files, the flags and the servers is the library's
+// agent front door (package agent), which this program configures: it
+// loads or generates its agreement keys (a 0600 file in -dir), and the
+// agent registers its identity with the agbot (demo attestation from the
+// bootstrap token), keeps the certificate renewed and published on the
+// agbot's relay (again when a restarted agbot's relay no longer holds it),
+// registers again on its own when the agbot answers that it does not know
+// the identity (its records lost it) or that it is revoked or expired, and
+// polls the relay for sealed messages: it opens proposals and updates with
 // its keys (only messages signed by the pinned agbot keys open), applies
 // them to the on-node store (agentapi: one root-only directory per service
 // instance), and posts a sealed reply. A cancellation wipes the instance.
@@ -49,7 +51,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,12 +62,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
-	"github.com/edgesecrets/edgesecrets/relay"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Files in -dir.
@@ -158,53 +161,6 @@ func run(c config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
-	urls := strings.Split(c.agbotURL, ",")
-	for i := range urls {
-		urls[i] = strings.TrimSpace(urls[i])
-	}
-	// One identity, registered through whichever agbot answers: agbots
-	// sharing a PostgreSQL state share the identity records.
-	hub, err := identity.NewClient(identity.ClientOptions{BaseURL: urls[0] + "/identity", Fallbacks: identityURLs(urls[1:])})
-	if err != nil {
-		return err
-	}
-	// Run keeps the identity: it registers (again) on its own, with a
-	// fresh attestation, whenever the agbot or its hub says it no longer
-	// knows the agent (pollOne reports the relays' refusals).
-	id, err := identity.NewAgent(identity.AgentOptions{Instance: me, SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: hub,
-		InitialBackoff: registerBackoff, MaxBackoff: maxRegisterBackoff, Logger: log,
-		Attest: func(context.Context) (identity.Attestation, error) {
-			return demo.Attest(bootstrap, me, time.Now()), nil
-		}})
-	if err != nil {
-		return err
-	}
-	var upstreams []*upstream
-	for _, u := range urls {
-		relayClient, err := relay.NewClient(u, nil)
-		if err != nil {
-			return err
-		}
-		upstreams = append(upstreams, &upstream{url: u, relay: relayClient, identity: id})
-	}
-
-	tokens := &agentapi.TokenTable{}
-	storeOpts := agentapi.Options{Root: c.secretsDir, StatusFiles: true, Tokens: tokens, Logger: log}
-	if c.memoryDir != "" {
-		storeOpts.MemoryDir, storeOpts.SealKeys = c.memoryDir, keys
-	}
-	store, err := agentapi.Open(ctx, storeOpts)
-	if err != nil {
-		return err
-	}
-	defer demo.JoinOnReturn(&err, "closing the store", store.Close)
-	a, err := newAgent(store, tokens, agentOptions{
-		log: log, keys: keys, agbotKeys: agbotKeys, node: relay.Node{Org: c.org, Node: c.node},
-		upstreams: upstreams, envDir: c.envDir,
-	})
-	if err != nil {
-		return err
-	}
 	var openHorizon bool
 	switch c.profile {
 	case "design":
@@ -213,58 +169,46 @@ func run(c config, log *slog.Logger) (err error) {
 	default:
 		return fmt.Errorf("-profile %q: want design or openhorizon", c.profile)
 	}
-	apiURL, shutdown, err := a.serveAPI(c, openHorizon)
+	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
+		return err
+	}
+	files := agentapi.Options{Root: c.secretsDir, StatusFiles: true}
+	if c.memoryDir != "" {
+		files.MemoryDir, files.SealKeys = c.memoryDir, keys
+	}
+	env := &envFiles{dir: c.envDir, log: log}
+	a, err := agent.New(ctx, agent.Options{
+		Instance: me,
+		Keys:     keys,
+		Agbot:    agbotKeys,
+		Agbots:   strings.Split(c.agbotURL, ","),
+		Attest: func(context.Context) (identity.Attestation, error) {
+			return demo.Attest(bootstrap, me, time.Now()), nil
+		},
+		Files:              files,
+		OnInstance:         env.write,
+		OnMessage:          env.removeWiped,
+		OpenHorizon:        openHorizon,
+		PollInterval:       c.poll,
+		RegisterBackoff:    registerBackoff,
+		MaxRegisterBackoff: maxRegisterBackoff,
+		Logger:             log,
+	})
+	if err != nil {
+		return err
+	}
+	defer demo.JoinOnReturn(&err, "closing the store", a.Close)
+	apiURL, shutdown, err := serveAPI(c, a.Handler(), openHorizon, log)
 	if err != nil {
 		return err
 	}
 	defer demo.JoinOnReturn(&err, "shutting down the secrets API", shutdown)
-	if err := os.MkdirAll(c.envDir, 0o700); err != nil {
-		return err
-	}
-	// Instances kept from an earlier run get fresh tokens; their services
-	// re-read the environment file when the old token is refused.
-	for _, inst := range store.InstanceIDs() {
-		if err := a.provide(inst); err != nil {
-			return err
-		}
-	}
+	env.setAPI(apiURL)
 	log.Info("agent serving the secrets API", slog.String("url", apiURL), slog.String("profile", c.profile), slog.String("instance", me.String()))
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	if len(upstreams) == 1 {
-		up := upstreams[0]
-		if err := a.register(ctx, up, bootstrap, me, 10); err != nil {
-			return err
-		}
-		wg.Go(func() {
-			// Run registers again by itself when the identity is lost; it
-			// returns only for a refusal no registration fixes.
-			if err := up.identity.Run(ctx); !errors.Is(err, context.Canceled) {
-				cancel(fmt.Errorf("identity refused, restart the agent to register again: %w", err))
-			}
-		})
-	} else {
-		// Several agbots sharing a PostgreSQL state: one that is down
-		// (or restarted) does not stop the agent, which registers
-		// through another.
-		wg.Go(func() { a.keepRegistered(ctx, upstreams[0], bootstrap, me) })
-	}
-	a.poll(ctx, c.poll)
-	cancel(nil)
-	wg.Wait()
+	err = a.Run(ctx)
 	log.Info("agent stopping")
-	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return err
 }
-
-// serveAPI serves the services' API: over HTTP in the design profile; in
-// the Open Horizon profile over HTTPS on the loopback port and a unix
-// socket, as Open Horizon's agent serves its ESS API, with a certificate
-// in <dir>/ess for services to trust. It returns the API's base URL.
 
 // Backoff of the agent's registrations and renewals: from the first
 // failure's, doubling up to the longest.
@@ -273,50 +217,71 @@ const (
 	maxRegisterBackoff = 10 * time.Second
 )
 
-// identityURLs returns the identity APIs of the agbots at urls.
-func identityURLs(urls []string) []string {
-	out := make([]string, len(urls))
-	for i, u := range urls {
-		out[i] = u + "/identity"
+// serveAPI serves the services' API on hardened servers (timeouts, size
+// limits, a connection bound): the design profile over HTTP on loopback
+// (demo.Listen), or Open Horizon's profile over HTTPS on a unix socket and
+// loopback (demo.ListenESS), as Open Horizon's agent serves its ESS API,
+// with a certificate in <dir>/ess for services to trust. It returns the
+// API's URL and how to shut it down.
+func serveAPI(c config, h http.Handler, openHorizon bool, log *slog.Logger) (string, func() error, error) {
+	if !openHorizon {
+		srv, err := demo.Listen(c.listen, c.addrFile, h, log)
+		if err != nil {
+			return "", nil, err
+		}
+		return srv.URL, srv.Shutdown, nil
 	}
-	return out
+	dir := filepath.Join(c.dir, "ess")
+	if c.essSocket == "" {
+		c.essSocket = filepath.Join(dir, demo.ESSSocketFile)
+	}
+	ess, err := demo.ListenESS(demo.ESSOptions{Addr: c.listen, AddrFile: c.addrFile, Socket: c.essSocket, Dir: dir, Handler: h, Logger: log})
+	if err != nil {
+		return "", nil, err
+	}
+	log.Info("ESS endpoint", slog.String("socket", ess.Socket), slog.String("cert", ess.CertFile))
+	return ess.URL, ess.Shutdown, nil
 }
 
-// register registers the agent's identity through the agbots, retrying while
-// none is reachable, at most attempts times (0: until ctx ends).
-// The poll loop publishes the certificate on the relay.
-func (a *agent) register(ctx context.Context, up *upstream, bootstrap string, me identity.Identity, attempts int) error {
-	delay := registerBackoff
-	for attempt := 1; ; attempt++ {
-		cert, err := up.identity.Register(ctx, demo.Attest(bootstrap, me, time.Now()))
-		if err == nil {
-			a.log.Info("identity registered", slog.String("agbot", up.url), slog.String("serial", cert.SerialNumber.Text(16)), slog.Time("not_after", cert.NotAfter))
-			return nil
+// envFiles are the per-instance environment files the services read: a
+// stand-in for the environment variables and the bind mount a real agent
+// gives the container.
+type envFiles struct {
+	dir string
+	log *slog.Logger
+
+	mu  sync.Mutex
+	api string // the services' API URL
+}
+
+func (e *envFiles) setAPI(url string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.api = url
+}
+
+// write is the agent's OnInstance: the instance's environment file, with
+// its token.
+func (e *envFiles) write(_ context.Context, inst agent.Instance) error {
+	e.mu.Lock()
+	api := e.api
+	e.mu.Unlock()
+	return demo.WriteEnv(e.path(inst.ID), demo.Env{API: api, Instance: inst.ID, Token: inst.Token, Mount: inst.Mount})
+}
+
+// removeWiped is the agent's OnMessage: a cancellation's instances lose
+// their environment files.
+func (e *envFiles) removeWiped(_ context.Context, got agentapi.Received, err error) {
+	if err != nil {
+		return
+	}
+	for _, id := range got.Removed {
+		if err := os.Remove(e.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.log.Warn("could not remove an instance's environment file", slog.String("instance", id), slog.String("err", err.Error()))
 		}
-		if attempt == attempts || attempts > 0 && (errors.Is(err, identity.ErrForbidden) || errors.Is(err, secretstore.ErrInvalid)) {
-			return fmt.Errorf("registering the identity: %w", err)
-		}
-		a.log.Warn("registering the identity failed; retrying", slog.String("agbot", up.url), slog.String("err", err.Error()))
-		if !demo.Sleep(ctx, delay) {
-			return ctx.Err()
-		}
-		delay = min(2*delay, maxRegisterBackoff)
 	}
 }
 
-// keepRegistered keeps the agent registered through several agbots
-// until ctx ends: Run registers, keeps the certificate renewed, and
-// registers again when the agbot no longer knows the identity (it
-// restarted without the agent's identity record). When Run returns for a
-// refusal it does not fix (a serial the agbot no longer accepts), the
-// agent registers again here.
-func (a *agent) keepRegistered(ctx context.Context, up *upstream, bootstrap string, me identity.Identity) {
-	for ctx.Err() == nil {
-		if err := up.identity.Run(ctx); ctx.Err() == nil {
-			a.log.Warn("the agbot no longer renews the identity; registering again", slog.String("agbot", up.url), slog.String("err", err.Error()))
-			if err := a.register(ctx, up, bootstrap, me, 0); err != nil {
-				return
-			}
-		}
-	}
+func (e *envFiles) path(instance string) string {
+	return filepath.Join(e.dir, instance+".json")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
@@ -41,6 +42,14 @@ func (c *canaries) newValue() string {
 	defer c.mu.Unlock()
 	c.values = append(c.values, v)
 	return v
+}
+
+// add makes v a canary too: a value made elsewhere (the agent makes its
+// instances' tokens).
+func (c *canaries) add(v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.values = append(c.values, v)
 }
 
 func (c *canaries) all() []string {
@@ -236,7 +245,15 @@ func (c *capture) snapshotFiles(t *testing.T, f *flow) {
 // an envelope opened with the wrong keys, store conflicts.
 func (c *capture) probeErrors(t *testing.T, f *flow) {
 	ctx := t.Context()
-	_, err := f.agent.identity.Register(ctx, identity.Attestation(f.value()))
+	// A stranger registering with a document the provider never made.
+	hub, err := identity.NewClient(identity.ClientOptions{BaseURL: f.agbot.api.URL + "/identity"})
+	require.NoError(t, err)
+	strangerKeys, err := agreement.GenerateKeys("")
+	require.NoError(t, err)
+	strangerID, err := identity.NewAgent(identity.AgentOptions{Instance: identity.Identity{Provider: f.provider.name, Org: org, Node: "node-2", InstanceID: "agent-2"},
+		SigningKey: strangerKeys.Signer(), EncryptionKey: strangerKeys.Public().EncryptionKey(), Hub: hub})
+	require.NoError(t, err)
+	_, err = strangerID.Register(ctx, identity.Attestation(f.value()))
 	require.Error(t, err)
 	c.addErr(err)
 
@@ -246,10 +263,10 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 		Secrets: map[string]agreement.SecretDetails{"no_such_secret": {Data: secret.data}},
 	}}})
 	require.NoError(t, err)
-	_, err = f.agent.store.ApplyUpdate(ctx, bad)
+	_, err = f.agent.Files().ApplyUpdate(ctx, bad)
 	require.Error(t, err)
 	c.addErr(err)
-	c.addErr(fmt.Errorf("reply: %+v", agentapi.Reply(f.agreementID, err)))
+	c.addErr(fmt.Errorf("reply: %+v", agentapi.ReplyFor(f.agreementID, err)))
 
 	update, err := agreement.NewSecretsUpdate(f.agreementID, agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
 		Service: f.target.Services[0],
@@ -261,7 +278,9 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	require.NoError(t, err)
 	envelope, err := agreement.Seal(f.agbot.keys, stranger.Public(), update, agreement.Header{Sequence: 99}, agreement.Options{})
 	require.NoError(t, err)
-	_, err = f.exchange.Receive(ctx, envelope)
+	f.agent.forgetOutcomes()
+	f.exchange.hand(envelope)
+	_, err = f.agent.nextOutcome(ctx)
 	require.ErrorIs(t, err, agreement.ErrNotAuthentic)
 	c.addErr(err)
 
@@ -269,7 +288,7 @@ func (c *capture) probeErrors(t *testing.T, f *flow) {
 	require.NoError(t, err)
 	c.addErr(fmt.Errorf("printed secret: %v %+v %#v %s", stored, stored, stored, stored.Data))
 	_, err = f.admin.store.Put(ctx, stored, secretstore.PutOptions{CreateOnly: true})
-	require.ErrorIs(t, err, secretstore.ErrConflict)
+	require.ErrorIs(t, err, edgesecrets.ErrConflict)
 	c.addErr(err)
 }
 
@@ -284,6 +303,7 @@ func TestCanary(t *testing.T) {
 	opts.afterStep = func(f *flow, step string) {
 		switch step {
 		case "service reads its secrets":
+			c.canaries.add(f.service.access.token) // the agent made it
 			c.snapshotFiles(t, f)
 			c.probeErrors(t, f)
 		case "service fetches the update":
@@ -372,7 +392,7 @@ func TestCanaryPanic(t *testing.T) {
 			f, _, err := runFlow(t, opts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), `step "service reads its secrets": panic: `)
-			assert.Contains(t, err.Error(), secretstore.Redacted)
+			assert.Contains(t, err.Error(), edgesecrets.Redacted)
 			assert.Empty(t, leaks(err.Error(), c.canaries.all()), err.Error())
 			assert.Empty(t, leaks(c.logs.String(), c.canaries.all()))
 			assertCleanedUp(t, f)

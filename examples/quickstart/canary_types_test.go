@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
@@ -45,7 +46,7 @@ type printable struct {
 func TestCanaryEveryType(t *testing.T) {
 	var c canaries
 	v := c.newValue
-	data := func() secretstore.Data { return secretstore.Data{"password": []byte(v()), "user": []byte("app")} }
+	data := func() edgesecrets.Data { return edgesecrets.Data{"password": []byte(v()), "user": []byte("app")} }
 	details := agreement.SecretDetails{Format: agreement.FormatJSON, Data: data()}
 	ref := agreement.ServiceRef{Org: "myorg", URL: "com.example.web", Version: "1.0.0"}
 	services := []agreement.ServiceSecrets{{Service: ref, Secrets: map[string]agreement.SecretDetails{"db": details}}}
@@ -95,7 +96,7 @@ func TestCanaryEveryType(t *testing.T) {
 	t.Cleanup(func() { dev.Close() })
 
 	types := []printable{
-		{name: "secretstore.Data", v: data()},
+		{name: "edgesecrets.Data", v: data()},
 		{name: "secretstore.Secret", v: secretstore.Secret{Name: "db", Data: data(), Version: "1"}},
 		{name: "secretstore.Config", v: cfg},
 		{name: "vault.Config", v: vault.Config{Address: "http://127.0.0.1:8200", Auth: vaultAuth}},

@@ -117,6 +117,7 @@ func (f *flow) validateBindings(ctx context.Context) error {
 	f.say.sayf("deployer", "policy for %s is valid: %s (existence checked through the agbot API)",
 		report.Resolved[0].Service, strings.Join(bound, ", "))
 	f.target = target
+	f.agbot.deployPolicy(target) // to every node whose agent registers from now on
 
 	_, report, err = f.deployer.check(ctx, brokenPolicy)
 	if err != nil {

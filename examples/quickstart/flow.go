@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/agbot"
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	// Backends register themselves with secretstore.Open when imported; a
 	// program imports the ones its store configs may name.
@@ -87,15 +89,15 @@ type flow struct {
 	workDir          string // the agbot's state and the agent's files; removed by close
 	admin            *admin
 	provider         *provider
-	issuer           *identity.Issuer
 	deployerPassword string
-	agbot            *agbot
+	agbot            *hubAgbot
 	deployer         *deployer
 	agent            *nodeAgent
 	exchange         *exchange
 	service          *service
 
-	target      binding.Target // the deployment policy the agbot deploys
+	pinnedKeys  *agreement.PublicKeys // the agbot keys the agent pins, when not the agbot's (tests)
+	target      binding.Target        // the deployment policy the agbot deploys
 	agreementID string
 	secrets     []*demoSecret // what the admin wrote, to check what arrives
 }
@@ -128,8 +130,17 @@ func newFlow(opts Options) (*flow, error) {
 		value:       opts.NewValue,
 		client:      &http.Client{Transport: transport, Timeout: 10 * time.Second},
 		storeConfig: cfg,
-		agreementID: "agreement-1",
+		agreementID: agbot.AgreementID(relay.Node{Org: org, Node: nodeName}),
 	}, nil
+}
+
+// pinned returns the agbot keys the agent pins: the agbot's own, unless
+// a test changed them.
+func (f *flow) pinned() *agreement.PublicKeys {
+	if f.pinnedKeys != nil {
+		return f.pinnedKeys
+	}
+	return f.agbot.keys.Public()
 }
 
 // step is one narrated stage of the flow.
@@ -144,10 +155,11 @@ func (f *flow) steps() []step {
 		{"admin writes secrets", f.writeSecrets},
 		{"deployer validates bindings", f.validateBindings},
 		{"agent registers its identity", f.registerAgent},
-		{"agbot proposes the agreement", f.propose},
+		{"agbot deploys the agreement", f.awaitAgreement},
 		{"exchange tampers and replays", f.tamperAndReplay},
 		{"service reads its secrets", f.serviceReads},
 		{"admin rotates a secret", f.rotate},
+		{"exchange replays an old message", f.replayOld},
 		{"service fetches the update", f.serviceFetchesUpdate},
 		{"admin deletes the secret", f.deleteSecret},
 	}
@@ -192,6 +204,9 @@ func (f *flow) close() error {
 	}
 	if f.agent != nil {
 		errs = append(errs, f.agent.close())
+	}
+	if f.exchange != nil {
+		f.exchange.close()
 	}
 	if f.agbot != nil {
 		errs = append(errs, f.agbot.close())

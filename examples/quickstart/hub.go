@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -27,7 +28,7 @@ type demoSecret struct {
 	vault   string // vault secret name, relative to the organisation
 	service string // service secret name
 	format  string // "json" or "raw", as the service definition declares
-	data    secretstore.Data
+	data    edgesecrets.Data
 }
 
 // storeName is the secret's name in the store: vault secret names live
@@ -39,9 +40,9 @@ func (s *demoSecret) storeName() string { return org + "/" + s.vault }
 func demoSecrets(value func() string) []*demoSecret {
 	return []*demoSecret{
 		{vault: "db/web-login", service: "db", format: "json",
-			data: secretstore.Data{"username": []byte("app"), "password": []byte(value())}},
+			data: edgesecrets.Data{"username": []byte("app"), "password": []byte(value())}},
 		{vault: "user/alice/api-token", service: "api_token", format: "raw",
-			data: secretstore.Data{"token": []byte(value())}},
+			data: edgesecrets.Data{"token": []byte(value())}},
 	}
 }
 
@@ -121,13 +122,6 @@ func (f *flow) startHub(ctx context.Context) (err error) {
 	f.admin = &admin{store: store, say: f.say, written: map[string]bool{}}
 
 	f.provider = &provider{name: "quickstart-provider", issued: map[string]string{}}
-	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{
-		Attest: f.provider.Attest,
-		Logger: f.opts.Logger.With("component", "identity-issuer"),
-	})
-	if err != nil {
-		return err
-	}
 
 	// The exchange holds the published service definitions the agbot and
 	// deployers resolve.
@@ -138,7 +132,7 @@ func (f *flow) startHub(ctx context.Context) (err error) {
 	f.deployerPassword = f.value()
 	f.agbot, err = newAgbot(agbotOptions{
 		store:        store,
-		verifier:     f.issuer.Verifier(),
+		attest:       f.provider.Attest,
 		resolver:     catalog,
 		authenticate: basicAuthenticator(deployerUser, f.deployerPassword),
 		dir:          filepath.Join(f.workDir, "agbot"),
@@ -148,12 +142,13 @@ func (f *flow) startHub(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	f.exchange = newExchange(f.agbot.Handler(), f.opts.OnEnvelope, f.say)
 	f.deployer, err = newDeployer(f.agbot.api.URL, catalog, f.client, f.deployerPassword, f.say, f.opts.Logger)
 	if err != nil {
 		return err
 	}
-	f.goBackground("delivery engine", f.agbot.engine.Run)
-	f.say.sayf("hub", "opened a %q store (scope %q); identity issuer ready; agbot API at %s; its delivery engine polls the store every %s and keeps its state in %s",
+	f.goBackground("agbot", f.agbot.Run)
+	f.say.sayf("hub", "opened a %q store (scope %q); agbot API at %s (secrets, identity, relay); its delivery engine polls the store every %s and keeps its state and the identity records in %s",
 		f.storeConfig.Type, f.storeConfig.DefaultScope, f.agbot.api.URL, watchInterval, stateFile)
 	return nil
 }
@@ -211,7 +206,7 @@ func (f *flow) rotate(ctx context.Context) error {
 // desired returns the content the engine wants the agent of the flow's
 // agreement to hold for one service secret.
 func (f *flow) desired(ctx context.Context, service string) (delivery.Content, error) {
-	st, err := f.agbot.engine.Status(ctx, f.agreementID)
+	st, err := f.agbot.Engine().Status(ctx, f.agreementID)
 	if err != nil {
 		return delivery.Content{}, err
 	}
@@ -243,7 +238,7 @@ func (f *flow) deleteSecret(ctx context.Context) error {
 	// the agreement.
 	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	if _, err := f.agbot.engine.Wait(wctx, f.agreementID); !errors.Is(err, delivery.ErrNotFound) {
+	if _, err := f.agbot.Engine().Wait(wctx, f.agreementID); !errors.Is(err, delivery.ErrNotFound) {
 		return fmt.Errorf("the engine still holds %s after the agent wiped it: %v", f.agreementID, err)
 	}
 	f.say.sayf("agbot", "engine: the agent acknowledged the cancellation; %s is forgotten", f.agreementID)

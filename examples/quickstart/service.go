@@ -15,9 +15,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // service is the service container: it reads its secrets from the files
@@ -181,16 +181,16 @@ func (s *service) checkGone(ctx context.Context, mount string) error {
 // in the layout agentapi documents (raw: the one value's bytes; JSON: an
 // object of string values). It never says what either value was.
 func (s *demoSecret) check(content []byte) error {
-	var got secretstore.Data
+	var got edgesecrets.Data
 	if s.format == agreement.FormatRaw {
 		keys := s.data.Keys()
-		got = secretstore.Data{keys[0]: content}
+		got = edgesecrets.Data{keys[0]: content}
 	} else {
 		var fields map[string]string
 		if err := json.Unmarshal(content, &fields); err != nil {
 			return fmt.Errorf("secret %s: the file is not a JSON object of strings", s.service)
 		}
-		got = secretstore.Data{}
+		got = edgesecrets.Data{}
 		for k, v := range fields {
 			got[k] = []byte(v)
 		}

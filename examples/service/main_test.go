@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func hash(s string) string {
@@ -113,7 +113,7 @@ func TestServiceAgainstTheOpenHorizonAPI(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	ref := agreement.ServiceRef{Org: "myorg", URL: "ibm.hello-secret", Version: "1.0.0", Arch: "amd64"}
 	hwWho := func(v string) map[string]agreement.SecretDetails {
-		return map[string]agreement.SecretDetails{"hw_who": {Data: secretstore.Data{"key": []byte("name"), "value": []byte(v)}}}
+		return map[string]agreement.SecretDetails{"hw_who": {Data: edgesecrets.Data{"key": []byte("name"), "value": []byte(v)}}}
 	}
 	_, err = store.ApplyProposal(ctx, agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{Service: ref, Secrets: hwWho("World")}}},
 		agentapi.Instances{ref: {ID: "hello"}})

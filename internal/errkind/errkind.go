@@ -1,5 +1,5 @@
 // Package errkind makes a package's own error kinds that also match the
-// module-wide kinds (secretstore.ErrInvalid, ErrPermission, ErrNotFound,
+// module-wide kinds (edgesecrets.ErrInvalid, ErrPermission, ErrNotFound,
 // ErrConflict, ErrUnavailable), so that code handling errors from several
 // packages needs only those.
 package errkind

@@ -21,8 +21,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Member names of the body, which are also the data keys a secret written
@@ -38,7 +38,7 @@ const MaxBodySize = 2<<20 + 4<<10
 
 // Details is one Open Horizon secret: a key (a name for the value, often
 // "username" or "password"; anax lets it be empty) and the value. Printing
-// it (fmt with any verb, slog) shows the key and [secretstore.Redacted]; its
+// it (fmt with any verb, slog) shows the key and [edgesecrets.Redacted]; its
 // JSON form, which carries the value, is the wire body.
 type Details struct {
 	Key   string `json:"key"`
@@ -47,7 +47,7 @@ type Details struct {
 
 // Format implements fmt.Formatter: the key, never the value.
 func (d Details) Format(f fmt.State, _ rune) {
-	_, _ = fmt.Fprintf(f, "{Key:%q Value:%s}", d.Key, secretstore.Redacted) // fmt.State buffers in memory; Format has no error to return
+	_, _ = fmt.Fprintf(f, "{Key:%q Value:%s}", d.Key, edgesecrets.Redacted) // fmt.State buffers in memory; Format has no error to return
 }
 
 // String returns the printed form: the key, never the value.
@@ -58,13 +58,13 @@ func (d Details) GoString() string { return fmt.Sprint(d) }
 
 // LogValue implements slog.LogValuer: the key, never the value.
 func (d Details) LogValue() slog.Value {
-	return slog.GroupValue(slog.String(KeyMember, d.Key), slog.String(ValueMember, secretstore.Redacted))
+	return slog.GroupValue(slog.String(KeyMember, d.Key), slog.String(ValueMember, edgesecrets.Redacted))
 }
 
 // Data is the secret's data in the store: {"key": Key, "value": Value}, the
 // layout anax's agbot writes to Vault.
-func (d Details) Data() secretstore.Data {
-	return secretstore.Data{KeyMember: []byte(d.Key), ValueMember: []byte(d.Value)}
+func (d Details) Data() edgesecrets.Data {
+	return edgesecrets.Data{KeyMember: []byte(d.Key), ValueMember: []byte(d.Value)}
 }
 
 // Marshal returns the wire body, indented as anax indents it.
@@ -126,7 +126,7 @@ func IsKeyValue(keys []string) bool {
 //
 // Values must be valid UTF-8, since the body carries them as JSON strings;
 // the error names the key, never the value.
-func FromData(d secretstore.Data) (Details, error) {
+func FromData(d edgesecrets.Data) (Details, error) {
 	switch {
 	case IsKeyValue(d.Keys()):
 		if err := checkUTF8(d, KeyMember, ValueMember); err != nil {
@@ -170,7 +170,7 @@ func FromData(d secretstore.Data) (Details, error) {
 func FromFile(content []byte) (Details, error) {
 	var obj map[string]any
 	if json.Unmarshal(content, &obj) == nil && obj != nil {
-		data := make(secretstore.Data, len(obj))
+		data := make(edgesecrets.Data, len(obj))
 		for k, v := range obj {
 			s, ok := v.(string)
 			if !ok {
@@ -196,7 +196,7 @@ func FromValue(key string, content []byte) (Details, error) {
 	return Details{Key: key, Value: string(content)}, nil
 }
 
-func checkUTF8(d secretstore.Data, keys ...string) error {
+func checkUTF8(d edgesecrets.Data, keys ...string) error {
 	for _, k := range keys {
 		if !utf8.ValidString(k) {
 			return errors.New("a key of the secret is not valid UTF-8")

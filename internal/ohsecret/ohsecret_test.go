@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestDecode(t *testing.T) {
@@ -55,18 +55,18 @@ func TestDecode(t *testing.T) {
 func TestFromData(t *testing.T) {
 	tests := []struct {
 		name    string
-		data    secretstore.Data
+		data    edgesecrets.Data
 		want    Details
 		wantErr string
 	}{
-		{"written through the Open Horizon API", secretstore.Data{"key": []byte("name"), "value": []byte("World")}, Details{Key: "name", Value: "World"}, ""},
-		{"value only", secretstore.Data{"value": []byte("s3cr3t")}, Details{Value: "s3cr3t"}, ""},
-		{"one named entry", secretstore.Data{"password": []byte("pw")}, Details{Key: "password", Value: "pw"}, ""},
-		{"several entries", secretstore.Data{"user": []byte("alice"), "password": []byte("p<w")}, Details{Value: `{"password":"p<w","user":"alice"}`}, ""},
-		{"value and another key", secretstore.Data{"value": []byte("v"), "note": []byte("n")}, Details{Value: `{"note":"n","value":"v"}`}, ""},
-		{"binary value", secretstore.Data{"cert": {0xff, 0xfe}}, Details{}, `the value of key "cert" is binary`},
-		{"binary among several", secretstore.Data{"a": []byte("x"), "b": {0xff}}, Details{}, `key "b"`},
-		{"no data", secretstore.Data{}, Details{}, "no data"},
+		{"written through the Open Horizon API", edgesecrets.Data{"key": []byte("name"), "value": []byte("World")}, Details{Key: "name", Value: "World"}, ""},
+		{"value only", edgesecrets.Data{"value": []byte("s3cr3t")}, Details{Value: "s3cr3t"}, ""},
+		{"one named entry", edgesecrets.Data{"password": []byte("pw")}, Details{Key: "password", Value: "pw"}, ""},
+		{"several entries", edgesecrets.Data{"user": []byte("alice"), "password": []byte("p<w")}, Details{Value: `{"password":"p<w","user":"alice"}`}, ""},
+		{"value and another key", edgesecrets.Data{"value": []byte("v"), "note": []byte("n")}, Details{Value: `{"note":"n","value":"v"}`}, ""},
+		{"binary value", edgesecrets.Data{"cert": {0xff, 0xfe}}, Details{}, `the value of key "cert" is binary`},
+		{"binary among several", edgesecrets.Data{"a": []byte("x"), "b": {0xff}}, Details{}, `key "b"`},
+		{"no data", edgesecrets.Data{}, Details{}, "no data"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestDetailsNeverPrintsTheValue(t *testing.T) {
 		assert.Contains(t, s, "name")
 	}
 	assert.JSONEq(t, `{"key":"name","value":"canary-value"}`, string(d.Marshal()), "the wire body carries it")
-	assert.Equal(t, secretstore.Data{"key": []byte("name"), "value": []byte("canary-value")}, d.Data())
+	assert.Equal(t, edgesecrets.Data{"key": []byte("name"), "value": []byte("canary-value")}, d.Data())
 }
 
 // FuzzDecode: a body decodes to the two members it holds, or fails without

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -16,7 +17,7 @@ func ExampleReader() {
 	ctx := context.Background()
 	backend := mock.NewStore(nil)
 	for _, name := range []string{"db/password", "api/token"} {
-		_, _ = backend.Inner.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte("x")}}, secretstore.PutOptions{})
+		_, _ = backend.Inner.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
 
 	reader := storereader.New(backend.Store, storereader.Options{TTL: 30 * time.Second})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -26,6 +27,6 @@ func newStore(t testing.TB, d driver.Store) *secretstore.Store {
 // put writes {"v": value} to name.
 func put(t testing.TB, s *secretstore.Store, name, value string) {
 	t.Helper()
-	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: secretstore.Data{"v": []byte(value)}}, secretstore.PutOptions{})
+	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -47,6 +48,9 @@ type flight[T any] struct {
 	done chan struct{}
 	val  T
 	err  error
+	// refs counts the callers sharing the flight that have not taken
+	// their copy of val yet (Get's flights); the last wipes val. r.mu.
+	refs int
 }
 
 // Options configure a Reader.
@@ -74,10 +78,11 @@ func (r *Reader) Get(ctx context.Context, name string) (*secretstore.Secret, err
 		r.mu.Lock()
 		if c, ok := r.cache[name]; ok {
 			if time.Now().Before(c.expires) {
+				s := c.secret.Clone() // under the lock: an eviction wipes the cached copy
 				r.mu.Unlock()
-				return c.secret.Clone(), nil
+				return s, nil
 			}
-			delete(r.cache, name)
+			r.evict(name)
 		}
 		f, leader := join(r.gets, name)
 		r.mu.Unlock()
@@ -89,11 +94,15 @@ func (r *Reader) Get(ctx context.Context, name string) (*secretstore.Secret, err
 						r.put(name, s.Clone())
 					}
 				})
-			return s.Clone(), err
+			out := s.Clone()
+			r.release(f)
+			return out, err
 		}
 		s, err, retry := wait(ctx, "get", name, f)
+		out := s.Clone()
+		r.release(f)
 		if !retry {
-			return s.Clone(), err
+			return out, err
 		}
 	}
 }
@@ -167,7 +176,7 @@ func (r *Reader) Invalidate(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.epoch++
-	delete(r.cache, name)
+	r.evict(name)
 	// Later readers start a fresh read instead of joining one that may
 	// return the old value, and the old read, no longer current, is not cached.
 	delete(r.gets, name)
@@ -178,14 +187,34 @@ func (r *Reader) Invalidate(name string) {
 // the cache does not grow with names no longer read.
 func (r *Reader) put(name string, s *secretstore.Secret) {
 	now := time.Now()
+	r.evict(name)
 	r.cache[name] = cached{secret: s, expires: now.Add(r.ttl)}
 	if r.sweepN++; r.sweepN >= 1024 {
 		r.sweepN = 0
 		for k, c := range r.cache {
 			if !now.Before(c.expires) {
-				delete(r.cache, k)
+				r.evict(k)
 			}
 		}
+	}
+}
+
+// evict drops the cached copy of name, wiped; r.mu must be held. Every
+// caller got a copy of its own, so nothing else holds these bytes.
+func (r *Reader) evict(name string) {
+	if c, ok := r.cache[name]; ok {
+		c.secret.Data.Wipe()
+		delete(r.cache, name)
+	}
+}
+
+// release says that a caller sharing Get's flight f took its copy; the
+// last one wipes the value read, which only the flight holds.
+func (r *Reader) release(f *flight[*secretstore.Secret]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f.refs--; f.refs == 0 && f.val != nil {
+		f.val.Data.Wipe()
 	}
 }
 
@@ -193,9 +222,10 @@ func (r *Reader) put(name string, s *secretstore.Secret) {
 // reports that the caller leads it. r.mu must be held.
 func join[T any](m map[string]*flight[T], name string) (*flight[T], bool) {
 	if f, ok := m[name]; ok {
+		f.refs++
 		return f, false
 	}
-	f := &flight[T]{done: make(chan struct{})}
+	f := &flight[T]{done: make(chan struct{}), refs: 1}
 	m[name] = f
 	return f, true
 }
@@ -211,7 +241,7 @@ func lead[T any](r *Reader, flights map[string]*flight[T], op, name string, f *f
 			return
 		}
 		// read panicked: fail the waiters and let the panic go on.
-		f.err = &secretstore.Error{Op: op, Name: name, Kind: secretstore.ErrUnavailable, Err: errors.New("the backend panicked")}
+		f.err = &secretstore.Error{Op: op, Name: name, Kind: edgesecrets.ErrUnavailable, Err: errors.New("the backend panicked")}
 		r.mu.Lock()
 		if flights[name] == f {
 			delete(flights, name)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
@@ -141,8 +142,8 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 		inject error // kind injected on the first read; nil: the secret is missing
 	}{
 		{"not found", nil},
-		{"unavailable", secretstore.ErrUnavailable},
-		{"permission", secretstore.ErrPermission},
+		{"unavailable", edgesecrets.ErrUnavailable},
+		{"permission", edgesecrets.ErrPermission},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -157,7 +158,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			if c.inject != nil {
 				require.ErrorIs(t, err, c.inject)
 			} else {
-				require.ErrorIs(t, err, secretstore.ErrNotFound)
+				require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 				put(t, backend.Inner, "x", "1")
 			}
 			s, err := r.Get(ctx, "x")
@@ -366,7 +367,7 @@ func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 		close(ps.release)
 		assert.Equal(t, "backend bug", <-panicked, "the leader's panic goes on")
 		got := <-waiter
-		assert.ErrorIs(t, got.err, secretstore.ErrUnavailable, "the waiter gets an error instead of hanging")
+		assert.ErrorIs(t, got.err, edgesecrets.ErrUnavailable, "the waiter gets an error instead of hanging")
 	})
 }
 
@@ -406,7 +407,7 @@ func TestReaderReturnsCopies(t *testing.T) {
 func TestReaderStat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "x", Data: secretstore.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
+		_, err := backend.Inner.Put(t.Context(), &secretstore.Secret{Name: "x", Data: edgesecrets.Data{"v": []byte("1")}, Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		var g testgate.Gate
@@ -471,9 +472,9 @@ func TestReaderGetBatch(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "1", value(s), "GetBatch returns copies")
 
-		d.Fail(secretstore.ErrUnavailable, "c")
+		d.Fail(edgesecrets.ErrUnavailable, "c")
 		_, err = r.GetBatch(ctx, []string{"c", "d"})
-		assert.ErrorIs(t, err, secretstore.ErrUnavailable)
+		assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	})
 
 	t.Run("store with batches", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -261,7 +262,7 @@ func (d *Driver) lookup(name string, stale bool) (*driver.Secret, error) {
 	case !ok && d.breaks[BreakMissingIsEmpty]:
 		return &driver.Secret{Data: map[string][]byte{}}, nil
 	case !ok:
-		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+		return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 	}
 	return d.view(d.key(name), sec, stale), nil
 }
@@ -319,9 +320,9 @@ func (d *Driver) Put(_ context.Context, w *driver.Write) error {
 	if !d.breaks[BreakIgnoreConditions] {
 		switch {
 		case w.CreateOnly && exists:
-			return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("exists")}
+			return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New("exists")}
 		case w.IfVersion != "" && (!exists || cur.Version != w.IfVersion):
-			return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("version moved")}
+			return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New("version moved")}
 		}
 	}
 	next := &driver.Secret{Data: w.Data, Labels: w.Labels, UpdatedAt: time.Now()}
@@ -370,7 +371,7 @@ func (d *Driver) Delete(_ context.Context, name string) error {
 	key := d.key(name)
 	if _, ok := d.secrets[key]; !ok {
 		if d.breaks[BreakNotFoundOnDelete] {
-			return &secretstore.Error{Kind: secretstore.ErrNotFound}
+			return &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ package testkit
 import (
 	"context"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -21,7 +22,7 @@ func Call(ctx context.Context, s *secretstore.Store, op, name string) error {
 	case "stat":
 		_, err = s.Stat(ctx, name)
 	case "put":
-		_, err = s.Put(ctx, &secretstore.Secret{Name: name, Data: secretstore.Data{"k": []byte("v-" + name)}}, secretstore.PutOptions{})
+		_, err = s.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"k": []byte("v-" + name)}}, secretstore.PutOptions{})
 	case "delete":
 		err = s.Delete(ctx, name)
 	case "list":

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -111,7 +112,7 @@ var (
 )
 
 // New returns a store. Bad options are reported together in a
-// *secretstore.ConfigError, which matches secretstore.ErrInvalid.
+// *secretstore.ConfigError, which matches edgesecrets.ErrInvalid.
 func New(ctx context.Context, opts Options) (*secretstore.Store, error) {
 	s, attempts, err := newDriver(ctx, opts)
 	if err != nil {
@@ -150,12 +151,12 @@ func newDriver(ctx context.Context, opts Options) (*store, int, error) {
 	} else {
 		loaded, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
-			return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: loadError(err)}
+			return nil, 0, &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: loadError(err)}
 		}
 		cfg = loaded
 	}
 	if cfg.Region == "" {
-		return nil, 0, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region")}
+		return nil, 0, &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: errors.New("no AWS region: set the awssm region, AWS_REGION or a profile's region")}
 	}
 	// One attempt per call: secretstore.Store retries, within the caller's
 	// deadline.
@@ -273,9 +274,9 @@ type write struct {
 	value string
 }
 
-func invalid(err error) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err} }
+func invalid(err error) error { return &secretstore.Error{Kind: edgesecrets.ErrInvalid, Err: err} }
 func conflict(why string) error {
-	return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New(why)}
+	return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New(why)}
 }
 
 // putOnce tries a Put once, from cur (what the store read just before;
@@ -290,7 +291,7 @@ func (s *store) putOnce(ctx context.Context, w write, cur *driver.Secret) (again
 		return s.update(ctx, w, m, cur.Data, false)
 	}
 	m, err := s.describe(ctx, w.Name)
-	if errors.Is(err, secretstore.ErrNotFound) {
+	if errors.Is(err, edgesecrets.ErrNotFound) {
 		if w.IfVersion != "" {
 			return false, conflict("secret does not exist, so its version cannot match")
 		}
@@ -321,7 +322,7 @@ func (s *store) putOnce(ctx context.Context, w write, cur *driver.Secret) (again
 		return false, conflict("current version does not match the expected version")
 	}
 	again, err = s.update(ctx, w, m, nil, restored)
-	if err != nil && !again && restored && !errors.Is(err, secretstore.ErrConflict) {
+	if err != nil && !again && restored && !errors.Is(err, edgesecrets.ErrConflict) {
 		s.undoRestore(ctx, w)
 	}
 	return again, err
@@ -335,18 +336,18 @@ func (s *store) update(ctx context.Context, w write, m metadata, curData map[str
 	dataChanged := true
 	switch {
 	case curData != nil:
-		dataChanged = !secretstore.Data(curData).Equal(w.Data)
+		dataChanged = !edgesecrets.Data(curData).Equal(w.Data)
 	case m.current != "":
 		cur, err := s.readValue(ctx, w.Name, m.current)
 		switch {
-		case errors.Is(err, secretstore.ErrNotFound):
+		case errors.Is(err, edgesecrets.ErrNotFound):
 			return true, err
-		case errors.Is(err, secretstore.ErrInvalid):
+		case errors.Is(err, edgesecrets.ErrInvalid):
 			// Not a JSON object (written by another tool): replaced.
 		case err != nil:
 			return false, err
 		default:
-			dataChanged = !secretstore.Data(cur).Equal(w.Data)
+			dataChanged = !edgesecrets.Data(cur).Equal(w.Data)
 		}
 	}
 	labelsChanged := !maps.Equal(m.labels, w.Labels)
@@ -361,7 +362,7 @@ func (s *store) update(ctx context.Context, w write, m metadata, curData map[str
 			err = s.putValue(ctx, w)
 		}
 		if err != nil {
-			return errors.Is(err, secretstore.ErrNotFound), err
+			return errors.Is(err, edgesecrets.ErrNotFound), err
 		}
 	}
 	if labelsChanged {
@@ -404,7 +405,7 @@ func (s *store) create(ctx context.Context, w write) (again bool, err error) {
 	case code == codeInvalidRequest:
 		// The name is still being deleted (scheduled meanwhile, or a forced
 		// deletion AWS has not finished): a fresh look decides.
-		return true, &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
+		return true, &secretstore.Error{Kind: edgesecrets.ErrUnavailable, Err: errors.New("the name is still being deleted by AWS; retry later")}
 	}
 	return false, s.fail(ctx, "put", w.Name, err)
 }
@@ -417,7 +418,7 @@ func (s *store) putValue(ctx context.Context, w write) error {
 	_, err := s.api.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: &w.Name, SecretString: &w.value, ClientRequestToken: &w.Token})
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// Scheduled for deletion or deleted meanwhile.
-		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted during the write")}
+		return &secretstore.Error{Kind: edgesecrets.ErrNotFound, Err: errors.New("secret was deleted during the write")}
 	}
 	if err != nil {
 		return s.fail(ctx, "put", w.Name, err)
@@ -523,7 +524,7 @@ func (s *store) Delete(ctx context.Context, name string) error {
 	case codeInvalidRequest:
 		// Refused: is it because the secret is already scheduled for deletion?
 		m, derr := s.describe(ctx, name)
-		if errors.Is(derr, secretstore.ErrNotFound) || (derr == nil && m.pending) {
+		if errors.Is(derr, edgesecrets.ErrNotFound) || (derr == nil && m.pending) {
 			return nil
 		}
 	}
@@ -737,7 +738,7 @@ func (s *store) batchMetadata(ctx context.Context, out map[string]*driver.Secret
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, secretstore.ErrNotFound):
+			case errors.Is(err, edgesecrets.ErrNotFound):
 				delete(out, name)
 			case err != nil:
 				if firstErr == nil {
@@ -783,9 +784,9 @@ type metadata struct {
 func (m metadata) visible() error {
 	switch {
 	case m.pending:
-		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
+		return &secretstore.Error{Kind: edgesecrets.ErrNotFound, Err: errors.New("secret is scheduled for deletion")}
 	case m.current == "":
-		return &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret has no current version")}
+		return &secretstore.Error{Kind: edgesecrets.ErrNotFound, Err: errors.New("secret has no current version")}
 	}
 	return nil
 }
@@ -830,7 +831,7 @@ func (s *store) readValue(ctx context.Context, name, versionID string) (map[stri
 	if code := codeOf(err); code == codeInvalidRequest || code == codeNotFound {
 		// InvalidRequestException on a read means the secret was scheduled
 		// for deletion since it was described.
-		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound, Err: errors.New("secret was deleted while being read")}
+		return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound, Err: errors.New("secret was deleted while being read")}
 	}
 	if err != nil {
 		return nil, s.fail(ctx, "get", name, err)

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // binaryKeysField is the reserved member of a SecretString that lists the
@@ -32,7 +32,7 @@ const maxSecretStringBytes = 65536
 // encodeData returns the SecretString for d: a JSON object of the values,
 // text as JSON strings and non-UTF-8 values as base64 listed under
 // binaryKeysField.
-func encodeData(d secretstore.Data) (string, error) {
+func encodeData(d edgesecrets.Data) (string, error) {
 	obj := make(map[string]any, len(d)+1)
 	var binary []string
 	for k, v := range d {
@@ -75,7 +75,7 @@ var errNotObject = errors.New("SecretString is not a JSON object of key/value pa
 // listed under binaryKeysField are base64-decoded; other JSON values
 // (numbers, booleans, objects, arrays, null) are kept as their compact JSON
 // text. Errors never quote the input.
-func decodeData(s string) (secretstore.Data, error) {
+func decodeData(s string) (edgesecrets.Data, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &obj); err != nil || obj == nil {
 		return nil, errNotObject
@@ -91,7 +91,7 @@ func decodeData(s string) (secretstore.Data, error) {
 		}
 		delete(obj, binaryKeysField)
 	}
-	d := make(secretstore.Data, len(obj))
+	d := make(edgesecrets.Data, len(obj))
 	for k, raw := range obj {
 		if len(raw) > 0 && raw[0] == '"' {
 			var str string

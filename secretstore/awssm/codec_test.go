@@ -4,10 +4,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 func TestDecodeDataRejects(t *testing.T) {
@@ -30,10 +29,10 @@ func TestDecodeDataRejects(t *testing.T) {
 }
 
 func TestEncodeDataKeepsTextReadable(t *testing.T) {
-	s, err := encodeData(secretstore.Data{"a": []byte("<&>"), "b": []byte("ü\x00")})
+	s, err := encodeData(edgesecrets.Data{"a": []byte("<&>"), "b": []byte("ü\x00")})
 	require.NoError(t, err)
 	assert.Equal(t, `{"a":"<&>","b":"ü\u0000"}`, s)
-	s, err = encodeData(secretstore.Data{})
+	s, err = encodeData(edgesecrets.Data{})
 	require.NoError(t, err)
 	assert.Equal(t, `{}`, s)
 }
@@ -76,7 +75,7 @@ func FuzzEncodeData(f *testing.F) {
 	f.Add("k", []byte("v"), "bin", []byte{0xff, 0})
 	f.Add("", []byte{}, "edgesecrets:base64", []byte("x"))
 	f.Fuzz(func(t *testing.T, k1 string, v1 []byte, k2 string, v2 []byte) {
-		d := secretstore.Data{k1: v1, k2: v2}
+		d := edgesecrets.Data{k1: v1, k2: v2}
 		s, err := encodeData(d)
 		if err != nil {
 			badKey := k1 == binaryKeysField || k2 == binaryKeysField || !utf8.ValidString(k1) || !utf8.ValidString(k2)

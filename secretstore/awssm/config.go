@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -154,7 +155,7 @@ func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstor
 	}
 	awsCfg, err := c.awsConfig(ctx)
 	if err != nil {
-		return nil, &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
+		return nil, &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	maxBackoff, _ := time.ParseDuration(c.MaxBackoff) // validated
 	return New(ctx, Options{

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -77,15 +78,15 @@ func TestCheckCredentials(t *testing.T) {
 		code  string
 	}{
 		{name: "accepted"},
-		{name: "AccessDenied on every call", fault: &smmock.Fault{Code: "AccessDeniedException"}, want: secretstore.ErrPermission, code: "AccessDeniedException"},
-		{name: "expired session token", fault: &smmock.Fault{Code: "ExpiredTokenException"}, want: secretstore.ErrPermission, code: "ExpiredTokenException"},
-		{name: "unrecognized client", creds: credentials.NewStaticCredentialsProvider("AKIDUNKNOWN", testSecretKey, ""), want: secretstore.ErrPermission, code: "UnrecognizedClientException"},
-		{name: "wrong secret key", creds: credentials.NewStaticCredentialsProvider(testKeyID, "wrong", ""), want: secretstore.ErrPermission, code: "InvalidSignatureException"},
+		{name: "AccessDenied on every call", fault: &smmock.Fault{Code: "AccessDeniedException"}, want: edgesecrets.ErrPermission, code: "AccessDeniedException"},
+		{name: "expired session token", fault: &smmock.Fault{Code: "ExpiredTokenException"}, want: edgesecrets.ErrPermission, code: "ExpiredTokenException"},
+		{name: "unrecognized client", creds: credentials.NewStaticCredentialsProvider("AKIDUNKNOWN", testSecretKey, ""), want: edgesecrets.ErrPermission, code: "UnrecognizedClientException"},
+		{name: "wrong secret key", creds: credentials.NewStaticCredentialsProvider(testKeyID, "wrong", ""), want: edgesecrets.ErrPermission, code: "InvalidSignatureException"},
 		{name: "one secret denied by its resource policy", fault: &smmock.Fault{Code: "AccessDeniedException", SecretID: "a"}},
-		{name: "throttled past the retries", fault: &smmock.Fault{Code: "ThrottlingException"}, want: secretstore.ErrUnavailable, code: "ThrottlingException"},
-		{name: "server errors", fault: &smmock.Fault{Code: "InternalServiceError"}, want: secretstore.ErrUnavailable, code: "InternalServiceError"},
-		{name: "a refusal that says nothing of the credentials", fault: &smmock.Fault{Code: "InvalidParameterException"}, want: secretstore.ErrUnavailable, code: "InvalidParameterException"},
-		{name: "endpoint down", down: true, want: secretstore.ErrUnavailable, code: "network error"},
+		{name: "throttled past the retries", fault: &smmock.Fault{Code: "ThrottlingException"}, want: edgesecrets.ErrUnavailable, code: "ThrottlingException"},
+		{name: "server errors", fault: &smmock.Fault{Code: "InternalServiceError"}, want: edgesecrets.ErrUnavailable, code: "InternalServiceError"},
+		{name: "a refusal that says nothing of the credentials", fault: &smmock.Fault{Code: "InvalidParameterException"}, want: edgesecrets.ErrUnavailable, code: "InvalidParameterException"},
+		{name: "endpoint down", down: true, want: edgesecrets.ErrUnavailable, code: "network error"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestCheckCredentials(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, c.want)
-			assert.Equal(t, c.want, secretstore.KindOf(err), "one kind only")
+			assert.Equal(t, c.want, edgesecrets.KindOf(err), "one kind only")
 			assert.Contains(t, err.Error(), "check-credentials")
 			assert.Contains(t, err.Error(), c.code)
 			assert.NotContains(t, err.Error(), testSecretKey)
@@ -120,7 +121,7 @@ func TestCheckCredentials(t *testing.T) {
 		e := newEnv(t)
 		s := e.store(awssm.Options{})
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, s.CheckCredentials(t.Context()), secretstore.ErrUnavailable)
+		require.ErrorIs(t, s.CheckCredentials(t.Context()), edgesecrets.ErrUnavailable)
 	})
 }
 
@@ -157,11 +158,11 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 		want  want
 	}{
 		{"AccessDenied spell on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException"}) },
-			want{forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
+			want{forbidden: 5, credentials: edgesecrets.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
 		{"spell over", e.srv.ClearFaults,
 			want{answered: 5, alone: 3, events: []string{"appeared a", "appeared b", "appeared c", "appeared d", "appeared e"}}},
 		{"expired token on every call", func() { e.srv.InjectFault(smmock.Fault{Code: "ExpiredTokenException"}) },
-			want{forbidden: 5, credentials: secretstore.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
+			want{forbidden: 5, credentials: edgesecrets.ErrPermission, storeFailure: true, events: []string{"forbidden a", "forbidden b", "forbidden c", "forbidden d", "forbidden e"}}},
 		{"renewed", e.srv.ClearFaults,
 			want{answered: 5, alone: 3, events: []string{"appeared a", "appeared b", "appeared c", "appeared d", "appeared e"}}},
 		{"reads denied, listing allowed", func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -70,28 +71,28 @@ const (
 func kindOfCode(code string, status int) error {
 	switch code {
 	case codeNotFound:
-		return secretstore.ErrNotFound
+		return edgesecrets.ErrNotFound
 	case "AccessDeniedException", "AccessDenied", "UnrecognizedClientException", "InvalidSignatureException",
 		"IncompleteSignatureException", "MissingAuthenticationTokenException", "InvalidClientTokenId",
 		"ExpiredTokenException", "ExpiredToken", "NotAuthorized":
-		return secretstore.ErrPermission
+		return edgesecrets.ErrPermission
 	case codeExists, "PreconditionNotMetException":
-		return secretstore.ErrConflict
+		return edgesecrets.ErrConflict
 	case codeInvalidParameter, codeInvalidRequest, "ValidationException", "SerializationException",
 		"InvalidNextTokenException", "MalformedPolicyDocumentException", "PublicPolicyException":
-		return secretstore.ErrInvalid
+		return edgesecrets.ErrInvalid
 	case "ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
 		"LimitExceededException", "InternalServiceError", "InternalFailure", "ServiceUnavailable",
 		"ServiceUnavailableException", "RequestTimeout", "DecryptionFailure", "EncryptionFailure":
-		return secretstore.ErrUnavailable
+		return edgesecrets.ErrUnavailable
 	}
 	switch status {
 	case 403:
-		return secretstore.ErrPermission
+		return edgesecrets.ErrPermission
 	case 404:
-		return secretstore.ErrNotFound
+		return edgesecrets.ErrNotFound
 	}
-	return secretstore.ErrUnavailable
+	return edgesecrets.ErrUnavailable
 }
 
 // classify turns an SDK error into an APIError and its kind.
@@ -130,7 +131,7 @@ func classify(err error) (*APIError, error) {
 	default:
 		ae.Transport = "request failed"
 	}
-	return ae, secretstore.ErrUnavailable
+	return ae, edgesecrets.ErrUnavailable
 }
 
 // codeOf returns the AWS error code of err, or "".
@@ -151,7 +152,7 @@ func (s *store) fail(ctx context.Context, op, name string, err error) error {
 	}
 	for _, ce := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ce) {
-			return &secretstore.Error{Kind: secretstore.ErrUnavailable, Err: errors.New("secrets manager did not answer in time")}
+			return &secretstore.Error{Kind: edgesecrets.ErrUnavailable, Err: errors.New("secrets manager did not answer in time")}
 		}
 	}
 	cause, kind := classify(err)

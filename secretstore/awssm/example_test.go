@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/edgesecrets/edgesecrets"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -38,7 +39,7 @@ func Example() {
 
 	secret := &secretstore.Secret{
 		Name:   "db/credentials",
-		Data:   secretstore.Data{"user": []byte("app"), "key": {0xde, 0xad, 0xbe, 0xef}},
+		Data:   edgesecrets.Data{"user": []byte("app"), "key": {0xde, 0xad, 0xbe, 0xef}},
 		Labels: map[string]string{"team": "edge"},
 	}
 	changed, err := store.Put(ctx, secret, secretstore.PutOptions{})

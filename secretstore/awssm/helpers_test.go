@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -101,7 +102,7 @@ func (e *env) store(opts awssm.Options) *secretstore.Store {
 	return s
 }
 
-func (e *env) put(s *secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
+func (e *env) put(s *secretstore.Store, name string, data edgesecrets.Data, labels map[string]string) {
 	e.t.Helper()
 	_, err := s.Put(e.t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(e.t, err, "put %q", name)
@@ -145,8 +146,8 @@ func harnessMaker(opts awssm.Options) func(context.Context, *testing.T) (storete
 	}
 }
 
-func d(kv ...string) secretstore.Data {
-	out := secretstore.Data{}
+func d(kv ...string) edgesecrets.Data {
+	out := edgesecrets.Data{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		out[kv[i]] = []byte(kv[i+1])
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )
@@ -19,7 +20,7 @@ func TestMaxValueBytes(t *testing.T) {
 	require.Equal(t, 65536, s.MaxValueBytes())
 	writes := e.srv.Writes()
 	_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: d("v", strings.Repeat("x", 65536))}, secretstore.PutOptions{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.ErrorContains(t, err, "limit of 65536 bytes")
 	assert.Equal(t, writes, e.srv.Writes(), "nothing sent")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
@@ -64,7 +65,7 @@ func TestValueEncoding(t *testing.T) {
 	})
 	t.Run("non-UTF-8 values are base64 and listed", func(t *testing.T) {
 		bin := []byte{0xff, 0x00, 0xfe, 'x'}
-		e.put(s, "bin", secretstore.Data{"key": bin, "name": []byte("ok")}, nil)
+		e.put(s, "bin", edgesecrets.Data{"key": bin, "name": []byte("ok")}, nil)
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal([]byte(e.secretString("org/bin")), &raw))
 		assert.Equal(t, map[string]any{"key": "/wD+eA==", "name": "ok", binarykey.Marker: []any{"key"}}, raw)
@@ -76,14 +77,14 @@ func TestValueEncoding(t *testing.T) {
 	t.Run("reserved key rejected", func(t *testing.T) {
 		writes := e.srv.Writes()
 		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "r", Data: d(binarykey.Marker, "x")}, secretstore.PutOptions{})
-		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		assert.Contains(t, err.Error(), binarykey.Marker)
 		assert.Equal(t, writes, e.srv.Writes())
 	})
 	t.Run("too large rejected without a write", func(t *testing.T) {
 		writes := e.srv.Writes()
-		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: secretstore.Data{"k": bytes.Repeat([]byte("x"), 65536)}}, secretstore.PutOptions{})
-		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		_, err := s.Put(t.Context(), &secretstore.Secret{Name: "big", Data: edgesecrets.Data{"k": bytes.Repeat([]byte("x"), 65536)}}, secretstore.PutOptions{})
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		assert.Contains(t, err.Error(), "65536")
 		assert.Equal(t, writes, e.srv.Writes())
 	})
@@ -99,12 +100,12 @@ func TestValueEncoding(t *testing.T) {
 		_, err := e.client.CreateSecret(t.Context(), &secretsmanager.CreateSecretInput{Name: aws.String("org/plain"), SecretString: aws.String(plain)})
 		require.NoError(t, err)
 		_, err = s.Get(t.Context(), "plain")
-		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		assert.NotContains(t, err.Error(), "hunter2")
 		_, err = e.client.CreateSecret(t.Context(), &secretsmanager.CreateSecretInput{Name: aws.String("org/blob"), SecretBinary: []byte("hunter2")})
 		require.NoError(t, err)
 		_, err = s.Get(t.Context(), "blob")
-		require.ErrorIs(t, err, secretstore.ErrInvalid)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 		assert.Contains(t, err.Error(), "SecretBinary")
 
 		changed, err := s.Put(t.Context(), &secretstore.Secret{Name: "plain", Data: d("k", "v")}, secretstore.PutOptions{})
@@ -128,10 +129,10 @@ func TestPendingDeletion(t *testing.T) {
 	assert.Equal(t, e.clock.Now().Add(7*24*time.Hour), info.DeletionDate, "recovery window of 7 days was sent")
 
 	_, err := s.Get(ctx, "app")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "Get of a secret pending deletion")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "Get of a secret pending deletion")
 	assert.Contains(t, err.Error(), "scheduled for deletion")
 	_, err = s.Stat(ctx, "app")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "Stat of a secret pending deletion")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "Stat of a secret pending deletion")
 	names, err := s.List(ctx, "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"other"}, names, "List omits secrets pending deletion")
@@ -143,7 +144,7 @@ func TestPendingDeletion(t *testing.T) {
 	t.Run("compare-and-set sees no secret", func(t *testing.T) {
 		cur, _ := oldVersion.Current()
 		_, err := s.Put(ctx, &secretstore.Secret{Name: "app", Data: d("k", "x")}, secretstore.PutOptions{IfVersion: cur.ID})
-		require.ErrorIs(t, err, secretstore.ErrConflict)
+		require.ErrorIs(t, err, edgesecrets.ErrConflict)
 		assert.False(t, e.info("org/app").DeletedDate.IsZero(), "still pending deletion")
 	})
 	t.Run("Put restores and replaces", func(t *testing.T) {
@@ -170,10 +171,10 @@ func TestPendingDeletion(t *testing.T) {
 		require.NoError(t, s.Delete(ctx, "app"))
 		e.srv.InjectFault(smmock.Fault{Op: smmock.OpPutSecretValue, Code: "AccessDeniedException", Count: 1})
 		_, err := s.Put(ctx, &secretstore.Secret{Name: "app", Data: d("k", "newer")}, secretstore.PutOptions{})
-		require.ErrorIs(t, err, secretstore.ErrPermission)
+		require.ErrorIs(t, err, edgesecrets.ErrPermission)
 		assert.False(t, e.info("org/app").DeletedDate.IsZero(), "scheduled for deletion again, so the old value is not back")
 		_, err = s.Get(ctx, "app")
-		require.ErrorIs(t, err, secretstore.ErrNotFound)
+		require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	})
 	t.Run("purged after the window", func(t *testing.T) {
 		require.NoError(t, s.Delete(ctx, "other"))
@@ -217,7 +218,7 @@ func TestRecoveryWindowValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.opts.AWSConfig = &cfg
 			_, err := awssm.New(t.Context(), c.opts)
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			var ce *secretstore.ConfigError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, c.want, ce.Problems)
@@ -271,7 +272,7 @@ func TestTagsRoundTrip(t *testing.T) {
 	} {
 		writes := e.srv.Writes()
 		_, err := s.Put(ctx, &secretstore.Secret{Name: "tagged", Data: d("k", "changed"), Labels: c.labels}, secretstore.PutOptions{})
-		require.ErrorIs(t, err, secretstore.ErrInvalid, "labels %v", c.labels)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid, "labels %v", c.labels)
 		assert.Contains(t, err.Error(), c.want)
 		assert.Equal(t, writes, e.srv.Writes(), "rejected labels wrote nothing")
 	}
@@ -313,7 +314,7 @@ func TestListPaging(t *testing.T) {
 	assert.Equal(t, append(want, "svcx"), all, "only names inside the scope")
 
 	_, err = s.List(ctx, "bad prefix/")
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 }
 
 func TestThrottling(t *testing.T) {
@@ -334,7 +335,7 @@ func TestThrottling(t *testing.T) {
 		e.srv.SetThrottling(true)
 		defer e.srv.SetThrottling(false)
 		_, err := s.Get(ctx, "x")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Equal(t, int64(testAttempts), e.srv.Calls(smmock.OpDescribeSecret), "the store retried")
 		var ae *awssm.APIError
 		require.ErrorAs(t, err, &ae)
@@ -357,14 +358,14 @@ func TestErrorMapping(t *testing.T) {
 		kind     error
 		attempts int64
 	}{
-		{"AccessDeniedException", 400, secretstore.ErrPermission, 1},
-		{"ExpiredTokenException", 400, secretstore.ErrPermission, 1},
-		{"InternalServiceError", 500, secretstore.ErrUnavailable, testAttempts},
-		{"ServiceUnavailable", 503, secretstore.ErrUnavailable, testAttempts},
-		{"DecryptionFailure", 400, secretstore.ErrUnavailable, testAttempts},
-		{"SomethingNew", 400, secretstore.ErrUnavailable, testAttempts},
-		{"SomethingNew", 403, secretstore.ErrPermission, 1},
-		{"InvalidParameterException", 400, secretstore.ErrInvalid, 1},
+		{"AccessDeniedException", 400, edgesecrets.ErrPermission, 1},
+		{"ExpiredTokenException", 400, edgesecrets.ErrPermission, 1},
+		{"InternalServiceError", 500, edgesecrets.ErrUnavailable, testAttempts},
+		{"ServiceUnavailable", 503, edgesecrets.ErrUnavailable, testAttempts},
+		{"DecryptionFailure", 400, edgesecrets.ErrUnavailable, testAttempts},
+		{"SomethingNew", 400, edgesecrets.ErrUnavailable, testAttempts},
+		{"SomethingNew", 403, edgesecrets.ErrPermission, 1},
+		{"InvalidParameterException", 400, edgesecrets.ErrInvalid, 1},
 	} {
 		t.Run(fmt.Sprintf("%s %d", c.code, c.status), func(t *testing.T) {
 			e.srv.ClearFaults()
@@ -386,7 +387,7 @@ func TestErrorMapping(t *testing.T) {
 		bad, err := awssm.New(t.Context(), awssm.Options{AWSConfig: &cfg})
 		require.NoError(t, err)
 		_, err = bad.Get(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrPermission)
+		require.ErrorIs(t, err, edgesecrets.ErrPermission)
 		assert.Contains(t, err.Error(), "InvalidSignatureException")
 	})
 	t.Run("unknown access key", func(t *testing.T) {
@@ -395,7 +396,7 @@ func TestErrorMapping(t *testing.T) {
 		bad, err := awssm.New(t.Context(), awssm.Options{AWSConfig: &cfg})
 		require.NoError(t, err)
 		_, err = bad.Stat(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrPermission)
+		require.ErrorIs(t, err, edgesecrets.ErrPermission)
 		assert.Contains(t, err.Error(), "UnrecognizedClientException")
 	})
 	t.Run("endpoint down", func(t *testing.T) {
@@ -406,14 +407,14 @@ func TestErrorMapping(t *testing.T) {
 		down, err := awssm.New(t.Context(), awssm.Options{AWSConfig: &cfg})
 		require.NoError(t, err)
 		_, err = down.Get(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Contains(t, err.Error(), "network error")
 	})
 	t.Run("closed store", func(t *testing.T) {
 		closed := e.store(awssm.Options{})
 		require.NoError(t, closed.Close())
 		_, err := closed.Get(t.Context(), "x")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	})
 }
 
@@ -479,7 +480,7 @@ func TestCompareAndSet(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err = s.Put(ctx, &secretstore.Secret{Name: "cas", Data: d("v", "2")}, secretstore.PutOptions{IfVersion: base.Version})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "AWSCURRENT moved between read and write")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "AWSCURRENT moved between read and write")
 	got, err := s.Get(ctx, "cas")
 	require.NoError(t, err)
 	assert.Equal(t, "other", string(got.Data["v"]), "the losing write is not current")
@@ -507,7 +508,7 @@ func TestCompareAndSet(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, changed)
 		_, err = s.Put(ctx, &secretstore.Secret{Name: "cas", Data: d("v", "3")}, secretstore.PutOptions{IfVersion: base.Version})
-		require.ErrorIs(t, err, secretstore.ErrConflict, "a stale version is refused for a label change too")
+		require.ErrorIs(t, err, edgesecrets.ErrConflict, "a stale version is refused for a label change too")
 	})
 }
 
@@ -559,11 +560,11 @@ func TestGetBatch(t *testing.T) {
 
 	e.srv.InjectFault(smmock.Fault{Op: smmock.OpBatchGetSecretValue, Code: "AccessDeniedException"})
 	_, err = s.GetBatch(ctx, names[:3])
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 	e.srv.ClearFaults()
 
 	_, err = s.GetBatch(ctx, []string{"ok", "../escape"})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 
 	reader := storereader.New(s, storereader.Options{TTL: time.Hour})
 	e.srv.ResetCounters()
@@ -595,7 +596,7 @@ func TestOpenFromConfig(t *testing.T) {
 	e.srv.ResetCounters()
 	e.srv.SetThrottling(true)
 	_, err = st.Stat(t.Context(), "db")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.Equal(t, int64(2), e.srv.Calls(smmock.OpDescribeSecret), "maxAttempts reaches the SDK")
 }
 
@@ -627,7 +628,7 @@ func TestConfigValidation(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			var ce *secretstore.ConfigError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, c.want, ce.Problems)
@@ -648,7 +649,7 @@ func TestLogsHoldNoValues(t *testing.T) {
 	e.put(s, "a", d("k", value+"2"), nil)
 	e.srv.InjectFault(smmock.Fault{Code: "AccessDeniedException"})
 	_, err := s.Get(ctx, "a")
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 	_, err = s.Put(ctx, &secretstore.Secret{Name: "a", Data: d("k", value+"3")}, secretstore.PutOptions{})
 	require.Error(t, err)
 	require.NotEmpty(t, buf.String(), "failures are logged")
@@ -659,7 +660,7 @@ func TestLogsHoldNoValues(t *testing.T) {
 
 // TestAPIErrorReachable: callers reach the AWS details with errors.As.
 func TestAPIErrorReachable(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", &secretstore.Error{Op: "get", Name: "x", Kind: secretstore.ErrUnavailable, Err: &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}})
+	err := fmt.Errorf("wrapped: %w", &secretstore.Error{Op: "get", Name: "x", Kind: edgesecrets.ErrUnavailable, Err: &awssm.APIError{Operation: "GetSecretValue", Code: "ThrottlingException", StatusCode: 400, Attempts: 3, RequestID: "rid"}})
 	var ae *awssm.APIError
 	require.True(t, errors.As(err, &ae))
 	assert.Equal(t, "secretsmanager GetSecretValue: ThrottlingException (HTTP 400) after 3 attempts", ae.Error())

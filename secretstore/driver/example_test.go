@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -22,7 +23,7 @@ type mapStore struct {
 	version int
 }
 
-var errMissing = &secretstore.Error{Kind: secretstore.ErrNotFound}
+var errMissing = &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 
 func (m *mapStore) Get(_ context.Context, name string) (*driver.Secret, error) {
 	m.mu.Lock()
@@ -42,7 +43,7 @@ func (m *mapStore) Put(_ context.Context, w *driver.Write) error {
 	defer m.mu.Unlock()
 	cur, exists := m.secrets[w.Name]
 	if w.CreateOnly && exists || w.IfVersion != "" && (!exists || cur.Version != w.IfVersion) {
-		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("the secret changed")}
+		return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New("the secret changed")}
 	}
 	m.version++
 	m.secrets[w.Name] = &driver.Secret{Data: w.Data, Labels: w.Labels, Version: strconv.Itoa(m.version)}
@@ -80,7 +81,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	s := &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte("s3cr3t")}}
+	s := &secretstore.Secret{Name: "db/password", Data: edgesecrets.Data{"password": []byte("s3cr3t")}}
 	changed, _ := store.Put(ctx, s, secretstore.PutOptions{})
 	fmt.Println("changed:", changed, "version:", d.version)
 	changed, _ = store.Put(ctx, s, secretstore.PutOptions{})

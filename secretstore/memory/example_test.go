@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -14,7 +15,7 @@ func ExampleNew() {
 	ctx := context.Background()
 	store := memory.New()
 
-	secret := &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte("s3cr3t")}}
+	secret := &secretstore.Secret{Name: "db/password", Data: edgesecrets.Data{"password": []byte("s3cr3t")}}
 	_, _ = store.Put(ctx, secret, secretstore.PutOptions{})
 	changed, _ := store.Put(ctx, secret, secretstore.PutOptions{})
 	fmt.Println("unchanged put changed:", changed)
@@ -22,13 +23,13 @@ func ExampleNew() {
 	md, _ := store.Stat(ctx, "db/password")
 	fmt.Println("version:", md.Version)
 
-	rotated := &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte("n3w")}}
+	rotated := &secretstore.Secret{Name: "db/password", Data: edgesecrets.Data{"password": []byte("n3w")}}
 	_, err := store.Put(ctx, rotated, secretstore.PutOptions{IfVersion: "7"})
-	fmt.Println("stale compare-and-set:", errors.Is(err, secretstore.ErrConflict))
+	fmt.Println("stale compare-and-set:", errors.Is(err, edgesecrets.ErrConflict))
 	changed, _ = store.Put(ctx, rotated, secretstore.PutOptions{IfVersion: md.Version})
 	fmt.Println("current compare-and-set changed:", changed)
 
-	_, _ = store.Put(ctx, &secretstore.Secret{Name: "db/user", Data: secretstore.Data{"user": []byte("app")}}, secretstore.PutOptions{})
+	_, _ = store.Put(ctx, &secretstore.Secret{Name: "db/user", Data: edgesecrets.Data{"user": []byte("app")}}, secretstore.PutOptions{})
 	names, _ := store.List(ctx, "db/")
 	fmt.Println(names)
 	// Output:

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -60,7 +61,7 @@ func (s *store) Get(_ context.Context, name string) (*driver.Secret, error) {
 	defer s.mu.RUnlock()
 	sec, ok := s.secrets[name]
 	if !ok {
-		return nil, &secretstore.Error{Kind: secretstore.ErrNotFound}
+		return nil, &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 	}
 	return sec, nil
 }
@@ -75,9 +76,9 @@ func (s *store) Put(_ context.Context, w *driver.Write) error {
 	cur, exists := s.secrets[w.Name]
 	switch {
 	case w.CreateOnly && exists:
-		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("secret exists and the write is create-only")}
+		return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New("secret exists and the write is create-only")}
 	case w.IfVersion != "" && (!exists || cur.Version != w.IfVersion):
-		return &secretstore.Error{Kind: secretstore.ErrConflict, Err: errors.New("current version does not match the expected version")}
+		return &secretstore.Error{Kind: edgesecrets.ErrConflict, Err: errors.New("current version does not match the expected version")}
 	}
 	s.version++
 	s.secrets[w.Name] = &driver.Secret{Data: w.Data, Labels: w.Labels, Version: strconv.FormatUint(s.version, 10), UpdatedAt: time.Now()}

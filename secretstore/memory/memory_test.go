@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
@@ -41,7 +42,7 @@ func TestOpenFromConfig(t *testing.T) {
 	require.NoError(t, err)
 	s, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{})
 	require.NoError(t, err)
-	_, err = s.Put(ctx, &secretstore.Secret{Name: "db", Data: secretstore.Data{"k": []byte("v")}}, secretstore.PutOptions{})
+	_, err = s.Put(ctx, &secretstore.Secret{Name: "db", Data: edgesecrets.Data{"k": []byte("v")}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 	names, err := s.List(ctx, "")
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
@@ -47,7 +48,7 @@ func Example() {
 	h, _ := newHarness(ctx, nil)
 	drv, _ := h.MakeDriver(ctx)
 	store, _ := secretstore.New(drv, secretstore.Options{})
-	s := &secretstore.Secret{Name: "db/password", Data: secretstore.Data{"password": []byte("x")}}
+	s := &secretstore.Secret{Name: "db/password", Data: edgesecrets.Data{"password": []byte("x")}}
 	_, _ = store.Put(ctx, s, secretstore.PutOptions{})
 	_, _ = store.Put(ctx, s, secretstore.PutOptions{})
 	fmt.Println("backend writes:", h.BackendWrites())

@@ -32,6 +32,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -128,7 +129,7 @@ type env struct {
 	opts Options
 }
 
-func (e *env) put(t *testing.T, name string, data secretstore.Data, labels map[string]string) bool {
+func (e *env) put(t *testing.T, name string, data edgesecrets.Data, labels map[string]string) bool {
 	t.Helper()
 	changed, err := e.s.Put(e.ctx, &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(t, err, "put %q", name)
@@ -150,8 +151,8 @@ func (e *env) labels(l map[string]string) map[string]string {
 	return l
 }
 
-func d(kv ...string) secretstore.Data {
-	out := secretstore.Data{}
+func d(kv ...string) edgesecrets.Data {
+	out := edgesecrets.Data{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		out[kv[i]] = []byte(kv[i+1])
 	}
@@ -160,12 +161,12 @@ func d(kv ...string) secretstore.Data {
 
 func testGetMissing(t *testing.T, e *env) {
 	_, err := e.s.Get(e.ctx, "no/such/secret")
-	require.ErrorIs(t, err, secretstore.ErrNotFound)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	assert.Contains(t, err.Error(), "no/such/secret", "error names the secret")
 	assert.Contains(t, err.Error(), "get", "error names the operation")
 
 	_, err = e.s.Stat(e.ctx, "no/such/secret")
-	require.ErrorIs(t, err, secretstore.ErrNotFound)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 }
 
 func testPutGetRoundTrip(t *testing.T, e *env) {
@@ -194,7 +195,7 @@ func testBinaryValues(t *testing.T, e *env) {
 	for i := range all {
 		all[i] = byte(i)
 	}
-	data := secretstore.Data{
+	data := edgesecrets.Data{
 		"all-bytes": all,
 		"nul":       {0, 0, 0},
 		"not-utf8":  {0xff, 0xfe, 0xc3, 0x28},
@@ -219,7 +220,7 @@ func testFullReplace(t *testing.T, e *env) {
 func testLabels(t *testing.T, e *env) {
 	if e.opts.NoLabels {
 		_, err := e.s.Put(e.ctx, &secretstore.Secret{Name: "labels", Data: d("k", "v"), Labels: map[string]string{"a": "b"}}, secretstore.PutOptions{})
-		require.ErrorIs(t, err, secretstore.ErrInvalid, "a backend without labels rejects them")
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid, "a backend without labels rejects them")
 		return
 	}
 	e.put(t, "labels", d("k", "v"), map[string]string{"owner": "ops", "rotation": "30d"})
@@ -253,7 +254,7 @@ func testCompareAndSet(t *testing.T, e *env) {
 	cur := e.get(t, "cas")
 	if e.opts.NoVersions {
 		_, err := e.s.Put(e.ctx, &secretstore.Secret{Name: "cas", Data: d("v", "2")}, secretstore.PutOptions{IfVersion: "1"})
-		require.ErrorIs(t, err, secretstore.ErrInvalid, "IfVersion without versions is invalid")
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid, "IfVersion without versions is invalid")
 		return
 	}
 	changed, err := e.s.Put(e.ctx, &secretstore.Secret{Name: "cas", Data: d("v", "2")}, secretstore.PutOptions{IfVersion: cur.Version})
@@ -261,12 +262,12 @@ func testCompareAndSet(t *testing.T, e *env) {
 	assert.True(t, changed)
 
 	_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: "cas", Data: d("v", "3")}, secretstore.PutOptions{IfVersion: cur.Version})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "CAS on a stale version")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "CAS on a stale version")
 	assert.Contains(t, err.Error(), "cas")
 	assert.Equal(t, []byte("2"), []byte(e.get(t, "cas").Data["v"]), "losing CAS wrote nothing")
 
 	_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: "cas-missing", Data: d("v", "1")}, secretstore.PutOptions{IfVersion: cur.Version})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "CAS on a missing secret")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "CAS on a missing secret")
 }
 
 func testCreateOnly(t *testing.T, e *env) {
@@ -274,7 +275,7 @@ func testCreateOnly(t *testing.T, e *env) {
 	require.NoError(t, err, "create-only of a new secret")
 	assert.True(t, changed)
 	_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: "create", Data: d("v", "2")}, secretstore.PutOptions{CreateOnly: true})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "create-only of an existing secret")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "create-only of an existing secret")
 	assert.Equal(t, []byte("1"), []byte(e.get(t, "create").Data["v"]))
 }
 
@@ -283,9 +284,9 @@ func testDeleteIdempotent(t *testing.T, e *env) {
 	e.put(t, "gone", d("k", "v"), nil)
 	require.NoError(t, e.s.Delete(e.ctx, "gone"))
 	_, err := e.s.Get(e.ctx, "gone")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "deleted secret is not found")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "deleted secret is not found")
 	_, err = e.s.Stat(e.ctx, "gone")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "deleted secret has no metadata")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "deleted secret has no metadata")
 	require.NoError(t, e.s.Delete(e.ctx, "gone"), "deleting twice")
 	names, err := e.s.List(e.ctx, "")
 	require.NoError(t, err)
@@ -337,7 +338,7 @@ func testList(t *testing.T, e *env) {
 	assert.Empty(t, none)
 
 	_, err = e.s.List(e.ctx, "../")
-	require.ErrorIs(t, err, secretstore.ErrInvalid, "a prefix escaping the scope is rejected")
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid, "a prefix escaping the scope is rejected")
 }
 
 func testStatVersion(t *testing.T, e *env) {
@@ -445,7 +446,7 @@ func testConcurrentCAS(t *testing.T, e *env) {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, secretstore.ErrConflict):
+			case errors.Is(err, edgesecrets.ErrConflict):
 				conflicts++
 			default:
 				t.Errorf("racer %d: unexpected error %v", i, err)
@@ -467,12 +468,12 @@ var oddNames = []string{"with space", "ünïcödé", "a@b+c=d", "dash-under_dot.
 func testInvalidNames(t *testing.T, e *env) {
 	for _, name := range invalidNames {
 		_, err := e.s.Get(e.ctx, name)
-		assert.ErrorIs(t, err, secretstore.ErrInvalid, "Get(%q)", name)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "Get(%q)", name)
 		_, err = e.s.Stat(e.ctx, name)
-		assert.ErrorIs(t, err, secretstore.ErrInvalid, "Stat(%q)", name)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "Stat(%q)", name)
 		_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: name, Data: d("k", "v")}, secretstore.PutOptions{})
-		assert.ErrorIs(t, err, secretstore.ErrInvalid, "Put(%q)", name)
-		assert.ErrorIs(t, e.s.Delete(e.ctx, name), secretstore.ErrInvalid, "Delete(%q)", name)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "Put(%q)", name)
+		assert.ErrorIs(t, e.s.Delete(e.ctx, name), edgesecrets.ErrInvalid, "Delete(%q)", name)
 	}
 	all, err := e.s.List(e.ctx, "")
 	require.NoError(t, err)
@@ -482,12 +483,12 @@ func testInvalidNames(t *testing.T, e *env) {
 func testInvalidSecrets(t *testing.T, e *env) {
 	bad := map[string]*secretstore.Secret{
 		"nil secret":      nil,
-		"empty data key":  {Name: "bad/data", Data: secretstore.Data{"": []byte("v"), "k": []byte("v")}},
+		"empty data key":  {Name: "bad/data", Data: edgesecrets.Data{"": []byte("v"), "k": []byte("v")}},
 		"empty label key": {Name: "bad/labels", Data: d("k", "v"), Labels: map[string]string{"": "v"}},
 	}
 	for what, s := range bad {
 		changed, err := e.s.Put(e.ctx, s, secretstore.PutOptions{})
-		assert.ErrorIs(t, err, secretstore.ErrInvalid, what)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, what)
 		assert.False(t, changed, what)
 	}
 	all, err := e.s.List(e.ctx, "")
@@ -498,7 +499,7 @@ func testInvalidSecrets(t *testing.T, e *env) {
 func testOddNames(t *testing.T, e *env) {
 	for _, name := range oddNames {
 		_, err := e.s.Put(e.ctx, &secretstore.Secret{Name: name, Data: d("k", name)}, secretstore.PutOptions{})
-		if errors.Is(err, secretstore.ErrInvalid) {
+		if errors.Is(err, edgesecrets.ErrInvalid) {
 			continue
 		}
 		require.NoError(t, err, "Put(%q) either succeeds or is ErrInvalid", name)
@@ -533,16 +534,16 @@ func testClosed(t *testing.T, e *env) {
 	require.NoError(t, e.s.Close())
 	require.NoError(t, e.s.Close(), "Close is idempotent")
 	_, err := e.s.Get(e.ctx, "closed")
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Get")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "Get")
 	_, err = e.s.Stat(e.ctx, "closed")
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Stat")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "Stat")
 	_, err = e.s.Put(e.ctx, &secretstore.Secret{Name: "closed", Data: d("k", "w")}, secretstore.PutOptions{})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "Put")
-	assert.ErrorIs(t, e.s.Delete(e.ctx, "closed"), secretstore.ErrUnavailable, "Delete")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "Put")
+	assert.ErrorIs(t, e.s.Delete(e.ctx, "closed"), edgesecrets.ErrUnavailable, "Delete")
 	_, err = e.s.List(e.ctx, "")
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "List")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "List")
 	_, err = e.s.GetBatch(e.ctx, []string{"closed"})
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "GetBatch")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "GetBatch")
 }
 
 func testGetBatch(t *testing.T, e *env) {
@@ -564,7 +565,7 @@ func testGetBatch(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 	_, err = e.s.GetBatch(e.ctx, []string{"batch/a", "../up"})
-	assert.ErrorIs(t, err, secretstore.ErrInvalid, "an invalid name fails the batch")
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "an invalid name fails the batch")
 }
 
 // testWatcher checks what the watcher reads of the driver (a batch of

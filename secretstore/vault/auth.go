@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/vault/api/auth/approle"
 	"github.com/hashicorp/vault/api/auth/kubernetes"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -259,13 +260,13 @@ func loginError(ctx context.Context, err error, addr string) error {
 func loginCause(err error, addr string) (kind, cause error) {
 	var ce *credentialError
 	if errors.As(err, &ce) {
-		return secretstore.ErrInvalid, ce.err
+		return edgesecrets.ErrInvalid, ce.err
 	}
 	kind, cause = classify(err, addr)
 	var se *statusError
 	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
 		// Vault answers a bad role, secret ID or JWT with 400 or 403.
-		kind = secretstore.ErrPermission
+		kind = edgesecrets.ErrPermission
 		se.Reason = "vault refused the login"
 	}
 	return kind, fmt.Errorf("login: %w", cause)

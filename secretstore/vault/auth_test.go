@@ -24,9 +24,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -142,7 +142,7 @@ func TestForbiddenRequestLogsInAgainOnlyForAnInvalidToken(t *testing.T) {
 	assert.EqualValues(t, 2, rec.logins.Load(), "exactly one fresh login")
 
 	_, err = s.Get(t.Context(), "not-app/x")
-	require.ErrorIs(t, err, secretstore.ErrPermission, "the policy does not allow this path")
+	require.ErrorIs(t, err, edgesecrets.ErrPermission, "the policy does not allow this path")
 	assert.Contains(t, err.Error(), "permission denied: the token's policies do not allow this request (HTTP 403)")
 	assert.EqualValues(t, 2, rec.logins.Load(), "a policy denial causes no login")
 }
@@ -155,7 +155,7 @@ func TestAppRoleBadSecretIDIsPermissionDenied(t *testing.T) {
 	auth.SecretIDFile = ""
 	auth.SecretID = "wrong-secret-id-value"
 	_, err := vault.New(t.Context(), vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: auth}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 	assert.Contains(t, err.Error(), "vault refused the login")
 	assert.NotContains(t, err.Error(), "wrong-secret-id-value")
 }
@@ -193,7 +193,7 @@ func TestRevokedLiteralTokenIsPermissionDenied(t *testing.T) {
 	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: vault.Auth{Method: "token", Token: vault.Sensitive(tok.Auth.ClientToken)}})
 	require.NoError(t, c.Auth().Token().RevokeTreeWithContext(t.Context(), tok.Auth.ClientToken))
 	_, err = s.Get(t.Context(), "app/x")
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 	assert.NotContains(t, err.Error(), tok.Auth.ClientToken)
 }
 
@@ -248,7 +248,7 @@ func TestJWTLogin(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(wrongAud), 0o600))
 	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
 		Auth: vault.Auth{Method: "jwt", Mount: authMount, Role: "agbot", JWTFile: file}}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrPermission, "a JWT for another audience is refused")
+	require.ErrorIs(t, err, edgesecrets.ErrPermission, "a JWT for another audience is refused")
 	assert.NotContains(t, err.Error(), wrongAud[:20])
 }
 
@@ -332,5 +332,5 @@ func TestKubernetesLogin(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(other), 0o600))
 	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2",
 		Auth: vault.Auth{Method: "kubernetes", Mount: authMount, Role: "agbot", ServiceAccountTokenFile: file}}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrPermission, "a service account of another namespace is refused")
+	require.ErrorIs(t, err, edgesecrets.ErrPermission, "a service account of another namespace is refused")
 }

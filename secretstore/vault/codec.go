@@ -11,8 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // encodeData turns secret data into the JSON object Vault stores. Vault KV
@@ -21,7 +21,7 @@ import (
 // {"edgesecrets:base64": "<standard base64>"} (binarykey.Marker). Every
 // other value is written as a plain JSON string, so secrets stay readable
 // and writable with `vault kv get/put`.
-func encodeData(d secretstore.Data) map[string]any {
+func encodeData(d edgesecrets.Data) map[string]any {
 	out := make(map[string]any, len(d))
 	for k, v := range d {
 		if utf8.Valid(v) {
@@ -37,8 +37,8 @@ func encodeData(d secretstore.Data) map[string]any {
 // its bytes; an object {binarykey.Marker: base64} is the decoded bytes; any other
 // JSON value (a number, boolean, null, array or object another tool wrote)
 // is its compact JSON text.
-func decodeData(m map[string]any) secretstore.Data {
-	out := make(secretstore.Data, len(m))
+func decodeData(m map[string]any) edgesecrets.Data {
+	out := make(edgesecrets.Data, len(m))
 	for k, v := range m {
 		out[k] = decodeValue(v)
 	}

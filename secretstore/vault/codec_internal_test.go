@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // vaultJSON round-trips v through JSON the way vault/api decodes a
@@ -28,7 +28,7 @@ func vaultJSON(t testing.TB, v any) map[string]any {
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	data := secretstore.Data{
+	data := edgesecrets.Data{
 		"text":     []byte("plain ünïcode"),
 		"empty":    {},
 		"binary":   {0xff, 0x00, 0xfe},

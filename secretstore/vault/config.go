@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -30,15 +31,15 @@ const (
 
 // Defaults applied by New (documented on the Config fields).
 const (
-	defaultMount      = "secret"
-	defaultTimeout    = 30 * time.Second
-	defaultMaxRetries = 2
+	defaultMount       = "secret"
+	defaultTimeout     = 30 * time.Second
+	defaultMaxAttempts = 3
 	// defaultServiceAccountTokenFile is where Kubernetes mounts a pod's
 	// service account token.
 	defaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-	// maxMaxRetries bounds maxRetries so a typo cannot make a call retry
+	// maxMaxAttempts bounds maxAttempts so a typo cannot make a call retry
 	// for hours.
-	maxMaxRetries = 10
+	maxMaxAttempts = 20
 )
 
 // Config is the "vault" section of a secretstore config:
@@ -74,10 +75,11 @@ type Config struct {
 	// ("30s"). Default 30s. A caller bounds a whole call, retries
 	// included, with its context's deadline.
 	Timeout string `json:"timeout,omitempty"`
-	// MaxRetries is how often the store tries a call again after it
-	// failed with ErrUnavailable (connection errors, sealed, 5xx, 429):
-	// default 2; 0 disables retries; at most 10.
-	MaxRetries *int `json:"maxRetries,omitempty"`
+	// MaxAttempts is the store's attempts per call, retries included,
+	// when a call fails with ErrUnavailable (connection errors, sealed,
+	// 5xx, 429): 1 to 20; default 3 (1 with Options.Client). The same knob
+	// as the other backends'.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// RateLimit caps requests per second to Vault; 0 means no limit.
 	RateLimit float64 `json:"rateLimit,omitempty"`
 	// RateBurst is the limiter's burst size; default the rate rounded up.
@@ -137,7 +139,7 @@ func (s Sensitive) String() string {
 	if s == "" {
 		return ""
 	}
-	return secretstore.Redacted
+	return edgesecrets.Redacted
 }
 
 // GoString returns the redacted form.
@@ -228,8 +230,8 @@ func (c Config) problems(ownClient bool) []string {
 			add("timeout must not be negative")
 		}
 	}
-	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > maxMaxRetries) {
-		add("maxRetries must be between 0 and %d", maxMaxRetries)
+	if c.MaxAttempts < 0 || c.MaxAttempts > maxMaxAttempts {
+		add("maxAttempts must be between 1 and %d (0 means the default)", maxMaxAttempts)
 	}
 	if c.RateLimit < 0 {
 		add("rateLimit must not be negative")

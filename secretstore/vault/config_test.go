@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
@@ -24,10 +25,10 @@ func parse(t *testing.T, js string) (secretstore.Config, error) {
 func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	_, err := parse(t, `{"type":"vault","vault":{
 		"address":"ftp://x","mount":"a/../b","kvVersion":"3","parentPath":"//",
-		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxRetries":99,
+		"caBundle":"not pem","caFile":"/x.pem","timeout":"-1s","maxAttempts":99,
 		"rateLimit":-1,"rateBurst":-2,
 		"auth":{"method":"approle","secretID":"s3cr3t-id","secretIDFile":"/f","tokenFile":"/t","jwtEnv":"J"}}}`)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	var ce *secretstore.ConfigError
 	require.ErrorAs(t, err, &ce)
 	want := []string{
@@ -38,7 +39,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"vault.caBundle and caFile are exclusive",
 		"vault.caBundle holds no PEM certificate",
 		"vault.timeout must not be negative",
-		"vault.maxRetries must be between 0 and 10",
+		"vault.maxAttempts must be between 1 and 20 (0 means the default)",
 		"vault.rateLimit must not be negative",
 		"vault.rateBurst must not be negative",
 		"vault.auth.roleID is required for method approle",
@@ -59,9 +60,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 // is reported, each naming where it is. An unknown field hides nothing.
 func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 	_, err := parse(t, `{"type":"vault","defaultScope":"../up","defualtScope":"org1","vaultt":{},
-		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxRetries":99,"rateLimit":"fast",
+		"vault":{"adress":"https://v:8200","kvVersion":"3","timeout":"soon","maxAttempts":99,"rateLimit":"fast",
 			"auth":{"method":"token","tokn":"t0k3n-value","roleID":"r","mount":"/"}}}`)
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	var ce *secretstore.ConfigError
 	require.ErrorAs(t, err, &ce)
 	want := []string{
@@ -74,7 +75,7 @@ func TestConfigReportsEveryProblemInEverySection(t *testing.T) {
 		`vault.auth: unknown field "tokn" (did you mean "token"?)`,
 		"vault.address is required",
 		`vault.kvVersion must be "1", "2" or "auto"`,
-		"vault.maxRetries must be between 0 and 10",
+		"vault.maxAttempts must be between 1 and 20 (0 means the default)",
 		"vault.auth.method token needs exactly one of token, tokenFile, tokenEnv",
 		"vault.auth.mount is not used by method token",
 		"vault.auth.roleID is not used by method token (it belongs to approle)",
@@ -96,7 +97,7 @@ func TestConfigValidateTable(t *testing.T) {
 		{"approle", `"address":"http://h","auth":{"method":"approle","roleID":"r","secretIDFile":"/f","wrappedSecretID":true,"mount":"ar"}`, ""},
 		{"kubernetes", `"address":"http://h","auth":{"method":"kubernetes","role":"agbot"}`, ""},
 		{"jwt", `"address":"http://h","auth":{"method":"jwt","jwtFile":"/jwt"}`, ""},
-		{"all options", `"address":"https://h","mount":"/kv/","kvVersion":"2","parentPath":"edge/secrets","namespace":"team/a","tlsServerName":"vault.internal","timeout":"5s","maxRetries":0,"rateLimit":2.5,"rateBurst":3,"auth":{"method":"token","tokenEnv":"T"}`, ""},
+		{"all options", `"address":"https://h","mount":"/kv/","kvVersion":"2","parentPath":"edge/secrets","namespace":"team/a","tlsServerName":"vault.internal","timeout":"5s","maxAttempts":1,"rateLimit":2.5,"rateBurst":3,"auth":{"method":"token","tokenEnv":"T"}`, ""},
 		{"address missing", `"auth":{"method":"token","tokenEnv":"T"}`, "vault.address is required"},
 		{"auth missing", `"address":"http://h"`, "vault.auth.method is required"},
 		{"unknown method", `"address":"http://h","auth":{"method":"ldap"}`, `vault.auth.method "ldap" is not one of`},
@@ -117,7 +118,7 @@ func TestConfigValidateTable(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), tc.problem)
 		})
 	}
@@ -138,7 +139,7 @@ func TestSensitiveNeverPrints(t *testing.T) {
 		assert.NotContains(t, out, token)
 		assert.NotContains(t, out, "super-secret")
 	}
-	assert.Contains(t, string(js), secretstore.Redacted)
+	assert.Contains(t, string(js), edgesecrets.Redacted)
 	assert.Equal(t, "", vault.Sensitive("").String(), "an empty value prints empty, so 'not set' stays visible")
 }
 
@@ -146,26 +147,25 @@ func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {
 	cfg, err := parse(t, `{"type":"vault","vault":{"address":"http://127.0.0.1:1","auth":{"method":"approle","roleID":"r","secretIDFile":"/nonexistent/secret-id"}}}`)
 	require.NoError(t, err)
 	_, err = secretstore.Open(t.Context(), cfg, secretstore.OpenOptions{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "auth.secretIDFile")
 	assert.Contains(t, err.Error(), "/nonexistent/secret-id")
 
 	t.Setenv("EMPTY_TOKEN_FOR_TEST", "")
 	_, err = vault.New(t.Context(), vault.Config{Address: "http://127.0.0.1:1", Auth: vault.Auth{Method: "token", TokenEnv: "EMPTY_TOKEN_FOR_TEST"}}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "EMPTY_TOKEN_FOR_TEST is empty")
 }
 
 func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
-	maxRetries := 0
 	_, err := vault.New(t.Context(), vault.Config{
-		Address: "http://127.0.0.1:1", MaxRetries: &maxRetries,
+		Address: "http://127.0.0.1:1", MaxAttempts: 1,
 		Auth: vault.Auth{Method: "token", Token: "tok-never-printed"},
 	}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.Contains(t, err.Error(), "cannot reach vault at http://127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "tok-never-printed")
-	assert.False(t, errors.Is(err, secretstore.ErrPermission))
+	assert.False(t, errors.Is(err, edgesecrets.ErrPermission))
 }
 
 // FuzzConfig feeds arbitrary JSON to the vault section decoder and
@@ -174,7 +174,7 @@ func TestOpenUnreachableServerIsUnavailable(t *testing.T) {
 func FuzzConfig(f *testing.F) {
 	f.Add(`{"address":"http://h","auth":{"method":"token","token":"x"}}`)
 	f.Add(`{"address":"https://h","caBundle":"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----","auth":{"method":"approle","roleID":"r","secretID":"x"}}`)
-	f.Add(`{"timeout":"1h","maxRetries":"x","auth":{"method":"jwt","jwtEnv":"E","token":"x"}}`)
+	f.Add(`{"timeout":"1h","maxAttempts":"x","auth":{"method":"jwt","jwtEnv":"E","token":"x"}}`)
 	f.Add(`{"auth":{"method":"token","token":7}}`)
 	f.Add(`{"auth":"token"}`)
 	f.Add(`[]`)
@@ -182,7 +182,7 @@ func FuzzConfig(f *testing.F) {
 	validate := func(t *testing.T, section []byte) error {
 		cfg := secretstore.Config{Type: "vault", Sections: map[string]json.RawMessage{"vault": section}}
 		err := cfg.Validate()
-		if err != nil && !errors.Is(err, secretstore.ErrInvalid) {
+		if err != nil && !errors.Is(err, edgesecrets.ErrInvalid) {
 			t.Fatalf("validation error does not match ErrInvalid: %v", err)
 		}
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -14,7 +15,7 @@ import (
 // itself. It returns nil when Vault accepts the token. A token Vault
 // refuses is first replaced by a fresh login when the store can log in
 // again, as for any request; when that is impossible or fails, the error
-// matches secretstore.ErrPermission and says why, naming where the token
+// matches edgesecrets.ErrPermission and says why, naming where the token
 // came from, never the token: a token given by value or environment
 // variable that reached its max TTL can never be renewed or replaced; a
 // token file that holds no accepted token; a login Vault refuses. An
@@ -35,7 +36,7 @@ func (s *store) CheckCredentials(ctx context.Context) error {
 		return nil
 	}
 	var de *secretstore.Error
-	if errors.As(err, &de) && de.Kind == secretstore.ErrPermission && (s.auth == nil || s.auth.tokenFailure() == nil) {
+	if errors.As(err, &de) && de.Kind == edgesecrets.ErrPermission && (s.auth == nil || s.auth.tokenFailure() == nil) {
 		// Refused although no login failed: a token without the
 		// default policy's grant, or one revoked a moment ago.
 		de.Err = fmt.Errorf("vault refused auth/token/lookup-self: the token is no longer valid, or its policies lack the default policy's grant of it: %w", de.Err)

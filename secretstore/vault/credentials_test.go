@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -141,7 +142,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			require.ErrorIs(t, checkErr, secretstore.ErrPermission, "the credential check fails once the token has ended")
+			require.ErrorIs(t, checkErr, edgesecrets.ErrPermission, "the credential check fails once the token has ended")
 			for _, want := range c.cause {
 				assert.Contains(t, checkErr.Error(), want, "the cause is named")
 			}
@@ -152,8 +153,8 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			assert.LessOrEqual(t, rec.logins.Load()-logins, int64(1), "refused reads do not each try a login")
 			assert.Equal(t, [4]int{3, 0, 3, 0}, [4]int{cycle.Watched, cycle.Answered, cycle.Forbidden, cycle.Unavailable},
 				"every name reads Forbidden")
-			assert.ErrorIs(t, cycle.Credentials, secretstore.ErrPermission)
-			assert.ErrorIs(t, cycle.StoreFailure(), secretstore.ErrPermission, "the cycle shows a store-wide failure")
+			assert.ErrorIs(t, cycle.Credentials, edgesecrets.ErrPermission)
+			assert.ErrorIs(t, cycle.StoreFailure(), edgesecrets.ErrPermission, "the cycle shows a store-wide failure")
 			for _, ev := range cycle.Events {
 				assert.Equal(t, secretstore.Forbidden, ev.Kind)
 				assert.Contains(t, ev.Err.Error(), c.cause[0], "a refused read names the token's trouble, not a policy")
@@ -251,9 +252,9 @@ func TestTokenFileReplacedAfterTheOutage(t *testing.T) {
 		}
 	}
 	waitFor("the token's end", func() bool { return s.CheckCredentials(ctx) != nil })
-	require.ErrorIs(t, s.CheckCredentials(ctx), secretstore.ErrPermission)
+	require.ErrorIs(t, s.CheckCredentials(ctx), edgesecrets.ErrPermission)
 	_, err := s.Get(ctx, "app/a")
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 
 	second := childToken(t, root, policy, time.Hour, 0, true)
 	require.NoError(t, os.WriteFile(file, []byte(second), 0o600))

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -42,11 +42,11 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 	t.Run("sealed", func(t *testing.T) {
 		srv.Seal(t)
 		_, err := s.Get(ctx, "app/db")
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Contains(t, err.Error(), "vault is sealed (HTTP 503)")
 		assert.Contains(t, err.Error(), `get "app/db"`)
 		assert.True(t, health().Sealed)
-		assert.ErrorIs(t, s.CheckCredentials(ctx), secretstore.ErrUnavailable, "a sealed server cannot tell whether it accepts the token")
+		assert.ErrorIs(t, s.CheckCredentials(ctx), edgesecrets.ErrUnavailable, "a sealed server cannot tell whether it accepts the token")
 		assert.Equal(t, healthyAt, s.LastSuccess(), "neither the failed read nor the sealed check counts as an interaction")
 	})
 
@@ -70,7 +70,7 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 		_, err := s.Get(callCtx, "app/db")
 		elapsed := time.Since(start)
 		require.NoError(t, srv.Resume())
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the store's answer, not the context's")
 		assert.Contains(t, err.Error(), "did not answer in time")
 		assert.Less(t, elapsed, 5*time.Second+3*time.Second, "the caller's deadline ended the call")
@@ -83,12 +83,12 @@ func TestSealUnsealAndServerStop(t *testing.T) {
 		start := time.Now()
 		_, err := s.Get(ctx, "app/db")
 		elapsed := time.Since(start)
-		require.ErrorIs(t, err, secretstore.ErrUnavailable)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 		assert.Contains(t, err.Error(), "cannot reach vault at "+srv.Addr)
 		assert.Less(t, elapsed, 3*time.Second, "refused connections fail fast, retries included")
 		err = s.CheckCredentials(ctx)
-		require.ErrorIs(t, err, secretstore.ErrUnavailable, "a stopped server cannot tell")
-		assert.NotErrorIs(t, err, secretstore.ErrPermission)
+		require.ErrorIs(t, err, edgesecrets.ErrUnavailable, "a stopped server cannot tell")
+		assert.NotErrorIs(t, err, edgesecrets.ErrPermission)
 	})
 }
 
@@ -99,7 +99,7 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close twice")
 	_, err = s.Get(t.Context(), "x")
-	require.ErrorIs(t, err, secretstore.ErrUnavailable)
+	require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 	assert.Contains(t, err.Error(), "store is closed")
-	require.ErrorIs(t, s.CheckCredentials(t.Context()), secretstore.ErrUnavailable)
+	require.ErrorIs(t, s.CheckCredentials(t.Context()), edgesecrets.ErrUnavailable)
 }

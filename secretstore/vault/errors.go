@@ -10,9 +10,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/hashicorp/vault/api"
-
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // statusError is the cause of an error built from a Vault error response:
@@ -48,20 +47,20 @@ func classify(err error, addr string) (kind, cause error) {
 		return classifyResponse(re.StatusCode, re.Errors)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return secretstore.ErrUnavailable, fmt.Errorf("vault at %s did not answer in time", addr)
+		return edgesecrets.ErrUnavailable, fmt.Errorf("vault at %s did not answer in time", addr)
 	}
 	if tlsErr := tlsVerifyError(err); tlsErr != nil {
-		return secretstore.ErrUnavailable, fmt.Errorf("cannot verify the TLS certificate of vault at %s (set caBundle or caFile to the CA that signed it, or tlsServerName to the name it carries): %w", addr, tlsErr)
+		return edgesecrets.ErrUnavailable, fmt.Errorf("cannot verify the TLS certificate of vault at %s (set caBundle or caFile to the CA that signed it, or tlsServerName to the name it carries): %w", addr, tlsErr)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		// The URL holds the address and path only; drop it anyway and keep
 		// the network cause (connection refused, reset, DNS).
-		return secretstore.ErrUnavailable, fmt.Errorf("cannot reach vault at %s: %w", addr, ue.Err)
+		return edgesecrets.ErrUnavailable, fmt.Errorf("cannot reach vault at %s: %w", addr, ue.Err)
 	}
 	// Anything else (an unparsable response, a client-side failure) is
 	// reported by type only: its text may quote response bytes.
-	return secretstore.ErrUnavailable, fmt.Errorf("unexpected failure talking to vault at %s (%T)", addr, err)
+	return edgesecrets.ErrUnavailable, fmt.Errorf("unexpected failure talking to vault at %s (%T)", addr, err)
 }
 
 // classifyResponse maps a Vault HTTP status and its error strings to a kind
@@ -79,40 +78,40 @@ func classifyResponse(status int, vaultErrors []string) (kind, cause error) {
 	switch {
 	case status == http.StatusBadRequest && has(phraseCASMismatch):
 		se.Reason = "the secret's version changed (check-and-set)"
-		return secretstore.ErrConflict, se
+		return edgesecrets.ErrConflict, se
 	case status == http.StatusBadRequest && has(phraseCASRequired):
 		se.Reason = "the mount or secret requires check-and-set writes (cas_required); use PutOptions.IfVersion or CreateOnly"
-		return secretstore.ErrInvalid, se
+		return edgesecrets.ErrInvalid, se
 	case status == http.StatusBadRequest:
 		se.Reason = "vault rejected the request"
-		return secretstore.ErrInvalid, se
+		return edgesecrets.ErrInvalid, se
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		se.Reason = "the token's policies do not allow this request"
-		return secretstore.ErrPermission, se
+		return edgesecrets.ErrPermission, se
 	case status == http.StatusNotFound:
 		se.Reason = "no such path"
-		return secretstore.ErrNotFound, se
+		return edgesecrets.ErrNotFound, se
 	case status == http.StatusPreconditionFailed:
 		se.Reason = "vault node has not caught up with the cluster"
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	case status == http.StatusTooManyRequests:
 		se.Reason = "vault is throttling requests"
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	case status == http.StatusServiceUnavailable && has(phraseSealed):
 		se.Reason = phraseSealed
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	case status == http.StatusServiceUnavailable && (has(phraseStandby) || has(phraseNotActive)):
 		se.Reason = "vault node is a standby and cannot serve or forward the request"
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	case status >= 500:
 		se.Reason = "vault server error"
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	case status >= 300 && status < 400:
 		se.Reason = "vault redirected the request more than once"
-		return secretstore.ErrUnavailable, se
+		return edgesecrets.ErrUnavailable, se
 	default:
 		se.Reason = "vault refused the request"
-		return secretstore.ErrInvalid, se
+		return edgesecrets.ErrInvalid, se
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
@@ -17,7 +18,7 @@ func Example_config() {
 		"type": "vault", "defaultScope": "myorg",
 		"vault": {"address": "vault.example.com", "kvVersion": "3",
 		          "auth": {"method": "approle", "roleID": "agbot"}}}`))
-	fmt.Println(errors.Is(err, secretstore.ErrInvalid))
+	fmt.Println(errors.Is(err, edgesecrets.ErrInvalid))
 	fmt.Println(err)
 	// Output:
 	// true
@@ -49,7 +50,7 @@ func Example_open() {
 	defer store.Close()
 	s, err := store.Get(ctx, "db/password")
 	if err != nil {
-		fmt.Println(err) // errors.Is(err, secretstore.ErrNotFound), ErrPermission, ErrUnavailable
+		fmt.Println(err) // errors.Is(err, edgesecrets.ErrNotFound), ErrPermission, ErrUnavailable
 		return
 	}
 	fmt.Println(s.Data.Keys(), s.Version)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
@@ -111,15 +112,15 @@ func open(t testing.TB, cfg vault.Config, opts ...vault.Options) *secretstore.St
 	return s
 }
 
-func d(kv ...string) secretstore.Data {
-	out := secretstore.Data{}
+func d(kv ...string) edgesecrets.Data {
+	out := edgesecrets.Data{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		out[kv[i]] = []byte(kv[i+1])
 	}
 	return out
 }
 
-func put(t testing.TB, s *secretstore.Store, name string, data secretstore.Data, labels map[string]string) {
+func put(t testing.TB, s *secretstore.Store, name string, data edgesecrets.Data, labels map[string]string) {
 	t.Helper()
 	_, err := s.Put(t.Context(), &secretstore.Secret{Name: name, Data: data, Labels: labels}, secretstore.PutOptions{})
 	require.NoError(t, err, "put %q", name)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/binarykey"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -26,12 +27,12 @@ func TestKVVersionAutoDetection(t *testing.T) {
 	}
 	cfg := rootConfig(srv, "no-such-mount")
 	_, err := vault.New(t.Context(), cfg, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrPermission, "vault answers 403 for a missing mount")
+	require.ErrorIs(t, err, edgesecrets.ErrPermission, "vault answers 403 for a missing mount")
 	assert.Contains(t, err.Error(), `mount "no-such-mount": the mount does not exist or the token may not use it`)
 
 	cfg = rootConfig(srv, "sys")
 	_, err = vault.New(t.Context(), cfg, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid, "a non-KV mount is refused")
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid, "a non-KV mount is refused")
 }
 
 // kvVersion tells the KV version reader detected: a secret writer puts
@@ -71,7 +72,7 @@ func TestParentPathAndScopeMapping(t *testing.T) {
 
 	for _, bad := range []string{"../escape", "/abs", "a//b", "a/./b"} {
 		_, err := s.Get(t.Context(), bad)
-		assert.ErrorIs(t, err, secretstore.ErrInvalid, "name %q", bad)
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "name %q", bad)
 	}
 }
 
@@ -86,9 +87,9 @@ func TestSoftDeletedOrDestroyedLatestVersionIsNotFound(t *testing.T) {
 	put(t, s, "soft", d("k", "2"), map[string]string{"team": "edge"})
 	require.NoError(t, kv.Delete(ctx, "soft"), "soft-delete the latest version")
 	_, err := s.Get(ctx, "soft")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "Get")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "Get")
 	_, err = s.Stat(ctx, "soft")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "Stat")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "Stat")
 	names, err := s.List(ctx, "")
 	require.NoError(t, err)
 	assert.NotContains(t, names, "soft", "List leaves soft-deleted secrets out")
@@ -104,9 +105,9 @@ func TestSoftDeletedOrDestroyedLatestVersionIsNotFound(t *testing.T) {
 	put(t, s, "gone", d("k", "1"), nil)
 	require.NoError(t, kv.Destroy(ctx, "gone", []int{1}))
 	_, err = s.Get(ctx, "gone")
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "destroyed latest version")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "destroyed latest version")
 	_, err = s.Stat(ctx, "gone")
-	require.ErrorIs(t, err, secretstore.ErrNotFound)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 }
 
 func TestStatUsesOnlyTheMetadataEndpoint(t *testing.T) {
@@ -152,7 +153,7 @@ func TestLabelOnlyChangeKeepsTheVersion(t *testing.T) {
 	assert.Equal(t, map[string]any{"b": "3"}, meta.CustomMetadata)
 
 	_, err = s.Put(t.Context(), &secretstore.Secret{Name: "l", Data: d("k", "v"), Labels: map[string]string{"b": ""}}, secretstore.PutOptions{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid, "an empty label value is refused before writing")
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid, "an empty label value is refused before writing")
 	assert.Contains(t, err.Error(), `label "b" has an empty value`)
 }
 
@@ -160,7 +161,7 @@ func TestBinaryValuesAreReadableByOtherTools(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)
 	s := open(t, rootConfig(srv, mount))
-	put(t, s, "bin", secretstore.Data{"key": {0xde, 0xad, 0xbe, 0xef}, "text": []byte("hello")}, nil)
+	put(t, s, "bin", edgesecrets.Data{"key": {0xde, 0xad, 0xbe, 0xef}, "text": []byte("hello")}, nil)
 	raw, err := srv.Client(t).KVv2(mount).Get(t.Context(), "bin")
 	require.NoError(t, err)
 	assert.Equal(t, "hello", raw.Data["text"], "text stays a plain string for vault kv get")
@@ -189,13 +190,13 @@ func TestKV1RejectsLabelsVersionsAndEmptySecrets(t *testing.T) {
 	}{
 		{"labels", &secretstore.Secret{Name: "a", Data: d("k", "v"), Labels: map[string]string{"l": "1"}}, secretstore.PutOptions{}, "labels need a KV v2 mount"},
 		{"if version", &secretstore.Secret{Name: "exists", Data: d("k", "w")}, secretstore.PutOptions{IfVersion: "1"}, "the store keeps no versions"},
-		{"no keys", &secretstore.Secret{Name: "a", Data: secretstore.Data{}}, secretstore.PutOptions{}, "without keys"},
+		{"no keys", &secretstore.Secret{Name: "a", Data: edgesecrets.Data{}}, secretstore.PutOptions{}, "without keys"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			put(t, s, "exists", d("k", "v"), nil)
 			writes := rec.writes.Load()
 			_, err := s.Put(ctx, tc.in, tc.opts)
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Equal(t, writes, rec.writes.Load(), "rejected without a write")
 		})
@@ -242,7 +243,7 @@ func TestRateLimitSpacesRequests(t *testing.T) {
 	start := time.Now()
 	for range 6 {
 		_, err := s.Get(t.Context(), "missing")
-		require.ErrorIs(t, err, secretstore.ErrNotFound)
+		require.ErrorIs(t, err, edgesecrets.ErrNotFound)
 	}
 	// Six requests at 10/s with a burst of 1 need at least 0.5s; a slow
 	// machine only makes it longer, so only the lower bound is checked.
@@ -277,7 +278,7 @@ path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
 	require.NoError(t, err)
 	assert.Equal(t, []string{"db/password", "kv-probe"}, names)
 	_, err = reader.Put(t.Context(), &secretstore.Secret{Name: "db/password", Data: d("v", "new")}, secretstore.PutOptions{})
-	require.ErrorIs(t, err, secretstore.ErrPermission)
+	require.ErrorIs(t, err, edgesecrets.ErrPermission)
 }
 
 // A program's own vault/api client: the store uses it as it is (token,
@@ -311,7 +312,7 @@ func TestCallerClient(t *testing.T) {
 
 	_, err = vault.New(ctx, vault.Config{Address: srv.Addr, Mount: mount, Auth: vault.Auth{Method: "token", TokenEnv: "T"}},
 		vault.Options{Client: raw})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.ErrorContains(t, err, "vault.address is set by Options.Client")
 	assert.ErrorContains(t, err, "vault.auth is set by Options.Client")
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -34,7 +34,7 @@ func TestTLSWithCABundle(t *testing.T) {
 			tc.setup(&cfg)
 			s, err := vault.New(t.Context(), cfg, vault.Options{})
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, secretstore.ErrUnavailable)
+				require.ErrorIs(t, err, edgesecrets.ErrUnavailable)
 				assert.Contains(t, err.Error(), tc.wantErr)
 				assert.NotContains(t, err.Error(), srv.RootToken)
 				return
@@ -52,7 +52,7 @@ func TestTLSWithCABundle(t *testing.T) {
 func TestMissingCAFileIsInvalid(t *testing.T) {
 	_, err := vault.New(t.Context(), vault.Config{Address: "https://127.0.0.1:1", CAFile: "/nonexistent/ca.pem",
 		Auth: vault.Auth{Method: "token", Token: "t"}}, vault.Options{})
-	require.ErrorIs(t, err, secretstore.ErrInvalid)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	assert.Contains(t, err.Error(), "vault.caFile")
 	assert.Contains(t, err.Error(), "/nonexistent/ca.pem")
 }

@@ -29,7 +29,7 @@
 // nothing reads the secret and writes nothing.
 //
 // Errors: 403 is ErrPermission; sealed, standby, unreachable, timeouts,
-// 5xx and 429 are ErrUnavailable, which the store retries (Config.MaxRetries
+// 5xx and 429 are ErrUnavailable, which the store retries (Config.MaxAttempts
 // times, within the caller's deadline: see secretstore.Store); a lost
 // check-and-set is ErrConflict. Messages come from status codes and fixed
 // phrases, never from request or response bodies, and never contain a
@@ -88,6 +88,7 @@ import (
 	"github.com/hashicorp/vault/api"
 	"golang.org/x/time/rate"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -104,7 +105,7 @@ type Options struct {
 	// settings (address, namespace, caBundle, caFile, tlsServerName,
 	// timeout, rateLimit, rateBurst, auth) must then be empty. The client's
 	// own retries happen inside each of the store's attempts, which
-	// number maxRetries+1 when Config.MaxRetries is set and 1 otherwise.
+	// number Config.MaxAttempts when it is set and 1 otherwise.
 	Client *api.Client
 	// Logger receives logins, renewals and failures; never a token or a
 	// value. Nil discards.
@@ -134,10 +135,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	if err != nil {
 		return nil, err
 	}
-	attempts := defaultMaxRetries + 1
+	attempts := defaultMaxAttempts
 	switch {
-	case cfg.MaxRetries != nil:
-		attempts = *cfg.MaxRetries + 1
+	case cfg.MaxAttempts > 0:
+		attempts = cfg.MaxAttempts
 	case opts.Client != nil:
 		attempts = 1
 	}
@@ -189,7 +190,7 @@ func (s *store) connect(cfg Config, wrap func(http.RoundTripper) http.RoundTripp
 		timeout = defaultTimeout
 	}
 	invalid := func(err error) error {
-		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: err}
+		return &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	tr, err := newTransport(cfg)
 	if err != nil {
@@ -303,14 +304,14 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 	})
 	if err != nil {
 		var de *secretstore.Error
-		if errors.As(err, &de) && de.Kind != secretstore.ErrUnavailable {
+		if errors.As(err, &de) && de.Kind != edgesecrets.ErrUnavailable {
 			// Vault answers 403 for a mount that does not exist, too.
 			de.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, de.Err)
 		}
 		return openError(err)
 	}
 	invalid := func(format string) error {
-		return &secretstore.Error{Op: "open", Kind: secretstore.ErrInvalid, Err: fmt.Errorf(format, s.mount)}
+		return &secretstore.Error{Op: "open", Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf(format, s.mount)}
 	}
 	if sec == nil || sec.Data == nil {
 		return invalid("mount %q not found")
@@ -346,7 +347,7 @@ func (s *store) call(ctx context.Context, fn func(context.Context) error) error 
 		return ctx.Err()
 	}
 	kind, cause := classify(err, s.addr)
-	if kind == secretstore.ErrPermission && s.auth != nil {
+	if kind == edgesecrets.ErrPermission && s.auth != nil {
 		if failure := s.auth.tokenFailure(); failure != nil {
 			cause = failure // the token, not a policy, is why
 		}
@@ -408,7 +409,7 @@ func (c current) secret() *driver.Secret {
 	return s
 }
 
-var errNotFound = &secretstore.Error{Kind: secretstore.ErrNotFound}
+var errNotFound = &secretstore.Error{Kind: edgesecrets.ErrNotFound}
 
 // Get implements driver.Store with one read of the data endpoint.
 func (s *store) Get(ctx context.Context, name string) (*driver.Secret, error) {
@@ -470,7 +471,7 @@ func (s *store) Stat(ctx context.Context, name string) (*driver.Secret, error) {
 // says so, and the store's next attempt, or repeating the Put, completes
 // it.
 func (s *store) Put(ctx context.Context, w *driver.Write) error {
-	invalid := func(msg string) error { return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: errors.New(msg)} }
+	invalid := func(msg string) error { return &secretstore.Error{Kind: edgesecrets.ErrInvalid, Err: errors.New(msg)} }
 	var ifVersion int
 	switch {
 	case s.kv == 1 && len(w.Labels) > 0:
@@ -487,10 +488,10 @@ func (s *store) Put(ctx context.Context, w *driver.Write) error {
 		ifVersion = n
 	}
 	if err := checkLabels(w.Labels); err != nil {
-		return &secretstore.Error{Kind: secretstore.ErrInvalid, Err: err}
+		return &secretstore.Error{Kind: edgesecrets.ErrInvalid, Err: err}
 	}
 	cur := w.Current
-	dataChanged := cur == nil || !secretstore.Data(cur.Data).Equal(w.Data)
+	dataChanged := cur == nil || !edgesecrets.Data(cur.Data).Equal(w.Data)
 	labelsChanged := cur == nil && len(w.Labels) > 0 || cur != nil && !maps.Equal(cur.Labels, w.Labels)
 
 	if dataChanged {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -292,7 +293,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 		sealedCycles := 0
 		for _, e := range r.w.since(win.from) {
 			assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: while sealed, only Unavailable: %v", r.name, e)
-			assert.ErrorIs(t, e.Err, secretstore.ErrUnavailable)
+			assert.ErrorIs(t, e.Err, edgesecrets.ErrUnavailable)
 			if e.cycle <= win.to {
 				continue // a cycle the seal came in the middle of: some names may have been checked
 			}

@@ -11,9 +11,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // identityFormat is the format byte of a stored identity record: JSON
@@ -113,7 +113,7 @@ func (c *certStore) Get(ctx context.Context, provider, instanceID string) (ident
 		return identity.Record{}, storeError(id, err)
 	}
 	if !found {
-		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrNotFound, Reason: "no record"}
+		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrNotFound, Reason: "no record"}
 	}
 	return rec, nil
 }
@@ -149,7 +149,7 @@ func (c *certStore) Put(ctx context.Context, rec identity.Record) (identity.Reco
 		return identity.Record{}, storeError(rec.Instance, err)
 	}
 	if conflict {
-		return identity.Record{}, &identity.Error{Op: "store", Instance: rec.Instance, Kind: secretstore.ErrConflict, Reason: "record changed since it was read"}
+		return identity.Record{}, &identity.Error{Op: "store", Instance: rec.Instance, Kind: edgesecrets.ErrConflict, Reason: "record changed since it was read"}
 	}
 	return stored, nil
 }
@@ -164,7 +164,7 @@ func storeError(id identity.Identity, err error) error {
 	if errors.Is(err, delivery.ErrStateUnavailable) {
 		reason = "the state file is unavailable"
 	}
-	return &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrUnavailable, Reason: reason, Err: err}
+	return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: reason, Err: err}
 }
 
 // nonceKey is the key of one request proof: the instance's identityKey,

@@ -1,7 +1,7 @@
 // Package boltstate is the delivery engine's embedded default State: one
 // file, crash-safe, pure Go, no server. An agbot opens it at start:
 //
-//	st, certs, _, err := boltstate.Open("/var/lib/agbot/delivery.db", boltstate.Options{})
+//	st, certs, err := boltstate.Open("/var/lib/agbot/delivery.db", boltstate.Options{})
 //
 // and hands st to delivery.New as Options.State; certs holds the hub's
 // identity records (an identity.CertStore) in the same file.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -15,7 +16,7 @@ import (
 func seedRecord(t testing.TB) delivery.Record {
 	version, err := secretstore.ParseContentTag("version:42")
 	require.NoError(t, err)
-	sum := (&secretstore.Secret{Data: secretstore.Data{"k": []byte("v")}}).ContentTag()
+	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
 	at := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
 	return delivery.Record{
 		ID: "agr-1", Node: "node-1", Phase: delivery.PhaseCancelling,
@@ -73,7 +74,7 @@ func FuzzDecodeServices(f *testing.F) {
 
 // FuzzDecodeSmallValues: observations, waits and identity records.
 func FuzzDecodeSmallValues(f *testing.F) {
-	sum := (&secretstore.Secret{Data: secretstore.Data{"k": []byte("v")}}).ContentTag()
+	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
 	f.Add(encodeObservation(delivery.Observation{Name: "n", State: delivery.Present, Tag: sum, Since: time.Unix(5, 6)}))
 	f.Add(encodeWait(delivery.Wait{ID: "w", StoreNames: []string{"a", "b"}, CreatedAt: time.Unix(5, 6)}))
 	f.Fuzz(func(t *testing.T, v []byte) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +71,7 @@ var _ delivery.State = (*state)(nil)
 // the hub's identity records kept in the same file (an
 // identity.CertStore), so an agbot's identity records survive restarts
 // with its agreements. Closing the State closes the file: later calls of
-// either fail (the CertStore's with secretstore.ErrUnavailable).
+// either fail (the CertStore's with edgesecrets.ErrUnavailable).
 func Open(path string, opts Options) (delivery.State, identity.CertStore, error) {
 	log := opts.Logger
 	if log == nil {
@@ -497,8 +498,25 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 // Records implements delivery.State. It reads a page of records per
 // transaction and calls fn outside it, so fn may call the State.
 func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
-	var after []byte
-	for {
+	return s.records(ctx, nil, -1, fn)
+}
+
+// RecordsAfter implements delivery.State, as Records does from after.
+func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+	if limit <= 0 {
+		return fmt.Errorf("boltstate: RecordsAfter limit %d is not positive", limit)
+	}
+	return s.records(ctx, []byte(after), limit, fn)
+}
+
+// records calls fn with up to limit records (every one with a negative
+// limit) whose id sorts after after, a page per read transaction.
+func (s *state) records(ctx context.Context, after []byte, limit int, fn func(delivery.Record) bool) error {
+	for limit != 0 {
+		size := recordsPage
+		if limit > 0 {
+			size = min(size, limit)
+		}
 		var page []delivery.Record
 		err := s.view(ctx, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketRecords).Cursor()
@@ -509,7 +527,7 @@ func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 					k, _ = c.Next()
 				}
 			}
-			for ; k != nil && len(page) < recordsPage; k, _ = c.Next() {
+			for ; k != nil && len(page) < size; k, _ = c.Next() {
 				r, _, err := getRecord(tx, string(k))
 				if err != nil {
 					return err
@@ -526,14 +544,52 @@ func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 				return nil
 			}
 		}
-		if len(page) < recordsPage {
+		if len(page) < size {
 			return nil
+		}
+		if limit > 0 {
+			limit -= len(page)
 		}
 		after = []byte(page[len(page)-1].ID)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// RecordsBound implements delivery.State through the name index: one
+// read transaction for the ids and the records, fn called outside it.
+func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
+	var recs []delivery.Record
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		recs = recs[:0]
+		ids := map[string]struct{}{}
+		for _, n := range names {
+			if err := eachIndexed(tx.Bucket(bucketByName), n, func(id []byte) { ids[string(id)] = struct{}{} }); err != nil {
+				return err
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			r, ok, err := getRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				recs = append(recs, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Names implements delivery.State: the keys of the name index.

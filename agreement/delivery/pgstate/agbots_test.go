@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
@@ -611,7 +612,7 @@ func (w *world) config(member, url string, timeout time.Duration) agbotConfig {
 // generation, so an agent's file shows which content it holds.
 func putSecret(t *testing.T, store *secretstore.Store, name, canary string, generation int) {
 	t.Helper()
-	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: secretstore.Data{
+	_, err := store.Put(t.Context(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{
 		"password": fmt.Appendf(nil, "%s-%s-gen%d", canary, strings.ReplaceAll(name, "/", "_"), generation),
 	}}, secretstore.PutOptions{})
 	require.NoError(t, err)

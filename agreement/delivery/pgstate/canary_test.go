@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
@@ -30,7 +31,7 @@ func TestCanaryNotInDump(t *testing.T) {
 	names := storeNames(6)
 	for _, n := range names {
 		canaries[n] = []byte("canary-" + rand.Text())
-		_, err := store.Put(ctx, &secretstore.Secret{Name: n, Data: secretstore.Data{"password": canaries[n]}}, secretstore.PutOptions{})
+		_, err := store.Put(ctx, &secretstore.Secret{Name: n, Data: edgesecrets.Data{"password": canaries[n]}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 	}
 	for i := range 60 {
@@ -77,7 +78,7 @@ func TestCanaryNotInDump(t *testing.T) {
 	// first one left.
 	for _, n := range names {
 		canaries[n+"#2"] = []byte("canary-" + rand.Text())
-		_, err := store.Put(ctx, &secretstore.Secret{Name: n, Data: secretstore.Data{"password": canaries[n+"#2"]}}, secretstore.PutOptions{})
+		_, err := store.Put(ctx, &secretstore.Secret{Name: n, Data: edgesecrets.Data{"password": canaries[n+"#2"]}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 	}
 	observe(members[0])

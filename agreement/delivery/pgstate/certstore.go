@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // certStore is the hub's identity.CertStore in the State's database, so
@@ -20,7 +20,7 @@ import (
 // by one agbot is refused by all. Open returns it; it is closed with the
 // State. Its calls run through the State's call: the same timeout,
 // retries and errors (delivery.ErrStateUnavailable becomes
-// secretstore.ErrUnavailable).
+// edgesecrets.ErrUnavailable).
 //
 // It has no member fence: any agbot sharing the database, joined or not,
 // may register and refresh agents. Its writes are fenced by their own
@@ -134,7 +134,7 @@ func (c *certStore) Get(ctx context.Context, provider, instanceID string) (ident
 		return identity.Record{}, certError(id, err)
 	}
 	if !found {
-		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrNotFound, Reason: "no record"}
+		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrNotFound, Reason: "no record"}
 	}
 	return rec, nil
 }
@@ -175,7 +175,7 @@ func (c *certStore) Put(ctx context.Context, rec identity.Record) (identity.Reco
 		return identity.Record{}, certError(id, err)
 	}
 	if !stored {
-		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrConflict, Reason: "record changed since it was read"}
+		return identity.Record{}, &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrConflict, Reason: "record changed since it was read"}
 	}
 	rec.Revision++
 	rec.NotAfter, rec.RevokedAt, rec.UpdatedAt = fromDB(micro(rec.NotAfter)), fromDB(micro(rec.RevokedAt)), fromDB(micro(rec.UpdatedAt))
@@ -194,7 +194,7 @@ func (c *certStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
 		return certError(id, err)
 	}
 	if len(u.Nonce) == 0 || u.Expires.IsZero() || u.Now.IsZero() {
-		return &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrInvalid,
+		return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrInvalid,
 			Reason: fmt.Sprintf("a nonce use needs a nonce (%d bytes given), an expiry and the current time", len(u.Nonce))}
 	}
 	forgetBefore := micro(u.Now.Add(-nonceSkew))
@@ -225,15 +225,15 @@ func (c *certStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
 
 // certError gives a failure of the State the identity package's form: a
 // context error as it is, a name PostgreSQL cannot hold
-// secretstore.ErrInvalid, anything else secretstore.ErrUnavailable.
+// edgesecrets.ErrInvalid, anything else edgesecrets.ErrUnavailable.
 func certError(id identity.Identity, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, errBadInput):
-		return &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrInvalid, Reason: "the record names text PostgreSQL cannot hold", Err: err}
+		return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrInvalid, Reason: "the record names text PostgreSQL cannot hold", Err: err}
 	case errors.Is(err, delivery.ErrStateUnavailable):
-		return &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrUnavailable, Reason: "the PostgreSQL state is unavailable", Err: err}
+		return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: "the PostgreSQL state is unavailable", Err: err}
 	}
-	return &identity.Error{Op: "store", Instance: id, Kind: secretstore.ErrUnavailable, Reason: "the PostgreSQL state failed", Err: err}
+	return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: "the PostgreSQL state failed", Err: err}
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // certHarness gives each case a schema of its own in one database; every
@@ -160,10 +160,10 @@ func TestCertStoreBadText(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call()
-			require.ErrorIs(t, err, secretstore.ErrInvalid)
+			require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 			assert.Contains(t, err.Error(), c.says)
 		})
 	}
 	_, err := cs.Get(ctx, "p", "i")
-	assert.ErrorIs(t, err, secretstore.ErrNotFound)
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound)
 }

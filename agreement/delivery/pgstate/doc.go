@@ -70,7 +70,7 @@
 // Ids and names are text in the "C" collation, so that the database
 // orders them as Go does; PostgreSQL text cannot hold invalid UTF-8 or
 // NUL bytes, so such names are refused (an error matching
-// secretstore.ErrInvalid), while diagnostics
+// edgesecrets.ErrInvalid), while diagnostics
 // (errors, rejection reasons) are stored with such bytes replaced.
 //
 // # Leases and fencing

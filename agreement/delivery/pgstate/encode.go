@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -116,8 +117,8 @@ func (s *stamp) UnmarshalJSON(b []byte) error {
 
 // errBadInput: a record, observation, wait or member id names something
 // PostgreSQL text cannot hold exactly (invalid UTF-8 or a NUL byte).
-// Nothing of the call is stored. It matches secretstore.ErrInvalid.
-var errBadInput = errkind.New("pgstate: bad input", secretstore.ErrInvalid)
+// Nothing of the call is stored. It matches edgesecrets.ErrInvalid.
+var errBadInput = errkind.New("pgstate: bad input", edgesecrets.ErrInvalid)
 
 // checker collects the first problem of the strings a record names: a
 // PostgreSQL text value holds valid UTF-8 without NUL bytes, and these

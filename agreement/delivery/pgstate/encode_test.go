@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -22,7 +23,7 @@ var contentTagType = reflect.TypeFor[secretstore.ContentTag]()
 func fill(t testing.TB, rng *rand.Rand, v reflect.Value) {
 	switch {
 	case v.Type() == contentTagType:
-		tag := (&secretstore.Secret{Data: secretstore.Data{"v": fmt.Appendf(nil, "%d", rng.Int())}}).ContentTag()
+		tag := (&secretstore.Secret{Data: edgesecrets.Data{"v": fmt.Appendf(nil, "%d", rng.Int())}}).ContentTag()
 		if rng.IntN(2) == 0 {
 			var err error
 			tag, err = secretstore.ParseContentTag(fmt.Sprintf("version:%d/ü", rng.Int()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
@@ -68,7 +69,7 @@ func (f *fanOut) rotate(b *testing.B, n int) time.Duration {
 	f.gen++
 	f.agents.target.Store(f.agents.sent.Load() + int64(n))
 	start := time.Now()
-	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": fmt.Appendf(nil, "gen%d", f.gen)}}, secretstore.PutOptions{})
+	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": fmt.Appendf(nil, "gen%d", f.gen)}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	select {
 	case <-f.agents.arrived:
@@ -82,7 +83,7 @@ func (f *fanOut) rotate(b *testing.B, n int) time.Duration {
 func newFanOut(b *testing.B, name string, n int, keys *agreement.PrivateKeys, agentKeys map[string]*agreement.PrivateKeys, states []delivery.State, members []string) *fanOut {
 	ctx := b.Context()
 	f := &fanOut{name: name, store: memory.New(), agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
-	_, err := f.store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: secretstore.Data{"password": []byte("gen0")}}, secretstore.PutOptions{})
+	_, err := f.store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("gen0")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	var engines []*delivery.Engine
 	for i, st := range states {

@@ -9,7 +9,7 @@ import "strings"
 type queries struct {
 	fence string
 
-	create, get, page, update, rebind, delete, markDue, due string
+	create, get, page, bound, update, rebind, delete, markDue, due string
 
 	names, observations, allObservations, putObservations string
 	putWait, waits, deleteWait, newEpoch                  string
@@ -38,6 +38,12 @@ SELECT count(*) FROM ins`,
 		get: `SELECT ` + recordColumns + ` FROM {s}.agreements a WHERE a.id = $1`,
 
 		page: `SELECT ` + recordColumns + ` FROM {s}.agreements a WHERE a.id > $1 ORDER BY a.id LIMIT $2`,
+
+		// bound finds the records through the bindings table's primary key
+		// (store_name, agreement_id).
+		bound: `SELECT ` + recordColumns + ` FROM {s}.agreements a
+WHERE a.id IN (SELECT b.agreement_id FROM {s}.bindings b WHERE b.store_name = ANY($1))
+ORDER BY a.id`,
 
 		// A record is stored when its revision is the stored one and
 		// may_write allows the member; storing it releases its claim.
@@ -185,7 +191,7 @@ WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
 		prune: `DELETE FROM {s}.members WHERE expires_at < now() - interval '1 day'`,
 	}
 	for _, p := range []*string{
-		&q.fence, &q.create, &q.get, &q.page, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
+		&q.fence, &q.create, &q.get, &q.page, &q.bound, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
 		&q.names, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
 		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
 	} {

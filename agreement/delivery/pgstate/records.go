@@ -262,25 +262,26 @@ const recordsPage = 256
 // time, in id order, and calls fn outside any transaction, so fn may use
 // the State.
 func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
-	after := ""
-	for {
-		var page []delivery.Record
-		err := s.call(ctx, op{what: "listing records", rerun: true}, func(ctx context.Context) error {
-			page = page[:0]
-			rows, err := s.pool.Query(ctx, s.q.page, after, recordsPage)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				r, err := scanRecord(rows)
-				if err != nil {
-					return err
-				}
-				page = append(page, r)
-			}
-			return rows.Err()
-		})
+	return s.records(ctx, "", -1, fn)
+}
+
+// RecordsAfter implements delivery.State, as Records does from after.
+func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+	if limit <= 0 {
+		return fmt.Errorf("pgstate: RecordsAfter limit %d is not positive", limit)
+	}
+	return s.records(ctx, after, limit, fn)
+}
+
+// records calls fn with up to limit records (every one with a negative
+// limit) whose id sorts after after, a page per query.
+func (s *state) records(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+	for limit != 0 {
+		size := recordsPage
+		if limit > 0 {
+			size = min(size, limit)
+		}
+		page, err := s.query(ctx, "listing records", s.q.page, after, size)
 		if err != nil {
 			return err
 		}
@@ -289,11 +290,51 @@ func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) erro
 				return nil
 			}
 		}
-		if len(page) < recordsPage {
+		if len(page) < size {
 			return nil
+		}
+		if limit > 0 {
+			limit -= len(page)
 		}
 		after = page[len(page)-1].ID
 	}
+	return nil
+}
+
+// RecordsBound implements delivery.State through the bindings table.
+func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
+	recs, err := s.query(ctx, "listing the records bound to names", s.q.bound, nonNil(names))
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// query runs a query returning records, again when the connection breaks.
+func (s *state) query(ctx context.Context, what, query string, args ...any) ([]delivery.Record, error) {
+	var out []delivery.Record
+	err := s.call(ctx, op{what: what, rerun: true}, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRecord(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
 
 // MarkDue implements delivery.State.

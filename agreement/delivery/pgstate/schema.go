@@ -4,17 +4,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/jackc/pgx/v5"
 )
 
 // ErrSchemaNewer: the database's schema was made by a newer version of
 // this package. An older agbot does not write to it (it could lose what
-// the newer one keeps); upgrade it.
-var ErrSchemaNewer = errors.New("pgstate: the database schema is newer than this agbot knows")
+// the newer one keeps); upgrade it. It refines edgesecrets.ErrInvalid.
+var ErrSchemaNewer = errkind.New("pgstate: the database schema is newer than this agbot knows", edgesecrets.ErrInvalid)
 
 // migration is one step of the schema. Steps are applied in order, each
 // once, and never changed once released: a change is a new step.

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/internal/pgtest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // TestConcurrentMigration: agbots starting at once on an empty database
@@ -141,7 +141,7 @@ func TestBadInputStoresNothing(t *testing.T) {
 	} {
 		err := c.call()
 		require.ErrorIs(t, err, pgstate.ErrBadInput, name)
-		require.ErrorIs(t, err, secretstore.ErrInvalid, "%s: the module-wide kind", name)
+		require.ErrorIs(t, err, edgesecrets.ErrInvalid, "%s: the module-wide kind", name)
 		assert.Contains(t, err.Error(), c.says, name)
 	}
 	_, err := m.Get(ctx, "bad-binding")

@@ -83,11 +83,11 @@ var (
 // delivery.ErrStateUnavailable: the agbot may retry. A schema made by a
 // newer agbot fails with ErrSchemaNewer; an Options.Schema that
 // PostgreSQL text cannot hold, with an error matching
-// secretstore.ErrInvalid.
+// edgesecrets.ErrInvalid.
 //
 // Close of the State closes the connection pool. Later calls of either
 // fail (the State's with delivery.ErrStateUnavailable, the CertStore's
-// with secretstore.ErrUnavailable). It does not leave: members joined
+// with edgesecrets.ErrUnavailable). It does not leave: members joined
 // through the State stay live until their heartbeats lapse (call Leave
 // first for an orderly stop).
 func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -22,7 +23,7 @@ func testCanary(t *testing.T, e *env) {
 	store := memory.New()
 	names := []string{"org/node/n1/canary-db", "org/canary-db"}
 	for _, n := range names {
-		_, err := store.Put(e.ctx, &secretstore.Secret{Name: n, Data: secretstore.Data{"password": canary, "username": []byte("svc")}}, secretstore.PutOptions{})
+		_, err := store.Put(e.ctx, &secretstore.Secret{Name: n, Data: edgesecrets.Data{"password": canary, "username": []byte("svc")}}, secretstore.PutOptions{})
 		require.NoError(t, err)
 	}
 	read, err := store.Get(e.ctx, names[0])

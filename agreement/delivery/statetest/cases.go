@@ -1009,3 +1009,72 @@ func testSharedLeases(t *testing.T, e *env) {
 	require.NoError(t, e.s.Rebind(e.ctx, "member-b", rebind), "once released, another member rebinds it")
 	assertRecord(t, *rebind, e.get(t, "agr-1"))
 }
+
+func testRecordsAfter(t *testing.T, e *env) {
+	const n = 600 // more than a page of any reasonable paging
+	want := shuffled(n)
+	for _, id := range want {
+		e.create(t, simple(t, id, "node", "org/"+id))
+	}
+	slices.Sort(want)
+	assert.Error(t, e.s.RecordsAfter(e.ctx, "", 0, func(delivery.Record) bool { return true }), "a limit of 0 is refused")
+
+	var got []string
+	after := ""
+	for slices := 0; ; slices++ {
+		require.Less(t, slices, n, "the slices end")
+		var slice []string
+		require.NoError(t, e.s.RecordsAfter(e.ctx, after, 257, func(r delivery.Record) bool {
+			slice = append(slice, r.ID)
+			return true
+		}))
+		assert.LessOrEqual(t, len(slice), 257, "at most limit records")
+		got = append(got, slice...)
+		if len(slice) < 257 {
+			break
+		}
+		after = slice[len(slice)-1]
+	}
+	assert.Equal(t, want, got, "slices from the last id seen visit every record once, in id order")
+
+	var sample delivery.Record
+	require.NoError(t, e.s.RecordsAfter(e.ctx, "agr-0041x", 1, func(r delivery.Record) bool { sample = r; return true }))
+	assertRecord(t, *simplyStored(t, "agr-0042"), sample, "from an id not stored, the next one, whole")
+
+	var seen []string
+	require.NoError(t, e.s.RecordsAfter(e.ctx, "", 10, func(r delivery.Record) bool {
+		seen = append(seen, r.ID)
+		return len(seen) < 2
+	}))
+	assert.Equal(t, want[:2], seen, "RecordsAfter stops when fn returns false")
+}
+
+func testRecordsBound(t *testing.T, e *env) {
+	e.create(t,
+		record(t, "r1", "node-a", []string{"org/node-a/db", "org/fallback"}),
+		simple(t, "r2", "node-a", "org/x"),
+		simple(t, "r3", "node-b", "org/y"),
+		record(t, "r4", "node-c", []string{"org/z", "org/fallback"}),
+	)
+	bound := func(names ...string) []string {
+		var got []string
+		require.NoError(t, e.s.RecordsBound(e.ctx, names, func(r delivery.Record) bool {
+			got = append(got, r.ID)
+			return true
+		}))
+		return got
+	}
+	assert.Equal(t, []string{"r1", "r4"}, bound("org/fallback"), "every record binding the name, as any candidate, in id order")
+	assert.Equal(t, []string{"r1", "r3", "r4"}, bound("org/y", "org/fallback", "org/z"), "each record once")
+	assert.Empty(t, bound("org/none"), "an unbound name finds nothing")
+	assert.Empty(t, bound(), "no names find nothing")
+
+	r4 := e.get(t, "r4")
+	require.NoError(t, e.s.Rebind(e.ctx, "m", rebound(&r4, "org/y")))
+	require.NoError(t, e.s.Delete(e.ctx, "r1"))
+	assert.Empty(t, bound("org/fallback"), "the index follows Rebind and Delete")
+	assert.Equal(t, []string{"r3", "r4"}, bound("org/y"), "a new binding is indexed")
+	var got delivery.Record
+	require.NoError(t, e.s.RecordsBound(e.ctx, []string{"org/x"}, func(r delivery.Record) bool { got = r; return true }))
+	assertRecord(t, e.get(t, "r2"), got, "RecordsBound gives whole records")
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -31,7 +32,7 @@ func versionTag(t testing.TB, v string) secretstore.ContentTag {
 // sumTag is the checksum tag of a secret {"value": data} in a store
 // without versions.
 func sumTag(data string) secretstore.ContentTag {
-	s := &secretstore.Secret{Data: secretstore.Data{"value": []byte(data)}}
+	s := &secretstore.Secret{Data: edgesecrets.Data{"value": []byte(data)}}
 	return s.ContentTag()
 }
 

@@ -100,6 +100,8 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 		{"RebindSurvivesReopen", testRebindReopen},
 		{"DeleteIdempotent", testDeleteIdempotent},
 		{"RecordsInIDOrder", testRecordsOrder},
+		{"RecordsAfterSlices", testRecordsAfter},
+		{"RecordsBoundByIndex", testRecordsBound},
 		{"RecordsEarlyStop", testRecordsEarlyStop},
 		{"RecordsCallbackMayUseState", testRecordsCallback},
 		{"DeepCopiesIn", testDeepCopiesIn},

@@ -28,8 +28,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
 // Harness gives the suite one CertStore implementation.
@@ -50,7 +50,7 @@ type DurableHarness interface {
 	// new store over the same storage, as an agbot restarting would.
 	Reopen(ctx context.Context, cs identity.CertStore) (identity.CertStore, error)
 	// CloseStore closes cs (the state it is kept in); its later calls
-	// must fail with secretstore.ErrUnavailable.
+	// must fail with edgesecrets.ErrUnavailable.
 	CloseStore(cs identity.CertStore) error
 }
 
@@ -193,7 +193,7 @@ func nonce(name string) string { return fmt.Sprintf("nonce-%-16s", name) }
 
 func testGetMissing(t *testing.T, e *env) {
 	_, err := e.cs.Get(t.Context(), instance.Provider, instance.InstanceID)
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "no record yet")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "no record yet")
 	var ie *identity.Error
 	require.ErrorAs(t, err, &ie, "an identity.Error")
 	assert.Equal(t, instance.InstanceID, ie.Instance.InstanceID, "it names the instance")
@@ -206,20 +206,20 @@ func testPutCompareAndSet(t *testing.T, e *env) {
 	assert.Equal(t, uint64(1), rec.Revision, "revision 0 creates; the stored record has revision 1")
 
 	_, err = e.cs.Put(ctx, identity.Record{Instance: instance, CurrentSerial: "ff"})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "revision 0 means create; the record exists")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "revision 0 means create; the record exists")
 	_, err = e.cs.Put(ctx, identity.Record{Instance: other, CurrentSerial: "ff", Revision: 3})
-	require.ErrorIs(t, err, secretstore.ErrConflict, "a revision other than 0 of a record not stored")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "a revision other than 0 of a record not stored")
 
 	rec.CurrentSerial, rec.PreviousSerial = "0b", rec.CurrentSerial
 	rec2, err := e.cs.Put(ctx, rec)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), rec2.Revision)
 	_, err = e.cs.Put(ctx, rec)
-	require.ErrorIs(t, err, secretstore.ErrConflict, "a stale revision loses")
+	require.ErrorIs(t, err, edgesecrets.ErrConflict, "a stale revision loses")
 
 	equalRecords(t, rec2, get(t, e.cs, instance), "the winner is stored")
 	_, err = e.cs.Get(ctx, other.Provider, other.InstanceID)
-	require.ErrorIs(t, err, secretstore.ErrNotFound, "a lost Put stores nothing")
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound, "a lost Put stores nothing")
 }
 
 func testRecordRoundTrip(t *testing.T, e *env) {
@@ -284,7 +284,7 @@ func oneWins(t *testing.T, n int, kind error, fn func(i int) error) {
 func testConcurrentPuts(t *testing.T, e *env) {
 	base, err := e.cs.Put(t.Context(), newRecord(instance))
 	require.NoError(t, err)
-	oneWins(t, e.opts.Writers, secretstore.ErrConflict, func(i int) error {
+	oneWins(t, e.opts.Writers, edgesecrets.ErrConflict, func(i int) error {
 		r := base
 		r.CurrentSerial = fmt.Sprintf("%02x", i+16)
 		_, err := e.cs.Put(t.Context(), r)
@@ -337,7 +337,7 @@ func testContextCancel(t *testing.T, e *env) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, use(ctx, e.cs, instance, nonce("a"), t0), context.Canceled)
 	_, err = e.cs.Get(t.Context(), instance.Provider, instance.InstanceID)
-	assert.ErrorIs(t, err, secretstore.ErrNotFound, "a canceled Put stored nothing")
+	assert.ErrorIs(t, err, edgesecrets.ErrNotFound, "a canceled Put stored nothing")
 	assert.NoError(t, use(t.Context(), e.cs, instance, nonce("a"), t0), "a canceled UseNonce recorded nothing")
 }
 
@@ -357,7 +357,7 @@ func testReopen(t *testing.T, e *env) {
 	assert.ErrorIs(t, use(ctx, cs, instance, nonce("a"), t0.Add(2*time.Minute)), identity.ErrReplayed,
 		"used nonces survive a restart")
 	_, err = cs.Put(ctx, first)
-	assert.ErrorIs(t, err, secretstore.ErrConflict, "revisions survive a restart: a stale one loses")
+	assert.ErrorIs(t, err, edgesecrets.ErrConflict, "revisions survive a restart: a stale one loses")
 	_, err = cs.Put(ctx, rec)
 	assert.NoError(t, err, "revisions survive a restart: the current one wins")
 }
@@ -368,10 +368,10 @@ func testClosed(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.NoError(t, e.durable().CloseStore(e.cs))
 	_, err = e.cs.Get(ctx, instance.Provider, instance.InstanceID)
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable, "a closed store is unavailable")
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable, "a closed store is unavailable")
 	_, err = e.cs.Put(ctx, rec)
-	assert.ErrorIs(t, err, secretstore.ErrUnavailable)
-	assert.ErrorIs(t, use(ctx, e.cs, instance, nonce("a"), t0), secretstore.ErrUnavailable)
+	assert.ErrorIs(t, err, edgesecrets.ErrUnavailable)
+	assert.ErrorIs(t, use(ctx, e.cs, instance, nonce("a"), t0), edgesecrets.ErrUnavailable)
 }
 
 // testSharedRecords: any agbot sharing the store verifies what another
@@ -387,11 +387,11 @@ func testSharedRecords(t *testing.T, e *env) {
 	rec2, err := b.Put(ctx, rec)
 	require.NoError(t, err, "another agbot updates it")
 	_, err = e.cs.Put(ctx, rec)
-	assert.ErrorIs(t, err, secretstore.ErrConflict, "compare-and-set holds across agbots")
+	assert.ErrorIs(t, err, edgesecrets.ErrConflict, "compare-and-set holds across agbots")
 	equalRecords(t, rec2, get(t, e.cs, instance))
 
 	_, err = b.Put(ctx, newRecord(instance))
-	assert.ErrorIs(t, err, secretstore.ErrConflict, "an instance registered through one agbot exists for all")
+	assert.ErrorIs(t, err, edgesecrets.ErrConflict, "an instance registered through one agbot exists for all")
 }
 
 // testSharedNonce: a proof accepted through one agbot is accepted through
@@ -418,7 +418,7 @@ func testSharedConcurrentPuts(t *testing.T, e *env) {
 	stores := []identity.CertStore{e.cs, e.another(t)}
 	base, err := e.cs.Put(t.Context(), newRecord(instance))
 	require.NoError(t, err)
-	oneWins(t, e.opts.Writers, secretstore.ErrConflict, func(i int) error {
+	oneWins(t, e.opts.Writers, edgesecrets.ErrConflict, func(i int) error {
 		r := base
 		r.CurrentSerial = fmt.Sprintf("%02x", i+16)
 		_, err := stores[i%2].Put(t.Context(), r)

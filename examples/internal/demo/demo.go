@@ -10,7 +10,6 @@
 package demo
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"flag"
@@ -22,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/natefinch/atomic"
 )
@@ -138,17 +136,5 @@ func Main(name, level string, run func(*slog.Logger) error) {
 func JoinOnReturn(errp *error, what string, fn func() error) {
 	if err := fn(); err != nil {
 		*errp = errors.Join(*errp, fmt.Errorf("%s: %w", what, err))
-	}
-}
-
-// Sleep waits for d or until ctx ends, and reports whether d passed.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

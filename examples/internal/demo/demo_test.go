@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
@@ -161,7 +162,7 @@ func TestLoadOrCreateKeys(t *testing.T) {
 
 	require.NoError(t, os.Chmod(path, 0o644))
 	_, _, err = demo.LoadOrCreateKeys(path)
-	assert.ErrorIs(t, err, agreement.ErrInvalid, "a readable key file is refused, not replaced")
+	assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "a readable key file is refused, not replaced")
 }
 
 func TestListen(t *testing.T) {

@@ -1,18 +1,17 @@
-package main
+package agbot_test
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
-	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 // The agbot's handler, driven as hzn drives it (admin credentials, a
@@ -23,22 +22,22 @@ import (
 // (Issue 23 item 1: behind http.ServeMux, "hzn secretsmanager secret
 // remove -f 'zzz/../dot.name'" deleted "dot.name".)
 func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
-	const org, token = "myorg", "admin-token"
-	store := memory.New()
-	for _, name := range append([]string{"dot.name", "zzz/dot.name"}, testkit.PathTrickVictims...) {
-		put(t, store, org+"/"+name, "value of "+name)
-	}
 	reached := map[string]string{}
-	record := func(what string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			reached[what] = r.Method + " " + r.URL.Path
+	var mu sync.Mutex
+	h := newHub(t, func(o *agbot.Options) {
+		o.Fallback = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			reached[r.Method+" "+r.URL.Path] = "fallback"
 			w.WriteHeader(http.StatusNoContent)
 		})
+	})
+	store := h.store.Inner
+	for _, name := range append([]string{"dot.name", "zzz/dot.name"}, testkit.PathTrickVictims...) {
+		h.put(org+"/"+name, "value of "+name)
 	}
-	h, err := agbotAPI(store, org, token, record("identity"), record("relay"), record("status"), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := h.srv
+	token := adminToken
 	before := testkit.StoreSnapshot(t, store)
 	var rd testkit.Redirects
 	client := rd.Client()
@@ -81,13 +80,21 @@ func TestAgbotHandlerNeverServesAnotherName(t *testing.T) {
 	assert.Equal(t, before, testkit.StoreSnapshot(t, store))
 	assert.Empty(t, rd.Seen(), "nothing the agbot serves redirects")
 
-	// Canonical paths reach their routes, once.
-	for _, p := range []string{"/identity/instance", "/relay/messages", "/identity", "/relay"} {
-		status, _ := send("POST", p)
-		assert.Contains(t, []int{http.StatusNoContent, http.StatusNotFound}, status, p)
+	// Canonical paths reach their routes: the identity API and the relay
+	// answer their own errors, the embedder's routes reach Fallback.
+	for _, tc := range []struct{ path, body string }{
+		{"/identity/instance", `"error"`},
+		{"/relay/messages/1/reply", "message"},
+	} {
+		status, body := send("POST", tc.path)
+		assert.NotEqual(t, http.StatusNoContent, status, tc.path)
+		assert.Contains(t, body, tc.body, tc.path)
 	}
-	assert.Equal(t, map[string]string{"identity": "POST /instance", "relay": "POST /relay/messages"}, reached)
-	status, _ := send("DELETE", "/org/"+org+"/secrets/dot.name")
+	assert.Empty(t, reached)
+	status, _ := send("POST", "/admin/secrets/x")
+	assert.Equal(t, http.StatusNoContent, status)
+	assert.Equal(t, map[string]string{"POST /admin/secrets/x": "fallback"}, reached)
+	status, _ = send("DELETE", "/org/"+org+"/secrets/dot.name")
 	assert.Equal(t, http.StatusNoContent, status, "the name sent is the name deleted")
 	after := testkit.StoreSnapshot(t, store)
 	delete(before, org+"/dot.name")

@@ -1,4 +1,4 @@
-package main
+package agbot
 
 import (
 	"context"
@@ -12,11 +12,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/relay"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 // flakyCertStore is the hub's records, which a test can make lose every
@@ -52,19 +55,28 @@ func TestKeysDropsALostIdentitysCertificate(t *testing.T) {
 		fail    error
 		dropped bool
 	}{
-		{"no record for the instance", secretstore.ErrNotFound, true},
+		{"no record for the instance", edgesecrets.ErrNotFound, true},
 		{"the records are unavailable", errors.New("connection refused"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &flakyCertStore{CertStore: identity.NewMemoryCertStore()}
-			issuer, err := identity.NewIssuer(identity.IssuerOptions{Store: store,
-				Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil }})
-			require.NoError(t, err)
 			keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 			require.NoError(t, err)
+			ca, err := identity.NewCA(identity.CAOptions{})
+			require.NoError(t, err)
 			log, logs := logtest.NewLogger()
-			a := &agbot{log: log, verifier: issuer.Verifier()}
-			a.relay = relay.NewServer(relay.ServerOptions{Verifier: a.verifier, Keys: keys})
+			a, err := New(Options{
+				Delivery:   delivery.Options{Store: memory.New(), State: delivery.NewMemoryState(), Keys: keys},
+				Identities: store, CA: ca,
+				Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
+				Authenticate: func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {
+					return secretsapi.Caller{}, errors.New("no")
+				},
+				Deploy: func(context.Context, relay.Node) (Deployment, bool) { return Deployment{}, false },
+				Logger: log,
+			})
+			require.NoError(t, err)
+			issuer := a.issuer
 			srv := httptest.NewServer(a.relay)
 			t.Cleanup(srv.Close)
 			client, err := relay.NewClient(srv.URL, srv.Client())

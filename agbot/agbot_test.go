@@ -1,0 +1,468 @@
+package agbot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agbot"
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/relay"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+const (
+	org        = "myorg"
+	adminToken = "admin-token"
+	userToken  = "user-token"
+	interval   = time.Second
+)
+
+// hub is an Agbot served on a loopback server, over a store whose faults
+// a test sets, and a memory state.
+type hub struct {
+	t      *testing.T
+	store  *mock.Store
+	state  delivery.State
+	certs  identity.CertStore
+	keys   *agreement.PrivateKeys
+	agbot  *agbot.Agbot
+	srv    *httptest.Server
+	logs   *logtest.Buffer
+	policy *policy
+}
+
+// policy is what the hub deploys: the service's secret "api_key" bound
+// to a store name the test may change.
+type policy struct {
+	mu   sync.Mutex
+	name string // the vault secret name bound, under the org
+}
+
+func (p *policy) set(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.name = name
+}
+
+func (p *policy) deployment(t *testing.T) agbot.Deployment {
+	p.mu.Lock()
+	name := p.name
+	p.mu.Unlock()
+	svc, err := binding.DecodeServiceDefinition(strings.NewReader(`{"org": "myorg", "url": "web", "version": "1.0.0", "arch": "amd64",
+		"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"api_key": {}}}}}}`))
+	require.NoError(t, err)
+	target, err := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+		"service": {"name": "web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "web", "serviceArch": "amd64",
+			"serviceVersionRange": "[1.0.0,INFINITY)", "secrets": [{"api_key": "` + name + `"}]}]}`))
+	require.NoError(t, err)
+	catalog, err := binding.NewCatalog(svc)
+	require.NoError(t, err)
+	return agbot.Deployment{Target: target, Resolver: catalog}
+}
+
+// authenticate is the hub's stand-in for the exchange: the admin token
+// makes an administrator of org, the user token a user.
+func authenticate(_ context.Context, c secretsapi.Credentials) (secretsapi.Caller, error) {
+	switch c.Secret {
+	case adminToken:
+		return secretsapi.Caller{Org: org, ID: "admin", Role: secretsapi.RoleAdmin}, nil
+	case userToken:
+		return secretsapi.Caller{Org: org, ID: "user", Role: secretsapi.RoleUser}, nil
+	}
+	return secretsapi.Caller{}, errors.New("unknown token")
+}
+
+// options are the hub's options but the store and state.
+func (h *hub) options() agbot.Options {
+	log, logs := logtest.NewLogger()
+	h.logs = logs
+	ca, err := identity.NewCA(identity.CAOptions{})
+	require.NoError(h.t, err)
+	return agbot.Options{
+		Delivery: delivery.Options{Store: h.store.Store, State: h.state, Keys: h.keys,
+			Interval: interval, ReplyTimeout: time.Second, InitialDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+		Identities:   h.certs,
+		CA:           ca,
+		Attest:       func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
+		Authenticate: authenticate,
+		Deploy: func(_ context.Context, n relay.Node) (agbot.Deployment, bool) {
+			return h.policy.deployment(h.t), n.Org == org
+		},
+		Logger: log,
+	}
+}
+
+// newHub starts a hub; edit changes its options first.
+func newHub(t *testing.T, edit func(*agbot.Options)) *hub {
+	t.Helper()
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	h := &hub{t: t, store: mock.NewStore(memory.New()), state: delivery.NewMemoryState(), certs: identity.NewMemoryCertStore(),
+		keys: keys, policy: &policy{name: "web/api-key"}}
+	opts := h.options()
+	if edit != nil {
+		edit(&opts)
+	}
+	h.agbot, err = agbot.New(opts)
+	require.NoError(t, err)
+	h.srv = httptest.NewServer(h.agbot.Handler())
+	t.Cleanup(h.srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.agbot.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done, "Run returns nil once its context ends")
+	})
+	return h
+}
+
+func (h *hub) put(name, value string) {
+	h.t.Helper()
+	_, err := h.store.Inner.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"value": []byte(value)}}, secretstore.PutOptions{})
+	require.NoError(h.t, err)
+}
+
+// node is an agent, wired by hand from the library's parts: its identity
+// registered through the hub's identity API, its certificate published
+// and its messages taken from the hub's relay.
+type node struct {
+	t      *testing.T
+	n      relay.Node
+	id     *identity.Agent
+	relay  *relay.Client
+	files  *agentapi.Store
+	recv   *agentapi.Receiver
+	after  uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *hub) node(name string) *node {
+	t := h.t
+	t.Helper()
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	require.NoError(t, err)
+	n := relay.Node{Org: org, Node: name}
+	client, err := identity.NewClient(identity.ClientOptions{BaseURL: h.srv.URL + "/identity"})
+	require.NoError(t, err)
+	id, err := identity.NewAgent(identity.AgentOptions{Instance: identity.Identity{Provider: "test", Org: org, Node: name, InstanceID: name},
+		SigningKey: keys.Signer(), EncryptionKey: keys.Public().EncryptionKey(), Hub: client})
+	require.NoError(t, err)
+	_, err = id.Register(t.Context(), "attested")
+	require.NoError(t, err)
+	rc, err := relay.NewClient(h.srv.URL, nil)
+	require.NoError(t, err)
+	files, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "secrets")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = files.Close() })
+	recv, err := agentapi.NewReceiver(files, agentapi.ReceiverOptions{Keys: keys, Agbot: h.keys.Public(),
+		Assign: func(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
+			return agentapi.Instances{p.Services[0].Service: {ID: name + "-web"}}, nil
+		}})
+	require.NoError(t, err)
+	nd := &node{t: t, n: n, id: id, relay: rc, files: files, recv: recv, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	nd.cancel = cancel
+	require.NoError(t, rc.PublishCertificate(t.Context(), n, id.CertificateChain()))
+	go nd.poll(ctx)
+	t.Cleanup(nd.stop)
+	return nd
+}
+
+// poll takes the node's messages from the relay until ctx ends.
+func (nd *node) poll(ctx context.Context) {
+	defer close(nd.done)
+	for ctx.Err() == nil {
+		m, ok, _, err := nd.relay.Poll(ctx, nd.n, nd.after)
+		if err != nil || !ok {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		nd.after = m.ID
+		if got, err := nd.recv.Receive(ctx, m.Envelope); err == nil {
+			_ = nd.relay.Reply(ctx, m.ID, got.Reply)
+		}
+	}
+}
+
+func (nd *node) stop() {
+	nd.cancel()
+	<-nd.done
+}
+
+// file returns the value in the node's secret file (the JSON format's
+// {"value": ...}), or "" while there is none.
+func (nd *node) file() string {
+	info, ok := nd.files.Instance(nd.n.Node + "-web")
+	if !ok {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
+	if err != nil {
+		return ""
+	}
+	var content struct{ Value string }
+	require.NoError(nd.t, json.Unmarshal(b, &content))
+	return content.Value
+}
+
+// eventually waits, boundedly, for the node's file to hold want.
+func (nd *node) eventually(want string, within time.Duration) {
+	nd.t.Helper()
+	require.Eventually(nd.t, func() bool { return nd.file() == want }, within, 10*time.Millisecond,
+		"the node's file holds %q (it holds %q)", want, nd.file())
+}
+
+func TestNewNamesEveryProblem(t *testing.T) {
+	_, err := agbot.New(agbot.Options{Delivery: delivery.Options{Agents: nil, Transport: struct{ delivery.Transport }{}}})
+	require.Error(t, err)
+	for _, field := range []string{"Delivery.Store", "Delivery.State", "Delivery.Keys", "Identities", "CA", "Attest", "Authenticate", "Deploy",
+		"Delivery.Agents and Delivery.Transport must be nil"} {
+		assert.Contains(t, err.Error(), field)
+	}
+}
+
+// The whole path: an agent that registers and publishes its certificate
+// is deployed, in sync, and gets the rotation.
+func TestAnAgentThatPublishesItsCertificateIsDeployedAndKeptCurrent(t *testing.T) {
+	h := newHub(t, nil)
+	h.put("myorg/web/api-key", "v1")
+	nd := h.node("node-1")
+	nd.eventually("v1", 10*time.Second)
+	st, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
+	require.NoError(t, err)
+	assert.True(t, st.InSync)
+	assert.Equal(t, "myorg/node-1", st.Node)
+
+	h.put("myorg/web/api-key", "v2")
+	nd.eventually("v2", 10*time.Second)
+	assert.Contains(t, h.logs.String(), "node deployed")
+}
+
+// A first deploy is never refused for the agbot's own trouble: with the
+// store down, or refusing the agbot every call, while the agent first
+// publishes its certificate, the node is deployed within two intervals
+// of the store's return (issue 28, item 3).
+func TestAFirstDeployThroughTheAgbotsOwnTroubleIsDeployedWhenItEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind error
+	}{
+		{"store unavailable", edgesecrets.ErrUnavailable},
+		{"agbot refused every call", edgesecrets.ErrPermission},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHub(t, nil)
+			h.put("myorg/web/api-key", "v1")
+			h.store.SetFaults(mock.Faults{Fail: tc.kind})
+			nd := h.node("node-1")
+			require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), "deployment retried by the engine") }, 10*time.Second, 10*time.Millisecond)
+			time.Sleep(2 * interval)
+			assert.Empty(t, nd.file(), "nothing is delivered while the store cannot say")
+			assert.NotContains(t, h.logs.String(), "deployment refused")
+
+			back := time.Now()
+			h.store.SetFaults(mock.Faults{})
+			nd.eventually("v1", 10*time.Second)
+			t.Logf("deployed %v after the store came back (interval %v)", time.Since(back), interval)
+		})
+	}
+}
+
+// A deployment waiting for a secret that does not exist is deployed once
+// it does; a definite validation error is refused with its report.
+func TestAWaitingDeploymentIsDeployedWhenItsSecretExists(t *testing.T) {
+	h := newHub(t, nil)
+	nd := h.node("node-1")
+	require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), "deployment waits for secrets") }, 10*time.Second, 10*time.Millisecond)
+	h.put("myorg/web/api-key", "v1")
+	nd.eventually("v1", 10*time.Second)
+}
+
+// Redeploy applies a changed binding to nodes that have an agreement: the
+// service's file takes the newly bound secret's content in place.
+func TestRedeployRebindsInPlace(t *testing.T) {
+	h := newHub(t, nil)
+	h.put("myorg/web/api-key", "old")
+	h.put("myorg/web/api-key-2", "new")
+	nd := h.node("node-1")
+	nd.eventually("old", 10*time.Second)
+
+	h.policy.set("web/api-key-2")
+	n, err := h.agbot.Redeploy(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	nd.eventually("new", 10*time.Second)
+	_, err = h.agbot.Engine().Status(t.Context(), agbot.AgreementID(nd.n))
+	require.NoError(t, err, "the same agreement")
+}
+
+// A node the embedder does not deploy to gets nothing.
+func TestANodeDeploySaysNoToGetsNothing(t *testing.T) {
+	h := newHub(t, func(o *agbot.Options) {
+		o.Deploy = func(context.Context, relay.Node) (agbot.Deployment, bool) { return agbot.Deployment{}, false }
+	})
+	h.put("myorg/web/api-key", "v1")
+	nd := h.node("node-1")
+	require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), "nothing to deploy") }, 10*time.Second, 10*time.Millisecond)
+	_, err := h.agbot.Engine().Status(t.Context(), agbot.AgreementID(nd.n))
+	assert.ErrorIs(t, err, delivery.ErrNotFound)
+}
+
+// The status routes are for administrators: no credentials 401, a user
+// 403, an administrator the engine's health and an agreement's status.
+func TestStatusRoutesAreForAdministrators(t *testing.T) {
+	h := newHub(t, nil)
+	h.put("myorg/web/api-key", "v1")
+	nd := h.node("node-1")
+	nd.eventually("v1", 10*time.Second)
+	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
+	require.NoError(t, err)
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	id := agbot.AgreementID(nd.n)
+	for _, tc := range []struct {
+		path, token string
+		status      int
+		body        string
+	}{
+		{agbot.HealthPath, "", http.StatusUnauthorized, "credentials"},
+		{agbot.HealthPath, "wrong", http.StatusUnauthorized, "credentials"},
+		{agbot.HealthPath, userToken, http.StatusForbidden, "administrator"},
+		{agbot.AgreementsPath + id, userToken, http.StatusForbidden, "administrator"},
+		{agbot.HealthPath, adminToken, http.StatusOK, `"StoreProblem":""`},
+		{agbot.AgreementsPath + id, adminToken, http.StatusOK, `"InSync":true`},
+		{agbot.AgreementsPath + "nope", adminToken, http.StatusNotFound, "no agreement nope"},
+	} {
+		status, body := get(tc.path, tc.token)
+		assert.Equal(t, tc.status, status, "%s with %q: %s", tc.path, tc.token, body)
+		assert.Contains(t, body, tc.body, tc.path)
+	}
+}
+
+// downState is a State whose Get fails, as an unreachable state does,
+// while it is down.
+type downState struct {
+	delivery.State
+	down atomic.Bool
+}
+
+func (s *downState) Get(ctx context.Context, id string) (delivery.Record, error) {
+	if s.down.Load() {
+		return delivery.Record{}, fmt.Errorf("get %s: %w", id, delivery.ErrStateUnavailable)
+	}
+	return s.State.Get(ctx, id)
+}
+
+// A certificate published while the state does not answer is deployed
+// once it does: the agbot's own trouble never drops a deploy (found by
+// the fault simulation, seeds 4 and 23 of internal/sim).
+func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
+	var st *downState
+	h := newHub(t, func(o *agbot.Options) {
+		st = &downState{State: o.Delivery.State}
+		o.Delivery.State = st
+	})
+	h.put("myorg/web/api-key", "v1")
+	st.down.Store(true)
+	nd := h.node("node-1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(h.logs.String(), "the state did not answer; deploying once it does")
+	}, 10*time.Second, 10*time.Millisecond)
+	st.down.Store(false)
+	nd.eventually("v1", 15*time.Second)
+}
+
+// lostRecords is the hub's identity records, which a test can make lose
+// every record at once.
+type lostRecords struct {
+	mu    sync.Mutex
+	inner identity.CertStore
+}
+
+func (s *lostRecords) store() identity.CertStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inner
+}
+
+func (s *lostRecords) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inner = identity.NewMemoryCertStore()
+}
+
+func (s *lostRecords) Get(ctx context.Context, provider, id string) (identity.Record, error) {
+	return s.store().Get(ctx, provider, id)
+}
+
+func (s *lostRecords) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
+	return s.store().Put(ctx, rec)
+}
+
+func (s *lostRecords) UseNonce(ctx context.Context, u identity.NonceUse) error {
+	return s.store().UseNonce(ctx, u)
+}
+
+// A deploy whose agent's identity the records lost drops its certificate
+// from the relay, as Keys does, so that the agent learns it and registers
+// again (found by the fault simulation, seed 16 of internal/sim).
+func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
+	records := &lostRecords{inner: identity.NewMemoryCertStore()}
+	h := newHub(t, func(o *agbot.Options) { o.Identities = records })
+	h.put("myorg/web/api-key", "v1")
+	nd := h.node("node-1")
+	nd.eventually("v1", 10*time.Second)
+
+	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
+	require.NoError(t, err, "in sync: nothing is sent that would verify the agent meanwhile")
+	records.forget()
+	n, err := h.agbot.Redeploy(t.Context()) // as the secret coming back does
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		_, _, certified, err := nd.relay.Poll(t.Context(), nd.n, 1<<62)
+		return err == nil && !certified
+	}, 10*time.Second, 10*time.Millisecond, "the relay drops the certificate")
+	assert.Contains(t, h.logs.String(), "the agent's identity is lost; its certificate is dropped from the relay")
+}

@@ -1,0 +1,130 @@
+package agbot
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
+)
+
+// Paths of the Agbot's routes besides the secrets-manager API's.
+const (
+	// IdentityPath prefixes the identity API (identity.Issuer.Handler);
+	// an agent's identity.ClientOptions.BaseURL is <agbot URL>/identity.
+	IdentityPath = "/identity/"
+	// RelayPath prefixes the relay's routes (relay.Server).
+	RelayPath = "/relay/"
+	// HealthPath is GET /admin/health: delivery.Health, for
+	// administrators.
+	HealthPath = "/admin/health"
+	// AgreementsPath prefixes GET /admin/agreements/{id}: delivery.Status
+	// of one agreement, with the reason it is held back, for
+	// administrators.
+	AgreementsPath = "/admin/agreements/"
+)
+
+// newHandler builds the Agbot's HTTP surface. The secrets-manager API's
+// handler is in front (secretsapi.Options.Fallback): it refuses a
+// non-canonical path with 400 before anything routes it, and the rest is
+// routed by prefix, never through http.ServeMux, which answers a
+// non-canonical path ("a/../b", "a//b") with a redirect to the cleaned
+// one that Go's client, hzn's, follows with the same method and body.
+func (a *Agbot) newHandler() (http.Handler, error) {
+	identityAPI := http.StripPrefix(strings.TrimSuffix(IdentityPath, "/"), a.issuer.Handler(a.authorizeRevoke))
+	fallback := a.opts.Fallback
+	if fallback == nil {
+		fallback = http.NotFoundHandler()
+	}
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, IdentityPath):
+			identityAPI.ServeHTTP(w, r)
+		case strings.HasPrefix(p, RelayPath):
+			a.relay.ServeHTTP(w, r)
+		case p == HealthPath, strings.HasPrefix(p, AgreementsPath):
+			a.serveStatus(w, r)
+		default:
+			fallback.ServeHTTP(w, r)
+		}
+	})
+	return secretsapi.NewHandler(secretsapi.Options{
+		Store:         a.opts.Delivery.Store,
+		Authenticate:  a.opts.Authenticate,
+		Resolver:      a.opts.Resolver,
+		Configuration: a.opts.Configuration,
+		Fallback:      rest,
+		Logger:        a.log,
+	})
+}
+
+// errNotAdmin refuses a caller who is not an administrator.
+var errNotAdmin = errors.New("an administrator's credentials are required")
+
+// admin returns the request's caller, by Options.Authenticate, when it
+// is an administrator.
+func (a *Agbot) admin(r *http.Request) (secretsapi.Caller, error) {
+	creds, ok := secretsapi.ReadCredentials(r)
+	if !ok {
+		return secretsapi.Caller{}, identity.ErrUnauthenticated
+	}
+	caller, err := a.opts.Authenticate(r.Context(), creds)
+	switch {
+	case err != nil:
+		return secretsapi.Caller{}, identity.ErrUnauthenticated
+	case caller.Role != secretsapi.RoleAdmin:
+		return secretsapi.Caller{}, errNotAdmin
+	}
+	return caller, nil
+}
+
+// authorizeRevoke lets an administrator of the instance's organisation
+// revoke its identity.
+func (a *Agbot) authorizeRevoke(r *http.Request, id identity.Identity) error {
+	caller, err := a.admin(r)
+	if err == nil && caller.Org != id.Org {
+		err = errors.New("an administrator of another organisation")
+	}
+	return err
+}
+
+// serveStatus answers the status routes, names and reasons only, never a
+// value:
+//
+//	GET /admin/health            delivery.Health: counts, store and state problems, and per
+//	                             reason code the agreements held back
+//	GET /admin/agreements/{id}   delivery.Status of one agreement, with its Reason
+func (a *Agbot) serveStatus(w http.ResponseWriter, r *http.Request) {
+	_, err := a.admin(r)
+	switch {
+	case errors.Is(err, identity.ErrUnauthenticated):
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong credentials"})
+	case err != nil:
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
+	case r.Method != http.MethodGet:
+		w.Header().Set("Allow", http.MethodGet)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "only GET"})
+	case r.URL.Path == HealthPath:
+		writeJSON(w, http.StatusOK, a.engine.Health(r.Context()))
+	default:
+		id := strings.TrimPrefix(r.URL.Path, AgreementsPath)
+		st, err := a.engine.Status(r.Context(), id)
+		switch {
+		case errors.Is(err, delivery.ErrNotFound):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no agreement " + id})
+		case err != nil:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		default:
+			writeJSON(w, http.StatusOK, st)
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // a failed write means the client is gone
+}

@@ -1,0 +1,65 @@
+package pgstate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+)
+
+// Each query an agbot runs every interval finds its rows through an
+// index: at a realistic row count (100,000 agreements, in sync, bound to
+// 1,000 names, a name bound to about 100 of them), with the statistics
+// analysed, no plan reads the whole agreements table. (A name bound to 1 %
+// of the fleet, org/hot, is left out: for 1,000 rows of 100,000 the
+// planner rightly prefers one sequential read to 1,000 index lookups.)
+func TestPerIntervalQueriesUseIndexes(t *testing.T) {
+	const n = 100_000
+	ctx := t.Context()
+	db := pgtest.NewDatabase(t)
+	st, _, err := Open(ctx, Options{URL: db.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	s := st.(*state)
+	fill := fmt.Sprintf(`
+INSERT INTO %[1]s.agreements (id, node, revision, next_attempt, attempts, services, body)
+SELECT format('agr-%%07s', i), format('node-%%07s', i), 1, NULL, 0, '[]'::jsonb, '{}'::jsonb
+FROM generate_series(0, %[2]d - 1) AS i;
+INSERT INTO %[1]s.bindings (store_name, agreement_id)
+SELECT CASE WHEN i %% 100 = 0 THEN 'org/hot' ELSE format('org/s-%%03s', i %% 999) END, format('agr-%%07s', i)
+FROM generate_series(0, %[2]d - 1) AS i;
+ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings;`, s.schema, n)
+	_, err = s.pool.Exec(ctx, fill)
+	require.NoError(t, err)
+
+	now := time.Now()
+	for _, q := range []struct {
+		name  string
+		query string
+		args  []any
+	}{
+		{"a slice of the review (RecordsAfter)", s.q.page, []any{"agr-0050000", 334}},
+		{"the records bound to a name (RecordsBound)", s.q.bound, []any{[]string{"org/s-001"}}},
+		{"marking a name's records due (MarkDue)", s.q.markDue, []any{[]string{}, []string{}, []string{"org/s-001"}, micro(now), false}},
+		{"claiming due records (Due)", s.q.due, []any{64, micro(now), micro(now.Add(time.Minute)), time.Minute.Microseconds(), "m1"}},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			rows, err := s.pool.Query(ctx, "EXPLAIN "+q.query, q.args...)
+			require.NoError(t, err)
+			var plan []string
+			for rows.Next() {
+				var line string
+				require.NoError(t, rows.Scan(&line))
+				plan = append(plan, line)
+			}
+			require.NoError(t, rows.Err())
+			text := strings.Join(plan, "\n")
+			assert.NotRegexp(t, `Seq Scan on agreements`, text, "a sequential scan of the agreements table:\n%s", text)
+		})
+	}
+}

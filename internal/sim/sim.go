@@ -1,0 +1,773 @@
+// Package sim is a randomized fault simulation of the whole system (issue
+// 27): an agbot (package agbot's front door) over a memory state and a
+// mock store, and agents (package agent's front door) reaching it through
+// an in-process network, driven by a workload and faults drawn from one
+// seed, with the system's invariants checked after every step. Run it
+// inside a testing/synctest bubble: time is then the bubble's, and a run
+// takes the CPU its work needs, not the seconds it simulates.
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agbot"
+	"github.com/edgesecrets/edgesecrets/agent"
+	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/relay"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// Canary starts every secret value the simulation writes: it must appear
+// in no log line and no state record.
+const Canary = "CANARY-"
+
+const (
+	org      = "myorg"
+	host     = "agbot-0"
+	interval = time.Second
+	grace    = 4 * time.Second
+	// Bound is how long after the faults stop every agent must hold the
+	// store's current content (or, for a secret deleted, nothing).
+	Bound = 3*grace + 30*interval
+)
+
+// Config is one run.
+type Config struct {
+	// Seed drives the workload and the faults.
+	Seed uint64
+	// Steps is the number of workload or fault steps before the quiet
+	// phase; zero means 40.
+	Steps int
+	// Agents and Names are the nodes and the store secrets they bind;
+	// zero means 4 and 3.
+	Agents, Names int
+	// WipeKeepsKeys makes an agent restarted without its files keep its
+	// keys. Off, the keys go with the files. On, seed 7 strands the agent:
+	// the agbot's updates are rejected ("no instance holds secrets of
+	// agreement") and never proposed again (see sim_test.go).
+	WipeKeepsKeys bool
+	// Without names fault kinds (as counted in Stats.Faults) not to
+	// inject: a step that draws one heals instead.
+	Without []string
+	// TempDir returns a new temporary directory (testing.T.TempDir).
+	TempDir func() string
+}
+
+// Stats count what runs did.
+type Stats struct {
+	Seeds, Steps, Agreements, Rotations, Deletions, Cancellations, Violations int
+	// Faults counts the faults injected, by kind.
+	Faults map[string]int
+}
+
+// Add adds o to s.
+func (s *Stats) Add(o Stats) {
+	s.Seeds += o.Seeds
+	s.Steps += o.Steps
+	s.Agreements += o.Agreements
+	s.Rotations += o.Rotations
+	s.Deletions += o.Deletions
+	s.Cancellations += o.Cancellations
+	s.Violations += o.Violations
+	if s.Faults == nil {
+		s.Faults = map[string]int{}
+	}
+	for k, v := range o.Faults {
+		s.Faults[k] += v
+	}
+}
+
+// String prints the statistics on one line, fault kinds sorted.
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seeds=%d steps=%d agreements=%d rotations=%d deletions=%d cancellations=%d violations=%d faults:",
+		s.Seeds, s.Steps, s.Agreements, s.Rotations, s.Deletions, s.Cancellations, s.Violations)
+	for _, k := range slices.Sorted(maps.Keys(s.Faults)) {
+		fmt.Fprintf(&b, " %s=%d", k, s.Faults[k])
+	}
+	return b.String()
+}
+
+// secret is what the simulation knows of a store secret: its last
+// version written and the spans when it alone was unreadable (deleted, or
+// denied to the agbot).
+type secret struct {
+	version int
+	exists  bool
+	denied  bool
+	// goneSince is when the current span of unreadability started; zero
+	// while readable.
+	goneSince time.Time
+	// spans are the spans of unreadability that ended: [from, to).
+	spans [][2]time.Time
+}
+
+func (s *secret) readable() bool { return s.exists && !s.denied }
+
+// simAgent is one node's agent, across its restarts.
+type simAgent struct {
+	name    string
+	bound   int // index of the store secret its service binds
+	keys    *agreement.PrivateKeys
+	root    string
+	agent   *agent.Agent
+	cancel  context.CancelFunc
+	done    chan struct{}
+	logs    *logtest.Buffer
+	floor   int  // highest version seen in its file this incarnation
+	had     bool // its file existed at the last check
+	wiped   bool // its files were lost since the last check
+	started bool
+}
+
+// World is one run's system.
+type World struct {
+	cfg   Config
+	rng   *rand.Rand
+	net   *network
+	store *mock.Store
+	state *faultyState
+	certs *losingCerts
+	keys  *agreement.PrivateKeys
+	ca    identity.CertSigner
+
+	agbot       *agbot.Agbot
+	agbotCancel context.CancelFunc
+	agbotDone   chan error
+	agbotLogs   []*logtest.Buffer
+
+	mu       sync.Mutex
+	secrets  []*secret
+	cancels  map[string]delivery.Cancellation // by agreement id
+	problems []string
+	denyAll  bool // a read-denied spell: every call but the credential check refused
+
+	agents []*simAgent
+	stats  Stats
+}
+
+// name is the store name of secret i; vault is its name in a binding.
+func name(i int) string  { return org + "/s" + strconv.Itoa(i) }
+func vault(i int) string { return "s" + strconv.Itoa(i) }
+
+// value is secret i's content at version v.
+func value(i, v int) string { return fmt.Sprintf("%ss%d-v%d", Canary, i, v) }
+
+// parse returns the secret and version of a value.
+func parse(s string) (i, v int, ok bool) {
+	rest, found := strings.CutPrefix(s, Canary+"s")
+	if !found {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(rest, "-v")
+	if !found {
+		return 0, 0, false
+	}
+	i, err1 := strconv.Atoi(a)
+	v, err2 := strconv.Atoi(b)
+	return i, v, err1 == nil && err2 == nil
+}
+
+// violate records a broken invariant.
+func (w *World) violate(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.problems = append(w.problems, fmt.Sprintf("t=%s: ", time.Now().UTC().Format("15:04:05.000"))+fmt.Sprintf(format, args...))
+}
+
+// New builds a world: the store's secrets, the agbot running, no agent
+// yet.
+func New(ctx context.Context, cfg Config) (*World, error) {
+	if cfg.Steps == 0 {
+		cfg.Steps = 40
+	}
+	if cfg.Agents == 0 {
+		cfg.Agents = 4
+	}
+	if cfg.Names == 0 {
+		cfg.Names = 3
+	}
+	if cfg.TempDir == nil {
+		return nil, errors.New("sim: Config.TempDir is required")
+	}
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := identity.NewCA(identity.CAOptions{})
+	if err != nil {
+		return nil, err
+	}
+	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
+		store: mock.NewStore(memory.New()), state: &faultyState{State: delivery.NewMemoryState()},
+		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
+		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
+		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
+	w.store.SetFaults(mock.Faults{Hook: w.storeHook})
+	for i := range cfg.Names {
+		w.secrets = append(w.secrets, &secret{})
+		if err := w.put(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.startAgbot(); err != nil {
+		return nil, err
+	}
+	for range cfg.Agents {
+		if err := w.addAgent(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// storeHook denies the agbot the secrets whose denied flag is set, and
+// every read during a read-denied spell.
+func (w *World) storeHook(_ context.Context, c mock.Call) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.denyAll && c.Op != "check-credentials" {
+		return fmt.Errorf("sim: every read denied: %w", edgesecrets.ErrPermission)
+	}
+	for i, s := range w.secrets {
+		if s.denied && c.Name == name(i) {
+			return fmt.Errorf("sim: %s denied: %w", c.Name, edgesecrets.ErrPermission)
+		}
+	}
+	return nil
+}
+
+// setStoreFault sets a fault of every call on top of the per-secret
+// denials.
+func (w *World) setStoreFault(f mock.Faults) {
+	f.Hook = w.storeHook
+	w.store.SetFaults(f)
+}
+
+// put writes secret i's next version.
+func (w *World) put(ctx context.Context, i int) error {
+	w.mu.Lock()
+	s := w.secrets[i]
+	s.version++
+	v := s.version
+	w.mu.Unlock()
+	if _, err := w.store.Inner.Put(ctx, &secretstore.Secret{Name: name(i), Data: edgesecrets.Data{"value": []byte(value(i, v))}}, secretstore.PutOptions{}); err != nil {
+		return fmt.Errorf("sim: writing %s: %w", name(i), err)
+	}
+	w.mu.Lock()
+	s.exists = true
+	w.mark(s)
+	w.mu.Unlock()
+	return nil
+}
+
+// mark ends or starts a span of unreadability after a change of s; w.mu
+// held.
+func (w *World) mark(s *secret) {
+	now := time.Now()
+	switch {
+	case s.readable() && !s.goneSince.IsZero():
+		s.spans = append(s.spans, [2]time.Time{s.goneSince, now})
+		s.goneSince = time.Time{}
+	case !s.readable() && s.goneSince.IsZero():
+		s.goneSince = now
+	}
+}
+
+func (w *World) del(ctx context.Context, i int) error {
+	if err := w.store.Inner.Delete(ctx, name(i)); err != nil && !errors.Is(err, edgesecrets.ErrNotFound) {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.secrets[i].exists = false
+	w.mark(w.secrets[i])
+	return nil
+}
+
+func (w *World) deny(i int, denied bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.secrets[i].denied = denied
+	w.mark(w.secrets[i])
+}
+
+// deployment is what node's service gets: api_key bound to the store
+// secret the node's index chooses.
+func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
+	i := -1
+	for _, a := range w.agents {
+		if a.name == n.Node {
+			i = a.bound
+		}
+	}
+	if n.Org != org || i < 0 {
+		return agbot.Deployment{}, false
+	}
+	svc, err := binding.DecodeServiceDefinition(strings.NewReader(`{"org": "myorg", "url": "web", "version": "1.0.0", "arch": "amd64",
+		"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"api_key": {}}}}}}`))
+	if err != nil {
+		panic(err) // constant
+	}
+	target, err := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+		"service": {"name": "web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "web", "serviceArch": "amd64",
+			"serviceVersionRange": "[1.0.0,INFINITY)", "secrets": [{"api_key": "` + vault(i) + `"}]}]}`))
+	if err != nil {
+		panic(err) // constant but for the name
+	}
+	catalog, err := binding.NewCatalog(svc)
+	if err != nil {
+		panic(err)
+	}
+	return agbot.Deployment{Target: target, Resolver: catalog}, true
+}
+
+// startAgbot starts an agbot over the world's state, identity records,
+// keys and CA: at the start, and after a crash.
+func (w *World) startAgbot() error {
+	log, logs := logtest.NewLogger()
+	w.agbotLogs = append(w.agbotLogs, logs)
+	a, err := agbot.New(agbot.Options{
+		Delivery: delivery.Options{Store: w.store.Store, State: w.state, Keys: w.keys, Interval: interval, Grace: grace,
+			ReplyTimeout: 2 * time.Second, InitialDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
+			OnCancel: w.onCancel},
+		Identities: w.certs,
+		CA:         w.ca,
+		Attest:     func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
+		Authenticate: func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {
+			return secretsapi.Caller{}, errors.New("no")
+		},
+		Deploy: func(_ context.Context, n relay.Node) (agbot.Deployment, bool) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.deployment(n)
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	w.agbot, w.agbotCancel, w.agbotDone = a, cancel, done
+	w.net.set(host, a.Handler())
+	return nil
+}
+
+// crashAgbot stops the agbot (its relay and memory go with it) and starts
+// another on the same state.
+func (w *World) crashAgbot() error {
+	w.net.set(host, nil)
+	w.agbotCancel()
+	if err := <-w.agbotDone; err != nil {
+		w.violate("the agbot's Run returned %v", err)
+	}
+	return w.startAgbot()
+}
+
+// onCancel checks the invariant that no agreement is cancelled without a
+// deletion or loss of access to its secret alone that lasted the grace
+// period.
+func (w *World) onCancel(_ context.Context, id string, c delivery.Cancellation) {
+	w.mu.Lock()
+	w.cancels[id] = c
+	w.stats.Cancellations++
+	var s *secret
+	for i := range w.secrets {
+		if name(i) == c.StoreName {
+			s = w.secrets[i]
+		}
+	}
+	ok := false
+	now := time.Now()
+	if s != nil {
+		if !s.goneSince.IsZero() && now.Sub(s.goneSince) >= grace {
+			ok = true
+		}
+		for _, sp := range s.spans {
+			if sp[1].Sub(sp[0]) >= grace {
+				ok = true
+			}
+		}
+	}
+	w.mu.Unlock()
+	if !ok {
+		w.violate("agreement %s cancelled (%s, %v) without %q unreadable for the grace period %v", id, c.Reason, c.Kind, c.StoreName, grace)
+	}
+}
+
+// addAgent adds a node and starts its agent.
+func (w *World) addAgent(ctx context.Context) error {
+	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+	if err != nil {
+		return err
+	}
+	root, err := w.root()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	a := &simAgent{name: "node-" + strconv.Itoa(len(w.agents)), bound: w.rng.IntN(len(w.secrets)), keys: keys, root: root}
+	w.agents = append(w.agents, a)
+	w.stats.Agreements++
+	w.mu.Unlock()
+	return w.startAgent(ctx, a)
+}
+
+func (w *World) startAgent(ctx context.Context, a *simAgent) error {
+	log, logs := logtest.NewLogger()
+	a.logs = logs
+	ag, err := agent.New(ctx, agent.Options{
+		Instance: identity.Identity{Provider: "sim", Org: org, Node: a.name, InstanceID: a.name},
+		Keys:     a.keys, Agbot: w.keys.Public(), Agbots: []string{"http://" + host},
+		Attest:       func(context.Context) (identity.Attestation, error) { return "attested", nil },
+		Files:        agentapi.Options{Root: a.root},
+		PollInterval: 500 * time.Millisecond, RegisterBackoff: 500 * time.Millisecond, MaxRegisterBackoff: 5 * time.Second,
+		HTTPClient: &http.Client{Transport: w.net, Timeout: 5 * time.Second},
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.agent, a.cancel, a.done, a.started = ag, cancel, make(chan struct{}), true
+	go func() {
+		defer close(a.done)
+		if err := ag.Run(runCtx); err != nil {
+			w.violate("agent %s: Run: %v", a.name, err)
+		}
+	}()
+	return nil
+}
+
+// stopAgent stops an agent's Run and closes its store.
+func (w *World) stopAgent(a *simAgent) {
+	if !a.started {
+		return
+	}
+	a.cancel()
+	<-a.done
+	if err := a.agent.Close(); err != nil {
+		w.violate("agent %s: Close: %v", a.name, err)
+	}
+	a.started = false
+}
+
+// restartAgent restarts an agent: over its files (with its replay state),
+// over new files (without), or over its files with new keys.
+func (w *World) restartAgent(ctx context.Context, a *simAgent, how string) error {
+	w.stopAgent(a)
+	switch how {
+	case "wiped":
+		root, err := w.root()
+		if err != nil {
+			return err
+		}
+		a.root, a.wiped = root, true
+		if !w.cfg.WipeKeepsKeys {
+			keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+			if err != nil {
+				return err
+			}
+			a.keys = keys
+		}
+	case "rekeyed":
+		keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
+		if err != nil {
+			return err
+		}
+		a.keys = keys
+	}
+	return w.startAgent(ctx, a)
+}
+
+// root returns a new directory for an agent's files, private as
+// agentapi.Open requires.
+func (w *World) root() (string, error) {
+	dir := filepath.Join(w.cfg.TempDir(), "secrets")
+	return dir, os.Mkdir(dir, 0o700)
+}
+
+// file returns the content of an agent's secret file, if it has one.
+func (a *simAgent) file() (string, bool) {
+	info, ok := a.agent.Files().Instance("web")
+	if !ok {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
+	if err != nil {
+		return "", false
+	}
+	var content struct{ Value string }
+	if json.Unmarshal(b, &content) != nil {
+		return "", false
+	}
+	return content.Value, true
+}
+
+// Check checks the invariants that hold at every moment.
+func (w *World) Check(ctx context.Context) {
+	for _, a := range w.agents {
+		if !a.started {
+			continue
+		}
+		if a.wiped {
+			a.floor, a.had, a.wiped = 0, false, false
+		}
+		content, ok := a.file()
+		if ok {
+			i, v, parsed := parse(content)
+			switch {
+			case !parsed:
+				w.violate("agent %s holds content the store never had", a.name)
+			case i != a.bound:
+				w.violate("agent %s holds secret s%d, bound to s%d", a.name, i, a.bound)
+			case v < a.floor:
+				w.violate("agent %s went back from version %d to %d of s%d", a.name, a.floor, v, i)
+			default:
+				a.floor = v
+			}
+		}
+		if a.had && !ok {
+			w.mu.Lock()
+			_, cancelled := w.cancels[agbot.AgreementID(relay.Node{Org: org, Node: a.name})]
+			w.mu.Unlock()
+			if !cancelled {
+				w.violate("agent %s lost its file without a cancellation", a.name)
+			}
+		}
+		a.had = ok
+		if strings.Contains(a.logs.String(), Canary) {
+			w.violate("agent %s logged a secret value", a.name)
+		}
+	}
+	for i, logs := range w.agbotLogs {
+		if strings.Contains(logs.String(), Canary) {
+			w.violate("agbot incarnation %d logged a secret value", i)
+		}
+	}
+	err := w.state.State.Records(ctx, func(r delivery.Record) bool {
+		if b, err := json.Marshal(r); err == nil && strings.Contains(string(b), Canary) {
+			w.violate("state record %s holds a secret value", r.ID)
+		}
+		return true
+	})
+	if err != nil {
+		w.violate("reading the state: %v", err)
+	}
+}
+
+// fault counts one injected fault or workload event.
+func (w *World) count(kind string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Faults[kind]++
+}
+
+// Step draws and applies one workload event or fault, then lets time pass.
+func (w *World) Step(ctx context.Context) error {
+	w.stats.Steps++
+	i := w.rng.IntN(len(w.secrets))
+	switch k := w.rng.IntN(20); k {
+	case 0, 1, 2, 3, 4:
+		w.stats.Rotations++
+		if err := w.put(ctx, i); err != nil {
+			return err
+		}
+	case 5:
+		w.stats.Deletions++
+		if err := w.del(ctx, i); err != nil {
+			return err
+		}
+	case 6:
+		w.count("secret.denied")
+		w.deny(i, !w.secrets[i].denied)
+	case 7:
+		w.count("store.outage")
+		w.setStoreFault(mock.Faults{Fail: edgesecrets.ErrUnavailable})
+	case 8:
+		w.count("store.readDenied")
+		w.mu.Lock()
+		w.denyAll = true
+		w.mu.Unlock()
+	case 9:
+		w.count("store.credentials")
+		w.setStoreFault(mock.Faults{Op: "check-credentials", Fail: edgesecrets.ErrPermission})
+	case 10:
+		// Not store latency: the engine's batch reads a secret once under
+		// a sync.Once, and a goroutine waiting on it is not durably
+		// blocked, so a slow store call would stop the bubble's clock.
+		w.count("store.outage.once")
+		w.setStoreFault(mock.Faults{Fail: edgesecrets.ErrUnavailable, Times: 1 + w.rng.IntN(5)})
+	case 11:
+		if slices.Contains(w.cfg.Without, "state.down") {
+			w.count("heal")
+			w.heal()
+			break
+		}
+		w.count("state.down")
+		w.state.setDown(true)
+	case 12:
+		w.count("net.faulty")
+		w.net.setFaults(w.rng.Float64()*0.5, w.rng.Float64()*0.3, time.Duration(w.rng.IntN(2000))*time.Millisecond)
+	case 13:
+		w.count("agbot.frozen")
+		w.net.freeze(host, true)
+	case 14:
+		w.count("agbot.crash")
+		if err := w.crashAgbot(); err != nil {
+			return err
+		}
+	case 15:
+		how := []string{"kept", "wiped", "rekeyed"}[w.rng.IntN(3)]
+		w.count("agent.restart." + how)
+		if err := w.restartAgent(ctx, w.agents[w.rng.IntN(len(w.agents))], how); err != nil {
+			return err
+		}
+	case 16:
+		if slices.Contains(w.cfg.Without, "identity.lost") {
+			w.count("heal")
+			w.heal()
+			break
+		}
+		w.count("identity.lost")
+		w.certs.lose(w.agents[w.rng.IntN(len(w.agents))].name)
+	case 17:
+		w.count("node.new")
+		if err := w.addAgent(ctx); err != nil {
+			return err
+		}
+	default:
+		w.count("heal")
+		w.heal()
+	}
+	time.Sleep(time.Duration(100+w.rng.IntN(3000)) * time.Millisecond)
+	return nil
+}
+
+// heal stops every fault but the per-secret denials.
+func (w *World) heal() {
+	w.mu.Lock()
+	w.denyAll = false
+	w.mu.Unlock()
+	w.setStoreFault(mock.Faults{})
+	w.state.setDown(false)
+	w.net.setFaults(0, 0, 0)
+	w.net.freeze(host, false)
+}
+
+// Quiesce stops every fault, lets the agents converge, and checks each
+// holds its secret's current content (or nothing, when the secret is
+// gone) within Bound.
+func (w *World) Quiesce(ctx context.Context) time.Duration {
+	w.heal()
+	for i := range w.secrets {
+		w.deny(i, false)
+	}
+	start := time.Now()
+	for {
+		pending := w.unconverged()
+		w.Check(ctx)
+		if len(pending) == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > Bound {
+			w.violate("%d s after the faults stopped, agents not current: %s", int(Bound.Seconds()), strings.Join(pending, "; "))
+			return time.Since(start)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// unconverged names the agents whose file is not what the store holds.
+func (w *World) unconverged() []string {
+	var out []string
+	for _, a := range w.agents {
+		w.mu.Lock()
+		s := w.secrets[a.bound]
+		want, exists := value(a.bound, s.version), s.exists
+		w.mu.Unlock()
+		got, ok := a.file()
+		switch {
+		case !exists && ok:
+			out = append(out, fmt.Sprintf("%s holds a deleted secret's content", a.name))
+		case exists && !ok:
+			out = append(out, fmt.Sprintf("%s holds nothing of s%d (%s)", a.name, a.bound, w.status(a)))
+		case exists && got != want:
+			_, v, _ := parse(got)
+			out = append(out, fmt.Sprintf("%s holds version %d of s%d, the store %d", a.name, v, a.bound, s.version))
+		}
+	}
+	return out
+}
+
+// status describes the agbot's agreement with a's node, for a violation.
+func (w *World) status(a *simAgent) string {
+	id := agbot.AgreementID(relay.Node{Org: org, Node: a.name})
+	if path := os.Getenv("SIM_DUMP"); path != "" {
+		var b strings.Builder
+		for i, l := range w.agbotLogs {
+			for _, line := range strings.Split(l.String(), "\n") {
+				if strings.Contains(line, id) || strings.Contains(line, a.name) {
+					fmt.Fprintf(&b, "agbot%d %s\n", i, line)
+				}
+			}
+		}
+		b.WriteString(a.logs.String())
+		_ = os.WriteFile(path+"."+a.name, []byte(b.String()), 0o600)
+	}
+	st, err := w.agbot.Engine().Status(context.Background(), id)
+	if err != nil {
+		w.mu.Lock()
+		c, cancelled := w.cancels[id]
+		w.mu.Unlock()
+		return fmt.Sprintf("agbot: %v; cancelled %v (%s)", err, cancelled, c.Reason)
+	}
+	return fmt.Sprintf("agbot: phase %v, in sync %v, waiting %q, last error %q, rejection %q", st.Phase, st.InSync, st.Waiting, st.LastError, st.Rejection)
+}
+
+// Close stops the agents and the agbot, and returns the run's
+// statistics and violations.
+func (w *World) Close() (Stats, []string) {
+	for _, a := range w.agents {
+		w.stopAgent(a)
+	}
+	w.net.set(host, nil)
+	w.agbotCancel()
+	if err := <-w.agbotDone; err != nil {
+		w.violate("the agbot's Run returned %v", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.net.mu.Lock()
+	for k, v := range w.net.count {
+		w.stats.Faults[k] += v
+	}
+	w.net.mu.Unlock()
+	w.stats.Violations = len(w.problems)
+	return w.stats, slices.Clone(w.problems)
+}

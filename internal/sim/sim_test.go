@@ -1,0 +1,162 @@
+package sim_test
+
+import (
+	"flag"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/sim"
+)
+
+var (
+	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
+	seedsFlag = flag.Int("sim.seeds", 120, "seeds of the bounded run")
+	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
+	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
+)
+
+// ciWithout are the faults the bounded run leaves out while the agbot
+// bugs they trigger are open (TestKnownFailures): none since the deploy
+// retries through a state outage and drops a lost identity's
+// certificate (TestFixedSeeds).
+var ciWithout []string
+
+// knownCI are the seeds the bounded run skips: they fail, with its
+// faults, for a bug TestKnownFailures replays.
+var knownCI = map[uint64]bool{113: true}
+
+// runSeed runs one seed in its own synctest bubble and returns its
+// statistics; a violation fails the test with the command replaying it.
+func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
+	stats, problems := simulate(t, seed, edit...)
+	for _, p := range problems {
+		t.Errorf("seed %d: %s", seed, p)
+	}
+	if len(problems) > 0 {
+		if *knownFlag {
+			t.Errorf("replay: go test -race -count=1 -run '%s' ./internal/sim -sim.known", t.Name())
+		} else {
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+		}
+	}
+	return stats
+}
+
+// simulate runs one seed in its own synctest bubble and returns its
+// statistics and the invariants it broke.
+func simulate(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []string) {
+	var stats sim.Stats
+	var problems []string
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
+		for _, e := range edit {
+			if e != nil {
+				e(&cfg)
+			}
+		}
+		w, err := sim.New(ctx, cfg)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		var stepErr error
+		for range 40 {
+			if stepErr = w.Step(ctx); stepErr != nil {
+				break
+			}
+			w.Check(ctx)
+		}
+		if stepErr == nil {
+			w.Quiesce(ctx)
+		}
+		stats, problems = w.Close()
+		if stepErr != nil {
+			t.Errorf("seed %d: %v", seed, stepErr)
+		}
+	})
+	return stats, problems
+}
+
+// The bounded run of the test command: -sim.seeds seeds (or the one
+// -sim.seed), every invariant after every step; -sim.soak=1h runs seeds
+// for an hour instead.
+func TestSimulation(t *testing.T) {
+	var total sim.Stats
+	start := time.Now()
+	switch {
+	case *seedFlag != 0:
+		total.Add(runSeed(t, *seedFlag))
+	case *soakFlag > 0:
+		for seed := uint64(1); time.Since(start) < *soakFlag && !t.Failed(); seed++ {
+			total.Add(runSeed(t, seed))
+		}
+	default:
+		n := *seedsFlag
+		if testing.Short() {
+			n = 20
+		}
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			if knownCI[seed] {
+				continue // replayed by TestKnownFailures
+			}
+			total.Add(runSeed(t, seed))
+		}
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
+}
+
+// The seeds of failures the simulation found and that are fixed: each
+// failed before its fix.
+func TestFixedSeeds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		edit func(*sim.Config)
+	}{
+		// An agent published its certificate (after a restart, or to a
+		// restarted agbot) while the state was down: the agbot's deploy
+		// logged "not deploying: the state did not answer" and was never
+		// tried again (agbot/deploy.go, existing); it is now tried again
+		// until the state answers.
+		{"seed 4: a deploy meeting a state outage is tried again", 4, func(c *sim.Config) { c.Without = nil }},
+		{"seed 23: a re-keyed agent meeting a state outage is deployed", 23, func(c *sim.Config) { c.Without = []string{"identity.lost"} }},
+		// A node's agreement was cancelled, its agent's identity record
+		// lost on the agbot; when the secret came back the deploy failed
+		// "the agent's identity did not verify" and kept the certificate
+		// on the relay, so the agent never learnt to register again. The
+		// deploy now drops it, as Keys does.
+		{"seed 16: a lost identity no longer strands a node whose agreement ended", 16, func(c *sim.Config) { c.Without = []string{"state.down"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
+	}
+}
+
+// The seeds of failures the simulation found that are not fixed here (the
+// fixes belong in package agbot or the agreement protocol, outside this
+// change). Each replays with -sim.known and fails while its bug is open.
+func TestKnownFailures(t *testing.T) {
+	if !*knownFlag {
+		t.Skip("known failures, unfixed; run with -sim.known")
+	}
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		edit func(*sim.Config)
+	}{
+		// An agent restarts without its files but with its keys: the
+		// agbot resyncs the node, the agent rejects each update ("no
+		// instance holds secrets of agreement") and the engine tries it
+		// again forever, never proposing again. The reply carries only a
+		// sentence; the engine would need a kind to act on.
+		{"seed 7: an agent wiped with its keys is never proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
+		// A restarted agbot finishes telling an agent its agreement was
+		// cancelled (the secret forbidden over the grace period) after
+		// the secret is readable again and the deployment's wait has
+		// fired; the node is not deployed again.
+		{"seed 113: a secret back while its cancellation is delivered strands the node", 113, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
+	}
+}
