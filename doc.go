@@ -28,8 +28,8 @@
 // Which package for what:
 //
 //   - [github.com/edgesecrets/edgesecrets/secretstore]: the portable Store
-//     type over a backend's driver (validation, retries, call counts), the
-//     Secret model, error kinds, config and backend registry, and the
+//     type over a backend's driver (validation, retries, call counts,
+//     metrics), the Secret model, config and backend registry, and the
 //     rotation Watcher.
 //   - secretstore/driver: the interface a backend implements.
 //   - secretstore/memory, secretstore/vault, secretstore/awssm: the backends.
@@ -51,7 +51,12 @@
 //     sealing secrets to an agent.
 //   - agentapi: on-node secret files and the service-facing secrets API, in
 //     the design's profile or Open Horizon's (/api/v1/secrets).
+//   - agbot: the hub side assembled (engine, identity issuer, deploy step,
+//     and one HTTP handler with the secrets-manager API, the identity API
+//     and the message relay), one Options and Run.
+//   - agent: the node side assembled (identity kept registered, the relay
+//     polled, messages applied, the services' API), one Options and Run.
+//   - relay: the agreement-message relay between them, standing in for the
+//     Open Horizon exchange.
 //   - mock: test doubles for embedders (a fault-injecting Store, a dev agent).
-//
-// This package holds documentation only.
 package edgesecrets
