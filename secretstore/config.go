@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config selects and configures a backend. Its JSON form is
@@ -307,6 +308,9 @@ type Backend interface {
 type OpenOptions struct {
 	// Logger receives the backend's diagnostics. Nil discards them.
 	Logger *slog.Logger
+	// MeterProvider makes the store's instruments (Options.MeterProvider);
+	// nil means the global one.
+	MeterProvider metric.MeterProvider
 }
 
 // The backend registry, the package's only mutable state (as database/sql's

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -92,6 +93,9 @@ type Options struct {
 	// Logger receives diagnostics (operation, name, AWS error code, request
 	// id; never values). Nil discards them.
 	Logger *slog.Logger
+	// MeterProvider makes the store's instruments
+	// (secretstore.Options.MeterProvider); nil means the global one.
+	MeterProvider metric.MeterProvider
 }
 
 // store is the driver over AWS Secrets Manager.
@@ -118,7 +122,7 @@ func New(ctx context.Context, opts Options) (*secretstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return secretstore.New(s, secretstore.Options{Scope: s.scope, MaxAttempts: attempts, MaxBackoff: opts.MaxBackoff, Backend: "awssm"})
+	return secretstore.New(s, secretstore.Options{Scope: s.scope, MaxAttempts: attempts, MaxBackoff: opts.MaxBackoff, Backend: "awssm", MeterProvider: opts.MeterProvider})
 }
 
 // newDriver returns the driver opts describe, and how many attempts the

@@ -161,6 +161,6 @@ func (b backend) Open(ctx context.Context, cfg secretstore.Config, oo secretstor
 	return New(ctx, Options{
 		AWSConfig: &awsCfg, Scope: cfg.DefaultScope, RecoveryWindowDays: c.RecoveryWindowDays,
 		ForceDelete: c.ForceDelete, KMSKeyID: c.KMSKeyID, MaxAttempts: c.MaxAttempts, MaxBackoff: maxBackoff,
-		Logger: oo.Logger,
+		Logger: oo.Logger, MeterProvider: oo.MeterProvider,
 	})
 }

@@ -130,6 +130,6 @@ func (backend) Validate(cfg secretstore.Config) error {
 	return cfg.DecodeSection(&config{})
 }
 
-func (backend) Open(_ context.Context, cfg secretstore.Config, _ secretstore.OpenOptions) (*secretstore.Store, error) {
-	return secretstore.New(newDriver(), secretstore.Options{Scope: cfg.DefaultScope, MaxAttempts: 1, Backend: backendType})
+func (backend) Open(_ context.Context, cfg secretstore.Config, opts secretstore.OpenOptions) (*secretstore.Store, error) {
+	return secretstore.New(newDriver(), secretstore.Options{Scope: cfg.DefaultScope, MaxAttempts: 1, Backend: backendType, MeterProvider: opts.MeterProvider})
 }

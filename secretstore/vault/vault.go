@@ -86,6 +86,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/vault/api"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/time/rate"
 
 	"github.com/edgesecrets/edgesecrets"
@@ -110,6 +111,9 @@ type Options struct {
 	// Logger receives logins, renewals and failures; never a token or a
 	// value. Nil discards.
 	Logger *slog.Logger
+	// MeterProvider makes the store's instruments
+	// (secretstore.Options.MeterProvider); nil means the global one.
+	MeterProvider metric.MeterProvider
 	// WrapTransport wraps the HTTP transport of the client New makes,
 	// which already carries the configured TLS settings: to count or
 	// record requests in tests, or to add tracing.
@@ -142,7 +146,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	case opts.Client != nil:
 		attempts = 1
 	}
-	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts, Backend: "vault"})
+	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts, Backend: "vault", MeterProvider: opts.MeterProvider})
 	if err != nil {
 		_ = d.Close()
 		return nil, err
@@ -663,5 +667,5 @@ func (backend) Open(ctx context.Context, cfg secretstore.Config, o secretstore.O
 		return nil, err
 	}
 	c.Scope = cfg.DefaultScope
-	return New(ctx, c, Options{Logger: o.Logger})
+	return New(ctx, c, Options{Logger: o.Logger, MeterProvider: o.MeterProvider})
 }
