@@ -25,6 +25,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -413,42 +414,11 @@ func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 	nd.eventually("v1", 15*time.Second)
 }
 
-// lostRecords is the hub's identity records, which a test can make lose
-// every record at once.
-type lostRecords struct {
-	mu    sync.Mutex
-	inner identity.CertStore
-}
-
-func (s *lostRecords) store() identity.CertStore {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inner
-}
-
-func (s *lostRecords) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inner = identity.NewMemoryCertStore()
-}
-
-func (s *lostRecords) Get(ctx context.Context, provider, id string) (identity.Record, error) {
-	return s.store().Get(ctx, provider, id)
-}
-
-func (s *lostRecords) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
-	return s.store().Put(ctx, rec)
-}
-
-func (s *lostRecords) UseNonce(ctx context.Context, u identity.NonceUse) error {
-	return s.store().UseNonce(ctx, u)
-}
-
 // A deploy whose agent's identity the records lost drops its certificate
 // from the relay, as Keys does, so that the agent learns it and registers
 // again (found by the fault simulation, seed 16 of internal/sim).
 func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
-	records := &lostRecords{inner: identity.NewMemoryCertStore()}
+	records := certstoretest.NewForgetful()
 	h := newHub(t, func(o *agbot.Options) { o.Identities = records })
 	h.put("myorg/web/api-key", "v1")
 	nd := h.node("node-1")
@@ -456,7 +426,7 @@ func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
 
 	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
 	require.NoError(t, err, "in sync: nothing is sent that would verify the agent meanwhile")
-	records.forget()
+	records.Forget()
 	n, err := h.agbot.Redeploy(t.Context()) // as the secret coming back does
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

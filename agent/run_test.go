@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,38 +14,8 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 )
-
-// swapStore is the hub's identity records, which a test can make lose
-// every record at once (a hub whose records were lost).
-type swapStore struct {
-	mu    sync.Mutex
-	inner identity.CertStore
-}
-
-func (s *swapStore) store() identity.CertStore {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inner
-}
-
-func (s *swapStore) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inner = identity.NewMemoryCertStore()
-}
-
-func (s *swapStore) Get(ctx context.Context, provider, instanceID string) (identity.Record, error) {
-	return s.store().Get(ctx, provider, instanceID)
-}
-
-func (s *swapStore) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
-	return s.store().Put(ctx, rec)
-}
-
-func (s *swapStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
-	return s.store().UseNonce(ctx, u)
-}
 
 // run runs the fixture's agent until the test ends.
 func (f *fixture) run() {
@@ -110,7 +79,7 @@ func TestRunRegistersAndTakesMessages(t *testing.T) {
 // own, once the agbot refuses its certificate, and is delivered to again
 // (issue 28: the agent recovers on its own).
 func TestRunRegistersAgainWhenTheHubLostTheIdentity(t *testing.T) {
-	records := &swapStore{inner: identity.NewMemoryCertStore()}
+	records := certstoretest.NewForgetful()
 	f := newFixture(t, func(o *Options) { o.RegisterBackoff = 50 * time.Millisecond })
 	var err error
 	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{Store: records,
@@ -121,7 +90,7 @@ func TestRunRegistersAgainWhenTheHubLostTheIdentity(t *testing.T) {
 	first := f.published(nil)
 	assert.True(t, f.post(f.proposal("agreement-1", "VALUE-1")).Accepted)
 
-	records.forget()
+	records.Forget()
 	// The agbot finds the certificate no longer verifies and drops it
 	// from its relay (agbot.Agbot.Keys does so); the agent publishes it
 	// again, learns that its identity is lost, and registers again.
