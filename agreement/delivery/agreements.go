@@ -56,6 +56,7 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	if err != nil {
 		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
 	}
+	e.track(r, r.CreatedAt)
 	e.log.Info("agreement registered", slog.String("agreement", a.ID), slog.String("node", a.Node), slog.Any("bindings", bindingsLog(r)))
 	e.notify()
 	e.changedNow()
@@ -203,6 +204,7 @@ func (e *Engine) Drop(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("delivery: drop agreement %q: %w", id, err)
 	}
+	e.conds.drop(id)
 	e.log.Info("agreement dropped", slog.String("agreement", id))
 	e.changedNow()
 	return nil
@@ -247,13 +249,14 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	}
 	now := time.Now()
 	var applyErr error
+	fx := newReplyEffects()
 	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
 		if r.Node != node {
 			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, edgesecrets.ErrInvalid, r.ID, r.Node)
 			return keep
 		}
 		var a action
-		a, applyErr = e.applyReply(ctx, r, keys, envelope, now)
+		a, applyErr = e.applyReply(ctx, r, keys, envelope, now, fx)
 		return a
 	})
 	switch {
@@ -265,6 +268,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 		e.log.Debug("the agent answered an earlier message", slog.String("agreement", h.AgreementID), slog.String("err", applyErr.Error()))
 		return nil
 	}
+	e.finishReplies(ctx, fx, now)
 	e.notify()
 	return applyErr
 }
@@ -331,6 +335,7 @@ func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
 	})
 	if len(released) > 0 {
 		e.log.Warn("held cancellations released by the operator", slog.Int("agreements", len(released)))
+		e.inst.cancellation(eventReleased, len(released))
 		e.notify()
 		e.notifyCancels(ctx, released)
 		e.mu.Lock()
@@ -420,6 +425,7 @@ func (e *Engine) Health(context.Context) Health {
 		h.StateProblem = e.stateErr.Error()
 	}
 	h.Reasons = e.reasonCounts()
+	h.Conditions = e.conditionCounts()
 	e.mu.Unlock()
 	if h.StateProblem == "" {
 		h.StateProblem = e.member.Problem()

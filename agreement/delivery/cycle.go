@@ -56,6 +56,12 @@ func (c cycleReport) healthy() bool {
 	return c.credErr == nil && c.fine > 0 && (c.forbidden == 0 || c.fineAlone > 0)
 }
 
+// credentials reports whether the cycle's problem is the agbot's own
+// credentials or access, not the store's availability.
+func (c cycleReport) credentials() bool {
+	return c.credErr != nil || c.watched > 0 && c.fine == 0 && c.forbidden > 0 || c.forbidden > 0 && c.fineAlone == 0
+}
+
 // problem says why the store is not healthy, or what part of it failed.
 func (c cycleReport) problem() string {
 	switch {
@@ -104,10 +110,12 @@ func (e *Engine) cycle(ctx context.Context) {
 		return
 	}
 	rep := e.applyCycle(c)
+	e.inst.changes.Add(ctx, int64(len(c.Events)))
 	e.setStoreProblem(rep)
 	e.observe(ctx, now, rep)
 	e.redeploy(ctx, e.readyWaits(ctx, waits))
 	e.scan(ctx, now, rep.healthy(), rep.present)
+	e.inst.cycle(rep, time.Since(now))
 }
 
 // syncNames makes the watcher watch exactly the names the state binds and
@@ -191,6 +199,7 @@ func (e *Engine) setStoreProblem(rep cycleReport) {
 	e.mu.Lock()
 	was := e.health.StoreProblem
 	e.health.StoreProblem = problem
+	e.credProblem = problem != "" && rep.credentials()
 	e.mu.Unlock()
 	switch {
 	case problem != "" && problem != was:
@@ -237,10 +246,10 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 		if had && o.State == Present && o.Tag == tag {
 			continue // as recorded (a restart, or a read already found it)
 		}
+		// Since is when this content was first observed: the start of
+		// its convergence (edgesecrets.delivery.convergence.duration).
 		fresh := Observation{Name: n, State: Present, Tag: tag, Since: now, CheckedAt: now}
-		if had && o.State == Present {
-			fresh.Since = o.Since
-		} else if had && o.State != Unknown {
+		if had && o.State != Unknown && o.State != Present {
 			e.log.Info("store secret is back", slog.String("secret", n))
 		}
 		e.reader.Invalidate(n)
@@ -396,6 +405,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 			e.review.live[r.ID] = r.LastError
 		}
 		if r.Phase == PhaseCancelling {
+			e.conds.set(r.ID, r.Node, e.conditionOf(&r, false, now))
 			counts.Pending++
 			if e.diverged(&r, now) {
 				counts.Diverged++
@@ -406,6 +416,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 			return
 		}
 		ev := evaluate(&r, obs, now, confirmed)
+		e.conds.set(r.ID, r.Node, e.conditionOf(&r, ev.inSync, now))
 		if !ev.inSync {
 			counts.Pending++
 			if e.diverged(&r, now) {
@@ -489,6 +500,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 			settle(r, now, now)
 			return save
 		})
+		e.inst.cancellation(eventReleased, n)
 		e.log.Info("held cancellations released: their secrets are back", slog.Int("agreements", n))
 	}
 	heldNow := 0
@@ -525,6 +537,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	if passEnd {
 		v.total = max(v.counts.Agreements, 1)
 		v.counts, v.checked = Health{}, 0
+		e.conds.passEnded()
 	}
 }
 
@@ -540,6 +553,7 @@ func (e *Engine) hold(ctx context.Context, decided map[string]Cancellation) (int
 		held[r.ID] = true
 		return save
 	})
+	e.inst.cancellation(eventHeld, len(held))
 	return len(held), err
 }
 
@@ -558,6 +572,7 @@ func (e *Engine) cancel(ctx context.Context, decided map[string]Cancellation, no
 		return save
 	})
 	ids := slices.Sorted(maps.Keys(changed))
+	e.inst.cancellation(eventDecided, len(ids))
 	for _, id := range ids {
 		c := decided[id]
 		e.log.Warn("agreement cancelled: its secret was revoked", slog.String("agreement", id), slog.String("reason", c.Reason))

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // NoGrace, as Options.Grace, cancels a revoked agreement as soon as the
@@ -154,6 +155,10 @@ type Options struct {
 	// EnvelopeOptions are passed to the seal and open calls, for example
 	// AllowedSuites.
 	EnvelopeOptions agreement.Options
+	// MeterProvider gives the engine's OpenTelemetry instruments (the
+	// README's "Metrics" lists them); nil: the global provider, a no-op
+	// until the embedder installs one.
+	MeterProvider metric.MeterProvider
 	// Logger receives what the engine does, naming agreements, nodes and
 	// store names, never values. Nil discards.
 	Logger *slog.Logger
@@ -212,6 +217,11 @@ type Health struct {
 	// it cannot deliver now (Status.Reason), with an example of each; nil
 	// when none.
 	Reasons []ReasonCount
+	// Conditions counts the agreements this engine knows by condition
+	// (and reason, when waiting), as it keeps them while it works:
+	// Engine.Agreements lists them. Conditions with no agreements are
+	// left out.
+	Conditions []ConditionCount
 }
 
 // Engine is the agbot's delivery engine; see the package documentation.
@@ -255,11 +265,17 @@ type Engine struct {
 	deploys   map[string]pendingDeploy
 	deployGen uint64
 
-	mu       sync.Mutex
-	reasons  map[string]reasonEntry // by agreement id: why it is held back (noteReason)
-	changed  chan struct{}          // closed and replaced whenever a record changes
-	health   Health                 // counts of the last review pass, store problem of the last cycle
-	stateErr error                  // the last State failure; nil once a call succeeded
+	mu      sync.Mutex
+	reasons map[string]reasonEntry // by agreement id: why it is held back (noteReason)
+	// credProblem: the store's problem is the agbot's own credentials or
+	// access (a metric's component).
+	credProblem bool
+
+	conds    *conditions // every known agreement's condition
+	inst     *instruments
+	changed  chan struct{} // closed and replaced whenever a record changes
+	health   Health        // counts of the last review pass, store problem of the last cycle
+	stateErr error         // the last State failure; nil once a call succeeded
 }
 
 // New returns an Engine, or an error naming every missing or invalid
@@ -301,6 +317,10 @@ func New(opts Options) (*Engine, error) {
 		deploys:   map[string]pendingDeploy{},
 		reasons:   map[string]reasonEntry{},
 		changed:   make(chan struct{}),
+		conds:     newConditions(),
+	}
+	if e.inst, err = newInstruments(opts.MeterProvider, e); err != nil {
+		return nil, err
 	}
 	if m, ok := opts.State.(Membership); ok {
 		e.member.m = m

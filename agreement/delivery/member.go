@@ -87,6 +87,7 @@ func (e *Engine) keepMembership(ctx context.Context) {
 		case err == nil:
 			if !joined {
 				e.log.Info("joined the shared state", slog.String("member", e.cfg.Member), slog.Uint64("incarnation", lease.Incarnation), slog.Duration("period", lease.Period))
+				e.inst.member(eventJoined)
 				e.notify()
 			}
 			joined = true
@@ -97,9 +98,11 @@ func (e *Engine) keepMembership(ctx context.Context) {
 		case errors.Is(err, ErrLeaseLost):
 			e.log.Error("membership of the shared state lost: delivering nothing until joined again", slog.String("member", e.cfg.Member), slog.String("err", err.Error()))
 			e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
+			e.inst.member(eventLeaseLost)
 			joined, wait = false, 0
 		default:
 			e.log.Error("could not renew the membership of the shared state; delivering stops when the lease runs out", slog.String("member", e.cfg.Member), slog.String("err", err.Error()))
+			e.inst.member(eventRenewFailed)
 			e.member.mu.Lock()
 			e.member.problem = "could not renew the membership of the shared state: " + err.Error()
 			e.member.mu.Unlock()

@@ -4,19 +4,19 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 )
 
 // ReasonCode says, from a small closed set, why the engine cannot deliver
-// an agreement now. Codes are stable: tools and metrics may match on them.
-// Each code is logged once per agreement and cause (code and message): at
-// WARN for the codes that need someone to act (ReasonAgentUnverified,
-// ReasonFormatUnrenderable, ReasonSealFailed), at INFO for
-// ReasonSecretAbsent and ReasonAgentRejected, at DEBUG for the passing ones
-// (ReasonStoreUnavailable, which Health.StoreProblem reports once for all,
-// and ReasonObservationBehind); again only when the cause changes or after
-// it cleared.
+// an agreement now. Codes are stable: tools, metrics (the "reason"
+// attribute of edgesecrets.delivery.agreements) and alerts match on them.
+// A new cause (code and message) of an agreement is logged once, at WARN,
+// and its clearing at INFO; several agreements with one code in one batch
+// of work are one line with their count. The passing codes
+// (ReasonStoreUnavailable and ReasonStateUnavailable, which Health reports
+// once for all, and ReasonObservationBehind) are logged at DEBUG.
 type ReasonCode string
 
 // Reason codes.
@@ -47,17 +47,36 @@ const (
 	// sends it again after a backoff. The message is the agent's reason
 	// (Status.Rejection).
 	ReasonAgentRejected ReasonCode = "AgentRejected"
+	// ReasonAgentUnreachable: the last message could not be handed to the
+	// agent (the transport failed or timed out); the engine sends it again
+	// after a backoff, and the reason holds until the agent answers.
+	ReasonAgentUnreachable ReasonCode = "AgentUnreachable"
+	// ReasonStoreCredentials: the store refused the agbot a bound secret's
+	// value; with Health.StoreProblem set, its own credentials or access
+	// are at fault.
+	ReasonStoreCredentials ReasonCode = "StoreCredentials"
+	// ReasonStateUnavailable: the state could not be read or written
+	// (Health.StateProblem); nothing is delivered until it is back. It is
+	// an engine-wide problem (the edgesecrets.delivery.problems gauge),
+	// never an agreement's.
+	ReasonStateUnavailable ReasonCode = "StateUnavailable"
+	// ReasonDiverged: the agent has left a message unanswered for longer
+	// than Options.DivergedAfter (ConditionDiverged); the engine keeps
+	// trying.
+	ReasonDiverged ReasonCode = "Diverged"
+	// ReasonCancellationHeld: a cancellation was decided and held by the
+	// budget (ConditionCancellationHeld) until the secret returns or
+	// Engine.ReleaseHeld.
+	ReasonCancellationHeld ReasonCode = "CancellationHeld"
 )
 
 // level is the log level of a new cause of the code.
 func (c ReasonCode) level() slog.Level {
 	switch c {
-	case ReasonAgentUnverified, ReasonFormatUnrenderable, ReasonSealFailed:
-		return slog.LevelWarn
-	case ReasonSecretAbsent, ReasonAgentRejected:
-		return slog.LevelInfo
+	case ReasonStoreUnavailable, ReasonObservationBehind, ReasonStateUnavailable:
+		return slog.LevelDebug // passing, or reported once for all (Health)
 	}
-	return slog.LevelDebug
+	return slog.LevelWarn
 }
 
 // rank orders the codes of one agreement's problems: the one reported is
@@ -72,10 +91,12 @@ func (c ReasonCode) rank() int {
 		return 2
 	case ReasonSecretAbsent:
 		return 3
-	case ReasonStoreUnavailable:
+	case ReasonStoreCredentials:
 		return 4
+	case ReasonStoreUnavailable:
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // Reason is why the engine cannot deliver an agreement (or part of it)
@@ -106,10 +127,26 @@ type reasonEntry struct {
 	seen time.Time
 }
 
-// noteReason records what reconciling agreement id (on node) found: its
-// reason, or none (nil). A new cause (code or message) is logged, at the
-// code's level; one that goes away after a WARN is logged at INFO.
-func (e *Engine) noteReason(id, node string, rs *Reason, now time.Time) {
+// reasonNotes collects the reasons one batch of work found, and logs
+// their changes once it is done: each new cause (code and message) at its
+// code's level, and its clearing at INFO after a WARN; several agreements
+// with the same code in one batch are one line with their count.
+type reasonNotes struct {
+	e    *Engine
+	new  map[ReasonCode][]reasonEntryLog
+	gone map[ReasonCode][]reasonEntryLog
+}
+
+type reasonEntryLog struct{ id, node, why string }
+
+func (e *Engine) reasonNotes() *reasonNotes {
+	return &reasonNotes{e: e, new: map[ReasonCode][]reasonEntryLog{}, gone: map[ReasonCode][]reasonEntryLog{}}
+}
+
+// note records what working on agreement id (on node) found: its reason,
+// or none (nil).
+func (n *reasonNotes) note(id, node string, rs *Reason, now time.Time) {
+	e := n.e
 	e.mu.Lock()
 	old, had := e.reasons[id]
 	switch {
@@ -125,11 +162,69 @@ func (e *Engine) noteReason(id, node string, rs *Reason, now time.Time) {
 	e.mu.Unlock()
 	switch {
 	case rs == nil && had && old.Code.level() >= slog.LevelWarn:
-		e.log.Info("agreement no longer held back", slog.String("agreement", id), slog.String("node", node), slog.String("was", string(old.Code)))
+		n.gone[old.Code] = append(n.gone[old.Code], reasonEntryLog{id: id, node: node})
 	case rs != nil && (!had || old.Code != rs.Code || old.Message != rs.Message):
-		e.log.Log(context.Background(), rs.Code.level(), "agreement cannot be delivered now; will try again",
-			slog.String("agreement", id), slog.String("node", node), slog.String("reason", string(rs.Code)), slog.String("why", rs.Message))
+		n.new[rs.Code] = append(n.new[rs.Code], reasonEntryLog{id: id, node: node, why: rs.Message})
 	}
+}
+
+// aggregateAbove is how many agreements of one code a batch logs one by
+// one; more are one line with their count.
+const aggregateAbove = 3
+
+// flush logs what the batch changed.
+func (n *reasonNotes) flush() {
+	log := n.e.log
+	ctx := context.Background()
+	for _, code := range slices.Sorted(maps.Keys(n.new)) {
+		ents := n.new[code]
+		if len(ents) <= aggregateAbove {
+			for _, x := range ents {
+				log.Log(ctx, code.level(), "agreement cannot be delivered now; will try again",
+					slog.String("agreement", x.id), slog.String("node", x.node), slog.String("reason", string(code)), slog.String("why", x.why))
+			}
+			continue
+		}
+		log.Log(ctx, code.level(), "agreements cannot be delivered now; will try again",
+			slog.Int("agreements", len(ents)), slog.String("reason", string(code)),
+			slog.Any("examples", examples(ents)), slog.String("why", ents[0].why))
+	}
+	for _, code := range slices.Sorted(maps.Keys(n.gone)) {
+		ents := n.gone[code]
+		if len(ents) <= aggregateAbove {
+			for _, x := range ents {
+				log.Info("agreement no longer held back", slog.String("agreement", x.id), slog.String("node", x.node), slog.String("was", string(code)))
+			}
+			continue
+		}
+		log.Info("agreements no longer held back", slog.Int("agreements", len(ents)), slog.String("was", string(code)), slog.Any("examples", examples(ents)))
+	}
+}
+
+// examples names the first few agreements of ents.
+func examples(ents []reasonEntryLog) []string {
+	out := make([]string, 0, aggregateAbove)
+	for _, x := range ents[:min(len(ents), aggregateAbove)] {
+		out = append(out, x.id)
+	}
+	return out
+}
+
+// reasonCode returns the code of the reason this engine holds for id.
+func (e *Engine) reasonCode(id string) ReasonCode {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reasons[id].Code
+}
+
+// clearReason forgets id's reason if it has code, and logs that it cleared.
+func (e *Engine) clearReason(id, node string, code ReasonCode, now time.Time) {
+	if e.reasonCode(id) != code {
+		return
+	}
+	n := e.reasonNotes()
+	n.note(id, node, nil, now)
+	n.flush()
 }
 
 // reasonOf returns the reason this engine last found for r, if the record

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,13 +104,18 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	}
 	wg.Wait()
 
+	notes := e.reasonNotes()
 	for _, j := range jobs {
-		if j.remove {
-			e.noteReason(j.rec.ID, j.rec.Node, nil, now)
-		} else {
-			e.noteReason(j.rec.ID, j.rec.Node, j.reason, now)
+		switch {
+		case j.remove:
+			notes.note(j.rec.ID, j.rec.Node, nil, now)
+		case j.reason == nil && j.envelope != nil && e.reasonCode(j.rec.ID) == ReasonAgentUnreachable:
+			// Sent again: the agent is unreachable until it answers.
+		default:
+			notes.note(j.rec.ID, j.rec.Node, j.reason, now)
 		}
 	}
+	notes.flush()
 	if len(b.fresh) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, b.fresh...)
 		e.noteState(err)
@@ -155,6 +161,14 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		e.noteState(err)
 		e.notify()
 	}
+	for _, j := range jobs {
+		switch {
+		case j.remove:
+			e.conds.drop(j.rec.ID)
+		case !conflicted[j.rec.ID]:
+			e.track(j.rec, now)
+		}
+	}
 	e.changedNow()
 	for _, j := range jobs {
 		if j.envelope == nil || j.remove || conflicted[j.rec.ID] {
@@ -180,6 +194,14 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			sctx, cancel := context.WithTimeout(ctx, e.cfg.ReplyTimeout)
 			o.reply, o.err = e.transport.Send(sctx, m)
 			cancel()
+			switch {
+			case o.err == nil:
+				e.inst.message(eventSent)
+			case errors.Is(o.err, context.DeadlineExceeded) && ctx.Err() == nil:
+				e.inst.message(eventTimedOut)
+			case ctx.Err() == nil:
+				e.inst.message(eventSendFailed)
+			}
 			outcomes <- o
 		})
 	}
@@ -307,9 +329,6 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 		}
 		if err == nil && (o.State != Present || s.ContentTag() != o.Tag) {
 			fresh := Observation{Name: name, State: Present, Tag: s.ContentTag(), Since: b.now, CheckedAt: b.now}
-			if o.State == Present {
-				fresh.Since = o.Since
-			}
 			b.mu.Lock()
 			b.obs[name] = fresh
 			b.fresh = append(b.fresh, fresh)
@@ -435,6 +454,8 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 			c = ReasonObservationBehind
 		case errors.Is(err, errUnrenderable):
 			c = ReasonFormatUnrenderable
+		case errors.Is(err, edgesecrets.ErrPermission):
+			c = ReasonStoreCredentials
 		}
 		if len(problems) == 0 || c.rank() < code.rank() {
 			code = c
@@ -561,12 +582,15 @@ func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, ty
 	e, r := b.e, j.rec
 	seq, err := e.nextSequence(ctx, r)
 	if err == nil {
+		start := time.Now()
 		j.envelope, err = seal(agreement.Header{Sequence: seq, Time: b.now})
+		e.inst.seal.Record(ctx, time.Since(start).Seconds())
 	}
 	if err != nil {
 		b.wait(j, ReasonSealFailed, "sealing the "+string(typ)+": "+err.Error())
 		return
 	}
+	e.inst.message(eventSealed)
 	j.keys = keys
 	r.InFlight = &Sent{Type: typ, Kind: kind, Sequence: seq, Contents: contents, AgentKey: keys.EncryptionKeyID(), At: b.now}
 	r.Attempts++
@@ -655,6 +679,8 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 	if len(recs) == 0 {
 		return
 	}
+	fx := newReplyEffects()
+	unreachable := map[string]*Record{}
 	err := e.edit(cctx, recs, func(r *Record) action {
 		o := byID[r.ID]
 		if o.err != nil {
@@ -662,17 +688,18 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 				return keep
 			}
 			r.InFlight = nil
-			r.LastError = clip("sending: " + o.err.Error())
+			r.LastError = clip("sending to the agent on node " + strconv.Quote(r.Node) + ": " + o.err.Error())
+			unreachable[r.ID] = r
 			if brokenGiveUp {
 				r.NextAttempt = now.AddDate(100, 0, 0)
 				return save
 			}
 			settle(r, now.Add(e.backoff(r.Attempts)), now)
-			e.log.Warn("could not send to the agent; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
+			e.log.Debug("could not send to the agent; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
 				slog.Int("attempt", r.Attempts), slog.String("err", r.LastError))
 			return save
 		}
-		a, err := e.applyReply(cctx, r, o.keys, o.reply, now)
+		a, err := e.applyReply(cctx, r, o.keys, o.reply, now, fx)
 		if errors.Is(err, errLateReply) {
 			e.log.Debug("the agent answered an earlier message", slog.String("agreement", r.ID), slog.String("err", err.Error()))
 		} else if err != nil {
@@ -683,7 +710,15 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 	if err != nil {
 		e.noteState(err)
 		e.log.Error("could not record the agents' replies; the messages will be sent again", slog.String("err", err.Error()))
+		return
 	}
+	notes := e.reasonNotes()
+	for _, r := range unreachable {
+		notes.note(r.ID, r.Node, &Reason{Code: ReasonAgentUnreachable, Message: r.LastError}, now)
+		e.track(r, now)
+	}
+	notes.flush()
+	e.finishReplies(cctx, fx, now)
 }
 
 // replyGuard is the replay guard of one agreement's replies: the record's
@@ -708,7 +743,7 @@ var errLateReply = errors.New("the reply answers an earlier message")
 // rejected one is tried again after a backoff, never cancelled. A reply
 // that does not open, is replayed or answers an earlier message changes
 // nothing else.
-func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.PublicKeys, envelope []byte, now time.Time) (action, error) {
+func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.PublicKeys, envelope []byte, now time.Time, fx *replyEffects) (action, error) {
 	h, reply, err := agreement.Open[agreement.Reply](ctx, e.keys, keys, envelope, replyGuard{floor: r.ReplySequence}, e.cfg.EnvelopeOptions)
 	if err != nil {
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
@@ -723,13 +758,23 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 		return save, fmt.Errorf("delivery: reply of agreement %q to %s %d: %w", r.ID, reply.InReplyTo.Type, reply.InReplyTo.Sequence, errLateReply)
 	}
 	r.InFlight, r.Unanswered = nil, time.Time{}
+	fx.answered(r, in, reply.Accepted)
+	e.clearReason(r.ID, r.Node, ReasonAgentUnreachable, now) // it answered
 	if !reply.Accepted {
+		level := slog.LevelDebug // the same refusal again
+		if prev := r.Rejection; prev != clip(reply.Reason) {
+			level = slog.LevelWarn
+		}
 		r.Rejection = clip(reply.Reason)
 		r.LastError = ""
 		settle(r, now.Add(e.backoff(r.Attempts)), now)
-		e.log.Warn("the agent rejected a message; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
-			slog.String("type", string(in.Type)), slog.String("kind", in.Kind), slog.String("reason", r.Rejection), slog.Int("attempt", r.Attempts))
+		e.log.Log(ctx, level, "the agent rejected a message; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
+			slog.String("reason", string(ReasonAgentRejected)), slog.String("why", r.Rejection),
+			slog.String("type", string(in.Type)), slog.String("kind", in.Kind), slog.Int("attempt", r.Attempts))
 		return save, nil
+	}
+	if r.Rejection != "" {
+		e.log.Info("agreement no longer held back", slog.String("agreement", r.ID), slog.String("node", r.Node), slog.String("was", string(ReasonAgentRejected)))
 	}
 	if in.Kind == agreement.UpdateKindCancel {
 		e.log.Info("the agent removed the agreement's secrets; agreement ended", slog.String("agreement", r.ID), slog.String("node", r.Node))
@@ -819,17 +864,22 @@ func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) 
 				return err
 			}
 		}
+		for _, id := range removes {
+			e.conds.drop(id)
+		}
 		if len(saves) == 0 {
 			return nil
 		}
 		err := e.state.Update(ctx, e.cfg.Member, saves...)
 		var ce *ConflictError
 		if err == nil {
+			e.trackAll(saves, nil)
 			return nil
 		}
 		if !errors.As(err, &ce) || try == maxEditTries {
 			return err
 		}
+		e.trackAll(saves, ce.IDs)
 		recs = recs[:0:0]
 		for _, id := range ce.IDs {
 			fresh, err := e.state.Get(ctx, id)

@@ -194,7 +194,8 @@ type Observation struct {
 	// Tag is the content tag when Present.
 	Tag secretstore.ContentTag
 	// Since is when the name entered State (for Missing and Forbidden,
-	// the start of the grace period).
+	// the start of the grace period); for Present, when its current
+	// content (Tag) was first observed.
 	Since time.Time
 	// CheckedAt is the last time a watcher cycle confirmed State.
 	CheckedAt time.Time
