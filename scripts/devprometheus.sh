@@ -58,8 +58,12 @@ echo "devprometheus: unpacking Debian's prometheus package into $cache (first ti
 mkdir -p "$cache"
 work=$(mktemp -d "$cache/prometheus.tmp-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-# apt-get download writes into the current directory.
-(cd "$work" && debpkg_apt apt-get download -q prometheus)
+# apt-get download writes into the current directory. (As root it warns
+# that the _apt user cannot write there, and downloads as root instead.)
+if ! (cd "$work" && debpkg_apt apt-get download -q prometheus); then
+  echo "devprometheus: could not download Debian's prometheus package (apt-get download prometheus)" >&2
+  exit 1
+fi
 debs=("$work"/prometheus_*.deb)
 if [ ! -f "${debs[0]}" ]; then
   echo "devprometheus: apt-get download prometheus left no package in $work" >&2
