@@ -9,7 +9,17 @@
 // given. It is killed by PID when its test ends, and its output is kept out
 // of the test log unless the test fails. Its HTTP API is read with plain
 // net/http: Query for instant queries, WaitFor to poll one until a
-// condition holds, Rules for the loaded rules' health.
+// condition holds, Rules for the loaded rules' health. A test scraping an
+// agbot reads, for example:
+//
+//	s := promtest.Start(t, promtest.Options{Targets: map[string][]string{"agbot": {agbotAddr}}})
+//	s.WaitFor(t, `up{job="agbot"}`, func(r []promtest.Sample) bool {
+//		return len(r) == 1 && r[0].Value == 1
+//	}, time.Minute)
+//	got, err := s.Query(t.Context(), `sum(edgesecrets_delivery_agreements{condition="waiting"})`)
+//
+// Prometheus applies a new scrape configuration after up to five seconds:
+// the first scrape of a target comes that long after Start.
 //
 // Without the programs, tests skip with a message saying how to get them;
 // in CI (CI=true) they fail instead.
@@ -223,7 +233,7 @@ func StartServer(ctx context.Context, dir string, opts Options) (*Server, error)
 		var s *Server
 		s, err = startOnce(ctx, bin, dir, configFile)
 		if err == nil {
-			s.poll = min(opts.scrapeInterval()/4, 250*time.Millisecond)
+			s.poll = max(min(opts.scrapeInterval()/4, 250*time.Millisecond), 10*time.Millisecond)
 			return s, nil
 		}
 		if !errors.Is(err, errPortTaken) {
