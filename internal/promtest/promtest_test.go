@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/promtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // waitTimeout bounds every wait for a scrape or an evaluation: many
@@ -281,4 +282,17 @@ func TestPromtool(t *testing.T) {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.NotZero(t, fi.Mode()&0o111, "executable")
+}
+
+func TestABadRuleFileFailsTheStart(t *testing.T) {
+	t.Parallel()
+	if _, _, err := promtest.Programs(); err != nil {
+		testkit.Unavailable(t, err.Error()+"; "+promtest.HowToGet)
+	}
+	rules := filepath.Join(t.TempDir(), "rules.yml")
+	require.NoError(t, os.WriteFile(rules, []byte("groups:\n  - name: bad\n    rules:\n      - alert: Broken\n        expr: sum(\n"), 0o600))
+	_, err := promtest.StartServer(t.Context(), t.TempDir(), promtest.Options{RuleFiles: []string{rules}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "did not become ready")
+	assert.Contains(t, err.Error(), "rules.yml", "the server's output, naming the file, is in the error")
 }
