@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The project's one test command (README, .ci/run): formatting, vet, linters, and every
 # test under the race detector, including the Vault backend against a real
-# Vault dev server that scripts/devvault.sh builds (or reuses from its cache)
-# and the PostgreSQL tests against throwaway servers of the PostgreSQL that
-# scripts/devpostgres.sh finds (or installs from Debian's packages).
+# Vault dev server that scripts/devvault.sh builds (or reuses from its cache),
+# the PostgreSQL tests against throwaway servers of the PostgreSQL that
+# scripts/devpostgres.sh finds (or installs from Debian's packages), and the
+# Prometheus tests (the alert rules' promtool tests, throwaway servers)
+# against the Prometheus that scripts/devprometheus.sh finds (or unpacks
+# from Debian's package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,10 +29,12 @@ lint_bin=$(scripts/devlint.sh)
 scripts/debpkg.sh "the helloSecretWorld test" curl=curl jq=jq
 scripts/debpkg.sh "the model check" spin=spin gcc=gcc
 
-# PostgreSQL first: an install may ask for sudo, better now than after the
-# Vault build.
+# PostgreSQL and Prometheus first: an install may ask for sudo, better now
+# than after the Vault build.
 EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)
 export EDGESECRETS_POSTGRES_BIN
+EDGESECRETS_PROMETHEUS_BIN=$(scripts/devprometheus.sh)
+export EDGESECRETS_PROMETHEUS_BIN
 EDGESECRETS_VAULT_BIN=$(scripts/devvault.sh)
 export EDGESECRETS_VAULT_BIN
 

@@ -16,7 +16,6 @@
 package vaulttest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -71,7 +70,7 @@ type Server struct {
 	CAFile string
 
 	cmd    *exec.Cmd
-	out    *tailBuffer
+	out    *testkit.TailBuffer
 	exited chan struct{} // closed when the process has exited
 	stop   sync.Once
 	mounts atomic.Int64
@@ -160,7 +159,7 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"server", "-dev", "-dev-no-store-token", "-dev-listen-address=" + listen}
-	s := &Server{Addr: "http://" + listen, RootToken: token, out: &tailBuffer{max: 1 << 20}, exited: make(chan struct{})}
+	s := &Server{Addr: "http://" + listen, RootToken: token, out: &testkit.TailBuffer{Max: 1 << 20}, exited: make(chan struct{})}
 	if opts.TLS {
 		certDir := filepath.Join(dir, "tls-"+strconv.Itoa(port))
 		if err := os.MkdirAll(certDir, 0o700); err != nil {
@@ -494,27 +493,4 @@ func cleanEnv() []string {
 		}
 	}
 	return env
-}
-
-// tailBuffer is a concurrency-safe writer keeping the last max bytes.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if over := b.buf.Len() - b.max; over > 0 {
-		b.buf.Next(over)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
