@@ -126,13 +126,13 @@ func newInstruments(mp metric.MeterProvider, e *Engine) (*instruments, error) {
 	agreements, err := m.Int64ObservableGauge("edgesecrets.delivery.agreements", metric.WithUnit("{agreement}"),
 		metric.WithDescription("Agreements this agbot knows by condition (in_sync, due, in_flight, waiting, diverged, cancellation_held) and, when waiting, reason code."))
 	errs = append(errs, err)
-	problems, err := m.Int64ObservableGauge("edgesecrets.delivery.problems", metric.WithUnit("1"),
+	problems, err := m.Int64ObservableGauge("edgesecrets.delivery.problems",
 		metric.WithDescription("1 while the agbot has the problem: store (unavailable), store_credentials (the agbot's own credentials failing), state (the state unusable)."))
 	errs = append(errs, err)
 	interval, err := m.Float64ObservableGauge("edgesecrets.delivery.interval", metric.WithUnit("s"),
 		metric.WithDescription("The engine's watcher interval, for alert thresholds in intervals."))
 	errs = append(errs, err)
-	live, err := m.Int64ObservableGauge("edgesecrets.delivery.membership.live", metric.WithUnit("1"),
+	live, err := m.Int64ObservableGauge("edgesecrets.delivery.membership.live",
 		metric.WithDescription("1 while the engine may deliver: its membership of a shared state is proven (always, on a state of its own)."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
