@@ -76,7 +76,7 @@ func (a *benchAgents) expect(n int) {
 
 // benchEngine runs an engine with n agreements, all bound to org/db and in
 // sync, with counting switched on.
-func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.State) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
+func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.State, configure ...func(*delivery.Options)) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
 	b.Helper()
 	ctx := context.Background()
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
@@ -86,10 +86,14 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.Stat
 	store := memory.New()
 	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
-	e, err := delivery.New(delivery.Options{
+	opts := delivery.Options{
 		Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
 		Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
-	})
+	}
+	for _, c := range configure {
+		c(&opts)
+	}
+	e, err := delivery.New(opts)
 	require.NoError(b, err)
 	registerAll(b, e, n, func(i int) delivery.Agreement {
 		return testAgreement(fmt.Sprintf("agr-%06d", i), benchNode(i), "org/db")
