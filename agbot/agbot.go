@@ -8,6 +8,8 @@
 //	/relay/...                          the agreement-message relay the agents poll (package relay)
 //	GET /admin/health                   the delivery engine's health (administrators)
 //	GET /admin/agreements/{id}          an agreement's status, with why it is held back (administrators)
+//	GET /admin/agreements               the agreements not in sync, by condition or reason, paged (administrators)
+//	POST /admin/cancellations/release   releases the cancellations the budget held (administrators)
 //
 // When an agent publishes its identity certificate on the relay, the
 // Agbot verifies it, asks Options.Deploy what to deploy to the node, and

@@ -340,7 +340,9 @@ func TestANodeDeploySaysNoToGetsNothing(t *testing.T) {
 }
 
 // The status routes are for administrators: no credentials 401, a user
-// 403, an administrator the engine's health and an agreement's status.
+// 403, an administrator the engine's health with its conditions, an
+// agreement's status, the listing by condition and reason (bad queries
+// 400, naming what is wrong) and the release of held cancellations.
 func TestStatusRoutesAreForAdministrators(t *testing.T) {
 	h := newHub(t, nil)
 	h.put("myorg/web/api-key", "v1")
@@ -349,7 +351,11 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n))
 	require.NoError(t, err)
 	get := func(path, token string) (int, string) {
-		req, err := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
+		method := http.MethodGet
+		if path == agbot.ReleasePath {
+			method = http.MethodPost
+		}
+		req, err := http.NewRequest(method, h.srv.URL+path, nil)
 		require.NoError(t, err)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -374,6 +380,16 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 		{agbot.HealthPath, adminToken, http.StatusOK, `"StoreProblem":""`},
 		{agbot.AgreementsPath + id, adminToken, http.StatusOK, `"InSync":true`},
 		{agbot.AgreementsPath + "nope", adminToken, http.StatusNotFound, "no agreement nope"},
+		{agbot.HealthPath, adminToken, http.StatusOK, `"Conditions":[{"Condition":"in_sync","Reason":"","Agreements":1}]`},
+		{agbot.ListPath, userToken, http.StatusForbidden, "administrator"},
+		{agbot.ListPath, adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
+		{agbot.ListPath + "?condition=in_sync", adminToken, http.StatusOK, `"ID":"` + id + `","Node":"myorg/node-1","Condition":"in_sync"`},
+		{agbot.ListPath + "?reason=FormatUnrenderable&limit=5", adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
+		{agbot.ListPath + "?reason=Nope", adminToken, http.StatusBadRequest, `unknown reason \"Nope\"`},
+		{agbot.ListPath + "?limit=0", adminToken, http.StatusBadRequest, "limit"},
+		{agbot.ListPath + "?sort=id", adminToken, http.StatusBadRequest, `unknown query parameter \"sort\"`},
+		{agbot.ReleasePath, userToken, http.StatusForbidden, "administrator"},
+		{agbot.ReleasePath, adminToken, http.StatusOK, `{"released":0}`},
 	} {
 		status, body := get(tc.path, tc.token)
 		assert.Equal(t, tc.status, status, "%s with %q: %s", tc.path, tc.token, body)

@@ -3,7 +3,10 @@ package agbot
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
@@ -25,6 +28,15 @@ const (
 	// of one agreement, with the reason it is held back, for
 	// administrators.
 	AgreementsPath = "/admin/agreements/"
+	// ListPath is GET /admin/agreements?condition=&reason=&after=&limit=:
+	// a delivery.Page of the agreements not in sync (or in the condition
+	// or waiting for the reason asked), with why each waits, for
+	// administrators.
+	ListPath = "/admin/agreements"
+	// ReleasePath is POST /admin/cancellations/release: releases the
+	// cancellations the budget held (delivery.Engine.ReleaseHeld), once an
+	// administrator checked that the secrets are really gone.
+	ReleasePath = "/admin/cancellations/release"
 )
 
 // newHandler builds the Agbot's HTTP surface. The secrets-manager API's
@@ -45,7 +57,7 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 			identityAPI.ServeHTTP(w, r)
 		case strings.HasPrefix(p, RelayPath):
 			a.relay.ServeHTTP(w, r)
-		case p == HealthPath, strings.HasPrefix(p, AgreementsPath):
+		case p == HealthPath, p == ListPath, p == ReleasePath, strings.HasPrefix(p, AgreementsPath):
 			a.serveStatus(w, r)
 		default:
 			fallback.ServeHTTP(w, r)
@@ -97,18 +109,38 @@ func (a *Agbot) authorizeRevoke(r *http.Request, id identity.Identity) error {
 //	GET /admin/health            delivery.Health: counts, store and state problems, and per
 //	                             reason code the agreements held back
 //	GET /admin/agreements/{id}   delivery.Status of one agreement, with its Reason
+//	GET /admin/agreements        a delivery.Page of the agreements not in sync, by condition or reason
+//	POST /admin/cancellations/release  releases the held cancellations: {"released": n}
 func (a *Agbot) serveStatus(w http.ResponseWriter, r *http.Request) {
 	_, err := a.admin(r)
+	method := http.MethodGet
+	if r.URL.Path == ReleasePath {
+		method = http.MethodPost
+	}
 	switch {
 	case errors.Is(err, identity.ErrUnauthenticated):
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong credentials"})
 	case err != nil:
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
-	case r.Method != http.MethodGet:
-		w.Header().Set("Allow", http.MethodGet)
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "only GET"})
+	case r.Method != method:
+		w.Header().Set("Allow", method)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "only " + method})
 	case r.URL.Path == HealthPath:
 		writeJSON(w, http.StatusOK, a.engine.Health(r.Context()))
+	case r.URL.Path == ReleasePath:
+		n, err := a.engine.ReleaseHeld(r.Context())
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"released": n, "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"released": n})
+	case r.URL.Path == ListPath || r.URL.Path == AgreementsPath:
+		opts, err := listOptions(r.URL.Query())
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, a.engine.Agreements(r.Context(), opts))
 	default:
 		id := strings.TrimPrefix(r.URL.Path, AgreementsPath)
 		st, err := a.engine.Status(r.Context(), id)
@@ -127,4 +159,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // a failed write means the client is gone
+}
+
+// listOptions reads the listing's query: condition, reason, after, limit.
+func listOptions(q url.Values) (delivery.ListOptions, error) {
+	opts := delivery.ListOptions{
+		Condition: delivery.Condition(q.Get("condition")),
+		Reason:    delivery.ReasonCode(q.Get("reason")),
+		After:     q.Get("after"),
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return opts, fmt.Errorf("limit %.32q: want a number from 1 to 1000", s)
+		}
+		opts.Limit = n
+	}
+	for k := range q {
+		switch k {
+		case "condition", "reason", "after", "limit":
+		default:
+			return opts, fmt.Errorf("unknown query parameter %.32q: want condition, reason, after or limit", k)
+		}
+	}
+	if err := opts.Check(); err != nil {
+		return opts, err
+	}
+	return opts, nil
 }

@@ -3,10 +3,13 @@ package delivery
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -175,12 +178,39 @@ type ListOptions struct {
 	Limit int
 }
 
+// reasonCodes are every ReasonCode.
+var reasonCodes = []ReasonCode{ReasonAgentUnverified, ReasonFormatUnrenderable, ReasonSecretAbsent, ReasonStoreUnavailable,
+	ReasonObservationBehind, ReasonSealFailed, ReasonAgentRejected, ReasonAgentUnreachable, ReasonStoreCredentials,
+	ReasonStateUnavailable, ReasonDiverged, ReasonCancellationHeld}
+
+// Check reports options naming an unknown condition or reason code, or a
+// reason with a condition other than ConditionWaiting, as an error
+// matching edgesecrets.ErrInvalid.
+func (o ListOptions) Check() error {
+	var problems []string
+	if o.Condition != "" && !slices.Contains(conditionOrder, o.Condition) {
+		problems = append(problems, fmt.Sprintf("unknown condition %.40q (want one of %v)", o.Condition, conditionOrder))
+	}
+	if o.Reason != "" && !slices.Contains(reasonCodes, o.Reason) {
+		problems = append(problems, fmt.Sprintf("unknown reason %.40q (want one of %v)", o.Reason, reasonCodes))
+	}
+	if o.Reason != "" && o.Condition != "" && o.Condition != ConditionWaiting {
+		problems = append(problems, fmt.Sprintf("reason %q with condition %q: a reason is for agreements waiting", o.Reason, o.Condition))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("delivery: list agreements: %w: %s", edgesecrets.ErrInvalid, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
 // Listed is one agreement of a Page.
 type Listed struct {
 	ID        string
 	Node      string
 	Condition Condition
-	// Reason is why it waits (ConditionWaiting); nil otherwise.
+	// Reason is why it waits (ConditionWaiting, with the message), or
+	// ReasonDiverged or ReasonCancellationHeld (the code alone); nil
+	// otherwise.
 	Reason *Reason
 }
 
@@ -205,6 +235,13 @@ func (e *Engine) Agreements(_ context.Context, opts ListOptions) Page {
 		limit = 100
 	case limit > 1000:
 		limit = 1000
+	}
+	// The conditions that have a reason code of their own.
+	switch opts.Reason {
+	case ReasonDiverged:
+		opts.Condition, opts.Reason = ConditionDiverged, ""
+	case ReasonCancellationHeld:
+		opts.Condition, opts.Reason = ConditionCancellationHeld, ""
 	}
 	c := e.conds
 	c.mu.Lock()
@@ -237,6 +274,12 @@ func (e *Engine) Agreements(_ context.Context, opts ListOptions) Page {
 	e.mu.Lock()
 	for i := range page.Agreements {
 		l := &page.Agreements[i]
+		switch l.Condition {
+		case ConditionDiverged:
+			l.Reason = &Reason{Code: ReasonDiverged}
+		case ConditionCancellationHeld:
+			l.Reason = &Reason{Code: ReasonCancellationHeld}
+		}
 		if l.Condition == ConditionWaiting {
 			if ent, ok := e.reasons[l.ID]; ok {
 				rs := ent.Reason
