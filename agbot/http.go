@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
+	"github.com/edgesecrets/edgesecrets/internal/httpmetrics"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 )
 
@@ -63,7 +64,7 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 			fallback.ServeHTTP(w, r)
 		}
 	})
-	return secretsapi.NewHandler(secretsapi.Options{
+	h, err := secretsapi.NewHandler(secretsapi.Options{
 		Store:         a.opts.Delivery.Store,
 		Authenticate:  a.opts.Authenticate,
 		Resolver:      a.opts.Resolver,
@@ -71,6 +72,40 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 		Fallback:      rest,
 		Logger:        a.log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return httpmetrics.Wrap(h, httpmetrics.Options{MeterProvider: a.opts.Delivery.MeterProvider, Scope: meterName, Route: route})
+}
+
+// meterName is the instrumentation scope of the Agbot's instruments.
+const meterName = "github.com/edgesecrets/edgesecrets/agbot"
+
+// route names a request's route for the request metrics, from a bounded
+// set: never an organisation, a secret name or an id.
+func route(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/org/"):
+		return "/org/{org}/secrets/{name...}"
+	case strings.HasPrefix(p, "/secrets/"):
+		return "/secrets/{name...}"
+	case strings.HasPrefix(p, "/deploycheck/"):
+		return "/deploycheck/{check}"
+	case p == IdentityPath+"instance":
+		return p // registrations
+	case strings.HasPrefix(p, IdentityPath+"instance/"):
+		return IdentityPath + "instance/{identity...}" // renewals (POST), revocations (DELETE)
+	case strings.HasPrefix(p, IdentityPath):
+		return IdentityPath + "{route...}"
+	case strings.HasPrefix(p, RelayPath):
+		return RelayPath + "{route...}"
+	case strings.HasPrefix(p, AgreementsPath):
+		return AgreementsPath + "{id}"
+	case p == "/health", p == "/allsecrets", p == HealthPath, p == ListPath, p == ReleasePath, p == "/metrics":
+		return p
+	}
+	return "other"
 }
 
 // errNotAdmin refuses a caller who is not an administrator.

@@ -44,7 +44,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
+	"github.com/edgesecrets/edgesecrets/internal/httpmetrics"
 	"github.com/edgesecrets/edgesecrets/relay"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults.
@@ -106,6 +108,11 @@ type Options struct {
 	// HTTPClient carries the identity and relay requests; nil means a
 	// client with a 30 s timeout.
 	HTTPClient *http.Client
+	// MeterProvider gives the agent's OpenTelemetry instruments (messages
+	// by outcome, files written and wiped, registrations, the services'
+	// API requests by route and status); nil: the global provider, a
+	// no-op until the embedder installs one.
+	MeterProvider metric.MeterProvider
 	// Logger receives what the agent does: agreement ids, message types,
 	// instance ids, never a value or token. Nil discards.
 	Logger *slog.Logger
@@ -137,6 +144,7 @@ type Agent struct {
 	files     *agentapi.Store
 	tokens    *agentapi.TokenTable
 	receiver  *agentapi.Receiver
+	inst      *instruments
 	identity  *identity.Agent
 	upstreams []*upstream
 	handler   http.Handler
@@ -220,6 +228,12 @@ func New(ctx context.Context, opts Options) (*Agent, error) {
 		Assign: a.opts.Assign, Provision: a.provision, Logger: a.log})
 	if err == nil {
 		a.handler, err = agentapi.NewHandler(a.files, agentapi.HandlerOptions{OpenHorizon: opts.OpenHorizon, Authenticate: a.tokens.Authenticate, Logger: a.log})
+	}
+	if err == nil {
+		a.handler, err = httpmetrics.Wrap(a.handler, httpmetrics.Options{MeterProvider: opts.MeterProvider, Scope: meterName, Route: route})
+	}
+	if err == nil {
+		a.inst, err = newInstruments(opts.MeterProvider)
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("agent: %w", err), a.files.Close())
@@ -306,6 +320,9 @@ func (a *Agent) keepRegistered(ctx context.Context) {
 		attestation, err := a.opts.Attest(ctx)
 		if err == nil {
 			_, err = a.identity.Register(ctx, attestation)
+		}
+		if ctx.Err() == nil {
+			a.inst.registration(err)
 		}
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("registering the identity failed; retrying", slog.String("err", err.Error()))

@@ -79,6 +79,7 @@ func (a *Agent) pollOne(ctx context.Context, up *upstream) {
 // are logged and dropped without a reply.
 func (a *Agent) handle(ctx context.Context, up *upstream, m relay.Message) {
 	got, err := a.receiver.Receive(ctx, m.Envelope)
+	a.inst.message(got, err)
 	if a.opts.OnMessage != nil {
 		a.opts.OnMessage(ctx, got, err)
 	}

@@ -18,6 +18,9 @@
 //	PUT, DELETE /admin/secrets/{name...}  a demo admin API writing to the store (admin token)
 //	GET /admin/health, /admin/agreements/{id}   the delivery engine's health and an agreement's
 //	                                      status, with the reason it is held back, if so (admin token)
+//	GET /admin/agreements?reason=…        the agreements not in sync, with why, paged (admin token)
+//	POST /admin/cancellations/release     releases the cancellations the budget held (admin token)
+//	GET /metrics                          OpenTelemetry metrics in Prometheus' format (open; no values)
 //
 // Everything but the demo admin API, the files and the flags is the
 // library's agbot front door (package agbot), which this program
@@ -98,6 +101,7 @@ import (
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm"  // registers "awssm"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/memory" // registers "memory"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/vault"  // registers "vault"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Files in the state directory.
@@ -182,7 +186,12 @@ func run(c config, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
-	store, cfg, err := openStore(ctx, c.storeConfig, log)
+	meters, metrics, err := demo.Metrics()
+	if err != nil {
+		return err
+	}
+	defer demo.JoinOnReturn(&err, "flushing the metrics", func() error { return meters.Shutdown(context.Background()) })
+	store, cfg, err := openStore(ctx, c.storeConfig, meters, log)
 	if err != nil {
 		return err
 	}
@@ -217,22 +226,23 @@ func run(c config, log *slog.Logger) (err error) {
 	deps := &deployments{current: dep}
 	a, err := agbot.New(agbot.Options{
 		Delivery: delivery.Options{
-			Store:        store,
-			State:        st,
-			Keys:         keys,
-			Interval:     c.watchInterval,
-			Grace:        grace,
-			ReplyTimeout: c.replyTimeout,
-			InitialDelay: c.backoff,
-			MaxDelay:     c.maxBackoff,
-			Member:       c.member,
+			Store:         store,
+			State:         st,
+			Keys:          keys,
+			Interval:      c.watchInterval,
+			Grace:         grace,
+			ReplyTimeout:  c.replyTimeout,
+			InitialDelay:  c.backoff,
+			MaxDelay:      c.maxBackoff,
+			Member:        c.member,
+			MeterProvider: meters,
 		},
 		Identities:   certs,
 		CA:           ca,
 		Attest:       demo.NewAttestor(bootstrap),
 		Authenticate: adminAuthenticator(dep.org, adminToken),
 		Deploy:       deps.deploy,
-		Fallback:     &adminHandler{store: store, token: adminToken, log: log},
+		Fallback:     demo.WithMetrics(metrics, &adminHandler{store: store, token: adminToken, log: log}),
 		Logger:       log,
 	})
 	if err != nil {
@@ -319,7 +329,7 @@ func adminAuthenticator(org, token string) func(context.Context, secretsapi.Cred
 
 // openStore opens the store of the config file at path, or an in-memory
 // store when path is empty.
-func openStore(ctx context.Context, path string, log *slog.Logger) (*secretstore.Store, secretstore.Config, error) {
+func openStore(ctx context.Context, path string, meters metric.MeterProvider, log *slog.Logger) (*secretstore.Store, secretstore.Config, error) {
 	r := strings.NewReader(`{"type": "memory"}`)
 	var cfg secretstore.Config
 	var err error
@@ -336,7 +346,7 @@ func openStore(ctx context.Context, path string, log *slog.Logger) (*secretstore
 	if err != nil {
 		return nil, cfg, fmt.Errorf("store config: %w", err)
 	}
-	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{Logger: log})
+	store, err := secretstore.Open(ctx, cfg, secretstore.OpenOptions{MeterProvider: meters, Logger: log})
 	if err != nil {
 		return nil, cfg, fmt.Errorf("opening the %q store: %w", cfg.Type, err)
 	}

@@ -43,7 +43,9 @@
 // agent's keys (0600). With -memory-dir (a tmpfs) the secret files live
 // only in memory and the root keeps a copy sealed to the agent's keys,
 // restored after a restart or reboot. The /secrets API is served with
-// timeouts, size limits and a connection bound (demo.Listen).
+// timeouts, size limits and a connection bound (demo.Listen), and beside
+// it GET /metrics: the agent's OpenTelemetry metrics in Prometheus' format
+// (messages, files, registrations, API requests; never a value).
 package main
 
 import (
@@ -177,6 +179,11 @@ func run(c config, log *slog.Logger) (err error) {
 		files.MemoryDir, files.SealKeys = c.memoryDir, keys
 	}
 	env := &envFiles{dir: c.envDir, log: log}
+	meters, metrics, err := demo.Metrics()
+	if err != nil {
+		return err
+	}
+	defer demo.JoinOnReturn(&err, "flushing the metrics", func() error { return meters.Shutdown(context.Background()) })
 	a, err := agent.New(ctx, agent.Options{
 		Instance: me,
 		Keys:     keys,
@@ -192,13 +199,14 @@ func run(c config, log *slog.Logger) (err error) {
 		PollInterval:       c.poll,
 		RegisterBackoff:    registerBackoff,
 		MaxRegisterBackoff: maxRegisterBackoff,
+		MeterProvider:      meters,
 		Logger:             log,
 	})
 	if err != nil {
 		return err
 	}
 	defer demo.JoinOnReturn(&err, "closing the store", a.Close)
-	apiURL, shutdown, err := serveAPI(c, a.Handler(), openHorizon, log)
+	apiURL, shutdown, err := serveAPI(c, demo.WithMetrics(metrics, a.Handler()), openHorizon, log)
 	if err != nil {
 		return err
 	}
