@@ -135,6 +135,20 @@ func TestPrometheusSeesConvergenceAndReasons(t *testing.T) {
 	assert.Contains(t, warns[0], fmt.Sprintf("agreement=%s", id))
 	assert.True(t, holds("node-2", second)(), "node-2 is not held back")
 
+	// Every metric the programs export is in the operator's guide.
+	guide, err := os.ReadFile(filepath.Join("..", "OPERATIONS.md"))
+	require.NoError(t, err)
+	names, err := prom.Query(t.Context(), `group by (__name__) ({__name__=~"edgesecrets_.*|http_server_.*"})`)
+	require.NoError(t, err)
+	assert.Greater(t, len(names), 10, "the instruments are exported")
+	for _, n := range names {
+		base := n.Labels["__name__"]
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			base = strings.TrimSuffix(base, suffix)
+		}
+		assert.Contains(t, string(guide), "`"+base+"`", "OPERATIONS.md documents %s", n.Labels["__name__"])
+	}
+
 	for _, p := range procs {
 		assert.NoError(t, p.stop(), "%s exits cleanly", p.name)
 	}
