@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -55,6 +56,7 @@ type instruments struct {
 	cancellations metric.Int64Counter
 	membership    metric.Int64Counter
 	registration  metric.Float64Histogram
+	watched       atomic.Int64 // names the last cycle watched
 }
 
 // attrs caches one attribute set per value of a bounded attribute, so that
@@ -132,6 +134,9 @@ func newInstruments(mp metric.MeterProvider, e *Engine) (*instruments, error) {
 	interval, err := m.Float64ObservableGauge("edgesecrets.delivery.interval", metric.WithUnit("s"),
 		metric.WithDescription("The engine's watcher interval, for alert thresholds in intervals."))
 	errs = append(errs, err)
+	watched, err := m.Int64ObservableGauge("edgesecrets.delivery.watch.names", metric.WithUnit("{secret}"),
+		metric.WithDescription("Store secrets the watcher polls (bound by agreements, or awaited by deployments), as of the last cycle."))
+	errs = append(errs, err)
 	live, err := m.Int64ObservableGauge("edgesecrets.delivery.membership.live",
 		metric.WithDescription("1 while the engine may deliver: its membership of a shared state is proven (always, on a state of its own)."))
 	errs = append(errs, err)
@@ -149,8 +154,9 @@ func newInstruments(mp metric.MeterProvider, e *Engine) (*instruments, error) {
 		o.ObserveInt64(problems, bit(state), problemAttrs["state"])
 		o.ObserveFloat64(interval, e.cfg.Interval.Seconds())
 		o.ObserveInt64(live, bit(e.member.entitled()))
+		o.ObserveInt64(watched, in.watched.Load())
 		return nil
-	}, agreements, problems, interval, live)
+	}, agreements, problems, interval, live, watched)
 	if err != nil {
 		return nil, fmt.Errorf("delivery: metrics: %w", err)
 	}
@@ -192,6 +198,7 @@ func (in *instruments) cycle(rep cycleReport, took time.Duration) {
 		outcome = cycleUnavailable
 	}
 	in.cycles.Add(ctx, 1, cycleAttrs[outcome])
+	in.watched.Store(int64(rep.watched))
 	in.cycleDuration.Record(ctx, took.Seconds())
 }
 
