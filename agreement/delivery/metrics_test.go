@@ -22,6 +22,8 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -300,6 +302,13 @@ func TestAgreementsListPagesWithoutReadingTheState(t *testing.T) {
 		"memory": func(*testing.T) delivery.State { return delivery.NewMemoryState() },
 		"embedded": func(t *testing.T) delivery.State {
 			s, _, err := boltstate.Open(filepath.Join(t.TempDir(), "agbot.db"), boltstate.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		"postgres": func(t *testing.T) delivery.State {
+			db := pgtest.Start(t, pgtest.Options{}).CreateDatabase(t)
+			s, _, err := pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
 			return s
