@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -20,10 +21,10 @@ const MetricsPath = "/metrics"
 // one is left alone); Go runtime and process collectors are on it too.
 func Metrics() (*sdkmetric.MeterProvider, http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(prometheus.NewGoCollector()); err != nil {
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
-	if err := reg.Register(prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})); err != nil {
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
