@@ -395,6 +395,15 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 		assert.Equal(t, tc.status, status, "%s with %q: %s", tc.path, tc.token, body)
 		assert.Contains(t, body, tc.body, tc.path)
 	}
+	// anax's open /health: the engine's last state and store successes.
+	status, body := get("/health", "")
+	require.Equal(t, http.StatusOK, status)
+	var health struct {
+		Live struct{ LastDBHeartbeat, LastVaultInteraction int64 } `json:"liveHealth"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &health), body)
+	assert.InDelta(t, time.Now().Unix(), health.Live.LastDBHeartbeat, 60, body)
+	assert.InDelta(t, time.Now().Unix(), health.Live.LastVaultInteraction, 60, body)
 }
 
 // downState is a State whose Get fails, as an unreachable state does,

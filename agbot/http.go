@@ -1,6 +1,7 @@
 package agbot
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
@@ -69,8 +71,10 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 		Authenticate:  a.opts.Authenticate,
 		Resolver:      a.opts.Resolver,
 		Configuration: a.opts.Configuration,
-		Fallback:      rest,
-		Logger:        a.log,
+		// anax's liveHealth.lastDBHeartbeat: the engine's last state success.
+		LastDBHeartbeat: func() time.Time { return a.engine.Health(context.Background()).LastStateSuccess },
+		Fallback:        rest,
+		Logger:          a.log,
 	})
 	if err != nil {
 		return nil, err

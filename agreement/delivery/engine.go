@@ -208,6 +208,9 @@ type Health struct {
 	// StateProblem says why the state is not usable (a database down):
 	// the engine delivers nothing until it is back.
 	StateProblem string
+	// LastStateSuccess is the engine's last successful call of the state
+	// (anax's lastDBHeartbeat).
+	LastStateSuccess time.Time
 	// Agreements counts the registered agreements, Pending those not in
 	// sync, Diverged those whose agents stopped answering, Held the
 	// cancellations held by the budget, as the last full pass of the
@@ -444,6 +447,9 @@ func (e *Engine) noteState(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stateErr = err
+	if err == nil {
+		e.health.LastStateSuccess = time.Now()
+	}
 }
 
 // backoff returns the wait after the attempts-th attempt that did not
