@@ -126,129 +126,190 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// faultyState is a delivery.State that fails every call with
-// delivery.ErrStateUnavailable while down is set.
+// faultyState is one agbot process's delivery.State: it fails every call
+// with delivery.ErrStateUnavailable while the state is down (an outage
+// every agbot sees), and holds every call while its agbot is frozen.
 type faultyState struct {
 	delivery.State
+	outage *outage
+	mu     sync.Mutex
+	thaw   chan struct{} // non-nil while the agbot is frozen: closed when it thaws
+}
+
+// outage is the state being down, for every agbot at once.
+type outage struct {
 	mu   sync.Mutex
 	down bool
 }
 
-func (s *faultyState) setDown(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = down
 }
 
-func (s *faultyState) check() error {
+// freeze holds the agbot's calls until it thaws: a process paused (a
+// stop-the-world pause, a suspended VM) whose calls in flight land late.
+func (s *faultyState) freeze(frozen bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	switch {
+	case frozen && s.thaw == nil:
+		s.thaw = make(chan struct{})
+	case !frozen && s.thaw != nil:
+		close(s.thaw)
+		s.thaw = nil
+	}
+}
+
+func (s *faultyState) check(ctx context.Context) error {
+	s.mu.Lock()
+	thaw := s.thaw
+	s.mu.Unlock()
+	if thaw != nil {
+		select {
+		case <-thaw:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.outage.mu.Lock()
+	defer s.outage.mu.Unlock()
+	if s.outage.down {
 		return fmt.Errorf("sim: state down: %w", delivery.ErrStateUnavailable)
 	}
 	return nil
 }
 
+// memberState is a faultyState over a shared state, with its membership:
+// a heartbeat fails while the state is down and waits while the agbot is
+// frozen, so that its lease runs out.
+type memberState struct {
+	*faultyState
+	m delivery.Membership
+}
+
+func (s memberState) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+	if err := s.check(ctx); err != nil {
+		return delivery.MemberLease{}, err
+	}
+	return s.m.Join(ctx, member)
+}
+
+func (s memberState) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+	if err := s.check(ctx); err != nil {
+		return delivery.MemberLease{}, err
+	}
+	return s.m.Heartbeat(ctx, member)
+}
+
+func (s memberState) Leave(ctx context.Context, member string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.m.Leave(ctx, member)
+}
+
 func (s *faultyState) Create(ctx context.Context, rec *delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Create(ctx, rec)
 }
 
 func (s *faultyState) Get(ctx context.Context, id string) (delivery.Record, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return delivery.Record{}, err
 	}
 	return s.State.Get(ctx, id)
 }
 
 func (s *faultyState) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Update(ctx, member, recs...)
 }
 
 func (s *faultyState) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Rebind(ctx, member, rec)
 }
 
 func (s *faultyState) Delete(ctx context.Context, ids ...string) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Delete(ctx, ids...)
 }
 
 func (s *faultyState) Records(ctx context.Context, fn func(delivery.Record) bool) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Records(ctx, fn)
 }
 
 func (s *faultyState) Names(ctx context.Context, member string) ([]string, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Names(ctx, member)
 }
 
 func (s *faultyState) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, reset bool) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
 	return s.State.MarkDue(ctx, sel, at, reset)
 }
 
 func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Due(ctx, member, now, lease, limit)
 }
 
 func (s *faultyState) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Observations(ctx, names)
 }
 
 func (s *faultyState) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.PutObservations(ctx, member, obs...)
 }
 
 func (s *faultyState) PutWait(ctx context.Context, w delivery.Wait) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.PutWait(ctx, w)
 }
 
 func (s *faultyState) Waits(ctx context.Context) ([]delivery.Wait, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Waits(ctx)
 }
 
 func (s *faultyState) DeleteWait(ctx context.Context, id string) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.DeleteWait(ctx, id)
 }
 
 func (s *faultyState) NewEpoch(ctx context.Context) (uint64, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
 	return s.State.NewEpoch(ctx)

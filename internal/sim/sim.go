@@ -45,9 +45,10 @@ const Canary = "CANARY-"
 
 const (
 	org      = "myorg"
-	host     = "agbot-0"
 	interval = time.Second
-	grace    = 4 * time.Second
+	// period is a member's lease of the shared state (several agbots).
+	period = 6 * time.Second
+	grace  = 4 * time.Second
 	// Bound is how long after the faults stop every agent must hold the
 	// store's current content (or, for a secret deleted, nothing).
 	Bound = 3*grace + 30*interval
@@ -60,6 +61,10 @@ type Config struct {
 	// Steps is the number of workload or fault steps before the quiet
 	// phase; zero means 40.
 	Steps int
+	// Agbots is the number of agbots; zero means 1. One agbot keeps its
+	// delivery state in delivery.NewMemoryState; several share a
+	// SharedState, each a member of it, and the agents poll them all.
+	Agbots int
 	// Agents and Names are the nodes and the store secrets they bind;
 	// zero means 4 and 3.
 	Agents, Names int
@@ -126,6 +131,19 @@ type secret struct {
 
 func (s *secret) readable() bool { return s.exists && !s.denied }
 
+// simAgbot is one agbot, across its restarts.
+type simAgbot struct {
+	host   string
+	agbot  *agbot.Agbot
+	cancel context.CancelFunc
+	done   chan error
+	state  *faultyState
+	handle *SharedHandle // its connection to the shared state; nil with one agbot
+}
+
+// host names agbot k on the network and as a member of the shared state.
+func host(k int) string { return "agbot-" + strconv.Itoa(k) }
+
 // simAgent is one node's agent, across its restarts.
 type simAgent struct {
 	name    string
@@ -148,15 +166,17 @@ type World struct {
 	rng   *rand.Rand
 	net   *network
 	store *mock.Store
-	state *faultyState
-	certs *losingCerts
-	keys  *agreement.PrivateKeys
-	ca    identity.CertSigner
+	// state is the single agbot's delivery state; shared is the state
+	// several agbots share (nil with one agbot).
+	state  *faultyState
+	shared *SharedState
+	outage *outage
+	certs  *losingCerts
+	keys   *agreement.PrivateKeys
+	ca     identity.CertSigner
 
-	agbot       *agbot.Agbot
-	agbotCancel context.CancelFunc
-	agbotDone   chan error
-	agbotLogs   []*logtest.Buffer
+	agbots    []*simAgbot
+	agbotLogs []*logtest.Buffer
 
 	mu       sync.Mutex
 	secrets  []*secret
@@ -209,6 +229,9 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	if cfg.Names == 0 {
 		cfg.Names = 3
 	}
+	if cfg.Agbots == 0 {
+		cfg.Agbots = 1
+	}
 	if cfg.TempDir == nil {
 		return nil, errors.New("sim: Config.TempDir is required")
 	}
@@ -221,7 +244,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
-		store: mock.NewStore(memory.New()), state: &faultyState{State: delivery.NewMemoryState()},
+		store: mock.NewStore(memory.New()), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
 		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
 		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
@@ -232,8 +255,17 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 			return nil, err
 		}
 	}
-	if err := w.startAgbot(); err != nil {
-		return nil, err
+	if cfg.Agbots == 1 {
+		w.state = &faultyState{State: delivery.NewMemoryState(), outage: w.outage}
+	} else {
+		w.shared = NewSharedState(period)
+	}
+	w.agbots = make([]*simAgbot, cfg.Agbots)
+	for k := range w.agbots {
+		w.agbots[k] = &simAgbot{host: host(k)}
+		if err := w.startAgbot(k); err != nil {
+			return nil, err
+		}
 	}
 	for range cfg.Agents {
 		if err := w.addAgent(ctx); err != nil {
@@ -345,15 +377,25 @@ func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
 	return agbot.Deployment{Target: target, Resolver: catalog}, true
 }
 
-// startAgbot starts an agbot over the world's state, identity records,
-// keys and CA: at the start, and after a crash.
-func (w *World) startAgbot() error {
+// startAgbot starts agbot k over the world's state, identity records,
+// keys and CA: at the start, and after a crash. With several agbots it
+// opens a new handle on the shared state, as a process restarting opens
+// a new connection.
+func (w *World) startAgbot(k int) error {
+	sa := w.agbots[k]
+	var state delivery.State = w.state
+	sa.state = w.state
+	if w.shared != nil {
+		sa.handle = w.shared.Open()
+		sa.state = &faultyState{State: sa.handle, outage: w.outage}
+		state = memberState{faultyState: sa.state, m: sa.handle}
+	}
 	log, logs := logtest.NewLogger()
 	w.agbotLogs = append(w.agbotLogs, logs)
 	a, err := agbot.New(agbot.Options{
-		Delivery: delivery.Options{Store: w.store.Store, State: w.state, Keys: w.keys, Interval: interval, Grace: grace,
+		Delivery: delivery.Options{Store: w.store.Store, State: state, Keys: w.keys, Interval: interval, Grace: grace,
 			ReplyTimeout: 2 * time.Second, InitialDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
-			OnCancel: w.onCancel},
+			OnCancel: w.onCancel, Member: sa.host},
 		Identities: w.certs,
 		CA:         w.ca,
 		Attest:     func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
@@ -373,20 +415,40 @@ func (w *World) startAgbot() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	w.agbot, w.agbotCancel, w.agbotDone = a, cancel, done
-	w.net.set(host, a.Handler())
+	sa.agbot, sa.cancel, sa.done = a, cancel, done
+	w.net.set(sa.host, a.Handler())
 	return nil
 }
 
-// crashAgbot stops the agbot (its relay and memory go with it) and starts
-// another on the same state.
-func (w *World) crashAgbot() error {
-	w.net.set(host, nil)
-	w.agbotCancel()
-	if err := <-w.agbotDone; err != nil {
-		w.violate("the agbot's Run returned %v", err)
+// stopAgbot stops agbot k. With several agbots its handle on the shared
+// state closes first, so that it stops as a process that dies does:
+// without leaving, its membership running out by itself.
+func (w *World) stopAgbot(k int) {
+	sa := w.agbots[k]
+	w.net.set(sa.host, nil)
+	if sa.handle != nil {
+		_ = sa.handle.Close()
 	}
-	return w.startAgbot()
+	sa.state.freeze(false)
+	sa.cancel()
+	if err := <-sa.done; err != nil {
+		w.violate("agbot %s: Run returned %v", sa.host, err)
+	}
+}
+
+// crashAgbot stops agbot k (its relay and memory go with it) and starts
+// another on the same state.
+func (w *World) crashAgbot(k int) error {
+	w.stopAgbot(k)
+	return w.startAgbot(k)
+}
+
+// freezeAgbot pauses agbot k or lets it go on: it answers no request and
+// its calls of the state wait, its heartbeats too, so that a freeze
+// longer than the membership period ends its lease while it is frozen.
+func (w *World) freezeAgbot(k int, frozen bool) {
+	w.net.freeze(w.agbots[k].host, frozen)
+	w.agbots[k].state.freeze(frozen)
 }
 
 // onCancel checks the invariant that no agreement is cancelled without a
@@ -438,12 +500,21 @@ func (w *World) addAgent(ctx context.Context) error {
 	return w.startAgent(ctx, a)
 }
 
+// agbotURLs are the agbots an agent polls: every one.
+func (w *World) agbotURLs() []string {
+	urls := make([]string, len(w.agbots))
+	for k, sa := range w.agbots {
+		urls[k] = "http://" + sa.host
+	}
+	return urls
+}
+
 func (w *World) startAgent(ctx context.Context, a *simAgent) error {
 	log, logs := logtest.NewLogger()
 	a.logs = logs
 	ag, err := agent.New(ctx, agent.Options{
 		Instance: identity.Identity{Provider: "sim", Org: org, Node: a.name, InstanceID: a.name},
-		Keys:     a.keys, Agbot: w.keys.Public(), Agbots: []string{"http://" + host},
+		Keys:     a.keys, Agbot: w.keys.Public(), Agbots: w.agbotURLs(),
 		Attest:       func(context.Context) (identity.Attestation, error) { return "attested", nil },
 		Files:        agentapi.Options{Root: a.root},
 		PollInterval: 500 * time.Millisecond, RegisterBackoff: 500 * time.Millisecond, MaxRegisterBackoff: 5 * time.Second,
@@ -570,7 +641,14 @@ func (w *World) Check(ctx context.Context) {
 			w.violate("agbot incarnation %d logged a secret value", i)
 		}
 	}
-	err := w.state.State.Records(ctx, func(r delivery.Record) bool {
+	records := func(ctx context.Context, fn func(delivery.Record) bool) error { return w.state.State.Records(ctx, fn) }
+	if w.shared != nil {
+		records = w.shared.Records
+		for _, p := range w.shared.ClaimViolations() {
+			w.violate("%s", p)
+		}
+	}
+	err := records(ctx, func(r delivery.Record) bool {
 		if b, err := json.Marshal(r); err == nil && strings.Contains(string(b), Canary) {
 			w.violate("state record %s holds a secret value", r.ID)
 		}
@@ -630,16 +708,25 @@ func (w *World) Step(ctx context.Context) error {
 			break
 		}
 		w.count("state.down")
-		w.state.setDown(true)
+		w.outage.set(true)
 	case 12:
 		w.count("net.faulty")
 		w.net.setFaults(w.rng.Float64()*0.5, w.rng.Float64()*0.3, time.Duration(w.rng.IntN(2000))*time.Millisecond)
 	case 13:
-		w.count("agbot.frozen")
-		w.net.freeze(host, true)
+		if len(w.agbots) == 1 {
+			w.count("agbot.frozen")
+			w.net.freeze(host(0), true)
+			break
+		}
+		w.count("agbot.frozenPastLease")
+		w.freezeAgbot(w.rng.IntN(len(w.agbots)), true)
 	case 14:
 		w.count("agbot.crash")
-		if err := w.crashAgbot(); err != nil {
+		k := 0
+		if len(w.agbots) > 1 {
+			k = w.rng.IntN(len(w.agbots))
+		}
+		if err := w.crashAgbot(k); err != nil {
 			return err
 		}
 	case 15:
@@ -675,9 +762,11 @@ func (w *World) heal() {
 	w.denyAll = false
 	w.mu.Unlock()
 	w.setStoreFault(mock.Faults{})
-	w.state.setDown(false)
+	w.outage.set(false)
 	w.net.setFaults(0, 0, 0)
-	w.net.freeze(host, false)
+	for k := range w.agbots {
+		w.freezeAgbot(k, false)
+	}
 }
 
 // Quiesce stops every fault, lets the agents converge, and checks each
@@ -740,7 +829,7 @@ func (w *World) status(a *simAgent) string {
 		b.WriteString(a.logs.String())
 		_ = os.WriteFile(path+"."+a.name, []byte(b.String()), 0o600)
 	}
-	st, err := w.agbot.Engine().Status(context.Background(), id)
+	st, err := w.agbots[0].agbot.Engine().Status(context.Background(), id)
 	if err != nil {
 		w.mu.Lock()
 		c, cancelled := w.cancels[id]
@@ -756,10 +845,8 @@ func (w *World) Close() (Stats, []string) {
 	for _, a := range w.agents {
 		w.stopAgent(a)
 	}
-	w.net.set(host, nil)
-	w.agbotCancel()
-	if err := <-w.agbotDone; err != nil {
-		w.violate("the agbot's Run returned %v", err)
+	for k := range w.agbots {
+		w.stopAgbot(k)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

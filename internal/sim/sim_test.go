@@ -15,7 +15,15 @@ var (
 	seedsFlag = flag.Int("sim.seeds", 120, "seeds of the bounded run")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
+	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
+
+// agbotsFor is the number of agbots of a seed in the run of several
+// agbots: two or three.
+func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
+
+// withAgbots sets the number of agbots.
+func withAgbots(n int) func(*sim.Config) { return func(c *sim.Config) { c.Agbots = n } }
 
 // ciWithout are the faults the bounded run leaves out while the agbot
 // bugs they trigger are open (TestKnownFailures): none since the deploy
@@ -26,6 +34,10 @@ var ciWithout []string
 // knownCI are the seeds the bounded run skips: they fail, with its
 // faults, for a bug TestKnownFailures replays.
 var knownCI = map[uint64]bool{113: true}
+
+// knownAgbotsCI are the seeds the bounded run of several agbots skips for
+// the same reason.
+var knownAgbotsCI = map[uint64]bool{6: true}
 
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
@@ -38,7 +50,17 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		if *knownFlag {
 			t.Errorf("replay: go test -race -count=1 -run '%s' ./internal/sim -sim.known", t.Name())
 		} else {
-			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+			var cfg sim.Config
+			for _, e := range edit {
+				if e != nil {
+					e(&cfg)
+				}
+			}
+			if cfg.Agbots > 1 {
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d", seed, cfg.Agbots)
+			} else {
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d", seed)
+			}
 		}
 	}
 	return stats
@@ -156,7 +178,44 @@ func TestKnownFailures(t *testing.T) {
 		// the secret is readable again and the deployment's wait has
 		// fired; the node is not deployed again.
 		{"seed 113: a secret back while its cancellation is delivered strands the node", 113, nil},
+		// The same with two agbots: node-2's agreement is cancelled (s2
+		// forbidden over the grace period) and the node is never deployed
+		// again once s2 is readable.
+		{"seed 6 of two agbots: a node whose agreement was cancelled is not deployed again", 6, withAgbots(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
+}
+
+// The bounded run of several agbots sharing one state: seeds of two or
+// three agbots, with the faults of a shared state (an agbot frozen past
+// its membership lease, an agbot crashing and restarting under its id),
+// and the invariant that at most one agbot holds a valid claim on an
+// agreement checked after every step. -sim.seed with -sim.agbots replays
+// one seed.
+func TestSimulationAgbots(t *testing.T) {
+	var total sim.Stats
+	start := time.Now()
+	switch {
+	case *seedFlag != 0:
+		if *agbotFlag > 1 {
+			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag)))
+		}
+	case *soakFlag > 0:
+		for seed := uint64(1); time.Since(start) < *soakFlag && !t.Failed(); seed++ {
+			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
+		}
+	default:
+		n := *seedsFlag / 3
+		if testing.Short() {
+			n = 6
+		}
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			if knownAgbotsCI[seed] {
+				continue // replayed by TestKnownFailures
+			}
+			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
+		}
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
