@@ -33,6 +33,7 @@ type network struct {
 	delay    time.Duration           // upper bound of a request's random delay
 	frozen   map[string]bool         // hosts that answer nothing
 	count    map[string]int          // faults applied, by kind
+	replay   *replayer               // keeps what real relays deliver; nil without a replaying relay
 }
 
 func newNetwork(seed uint64) *network {
@@ -57,6 +58,27 @@ func (n *network) freeze(host string, frozen bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.frozen[host] = frozen
+}
+
+// handler returns the handler serving host and whether it is frozen.
+func (n *network) handler(host string) (http.Handler, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.handlers[host], n.frozen[host]
+}
+
+// draw returns a number in [0, n) from the network's generator.
+func (n *network) draw(k int) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rng.IntN(k)
+}
+
+// counted counts one fault applied.
+func (n *network) counted(kind string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.count[kind]++
 }
 
 // plan draws one request's fate.
@@ -117,6 +139,9 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 		return rec.Result()
 	}
 	resp := serve()
+	if n.replay != nil && h != http.Handler(n.replay) {
+		n.replay.keep(req, resp)
+	}
 	if dup {
 		_ = serve() // the duplicate's answer goes nowhere
 	}
@@ -134,6 +159,7 @@ type faultyState struct {
 	outage *outage
 	mu     sync.Mutex
 	thaw   chan struct{} // non-nil while the agbot is frozen: closed when it thaws
+	armed  bool          // freeze once Due has claimed records
 }
 
 // outage is the state being down, for every agbot at once.
@@ -159,6 +185,20 @@ func (s *faultyState) freeze(frozen bool) {
 	case !frozen && s.thaw != nil:
 		close(s.thaw)
 		s.thaw = nil
+	}
+	if !frozen {
+		s.armed = false
+	}
+}
+
+// freezeAfterClaim freezes the agbot once its next Due claims records:
+// paused in the middle of a batch, holding claims, with the calls that
+// store and send its messages waiting.
+func (s *faultyState) freezeAfterClaim() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.thaw == nil {
+		s.armed = true
 	}
 }
 
@@ -270,7 +310,16 @@ func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lea
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return s.State.Due(ctx, member, now, lease, limit)
+	recs, err := s.State.Due(ctx, member, now, lease, limit)
+	if err == nil && len(recs) > 0 {
+		s.mu.Lock()
+		if s.armed {
+			s.armed = false
+			s.thaw = make(chan struct{})
+		}
+		s.mu.Unlock()
+	}
+	return recs, err
 }
 
 func (s *faultyState) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {

@@ -37,6 +37,9 @@ type SharedState struct {
 	members map[string]memberRow
 	nextInc uint64
 	claims  map[string][]claim // by record id: the grants not released
+	// overlaps are the claims Due granted while another member held a
+	// valid claim on the record, for ClaimViolations.
+	overlaps []string
 }
 
 type memberRow struct {
@@ -67,13 +70,15 @@ func (s *SharedState) Records(ctx context.Context, fn func(delivery.Record) bool
 	return s.inner.Records(ctx, fn)
 }
 
-// ClaimViolations returns a sentence for each record on which more than
-// one member holds a valid claim now.
+// ClaimViolations returns a sentence for each claim granted while another
+// member held a valid claim on the record, since the last call, and for
+// each record on which more than one member holds a valid claim now.
 func (s *SharedState) ClaimViolations() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	var out []string
+	out := s.overlaps
+	s.overlaps = nil
 	for _, id := range slices.Sorted(maps.Keys(s.claims)) {
 		var holders []string
 		for _, c := range s.claims[id] {
@@ -459,6 +464,10 @@ func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, le
 			continue // changed meanwhile: not claimed
 		}
 		grants := slices.DeleteFunc(s.claims[r.ID], func(c claim) bool { return c.member == member || !s.valid(c, clock) })
+		for _, c := range grants {
+			s.overlaps = append(s.overlaps, fmt.Sprintf("agreement %s claimed by %s while %s held a valid claim until %s",
+				r.ID, member, c.member, c.until.UTC().Format("15:04:05.000")))
+		}
 		s.claims[r.ID] = append(grants, claim{member: member, until: clock.Add(lease)})
 		out = append(out, r)
 	}

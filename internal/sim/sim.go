@@ -1,10 +1,11 @@
 // Package sim is a randomized fault simulation of the whole system (issue
-// 27): an agbot (package agbot's front door) over a memory state and a
-// mock store, and agents (package agent's front door) reaching it through
-// an in-process network, driven by a workload and faults drawn from one
-// seed, with the system's invariants checked after every step. Run it
-// inside a testing/synctest bubble: time is then the bubble's, and a run
-// takes the CPU its work needs, not the seconds it simulates.
+// 27): one to three agbots (package agbot's front door) over a memory
+// state (one agbot) or a SharedState they share as members (several), a
+// mock store, and agents (package agent's front door) reaching them
+// through an in-process network, driven by a workload and faults drawn
+// from one seed, with the system's invariants checked after every step.
+// Run it inside a testing/synctest bubble: time is then the bubble's, and
+// a run takes the CPU its work needs, not the seconds it simulates.
 package sim
 
 import (
@@ -65,6 +66,9 @@ type Config struct {
 	// delivery state in delivery.NewMemoryState; several share a
 	// SharedState, each a member of it, and the agents poll them all.
 	Agbots int
+	// Store is the store the agbots read: StoreMemory (the zero value)
+	// or StoreAWS.
+	Store StoreKind
 	// Agents and Names are the nodes and the store secrets they bind;
 	// zero means 4 and 3.
 	Agents, Names int
@@ -79,6 +83,18 @@ type Config struct {
 	// TempDir returns a new temporary directory (testing.T.TempDir).
 	TempDir func() string
 }
+
+// StoreKind names the store backend of a run.
+type StoreKind string
+
+// Store backends.
+const (
+	// StoreMemory is secretstore/memory.
+	StoreMemory StoreKind = ""
+	// StoreAWS is secretstore/awssm over the wire-level Secrets Manager
+	// endpoint internal/awsmock.
+	StoreAWS StoreKind = "aws"
+)
 
 // Stats count what runs did.
 type Stats struct {
@@ -146,16 +162,19 @@ func host(k int) string { return "agbot-" + strconv.Itoa(k) }
 
 // simAgent is one node's agent, across its restarts.
 type simAgent struct {
-	name    string
-	bound   int // index of the store secret its service binds
-	keys    *agreement.PrivateKeys
-	root    string
-	agent   *agent.Agent
-	cancel  context.CancelFunc
-	done    chan struct{}
-	logs    *logtest.Buffer
-	floor   int  // highest version seen in its file this incarnation
-	had     bool // its file existed at the last check
+	name   string
+	bound  int // index of the store secret its service binds
+	keys   *agreement.PrivateKeys
+	root   string
+	agent  *agent.Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+	logs   *logtest.Buffer
+	floor  int  // highest version seen in its file this incarnation
+	had    bool // its file existed at the last check
+	// endedAt is when its file went with its agreement's cancellation;
+	// zero while it holds one, or lost it otherwise.
+	endedAt time.Time
 	wiped   bool // its files were lost since the last check
 	started bool
 }
@@ -243,8 +262,9 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	inner := memory.New()
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
-		store: mock.NewStore(memory.New()), outage: &outage{},
+		store: mock.NewStore(inner), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
 		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
 		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
@@ -259,6 +279,12 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		w.state = &faultyState{State: delivery.NewMemoryState(), outage: w.outage}
 	} else {
 		w.shared = NewSharedState(period)
+		hosts := make([]string, cfg.Agbots)
+		for k := range hosts {
+			hosts[k] = host(k)
+		}
+		w.net.replay = newReplayer(w.net, hosts)
+		w.net.set(replayHost, w.net.replay)
 	}
 	w.agbots = make([]*simAgbot, cfg.Agbots)
 	for k := range w.agbots {
@@ -500,11 +526,15 @@ func (w *World) addAgent(ctx context.Context) error {
 	return w.startAgent(ctx, a)
 }
 
-// agbotURLs are the agbots an agent polls: every one.
+// agbotURLs are the agbots an agent polls: every one, and with several
+// the replaying relay.
 func (w *World) agbotURLs() []string {
 	urls := make([]string, len(w.agbots))
 	for k, sa := range w.agbots {
 		urls[k] = "http://" + sa.host
+	}
+	if w.net.replay != nil {
+		urls = append(urls, "http://"+replayHost)
 	}
 	return urls
 }
@@ -629,7 +659,21 @@ func (w *World) Check(ctx context.Context) {
 			w.mu.Unlock()
 			if !cancelled {
 				w.violate("agent %s lost its file without a cancellation", a.name)
+			} else {
+				a.endedAt = time.Now()
 			}
+		}
+		if ok && !a.endedAt.IsZero() {
+			// Content after a cancellation comes only with a new
+			// proposal, which waits for the secret to be readable.
+			w.mu.Lock()
+			s := w.secrets[a.bound]
+			stayedGone := !s.readable() && !s.goneSince.After(a.endedAt)
+			w.mu.Unlock()
+			if stayedGone {
+				w.violate("agent %s applied content of s%d after its agreement was cancelled, s%d unreadable all along", a.name, a.bound, a.bound)
+			}
+			a.endedAt = time.Time{}
 		}
 		a.had = ok
 		if strings.Contains(a.logs.String(), Canary) {
@@ -710,6 +754,11 @@ func (w *World) Step(ctx context.Context) error {
 		w.count("state.down")
 		w.outage.set(true)
 	case 12:
+		if w.net.replay != nil && w.rng.IntN(2) == 0 {
+			w.count("net.replay")
+			w.net.replay.set(true)
+			break
+		}
 		w.count("net.faulty")
 		w.net.setFaults(w.rng.Float64()*0.5, w.rng.Float64()*0.3, time.Duration(w.rng.IntN(2000))*time.Millisecond)
 	case 13:
@@ -718,8 +767,18 @@ func (w *World) Step(ctx context.Context) error {
 			w.net.freeze(host(0), true)
 			break
 		}
-		w.count("agbot.frozenPastLease")
-		w.freezeAgbot(w.rng.IntN(len(w.agbots)), true)
+		k := w.rng.IntN(len(w.agbots))
+		if w.rng.IntN(2) == 0 {
+			w.count("agbot.frozenPastLease")
+			w.freezeAgbot(k, true)
+			break
+		}
+		// Paused in the middle of a batch, holding claims: its relay
+		// answers nothing from now on, its state calls wait from its
+		// next claim on.
+		w.count("agbot.frozenMidBatch")
+		w.net.freeze(w.agbots[k].host, true)
+		w.agbots[k].state.freezeAfterClaim()
 	case 14:
 		w.count("agbot.crash")
 		k := 0
@@ -764,6 +823,9 @@ func (w *World) heal() {
 	w.setStoreFault(mock.Faults{})
 	w.outage.set(false)
 	w.net.setFaults(0, 0, 0)
+	if w.net.replay != nil {
+		w.net.replay.set(false)
+	}
 	for k := range w.agbots {
 		w.freezeAgbot(k, false)
 	}

@@ -1,0 +1,15 @@
+//go:build broken_equal_sequences
+
+package sim_test
+
+import "testing"
+
+// The model's broken variant "equal sequences", built into the real
+// engine by the build tag broken_equal_sequences: a new message of an
+// agreement reuses the sequence of the last one. The simulation catches
+// it within 20 seeds:
+//
+//	go test -tags broken_equal_sequences -run TestBrokenVariant ./internal/sim
+func TestBrokenVariantEqualSequencesIsCaught(t *testing.T) {
+	catch(t, 20, agbotsFor, "went back", "not current")
+}
