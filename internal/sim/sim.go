@@ -263,6 +263,11 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		return nil, err
 	}
 	inner := memory.New()
+	if cfg.Store == StoreAWS {
+		if inner, err = newAWSStore(ctx); err != nil {
+			return nil, err
+		}
+	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
 		store: mock.NewStore(inner), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
@@ -703,11 +708,20 @@ func (w *World) Check(ctx context.Context) {
 	}
 }
 
-// fault counts one injected fault or workload event.
+// count counts one injected fault or workload event, and prints it with
+// the time when the environment variable SIM_TRACE is set.
 func (w *World) count(kind string) {
+	w.trace("%s", kind)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stats.Faults[kind]++
+}
+
+// trace prints a step when the environment variable SIM_TRACE is set.
+func (w *World) trace(format string, args ...any) {
+	if os.Getenv("SIM_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "sim: t=%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
 }
 
 // Step draws and applies one workload event or fault, then lets time pass.
@@ -716,17 +730,20 @@ func (w *World) Step(ctx context.Context) error {
 	i := w.rng.IntN(len(w.secrets))
 	switch k := w.rng.IntN(20); k {
 	case 0, 1, 2, 3, 4:
+		w.trace("rotation of s%d", i)
 		w.stats.Rotations++
 		if err := w.put(ctx, i); err != nil {
 			return err
 		}
 	case 5:
+		w.trace("deletion of s%d", i)
 		w.stats.Deletions++
 		if err := w.del(ctx, i); err != nil {
 			return err
 		}
 	case 6:
 		w.count("secret.denied")
+		w.trace("s%d denied: %v", i, !w.secrets[i].denied)
 		w.deny(i, !w.secrets[i].denied)
 	case 7:
 		w.count("store.outage")

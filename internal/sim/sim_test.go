@@ -33,11 +33,11 @@ var ciWithout []string
 
 // knownCI are the seeds the bounded run skips: they fail, with its
 // faults, for a bug TestKnownFailures replays.
-var knownCI = map[uint64]bool{113: true}
+var knownCI = map[uint64]bool{}
 
 // knownAgbotsCI are the seeds the bounded run of several agbots skips for
 // the same reason.
-var knownAgbotsCI = map[uint64]bool{6: true}
+var knownAgbotsCI = map[uint64]bool{}
 
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
@@ -150,6 +150,12 @@ func TestFixedSeeds(t *testing.T) {
 		// on the relay, so the agent never learnt to register again. The
 		// deploy now drops it, as Keys does.
 		{"seed 16: a lost identity no longer strands a node whose agreement ended", 16, func(c *sim.Config) { c.Without = []string{"state.down"} }},
+		// An agbot frozen past its lease thawed in the middle of a cycle
+		// that had begun before s1 was denied; the cycle dated the
+		// absence from its start, and the agreement was cancelled 3.96 s
+		// after the denial, before the grace period of 4 s. The cycle's
+		// time is now taken once the store answered (delivery/cycle.go).
+		{"seed 6 of two agbots: an absence is dated from the read that found it", 6, withAgbots(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
@@ -173,15 +179,20 @@ func TestKnownFailures(t *testing.T) {
 		// again forever, never proposing again. The reply carries only a
 		// sentence; the engine would need a kind to act on.
 		{"seed 7: an agent wiped with its keys is never proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
-		// A restarted agbot finishes telling an agent its agreement was
-		// cancelled (the secret forbidden over the grace period) after
-		// the secret is readable again and the deployment's wait has
-		// fired; the node is not deployed again.
-		{"seed 113: a secret back while its cancellation is delivered strands the node", 113, nil},
-		// The same with two agbots: node-2's agreement is cancelled (s2
-		// forbidden over the grace period) and the node is never deployed
-		// again once s2 is readable.
-		{"seed 6 of two agbots: a node whose agreement was cancelled is not deployed again", 6, withAgbots(2)},
+		// A node's agreement is cancelled by one agbot (its secret gone
+		// over the grace period), which keeps the node of the agreement
+		// in its memory (agbot.Agbot.nodes) for its ready hook; the
+		// deployment's wait, in the shared state, fires in another agbot
+		// (or in the same one restarted) when the secret is back, whose
+		// onReady knows no node for the agreement: the node is never
+		// deployed again (agbot/deploy.go, onCancel and onReady). The
+		// fix belongs in package agbot (the node kept with the wait, or
+		// found among the relay's certified nodes). Seeds 113 (one
+		// agbot, restarted) and 6 of two agbots showed it before; these
+		// two show it now, in about one run of three (the goroutines'
+		// order within the bubble is not fixed by the seed).
+		{"seed 71 of three agbots: a wait that fires in another agbot strands the node", 71, withAgbots(3)},
+		{"seed 72 of two agbots: a wait that fires in another agbot strands the node", 72, withAgbots(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
@@ -216,6 +227,27 @@ func TestSimulationAgbots(t *testing.T) {
 			}
 			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
 		}
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
+}
+
+// The bounded run over the AWS Secrets Manager backend (secretstore/awssm)
+// talking to the wire-level endpoint internal/awsmock, one agbot or
+// several: a few seeds, the same faults and invariants.
+func TestSimulationAWS(t *testing.T) {
+	var total sim.Stats
+	start := time.Now()
+	aws := func(c *sim.Config) { c.Store = sim.StoreAWS }
+	n := *seedsFlag / 12
+	if testing.Short() {
+		n = 3
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		agbots := 1
+		if seed%2 == 0 {
+			agbots = agbotsFor(seed)
+		}
+		total.Add(runSeed(t, seed, aws, withAgbots(agbots)))
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
