@@ -66,6 +66,12 @@ type Config struct {
 	// delivery state in delivery.NewMemoryState; several share a
 	// SharedState, each a member of it, and the agents poll them all.
 	Agbots int
+	// OpenState, when set, opens a connection to a durable state the
+	// agbots share (pgstate over a test database): called at each
+	// agbot's start and restart, as a process opens its connection, and
+	// once for the invariants' reads. Such a run is not deterministic:
+	// run it outside a synctest bubble, in real time.
+	OpenState func(ctx context.Context) (delivery.State, error)
 	// Store is the store the agbots read: StoreMemory (the zero value)
 	// or StoreAWS.
 	Store StoreKind
@@ -154,7 +160,7 @@ type simAgbot struct {
 	cancel context.CancelFunc
 	done   chan error
 	state  *faultyState
-	handle *SharedHandle // its connection to the shared state; nil with one agbot
+	conn   delivery.State // its own connection to a shared state, closed when it stops; nil with one agbot in memory
 }
 
 // host names agbot k on the network and as a member of the shared state.
@@ -189,6 +195,8 @@ type World struct {
 	// several agbots share (nil with one agbot).
 	state  *faultyState
 	shared *SharedState
+	// checks reads the records for the invariants when OpenState is set.
+	checks delivery.State
 	outage *outage
 	certs  *losingCerts
 	keys   *agreement.PrivateKeys
@@ -280,9 +288,14 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 			return nil, err
 		}
 	}
-	if cfg.Agbots == 1 {
+	switch {
+	case cfg.OpenState != nil:
+		if w.checks, err = cfg.OpenState(ctx); err != nil {
+			return nil, err
+		}
+	case cfg.Agbots == 1:
 		w.state = &faultyState{State: delivery.NewMemoryState(), outage: w.outage}
-	} else {
+	default:
 		w.shared = NewSharedState(period)
 		hosts := make([]string, cfg.Agbots)
 		for k := range hosts {
@@ -415,11 +428,23 @@ func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
 func (w *World) startAgbot(k int) error {
 	sa := w.agbots[k]
 	var state delivery.State = w.state
-	sa.state = w.state
-	if w.shared != nil {
-		sa.handle = w.shared.Open()
-		sa.state = &faultyState{State: sa.handle, outage: w.outage}
-		state = memberState{faultyState: sa.state, m: sa.handle}
+	sa.state, sa.conn = w.state, nil
+	switch {
+	case w.cfg.OpenState != nil:
+		conn, err := w.cfg.OpenState(context.Background())
+		if err != nil {
+			return err
+		}
+		sa.conn = conn
+	case w.shared != nil:
+		sa.conn = w.shared.Open()
+	}
+	if sa.conn != nil {
+		sa.state = &faultyState{State: sa.conn, outage: w.outage}
+		state = sa.state
+		if m, ok := sa.conn.(delivery.Membership); ok {
+			state = memberState{faultyState: sa.state, m: m}
+		}
 	}
 	log, logs := logtest.NewLogger()
 	w.agbotLogs = append(w.agbotLogs, logs)
@@ -457,8 +482,8 @@ func (w *World) startAgbot(k int) error {
 func (w *World) stopAgbot(k int) {
 	sa := w.agbots[k]
 	w.net.set(sa.host, nil)
-	if sa.handle != nil {
-		_ = sa.handle.Close()
+	if sa.conn != nil {
+		_ = sa.conn.Close()
 	}
 	sa.state.freeze(false)
 	sa.cancel()
@@ -691,6 +716,9 @@ func (w *World) Check(ctx context.Context) {
 		}
 	}
 	records := func(ctx context.Context, fn func(delivery.Record) bool) error { return w.state.State.Records(ctx, fn) }
+	if w.checks != nil {
+		records = w.checks.Records
+	}
 	if w.shared != nil {
 		records = w.shared.Records
 		for _, p := range w.shared.ClaimViolations() {
@@ -926,6 +954,9 @@ func (w *World) Close() (Stats, []string) {
 	}
 	for k := range w.agbots {
 		w.stopAgbot(k)
+	}
+	if w.checks != nil {
+		_ = w.checks.Close()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

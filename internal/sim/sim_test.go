@@ -72,32 +72,39 @@ func simulate(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, 
 	var stats sim.Stats
 	var problems []string
 	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
-		for _, e := range edit {
-			if e != nil {
-				e(&cfg)
-			}
-		}
-		w, err := sim.New(ctx, cfg)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		var stepErr error
-		for range 40 {
-			if stepErr = w.Step(ctx); stepErr != nil {
-				break
-			}
-			w.Check(ctx)
-		}
-		if stepErr == nil {
-			w.Quiesce(ctx)
-		}
-		stats, problems = w.Close()
-		if stepErr != nil {
-			t.Errorf("seed %d: %v", seed, stepErr)
-		}
+		stats, problems = run(t, seed, edit...)
 	})
+	return stats, problems
+}
+
+// run runs one seed, in the caller's time, and returns its statistics and
+// the invariants it broke.
+func run(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []string) {
+	ctx := t.Context()
+	cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
+	for _, e := range edit {
+		if e != nil {
+			e(&cfg)
+		}
+	}
+	w, err := sim.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	var stepErr error
+	for range 40 {
+		if stepErr = w.Step(ctx); stepErr != nil {
+			break
+		}
+		w.Check(ctx)
+	}
+	if stepErr == nil {
+		w.Quiesce(ctx)
+	}
+	stats, problems := w.Close()
+	if stepErr != nil {
+		t.Errorf("seed %d: %v", seed, stepErr)
+	}
 	return stats, problems
 }
 
