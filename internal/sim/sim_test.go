@@ -12,7 +12,7 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 120, "seeds of the bounded run")
+	seedsFlag = flag.Int("sim.seeds", 60, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
@@ -224,7 +224,7 @@ func TestSimulationAgbots(t *testing.T) {
 			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
 		}
 	default:
-		n := *seedsFlag / 3
+		n := *seedsFlag / 2
 		if testing.Short() {
 			n = 6
 		}
@@ -245,7 +245,7 @@ func TestSimulationAWS(t *testing.T) {
 	var total sim.Stats
 	start := time.Now()
 	aws := func(c *sim.Config) { c.Store = sim.StoreAWS }
-	n := *seedsFlag / 12
+	n := *seedsFlag / 10
 	if testing.Short() {
 		n = 3
 	}
