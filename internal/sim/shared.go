@@ -187,9 +187,6 @@ func (h *SharedHandle) Join(ctx context.Context, member string) (delivery.Member
 	if err := h.check(ctx); err != nil {
 		return delivery.MemberLease{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return delivery.MemberLease{}, err
-	}
 	if member == "" {
 		return delivery.MemberLease{}, errors.New("sim: Join: the member id is empty")
 	}
@@ -210,9 +207,6 @@ func (h *SharedHandle) Heartbeat(ctx context.Context, member string) (delivery.M
 	if err := h.check(ctx); err != nil {
 		return delivery.MemberLease{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return delivery.MemberLease{}, err
-	}
 	s := h.core
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,9 +223,6 @@ func (h *SharedHandle) Heartbeat(ctx context.Context, member string) (delivery.M
 // its claims with it.
 func (h *SharedHandle) Leave(ctx context.Context, member string) error {
 	if err := h.check(ctx); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	inc := h.incarnation(member)
@@ -274,9 +265,6 @@ func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*deliv
 	if err := h.check(ctx); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	s := h.core
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -309,9 +297,6 @@ func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*deliv
 // Rebind implements delivery.State, under Update's rules.
 func (h *SharedHandle) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
 	if err := h.check(ctx); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s := h.core
@@ -414,9 +399,6 @@ func (h *SharedHandle) MarkDue(ctx context.Context, sel delivery.Selector, at ti
 // valid claim on, until now+lease.
 func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
 	if err := h.check(ctx); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s := h.core
