@@ -15,6 +15,7 @@ var (
 	seedsFlag = flag.Int("sim.seeds", 60, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
+	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
 
@@ -56,10 +57,14 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 					e(&cfg)
 				}
 			}
+			store := ""
+			if cfg.Store != sim.StoreMemory {
+				store = " -sim.store=" + string(cfg.Store)
+			}
 			if cfg.Agbots > 1 {
-				t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d", seed, cfg.Agbots)
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
 			} else {
-				t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d", seed)
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d%s", seed, store)
 			}
 		}
 	}
@@ -109,18 +114,15 @@ func run(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []str
 }
 
 // The bounded run of the test command: -sim.seeds seeds (or the one
-// -sim.seed), every invariant after every step; -sim.soak=1h runs seeds
-// for an hour instead.
+// -sim.seed), every invariant after every step.
 func TestSimulation(t *testing.T) {
 	var total sim.Stats
 	start := time.Now()
 	switch {
 	case *seedFlag != 0:
-		total.Add(runSeed(t, *seedFlag))
+		total.Add(runSeed(t, *seedFlag, withStore(sim.StoreKind(*storeFlag))))
 	case *soakFlag > 0:
-		for seed := uint64(1); time.Since(start) < *soakFlag && !t.Failed(); seed++ {
-			total.Add(runSeed(t, seed))
-		}
+		t.Skip("the soak runs in TestSoak")
 	default:
 		n := *seedsFlag
 		if testing.Short() {
@@ -217,12 +219,10 @@ func TestSimulationAgbots(t *testing.T) {
 	switch {
 	case *seedFlag != 0:
 		if *agbotFlag > 1 {
-			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag)))
+			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), withStore(sim.StoreKind(*storeFlag))))
 		}
 	case *soakFlag > 0:
-		for seed := uint64(1); time.Since(start) < *soakFlag && !t.Failed(); seed++ {
-			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
-		}
+		t.Skip("the soak runs in TestSoak")
 	default:
 		n := *seedsFlag / 2
 		if testing.Short() {
@@ -244,6 +244,9 @@ func TestSimulationAgbots(t *testing.T) {
 func TestSimulationAWS(t *testing.T) {
 	var total sim.Stats
 	start := time.Now()
+	if *soakFlag > 0 {
+		t.Skip("the soak runs in TestSoak")
+	}
 	aws := func(c *sim.Config) { c.Store = sim.StoreAWS }
 	n := *seedsFlag / 10
 	if testing.Short() {
@@ -258,3 +261,61 @@ func TestSimulationAWS(t *testing.T) {
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
+
+// The soak, outside CI: seeds from 1 on for -sim.soak, each in one of four
+// modes by its number (one agbot or several, the memory store or AWS),
+// every failure reported with the command that replays it (the soak goes
+// on), the statistics of each mode logged every 200 seeds and at the end:
+//
+//	go test -count=1 -timeout 3h -run TestSoak ./internal/sim -sim.soak=1h -v
+func TestSoak(t *testing.T) {
+	if *soakFlag <= 0 {
+		t.Skip("a soak: run with -sim.soak=1h")
+	}
+	modes := []struct {
+		name string
+		edit func(seed uint64) []func(*sim.Config)
+	}{
+		{"one agbot", func(uint64) []func(*sim.Config) { return nil }},
+		{"several agbots", func(seed uint64) []func(*sim.Config) { return []func(*sim.Config){withAgbots(agbotsFor(seed))} }},
+		{"one agbot, AWS", func(uint64) []func(*sim.Config) { return []func(*sim.Config){withStore(sim.StoreAWS)} }},
+		{"several agbots, AWS", func(seed uint64) []func(*sim.Config) {
+			return []func(*sim.Config){withAgbots(agbotsFor(seed)), withStore(sim.StoreAWS)}
+		}},
+	}
+	totals := make([]sim.Stats, len(modes))
+	var failed []string
+	start := time.Now()
+	report := func() {
+		for i, m := range modes {
+			t.Logf("%s: %v", m.name, totals[i])
+		}
+		t.Logf("after %v: failing seeds: %v", time.Since(start).Round(time.Second), failed)
+	}
+	seed := uint64(1)
+	for ; time.Since(start) < *soakFlag; seed++ {
+		// Memory store three seeds in four, as in the bounded run.
+		mode := 0
+		switch seed % 8 {
+		case 1, 3, 5:
+			mode = 1
+		case 6:
+			mode = 2
+		case 7:
+			mode = 3
+		}
+		edits := modes[mode].edit(seed)
+		stats := runSeed(t, seed, edits...)
+		if stats.Violations > 0 {
+			failed = append(failed, fmt.Sprintf("%d (%s)", seed, modes[mode].name))
+		}
+		totals[mode].Add(stats)
+		if seed%200 == 0 {
+			report()
+		}
+	}
+	report()
+}
+
+// withStore sets the store backend.
+func withStore(k sim.StoreKind) func(*sim.Config) { return func(c *sim.Config) { c.Store = k } }
