@@ -12,7 +12,7 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 60, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
+	seedsFlag = flag.Int("sim.seeds", 50, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
@@ -116,6 +116,7 @@ func run(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []str
 // The bounded run of the test command: -sim.seeds seeds (or the one
 // -sim.seed), every invariant after every step.
 func TestSimulation(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	var total sim.Stats
 	start := time.Now()
 	switch {
@@ -141,6 +142,7 @@ func TestSimulation(t *testing.T) {
 // The seeds of failures the simulation found and that are fixed: each
 // failed before its fix.
 func TestFixedSeeds(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	for _, tc := range []struct {
 		name string
 		seed uint64
@@ -214,6 +216,7 @@ func TestKnownFailures(t *testing.T) {
 // agreement checked after every step. -sim.seed with -sim.agbots replays
 // one seed.
 func TestSimulationAgbots(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	var total sim.Stats
 	start := time.Now()
 	switch {
@@ -242,6 +245,7 @@ func TestSimulationAgbots(t *testing.T) {
 // talking to the wire-level endpoint internal/awsmock, one agbot or
 // several: a few seeds, the same faults and invariants.
 func TestSimulationAWS(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	var total sim.Stats
 	start := time.Now()
 	if *soakFlag > 0 {
