@@ -188,7 +188,13 @@ func TestKnownFailures(t *testing.T) {
 		// agbot resyncs the node, the agent rejects each update ("no
 		// instance holds secrets of agreement") and the engine tries it
 		// again forever, never proposing again. The reply carries only a
-		// sentence; the engine would need a kind to act on.
+		// sentence; the engine would need a kind to act on. Proposing
+		// again after any rejected update would contradict
+		// TestRejectedUpdatesNeverCancel (an agent refusing updates keeps
+		// getting updates); the fix is a reply kind "unknown agreement"
+		// (agreement.Reply, set by agentapi.Receive when planUpdate finds
+		// no instance, carried by package agent) on which
+		// delivery.applyReply clears Proposed.
 		{"seed 7: an agent wiped with its keys is never proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
 		// A node's agreement is cancelled by one agbot (its secret gone
 		// over the grace period), which keeps the node of the agreement
