@@ -148,7 +148,11 @@ func (s *Store) saveAgreements(state map[string]agreementState) error {
 func (s *Store) floor(agreementID string) uint64 {
 	s.view.RLock()
 	defer s.view.RUnlock()
-	return s.agreements[agreementID].Sequence
+	st := s.agreements[agreementID]
+	if brokenForgetFloor && !st.Ended.IsZero() {
+		return 0
+	}
+	return st.Sequence
 }
 
 // endAgreement records that the agreement's instances are gone. s.mu is

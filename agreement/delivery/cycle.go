@@ -97,7 +97,6 @@ func (e *Engine) cycle(ctx context.Context) {
 	if !e.member.entitled() {
 		return // the names this member polls are not its own now
 	}
-	now := time.Now()
 	waits, err := e.syncNames(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -109,6 +108,12 @@ func (e *Engine) cycle(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// The cycle's time is when the store answered, not when the cycle
+	// began: a cycle held up (by the state, a slow store, a paused
+	// process) must not date an absence before the read that found it,
+	// or the grace period ends early (found by the fault simulation,
+	// seed 6 of two agbots).
+	now := time.Now()
 	rep := e.applyCycle(c)
 	e.inst.changes.Add(ctx, int64(len(c.Events)))
 	e.setStoreProblem(rep)

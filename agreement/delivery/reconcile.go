@@ -627,7 +627,9 @@ func (e *Engine) nextSequence(ctx context.Context, r *Record) (uint64, error) {
 		}
 		r.Epoch, r.Counter = e.epoch.Load(), 0
 	}
-	r.Counter++
+	if !brokenEqualSequences || r.Counter == 0 {
+		r.Counter++
+	}
 	return r.Epoch<<32 | uint64(r.Counter), nil
 }
 

@@ -33,6 +33,7 @@ type network struct {
 	delay    time.Duration           // upper bound of a request's random delay
 	frozen   map[string]bool         // hosts that answer nothing
 	count    map[string]int          // faults applied, by kind
+	replay   *replayer               // keeps what real relays deliver; nil without a replaying relay
 }
 
 func newNetwork(seed uint64) *network {
@@ -57,6 +58,27 @@ func (n *network) freeze(host string, frozen bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.frozen[host] = frozen
+}
+
+// handler returns the handler serving host and whether it is frozen.
+func (n *network) handler(host string) (http.Handler, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.handlers[host], n.frozen[host]
+}
+
+// draw returns a number in [0, n) from the network's generator.
+func (n *network) draw(k int) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rng.IntN(k)
+}
+
+// counted counts one fault applied.
+func (n *network) counted(kind string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.count[kind]++
 }
 
 // plan draws one request's fate.
@@ -117,6 +139,9 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 		return rec.Result()
 	}
 	resp := serve()
+	if n.replay != nil && h != http.Handler(n.replay) {
+		n.replay.keep(req, resp)
+	}
 	if dup {
 		_ = serve() // the duplicate's answer goes nowhere
 	}
@@ -126,129 +151,214 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// faultyState is a delivery.State that fails every call with
-// delivery.ErrStateUnavailable while down is set.
+// faultyState is one agbot process's delivery.State: it fails every call
+// with delivery.ErrStateUnavailable while the state is down (an outage
+// every agbot sees), and holds every call while its agbot is frozen.
 type faultyState struct {
 	delivery.State
+	outage *outage
+	mu     sync.Mutex
+	thaw   chan struct{} // non-nil while the agbot is frozen: closed when it thaws
+	armed  bool          // freeze once Due has claimed records
+}
+
+// outage is the state being down, for every agbot at once.
+type outage struct {
 	mu   sync.Mutex
 	down bool
 }
 
-func (s *faultyState) setDown(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = down
 }
 
-func (s *faultyState) check() error {
+// freeze holds the agbot's calls until it thaws: a process paused (a
+// stop-the-world pause, a suspended VM) whose calls in flight land late.
+func (s *faultyState) freeze(frozen bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	switch {
+	case frozen && s.thaw == nil:
+		s.thaw = make(chan struct{})
+	case !frozen && s.thaw != nil:
+		close(s.thaw)
+		s.thaw = nil
+	}
+	if !frozen {
+		s.armed = false
+	}
+}
+
+// freezeAfterClaim freezes the agbot once its next Due claims records:
+// paused in the middle of a batch, holding claims, with the calls that
+// store and send its messages waiting.
+func (s *faultyState) freezeAfterClaim() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.thaw == nil {
+		s.armed = true
+	}
+}
+
+func (s *faultyState) check(ctx context.Context) error {
+	s.mu.Lock()
+	thaw := s.thaw
+	s.mu.Unlock()
+	if thaw != nil {
+		select {
+		case <-thaw:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.outage.mu.Lock()
+	defer s.outage.mu.Unlock()
+	if s.outage.down {
 		return fmt.Errorf("sim: state down: %w", delivery.ErrStateUnavailable)
 	}
 	return nil
 }
 
+// memberState is a faultyState over a shared state, with its membership:
+// a heartbeat fails while the state is down and waits while the agbot is
+// frozen, so that its lease runs out.
+type memberState struct {
+	*faultyState
+	m delivery.Membership
+}
+
+func (s memberState) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+	if err := s.check(ctx); err != nil {
+		return delivery.MemberLease{}, err
+	}
+	return s.m.Join(ctx, member)
+}
+
+func (s memberState) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+	if err := s.check(ctx); err != nil {
+		return delivery.MemberLease{}, err
+	}
+	return s.m.Heartbeat(ctx, member)
+}
+
+func (s memberState) Leave(ctx context.Context, member string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.m.Leave(ctx, member)
+}
+
 func (s *faultyState) Create(ctx context.Context, rec *delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Create(ctx, rec)
 }
 
 func (s *faultyState) Get(ctx context.Context, id string) (delivery.Record, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return delivery.Record{}, err
 	}
 	return s.State.Get(ctx, id)
 }
 
 func (s *faultyState) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Update(ctx, member, recs...)
 }
 
 func (s *faultyState) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Rebind(ctx, member, rec)
 }
 
 func (s *faultyState) Delete(ctx context.Context, ids ...string) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Delete(ctx, ids...)
 }
 
 func (s *faultyState) Records(ctx context.Context, fn func(delivery.Record) bool) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.Records(ctx, fn)
 }
 
 func (s *faultyState) Names(ctx context.Context, member string) ([]string, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Names(ctx, member)
 }
 
 func (s *faultyState) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, reset bool) (int, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
 	return s.State.MarkDue(ctx, sel, at, reset)
 }
 
 func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return s.State.Due(ctx, member, now, lease, limit)
+	recs, err := s.State.Due(ctx, member, now, lease, limit)
+	if err == nil && len(recs) > 0 {
+		s.mu.Lock()
+		if s.armed {
+			s.armed = false
+			s.thaw = make(chan struct{})
+		}
+		s.mu.Unlock()
+	}
+	return recs, err
 }
 
 func (s *faultyState) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Observations(ctx, names)
 }
 
 func (s *faultyState) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.PutObservations(ctx, member, obs...)
 }
 
 func (s *faultyState) PutWait(ctx context.Context, w delivery.Wait) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.PutWait(ctx, w)
 }
 
 func (s *faultyState) Waits(ctx context.Context) ([]delivery.Wait, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.State.Waits(ctx)
 }
 
 func (s *faultyState) DeleteWait(ctx context.Context, id string) error {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.State.DeleteWait(ctx, id)
 }
 
 func (s *faultyState) NewEpoch(ctx context.Context) (uint64, error) {
-	if err := s.check(); err != nil {
+	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
 	return s.State.NewEpoch(ctx)

@@ -1,10 +1,11 @@
 // Package sim is a randomized fault simulation of the whole system (issue
-// 27): an agbot (package agbot's front door) over a memory state and a
-// mock store, and agents (package agent's front door) reaching it through
-// an in-process network, driven by a workload and faults drawn from one
-// seed, with the system's invariants checked after every step. Run it
-// inside a testing/synctest bubble: time is then the bubble's, and a run
-// takes the CPU its work needs, not the seconds it simulates.
+// 27): one to three agbots (package agbot's front door) over a memory
+// state (one agbot) or a SharedState they share as members (several), a
+// mock store, and agents (package agent's front door) reaching them
+// through an in-process network, driven by a workload and faults drawn
+// from one seed, with the system's invariants checked after every step.
+// Run it inside a testing/synctest bubble: time is then the bubble's, and
+// a run takes the CPU its work needs, not the seconds it simulates.
 package sim
 
 import (
@@ -45,9 +46,10 @@ const Canary = "CANARY-"
 
 const (
 	org      = "myorg"
-	host     = "agbot-0"
 	interval = time.Second
-	grace    = 4 * time.Second
+	// period is a member's lease of the shared state (several agbots).
+	period = 6 * time.Second
+	grace  = 4 * time.Second
 	// Bound is how long after the faults stop every agent must hold the
 	// store's current content (or, for a secret deleted, nothing).
 	Bound = 3*grace + 30*interval
@@ -60,6 +62,19 @@ type Config struct {
 	// Steps is the number of workload or fault steps before the quiet
 	// phase; zero means 40.
 	Steps int
+	// Agbots is the number of agbots; zero means 1. One agbot keeps its
+	// delivery state in delivery.NewMemoryState; several share a
+	// SharedState, each a member of it, and the agents poll them all.
+	Agbots int
+	// OpenState, when set, opens a connection to a durable state the
+	// agbots share (pgstate over a test database): called at each
+	// agbot's start and restart, as a process opens its connection, and
+	// once for the invariants' reads. Such a run is not deterministic:
+	// run it outside a synctest bubble, in real time.
+	OpenState func(ctx context.Context) (delivery.State, error)
+	// Store is the store the agbots read: StoreMemory (the zero value)
+	// or StoreAWS.
+	Store StoreKind
 	// Agents and Names are the nodes and the store secrets they bind;
 	// zero means 4 and 3.
 	Agents, Names int
@@ -74,6 +89,18 @@ type Config struct {
 	// TempDir returns a new temporary directory (testing.T.TempDir).
 	TempDir func() string
 }
+
+// StoreKind names the store backend of a run.
+type StoreKind string
+
+// Store backends.
+const (
+	// StoreMemory is secretstore/memory.
+	StoreMemory StoreKind = ""
+	// StoreAWS is secretstore/awssm over the wire-level Secrets Manager
+	// endpoint internal/awsmock.
+	StoreAWS StoreKind = "aws"
+)
 
 // Stats count what runs did.
 type Stats struct {
@@ -126,18 +153,34 @@ type secret struct {
 
 func (s *secret) readable() bool { return s.exists && !s.denied }
 
+// simAgbot is one agbot, across its restarts.
+type simAgbot struct {
+	host   string
+	agbot  *agbot.Agbot
+	cancel context.CancelFunc
+	done   chan error
+	state  *faultyState
+	conn   delivery.State // its own connection to a shared state, closed when it stops; nil with one agbot in memory
+}
+
+// host names agbot k on the network and as a member of the shared state.
+func host(k int) string { return "agbot-" + strconv.Itoa(k) }
+
 // simAgent is one node's agent, across its restarts.
 type simAgent struct {
-	name    string
-	bound   int // index of the store secret its service binds
-	keys    *agreement.PrivateKeys
-	root    string
-	agent   *agent.Agent
-	cancel  context.CancelFunc
-	done    chan struct{}
-	logs    *logtest.Buffer
-	floor   int  // highest version seen in its file this incarnation
-	had     bool // its file existed at the last check
+	name   string
+	bound  int // index of the store secret its service binds
+	keys   *agreement.PrivateKeys
+	root   string
+	agent  *agent.Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+	logs   *logtest.Buffer
+	floor  int  // highest version seen in its file this incarnation
+	had    bool // its file existed at the last check
+	// endedAt is when its file went with its agreement's cancellation;
+	// zero while it holds one, or lost it otherwise.
+	endedAt time.Time
 	wiped   bool // its files were lost since the last check
 	started bool
 }
@@ -148,15 +191,19 @@ type World struct {
 	rng   *rand.Rand
 	net   *network
 	store *mock.Store
-	state *faultyState
-	certs *losingCerts
-	keys  *agreement.PrivateKeys
-	ca    identity.CertSigner
+	// state is the single agbot's delivery state; shared is the state
+	// several agbots share (nil with one agbot).
+	state  *faultyState
+	shared *SharedState
+	// checks reads the records for the invariants when OpenState is set.
+	checks delivery.State
+	outage *outage
+	certs  *losingCerts
+	keys   *agreement.PrivateKeys
+	ca     identity.CertSigner
 
-	agbot       *agbot.Agbot
-	agbotCancel context.CancelFunc
-	agbotDone   chan error
-	agbotLogs   []*logtest.Buffer
+	agbots    []*simAgbot
+	agbotLogs []*logtest.Buffer
 
 	mu       sync.Mutex
 	secrets  []*secret
@@ -209,6 +256,9 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	if cfg.Names == 0 {
 		cfg.Names = 3
 	}
+	if cfg.Agbots == 0 {
+		cfg.Agbots = 1
+	}
 	if cfg.TempDir == nil {
 		return nil, errors.New("sim: Config.TempDir is required")
 	}
@@ -220,8 +270,14 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	if err != nil {
 		return nil, err
 	}
+	inner := memory.New()
+	if cfg.Store == StoreAWS {
+		if inner, err = newAWSStore(ctx); err != nil {
+			return nil, err
+		}
+	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
-		store: mock.NewStore(memory.New()), state: &faultyState{State: delivery.NewMemoryState()},
+		store: mock.NewStore(inner), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
 		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
 		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
@@ -232,8 +288,28 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 			return nil, err
 		}
 	}
-	if err := w.startAgbot(); err != nil {
-		return nil, err
+	switch {
+	case cfg.OpenState != nil:
+		if w.checks, err = cfg.OpenState(ctx); err != nil {
+			return nil, err
+		}
+	case cfg.Agbots == 1:
+		w.state = &faultyState{State: delivery.NewMemoryState(), outage: w.outage}
+	default:
+		w.shared = NewSharedState(period)
+		hosts := make([]string, cfg.Agbots)
+		for k := range hosts {
+			hosts[k] = host(k)
+		}
+		w.net.replay = newReplayer(w.net, hosts)
+		w.net.set(replayHost, w.net.replay)
+	}
+	w.agbots = make([]*simAgbot, cfg.Agbots)
+	for k := range w.agbots {
+		w.agbots[k] = &simAgbot{host: host(k)}
+		if err := w.startAgbot(k); err != nil {
+			return nil, err
+		}
 	}
 	for range cfg.Agents {
 		if err := w.addAgent(ctx); err != nil {
@@ -345,15 +421,37 @@ func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
 	return agbot.Deployment{Target: target, Resolver: catalog}, true
 }
 
-// startAgbot starts an agbot over the world's state, identity records,
-// keys and CA: at the start, and after a crash.
-func (w *World) startAgbot() error {
+// startAgbot starts agbot k over the world's state, identity records,
+// keys and CA: at the start, and after a crash. With several agbots it
+// opens a new handle on the shared state, as a process restarting opens
+// a new connection.
+func (w *World) startAgbot(k int) error {
+	sa := w.agbots[k]
+	var state delivery.State = w.state
+	sa.state, sa.conn = w.state, nil
+	switch {
+	case w.cfg.OpenState != nil:
+		conn, err := w.cfg.OpenState(context.Background())
+		if err != nil {
+			return err
+		}
+		sa.conn = conn
+	case w.shared != nil:
+		sa.conn = w.shared.Open()
+	}
+	if sa.conn != nil {
+		sa.state = &faultyState{State: sa.conn, outage: w.outage}
+		state = sa.state
+		if m, ok := sa.conn.(delivery.Membership); ok {
+			state = memberState{faultyState: sa.state, m: m}
+		}
+	}
 	log, logs := logtest.NewLogger()
 	w.agbotLogs = append(w.agbotLogs, logs)
 	a, err := agbot.New(agbot.Options{
-		Delivery: delivery.Options{Store: w.store.Store, State: w.state, Keys: w.keys, Interval: interval, Grace: grace,
+		Delivery: delivery.Options{Store: w.store.Store, State: state, Keys: w.keys, Interval: interval, Grace: grace,
 			ReplyTimeout: 2 * time.Second, InitialDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
-			OnCancel: w.onCancel},
+			OnCancel: w.onCancel, Member: sa.host},
 		Identities: w.certs,
 		CA:         w.ca,
 		Attest:     func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
@@ -373,20 +471,40 @@ func (w *World) startAgbot() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	w.agbot, w.agbotCancel, w.agbotDone = a, cancel, done
-	w.net.set(host, a.Handler())
+	sa.agbot, sa.cancel, sa.done = a, cancel, done
+	w.net.set(sa.host, a.Handler())
 	return nil
 }
 
-// crashAgbot stops the agbot (its relay and memory go with it) and starts
-// another on the same state.
-func (w *World) crashAgbot() error {
-	w.net.set(host, nil)
-	w.agbotCancel()
-	if err := <-w.agbotDone; err != nil {
-		w.violate("the agbot's Run returned %v", err)
+// stopAgbot stops agbot k. With several agbots its handle on the shared
+// state closes first, so that it stops as a process that dies does:
+// without leaving, its membership running out by itself.
+func (w *World) stopAgbot(k int) {
+	sa := w.agbots[k]
+	w.net.set(sa.host, nil)
+	if sa.conn != nil {
+		_ = sa.conn.Close()
 	}
-	return w.startAgbot()
+	sa.state.freeze(false)
+	sa.cancel()
+	if err := <-sa.done; err != nil {
+		w.violate("agbot %s: Run returned %v", sa.host, err)
+	}
+}
+
+// crashAgbot stops agbot k (its relay and memory go with it) and starts
+// another on the same state.
+func (w *World) crashAgbot(k int) error {
+	w.stopAgbot(k)
+	return w.startAgbot(k)
+}
+
+// freezeAgbot pauses agbot k or lets it go on: it answers no request and
+// its calls of the state wait, its heartbeats too, so that a freeze
+// longer than the membership period ends its lease while it is frozen.
+func (w *World) freezeAgbot(k int, frozen bool) {
+	w.net.freeze(w.agbots[k].host, frozen)
+	w.agbots[k].state.freeze(frozen)
 }
 
 // onCancel checks the invariant that no agreement is cancelled without a
@@ -438,12 +556,25 @@ func (w *World) addAgent(ctx context.Context) error {
 	return w.startAgent(ctx, a)
 }
 
+// agbotURLs are the agbots an agent polls: every one, and with several
+// the replaying relay.
+func (w *World) agbotURLs() []string {
+	urls := make([]string, len(w.agbots))
+	for k, sa := range w.agbots {
+		urls[k] = "http://" + sa.host
+	}
+	if w.net.replay != nil {
+		urls = append(urls, "http://"+replayHost)
+	}
+	return urls
+}
+
 func (w *World) startAgent(ctx context.Context, a *simAgent) error {
 	log, logs := logtest.NewLogger()
 	a.logs = logs
 	ag, err := agent.New(ctx, agent.Options{
 		Instance: identity.Identity{Provider: "sim", Org: org, Node: a.name, InstanceID: a.name},
-		Keys:     a.keys, Agbot: w.keys.Public(), Agbots: []string{"http://" + host},
+		Keys:     a.keys, Agbot: w.keys.Public(), Agbots: w.agbotURLs(),
 		Attest:       func(context.Context) (identity.Attestation, error) { return "attested", nil },
 		Files:        agentapi.Options{Root: a.root},
 		PollInterval: 500 * time.Millisecond, RegisterBackoff: 500 * time.Millisecond, MaxRegisterBackoff: 5 * time.Second,
@@ -558,7 +689,21 @@ func (w *World) Check(ctx context.Context) {
 			w.mu.Unlock()
 			if !cancelled {
 				w.violate("agent %s lost its file without a cancellation", a.name)
+			} else {
+				a.endedAt = time.Now()
 			}
+		}
+		if ok && !a.endedAt.IsZero() {
+			// Content after a cancellation comes only with a new
+			// proposal, which waits for the secret to be readable.
+			w.mu.Lock()
+			s := w.secrets[a.bound]
+			stayedGone := !s.readable() && !s.goneSince.After(a.endedAt)
+			w.mu.Unlock()
+			if stayedGone {
+				w.violate("agent %s applied content of s%d after its agreement was cancelled, s%d unreadable all along", a.name, a.bound, a.bound)
+			}
+			a.endedAt = time.Time{}
 		}
 		a.had = ok
 		if strings.Contains(a.logs.String(), Canary) {
@@ -570,7 +715,17 @@ func (w *World) Check(ctx context.Context) {
 			w.violate("agbot incarnation %d logged a secret value", i)
 		}
 	}
-	err := w.state.State.Records(ctx, func(r delivery.Record) bool {
+	records := func(ctx context.Context, fn func(delivery.Record) bool) error { return w.state.State.Records(ctx, fn) }
+	if w.checks != nil {
+		records = w.checks.Records
+	}
+	if w.shared != nil {
+		records = w.shared.Records
+		for _, p := range w.shared.ClaimViolations() {
+			w.violate("%s", p)
+		}
+	}
+	err := records(ctx, func(r delivery.Record) bool {
 		if b, err := json.Marshal(r); err == nil && strings.Contains(string(b), Canary) {
 			w.violate("state record %s holds a secret value", r.ID)
 		}
@@ -581,11 +736,20 @@ func (w *World) Check(ctx context.Context) {
 	}
 }
 
-// fault counts one injected fault or workload event.
+// count counts one injected fault or workload event, and prints it with
+// the time when the environment variable SIM_TRACE is set.
 func (w *World) count(kind string) {
+	w.trace("%s", kind)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stats.Faults[kind]++
+}
+
+// trace prints a step when the environment variable SIM_TRACE is set.
+func (w *World) trace(format string, args ...any) {
+	if os.Getenv("SIM_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "sim: t=%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
 }
 
 // Step draws and applies one workload event or fault, then lets time pass.
@@ -594,17 +758,20 @@ func (w *World) Step(ctx context.Context) error {
 	i := w.rng.IntN(len(w.secrets))
 	switch k := w.rng.IntN(20); k {
 	case 0, 1, 2, 3, 4:
+		w.trace("rotation of s%d", i)
 		w.stats.Rotations++
 		if err := w.put(ctx, i); err != nil {
 			return err
 		}
 	case 5:
+		w.trace("deletion of s%d", i)
 		w.stats.Deletions++
 		if err := w.del(ctx, i); err != nil {
 			return err
 		}
 	case 6:
 		w.count("secret.denied")
+		w.trace("s%d denied: %v", i, !w.secrets[i].denied)
 		w.deny(i, !w.secrets[i].denied)
 	case 7:
 		w.count("store.outage")
@@ -630,16 +797,40 @@ func (w *World) Step(ctx context.Context) error {
 			break
 		}
 		w.count("state.down")
-		w.state.setDown(true)
+		w.outage.set(true)
 	case 12:
+		if w.net.replay != nil && w.rng.IntN(2) == 0 {
+			w.count("net.replay")
+			w.net.replay.set(true)
+			break
+		}
 		w.count("net.faulty")
 		w.net.setFaults(w.rng.Float64()*0.5, w.rng.Float64()*0.3, time.Duration(w.rng.IntN(2000))*time.Millisecond)
 	case 13:
-		w.count("agbot.frozen")
-		w.net.freeze(host, true)
+		if len(w.agbots) == 1 {
+			w.count("agbot.frozen")
+			w.net.freeze(host(0), true)
+			break
+		}
+		k := w.rng.IntN(len(w.agbots))
+		if w.rng.IntN(2) == 0 {
+			w.count("agbot.frozenPastLease")
+			w.freezeAgbot(k, true)
+			break
+		}
+		// Paused in the middle of a batch, holding claims: its relay
+		// answers nothing from now on, its state calls wait from its
+		// next claim on.
+		w.count("agbot.frozenMidBatch")
+		w.net.freeze(w.agbots[k].host, true)
+		w.agbots[k].state.freezeAfterClaim()
 	case 14:
 		w.count("agbot.crash")
-		if err := w.crashAgbot(); err != nil {
+		k := 0
+		if len(w.agbots) > 1 {
+			k = w.rng.IntN(len(w.agbots))
+		}
+		if err := w.crashAgbot(k); err != nil {
 			return err
 		}
 	case 15:
@@ -675,9 +866,14 @@ func (w *World) heal() {
 	w.denyAll = false
 	w.mu.Unlock()
 	w.setStoreFault(mock.Faults{})
-	w.state.setDown(false)
+	w.outage.set(false)
 	w.net.setFaults(0, 0, 0)
-	w.net.freeze(host, false)
+	if w.net.replay != nil {
+		w.net.replay.set(false)
+	}
+	for k := range w.agbots {
+		w.freezeAgbot(k, false)
+	}
 }
 
 // Quiesce stops every fault, lets the agents converge, and checks each
@@ -740,7 +936,7 @@ func (w *World) status(a *simAgent) string {
 		b.WriteString(a.logs.String())
 		_ = os.WriteFile(path+"."+a.name, []byte(b.String()), 0o600)
 	}
-	st, err := w.agbot.Engine().Status(context.Background(), id)
+	st, err := w.agbots[0].agbot.Engine().Status(context.Background(), id)
 	if err != nil {
 		w.mu.Lock()
 		c, cancelled := w.cancels[id]
@@ -756,10 +952,11 @@ func (w *World) Close() (Stats, []string) {
 	for _, a := range w.agents {
 		w.stopAgent(a)
 	}
-	w.net.set(host, nil)
-	w.agbotCancel()
-	if err := <-w.agbotDone; err != nil {
-		w.violate("the agbot's Run returned %v", err)
+	for k := range w.agbots {
+		w.stopAgbot(k)
+	}
+	if w.checks != nil {
+		_ = w.checks.Close()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -12,10 +12,19 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 120, "seeds of the bounded run")
+	seedsFlag = flag.Int("sim.seeds", 50, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
+	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
+	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
+
+// agbotsFor is the number of agbots of a seed in the run of several
+// agbots: two or three.
+func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
+
+// withAgbots sets the number of agbots.
+func withAgbots(n int) func(*sim.Config) { return func(c *sim.Config) { c.Agbots = n } }
 
 // ciWithout are the faults the bounded run leaves out while the agbot
 // bugs they trigger are open (TestKnownFailures): none since the deploy
@@ -25,7 +34,11 @@ var ciWithout []string
 
 // knownCI are the seeds the bounded run skips: they fail, with its
 // faults, for a bug TestKnownFailures replays.
-var knownCI = map[uint64]bool{113: true}
+var knownCI = map[uint64]bool{}
+
+// knownAgbotsCI are the seeds the bounded run of several agbots skips for
+// the same reason.
+var knownAgbotsCI = map[uint64]bool{}
 
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
@@ -38,7 +51,21 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		if *knownFlag {
 			t.Errorf("replay: go test -race -count=1 -run '%s' ./internal/sim -sim.known", t.Name())
 		} else {
-			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation' ./internal/sim -sim.seed=%d", seed)
+			var cfg sim.Config
+			for _, e := range edit {
+				if e != nil {
+					e(&cfg)
+				}
+			}
+			store := ""
+			if cfg.Store != sim.StoreMemory {
+				store = " -sim.store=" + string(cfg.Store)
+			}
+			if cfg.Agbots > 1 {
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
+			} else {
+				t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d%s", seed, store)
+			}
 		}
 	}
 	return stats
@@ -50,48 +77,53 @@ func simulate(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, 
 	var stats sim.Stats
 	var problems []string
 	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
-		for _, e := range edit {
-			if e != nil {
-				e(&cfg)
-			}
-		}
-		w, err := sim.New(ctx, cfg)
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		var stepErr error
-		for range 40 {
-			if stepErr = w.Step(ctx); stepErr != nil {
-				break
-			}
-			w.Check(ctx)
-		}
-		if stepErr == nil {
-			w.Quiesce(ctx)
-		}
-		stats, problems = w.Close()
-		if stepErr != nil {
-			t.Errorf("seed %d: %v", seed, stepErr)
-		}
+		stats, problems = run(t, seed, edit...)
 	})
 	return stats, problems
 }
 
+// run runs one seed, in the caller's time, and returns its statistics and
+// the invariants it broke.
+func run(t *testing.T, seed uint64, edit ...func(*sim.Config)) (sim.Stats, []string) {
+	ctx := t.Context()
+	cfg := sim.Config{Seed: seed, TempDir: t.TempDir, Without: ciWithout}
+	for _, e := range edit {
+		if e != nil {
+			e(&cfg)
+		}
+	}
+	w, err := sim.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	var stepErr error
+	for range 40 {
+		if stepErr = w.Step(ctx); stepErr != nil {
+			break
+		}
+		w.Check(ctx)
+	}
+	if stepErr == nil {
+		w.Quiesce(ctx)
+	}
+	stats, problems := w.Close()
+	if stepErr != nil {
+		t.Errorf("seed %d: %v", seed, stepErr)
+	}
+	return stats, problems
+}
+
 // The bounded run of the test command: -sim.seeds seeds (or the one
-// -sim.seed), every invariant after every step; -sim.soak=1h runs seeds
-// for an hour instead.
+// -sim.seed), every invariant after every step.
 func TestSimulation(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	var total sim.Stats
 	start := time.Now()
 	switch {
 	case *seedFlag != 0:
-		total.Add(runSeed(t, *seedFlag))
+		total.Add(runSeed(t, *seedFlag, withStore(sim.StoreKind(*storeFlag))))
 	case *soakFlag > 0:
-		for seed := uint64(1); time.Since(start) < *soakFlag && !t.Failed(); seed++ {
-			total.Add(runSeed(t, seed))
-		}
+		t.Skip("the soak runs in TestSoak")
 	default:
 		n := *seedsFlag
 		if testing.Short() {
@@ -110,6 +142,7 @@ func TestSimulation(t *testing.T) {
 // The seeds of failures the simulation found and that are fixed: each
 // failed before its fix.
 func TestFixedSeeds(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
 	for _, tc := range []struct {
 		name string
 		seed uint64
@@ -128,6 +161,12 @@ func TestFixedSeeds(t *testing.T) {
 		// on the relay, so the agent never learnt to register again. The
 		// deploy now drops it, as Keys does.
 		{"seed 16: a lost identity no longer strands a node whose agreement ended", 16, func(c *sim.Config) { c.Without = []string{"state.down"} }},
+		// An agbot frozen past its lease thawed in the middle of a cycle
+		// that had begun before s1 was denied; the cycle dated the
+		// absence from its start, and the agreement was cancelled 3.96 s
+		// after the denial, before the grace period of 4 s. The cycle's
+		// time is now taken once the store answered (delivery/cycle.go).
+		{"seed 6 of two agbots: an absence is dated from the read that found it", 6, withAgbots(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
@@ -149,14 +188,145 @@ func TestKnownFailures(t *testing.T) {
 		// agbot resyncs the node, the agent rejects each update ("no
 		// instance holds secrets of agreement") and the engine tries it
 		// again forever, never proposing again. The reply carries only a
-		// sentence; the engine would need a kind to act on.
+		// sentence; the engine would need a kind to act on. Proposing
+		// again after any rejected update would contradict
+		// TestRejectedUpdatesNeverCancel (an agent refusing updates keeps
+		// getting updates); the fix is a reply kind "unknown agreement"
+		// (agreement.Reply, set by agentapi.Receive when planUpdate finds
+		// no instance, carried by package agent) on which
+		// delivery.applyReply clears Proposed.
 		{"seed 7: an agent wiped with its keys is never proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
-		// A restarted agbot finishes telling an agent its agreement was
-		// cancelled (the secret forbidden over the grace period) after
-		// the secret is readable again and the deployment's wait has
-		// fired; the node is not deployed again.
-		{"seed 113: a secret back while its cancellation is delivered strands the node", 113, nil},
+		// A node's agreement is cancelled by one agbot (its secret gone
+		// over the grace period), which keeps the node of the agreement
+		// in its memory (agbot.Agbot.nodes) for its ready hook; the
+		// deployment's wait, in the shared state, fires in another agbot
+		// (or in the same one restarted) when the secret is back, whose
+		// onReady knows no node for the agreement: the node is never
+		// deployed again (agbot/deploy.go, onCancel and onReady). The
+		// fix belongs in package agbot (the node kept with the wait, or
+		// found among the relay's certified nodes). Seed 113 (one agbot,
+		// restarted) showed it before; seed 251 of three agbots shows it
+		// in every run (agbot-0 cancels node-0's agreement at 01:02.05,
+		// an agbot restarted since fires the wait at 01:04.87 and deploys
+		// nothing), seeds 71 and 72 in one run of two or three (the
+		// goroutines' order within the bubble is not fixed by the seed).
+		{"seed 251 of three agbots: a wait that fires in another agbot strands the node", 251, withAgbots(3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
 }
+
+// The bounded run of several agbots sharing one state: seeds of two or
+// three agbots, with the faults of a shared state (an agbot frozen past
+// its membership lease, an agbot crashing and restarting under its id),
+// and the invariant that at most one agbot holds a valid claim on an
+// agreement checked after every step. -sim.seed with -sim.agbots replays
+// one seed.
+func TestSimulationAgbots(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
+	var total sim.Stats
+	start := time.Now()
+	switch {
+	case *seedFlag != 0:
+		if *agbotFlag > 1 {
+			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), withStore(sim.StoreKind(*storeFlag))))
+		}
+	case *soakFlag > 0:
+		t.Skip("the soak runs in TestSoak")
+	default:
+		n := *seedsFlag / 2
+		if testing.Short() {
+			n = 6
+		}
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			if knownAgbotsCI[seed] {
+				continue // replayed by TestKnownFailures
+			}
+			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
+		}
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
+}
+
+// The bounded run over the AWS Secrets Manager backend (secretstore/awssm)
+// talking to the wire-level endpoint internal/awsmock, one agbot or
+// several: a few seeds, the same faults and invariants.
+func TestSimulationAWS(t *testing.T) {
+	t.Parallel() // the bounded runs share the cores
+	var total sim.Stats
+	start := time.Now()
+	if *soakFlag > 0 {
+		t.Skip("the soak runs in TestSoak")
+	}
+	aws := func(c *sim.Config) { c.Store = sim.StoreAWS }
+	n := *seedsFlag / 10
+	if testing.Short() {
+		n = 3
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		agbots := 1
+		if seed%2 == 0 {
+			agbots = agbotsFor(seed)
+		}
+		total.Add(runSeed(t, seed, aws, withAgbots(agbots)))
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
+}
+
+// The soak, outside CI: seeds from 1 on for -sim.soak, each in one of four
+// modes by its number (one agbot or several, the memory store or AWS),
+// every failure reported with the command that replays it (the soak goes
+// on), the statistics of each mode logged every 200 seeds and at the end:
+//
+//	go test -count=1 -timeout 3h -run TestSoak ./internal/sim -sim.soak=1h -v
+func TestSoak(t *testing.T) {
+	if *soakFlag <= 0 {
+		t.Skip("a soak: run with -sim.soak=1h")
+	}
+	modes := []struct {
+		name string
+		edit func(seed uint64) []func(*sim.Config)
+	}{
+		{"one agbot", func(uint64) []func(*sim.Config) { return nil }},
+		{"several agbots", func(seed uint64) []func(*sim.Config) { return []func(*sim.Config){withAgbots(agbotsFor(seed))} }},
+		{"one agbot, AWS", func(uint64) []func(*sim.Config) { return []func(*sim.Config){withStore(sim.StoreAWS)} }},
+		{"several agbots, AWS", func(seed uint64) []func(*sim.Config) {
+			return []func(*sim.Config){withAgbots(agbotsFor(seed)), withStore(sim.StoreAWS)}
+		}},
+	}
+	totals := make([]sim.Stats, len(modes))
+	var failed []string
+	start := time.Now()
+	report := func() {
+		for i, m := range modes {
+			t.Logf("%s: %v", m.name, totals[i])
+		}
+		t.Logf("after %v: failing seeds: %v", time.Since(start).Round(time.Second), failed)
+	}
+	seed := uint64(1)
+	for ; time.Since(start) < *soakFlag; seed++ {
+		// Memory store three seeds in four, as in the bounded run.
+		mode := 0
+		switch seed % 8 {
+		case 1, 3, 5:
+			mode = 1
+		case 6:
+			mode = 2
+		case 7:
+			mode = 3
+		}
+		edits := modes[mode].edit(seed)
+		stats := runSeed(t, seed, edits...)
+		if stats.Violations > 0 {
+			failed = append(failed, fmt.Sprintf("%d (%s)", seed, modes[mode].name))
+		}
+		totals[mode].Add(stats)
+		if seed%200 == 0 {
+			report()
+		}
+	}
+	report()
+}
+
+// withStore sets the store backend.
+func withStore(k sim.StoreKind) func(*sim.Config) { return func(c *sim.Config) { c.Store = k } }

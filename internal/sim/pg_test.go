@@ -1,0 +1,46 @@
+package sim_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/sim"
+)
+
+var pgFlag = flag.Int("sim.pg", 0, "run this many seeds with the agbots sharing a PostgreSQL state (pgstate), in real time")
+
+// The simulation over PostgreSQL: one to three agbots, each with its own
+// pgstate connection to one database (a schema per seed), so that a crash
+// closes its pool and a restart opens another. It runs in real time
+// (a real server cannot join a synctest bubble), about two minutes a
+// seed, so only under -sim.pg=N:
+//
+//	EDGESECRETS_POSTGRES_BIN=/usr/lib/postgresql/15/bin go test -race -count=1 -timeout 30m -run TestSimulationPostgres ./internal/sim -sim.pg=3 -v
+func TestSimulationPostgres(t *testing.T) {
+	if *pgFlag <= 0 {
+		t.Skip("real time, minutes a seed: run with -sim.pg=N")
+	}
+	db := pgtest.NewDatabase(t)
+	var total sim.Stats
+	start := time.Now()
+	for seed := uint64(1); seed <= uint64(*pgFlag); seed++ {
+		schema := fmt.Sprintf("sim_%d", seed)
+		open := func(ctx context.Context) (delivery.State, error) {
+			st, _, err := pgstate.Open(ctx, pgstate.Options{URL: db.URL, Schema: schema, LeasePeriod: 6 * time.Second, MaxConns: 4})
+			return st, err
+		}
+		agbots := 1 + int(seed%3)
+		stats, problems := run(t, seed, withAgbots(agbots), func(c *sim.Config) { c.OpenState = open })
+		for _, p := range problems {
+			t.Errorf("seed %d (%d agbots, PostgreSQL): %s", seed, agbots, p)
+		}
+		total.Add(stats)
+	}
+	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
+}
