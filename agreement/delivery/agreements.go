@@ -78,7 +78,7 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 		case err != nil:
 			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
 		case old.Phase == PhaseCancelling:
-			return fmt.Errorf("delivery: register agreement %q: %w: it is being cancelled", a.ID, ErrExists)
+			return fmt.Errorf("delivery: register agreement %q: %w: %w", a.ID, ErrExists, errBeingCancelled)
 		}
 		rebound, problem := rebindable(&old, r)
 		if problem != "" {

@@ -209,6 +209,12 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 		return Deployed{}, errors.Join(refused, err)
 	}
 	if err := e.Register(ctx, Agreement{ID: d.ID, Node: d.Node, Services: bindings}); err != nil {
+		if errors.Is(err, errBeingCancelled) {
+			// Its agent has not acknowledged the cancellation yet: made
+			// again once it has (found by the fault simulation, seed 251
+			// of three agbots).
+			return e.retrying(log, out, err.Error()), nil
+		}
 		if errors.Is(err, edgesecrets.ErrInvalid) || errors.Is(err, ErrExists) {
 			// Invalid, or an agreement of that id with other services:
 			// trying again changes nothing.
@@ -219,6 +225,10 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 	out.Registered = true
 	return out, nil
 }
+
+// errBeingCancelled refines ErrExists: the agreement is being cancelled,
+// and can be made again once its agent acknowledged that.
+var errBeingCancelled = errors.New("it is being cancelled")
 
 // retrying returns out as retried for reason, said at WARN.
 func (e *Engine) retrying(log *slog.Logger, out Deployed, reason string) Deployed {

@@ -225,3 +225,45 @@ func TestDeployOfAnAgreementWithOtherServicesIsErrExists(t *testing.T) {
 		assert.NotContains(t, h.logs.String(), "deployment registered after waiting", "not retried")
 	})
 }
+
+// A deployment of an agreement whose cancellation its agent has not
+// acknowledged yet is not dropped: the engine tries it again each cycle
+// and makes the agreement again once the cancellation is done (the fault
+// simulation's seed 251 of three agbots: a wait fired while the agent was
+// unreachable, its deployment dropped as "exists", the node stranded).
+func TestDeployOfAnAgreementBeingCancelledIsMadeAgainOnceItIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.agent("node-1")
+		h.put("org/db", canary+"v1")
+		h.start()
+		defer h.stop()
+		out, err := h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw"}))
+		require.NoError(t, err)
+		require.True(t, out.Registered)
+		h.wait("agr-1", time.Minute)
+
+		agent.setDown(true)
+		require.NoError(t, h.engine.End(context.Background(), "agr-1"))
+		out, err = h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw"}))
+		require.NoError(t, err, "not refused: the cancellation is under way")
+		assert.False(t, out.Registered)
+		assert.Contains(t, out.Retrying, "being cancelled")
+		cycles(2)
+		assert.Equal(t, delivery.PhaseCancelling, h.status("agr-1").Phase, "the agent has not acknowledged")
+
+		agent.setDown(false)
+		require.NoError(t, h.engine.Resync(context.Background(), "node-1"))
+		madeAgain := func() bool {
+			st, err := h.engine.Status(context.Background(), "agr-1")
+			return err == nil && st.Phase == delivery.PhaseActive && st.InSync
+		}
+		deadline := time.Now().Add(3 * testInterval)
+		for !madeAgain() {
+			require.True(t, time.Now().Before(deadline), "made again within three intervals")
+			time.Sleep(time.Second)
+		}
+		got, _ := agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v1"), got)
+	})
+}
