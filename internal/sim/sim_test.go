@@ -166,6 +166,9 @@ func TestFixedSeeds(t *testing.T) {
 		// Seeds 71 and 72 of two or three agbots showed it in one run of
 		// three.
 		{"seed 251 of three agbots: a deploy meeting a cancellation under way is tried again", 251, withAgbots(3)},
+		// The same with one agbot, found by the soak: the deploy it held
+		// as pending met the node's cancellation under way.
+		{"seed 388: a deploy meeting a cancellation under way is tried again", 388, nil},
 		// A node's agreement was cancelled, its agent's identity record
 		// lost on the agbot; when the secret came back the deploy failed
 		// "the agent's identity did not verify" and kept the certificate
