@@ -42,7 +42,7 @@ type Instances map[agreement.ServiceRef]Instance
 // matching edgesecrets.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
 func ReplyFor(agreementID string, err error) agreement.Reply {
-	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil}
+	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil, Unknown: errors.Is(err, errUnknownAgreement)}
 	switch {
 	case err == nil:
 	case errors.Is(err, edgesecrets.ErrInvalid), errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrConflict):
@@ -52,6 +52,11 @@ func ReplyFor(agreementID string, err error) agreement.Reply {
 	}
 	return r
 }
+
+// errUnknownAgreement: a secrets update of an agreement no instance holds
+// (the agent's files were lost, its keys kept). Its reply says so
+// (agreement.Reply.Unknown) and the agbot proposes the agreement again.
+var errUnknownAgreement = errors.New("no instance holds secrets of agreement")
 
 // rendered is one secret file to write: its name, content and content hash.
 type rendered struct {
@@ -255,7 +260,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		}
 	}
 	if len(owners) == 0 {
-		return nil, fmt.Errorf("%w: no instance holds secrets of agreement %s", edgesecrets.ErrNotFound, quoteName(agreementID))
+		return nil, fmt.Errorf("%w: %w %s", edgesecrets.ErrNotFound, errUnknownAgreement, quoteName(agreementID))
 	}
 	var errs []error
 	byID := make(map[string]*plan)

@@ -86,7 +86,7 @@ func Example() {
 	removed, err := store.RemoveAgreement(ctx, "ag-1")
 	fmt.Println("removed:", removed, err)
 	// Output:
-	// proposal reply: {Version:1 AgreementID:ag-1 InReplyTo:{Type: Sequence:0} Accepted:true Reason:}
+	// proposal reply: {Version:1 AgreementID:ag-1 InReplyTo:{Type: Sequence:0} Accepted:true Reason: Unknown:false}
 	// bind-mount .../web-1 at /open-horizon-secrets; file db holds {"password":"s3cr3t","user":"app"}
 	// update written: map[web-1:[db]] accepted: true
 	// 200 ["db"]

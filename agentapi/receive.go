@@ -174,7 +174,9 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 	}
 	got.Err = applyErr
 	outcome := ReplyFor(h.AgreementID, applyErr)
-	got.Reply, err = agreement.Seal(r.keys, r.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason), agreement.Header{Sequence: st.Reply}, agreement.Options{})
+	reply := agreement.NewReply(h, outcome.Accepted, outcome.Reason)
+	reply.Unknown = outcome.Unknown
+	got.Reply, err = agreement.Seal(r.keys, r.agbot, reply, agreement.Header{Sequence: st.Reply}, agreement.Options{})
 	if err != nil {
 		return got, fmt.Errorf("agentapi: receive: sealing the reply: %w", err)
 	}

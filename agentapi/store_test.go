@@ -613,4 +613,24 @@ func TestReply(t *testing.T) {
 	local := agentapi.ReplyFor("ag", &fs.PathError{Op: "open", Path: "/var/lib/x", Err: errors.New("no space left on device")})
 	assert.False(t, local.Accepted)
 	assert.Equal(t, "the agent could not store the secrets", local.Reason)
+	assert.False(t, bad.Unknown || local.Unknown)
+
+	// An update of an agreement no instance holds (the files lost, the
+	// keys kept) says the agreement is unknown, for the agbot to propose
+	// it again; an unknown service of a known one does not.
+	ctx := t.Context()
+	s, err := agentapi.Open(ctx, agentapi.Options{Root: filepath.Join(t.TempDir(), "agent")})
+	require.NoError(t, err)
+	defer s.Close()
+	u, err := agreement.NewSecretsUpdate("ag", agreement.SecretsUpdate{Services: []agreement.ServiceSecrets{{
+		Service: agreement.ServiceRef{Org: "org", URL: "svc", Version: "1.0.0"},
+		Secrets: map[string]agreement.SecretDetails{"pw": {Data: edgesecrets.Data{"password": []byte("v")}}},
+	}}})
+	require.NoError(t, err)
+	_, err = s.ApplyUpdate(ctx, u)
+	require.ErrorIs(t, err, edgesecrets.ErrNotFound)
+	unknown := agentapi.ReplyFor("ag", err)
+	assert.False(t, unknown.Accepted)
+	assert.True(t, unknown.Unknown)
+	assert.Contains(t, unknown.Reason, `no instance holds secrets of agreement "ag"`)
 }

@@ -486,6 +486,11 @@ type Reply struct {
 	// rejecting, at most 4 KiB. It travels to the agbot's
 	// logs: never put secret values in it.
 	Reason string `json:"reason,omitempty"`
+	// Unknown, with a rejection, says the agent holds nothing of the
+	// agreement: it lost its files and replay state but kept its keys (a
+	// wiped node, a restored disk). The agbot proposes the agreement
+	// again rather than repeating the update. Optional on the wire.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // NewReply returns the reply to the message whose (authentic) header is
@@ -511,6 +516,9 @@ func (r Reply) validate() error {
 	}
 	if r.InReplyTo != (MessageRef{}) && (!validToken(string(r.InReplyTo.Type), maxTypeLength) || r.InReplyTo.Sequence == 0) {
 		return fmt.Errorf("%w: reply of agreement %q: inReplyTo needs a message type and a sequence above 0", errInvalidMessage, r.AgreementID)
+	}
+	if r.Accepted && r.Unknown {
+		return fmt.Errorf("%w: reply of agreement %q: an accepted message cannot be of an unknown agreement", errInvalidMessage, r.AgreementID)
 	}
 	if !r.Accepted && r.Reason == "" {
 		return fmt.Errorf("%w: reply of agreement %q: a rejection needs a reason", errInvalidMessage, r.AgreementID)

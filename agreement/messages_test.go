@@ -125,6 +125,11 @@ func TestReplySealOpen(t *testing.T) {
 
 	// A reply without InReplyTo (as older code writes) is valid.
 	require.NoError(t, Reply{AgreementID: "a", Accepted: true}.validate())
+	// Unknown goes with a rejection only.
+	require.NoError(t, Reply{Version: 1, AgreementID: "a", Reason: "no instance", Unknown: true}.validate())
+	err := Reply{Version: 1, AgreementID: "a", Accepted: true, Unknown: true}.validate()
+	requireKind(t, err, errInvalidMessage)
+	assert.Contains(t, err.Error(), "unknown agreement")
 }
 
 func TestSealMessageRejects(t *testing.T) {

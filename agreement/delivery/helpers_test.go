@@ -131,8 +131,9 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 	}
 	a.opened = append(a.opened, h)
 	outcome := agentapi.ReplyFor(h.AgreementID, applyErr)
-	reply, err := agreement.Seal(a.keys, a.agbot, agreement.NewReply(h, outcome.Accepted, outcome.Reason),
-		agreement.Header{Sequence: h.Sequence}, agreement.Options{})
+	answer := agreement.NewReply(h, outcome.Accepted, outcome.Reason)
+	answer.Unknown = outcome.Unknown
+	reply, err := agreement.Seal(a.keys, a.agbot, answer, agreement.Header{Sequence: h.Sequence}, agreement.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +146,18 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 
 func instanceID(agreementID string, service int) string {
 	return fmt.Sprintf("%s-%d", agreementID, service)
+}
+
+// wipe loses the agent's files (a new, empty store), keeping its keys
+// and its replay floors.
+func (a *testAgent) wipe(t testing.TB) {
+	t.Helper()
+	store, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "wiped")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.store = store
 }
 
 func (a *testAgent) setDown(down bool) {

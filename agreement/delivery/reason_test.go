@@ -218,3 +218,31 @@ func TestUnrenderableRotationHoldsBackOnlyThatSecret(t *testing.T) {
 		assert.Len(t, h.reasonLines("WARN", "agr-1", delivery.ReasonFormatUnrenderable), 1)
 	})
 }
+
+// An agent that lost its files but kept its keys rejects the next update
+// as of an unknown agreement (agreement.Reply.Unknown); the engine
+// proposes the agreement again rather than repeating the update forever
+// (the fault simulation's seed 7), and the agent holds the secret again.
+func TestAnAgentThatLostTheAgreementIsProposedToAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.deployOne()
+		defer h.stop()
+		agent.wipe(t)
+		h.put("org/db", canary+"v2")
+		time.Sleep(testInterval)
+		st := h.wait("agr-1", time.Minute)
+		assert.Empty(t, st.Rejection)
+		got, ok := agent.file("agr-1", "pw")
+		require.True(t, ok, "the agent holds the secret again")
+		assert.Equal(t, jsonFile(canary+"v2"), got)
+		var proposals int
+		for _, m := range agent.messages() {
+			if m.Type == agreement.TypeProposal {
+				proposals++
+			}
+		}
+		assert.Equal(t, 2, proposals, "proposed again")
+		assert.Contains(t, h.logs.String(), "the agent holds nothing of the agreement; proposing it again")
+	})
+}

@@ -762,6 +762,18 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 	r.InFlight, r.Unanswered = nil, time.Time{}
 	fx.answered(r, in, reply.Accepted)
 	e.clearReason(r.ID, r.Node, ReasonAgentUnreachable, now) // it answered
+	if !reply.Accepted && reply.Unknown && in.Type == agreement.TypeUpdate && in.Kind == agreement.UpdateKindSecrets {
+		// The agent lost the agreement (its files and replay state) but
+		// kept its keys: propose it again, now (seed 7 of the fault
+		// simulation retried the update forever).
+		e.log.Info("the agent holds nothing of the agreement; proposing it again", slog.String("agreement", r.ID), slog.String("node", r.Node))
+		r.Proposed, r.AgentKey, r.Rejection, r.LastError = false, "", "", ""
+		for i := range r.Slots {
+			r.Slots[i].Acked = Content{}
+		}
+		r.Attempts, r.NextAttempt = 0, now
+		return save, nil
+	}
 	if !reply.Accepted {
 		level := slog.LevelDebug // the same refusal again
 		if prev := r.Rejection; prev != clip(reply.Reason) {

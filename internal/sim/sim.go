@@ -79,9 +79,9 @@ type Config struct {
 	// zero means 4 and 3.
 	Agents, Names int
 	// WipeKeepsKeys makes an agent restarted without its files keep its
-	// keys. Off, the keys go with the files. On, seed 7 strands the agent:
-	// the agbot's updates are rejected ("no instance holds secrets of
-	// agreement") and never proposed again (see sim_test.go).
+	// keys. Off, the keys go with the files. On, the agent rejects the
+	// agbot's updates as of an unknown agreement and is proposed to again
+	// (seed 7 in sim_test.go).
 	WipeKeepsKeys bool
 	// Without names fault kinds (as counted in Stats.Faults) not to
 	// inject: a step that draws one heals instead.

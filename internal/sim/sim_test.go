@@ -13,7 +13,6 @@ import (
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
 	seedsFlag = flag.Int("sim.seeds", 50, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
-	knownFlag = flag.Bool("sim.known", false, "run the seeds of known, unfixed failures")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
@@ -26,19 +25,10 @@ func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
 // withAgbots sets the number of agbots.
 func withAgbots(n int) func(*sim.Config) { return func(c *sim.Config) { c.Agbots = n } }
 
-// ciWithout are the faults the bounded run leaves out while the agbot
-// bugs they trigger are open (TestKnownFailures): none since the deploy
-// retries through a state outage and drops a lost identity's
-// certificate (TestFixedSeeds).
+// ciWithout are the faults the bounded run leaves out while a bug they
+// trigger is open: none, every bug the simulation found being fixed
+// (TestFixedSeeds).
 var ciWithout []string
-
-// knownCI are the seeds the bounded run skips: they fail, with its
-// faults, for a bug TestKnownFailures replays.
-var knownCI = map[uint64]bool{}
-
-// knownAgbotsCI are the seeds the bounded run of several agbots skips for
-// the same reason.
-var knownAgbotsCI = map[uint64]bool{}
 
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
@@ -48,24 +38,20 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		t.Errorf("seed %d: %s", seed, p)
 	}
 	if len(problems) > 0 {
-		if *knownFlag {
-			t.Errorf("replay: go test -race -count=1 -run '%s' ./internal/sim -sim.known", t.Name())
+		var cfg sim.Config
+		for _, e := range edit {
+			if e != nil {
+				e(&cfg)
+			}
+		}
+		store := ""
+		if cfg.Store != sim.StoreMemory {
+			store = " -sim.store=" + string(cfg.Store)
+		}
+		if cfg.Agbots > 1 {
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
 		} else {
-			var cfg sim.Config
-			for _, e := range edit {
-				if e != nil {
-					e(&cfg)
-				}
-			}
-			store := ""
-			if cfg.Store != sim.StoreMemory {
-				store = " -sim.store=" + string(cfg.Store)
-			}
-			if cfg.Agbots > 1 {
-				t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
-			} else {
-				t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d%s", seed, store)
-			}
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d%s", seed, store)
 		}
 	}
 	return stats
@@ -130,9 +116,6 @@ func TestSimulation(t *testing.T) {
 			n = 20
 		}
 		for seed := uint64(1); seed <= uint64(n); seed++ {
-			if knownCI[seed] {
-				continue // replayed by TestKnownFailures
-			}
 			total.Add(runSeed(t, seed))
 		}
 	}
@@ -169,6 +152,13 @@ func TestFixedSeeds(t *testing.T) {
 		// The same with one agbot, found by the soak: the deploy it held
 		// as pending met the node's cancellation under way.
 		{"seed 388: a deploy meeting a cancellation under way is tried again", 388, nil},
+		// An agent restarted without its files but with its keys
+		// rejected each update ("no instance holds secrets of
+		// agreement") and the engine sent it again forever, never
+		// proposing again. The reply now says the agreement is unknown
+		// (agreement.Reply.Unknown, set by agentapi.ReplyFor) and the
+		// engine proposes it again.
+		{"seed 7: an agent wiped with its keys is proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
 		// A node's agreement was cancelled, its agent's identity record
 		// lost on the agbot; when the secret came back the deploy failed
 		// "the agent's identity did not verify" and kept the certificate
@@ -181,35 +171,6 @@ func TestFixedSeeds(t *testing.T) {
 		// after the denial, before the grace period of 4 s. The cycle's
 		// time is now taken once the store answered (delivery/cycle.go).
 		{"seed 6 of two agbots: an absence is dated from the read that found it", 6, withAgbots(2)},
-	} {
-		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
-	}
-}
-
-// The seeds of failures the simulation found that are not fixed here (the
-// fixes belong in package agbot or the agreement protocol, outside this
-// change). Each replays with -sim.known and fails while its bug is open.
-func TestKnownFailures(t *testing.T) {
-	if !*knownFlag {
-		t.Skip("known failures, unfixed; run with -sim.known")
-	}
-	for _, tc := range []struct {
-		name string
-		seed uint64
-		edit func(*sim.Config)
-	}{
-		// An agent restarts without its files but with its keys: the
-		// agbot resyncs the node, the agent rejects each update ("no
-		// instance holds secrets of agreement") and the engine tries it
-		// again forever, never proposing again. The reply carries only a
-		// sentence; the engine would need a kind to act on. Proposing
-		// again after any rejected update would contradict
-		// TestRejectedUpdatesNeverCancel (an agent refusing updates keeps
-		// getting updates); the fix is a reply kind "unknown agreement"
-		// (agreement.Reply, set by agentapi.Receive when planUpdate finds
-		// no instance, carried by package agent) on which
-		// delivery.applyReply clears Proposed.
-		{"seed 7: an agent wiped with its keys is never proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
@@ -238,9 +199,6 @@ func TestSimulationAgbots(t *testing.T) {
 			n = 6
 		}
 		for seed := uint64(1); seed <= uint64(n); seed++ {
-			if knownAgbotsCI[seed] {
-				continue // replayed by TestKnownFailures
-			}
 			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
 		}
 	}
