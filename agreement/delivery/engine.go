@@ -241,6 +241,11 @@ type Engine struct {
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
 	absent map[string]ObservedState
+	// synced are the names the state bound when syncNames last brought
+	// the watcher in step with them and no deployment waited, owned by
+	// the watcher cycle: a cycle that reads the same names changes
+	// nothing.
+	synced []string
 	// review is the anti-entropy cursor, owned by the watcher cycle.
 	review review
 
