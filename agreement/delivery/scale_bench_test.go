@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,73 +14,27 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/internal/scalefleet"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
-// Scale benchmarks: a fleet loaded straight into the state, every
-// agreement in sync with the store, 1,000 secrets. Agreement i binds
-// org/hot when i%100 == 0 (1 % of the fleet), org/s-NNN otherwise.
-const scaleSecrets = 1000
+// Scale benchmarks: a fleet loaded straight into the state
+// (internal/scalefleet), every agreement in sync with the store, 1,000
+// secrets: agreement i binds org/hot when i%100 == 0 (1 % of the fleet),
+// org/s-NNN otherwise.
 
-func scaleSecret(i int) string {
-	if i%100 == 0 {
-		return "org/hot"
-	}
-	return fmt.Sprintf("org/s-%03d", i%(scaleSecrets-1))
-}
-
-// scaleFleet fills state with n agreements in sync with store (and the
-// observations saying so), the agents of the org/hot ones with keys. The
-// records are created by concurrent writers, so that a durable state
-// commits them in groups.
+// scaleFleet fills state with n agreements in sync with store, the
+// agents of the keyed ones with keys.
 func scaleFleet(b *testing.B, state delivery.State, store *secretstore.Store, agents *benchAgents, n int, bind func(int) string) {
 	b.Helper()
-	ctx := context.Background()
-	tags := map[string]secretstore.ContentTag{}
-	now := time.Now()
-	for i := range n {
-		name := bind(i)
-		if _, ok := tags[name]; ok || name == "" {
-			continue
+	_, err := scalefleet.Load(context.Background(), state, store, scalefleet.Options{N: n, Bind: bind, AgentKey: func(i int) agreement.KeyID {
+		if k, ok := agents.keys[scalefleet.Node(i)]; ok {
+			return k.Public().EncryptionKeyID()
 		}
-		_, err := store.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
-		require.NoError(b, err)
-		s, err := store.Get(ctx, name)
-		require.NoError(b, err)
-		tags[name] = s.ContentTag()
-		require.NoError(b, state.PutObservations(ctx, "", delivery.Observation{Name: name, State: delivery.Present, Tag: tags[name], Since: now, CheckedAt: now}))
-	}
-	const writers = 64
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Go(func() {
-			for i := w; i < n; i += writers {
-				name := bind(i)
-				if name == "" {
-					continue // not in this fleet
-				}
-				a := testAgreement(fmt.Sprintf("agr-%07d", i), benchNode(i), name)
-				c := delivery.Content{StoreName: name, Tag: tags[name]}
-				r := &delivery.Record{
-					ID: a.ID, Node: a.Node, Services: a.Services, Phase: delivery.PhaseActive,
-					Slots:    []delivery.Slot{{Service: 0, Name: "pw", Desired: c, Acked: c}},
-					Proposed: true, CreatedAt: now, UpdatedAt: now,
-				}
-				if k, ok := agents.keys[a.Node]; ok {
-					r.AgentKey = k.Public().EncryptionKeyID()
-				}
-				if err := state.Create(ctx, r); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	require.NoError(b, <-errs)
+		return ""
+	}})
+	require.NoError(b, err)
 }
 
 // scaleEngine is an engine over a loaded fleet, not running: the
@@ -95,7 +48,7 @@ func scaleEngine(b *testing.B, state delivery.State, n int, bind func(int) strin
 		if keyed(i) {
 			k, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 			require.NoError(b, err)
-			agents.keys[benchNode(i)] = k
+			agents.keys[scalefleet.Node(i)] = k
 		}
 	}
 	agents.counting.Store(true)
@@ -146,7 +99,7 @@ func BenchmarkIdleCycle(b *testing.B) {
 	for _, st := range scaleStates(b) {
 		for _, n := range []int{10_000, 100_000} {
 			b.Run(fmt.Sprintf("%s/agreements=%d", st.name, n), func(b *testing.B) {
-				e, _, agents := scaleEngine(b, st.open(), n, scaleSecret, func(int) bool { return false })
+				e, _, agents := scaleEngine(b, st.open(), n, scalefleet.Secret, func(int) bool { return false })
 				ctx := context.Background()
 				e.Cycle(ctx) // the first pass reviews every agreement
 				e.Cycle(ctx)
@@ -175,11 +128,11 @@ func BenchmarkRotateOnePercent(b *testing.B) {
 			count int // agreements stored
 			bind  func(int) string
 		}{
-			{"fleet=100000", n, n, scaleSecret},
+			{"fleet=100000", n, n, scalefleet.Secret},
 			// Those 1,000 alone, with the same ids and nodes.
 			{"alone=1000", n, n / 100, func(i int) string {
 				if hot(i) {
-					return "org/hot"
+					return scalefleet.Hot
 				}
 				return ""
 			}},
@@ -199,7 +152,7 @@ func BenchmarkRotateOnePercent(b *testing.B) {
 				for b.Loop() {
 					version++
 					agents.expect(n / 100)
-					_, err := store.Put(context.Background(), &secretstore.Secret{Name: "org/hot", Data: edgesecrets.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
+					_, err := store.Put(context.Background(), &secretstore.Secret{Name: scalefleet.Hot, Data: edgesecrets.Data{"password": fmt.Appendf(nil, "v%d", version)}}, secretstore.PutOptions{})
 					require.NoError(b, err)
 					e.TriggerCycle()
 					<-agents.arrived
