@@ -356,6 +356,9 @@ type review struct {
 	counts  Health            // what this pass counted so far
 	checked int               // agreements reviewed by this pass so far
 	live    map[string]string // this slice's agreements and their LastError, for pruneReasons
+	// claimed is where this member's last claim of a shared review
+	// started; nil when it ended the pass (see reviewSlice).
+	claimed *string
 }
 
 // sliceSize is how many agreements one cycle reviews so that a pass takes
@@ -384,7 +387,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	// cycle needs.
 	v := &e.review
 	limit := v.sliceSize(e.cfg.Interval, e.cfg.resync)
-	slice, from, passEnd, err := e.reviewSlice(ctx, limit)
+	slice, from, toEnd, passEnd, err := e.reviewSlice(ctx, limit)
 	e.noteState(err)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -517,7 +520,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	} else {
 		v.after = last
 	}
-	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (passEnd || id <= last) })
+	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (toEnd || id <= last) })
 
 	if len(stale) > 0 {
 		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)

@@ -20,15 +20,19 @@ type SharedReview interface {
 
 // reviewSlice reads the review's next slice of at most limit records:
 // after the engine's own cursor, or, on a SharedReview State, the range
-// this member claims. It returns the records, the id the slice starts
-// after, and whether the slice ends the pass; when it does not, the slice
-// covers the ids up to its last record's.
-func (e *Engine) reviewSlice(ctx context.Context, limit int) (slice []Record, from string, passEnd bool, err error) {
+// this member claims. It returns the records and the id the slice starts
+// after; toEnd says the slice reaches the last record (otherwise it
+// covers the ids up to its last record's), and passEnd that the engine's
+// pass ends with this cycle: on a shared State, when its claim ends the
+// shared pass, or when another member's ended it since its previous
+// claim (this slice is then counted with the pass that ended: the counts
+// of a member are of its share, give or take a slice).
+func (e *Engine) reviewSlice(ctx context.Context, limit int) (slice []Record, from string, toEnd, passEnd bool, err error) {
 	from, through := e.review.after, ""
 	shared, isShared := e.state.(SharedReview)
 	if isShared {
 		if from, through, err = shared.ClaimReview(ctx, e.cfg.Member, limit); err != nil {
-			return nil, "", false, err
+			return nil, "", false, false, err
 		}
 	}
 	slice = make([]Record, 0, min(limit, 4096))
@@ -40,10 +44,18 @@ func (e *Engine) reviewSlice(ctx context.Context, limit int) (slice []Record, fr
 		return true
 	})
 	if err != nil {
-		return nil, "", false, err
+		return nil, "", false, false, err
 	}
-	if isShared {
-		return slice, from, through == "", nil
+	if !isShared {
+		toEnd = len(slice) < limit
+		return slice, from, toEnd, toEnd, nil
 	}
-	return slice, from, len(slice) < limit, nil
+	v := &e.review
+	wrapped := v.claimed != nil && from <= *v.claimed
+	if through == "" {
+		v.claimed = nil // the next claim starts a pass
+	} else {
+		v.claimed = &from
+	}
+	return slice, from, through == "", through == "" || wrapped, nil
 }
