@@ -669,6 +669,16 @@ func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 	var out []delivery.Record
 	limitKey := dueKey(now, "")
 	claim := now.Add(lease)
+	// A read first: most calls find nothing due, and a write transaction
+	// costs a commit to the disk even when it changes nothing.
+	var any bool
+	if err := s.view(ctx, func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketDue).Cursor().First()
+		any = k != nil && (len(k) < 12 || bytes.Compare(k[:12], limitKey) <= 0)
+		return nil
+	}); err != nil || !any {
+		return nil, err
+	}
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		out = out[:0]
 		var ids []string
