@@ -2,8 +2,10 @@ package pgstate_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
@@ -72,21 +75,28 @@ type idleFleet struct {
 	loading time.Duration // loading the fleet, wall time
 }
 
+// agentKeysFor returns keys for the agents of the agreements keyed
+// among n, by node.
+func agentKeysFor(b *testing.B, n int, keyed func(int) bool) map[string]*agreement.PrivateKeys {
+	out := map[string]*agreement.PrivateKeys{}
+	for i := range n {
+		if keyed(i) {
+			k, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
+			require.NoError(b, err)
+			out[scalefleet.Node(i)] = k
+		}
+	}
+	return out
+}
+
 // startIdleFleet loads n agreements (internal/scalefleet) into the
-// configuration's state, with keys for the agents of those keyed, and
-// runs an engine per state (1 s interval) until b ends.
-func startIdleFleet(b *testing.B, c scaleConfig, n int, keyed func(int) bool) *idleFleet {
+// configuration's state, the agents with keys in agentKeys knowing
+// theirs, and runs an engine per state (1 s interval) until b ends.
+func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*agreement.PrivateKeys) *idleFleet {
 	ctx := b.Context()
 	states, members, db := c.open(b)
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
-	agentKeys := map[string]*agreement.PrivateKeys{}
-	for i := range n {
-		if keyed(i) {
-			agentKeys[scalefleet.Node(i)], err = agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
-			require.NoError(b, err)
-		}
-	}
 	f := &idleFleet{store: memory.New(), db: db, agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
 	f.agents.counting.Store(true)
 	start := time.Now()
@@ -130,7 +140,7 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, keyed func(int) bool) *i
 	for i, st := range states {
 		e, err := delivery.New(delivery.Options{
 			Store: f.store, State: st, Keys: keys, Agents: f.agents, Transport: f.agents,
-			Interval: time.Second, ReplyTimeout: time.Hour, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Hour,
+			Interval: time.Second, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
 			Member: members[i],
 		})
 		require.NoError(b, err)
@@ -189,7 +199,7 @@ func BenchmarkIdleInterval(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, c := range scaleConfigs() {
 			b.Run(fmt.Sprintf("%s/agreements=%d", c.name, n), func(b *testing.B) {
-				f := startIdleFleet(b, c, n, func(int) bool { return false })
+				f := startIdleFleet(b, c, n, nil)
 				agbot0, db0 := f.cpu(b)
 				intervals := 0
 				for b.Loop() {
@@ -201,4 +211,58 @@ func BenchmarkIdleInterval(b *testing.B) {
 			})
 		}
 	}
+}
+
+// scaleRun is the number of agreements of BenchmarkScale; 0 skips it.
+var scaleRun = flag.Int("pgstate.scale", 0, "run BenchmarkScale with this many agreements (the scale run: 1000000)")
+
+// BenchmarkScale is the scale run, outside CI: a fleet on PostgreSQL
+// shared by two agbots, 1 % of it bound to one secret. It reports the
+// rate at which the two agbots store the fleet's agreements (in-sync
+// records, State.Create; Engine.Register adds a NewEpoch statement to
+// each), the agbots' heap and the database's size per agreement, the CPU
+// of an idle interval (agbots and database, as BenchmarkIdleInterval),
+// and the time and CPU of one rotation of the 1 % secret, from the store
+// write to the last update handed to the transport:
+//
+//	nice -n 19 go test -run '^$' -bench Scale -benchtime 1x -timeout 3h ./agreement/delivery/pgstate/ -pgstate.scale=1000000
+func BenchmarkScale(b *testing.B) {
+	n := *scaleRun
+	if n <= 0 {
+		b.Skip("the scale run: -pgstate.scale=1000000")
+	}
+	hot := func(i int) bool { return scalefleet.Secret(i) == scalefleet.Hot }
+	agentKeys := agentKeysFor(b, n, hot)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f := startIdleFleet(b, scaleConfigs()[3], n, agentKeys)
+	b.ReportMetric(float64(f.created)/f.loading.Seconds(), "registrations/s")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(f.created), "agbot-heap-B/agreement")
+	var size int64
+	require.NoError(b, f.db.Pool(b).QueryRow(b.Context(), "SELECT pg_database_size(current_database())").Scan(&size))
+	b.ReportMetric(float64(size)/float64(f.created), "db-B/agreement")
+
+	const intervals = 10
+	agbot0, db0 := f.cpu(b)
+	time.Sleep(intervals * time.Second)
+	f.report(b, agbot0, db0, intervals, "interval")
+	require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
+
+	fanned := n / 100
+	f.agents.target.Store(int64(fanned))
+	agbot0, db0 = f.cpu(b)
+	start := time.Now()
+	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: scalefleet.Hot, Data: edgesecrets.Data{"password": []byte("v1")}}, secretstore.PutOptions{})
+	require.NoError(b, err)
+	select {
+	case <-f.agents.arrived:
+	case <-time.After(30 * time.Minute):
+		b.Fatalf("%d of %d updates sent after 30 minutes", f.agents.sent.Load(), fanned)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "rotation-s")
+	f.report(b, agbot0, db0, 1, "rotation")
+	b.ReportMetric(float64(fanned), "rotated-agreements")
 }
