@@ -124,7 +124,10 @@ type Options struct {
 	// agreements a cycle), finding work a crash or a lost mark left
 	// undone and recounting Health; zero means 5 minutes. Changes of
 	// store secrets and revocations do not wait for it: they reach the
-	// agreements bound to the secret in the cycle that sees them.
+	// agreements bound to the secret in the cycle that sees them. On a
+	// State shared by several engines that implements SharedReview, the
+	// members split one pass between them; each one's Health then counts
+	// its share.
 	ResyncPeriod time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
 	// before it cancels; zero means 5 minutes, NoGrace none.
