@@ -54,19 +54,17 @@ type Options struct {
 	// Writers is how many Create calls run at once, so that a durable
 	// state commits them in groups; zero means 64.
 	Writers int
+	// Tags are the content tags of the secrets (Observe made them
+	// already); nil means Load makes them.
+	Tags map[string]secretstore.ContentTag
 }
 
-// Load puts each bound secret in store (once), records its observation
-// in state, and creates the agreements, each active, proposed and with
-// its agent holding the secret's content. It returns how many it created.
-func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o Options) (int, error) {
+// Observe puts each secret the fleet binds in store (once) and records
+// its observation in state, and returns the content tags.
+func Observe(ctx context.Context, state delivery.State, store *secretstore.Store, o Options) (map[string]secretstore.ContentTag, error) {
 	bind := o.Bind
 	if bind == nil {
 		bind = Secret
-	}
-	writers := o.Writers
-	if writers <= 0 {
-		writers = 64
 	}
 	now := time.Now()
 	tags := map[string]secretstore.ContentTag{}
@@ -76,17 +74,40 @@ func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o
 			continue
 		}
 		if _, err := store.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{}); err != nil {
-			return 0, err
+			return nil, err
 		}
 		s, err := store.Get(ctx, name)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		tags[name] = s.ContentTag()
 		if err := state.PutObservations(ctx, o.Member, delivery.Observation{Name: name, State: delivery.Present, Tag: tags[name], Since: now, CheckedAt: now}); err != nil {
+			return nil, err
+		}
+	}
+	return tags, nil
+}
+
+// Load creates the agreements, each active, proposed and with its agent
+// holding the secret's content of Options.Tags, or, when that is nil, of
+// the secrets Observe puts. It returns how many it created.
+func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o Options) (int, error) {
+	bind := o.Bind
+	if bind == nil {
+		bind = Secret
+	}
+	writers := o.Writers
+	if writers <= 0 {
+		writers = 64
+	}
+	tags := o.Tags
+	if tags == nil {
+		var err error
+		if tags, err = Observe(ctx, state, store, o); err != nil {
 			return 0, err
 		}
 	}
+	now := time.Now()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex

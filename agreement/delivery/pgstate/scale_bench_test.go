@@ -100,14 +100,18 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*ag
 	f := &idleFleet{store: memory.New(), db: db, agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
 	f.agents.counting.Store(true)
 	start := time.Now()
-	// The agbots share the registrations, as they would the callers'.
+	// The secrets first (a name bound already is its owner's to observe),
+	// then the agbots share the registrations, as they would the
+	// callers'.
+	tags, err := scalefleet.Observe(ctx, states[0], f.store, scalefleet.Options{N: n, Member: members[0]})
+	require.NoError(b, err)
 	var wg sync.WaitGroup
 	counts := make([]int, len(states))
 	errs := make([]error, len(states))
 	for i, st := range states {
 		wg.Go(func() {
 			counts[i], errs[i] = scalefleet.Load(ctx, st, f.store, scalefleet.Options{
-				N: n, Member: members[i],
+				N: n, Member: members[i], Tags: tags,
 				Bind: func(j int) string {
 					if j%len(states) != i {
 						return ""
