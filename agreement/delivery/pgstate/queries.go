@@ -147,11 +147,17 @@ WHERE a.id = c.id
 RETURNING c.was, ` + recordColumns,
 
 		// names reads a row per name, and a binding of each through the
-		// bindings' primary key, not every binding.
+		// bindings' primary key, not every binding. Its owner test is
+		// name_owner's rule over the live members read once: name_owner
+		// called per name costs a function call and a read of members
+		// each (40 ms for 1,000 names).
 		names: `
+WITH live AS MATERIALIZED (
+	SELECT member, hashtextextended(member, 0) AS h FROM {s}.members WHERE expires_at > now()
+)
 SELECT n.store_name FROM {s}.bound_names n
-WHERE EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)
-	AND {s}.name_owner(n.store_name) = $1
+WHERE (SELECT l.member FROM live l ORDER BY hashtextextended(n.store_name, l.h) DESC, l.member LIMIT 1) = $1
+	AND EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)
 ORDER BY n.store_name`,
 
 		// pruneNames drops the names no record binds. A record bound to

@@ -196,3 +196,29 @@ func TestTwoEnginesShareTheReview(t *testing.T) {
 		assert.InDelta(t, tl.passes, n, 1, "reviews of %s in %d passes", id, tl.passes)
 	}
 }
+
+// Names applies name_owner's rule: each member's names are exactly those
+// name_owner gives it, and every bound name is some member's.
+func TestNamesFollowNameOwner(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.NewDatabase(t)
+	ms := joinAll(t, db.URL, pgstate.Options{}, "agbot-1", "agbot-2", "agbot-3")
+	createRecords(t, ms[0], 300, time.Time{}, storeNames(300))
+	want := map[string][]string{}
+	rows, err := db.Pool(t).Query(ctx, `SELECT store_name, edgesecrets_delivery.name_owner(store_name) FROM edgesecrets_delivery.bound_names ORDER BY store_name`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var n, owner string
+		require.NoError(t, rows.Scan(&n, &owner))
+		want[owner] = append(want[owner], n)
+	}
+	require.NoError(t, rows.Err())
+	total := 0
+	for _, m := range ms {
+		got, err := m.Names(ctx, m.id)
+		require.NoError(t, err)
+		assert.Equal(t, want[m.id], got, "the names of %s", m.id)
+		total += len(got)
+	}
+	assert.Equal(t, 300, total, "every name is polled by one member")
+}
