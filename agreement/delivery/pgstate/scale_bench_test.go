@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -240,7 +241,12 @@ func BenchmarkScale(b *testing.B) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	start := time.Now()
+	progress := func(what string) {
+		fmt.Fprintf(os.Stderr, "scale run: %s after %s\n", what, time.Since(start).Round(time.Second))
+	}
 	f := startIdleFleet(b, scaleConfigs()[3], n, agentKeys)
+	progress(fmt.Sprintf("%d agreements stored in %s, first review passes done", f.created, f.loading.Round(time.Second)))
 	b.ReportMetric(float64(f.created)/f.loading.Seconds(), "registrations/s")
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -254,11 +260,12 @@ func BenchmarkScale(b *testing.B) {
 	time.Sleep(intervals * time.Second)
 	f.report(b, agbot0, db0, intervals, "interval")
 	require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
+	progress("idle intervals measured")
 
 	fanned := n / 100
 	f.agents.target.Store(int64(fanned))
 	agbot0, db0 = f.cpu(b)
-	start := time.Now()
+	start = time.Now()
 	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: scalefleet.Hot, Data: edgesecrets.Data{"password": []byte("v1")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	select {
