@@ -30,10 +30,6 @@ WITH ins AS (
 	VALUES ($1, $2, 1, $3, $4, $5, $6)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id
-), named AS (
-	INSERT INTO {s}.bound_names (store_name)
-	SELECT DISTINCT n FROM ins, unnest($7::text[]) AS n ORDER BY n
-	ON CONFLICT DO NOTHING
 ), bound AS (
 	INSERT INTO {s}.bindings (store_name, agreement_id)
 	SELECT n, ins.id FROM ins, unnest($7::text[]) AS n
@@ -90,10 +86,6 @@ WITH ok AS (
 ), unbound AS (
 	DELETE FROM {s}.bindings b USING upd
 	WHERE b.agreement_id = upd.id AND b.store_name <> ALL($8::text[])
-), named AS (
-	INSERT INTO {s}.bound_names (store_name)
-	SELECT DISTINCT n FROM upd, unnest($8::text[]) AS n ORDER BY n
-	ON CONFLICT DO NOTHING
 ), bound AS (
 	INSERT INTO {s}.bindings (store_name, agreement_id)
 	SELECT n, upd.id FROM upd, unnest($8::text[]) AS n

@@ -174,14 +174,25 @@ CREATE INDEX nonces_expiry ON {s}.nonces (expires_at);
 	{
 		description: "the names bound, for Names without reading every binding, and the review's shared cursor",
 		sql: `
--- One row per store name some record binds (the bindings' foreign key
--- keeps a bound name here), so that Names reads one row per name, not one
--- per binding. Rows of names no longer bound stay until a Join prunes
--- them; Names skips them.
+-- One row per store name some record binds, so that Names reads one row
+-- per name, not one per binding. A trigger adds the name of every binding
+-- inserted (also by an agbot of version 2 still running during an
+-- upgrade), and the foreign key keeps a bound name from being pruned. Rows
+-- of names no longer bound stay until a Join prunes them; Names skips
+-- them.
 CREATE TABLE {s}.bound_names (
 	store_name text COLLATE "C" PRIMARY KEY
 );
 INSERT INTO {s}.bound_names (store_name) SELECT DISTINCT store_name FROM {s}.bindings;
+CREATE FUNCTION {s}.bind_name() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO {s}.bound_names (store_name) VALUES (NEW.store_name) ON CONFLICT DO NOTHING;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER bindings_bind_name BEFORE INSERT ON {s}.bindings
+	FOR EACH ROW EXECUTE FUNCTION {s}.bind_name();
 ALTER TABLE {s}.bindings ADD CONSTRAINT bindings_bound_name
 	FOREIGN KEY (store_name) REFERENCES {s}.bound_names (store_name);
 

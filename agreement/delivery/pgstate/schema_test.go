@@ -183,6 +183,14 @@ VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
 	}
 	assert.Equal(t, []string{"org/a", "org/b"}, names(), "the names bound before the upgrade")
 
+	// An agbot of version 2, still running, binds a record as it did.
+	_, err = pool.Exec(ctx, `
+INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body) VALUES ('agr-old', 'node-9', 1, '[]', '{}');
+INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id) VALUES ('org/old', 'agr-old');`)
+	require.NoError(t, err, "a version 2 agbot's insert of a binding")
+	assert.Equal(t, []string{"org/a", "org/b", "org/old"}, names(), "its name is polled")
+	require.NoError(t, m.Delete(ctx, "agr-old"))
+
 	require.NoError(t, m.Create(ctx, newRecord("agr-3", time.Time{}, "org/c")))
 	assert.Equal(t, []string{"org/a", "org/b", "org/c"}, names(), "a record created after it adds its name")
 	require.NoError(t, m.Delete(ctx, "agr-1", "agr-3"))
@@ -193,7 +201,7 @@ VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM edgesecrets_delivery.bound_names").Scan(&n))
 		return n
 	}
-	require.Equal(t, 3, bound(), "the rows of the names no longer bound stay until a Join")
+	require.Equal(t, 4, bound(), "the rows of the names no longer bound stay until a Join")
 	_, err = m.Join(ctx, m.id)
 	require.NoError(t, err)
 	assert.Equal(t, 1, bound(), "a Join prunes them")
