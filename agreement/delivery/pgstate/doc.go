@@ -52,9 +52,9 @@
 //     every record, indexed by name, so MarkDue by store name is an index
 //     scan. Written by Create, replaced by Rebind, removed with the
 //     record.
-//   - bound_names: one row per name some record binds (the bindings'
-//     foreign key keeps a bound name there), so that Names reads a row per
-//     name, not every binding. Rows of names no longer bound stay until a
+//   - bound_names: one row per name some record binds (a trigger on
+//     bindings adds it, the bindings' foreign key keeps it), so that Names
+//     reads a row per name, not every binding. Rows of names no longer bound stay until a
 //     Join prunes them; Names skips them.
 //   - review_cursor: one row, where the anti-entropy review's pass
 //     stands; each member's ClaimReview (delivery.SharedReview) moves it
