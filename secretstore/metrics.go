@@ -3,6 +3,7 @@ package secretstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
@@ -19,7 +20,13 @@ type instruments struct {
 	backend  attribute.KeyValue
 	ops      metric.Int64Counter
 	duration metric.Float64Histogram
+	// sets holds the attribute set of each operation and outcome seen,
+	// made once: a watcher cycle records a call per watched name.
+	sets sync.Map // opOutcome → metric.MeasurementOption
 }
+
+// opOutcome keys instruments.sets.
+type opOutcome struct{ op, outcome string }
 
 // newInstruments makes the instruments from mp, or the global provider
 // when mp is nil.
@@ -73,7 +80,12 @@ func outcome(err error) string {
 
 // observe records one call of op that began at start and ended with err.
 func (in *instruments) observe(op string, start time.Time, err error) {
-	attrs := metric.WithAttributes(in.backend, attribute.String("operation", op), attribute.String("outcome", outcome(err)))
+	key := opOutcome{op, outcome(err)}
+	v, ok := in.sets.Load(key)
+	if !ok {
+		v, _ = in.sets.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(in.backend, attribute.String("operation", key.op), attribute.String("outcome", key.outcome))))
+	}
+	attrs := v.(metric.MeasurementOption)
 	ctx := context.Background()
 	in.ops.Add(ctx, 1, attrs)
 	in.duration.Record(ctx, time.Since(start).Seconds(), attrs)

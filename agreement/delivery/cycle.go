@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -136,6 +136,10 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(waits) == 0 && slices.Equal(names, e.synced) {
+		return waits, nil // the watcher watches them already
+	}
+	e.synced = nil
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -162,6 +166,9 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	for _, n := range drop {
 		delete(e.absent, n)
 		e.reader.Invalidate(n)
+	}
+	if len(waits) == 0 {
+		e.synced = names
 	}
 	return waits, nil
 }
@@ -345,8 +352,14 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[stri
 }
 
 // minReview is the fewest agreements the anti-entropy review looks at in
-// a cycle: a small fleet is reviewed whole every cycle.
-const minReview = 256
+// a cycle: a small fleet is reviewed whole every cycle. firstReview is
+// how many it looks at per cycle before its first pass completes, so that
+// a restarted engine counts and repairs its fleet soon, holding a bounded
+// slice in memory.
+const (
+	minReview   = 256
+	firstReview = 10_000
+)
 
 // review is the anti-entropy cursor: where the review stands in its pass
 // through the agreements and what the pass counted so far. The watcher
@@ -357,13 +370,16 @@ type review struct {
 	counts  Health            // what this pass counted so far
 	checked int               // agreements reviewed by this pass so far
 	live    map[string]string // this slice's agreements and their LastError, for pruneReasons
+	// claimed is where this member's last claim of a shared review
+	// started; nil when it ended the pass (see reviewSlice).
+	claimed *string
 }
 
 // sliceSize is how many agreements one cycle reviews so that a pass takes
-// about one ResyncPeriod: before the first pass completes, all of them.
+// about one ResyncPeriod: before the first pass completes, firstReview.
 func (v *review) sliceSize(interval, resync time.Duration) int {
 	if v.total == 0 {
-		return math.MaxInt32
+		return firstReview
 	}
 	n := max(v.total, v.checked)
 	return max(minReview, int((int64(n)*int64(interval)+int64(resync)-1)/int64(resync)))
@@ -381,9 +397,35 @@ func (v *review) sliceSize(interval, resync time.Duration) int {
 // a crash or a lost mark left undone), decides or releases as above, and
 // calls the cancel hook for decisions not yet notified.
 func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []string) {
-	// Every observation, not only this member's share: in a shared State
-	// the agreements bind names other members poll.
-	obs, err := e.state.Observations(ctx, nil)
+	// The review's slice first: its records say which observations the
+	// cycle needs.
+	v := &e.review
+	limit := v.sliceSize(e.cfg.Interval, e.cfg.resync)
+	slice, from, toEnd, passEnd, err := e.reviewSlice(ctx, limit)
+	e.noteState(err)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("could not review the agreements; retrying next cycle", slog.String("err", err.Error()))
+		}
+		return
+	}
+	// The observations of the names the slice binds, of those this
+	// engine finds absent (which may decide cancellations) and of those
+	// back this cycle (which may release held ones): not every stored
+	// one. In a shared State the names another member finds absent are
+	// its to decide on; the slice's agreements bound to them are decided
+	// here too.
+	want := map[string]struct{}{}
+	for _, n := range back {
+		want[n] = struct{}{}
+	}
+	for n := range e.absent {
+		want[n] = struct{}{}
+	}
+	for i := range slice {
+		addNames(want, slice[i].Services)
+	}
+	obs, err := e.state.Observations(ctx, keysOf(want))
 	e.noteState(err)
 	if err != nil {
 		return
@@ -451,7 +493,24 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	}
 	if len(hot) > 0 {
 		slices.Sort(hot)
-		err := e.state.RecordsBound(ctx, hot, func(r Record) bool { look(r, false); return true })
+		var bound []Record
+		err := e.state.RecordsBound(ctx, hot, func(r Record) bool { bound = append(bound, r); return true })
+		if err == nil {
+			// Their other names' observations too.
+			more := map[string]struct{}{}
+			for i := range bound {
+				addNames(more, bound[i].Services)
+			}
+			for n := range more {
+				if _, ok := want[n]; ok {
+					delete(more, n)
+				}
+			}
+			var extra map[string]Observation
+			if extra, err = e.state.Observations(ctx, keysOf(more)); err == nil {
+				maps.Copy(obs, extra)
+			}
+		}
 		e.noteState(err)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -459,34 +518,25 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 			}
 			return
 		}
+		for _, r := range bound {
+			look(r, false)
+		}
 	}
 
-	v := &e.review
-	from := v.after
-	limit := v.sliceSize(e.cfg.Interval, e.cfg.resync)
 	v.live = map[string]string{}
-	got, last := 0, ""
-	err = e.state.RecordsAfter(ctx, from, limit, func(r Record) bool {
-		got, last = got+1, r.ID
+	last := ""
+	for _, r := range slice {
+		last = r.ID
 		delete(seen, r.ID) // reviewed above as bound to a name: count it here
 		look(r, true)
-		return true
-	})
-	e.noteState(err)
-	if err != nil {
-		if ctx.Err() == nil {
-			e.log.Error("could not review the agreements; retrying next cycle", slog.String("err", err.Error()))
-		}
-		return
 	}
-	v.checked += got
-	passEnd := got < limit
+	v.checked += len(slice)
 	if passEnd {
 		v.after = ""
 	} else {
 		v.after = last
 	}
-	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (passEnd || id <= last) })
+	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (toEnd || id <= last) })
 
 	if len(stale) > 0 {
 		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
@@ -633,6 +683,23 @@ func (e *Engine) notifyPending(ctx context.Context) {
 	e.notifyCancels(ctx, pending)
 }
 
+// addNames adds every candidate store name of services to set.
+func addNames(set map[string]struct{}, services []binding.ServiceBinding) {
+	for _, sb := range services {
+		for _, b := range sb.Secrets {
+			for _, n := range b.StoreNames {
+				set[n] = struct{}{}
+			}
+		}
+	}
+}
+
+// keysOf returns set's keys, never nil (a nil slice asks Observations for
+// every name).
+func keysOf(set map[string]struct{}) []string {
+	return slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set))
+}
+
 // evaluation is an agreement as the observations show it.
 type evaluation struct {
 	// desired is each slot's content: the first candidate observed
@@ -654,8 +721,11 @@ type evaluation struct {
 // of a shared State polls, one of its cycles within the last two
 // intervals (only healthy cycles record an absence).
 func (e *Engine) confirmation(now time.Time) func(Observation) bool {
-	mine := e.polled()
+	var mine map[string]bool // read at the first absence: most cycles have none
 	return func(o Observation) bool {
+		if mine == nil {
+			mine = e.polled()
+		}
 		if mine[o.Name] {
 			return !o.CheckedAt.Before(now)
 		}

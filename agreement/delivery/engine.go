@@ -125,7 +125,10 @@ type Options struct {
 	// agreements a cycle), finding work a crash or a lost mark left
 	// undone and recounting Health; zero means 5 minutes. Changes of
 	// store secrets and revocations do not wait for it: they reach the
-	// agreements bound to the secret in the cycle that sees them.
+	// agreements bound to the secret in the cycle that sees them. On a
+	// State shared by several engines that implements SharedReview, the
+	// members split one pass between them; each one's Health then counts
+	// its share.
 	ResyncPeriod time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
 	// before it cancels; zero means 5 minutes, NoGrace none.
@@ -254,6 +257,11 @@ type Engine struct {
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
 	absent map[string]ObservedState
+	// synced are the names the state bound when syncNames last brought
+	// the watcher in step with them and no deployment waited, owned by
+	// the watcher cycle: a cycle that reads the same names changes
+	// nothing.
+	synced []string
 	// review is the anti-entropy cursor, owned by the watcher cycle.
 	review review
 

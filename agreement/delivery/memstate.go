@@ -317,9 +317,19 @@ func (m *memoryState) RecordsAfter(ctx context.Context, after string, limit int,
 	if found {
 		i++
 	}
-	ids = slices.Clone(ids[i:min(len(ids), i+limit)])
+	// Copied under one lock: the slice is bounded by limit.
+	ids = ids[i:min(len(ids), i+limit)]
+	recs := make([]Record, len(ids))
+	for i, id := range ids {
+		recs[i] = m.records[id].record()
+	}
 	m.mu.Unlock()
-	return m.each(ctx, ids, fn)
+	for _, r := range recs {
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // RecordsBound implements State.

@@ -479,6 +479,23 @@ func (s *Server) halt() error {
 	return s.shutdownLocked(immediateShutdown)
 }
 
+// CPUTime returns the CPU time the running server has used so far: its
+// postmaster's and every process of it, those that ended included (the
+// database's side of a benchmark: take it before and after). It has a
+// resolution of 10 ms. Linux only.
+func (s *Server) CPUTime() (time.Duration, error) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil || !p.running() {
+		return 0, errors.New("pgtest: the server is not running")
+	}
+	return treeCPU(p.cmd.Process.Pid)
+}
+
+// Server returns the server d is a database of.
+func (d *Database) Server() *Server { return d.srv }
+
 // Output returns the server's log so far (its last MiB): what the
 // postmaster and its processes wrote to stderr.
 func (s *Server) Output() string { return s.logSince(0) }

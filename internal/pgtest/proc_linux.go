@@ -190,3 +190,52 @@ func lockFile(path string) (unlock func(), err error) {
 	}
 	return func() { _ = f.Close() }, nil
 }
+
+// clockTick is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,
+// 100 on every Linux architecture).
+const clockTick = 10 * time.Millisecond
+
+// treeCPU returns the CPU time of the postmaster pid and its processes:
+// its own, that of its live children, and that of the children it has
+// reaped (a backend or autovacuum worker that ended).
+func treeCPU(pid int) (time.Duration, error) {
+	self, reaped, err := procCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := self + reaped
+	kids, err := children(pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range kids {
+		if t, _, err := procCPU(k); err == nil {
+			total += t // one that ended meanwhile is in reaped next time
+		}
+	}
+	return total, nil
+}
+
+// procCPU reads a process's user and system CPU time, and that of its
+// children it waited for, from /proc/<pid>/stat.
+func procCPU(pid int) (self, reaped time.Duration, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := bytes.Fields(b[i+1:])
+	if len(fields) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	var ticks [4]int64 // utime, stime, cutime, cstime
+	for j := range ticks {
+		if ticks[j], err = strconv.ParseInt(string(fields[11+j]), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	return time.Duration(ticks[0]+ticks[1]) * clockTick, time.Duration(ticks[2]+ticks[3]) * clockTick, nil
+}

@@ -5,6 +5,7 @@ package pgtest
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // Elsewhere than Linux, locate reports PostgreSQL unavailable before any of
@@ -23,4 +24,5 @@ func shutdown(int, syscall.Signal) error { return errNotLinux }
 func pauseTree(int) error                { return errNotLinux }
 func resumeTree(int) error               { return errNotLinux }
 func killTree(int) error                 { return errNotLinux }
+func treeCPU(int) (time.Duration, error) { return 0, errNotLinux }
 func lockFile(string) (func(), error)    { return nil, errNotLinux }

@@ -58,6 +58,9 @@ type state struct {
 	ops        chan *op
 	writerDone chan struct{}
 	commits    atomic.Int64 // transactions committed by the writer, for tests
+	// observed is how many observations the last read of all of them
+	// found: the size its next read's map starts with.
+	observed atomic.Int64
 }
 
 var _ delivery.State = (*state)(nil)
@@ -520,17 +523,17 @@ func (s *state) records(ctx context.Context, after []byte, limit int, fn func(de
 		var page []delivery.Record
 		err := s.view(ctx, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketRecords).Cursor()
-			k, _ := c.First()
+			k, v := c.First()
 			if after != nil {
-				k, _ = c.Seek(after)
+				k, v = c.Seek(after)
 				if k != nil && bytes.Equal(k, after) {
-					k, _ = c.Next()
+					k, v = c.Next()
 				}
 			}
-			for ; k != nil && len(page) < size; k, _ = c.Next() {
-				r, _, err := getRecord(tx, string(k))
+			for ; k != nil && len(page) < size; k, v = c.Next() {
+				r, _, err := decodeRecord(string(k), v)
 				if err != nil {
-					return err
+					return fmt.Errorf("agreement %q: %w", k, err)
 				}
 				page = append(page, r)
 			}
@@ -666,6 +669,16 @@ func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 	var out []delivery.Record
 	limitKey := dueKey(now, "")
 	claim := now.Add(lease)
+	// A read first: most calls find nothing due, and a write transaction
+	// costs a commit to the disk even when it changes nothing.
+	var any bool
+	if err := s.view(ctx, func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketDue).Cursor().First()
+		any = k != nil && (len(k) < 12 || bytes.Compare(k[:12], limitKey) <= 0)
+		return nil
+	}); err != nil || !any {
+		return nil, err
+	}
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		out = out[:0]
 		var ids []string
@@ -712,10 +725,15 @@ func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 
 // Observations implements delivery.State.
 func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
-	out := make(map[string]delivery.Observation, len(names))
+	size := len(names)
+	if names == nil {
+		size = int(s.observed.Load())
+	}
+	out := make(map[string]delivery.Observation, size)
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObservations)
 		if names == nil {
+			defer func() { s.observed.Store(int64(len(out))) }()
 			return b.ForEach(func(k, v []byte) error {
 				o, err := decodeObservation(string(k), v)
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,4 +104,30 @@ func TestCloseWhileWriting(t *testing.T) {
 	require.NoError(t, boltstate.Check(ctx, st))
 	_, err := st.Get(ctx, "missing")
 	assert.True(t, errors.Is(err, delivery.ErrNotFound))
+}
+
+// TestDueWithNothingDueWritesNothing: the reconcile loop asks for due
+// records every second; when none is due, that costs no commit (a write
+// transaction syncs the file even when it changes nothing).
+func TestDueWithNothingDueWritesNothing(t *testing.T) {
+	st := openState(t, filepath.Join(t.TempDir(), "state.db"))
+	ctx := t.Context()
+	now := time.Now()
+	later := record("agr-later", 0)
+	later.NextAttempt = now.Add(time.Hour)
+	require.NoError(t, st.Create(ctx, later))
+	idle := record("agr-idle", 0)
+	idle.NextAttempt = time.Time{}
+	require.NoError(t, st.Create(ctx, idle))
+
+	before := boltstate.Commits(st)
+	got, err := st.Due(ctx, "", now, time.Minute, 10)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.Equal(t, before, boltstate.Commits(st), "nothing due: no commit")
+
+	got, err = st.Due(ctx, "", now.Add(2*time.Hour), time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the record due later, once due")
+	assert.Equal(t, before+1, boltstate.Commits(st), "its claim is one commit")
 }

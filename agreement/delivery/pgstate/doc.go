@@ -49,9 +49,17 @@
 //     of every Update; JSONB keeps them readable to an operator
 //     (SELECT body->'slots' FROM agreements).
 //   - bindings (store_name, agreement_id): every candidate store name of
-//     every record, indexed by name, so MarkDue by store name and Names
-//     are index scans. Written by Create, replaced by Rebind, removed
-//     with the record.
+//     every record, indexed by name, so MarkDue by store name is an index
+//     scan. Written by Create, replaced by Rebind, removed with the
+//     record.
+//   - bound_names: one row per name some record binds (a trigger on
+//     bindings adds it, the bindings' foreign key keeps it), so that Names
+//     reads a row per name, not every binding. Rows of names no longer bound stay until a
+//     Join prunes them; Names skips them.
+//   - review_cursor: one row, where the anti-entropy review's pass
+//     stands; each member's ClaimReview (delivery.SharedReview) moves it
+//     past the next slice, so the members review the agreements once per
+//     pass between them.
 //   - observations: what the watchers last saw of each store name, with
 //     the member that wrote it.
 //   - waits: deployments waiting for store secrets.

@@ -2,6 +2,7 @@ package pgstate
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 // analysed, no plan reads the whole agreements table. (A name bound to 1 %
 // of the fleet, org/hot, is left out: for 1,000 rows of 100,000 the
 // planner rightly prefers one sequential read to 1,000 index lookups.)
+// Nor does one read every binding: Names reads one row per name.
 func TestPerIntervalQueriesUseIndexes(t *testing.T) {
 	const n = 100_000
 	ctx := t.Context()
@@ -30,10 +32,13 @@ func TestPerIntervalQueriesUseIndexes(t *testing.T) {
 INSERT INTO %[1]s.agreements (id, node, revision, next_attempt, attempts, services, body)
 SELECT format('agr-%%07s', i), format('node-%%07s', i), 1, NULL, 0, '[]'::jsonb, '{}'::jsonb
 FROM generate_series(0, %[2]d - 1) AS i;
+INSERT INTO %[1]s.bound_names (store_name)
+SELECT DISTINCT CASE WHEN i %% 100 = 0 THEN 'org/hot' ELSE format('org/s-%%03s', i %% 999) END
+FROM generate_series(0, %[2]d - 1) AS i;
 INSERT INTO %[1]s.bindings (store_name, agreement_id)
 SELECT CASE WHEN i %% 100 = 0 THEN 'org/hot' ELSE format('org/s-%%03s', i %% 999) END, format('agr-%%07s', i)
 FROM generate_series(0, %[2]d - 1) AS i;
-ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings;`, s.schema, n)
+ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names;`, s.schema, n)
 	_, err = s.pool.Exec(ctx, fill)
 	require.NoError(t, err)
 
@@ -47,6 +52,8 @@ ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings;`, s.schema, n)
 		{"the records bound to a name (RecordsBound)", s.q.bound, []any{[]string{"org/s-001"}}},
 		{"marking a name's records due (MarkDue)", s.q.markDue, []any{[]string{}, []string{}, []string{"org/s-001"}, micro(now), false}},
 		{"claiming due records (Due)", s.q.due, []any{64, micro(now), micro(now.Add(time.Minute)), time.Minute.Microseconds(), "m1"}},
+		{"the names a member polls (Names)", s.q.names, []any{"m1"}},
+		{"claiming a slice of the shared review (ClaimReview)", s.q.claimReview, []any{334}},
 	} {
 		t.Run(q.name, func(t *testing.T) {
 			rows, err := s.pool.Query(ctx, "EXPLAIN "+q.query, q.args...)
@@ -60,6 +67,12 @@ ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings;`, s.schema, n)
 			require.NoError(t, rows.Err())
 			text := strings.Join(plan, "\n")
 			assert.NotRegexp(t, `Seq Scan on agreements`, text, "a sequential scan of the agreements table:\n%s", text)
+			for i, line := range plan {
+				if strings.Contains(line, " on bindings") {
+					cond := i+1 < len(plan) && regexp.MustCompile(`Index Cond|Recheck Cond`).MatchString(plan[i+1])
+					assert.True(t, cond, "a read of every binding:\n%s", text)
+				}
+			}
 		})
 	}
 }

@@ -1,6 +1,13 @@
 package pgstate
 
-import "github.com/edgesecrets/edgesecrets/agreement/delivery"
+import (
+	"cmp"
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+)
 
 // ErrBadInput exposes the error of a name PostgreSQL text cannot hold to
 // the external tests.
@@ -18,4 +25,16 @@ func Versions() []int {
 		vs[i] = i + 1
 	}
 	return vs
+}
+
+// MigrateTo brings the schema at url to version, as an agbot that knew
+// only the migrations up to it would: the upgrade tests start there.
+func MigrateTo(ctx context.Context, url, schema string, version int) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	_, err = migrateSteps(ctx, conn, cmp.Or(schema, defaultSchema), migrations[:version])
+	return err
 }

@@ -49,6 +49,14 @@ func (s *state) Join(ctx context.Context, member string) (delivery.MemberLease, 
 	if err != nil {
 		return delivery.MemberLease{}, err
 	}
+	// The names no record binds any more. A failure (a record bound to
+	// one meanwhile) leaves them to the next Join; Names skips them.
+	if err := s.call(ctx, op{what: "pruning the names no record binds", rerun: true}, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.pruneNames)
+		return err
+	}); err != nil {
+		s.log.Info("could not prune the names no record binds; the next Join tries again", slog.String("err", err.Error()))
+	}
 	s.mu.Lock()
 	mine := previous != nil && s.incarnations[member] == uint64(*previous)
 	s.incarnations[member] = uint64(inc)

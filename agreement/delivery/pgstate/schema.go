@@ -171,6 +171,40 @@ CREATE TABLE {s}.nonces (
 CREATE INDEX nonces_expiry ON {s}.nonces (expires_at);
 `,
 	},
+	{
+		description: "the names bound, for Names without reading every binding, and the review's shared cursor",
+		sql: `
+-- One row per store name some record binds, so that Names reads one row
+-- per name, not one per binding. A trigger adds the name of every binding
+-- inserted (also by an agbot of version 2 still running during an
+-- upgrade), and the foreign key keeps a bound name from being pruned. Rows
+-- of names no longer bound stay until a Join prunes them; Names skips
+-- them.
+CREATE TABLE {s}.bound_names (
+	store_name text COLLATE "C" PRIMARY KEY
+);
+INSERT INTO {s}.bound_names (store_name) SELECT DISTINCT store_name FROM {s}.bindings;
+CREATE FUNCTION {s}.bind_name() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO {s}.bound_names (store_name) VALUES (NEW.store_name) ON CONFLICT DO NOTHING;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER bindings_bind_name BEFORE INSERT ON {s}.bindings
+	FOR EACH ROW EXECUTE FUNCTION {s}.bind_name();
+ALTER TABLE {s}.bindings ADD CONSTRAINT bindings_bound_name
+	FOREIGN KEY (store_name) REFERENCES {s}.bound_names (store_name);
+
+-- The anti-entropy review's pass, shared by the members: the last id
+-- claimed ('' at the start of a pass). ClaimReview moves it.
+CREATE TABLE {s}.review_cursor (
+	one   boolean PRIMARY KEY DEFAULT true CHECK (one),
+	after text COLLATE "C" NOT NULL
+);
+INSERT INTO {s}.review_cursor (after) VALUES ('');
+`,
+	},
 }
 
 // leaseLostCode is the SQLSTATE fence raises.
@@ -188,6 +222,12 @@ func migrationLock(schema string) int64 {
 // for the first one's commit and then finds nothing to do. A failed step
 // leaves the schema as it was. It returns the version.
 func migrate(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	return migrateSteps(ctx, conn, schema, migrations)
+}
+
+// migrateSteps is migrate with the steps given: the tests stop at an
+// earlier version with it.
+func migrateSteps(ctx context.Context, conn *pgx.Conn, schema string, migrations []migration) (int, error) {
 	quoted := pgx.Identifier{schema}.Sanitize()
 	tx, err := conn.Begin(ctx)
 	if err != nil {

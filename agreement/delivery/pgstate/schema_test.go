@@ -156,3 +156,54 @@ func TestBadInputStoresNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"org/a"}, names)
 }
+
+// TestUpgradeKeepsTheNames: a schema an older agbot made (version 2,
+// before the names bound had a table of their own) with records in it is
+// brought up to date by Open: the names it bound are polled, records
+// created and deleted afterwards add and drop theirs, and a Join prunes
+// the rows of names no longer bound.
+func TestUpgradeKeepsTheNames(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.NewDatabase(t)
+	require.NoError(t, pgstate.MigrateTo(ctx, db.URL, "", 2))
+	pool := db.Pool(t)
+	_, err := pool.Exec(ctx, `
+INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
+VALUES ('agr-1', 'node-1', 1, '[]', '{}'), ('agr-2', 'node-2', 1, '[]', '{}');
+INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id)
+VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
+	require.NoError(t, err)
+
+	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
+	names := func() []string {
+		t.Helper()
+		got, err := m.Names(ctx, m.id)
+		require.NoError(t, err)
+		return got
+	}
+	assert.Equal(t, []string{"org/a", "org/b"}, names(), "the names bound before the upgrade")
+
+	// An agbot of version 2, still running, binds a record as it did.
+	_, err = pool.Exec(ctx, `
+INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body) VALUES ('agr-old', 'node-9', 1, '[]', '{}');
+INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id) VALUES ('org/old', 'agr-old');`)
+	require.NoError(t, err, "a version 2 agbot's insert of a binding")
+	assert.Equal(t, []string{"org/a", "org/b", "org/old"}, names(), "its name is polled")
+	require.NoError(t, m.Delete(ctx, "agr-old"))
+
+	require.NoError(t, m.Create(ctx, newRecord("agr-3", time.Time{}, "org/c")))
+	assert.Equal(t, []string{"org/a", "org/b", "org/c"}, names(), "a record created after it adds its name")
+	require.NoError(t, m.Delete(ctx, "agr-1", "agr-3"))
+	assert.Equal(t, []string{"org/b"}, names(), "deleted records' names are not polled")
+
+	bound := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM edgesecrets_delivery.bound_names").Scan(&n))
+		return n
+	}
+	require.Equal(t, 4, bound(), "the rows of the names no longer bound stay until a Join")
+	_, err = m.Join(ctx, m.id)
+	require.NoError(t, err)
+	assert.Equal(t, 1, bound(), "a Join prunes them")
+	assert.Equal(t, []string{"org/b"}, names())
+}

@@ -1,0 +1,279 @@
+package pgstate_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/scalefleet"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/memory"
+)
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// scaleConfig is one state an idle fleet is measured on: the states of
+// its engines (one per agbot) and, for PostgreSQL, the database.
+type scaleConfig struct {
+	name string
+	open func(b *testing.B) (states []delivery.State, members []string, db *pgtest.Database)
+}
+
+func scaleConfigs() []scaleConfig {
+	postgres := func(members ...string) func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+		return func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+			db := pgtest.NewDatabase(b)
+			var states []delivery.State
+			for _, m := range joinAll(b, db.URL, pgstate.Options{}, members...) {
+				states = append(states, m.sharedState)
+			}
+			return states, members, db
+		}
+	}
+	return []scaleConfig{
+		{"memory", func(*testing.B) ([]delivery.State, []string, *pgtest.Database) {
+			return []delivery.State{delivery.NewMemoryState()}, []string{"agbot-1"}, nil
+		}},
+		{"embedded", func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = st.Close() })
+			return []delivery.State{st}, []string{"agbot-1"}, nil
+		}},
+		{"postgres", postgres("agbot-1")},
+		{"postgres-2agbots", postgres("agbot-1", "agbot-2")},
+	}
+}
+
+// idleFleet is a fleet loaded in sync and its engines running, their
+// first review pass done.
+type idleFleet struct {
+	engines []*delivery.Engine
+	agents  *fanOutAgents
+	store   *secretstore.Store
+	db      *pgtest.Database
+	created int
+	loading time.Duration // loading the fleet, wall time
+}
+
+// agentKeysFor returns keys for the agents of the agreements keyed
+// among n, by node.
+func agentKeysFor(b *testing.B, n int, keyed func(int) bool) map[string]*agreement.PrivateKeys {
+	out := map[string]*agreement.PrivateKeys{}
+	for i := range n {
+		if keyed(i) {
+			k, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
+			require.NoError(b, err)
+			out[scalefleet.Node(i)] = k
+		}
+	}
+	return out
+}
+
+// startIdleFleet loads n agreements (internal/scalefleet) into the
+// configuration's state, the agents with keys in agentKeys knowing
+// theirs, and runs an engine per state (1 s interval) until b ends.
+func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*agreement.PrivateKeys) *idleFleet {
+	ctx := b.Context()
+	states, members, db := c.open(b)
+	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
+	require.NoError(b, err)
+	f := &idleFleet{store: memory.New(), db: db, agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
+	f.agents.counting.Store(true)
+	start := time.Now()
+	// The secrets first (a name bound already is its owner's to observe),
+	// then the agbots share the registrations, as they would the
+	// callers'.
+	tags, err := scalefleet.Observe(ctx, states[0], f.store, scalefleet.Options{N: n, Member: members[0]})
+	require.NoError(b, err)
+	var wg sync.WaitGroup
+	counts := make([]int, len(states))
+	errs := make([]error, len(states))
+	for i, st := range states {
+		wg.Go(func() {
+			counts[i], errs[i] = scalefleet.Load(ctx, st, f.store, scalefleet.Options{
+				N: n, Member: members[i], Tags: tags,
+				Bind: func(j int) string {
+					if j%len(states) != i {
+						return ""
+					}
+					return scalefleet.Secret(j)
+				},
+				AgentKey: func(j int) agreement.KeyID {
+					if k, ok := agentKeys[scalefleet.Node(j)]; ok {
+						return k.Public().EncryptionKeyID()
+					}
+					return ""
+				},
+			})
+		})
+	}
+	wg.Wait()
+	f.loading = time.Since(start)
+	for i := range states {
+		require.NoError(b, errs[i])
+		f.created += counts[i]
+	}
+	if db != nil {
+		// A steady state: the load's dead rows vacuumed, its statistics
+		// taken, as autovacuum would have done by then.
+		_, err := db.Pool(b).Exec(ctx, "VACUUM (ANALYZE) edgesecrets_delivery.agreements, edgesecrets_delivery.bindings, edgesecrets_delivery.bound_names, edgesecrets_delivery.observations")
+		require.NoError(b, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var running sync.WaitGroup
+	for i, st := range states {
+		e, err := delivery.New(delivery.Options{
+			Store: f.store, State: st, Keys: keys, Agents: f.agents, Transport: f.agents,
+			Interval: time.Second, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
+			Member: members[i],
+		})
+		require.NoError(b, err)
+		f.engines = append(f.engines, e)
+		running.Go(func() { _ = e.Run(runCtx) })
+	}
+	b.Cleanup(func() { cancel(); running.Wait() })
+	// Until every engine's first review pass is done: the reviews of a
+	// restart, not of an idle interval.
+	for _, e := range f.engines {
+		for e.Health(ctx).Agreements == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	return f
+}
+
+// cpu returns the agbots' CPU time (this process) and the database's
+// (its server's processes) so far.
+func (f *idleFleet) cpu(b *testing.B) (agbot, db time.Duration) {
+	agbot = processCPU(b)
+	if f.db != nil {
+		var err error
+		db, err = f.db.Server().CPUTime()
+		require.NoError(b, err)
+	}
+	return agbot, db
+}
+
+// report reports the CPU per interval (or per rotation) of the agbots,
+// the database and both.
+func (f *idleFleet) report(b *testing.B, agbot0, db0 time.Duration, per int, unit string) {
+	agbot1, db1 := f.cpu(b)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(per) }
+	b.ReportMetric(ms(agbot1-agbot0), "agbot-cpu-ms/"+unit)
+	if f.db != nil {
+		b.ReportMetric(ms(db1-db0), "db-cpu-ms/"+unit)
+	}
+	b.ReportMetric(ms(agbot1-agbot0+db1-db0), "cpu-ms/"+unit)
+}
+
+// BenchmarkIdleInterval measures what an agbot whose fleet is in sync and
+// whose store does not change spends per interval (1 s, the default 5 min
+// resync period), on each state in one run: the agbot process's CPU time
+// and, on PostgreSQL, the database server's (all its processes, read
+// from /proc: pg_stat_statements would leave out the server's own work,
+// the commits and the vacuuming, and needs the extension preloaded). An
+// iteration is one interval, so run it for ten:
+//
+//	go test -run '^$' -bench IdleInterval -benchtime 10x -benchmem ./agreement/delivery/pgstate/
+//
+// postgres-2agbots is two agbots sharing the database: the figures are
+// the two together per interval.
+func BenchmarkIdleInterval(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, c := range scaleConfigs() {
+			b.Run(fmt.Sprintf("%s/agreements=%d", c.name, n), func(b *testing.B) {
+				f := startIdleFleet(b, c, n, nil)
+				agbot0, db0 := f.cpu(b)
+				intervals := 0
+				for b.Loop() {
+					time.Sleep(time.Second)
+					intervals++
+				}
+				f.report(b, agbot0, db0, intervals, "interval")
+				require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
+			})
+		}
+	}
+}
+
+// scaleRun is the number of agreements of BenchmarkScale; 0 skips it.
+var scaleRun = flag.Int("pgstate.scale", 0, "run BenchmarkScale with this many agreements (the scale run: 1000000)")
+
+// BenchmarkScale is the scale run, outside CI: a fleet on PostgreSQL
+// shared by two agbots, 1 % of it bound to one secret. It reports the
+// rate at which the two agbots store the fleet's agreements (in-sync
+// records, State.Create; Engine.Register adds a NewEpoch statement to
+// each), the agbots' heap and the database's size per agreement, the CPU
+// of an idle interval (agbots and database, as BenchmarkIdleInterval),
+// and the time and CPU of one rotation of the 1 % secret, from the store
+// write to the last update handed to the transport:
+//
+//	nice -n 19 go test -run '^$' -bench Scale -benchtime 1x -timeout 3h ./agreement/delivery/pgstate/ -pgstate.scale=1000000
+func BenchmarkScale(b *testing.B) {
+	n := *scaleRun
+	if n <= 0 {
+		b.Skip("the scale run: -pgstate.scale=1000000")
+	}
+	hot := func(i int) bool { return scalefleet.Secret(i) == scalefleet.Hot }
+	agentKeys := agentKeysFor(b, n, hot)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	progress := func(what string) {
+		fmt.Fprintf(os.Stderr, "scale run: %s after %s\n", what, time.Since(start).Round(time.Second))
+	}
+	f := startIdleFleet(b, scaleConfigs()[3], n, agentKeys)
+	progress(fmt.Sprintf("%d agreements stored in %s, first review passes done", f.created, f.loading.Round(time.Second)))
+	b.ReportMetric(float64(f.created)/f.loading.Seconds(), "registrations/s")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(f.created), "agbot-heap-B/agreement")
+	var size int64
+	require.NoError(b, f.db.Pool(b).QueryRow(b.Context(), "SELECT pg_database_size(current_database())").Scan(&size))
+	b.ReportMetric(float64(size)/float64(f.created), "db-B/agreement")
+
+	const intervals = 10
+	agbot0, db0 := f.cpu(b)
+	time.Sleep(intervals * time.Second)
+	f.report(b, agbot0, db0, intervals, "interval")
+	require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
+	progress("idle intervals measured")
+
+	fanned := n / 100
+	f.agents.target.Store(int64(fanned))
+	agbot0, db0 = f.cpu(b)
+	start = time.Now()
+	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: scalefleet.Hot, Data: edgesecrets.Data{"password": []byte("v1")}}, secretstore.PutOptions{})
+	require.NoError(b, err)
+	select {
+	case <-f.agents.arrived:
+	case <-time.After(30 * time.Minute):
+		b.Fatalf("%d of %d updates sent after 30 minutes", f.agents.sent.Load(), fanned)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "rotation-s")
+	f.report(b, agbot0, db0, 1, "rotation")
+	b.ReportMetric(float64(fanned), "rotated-agreements")
+}
