@@ -94,6 +94,14 @@ func errText(err error) string {
 // deployments their secrets exist, and reviews every agreement (counts,
 // revocations, missed work).
 func (e *Engine) cycle(ctx context.Context) {
+	// The names the previous cycle saw absent, if it ended about an
+	// interval ago: a cycle that stops early sees none.
+	seenBefore := e.absentSeen
+	e.absentSeen = nil
+	if time.Since(e.cycleEnded) > e.continuity() {
+		seenBefore = nil // not looking for too long: paused, or a slow cycle
+	}
+	defer func() { e.cycleEnded = time.Now() }()
 	if !e.member.entitled() {
 		return // the names this member polls are not its own now
 	}
@@ -117,7 +125,7 @@ func (e *Engine) cycle(ctx context.Context) {
 	rep := e.applyCycle(c)
 	e.inst.changes.Add(ctx, int64(len(c.Events)))
 	e.setStoreProblem(rep)
-	e.observe(ctx, now, rep)
+	e.observe(ctx, now, rep, seenBefore)
 	e.redeploy(ctx, e.readyWaits(ctx, waits))
 	e.scan(ctx, now, rep.healthy(), rep.present)
 	e.inst.cycle(rep, time.Since(now))
@@ -224,9 +232,10 @@ func (e *Engine) setStoreProblem(rep cycleReport) {
 // observe records the cycle's observations in the state: every name seen
 // present with new content, and, in a healthy cycle only, every name found
 // missing or forbidden (the first such cycle starts its grace period,
-// later ones confirm it). The agreements bound to names whose observation
-// changed are marked due.
-func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
+// later ones confirm it, if seenBefore, the previous cycle's absent
+// names, has them or the record is recent). The agreements bound to names
+// whose observation changed are marked due.
+func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport, seenBefore map[string]bool) {
 	healthy := rep.healthy()
 	look := slices.Clone(rep.present)
 	var absent []string
@@ -237,6 +246,14 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 			}
 		}
 		look = append(look, absent...)
+	}
+	// What the next cycle needs to know, whatever becomes of this
+	// cycle's records.
+	if healthy {
+		e.absentSeen = make(map[string]bool, len(absent))
+		for _, n := range absent {
+			e.absentSeen[n] = true
+		}
 	}
 	if len(look) == 0 {
 		return
@@ -272,7 +289,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 		st := e.absent[n]
 		o, had := stored[n]
 		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: now}
-		if had && (o.State == Missing || o.State == Forbidden) && now.Sub(o.CheckedAt) <= e.continuity() {
+		if had && (o.State == Missing || o.State == Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
 			fresh.Since = o.Since // the grace period goes on
 		} else {
 			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
@@ -314,12 +331,16 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport) {
 	e.changedNow()
 }
 
-// continuity is the longest time between two healthy cycles that see a
-// name missing or forbidden for its grace period to go on: across a
-// restart or a spell of unhealthy cycles it does, but an observation
-// older than that (a name watched again after a long time) starts it
-// afresh.
-func (e *Engine) continuity() time.Duration { return e.cfg.grace + 2*e.cfg.Interval }
+// continuity is the longest time between the recorded sighting of a
+// name missing or forbidden and a cycle seeing it so again for its grace
+// period to go on when this engine's previous cycle did not see it (a
+// restart, the name moved from another member): about one interval. After
+// a longer gap (a store outage, the name unreadable, the state down, a
+// paused process) the secret may have been written and deleted again
+// unseen, so the grace period starts afresh (found by the fault
+// simulation, seed 5341 of three agbots): never a cancellation sooner,
+// at worst one grace period later.
+func (e *Engine) continuity() time.Duration { return 2 * e.cfg.Interval }
 
 // readyWaits calls OnReady for each waiting deployment whose secrets all
 // exist (or leaves it to redeploy, for a deployment Deploy remembers), and

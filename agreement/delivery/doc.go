@@ -59,11 +59,12 @@
 //     passes in that cycle, and, for forbidden names, other names read
 //     fine in that cycle (a cycle where every name is forbidden is the
 //     agbot's credentials, not a revocation);
-//   - the condition lasted Options.Grace, seen in healthy cycles (the
-//     start of the grace period is stored, so a restart neither resets
-//     nor skips it; an absence no healthy cycle confirmed for longer than
-//     Grace plus two intervals, a name watched again after a long time,
-//     starts it afresh);
+//   - the condition lasted Options.Grace, seen in healthy cycles with no
+//     gap longer than about an interval between them (the start of the
+//     grace period is stored, so a quick restart neither resets nor skips
+//     it; after a longer gap, a store outage, a paused process, a name
+//     watched again after a long time, the secret may have come back and
+//     gone again unseen, so the grace period starts afresh);
 //   - the cycle stays within Options.Budget; beyond it every cancellation
 //     of the cycle is held and Health says so.
 //

@@ -257,6 +257,13 @@ type Engine struct {
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
 	absent map[string]ObservedState
+	// absentSeen are the names the last cycle found missing or forbidden
+	// in a healthy poll, and cycleEnded when it ended, both owned by the
+	// watcher cycle: an absence that cycle and the next both see, with no
+	// gap longer than about an interval between them, lasted in between as
+	// far as polling can tell.
+	absentSeen map[string]bool
+	cycleEnded time.Time
 	// synced are the names the state bound when syncNames last brought
 	// the watcher in step with them and no deployment waited, owned by
 	// the watcher cycle: a cycle that reads the same names changes

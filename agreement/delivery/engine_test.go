@@ -836,3 +836,30 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		assert.False(t, held)
 	})
 }
+
+// An absence seen before a store outage and again after it is not known
+// to have lasted through the outage (the secret may have been written and
+// deleted again meanwhile): its grace period starts afresh once the store
+// answers (found by the fault simulation, seed 5341 of three agbots).
+func TestAnAbsenceSeenAcrossAStoreOutageStartsAFreshGracePeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.deployOne()
+		defer h.stop()
+		synctest.Wait()
+
+		h.delete("org/db")
+		cycles(1) // seen missing: the grace starts
+		h.store.SetFaults(mock.Faults{Fail: edgesecrets.ErrUnavailable})
+		cycles(1)
+		h.put("org/db", canary+"v2") // unseen: written and deleted during the outage
+		cycles(1)
+		h.delete("org/db")
+		cycles(1)
+		h.store.SetFaults(mock.Faults{})
+		cycles(4) // the grace from the first sighting is over
+		assert.Empty(t, h.cancelled(), "grace counted across the outage")
+		cycles(2)
+		assert.Len(t, h.cancelled()["agr-1"], 1, "cancelled a grace period after the store answered")
+	})
+}

@@ -171,6 +171,14 @@ func TestFixedSeeds(t *testing.T) {
 		// after the denial, before the grace period of 4 s. The cycle's
 		// time is now taken once the store answered (delivery/cycle.go).
 		{"seed 6 of two agbots: an absence is dated from the read that found it", 6, withAgbots(2)},
+		// s2 was seen deleted, then a store outage began, during which
+		// s2 was written and deleted again; once the store answered, the
+		// first healthy cycle found s2 missing and the grace period went on
+		// from the sighting before the outage: agreements were cancelled
+		// 2.5 s after the last deletion, under the grace period of 4 s.
+		// An absence not seen by consecutive cycles now starts a fresh
+		// grace period (delivery.TestAnAbsenceSeenAcrossAStoreOutageStartsAFreshGracePeriod).
+		{"seed 5341 of three agbots: an absence seen across a store outage starts a fresh grace period", 5341, withAgbots(3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
