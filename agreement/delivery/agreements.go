@@ -363,7 +363,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}
 	now := time.Now()
-	ev := evaluate(&r, obs, now, e.confirmation(now))
+	ev := evaluate(&r, obs, now, e.confirmation(now, now))
 	st := Status{
 		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync,
 		Diverged: e.diverged(&r, now), Held: r.Held, Cancel: r.Cancel,

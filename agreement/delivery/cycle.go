@@ -112,6 +112,7 @@ func (e *Engine) cycle(ctx context.Context) {
 		}
 		return
 	}
+	asked := time.Now()
 	c := e.watcher.Poll(ctx)
 	if ctx.Err() != nil {
 		return
@@ -121,13 +122,16 @@ func (e *Engine) cycle(ctx context.Context) {
 	// process) must not date an absence before the read that found it,
 	// or the grace period ends early (found by the fault simulation,
 	// seed 6 of two agbots).
+	// An absence is confirmed as of when the store was asked, a read
+	// answered late having been made any time after (found by the fault
+	// simulation, seed 6199 of three agbots over Secrets Manager).
 	now := time.Now()
 	rep := e.applyCycle(c)
 	e.inst.changes.Add(ctx, int64(len(c.Events)))
 	e.setStoreProblem(rep)
-	e.observe(ctx, now, rep, seenBefore)
+	e.observe(ctx, asked, now, rep, seenBefore)
 	e.redeploy(ctx, e.readyWaits(ctx, waits))
-	e.scan(ctx, now, rep.healthy(), rep.present)
+	e.scan(ctx, asked, now, rep.healthy(), rep.present)
 	e.inst.cycle(rep, time.Since(now))
 }
 
@@ -235,7 +239,7 @@ func (e *Engine) setStoreProblem(rep cycleReport) {
 // later ones confirm it, if seenBefore, the previous cycle's absent
 // names, has them or the record is recent). The agreements bound to names
 // whose observation changed are marked due.
-func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport, seenBefore map[string]bool) {
+func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleReport, seenBefore map[string]bool) {
 	healthy := rep.healthy()
 	look := slices.Clone(rep.present)
 	var absent []string
@@ -288,7 +292,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time, rep cycleReport, se
 	for _, n := range absent {
 		st := e.absent[n]
 		o, had := stored[n]
-		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: now}
+		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: asked}
 		if had && (o.State == Missing || o.State == Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
 			fresh.Since = o.Since // the grace period goes on
 		} else {
@@ -417,7 +421,7 @@ func (v *review) sliceSize(interval, resync time.Duration) int {
 // whose agent lacks the observed content but that wait for nothing (work
 // a crash or a lost mark left undone), decides or releases as above, and
 // calls the cancel hook for decisions not yet notified.
-func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []string) {
+func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, back []string) {
 	// The review's slice first: its records say which observations the
 	// cycle needs.
 	v := &e.review
@@ -451,7 +455,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	if err != nil {
 		return
 	}
-	confirmed := e.confirmation(now)
+	confirmed := e.confirmation(asked, now)
 	var (
 		stale      []string
 		unheld     []string
@@ -499,7 +503,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 			unheld = append(unheld, r.ID)
 		case r.Held != nil:
 			counts.Held++
-		case healthy && ev.lost != nil && ev.lostConfirmed && now.Sub(ev.lostSince) >= e.cfg.grace:
+		case healthy && ev.lost != nil && ev.lostConfirmed && ev.lostChecked.Sub(ev.lostSince) >= e.cfg.grace:
 			decided[r.ID] = *ev.lost
 		}
 	}
@@ -508,7 +512,7 @@ func (e *Engine) scan(ctx context.Context, now time.Time, healthy bool, back []s
 	// period, and those back this cycle.
 	hot := slices.Clone(back)
 	for n, o := range obs {
-		if (o.State == Missing || o.State == Forbidden) && now.Sub(o.Since) >= e.cfg.grace {
+		if (o.State == Missing || o.State == Forbidden) && o.CheckedAt.Sub(o.Since) >= e.cfg.grace {
 			hot = append(hot, n)
 		}
 	}
@@ -729,26 +733,28 @@ type evaluation struct {
 	inSync  bool
 	// lost is the cancellation a slot whose every candidate is observed
 	// missing or forbidden would make (the one lost longest); lostSince is
-	// when its last candidate went; lostConfirmed that the cycle at the
-	// evaluation's time confirmed every candidate.
+	// when its last candidate went; lostChecked when the earliest of the
+	// reads that confirm its candidates were asked; lostConfirmed that
+	// those reads are recent enough to decide on.
 	lost          *Cancellation
 	lostSince     time.Time
+	lostChecked   time.Time
 	lostConfirmed bool
 }
 
 // confirmation returns the test of a missing or forbidden observation
 // being confirmed by a healthy cycle recent enough to decide on now: for
-// the names this engine polls, its cycle at now; for names another member
-// of a shared State polls, one of its cycles within the last two
-// intervals (only healthy cycles record an absence).
-func (e *Engine) confirmation(now time.Time) func(Observation) bool {
+// the names this engine polls, its cycle that asked the store at asked;
+// for names another member of a shared State polls, one of its cycles
+// within the last two intervals (only healthy cycles record an absence).
+func (e *Engine) confirmation(asked, now time.Time) func(Observation) bool {
 	var mine map[string]bool // read at the first absence: most cycles have none
 	return func(o Observation) bool {
 		if mine == nil {
 			mine = e.polled()
 		}
 		if mine[o.Name] {
-			return !o.CheckedAt.Before(now)
+			return !o.CheckedAt.Before(asked)
 		}
 		return now.Sub(o.CheckedAt) <= 2*e.cfg.Interval
 	}
@@ -773,7 +779,7 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 		names := r.binding(s).StoreNames
 		d := s.Desired
 		absent, allConfirmed := true, true
-		var since time.Time
+		var since, checked time.Time
 		var last Observation
 		var states []string
 		for _, n := range names {
@@ -788,6 +794,9 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 			}
 			if !o.Since.Before(since) {
 				since, last = o.Since, o
+			}
+			if checked.IsZero() || o.CheckedAt.Before(checked) {
+				checked = o.CheckedAt
 			}
 			if !confirmed(o) {
 				allConfirmed = false
@@ -810,7 +819,7 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 				Kind:      kind,
 				DecidedAt: now,
 			}
-			ev.lostSince, ev.lostConfirmed = since, allConfirmed
+			ev.lostSince, ev.lostChecked, ev.lostConfirmed = since, checked, allConfirmed
 		}
 	}
 	return ev

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -861,5 +862,50 @@ func TestAnAbsenceSeenAcrossAStoreOutageStartsAFreshGracePeriod(t *testing.T) {
 		assert.Empty(t, h.cancelled(), "grace counted across the outage")
 		cycles(2)
 		assert.Len(t, h.cancelled()["agr-1"], 1, "cancelled a grace period after the store answered")
+	})
+}
+
+// A cycle whose reads are answered late (a slow store, a paused process)
+// confirms an absence as of when it asked the store, not when it got the
+// answers: a secret back in the meantime was gone for less than the grace
+// period (found by the fault simulation, seed 6199 of three agbots over
+// Secrets Manager).
+func TestAnAbsenceIsConfirmedAsOfWhenTheStoreWasAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.agent("node-1")
+		h.agent("node-2")
+		h.put("org/db", canary+"v1")
+		h.put("org/other", canary+"o1")
+		h.register("agr-1", "node-1", "org/db")
+		h.register("agr-2", "node-2", "org/other")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+		h.wait("agr-2", time.Minute)
+
+		h.delete("org/db")
+		cycles(1) // seen missing: the grace starts
+		cycles(3)
+		// The next cycle reads org/db at once but org/other only after 90 s.
+		var slow atomic.Bool
+		slow.Store(true)
+		h.store.SetFaults(mock.Faults{Hook: func(ctx context.Context, c mock.Call) error {
+			if c.Name == "org/other" && slow.CompareAndSwap(true, false) {
+				select {
+				case <-time.After(90 * time.Second):
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}})
+		cycles(1)
+		require.False(t, slow.Load(), "the slow read began")
+		h.put("org/db", canary+"v2") // back before that cycle answers, 4 minutes after the grace began
+		cycles(3)
+		assert.Empty(t, h.cancelled(), "an absence read 4 minutes into the grace period confirmed as if read 5.5 minutes in")
+		h.wait("agr-1", time.Minute)
+		got, _ := agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"v2"), got)
 	})
 }

@@ -179,6 +179,13 @@ func TestFixedSeeds(t *testing.T) {
 		// An absence not seen by consecutive cycles now starts a fresh
 		// grace period (delivery.TestAnAbsenceSeenAcrossAStoreOutageStartsAFreshGracePeriod).
 		{"seed 5341 of three agbots: an absence seen across a store outage starts a fresh grace period", 5341, withAgbots(3)},
+		// Over Secrets Manager, s2 was read missing early in a cycle whose
+		// other reads were answered late; s2 came back meanwhile, and the
+		// cycle confirmed the absence as of its answers, 4.05 s after the
+		// first sighting: agreements were cancelled though s2 had been
+		// gone 3.99 s. An absence is now confirmed as of when the store was
+		// asked (delivery.TestAnAbsenceIsConfirmedAsOfWhenTheStoreWasAsked).
+		{"seed 6199 of three agbots over Secrets Manager: an absence is confirmed as of the read", 6199, func(c *sim.Config) { c.Agbots, c.Store = 3, sim.StoreAWS }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
