@@ -266,10 +266,11 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 	e.noteState(err)
 	if err != nil {
 		e.log.Error("could not read the stored observations; retrying next cycle", slog.String("err", err.Error()))
+		e.watcher.Retry(rep.present...)
 		return
 	}
 	var put []Observation
-	var due []string
+	var due, back []string
 	for _, n := range rep.present {
 		tag, ok := e.watcher.Observed(n)
 		if !ok {
@@ -283,7 +284,7 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		// its convergence (edgesecrets.delivery.convergence.duration).
 		fresh := Observation{Name: n, State: Present, Tag: tag, Since: now, CheckedAt: now}
 		if had && o.State != Unknown && o.State != Present {
-			e.log.Info("store secret is back", slog.String("secret", n))
+			back = append(back, n)
 		}
 		e.reader.Invalidate(n)
 		put = append(put, fresh)
@@ -312,16 +313,25 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 			// A shared State moved some names to another member since
 			// this cycle began: theirs are its to record. The rest are
 			// stored.
+			// This member may be theirs to poll by the next cycle (a
+			// member left), with the content unchanged: the watcher
+			// reports them again then.
 			lost := map[string]bool{}
 			for _, n := range ce.IDs {
 				lost[n] = true
 			}
 			due = slices.DeleteFunc(due, func(n string) bool { return lost[n] })
-			e.log.Info("names polled by another member now; their observations are its to record", slog.Any("secrets", ce.IDs))
+			back = slices.DeleteFunc(back, func(n string) bool { return lost[n] })
+			e.watcher.Retry(ce.IDs...)
+			e.log.Debug("names polled by another member now; their observations are its to record", slog.Any("secrets", ce.IDs))
 		case err != nil:
 			e.log.Error("could not store the cycle's observations; retrying next cycle", slog.String("err", err.Error()))
+			e.watcher.Retry(rep.present...)
 			return
 		}
+	}
+	for _, n := range back {
+		e.log.Info("store secret is back", slog.String("secret", n))
 	}
 	if len(due) > 0 {
 		n, err := e.state.MarkDue(ctx, Selector{StoreNames: due}, now, false)

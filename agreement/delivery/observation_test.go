@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,5 +68,66 @@ func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 		got, ok := agent.file("agr-1", "pw")
 		require.True(t, ok)
 		assert.Equal(t, jsonFile(canary+"v2"), got)
+	})
+}
+
+// ownershipState is a shared MemoryState in which this member polls every
+// bound name once owns is set, and before that none, as a member does
+// whose share of the names grows when another member leaves.
+type ownershipState struct {
+	*sharedMemoryState
+	owns *atomic.Bool
+}
+
+func (s ownershipState) Names(ctx context.Context, member string) ([]string, error) {
+	if !s.owns.Load() {
+		return nil, nil
+	}
+	return s.sharedMemoryState.Names(ctx, member)
+}
+
+func (s ownershipState) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+	if !s.owns.Load() {
+		ids := make([]string, 0, len(obs))
+		for _, o := range obs {
+			ids = append(ids, o.Name)
+		}
+		return &delivery.ConflictError{IDs: ids}
+	}
+	return s.sharedMemoryState.PutObservations(ctx, member, obs...)
+}
+
+// A member that watched a name for a waiting deployment before it polled
+// it for the state saw the name come back while another member owned it,
+// and could not record that; once the name is its own to poll it records
+// what it sees though the name did not change since (found by the fault
+// simulation, seed 6215 of three agbots over Secrets Manager: the stored
+// observation said forbidden forever and the node was never delivered).
+func TestAMemberRecordsANameItWatchedBeforeItPolledIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var owns atomic.Bool
+		shared := ownershipState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}, &owns}
+		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
+		h.state = shared
+		agent := h.agent("node-1")
+		now := time.Now()
+		require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
+			Name: "org/db", State: delivery.Forbidden, Since: now, CheckedAt: now})) // the other member's last word
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db")
+		// A deployment waits for org/db and a secret still missing: this
+		// member watches org/db though it does not poll it.
+		require.NoError(t, h.engine.WaitForSecrets(ctx, "dep-1", "org/db", "org/later"))
+		h.start()
+		defer h.stop()
+		cycles(3)
+		assert.Empty(t, agent.messages(), "not this member's to record")
+
+		owns.Store(true) // the other member left
+		h.wait("agr-1", 3*time.Minute)
+		got, ok := agent.file("agr-1", "pw")
+		require.True(t, ok)
+		assert.Equal(t, jsonFile(canary+"v1"), got)
 	})
 }
