@@ -3,6 +3,7 @@ package sim_test
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +16,7 @@ var (
 	seedsFlag = flag.Int("sim.seeds", 50, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
+	openFlag  = flag.Bool("sim.open", false, "run TestOpenSeeds, the seeds of bugs not fixed yet")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
 
@@ -26,9 +28,9 @@ func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
 func withAgbots(n int) func(*sim.Config) { return func(c *sim.Config) { c.Agbots = n } }
 
 // ciWithout are the faults the bounded run leaves out while a bug they
-// trigger is open: none, every bug the simulation found being fixed
-// (TestFixedSeeds).
-var ciWithout []string
+// trigger is open (TestOpenSeeds): the creation of a node-level secret
+// while the organisation-level one it shadows does not exist.
+var ciWithout = []string{"node.createOverMissing"}
 
 // runSeed runs one seed in its own synctest bubble and returns its
 // statistics; a violation fails the test with the command replaying it.
@@ -136,8 +138,8 @@ func TestFixedSeeds(t *testing.T) {
 		// logged "not deploying: the state did not answer" and was never
 		// tried again (agbot/deploy.go, existing); it is now tried again
 		// until the state answers.
-		{"seed 4: a deploy meeting a state outage is tried again", 4, func(c *sim.Config) { c.Without = nil }},
-		{"seed 23: a re-keyed agent meeting a state outage is deployed", 23, func(c *sim.Config) { c.Without = []string{"identity.lost"} }},
+		{"seed 4: a deploy meeting a state outage is tried again", 4, func(c *sim.Config) { c.Without = ciWithout }},
+		{"seed 23: a re-keyed agent meeting a state outage is deployed", 23, without("identity.lost")},
 		// A node's agreement was being cancelled (its secret forbidden
 		// over the grace period, the agent unreachable) when the secret
 		// came back; the agbot that still held the node's first deploy as
@@ -164,13 +166,47 @@ func TestFixedSeeds(t *testing.T) {
 		// "the agent's identity did not verify" and kept the certificate
 		// on the relay, so the agent never learnt to register again. The
 		// deploy now drops it, as Keys does.
-		{"seed 16: a lost identity no longer strands a node whose agreement ended", 16, func(c *sim.Config) { c.Without = []string{"state.down"} }},
+		{"seed 16: a lost identity no longer strands a node whose agreement ended", 16, without("state.down")},
 		// An agbot frozen past its lease thawed in the middle of a cycle
 		// that had begun before s1 was denied; the cycle dated the
 		// absence from its start, and the agreement was cancelled 3.96 s
 		// after the denial, before the grace period of 4 s. The cycle's
 		// time is now taken once the store answered (delivery/cycle.go).
 		{"seed 6 of two agbots: an absence is dated from the read that found it", 6, withAgbots(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
+	}
+}
+
+// without leaves out kind on top of ciWithout.
+func without(kind string) func(*sim.Config) {
+	return func(c *sim.Config) { c.Without = append(slices.Clone(ciWithout), kind) }
+}
+
+// The seeds of failures the simulation found that are not fixed yet, each
+// with its cause: skipped unless -sim.open, which runs them as the
+// bounded run would without the leaving out that hides them.
+func TestOpenSeeds(t *testing.T) {
+	if !*openFlag {
+		t.Skip("open bugs: run with -sim.open")
+	}
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		edit func(*sim.Config)
+	}{
+		// node-0 binds myorg/s1 with enableNodeLevelSecrets; s1 is
+		// deleted (t=19 s) and node/node-0/s1 does not exist, so the
+		// agreement is cancelled (t=41 s, rightly) and the deployment
+		// waits for secrets ["myorg/s1"] (delivery/deploy.go missingNames:
+		// the binding's own name only). node/node-0/s1 is created at
+		// t=47 s: the binding resolves again, but the wait (State's Wait,
+		// "all of StoreNames observed", cycle.go readyWaits) never ends
+		// while myorg/s1 is missing, so the node is never deployed again.
+		// A fix needs a wait that ends when any candidate of each binding
+		// exists (Wait holding the candidates per binding, a State schema
+		// change).
+		{"seed 36: a node-level secret created while its agreement waits for the organisation-level one", 36, func(c *sim.Config) { c.Without = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
