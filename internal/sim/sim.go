@@ -76,12 +76,17 @@ type Config struct {
 	// or StoreAWS.
 	Store StoreKind
 	// Agents and Names are the nodes and the organisation-level store
-	// secrets they bind; zero means 4 and 16. Each node's service binds
+	// secrets they bind; zero means 4 and 10. Each node's service binds
 	// two or three of them, a few secrets being bound by most nodes; half
 	// the nodes bind with enableNodeLevelSecrets, each of their bindings
 	// then resolving to a node-level secret first (which may or may not
 	// exist) and to the organisation-level one next.
 	Agents, Names int
+	// OneBinding makes each node's service bind one organisation-level
+	// secret, of three unless Names says otherwise, drawn as the first
+	// version of the simulation drew it: the seeds it found (TestFixedSeeds)
+	// replay with it as they ran then.
+	OneBinding bool
 	// WipeKeepsKeys makes an agent restarted without its files keep its
 	// keys. Off, the keys go with the files. On, the agent rejects the
 	// agbot's updates as of an unknown agreement and is proposed to again
@@ -368,7 +373,10 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		cfg.Agents = 4
 	}
 	if cfg.Names == 0 {
-		cfg.Names = 16
+		cfg.Names = 10
+		if cfg.OneBinding {
+			cfg.Names = 3
+		}
 	}
 	if cfg.Agbots == 0 {
 		cfg.Agbots = 1
@@ -678,7 +686,16 @@ func (w *World) addAgent(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	a := &simAgent{name: "node-" + strconv.Itoa(len(w.agents)), keys: keys, root: root, nodeLevel: w.rng.IntN(2) == 0}
+	a := &simAgent{name: "node-" + strconv.Itoa(len(w.agents)), keys: keys, root: root}
+	if w.cfg.OneBinding {
+		a.slots = []*slot{{file: "key0", cands: []int{w.rng.IntN(len(w.secrets))}, floor: map[int]int{}}}
+		w.stats.Bindings++
+		w.agents = append(w.agents, a)
+		w.stats.Agreements++
+		w.mu.Unlock()
+		return w.startAgent(ctx, a)
+	}
+	a.nodeLevel = w.rng.IntN(2) == 0
 	var write []int
 	var chosen []int
 	for k := range 2 + w.rng.IntN(2) {
@@ -1059,9 +1076,9 @@ func (w *World) Step(ctx context.Context) error {
 
 // draw draws the secret a step changes: half the time a candidate of a
 // node's binding (a node-level secret as often as the organisation-level
-// one it shadows), else any.
+// one it shadows), else any; with OneBinding, any.
 func (w *World) draw() int {
-	if w.rng.IntN(2) == 0 {
+	if w.cfg.OneBinding || w.rng.IntN(2) == 0 {
 		return w.rng.IntN(len(w.secrets))
 	}
 	a := w.agents[w.rng.IntN(len(w.agents))]
