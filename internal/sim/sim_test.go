@@ -200,18 +200,18 @@ func TestOpenSeeds(t *testing.T) {
 		seed uint64
 		edit func(*sim.Config)
 	}{
-		// node-0 binds myorg/s1 with enableNodeLevelSecrets; s1 is
-		// deleted (t=19 s) and node/node-0/s1 does not exist, so the
-		// agreement is cancelled (t=41 s, rightly) and the deployment
-		// waits for secrets ["myorg/s1"] (delivery/deploy.go missingNames:
-		// the binding's own name only). node/node-0/s1 is created at
-		// t=47 s: the binding resolves again, but the wait (State's Wait,
+		// node-1 binds myorg/s1 with enableNodeLevelSecrets; s1 is
+		// deleted and node/node-1/s1 does not exist, so the agreement is
+		// cancelled (rightly) and the deployment waits for secrets
+		// ["myorg/s1"] (delivery/deploy.go missingNames: the binding's own
+		// name only). node/node-1/s1 is created later: the binding
+		// resolves again, but the wait (State's Wait,
 		// "all of StoreNames observed", cycle.go readyWaits) never ends
 		// while myorg/s1 is missing, so the node is never deployed again.
 		// A fix needs a wait that ends when any candidate of each binding
 		// exists (Wait holding the candidates per binding, a State schema
 		// change).
-		{"seed 36: a node-level secret created while its agreement waits for the organisation-level one", 36, func(c *sim.Config) { c.Without = nil }},
+		{"seed 28 of two agbots: a node-level secret created while its deployment waits for the organisation-level one", 28, func(c *sim.Config) { c.Without, c.Agbots = nil, 2 }},
 		// node-0 (three bindings, each with a node-level candidate that
 		// exists) is restarted without its files but with its keys
 		// (Config.WipeKeepsKeys) at t=3 s, after it accepted its
