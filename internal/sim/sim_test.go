@@ -189,8 +189,11 @@ func without(kind string) func(*sim.Config) {
 }
 
 // The seeds of failures the simulation found that are not fixed yet, each
-// with its cause: skipped unless -sim.open, which runs them as the
-// bounded run would without the leaving out that hides them.
+// with its cause: skipped unless -sim.open, which runs them without the
+// leaving out that hides them from the bounded run (ciWithout). They
+// replay with this test, not with the command a failure prints:
+//
+//	go test -race -count=1 -run TestOpenSeeds ./internal/sim -sim.open
 func TestOpenSeeds(t *testing.T) {
 	if !*openFlag {
 		t.Skip("open bugs: run with -sim.open")
