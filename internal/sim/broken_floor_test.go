@@ -7,7 +7,7 @@ import "testing"
 // The model's broken variant "forgotten floor", built into the real agent
 // by the build tag broken_forget_floor: the agent forgets the floor of an
 // agreement whose instances it removed, so an old envelope of it is
-// applied again. The simulation catches it within 20 seeds (first at seed 5, three agbots: a replayed
+// applied again. The simulation catches it within 20 seeds (first at seed 7, three agbots: a replayed
 // envelope applied after the cancellation, as content going back or
 // content while the secret stayed gone):
 //

@@ -8,7 +8,7 @@ import "testing"
 // simulation's shared state by the build tag broken_no_lease_check: Due
 // and Update ignore the claims of other members. The simulation of several
 // agbots catches it, as two agbots holding a valid claim on one
-// agreement, within 20 seeds (first at seed 1 or 3, three agbots, by the run):
+// agreement, within 20 seeds (first at seed 1, three agbots):
 //
 //	go test -tags broken_no_lease_check -run TestBrokenVariant ./internal/sim
 func TestBrokenVariantNoLeaseCheckIsCaught(t *testing.T) {

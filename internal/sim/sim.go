@@ -75,16 +75,27 @@ type Config struct {
 	// Store is the store the agbots read: StoreMemory (the zero value)
 	// or StoreAWS.
 	Store StoreKind
-	// Agents and Names are the nodes and the store secrets they bind;
-	// zero means 4 and 3.
+	// Agents and Names are the nodes and the organisation-level store
+	// secrets they bind; zero means 4 and 10. Each node's service binds
+	// two or three of them, a few secrets being bound by most nodes; half
+	// the nodes bind with enableNodeLevelSecrets, each of their bindings
+	// then resolving to a node-level secret first (which may or may not
+	// exist) and to the organisation-level one next.
 	Agents, Names int
+	// OneBinding makes each node's service bind one organisation-level
+	// secret, of three unless Names says otherwise, drawn as the first
+	// version of the simulation drew it: the seeds it found (TestFixedSeeds)
+	// replay with it as they ran then.
+	OneBinding bool
 	// WipeKeepsKeys makes an agent restarted without its files keep its
 	// keys. Off, the keys go with the files. On, the agent rejects the
 	// agbot's updates as of an unknown agreement and is proposed to again
 	// (seed 7 in sim_test.go).
 	WipeKeepsKeys bool
 	// Without names fault kinds (as counted in Stats.Faults) not to
-	// inject: a step that draws one heals instead.
+	// inject: a step that draws one heals instead. "node.createOverMissing"
+	// leaves out the creation of a node-level secret while the
+	// organisation-level one it shadows does not exist.
 	Without []string
 	// TempDir returns a new temporary directory (testing.T.TempDir).
 	TempDir func() string
@@ -105,6 +116,12 @@ const (
 // Stats count what runs did.
 type Stats struct {
 	Seeds, Steps, Agreements, Rotations, Deletions, Cancellations, Violations int
+	// Bindings counts the service secrets bound (two or three an
+	// agreement), NodeBindings those resolving to a node-level secret
+	// first; NodeRotations and NodeDeletions count the writes (creations
+	// included) and deletions of node-level secrets, also counted in
+	// Rotations and Deletions.
+	Bindings, NodeBindings, NodeRotations, NodeDeletions int
 	// Faults counts the faults injected, by kind.
 	Faults map[string]int
 }
@@ -118,6 +135,10 @@ func (s *Stats) Add(o Stats) {
 	s.Deletions += o.Deletions
 	s.Cancellations += o.Cancellations
 	s.Violations += o.Violations
+	s.Bindings += o.Bindings
+	s.NodeBindings += o.NodeBindings
+	s.NodeRotations += o.NodeRotations
+	s.NodeDeletions += o.NodeDeletions
 	if s.Faults == nil {
 		s.Faults = map[string]int{}
 	}
@@ -129,18 +150,23 @@ func (s *Stats) Add(o Stats) {
 // String prints the statistics on one line, fault kinds sorted.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seeds=%d steps=%d agreements=%d rotations=%d deletions=%d cancellations=%d violations=%d faults:",
-		s.Seeds, s.Steps, s.Agreements, s.Rotations, s.Deletions, s.Cancellations, s.Violations)
+	fmt.Fprintf(&b, "seeds=%d steps=%d agreements=%d bindings=%d (node-level %d) rotations=%d (node-level %d) deletions=%d (node-level %d) cancellations=%d violations=%d faults:",
+		s.Seeds, s.Steps, s.Agreements, s.Bindings, s.NodeBindings, s.Rotations, s.NodeRotations, s.Deletions, s.NodeDeletions, s.Cancellations, s.Violations)
 	for _, k := range slices.Sorted(maps.Keys(s.Faults)) {
 		fmt.Fprintf(&b, " %s=%d", k, s.Faults[k])
 	}
 	return b.String()
 }
 
-// secret is what the simulation knows of a store secret: its last
-// version written and the spans when it alone was unreadable (deleted, or
-// denied to the agbot).
+// secret is what the simulation knows of a store secret: its store name,
+// its last version written and the spans when it alone was unreadable
+// (deleted, never written, or denied to the agbot).
 type secret struct {
+	name string
+	// node is the node of a node-level secret; empty at organisation
+	// level. base is the organisation-level secret it shadows.
+	node    string
+	base    int
 	version int
 	exists  bool
 	denied  bool
@@ -152,6 +178,75 @@ type secret struct {
 }
 
 func (s *secret) readable() bool { return s.exists && !s.denied }
+
+// unreadable returns the spans when s was unreadable up to now, the one
+// going on included.
+func (s *secret) unreadable(now time.Time) [][2]time.Time {
+	out := slices.Clone(s.spans)
+	if !s.goneSince.IsZero() {
+		out = append(out, [2]time.Time{s.goneSince, now})
+	}
+	return out
+}
+
+// intersect returns the spans within both a and b (each sorted and
+// disjoint).
+func intersect(a, b [][2]time.Time) [][2]time.Time {
+	var out [][2]time.Time
+	for _, x := range a {
+		for _, y := range b {
+			from, to := x[0], x[1]
+			if y[0].After(from) {
+				from = y[0]
+			}
+			if y[1].Before(to) {
+				to = y[1]
+			}
+			if from.Before(to) {
+				out = append(out, [2]time.Time{from, to})
+			}
+		}
+	}
+	return out
+}
+
+// allGoneFor reports whether the secrets cands were all unreadable at once
+// for at least d, by now; w.mu held.
+func (w *World) allGoneFor(cands []int, now time.Time, d time.Duration) bool {
+	spans := w.secrets[cands[0]].unreadable(now)
+	for _, c := range cands[1:] {
+		spans = intersect(spans, w.secrets[c].unreadable(now))
+	}
+	for _, sp := range spans {
+		if sp[1].Sub(sp[0]) >= d {
+			return true
+		}
+	}
+	return false
+}
+
+// stayedGone reports whether every secret of cands has been unreadable
+// since at least t; w.mu held.
+func (w *World) stayedGone(cands []int, t time.Time) bool {
+	for _, c := range cands {
+		s := w.secrets[c]
+		if s.readable() || s.goneSince.After(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// current returns the secret a binding to cands resolves to now: the
+// first readable; -1 when none is.
+func (w *World) current(cands []int) int {
+	for _, c := range cands {
+		if w.secrets[c].readable() {
+			return c
+		}
+	}
+	return -1
+}
 
 // simAgbot is one agbot, across its restarts.
 type simAgbot struct {
@@ -166,18 +261,37 @@ type simAgbot struct {
 // host names agbot k on the network and as a member of the shared state.
 func host(k int) string { return "agbot-" + strconv.Itoa(k) }
 
+// slot is one service secret of a node's service: the file its agent
+// mounts and the store secrets the binding resolves to.
+type slot struct {
+	file string // the service secret's name, its file on the node
+	// cands are the indexes of the secrets the binding resolves to, in
+	// order of preference: the node-level one first, with
+	// enableNodeLevelSecrets, then the organisation-level one (vault, the
+	// last, is the name in the binding).
+	cands []int
+	// floor is the highest version of each secret seen in the file this
+	// incarnation.
+	floor map[int]int
+	had   bool // the file existed at the last check
+}
+
+// vault is the organisation-level secret the binding names.
+func (s *slot) vault() int { return s.cands[len(s.cands)-1] }
+
 // simAgent is one node's agent, across its restarts.
 type simAgent struct {
-	name   string
-	bound  int // index of the store secret its service binds
-	keys   *agreement.PrivateKeys
-	root   string
-	agent  *agent.Agent
-	cancel context.CancelFunc
-	done   chan struct{}
-	logs   *logtest.Buffer
-	floor  int  // highest version seen in its file this incarnation
-	had    bool // its file existed at the last check
+	name string
+	// slots are its service's secrets; nodeLevel says the binding has
+	// enableNodeLevelSecrets.
+	slots     []*slot
+	nodeLevel bool
+	keys      *agreement.PrivateKeys
+	root      string
+	agent     *agent.Agent
+	cancel    context.CancelFunc
+	done      chan struct{}
+	logs      *logtest.Buffer
 	// endedAt is when its file went with its agreement's cancellation;
 	// zero while it holds one, or lost it otherwise.
 	endedAt time.Time
@@ -215,9 +329,14 @@ type World struct {
 	stats  Stats
 }
 
-// name is the store name of secret i; vault is its name in a binding.
-func name(i int) string  { return org + "/s" + strconv.Itoa(i) }
+// vault is the name in a binding of organisation-level secret i, and name
+// its store name.
 func vault(i int) string { return "s" + strconv.Itoa(i) }
+func name(i int) string  { return org + "/" + vault(i) }
+
+// nodeName is the store name of the node-level secret of node shadowing
+// organisation-level secret i, as binding resolves it.
+func nodeName(node string, i int) string { return org + "/node/" + node + "/" + vault(i) }
 
 // value is secret i's content at version v.
 func value(i, v int) string { return fmt.Sprintf("%ss%d-v%d", Canary, i, v) }
@@ -254,7 +373,10 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		cfg.Agents = 4
 	}
 	if cfg.Names == 0 {
-		cfg.Names = 3
+		cfg.Names = 10
+		if cfg.OneBinding {
+			cfg.Names = 3
+		}
 	}
 	if cfg.Agbots == 0 {
 		cfg.Agbots = 1
@@ -283,7 +405,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
 	w.store.SetFaults(mock.Faults{Hook: w.storeHook})
 	for i := range cfg.Names {
-		w.secrets = append(w.secrets, &secret{})
+		w.secrets = append(w.secrets, &secret{name: name(i)})
 		if err := w.put(ctx, i); err != nil {
 			return nil, err
 		}
@@ -327,8 +449,8 @@ func (w *World) storeHook(_ context.Context, c mock.Call) error {
 	if w.denyAll && c.Op != "check-credentials" {
 		return fmt.Errorf("sim: every read denied: %w", edgesecrets.ErrPermission)
 	}
-	for i, s := range w.secrets {
-		if s.denied && c.Name == name(i) {
+	for _, s := range w.secrets {
+		if s.denied && c.Name == s.name {
 			return fmt.Errorf("sim: %s denied: %w", c.Name, edgesecrets.ErrPermission)
 		}
 	}
@@ -349,8 +471,8 @@ func (w *World) put(ctx context.Context, i int) error {
 	s.version++
 	v := s.version
 	w.mu.Unlock()
-	if _, err := w.store.Inner.Put(ctx, &secretstore.Secret{Name: name(i), Data: edgesecrets.Data{"value": []byte(value(i, v))}}, secretstore.PutOptions{}); err != nil {
-		return fmt.Errorf("sim: writing %s: %w", name(i), err)
+	if _, err := w.store.Inner.Put(ctx, &secretstore.Secret{Name: s.name, Data: edgesecrets.Data{"value": []byte(value(i, v))}}, secretstore.PutOptions{}); err != nil {
+		return fmt.Errorf("sim: writing %s: %w", s.name, err)
 	}
 	w.mu.Lock()
 	s.exists = true
@@ -373,7 +495,7 @@ func (w *World) mark(s *secret) {
 }
 
 func (w *World) del(ctx context.Context, i int) error {
-	if err := w.store.Inner.Delete(ctx, name(i)); err != nil && !errors.Is(err, edgesecrets.ErrNotFound) {
+	if err := w.store.Inner.Delete(ctx, w.secrets[i].name); err != nil && !errors.Is(err, edgesecrets.ErrNotFound) {
 		return err
 	}
 	w.mu.Lock()
@@ -390,31 +512,46 @@ func (w *World) deny(i int, denied bool) {
 	w.mark(w.secrets[i])
 }
 
-// deployment is what node's service gets: api_key bound to the store
-// secret the node's index chooses.
+// deployment is what node's service gets: a secret of its agent's slots
+// each, bound to the slot's organisation-level secret, with
+// enableNodeLevelSecrets when the agent binds at node level.
 func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
-	i := -1
-	for _, a := range w.agents {
-		if a.name == n.Node {
-			i = a.bound
+	var a *simAgent
+	for _, x := range w.agents {
+		if x.name == n.Node {
+			a = x
 		}
 	}
-	if n.Org != org || i < 0 {
+	if n.Org != org || a == nil {
 		return agbot.Deployment{}, false
 	}
-	svc, err := binding.DecodeServiceDefinition(strings.NewReader(`{"org": "myorg", "url": "web", "version": "1.0.0", "arch": "amd64",
-		"deployment": {"services": {"web": {"image": "example/web:1", "secrets": {"api_key": {}}}}}}`))
-	if err != nil {
-		panic(err) // constant
+	declared := map[string]any{}
+	bound := make([]map[string]string, 0, len(a.slots))
+	for _, sl := range a.slots {
+		declared[sl.file] = map[string]any{}
+		bound = append(bound, map[string]string{sl.file: vault(sl.vault())})
 	}
-	target, err := binding.DecodeDeploymentPolicy(strings.NewReader(`{
-		"service": {"name": "web", "org": "myorg", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
-		"secretBinding": [{"serviceOrgid": "myorg", "serviceUrl": "web", "serviceArch": "amd64",
-			"serviceVersionRange": "[1.0.0,INFINITY)", "secrets": [{"api_key": "` + vault(i) + `"}]}]}`))
+	svc, err := json.Marshal(map[string]any{"org": org, "url": "web", "version": "1.0.0", "arch": "amd64",
+		"deployment": map[string]any{"services": map[string]any{"web": map[string]any{"image": "example/web:1", "secrets": declared}}}})
 	if err != nil {
-		panic(err) // constant but for the name
+		panic(err) // maps of strings
 	}
-	catalog, err := binding.NewCatalog(svc)
+	policy, err := json.Marshal(map[string]any{
+		"service": map[string]any{"name": "web", "org": org, "arch": "amd64", "serviceVersions": []any{map[string]any{"version": "1.0.0"}}},
+		"secretBinding": []any{map[string]any{"serviceOrgid": org, "serviceUrl": "web", "serviceArch": "amd64",
+			"serviceVersionRange": "[1.0.0,INFINITY)", "enableNodeLevelSecrets": a.nodeLevel, "secrets": bound}}})
+	if err != nil {
+		panic(err)
+	}
+	def, err := binding.DecodeServiceDefinition(strings.NewReader(string(svc)))
+	if err != nil {
+		panic(err) // made above
+	}
+	target, err := binding.DecodeDeploymentPolicy(strings.NewReader(string(policy)))
+	if err != nil {
+		panic(err)
+	}
+	catalog, err := binding.NewCatalog(def)
 	if err != nil {
 		panic(err)
 	}
@@ -507,38 +644,38 @@ func (w *World) freezeAgbot(k int, frozen bool) {
 	w.agbots[k].state.freeze(frozen)
 }
 
-// onCancel checks the invariant that no agreement is cancelled without a
-// deletion or loss of access to its secret alone that lasted the grace
-// period.
+// onCancel checks the invariant that no agreement is cancelled without
+// every candidate of one of its bindings, the one the cancellation names
+// among them, unreadable at once, and alone, for the grace period: a
+// node-level secret deleted while its organisation-level fallback is
+// readable switches the content and cancels nothing.
 func (w *World) onCancel(_ context.Context, id string, c delivery.Cancellation) {
 	w.mu.Lock()
 	w.cancels[id] = c
 	w.stats.Cancellations++
-	var s *secret
-	for i := range w.secrets {
-		if name(i) == c.StoreName {
-			s = w.secrets[i]
-		}
-	}
 	ok := false
 	now := time.Now()
-	if s != nil {
-		if !s.goneSince.IsZero() && now.Sub(s.goneSince) >= grace {
-			ok = true
+	for _, a := range w.agents {
+		if agbot.AgreementID(relay.Node{Org: org, Node: a.name}) != id {
+			continue
 		}
-		for _, sp := range s.spans {
-			if sp[1].Sub(sp[0]) >= grace {
+		for _, sl := range a.slots {
+			named := slices.ContainsFunc(sl.cands, func(i int) bool { return w.secrets[i].name == c.StoreName })
+			if named && w.allGoneFor(sl.cands, now, grace) {
 				ok = true
 			}
 		}
 	}
 	w.mu.Unlock()
 	if !ok {
-		w.violate("agreement %s cancelled (%s, %v) without %q unreadable for the grace period %v", id, c.Reason, c.Kind, c.StoreName, grace)
+		w.violate("agreement %s cancelled (%s, %v) without %q and the other candidates of its binding unreadable for the grace period %v", id, c.Reason, c.Kind, c.StoreName, grace)
 	}
 }
 
-// addAgent adds a node and starts its agent.
+// addAgent adds a node and starts its agent. Its service binds two or
+// three organisation-level secrets, drawn from the first three (bound by
+// many nodes) half the time; with enableNodeLevelSecrets (half the
+// nodes) each binding has a node-level candidate, written now or not.
 func (w *World) addAgent(ctx context.Context) error {
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	if err != nil {
@@ -549,10 +686,48 @@ func (w *World) addAgent(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	a := &simAgent{name: "node-" + strconv.Itoa(len(w.agents)), bound: w.rng.IntN(len(w.secrets)), keys: keys, root: root}
+	a := &simAgent{name: "node-" + strconv.Itoa(len(w.agents)), keys: keys, root: root}
+	if w.cfg.OneBinding {
+		a.slots = []*slot{{file: "key0", cands: []int{w.rng.IntN(len(w.secrets))}, floor: map[int]int{}}}
+		w.stats.Bindings++
+		w.agents = append(w.agents, a)
+		w.stats.Agreements++
+		w.mu.Unlock()
+		return w.startAgent(ctx, a)
+	}
+	a.nodeLevel = w.rng.IntN(2) == 0
+	var write []int
+	var chosen []int
+	for k := range 2 + w.rng.IntN(2) {
+		i := -1
+		for i < 0 || slices.Contains(chosen, i) {
+			i = w.rng.IntN(w.cfg.Names)
+			if w.rng.IntN(2) == 0 {
+				i = w.rng.IntN(min(3, w.cfg.Names))
+			}
+		}
+		chosen = append(chosen, i)
+		sl := &slot{file: "key" + strconv.Itoa(k), cands: []int{i}, floor: map[int]int{}}
+		if a.nodeLevel {
+			n := len(w.secrets)
+			w.secrets = append(w.secrets, &secret{name: nodeName(a.name, i), node: a.name, base: i, goneSince: time.Now()})
+			sl.cands = []int{n, i}
+			w.stats.NodeBindings++
+			if w.rng.IntN(2) == 0 {
+				write = append(write, n)
+			}
+		}
+		a.slots = append(a.slots, sl)
+		w.stats.Bindings++
+	}
 	w.agents = append(w.agents, a)
 	w.stats.Agreements++
 	w.mu.Unlock()
+	for _, n := range write {
+		if err := w.put(ctx, n); err != nil {
+			return err
+		}
+	}
 	return w.startAgent(ctx, a)
 }
 
@@ -643,13 +818,14 @@ func (w *World) root() (string, error) {
 	return dir, os.Mkdir(dir, 0o700)
 }
 
-// file returns the content of an agent's secret file, if it has one.
-func (a *simAgent) file() (string, bool) {
+// file returns the content of an agent's file of service secret name, if
+// it has one.
+func (a *simAgent) file(name string) (string, bool) {
 	info, ok := a.agent.Files().Instance("web")
 	if !ok {
 		return "", false
 	}
-	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
+	b, err := os.ReadFile(filepath.Join(info.MountSource, name))
 	if err != nil {
 		return "", false
 	}
@@ -667,45 +843,16 @@ func (w *World) Check(ctx context.Context) {
 			continue
 		}
 		if a.wiped {
-			a.floor, a.had, a.wiped = 0, false, false
-		}
-		content, ok := a.file()
-		if ok {
-			i, v, parsed := parse(content)
-			switch {
-			case !parsed:
-				w.violate("agent %s holds content the store never had", a.name)
-			case i != a.bound:
-				w.violate("agent %s holds secret s%d, bound to s%d", a.name, i, a.bound)
-			case v < a.floor:
-				w.violate("agent %s went back from version %d to %d of s%d", a.name, a.floor, v, i)
-			default:
-				a.floor = v
+			for _, sl := range a.slots {
+				sl.floor, sl.had = map[int]int{}, false
 			}
+			a.wiped = false
 		}
-		if a.had && !ok {
-			w.mu.Lock()
-			_, cancelled := w.cancels[agbot.AgreementID(relay.Node{Org: org, Node: a.name})]
-			w.mu.Unlock()
-			if !cancelled {
-				w.violate("agent %s lost its file without a cancellation", a.name)
-			} else {
-				a.endedAt = time.Now()
-			}
+		id := agbot.AgreementID(relay.Node{Org: org, Node: a.name})
+		ended := a.endedAt
+		for _, sl := range a.slots {
+			w.checkSlot(a, sl, id, ended)
 		}
-		if ok && !a.endedAt.IsZero() {
-			// Content after a cancellation comes only with a new
-			// proposal, which waits for the secret to be readable.
-			w.mu.Lock()
-			s := w.secrets[a.bound]
-			stayedGone := !s.readable() && !s.goneSince.After(a.endedAt)
-			w.mu.Unlock()
-			if stayedGone {
-				w.violate("agent %s applied content of s%d after its agreement was cancelled, s%d unreadable all along", a.name, a.bound, a.bound)
-			}
-			a.endedAt = time.Time{}
-		}
-		a.had = ok
 		if strings.Contains(a.logs.String(), Canary) {
 			w.violate("agent %s logged a secret value", a.name)
 		}
@@ -736,6 +883,61 @@ func (w *World) Check(ctx context.Context) {
 	}
 }
 
+// checkSlot checks an agent's file of one service secret: content of one
+// of the binding's candidates, never older than what the file held of the
+// same secret; gone only with a cancellation of the agreement id; back
+// after a cancellation at ended (non-zero) only once one candidate was
+// readable again.
+func (w *World) checkSlot(a *simAgent, sl *slot, id string, ended time.Time) {
+	content, ok := a.file(sl.file)
+	if ok {
+		i, v, parsed := parse(content)
+		switch {
+		case !parsed:
+			w.violate("agent %s holds content in %s the store never had", a.name, sl.file)
+		case !slices.Contains(sl.cands, i):
+			w.violate("agent %s holds secret s%d in %s, bound to %s", a.name, i, sl.file, w.candNames(sl))
+		case v < sl.floor[i]:
+			w.violate("agent %s went back from version %d to %d of s%d in %s", a.name, sl.floor[i], v, i, sl.file)
+		default:
+			sl.floor[i] = v
+		}
+	}
+	if sl.had && !ok {
+		w.mu.Lock()
+		_, cancelled := w.cancels[id]
+		w.mu.Unlock()
+		if !cancelled {
+			w.violate("agent %s lost its file %s without a cancellation", a.name, sl.file)
+		} else {
+			a.endedAt = time.Now()
+		}
+	}
+	if ok && !ended.IsZero() {
+		// Content after a cancellation comes only with a new proposal,
+		// which waits for a candidate of every binding to be readable.
+		w.mu.Lock()
+		stayedGone := w.stayedGone(sl.cands, ended)
+		w.mu.Unlock()
+		if stayedGone {
+			w.violate("agent %s applied content in %s after its agreement was cancelled, %s unreadable all along", a.name, sl.file, w.candNames(sl))
+		}
+		a.endedAt = time.Time{}
+	}
+	sl.had = ok
+}
+
+// candNames names the candidates of a slot, for a violation.
+func (w *World) candNames(sl *slot) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, len(sl.cands))
+	for k, c := range sl.cands {
+		names[k] = fmt.Sprintf("s%d (%s)", c, w.secrets[c].name)
+	}
+	return strings.Join(names, " then ")
+}
+
 // count counts one injected fault or workload event, and prints it with
 // the time when the environment variable SIM_TRACE is set.
 func (w *World) count(kind string) {
@@ -755,17 +957,29 @@ func (w *World) trace(format string, args ...any) {
 // Step draws and applies one workload event or fault, then lets time pass.
 func (w *World) Step(ctx context.Context) error {
 	w.stats.Steps++
-	i := w.rng.IntN(len(w.secrets))
+	i := w.draw()
+	node := w.secrets[i].node != ""
 	switch k := w.rng.IntN(20); k {
 	case 0, 1, 2, 3, 4:
-		w.trace("rotation of s%d", i)
+		if node && slices.Contains(w.cfg.Without, "node.createOverMissing") && !w.secrets[i].exists && !w.secrets[w.secrets[i].base].exists {
+			w.count("heal")
+			w.heal()
+			break
+		}
+		w.trace("rotation of s%d (%s)", i, w.secrets[i].name)
 		w.stats.Rotations++
+		if node {
+			w.stats.NodeRotations++
+		}
 		if err := w.put(ctx, i); err != nil {
 			return err
 		}
 	case 5:
-		w.trace("deletion of s%d", i)
+		w.trace("deletion of s%d (%s)", i, w.secrets[i].name)
 		w.stats.Deletions++
+		if node {
+			w.stats.NodeDeletions++
+		}
 		if err := w.del(ctx, i); err != nil {
 			return err
 		}
@@ -860,6 +1074,18 @@ func (w *World) Step(ctx context.Context) error {
 	return nil
 }
 
+// draw draws the secret a step changes: half the time a candidate of a
+// node's binding (a node-level secret as often as the organisation-level
+// one it shadows), else any; with OneBinding, any.
+func (w *World) draw() int {
+	if w.cfg.OneBinding || w.rng.IntN(2) == 0 {
+		return w.rng.IntN(len(w.secrets))
+	}
+	a := w.agents[w.rng.IntN(len(w.agents))]
+	sl := a.slots[w.rng.IntN(len(a.slots))]
+	return sl.cands[w.rng.IntN(len(sl.cands))]
+}
+
 // heal stops every fault but the per-secret denials.
 func (w *World) heal() {
 	w.mu.Lock()
@@ -899,23 +1125,41 @@ func (w *World) Quiesce(ctx context.Context) time.Duration {
 	}
 }
 
-// unconverged names the agents whose file is not what the store holds.
+// unconverged names the agents whose files are not what their bindings
+// resolve to in the store now: each file the current content of the
+// binding's first candidate that exists, or no file at all when a binding
+// has none left.
 func (w *World) unconverged() []string {
 	var out []string
 	for _, a := range w.agents {
 		w.mu.Lock()
-		s := w.secrets[a.bound]
-		want, exists := value(a.bound, s.version), s.exists
+		want := make([]string, len(a.slots))
+		lost := -1
+		for k, sl := range a.slots {
+			c := w.current(sl.cands)
+			if c < 0 {
+				lost = k
+				continue
+			}
+			want[k] = value(c, w.secrets[c].version)
+		}
 		w.mu.Unlock()
-		got, ok := a.file()
-		switch {
-		case !exists && ok:
-			out = append(out, fmt.Sprintf("%s holds a deleted secret's content", a.name))
-		case exists && !ok:
-			out = append(out, fmt.Sprintf("%s holds nothing of s%d (%s)", a.name, a.bound, w.status(a)))
-		case exists && got != want:
+		for k, sl := range a.slots {
+			got, ok := a.file(sl.file)
 			_, v, _ := parse(got)
-			out = append(out, fmt.Sprintf("%s holds version %d of s%d, the store %d", a.name, v, a.bound, s.version))
+			if !ok {
+				v = 0
+			}
+			switch {
+			case lost >= 0 && ok:
+				out = append(out, fmt.Sprintf("%s holds %s though nothing its %s is bound to exists", a.name, sl.file, a.slots[lost].file))
+			case lost < 0 && !ok:
+				out = append(out, fmt.Sprintf("%s holds nothing in %s (%s)", a.name, sl.file, w.status(a)))
+			case lost < 0 && got != want[k]:
+				gi, _, _ := parse(got)
+				wi, wv, _ := parse(want[k])
+				out = append(out, fmt.Sprintf("%s holds s%d version %d in %s, the store s%d version %d (%s)", a.name, gi, v, sl.file, wi, wv, w.candNames(sl)))
+			}
 		}
 	}
 	return out
