@@ -11,6 +11,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
 )
@@ -30,8 +31,8 @@ const (
 // onCertificate is the relay's hook: an agent published its certificate.
 func (a *Agbot) onCertificate(n relay.Node) { a.spawnDeploy(n) }
 
-// onReady is the engine's hook: every secret a deployment waited for
-// exists now. The node is deployed again, with the deployment as it is
+// onReady is the engine's hook: a secret a deployment waited for exists
+// now. The node is deployed again, with the deployment as it is
 // now; then the embedder's hook runs. A node this agbot has not deployed
 // since it started is deployed when its agent publishes its certificate
 // here.
@@ -55,15 +56,17 @@ func (a *Agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 	log := a.log.With(slog.String("agreement", id))
 	log.Warn("agreement cancelled: a bound secret is gone; the engine tells the agent",
 		slog.String("secret", c.StoreName), slog.String("event", c.Kind.String()), slog.String("reason", c.Reason))
+	wait := []string{c.StoreName}
 	if st, err := a.engine.Status(ctx, id); err == nil {
 		if n, ok := parseNode(st.Node); ok {
 			a.mu.Lock()
 			a.nodes[id] = n // for onReady, when the secret is back
 			a.mu.Unlock()
 		}
+		wait = candidatesOf(st.Services, c.StoreName)
 	}
 	if c.StoreName != "" {
-		if err := a.engine.WaitForSecrets(ctx, id, c.StoreName); err != nil {
+		if err := a.engine.WaitForSecrets(ctx, id, wait...); err != nil {
 			log.Warn("could not wait for the secret to come back", slog.String("err", err.Error()))
 		}
 	}
@@ -246,4 +249,21 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 			return false, false
 		}
 	}
+}
+
+// candidatesOf returns every candidate store name of the bound secrets
+// that name is a candidate of: the deployment waits for any of them to
+// come back, the node's own secret or the organisation's it falls back
+// to (found by the fault simulation, seed 28 of two agbots).
+func candidatesOf(services []binding.ServiceBinding, name string) []string {
+	out := []string{name}
+	for _, sb := range services {
+		for _, b := range sb.Secrets {
+			if slices.Contains(b.StoreNames, name) {
+				out = append(out, b.StoreNames...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

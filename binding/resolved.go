@@ -61,6 +61,23 @@ func candidates(name VaultSecretName, nodeLevel bool, node string) []VaultSecret
 	return []VaultSecretName{atNode, name}
 }
 
+// StoreNames returns the store names rb resolves to for one node of
+// organisation org, in order of preference: its candidates (see
+// Report.Bindings). node is the node's id within org; "" gives no
+// node-level candidates. The names are not checked against the store.
+func (rb ResolvedBinding) StoreNames(org, node string) ([]string, error) {
+	names := candidates(rb.VaultSecret, rb.NodeLevel, node)
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		path, err := n.StorePath(org)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, path)
+	}
+	return out, nil
+}
+
 // Bindings resolves a clean report for one node of organisation org:
 // the resolved bindings grouped by service (container), in the order
 // services first appear in Resolved, each secret with its ordered
@@ -95,15 +112,11 @@ func (r *Report) Bindings(org, node string) ([]ServiceBinding, error) {
 	var out []ServiceBinding
 	index := map[agreement.ServiceRef]int{}
 	for _, rb := range r.Resolved {
-		names := candidates(rb.VaultSecret, rb.NodeLevel, node)
-		bound := BoundSecret{StoreNames: make([]string, 0, len(names)), Format: rb.Format}
-		for _, n := range names {
-			path, err := n.StorePath(org)
-			if err != nil {
-				return nil, fmt.Errorf("binding: bindings: %w: secret %q of %s: %w", edgesecrets.ErrInvalid, rb.ServiceSecret, refString(rb.Service), err)
-			}
-			bound.StoreNames = append(bound.StoreNames, path)
+		names, err := rb.StoreNames(org, node)
+		if err != nil {
+			return nil, fmt.Errorf("binding: bindings: %w: secret %q of %s: %w", edgesecrets.ErrInvalid, rb.ServiceSecret, refString(rb.Service), err)
 		}
+		bound := BoundSecret{StoreNames: names, Format: rb.Format}
 		i, ok := index[rb.Service]
 		if !ok {
 			i = len(out)

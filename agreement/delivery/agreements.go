@@ -275,8 +275,11 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 
 // WaitForSecrets records that a deployment was refused because store
 // secrets it binds do not exist (or could not be read), and watches them:
-// OnReady is called with deploymentID once they all exist, after which
-// the wait is forgotten. Calling it again for the deployment replaces its
+// OnReady is called with deploymentID once any of them exists, after which
+// the wait is forgotten. The hook deploys again; a deployment that still
+// lacks a secret waits again (Deploy does so itself). Any one, not all:
+// the names are often alternatives, a binding's node-level candidate and
+// the organisation's it falls back to, only one of which will be written. Calling it again for the deployment replaces its
 // names. (A crash between the hook and forgetting the wait calls the hook
 // again after the restart.)
 func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeNames ...string) error {
@@ -365,7 +368,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 	now := time.Now()
 	ev := evaluate(&r, obs, now, e.confirmation(now, now))
 	st := Status{
-		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync,
+		ID: r.ID, Node: r.Node, Phase: r.Phase, InSync: ev.inSync, Services: r.Services,
 		Diverged: e.diverged(&r, now), Held: r.Held, Cancel: r.Cancel,
 		Attempts: r.Attempts, NextAttempt: r.NextAttempt, LastError: r.LastError, Rejection: r.Rejection, LastReply: r.LastReply,
 		Reason: e.reasonOf(&r),

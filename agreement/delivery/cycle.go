@@ -356,24 +356,21 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 // at worst one grace period later.
 func (e *Engine) continuity() time.Duration { return 2 * e.cfg.Interval }
 
-// readyWaits calls OnReady for each waiting deployment whose secrets all
-// exist (or leaves it to redeploy, for a deployment Deploy remembers), and
-// forgets it. It returns the ids of the waits still on.
+// readyWaits calls OnReady for each waiting deployment one of whose
+// secrets exists (or leaves it to redeploy, for a deployment Deploy
+// remembers), and forgets it. It returns the ids of the waits still on.
 func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[string]bool) {
 	waiting = map[string]bool{}
 	for _, w := range waits {
-		ready := true
-		for _, n := range w.StoreNames {
-			if _, ok := e.watcher.Observed(n); !ok {
-				ready = false
-				break
-			}
-		}
+		ready := slices.ContainsFunc(w.StoreNames, func(n string) bool {
+			_, ok := e.watcher.Observed(n)
+			return ok
+		})
 		if !ready {
 			waiting[w.ID] = true
 			continue
 		}
-		e.log.Info("the secrets a deployment waited for exist", slog.String("deployment", w.ID), slog.Any("secrets", w.StoreNames))
+		e.log.Info("a secret a deployment waited for exists", slog.String("deployment", w.ID), slog.Any("secrets", w.StoreNames))
 		if e.cfg.OnReady != nil && !e.remembers(w.ID) {
 			e.cfg.OnReady(ctx, w.ID)
 		}

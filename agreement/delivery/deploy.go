@@ -86,9 +86,11 @@ func agbotTrouble(c binding.Code) bool {
 // binding.PointAgreement) and then
 //
 //   - registers the agreement when they are valid (Register);
-//   - makes the deployment wait when only bound secrets are missing, and
-//     registers it once they all exist (WaitForSecrets; after a restart
-//     Options.OnReady is called instead, for the embedder to deploy again);
+//   - makes the deployment wait when only bound secrets are missing (for
+//     any candidate of each such binding) and tries it again whenever one
+//     of them appears, registering it once every binding has a secret
+//     (WaitForSecrets; after a restart Options.OnReady is called instead,
+//     for the embedder to deploy again);
 //   - tries it again every cycle, while Run runs, when the agbot's own
 //     trouble stopped the check (the store unavailable, the store refusing
 //     the agbot, the state unavailable): such trouble never refuses a
@@ -176,7 +178,7 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 		case agbotTrouble(p.Code):
 			trouble = append(trouble, p)
 		case p.Code == binding.CodeVaultSecretMissing:
-			names, err := missingNames(p, d)
+			names, err := missingNames(p, d, report)
 			if err != nil {
 				definite = true
 				continue
@@ -238,9 +240,18 @@ func (e *Engine) retrying(log *slog.Logger, out Deployed, reason string) Deploye
 }
 
 // missingNames returns the store names a missing-secret problem waits
-// for: the binding's own name. A deployment whose node-level candidate is
-// missing too waits for the name it falls back to, the binding's.
-func missingNames(p binding.Problem, d Deployment) ([]string, error) {
+// for: every candidate of the binding concerned (a node-level secret and
+// the organisation's it falls back to), any one of which lets the
+// deployment go on; the problem's own name when no resolved binding
+// matches it. Waiting for the one name the check reported would strand
+// the node when the other candidate is the one written (found by the
+// fault simulation, seeds 23 of three agbots and 28 of two).
+func missingNames(p binding.Problem, d Deployment, report *binding.Report) ([]string, error) {
+	for _, rb := range report.Resolved {
+		if rb.Service == p.Service && rb.ServiceSecret == p.ServiceSecret {
+			return rb.StoreNames(d.Org, d.NodeID)
+		}
+	}
 	name, err := binding.ParseVaultSecretName(p.VaultSecret)
 	if err != nil {
 		return nil, err

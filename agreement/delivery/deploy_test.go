@@ -267,3 +267,40 @@ func TestDeployOfAnAgreementBeingCancelledIsMadeAgainOnceItIsGone(t *testing.T) 
 		assert.Equal(t, jsonFile(canary+"v1"), got)
 	})
 }
+
+// A binding with enableNodeLevelSecrets whose candidates are all missing
+// waits for each of them: whichever is written, the node's own or the
+// organisation's it falls back to, deploys it (found by the fault
+// simulation, seeds 23 of three agbots and 28 of two: the wait named only
+// the candidate the check reported, and the node stayed undeployed when
+// the other one was written).
+func TestDeployWaitingForANodeLevelBindingGoesOnWithEitherCandidate(t *testing.T) {
+	for _, written := range []string{"org/node/node-1/db", "org/db"} {
+		t.Run(written, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				agent := h.agent("node-1")
+				h.start()
+				defer h.stop()
+				d := testDeployment(t, []string{"pw"})
+				policy, err := binding.DecodeDeploymentPolicy(strings.NewReader(`{
+					"service": {"name": "svc", "org": "org", "arch": "amd64", "serviceVersions": [{"version": "1.0.0"}]},
+					"secretBinding": [{"serviceOrgid": "org", "serviceUrl": "svc", "serviceArch": "amd64",
+						"serviceVersionRange": "[1.0.0,INFINITY)", "enableNodeLevelSecrets": true, "secrets": [{"pw": "db"}]}]}`))
+				require.NoError(t, err)
+				d.Target = policy
+
+				out, err := h.engine.Deploy(context.Background(), d)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"org/db", "org/node/node-1/db"}, out.Waiting)
+				cycles(2)
+				assert.False(t, h.registered("agr-1"))
+
+				h.put(written, canary+"v1")
+				h.waitDeployed("agr-1", 2*testInterval)
+				got, _ := agent.file("agr-1", "pw")
+				assert.Equal(t, jsonFile(canary+"v1"), got)
+			})
+		})
+	}
+}

@@ -177,6 +177,9 @@ type Status struct {
 	InSync bool
 	// Slots give desired and acknowledged content per service secret.
 	Slots []Slot
+	// Services are the agreement's bindings, each secret with its
+	// candidate store names.
+	Services []binding.ServiceBinding
 	// Waiting says why nothing is sent now, if so: the store unavailable,
 	// a bound secret missing, a cancellation held.
 	Waiting string

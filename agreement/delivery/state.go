@@ -217,7 +217,8 @@ const (
 )
 
 // Wait is a deployment that was refused because store secrets it binds do
-// not exist yet. The engine calls its ready hook once they all exist.
+// not exist yet. The engine calls its ready hook once any of them exists
+// (see Engine.WaitForSecrets).
 type Wait struct {
 	// ID identifies the deployment (the embedder's choice, e.g. a node).
 	ID string
