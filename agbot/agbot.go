@@ -4,12 +4,9 @@
 // Handler serves its HTTP surface on the embedder's server:
 //
 //	/org/{org}/secrets..., /secrets/..., /health, /deploycheck/...  the secrets-manager API (package secretsapi)
+//	/admin/...                          the operator routes over the delivery engine (package secretsapi, Options.Operations)
 //	/identity/...                       agents register and refresh their identity (package agreement/identity)
 //	/relay/...                          the agreement-message relay the agents poll (package relay)
-//	GET /admin/health                   the delivery engine's health (administrators)
-//	GET /admin/agreements/{id}          an agreement's status, with why it is held back (administrators)
-//	GET /admin/agreements               the agreements not in sync, by condition or reason, paged (administrators)
-//	POST /admin/cancellations/release   releases the cancellations the budget held (administrators)
 //
 // When an agent publishes its identity certificate on the relay, the
 // Agbot verifies it, asks Options.Deploy what to deploy to the node, and
@@ -88,7 +85,7 @@ type Options struct {
 	Resolver binding.Resolver
 	// Configuration is /health's "configuration"
 	// (secretsapi.Options.Configuration).
-	Configuration binding.HealthConfiguration
+	Configuration secretsapi.HealthConfiguration
 	// Fallback serves the requests outside the Agbot's routes, the
 	// embedder's own; nil answers them 404.
 	Fallback http.Handler

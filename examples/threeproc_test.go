@@ -30,6 +30,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/vault" // registers "vault" for the administrator's store
 )
@@ -299,7 +300,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	instanceTokens = append(instanceTokens, env.Token)
 
 	// The existence API and /health answer over the same store.
-	client, err := binding.NewClient(agbotURL(), binding.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
+	client, err := secretsapi.NewClient(agbotURL(), secretsapi.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
 	require.NoError(t, err)
 	name, err := binding.ParseVaultSecretName("web/api-key")
 	require.NoError(t, err)
