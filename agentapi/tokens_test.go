@@ -292,7 +292,7 @@ func TestHandlerOptionsPrintNoToken(t *testing.T) {
 	var text, js bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("tokens", "opts", opts)
 	slog.New(slog.NewJSONHandler(&js, nil)).Info("tokens", "opts", opts)
-	marshalled, _ := json.Marshal(opts) // fails on the function: nothing printed
+	marshalled, _ := json.Marshal(opts) //nolint:staticcheck // SA1026 is the point: it fails on the function, nothing printed
 	printed := map[string]string{"slog text": text.String(), "slog JSON": js.String(), "json.Marshal": string(marshalled)}
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
 		printed["options "+verb] = fmt.Sprintf(verb, opts)

@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 var buildPrograms = sync.OnceValues(func() ([]byte, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: the test binary runs where it was built
 	}
 	args := []string{"build", "-o", binDir + string(filepath.Separator)}
 	if raceEnabled {
@@ -107,7 +107,7 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		p.stop()
+		_ = p.stop() // its error, if any, is in the output below
 		if t.Failed() {
 			t.Logf("%s exited: %v\n--- %s stdout:\n%s--- %s stderr:\n%s", name, p.err, name, p.stdout.String(), name, p.stderr.String())
 		}
