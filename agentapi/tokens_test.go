@@ -180,7 +180,7 @@ func TestTokenTablePrintsNoToken(t *testing.T) {
 		"%x":           fmt.Sprintf("%x", table),
 		"%d":           fmt.Sprintf("%d", table),
 		"String":       table.String(),
-		"GoString":     table.GoString(),
+		"GoString":     fmt.Sprintf("%#v", table),
 		"Println":      fmt.Sprintln(table),
 		"holder %v":    fmt.Sprintf("%v", h),
 		"holder %+v":   fmt.Sprintf("%+v", h),
