@@ -50,9 +50,6 @@ func (d Data) Format(f fmt.State, verb rune) {
 // String returns the key names with redacted values.
 func (d Data) String() string { return fmt.Sprint(d) }
 
-// GoString returns the key names with redacted values.
-func (d Data) GoString() string { return fmt.Sprintf("%#v", d) }
-
 // LogValue implements slog.LogValuer: a group of key names, each [Redacted].
 func (d Data) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, len(d))

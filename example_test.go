@@ -65,7 +65,7 @@ func Example() {
 	}))
 	hubServer := httptest.NewServer(hub.Handler()) // the agbot's server, as its own handler
 	defer hubServer.Close()
-	go hub.Run(ctx)
+	go func() { _ = hub.Run(ctx) }()
 	// The node: its keys, the agbot's pinned, root-only files, the services' API.
 	instances := make(chan agent.Instance, 1)
 	node := must(agent.New(ctx, agent.Options{
@@ -79,7 +79,7 @@ func Example() {
 		},
 	}))
 	defer node.Close()
-	go node.Run(ctx)
+	go func() { _ = node.Run(ctx) }()
 	web := <-instances
 	entries, _ := os.ReadDir(web.Mount)
 	fmt.Println("service's files:", entries[0].Name())

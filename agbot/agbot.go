@@ -4,12 +4,9 @@
 // Handler serves its HTTP surface on the embedder's server:
 //
 //	/org/{org}/secrets..., /secrets/..., /health, /deploycheck/...  the secrets-manager API (package secretsapi)
+//	/admin/...                          the operator routes over the delivery engine (package secretsapi, Options.Operations)
 //	/identity/...                       agents register and refresh their identity (package agreement/identity)
 //	/relay/...                          the agreement-message relay the agents poll (package relay)
-//	GET /admin/health                   the delivery engine's health (administrators)
-//	GET /admin/agreements/{id}          an agreement's status, with why it is held back (administrators)
-//	GET /admin/agreements               the agreements not in sync, by condition or reason, paged (administrators)
-//	POST /admin/cancellations/release   releases the cancellations the budget held (administrators)
 //
 // When an agent publishes its identity certificate on the relay, the
 // Agbot verifies it, asks Options.Deploy what to deploy to the node, and
@@ -88,12 +85,12 @@ type Options struct {
 	Resolver binding.Resolver
 	// Configuration is /health's "configuration"
 	// (secretsapi.Options.Configuration).
-	Configuration binding.HealthConfiguration
+	Configuration secretsapi.HealthConfiguration
 	// Fallback serves the requests outside the Agbot's routes, the
 	// embedder's own; nil answers them 404.
 	Fallback http.Handler
 	// MaxNodes and MaxMessages bound the relay (relay.ServerOptions);
-	// zero means relay.DefaultMaxNodes and relay.DefaultMaxMessages.
+	// zero means 1024 nodes and 64 messages a mailbox.
 	MaxNodes, MaxMessages int
 	// Logger receives what the Agbot does: nodes, agreement ids, store
 	// names and reasons, never a value. Nil discards.
@@ -151,7 +148,7 @@ func New(opts Options) (*Agbot, error) {
 	a.relay = relay.NewServer(relay.ServerOptions{OnCertificate: a.onCertificate, Verifier: a.verifier, Keys: opts.Delivery.Keys,
 		MaxNodes: opts.MaxNodes, MaxMessages: opts.MaxMessages, FirstID: uint64(time.Now().UnixMicro()), Logger: a.log})
 	do := opts.Delivery
-	do.Agents, do.Transport = a, a
+	do.Agents, do.Transport = peers{a}, peers{a}
 	do.OnCancel, do.OnReady = a.onCancel, a.onReady
 	if do.Logger == nil {
 		do.Logger = a.log
@@ -269,13 +266,13 @@ func parseNode(s string) (relay.Node, bool) {
 	return n, ok && n.Validate() == nil
 }
 
-// Keys implements delivery.Agents: the verified keys of the agent on a
+// keys gives delivery.Agents (peers): the verified keys of the agent on a
 // node ("<org>/<node>"), from the certificate chain it published. When the
 // chain no longer verifies because the agent's identity is lost (no record
 // for it, revoked, expired: identity.ErrIdentityLost), the relay drops it:
 // the agent, told that the relay holds no certificate, publishes it again,
 // learns from the refusal that its identity is lost, and registers again.
-func (a *Agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
+func (a *Agbot) keys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
 	n, ok := parseNode(node)
 	if !ok {
 		return nil, fmt.Errorf("agbot: not a node id: %q", node)
@@ -284,7 +281,7 @@ func (a *Agbot) Keys(ctx context.Context, node string) (*agreement.PublicKeys, e
 }
 
 // verifiedKeys is certified that drops from the relay a chain whose
-// identity is lost (see Keys), so that the agent registers again.
+// identity is lost (see keys), so that the agent registers again.
 func (a *Agbot) verifiedKeys(ctx context.Context, n relay.Node) (*agreement.PublicKeys, error) {
 	keys, chain, err := a.certified(ctx, n)
 	if errors.Is(err, identity.ErrIdentityLost) && a.relay.DropCertificate(n, chain) {
@@ -294,10 +291,10 @@ func (a *Agbot) verifiedKeys(ctx context.Context, n relay.Node) (*agreement.Publ
 	return keys, err
 }
 
-// Send implements delivery.Transport: the relay carries the envelope to
+// send gives delivery.Transport (peers): the relay carries the envelope to
 // the node's agent and its reply back. It waits for the reply until ctx
 // (the engine's reply timeout) ends.
-func (a *Agbot) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
+func (a *Agbot) send(ctx context.Context, m delivery.Message) ([]byte, error) {
 	n, ok := parseNode(m.Node)
 	if !ok {
 		return nil, fmt.Errorf("agbot: not a node id: %q", m.Node)
@@ -333,4 +330,18 @@ func (a *Agbot) certified(ctx context.Context, n relay.Node) (*agreement.PublicK
 	}
 	keys, err := vid.PublicKeys()
 	return keys, chain, err
+}
+
+// peers is the Agbot as its engine's delivery.Agents and
+// delivery.Transport, which embedders do not call.
+type peers struct{ a *Agbot }
+
+// Keys implements delivery.Agents.
+func (p peers) Keys(ctx context.Context, node string) (*agreement.PublicKeys, error) {
+	return p.a.keys(ctx, node)
+}
+
+// Send implements delivery.Transport.
+func (p peers) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
+	return p.a.send(ctx, m)
 }

@@ -352,7 +352,7 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 	require.NoError(t, err)
 	get := func(path, token string) (int, string) {
 		method := http.MethodGet
-		if path == agbot.ReleasePath {
+		if path == secretsapi.ReleasePath {
 			method = http.MethodPost
 		}
 		req, err := http.NewRequest(method, h.srv.URL+path, nil)
@@ -373,23 +373,23 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 		status      int
 		body        string
 	}{
-		{agbot.HealthPath, "", http.StatusUnauthorized, "credentials"},
-		{agbot.HealthPath, "wrong", http.StatusUnauthorized, "credentials"},
-		{agbot.HealthPath, userToken, http.StatusForbidden, "administrator"},
-		{agbot.AgreementsPath + id, userToken, http.StatusForbidden, "administrator"},
-		{agbot.HealthPath, adminToken, http.StatusOK, `"StoreProblem":""`},
-		{agbot.AgreementsPath + id, adminToken, http.StatusOK, `"InSync":true`},
-		{agbot.AgreementsPath + "nope", adminToken, http.StatusNotFound, "no agreement nope"},
-		{agbot.HealthPath, adminToken, http.StatusOK, `"Conditions":[{"Condition":"in_sync","Reason":"","Agreements":1}]`},
-		{agbot.ListPath, userToken, http.StatusForbidden, "administrator"},
-		{agbot.ListPath, adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
-		{agbot.ListPath + "?condition=in_sync", adminToken, http.StatusOK, `"ID":"` + id + `","Node":"myorg/node-1","Condition":"in_sync"`},
-		{agbot.ListPath + "?reason=FormatUnrenderable&limit=5", adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
-		{agbot.ListPath + "?reason=Nope", adminToken, http.StatusBadRequest, `unknown reason \"Nope\"`},
-		{agbot.ListPath + "?limit=0", adminToken, http.StatusBadRequest, "limit"},
-		{agbot.ListPath + "?sort=id", adminToken, http.StatusBadRequest, `unknown query parameter \"sort\"`},
-		{agbot.ReleasePath, userToken, http.StatusForbidden, "administrator"},
-		{agbot.ReleasePath, adminToken, http.StatusOK, `{"released":0}`},
+		{secretsapi.AdminHealthPath, "", http.StatusUnauthorized, "credentials"},
+		{secretsapi.AdminHealthPath, "wrong", http.StatusUnauthorized, "credentials"},
+		{secretsapi.AdminHealthPath, userToken, http.StatusForbidden, "administrator"},
+		{secretsapi.AgreementsPath + "/" + id, userToken, http.StatusForbidden, "administrator"},
+		{secretsapi.AdminHealthPath, adminToken, http.StatusOK, `"StoreProblem":""`},
+		{secretsapi.AgreementsPath + "/" + id, adminToken, http.StatusOK, `"InSync":true`},
+		{secretsapi.AgreementsPath + "/" + "nope", adminToken, http.StatusNotFound, "no agreement nope"},
+		{secretsapi.AdminHealthPath, adminToken, http.StatusOK, `"Conditions":[{"Condition":"in_sync","Reason":"","Agreements":1}]`},
+		{secretsapi.AgreementsPath, userToken, http.StatusForbidden, "administrator"},
+		{secretsapi.AgreementsPath, adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
+		{secretsapi.AgreementsPath + "?condition=in_sync", adminToken, http.StatusOK, `"ID":"` + id + `","Node":"myorg/node-1","Condition":"in_sync"`},
+		{secretsapi.AgreementsPath + "?reason=FormatUnrenderable&limit=5", adminToken, http.StatusOK, `{"Agreements":[],"Next":""}`},
+		{secretsapi.AgreementsPath + "?reason=Nope", adminToken, http.StatusBadRequest, `unknown reason \"Nope\"`},
+		{secretsapi.AgreementsPath + "?limit=0", adminToken, http.StatusBadRequest, "limit"},
+		{secretsapi.AgreementsPath + "?sort=id", adminToken, http.StatusBadRequest, `unknown query parameter \"sort\"`},
+		{secretsapi.ReleasePath, userToken, http.StatusForbidden, "administrator"},
+		{secretsapi.ReleasePath, adminToken, http.StatusOK, `{"released":0}`},
 	} {
 		status, body := get(tc.path, tc.token)
 		assert.Equal(t, tc.status, status, "%s with %q: %s", tc.path, tc.token, body)

@@ -2,44 +2,23 @@ package agbot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/httpmetrics"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 )
 
-// Paths of the Agbot's routes besides the secrets-manager API's.
+// Paths of the Agbot's routes besides package secretsapi's.
 const (
 	// IdentityPath prefixes the identity API (identity.Issuer.Handler);
 	// an agent's identity.ClientOptions.BaseURL is <agbot URL>/identity.
 	IdentityPath = "/identity/"
 	// RelayPath prefixes the relay's routes (relay.Server).
 	RelayPath = "/relay/"
-	// HealthPath is GET /admin/health: delivery.Health, for
-	// administrators.
-	HealthPath = "/admin/health"
-	// AgreementsPath prefixes GET /admin/agreements/{id}: delivery.Status
-	// of one agreement, with the reason it is held back, for
-	// administrators.
-	AgreementsPath = "/admin/agreements/"
-	// ListPath is GET /admin/agreements?condition=&reason=&after=&limit=:
-	// a delivery.Page of the agreements not in sync (or in the condition
-	// or waiting for the reason asked), with why each waits, for
-	// administrators.
-	ListPath = "/admin/agreements"
-	// ReleasePath is POST /admin/cancellations/release: releases the
-	// cancellations the budget held (delivery.Engine.ReleaseHeld), once an
-	// administrator checked that the secrets are really gone.
-	ReleasePath = "/admin/cancellations/release"
 )
 
 // newHandler builds the Agbot's HTTP surface. The secrets-manager API's
@@ -60,8 +39,6 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 			identityAPI.ServeHTTP(w, r)
 		case strings.HasPrefix(p, RelayPath):
 			a.relay.ServeHTTP(w, r)
-		case p == HealthPath, p == ListPath, p == ReleasePath, strings.HasPrefix(p, AgreementsPath):
-			a.serveStatus(w, r)
 		default:
 			fallback.ServeHTTP(w, r)
 		}
@@ -71,6 +48,7 @@ func (a *Agbot) newHandler() (http.Handler, error) {
 		Authenticate:  a.opts.Authenticate,
 		Resolver:      a.opts.Resolver,
 		Configuration: a.opts.Configuration,
+		Operations:    a.engine,
 		// anax's liveHealth.lastDBHeartbeat: the engine's last state success.
 		LastDBHeartbeat: func() time.Time { return a.engine.Health(context.Background()).LastStateSuccess },
 		Fallback:        rest,
@@ -90,10 +68,10 @@ const meterName = "github.com/edgesecrets/edgesecrets/agbot"
 func route(r *http.Request) string {
 	p := r.URL.Path
 	switch {
-	case strings.HasPrefix(p, "/org/"):
-		return "/org/{org}/secrets/{name...}"
-	case strings.HasPrefix(p, "/secrets/"):
-		return "/secrets/{name...}"
+	case strings.HasPrefix(p, secretsapi.OrgPath):
+		return secretsapi.OrgPath + "{org}/secrets/{name...}"
+	case strings.HasPrefix(p, secretsapi.SecretsPath):
+		return secretsapi.SecretsPath + "{name...}"
 	case strings.HasPrefix(p, "/deploycheck/"):
 		return "/deploycheck/{check}"
 	case p == IdentityPath+"instance":
@@ -104,9 +82,9 @@ func route(r *http.Request) string {
 		return IdentityPath + "{route...}"
 	case strings.HasPrefix(p, RelayPath):
 		return RelayPath + "{route...}"
-	case strings.HasPrefix(p, AgreementsPath):
-		return AgreementsPath + "{id}"
-	case p == "/health", p == "/allsecrets", p == HealthPath, p == ListPath, p == ReleasePath, p == "/metrics":
+	case strings.HasPrefix(p, secretsapi.AgreementsPath+"/"):
+		return secretsapi.AgreementsPath + "/{id}"
+	case p == secretsapi.HealthPath, p == secretsapi.AdminHealthPath, p == secretsapi.AgreementsPath, p == secretsapi.ReleasePath, p == "/metrics":
 		return p
 	}
 	return "other"
@@ -140,89 +118,4 @@ func (a *Agbot) authorizeRevoke(r *http.Request, id identity.Identity) error {
 		err = errors.New("an administrator of another organisation")
 	}
 	return err
-}
-
-// serveStatus answers the status routes, names and reasons only, never a
-// value:
-//
-//	GET /admin/health            delivery.Health: counts, store and state problems, and per
-//	                             reason code the agreements held back
-//	GET /admin/agreements/{id}   delivery.Status of one agreement, with its Reason
-//	GET /admin/agreements        a delivery.Page of the agreements not in sync, by condition or reason
-//	POST /admin/cancellations/release  releases the held cancellations: {"released": n}
-func (a *Agbot) serveStatus(w http.ResponseWriter, r *http.Request) {
-	_, err := a.admin(r)
-	method := http.MethodGet
-	if r.URL.Path == ReleasePath {
-		method = http.MethodPost
-	}
-	switch {
-	case errors.Is(err, identity.ErrUnauthenticated):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong credentials"})
-	case err != nil:
-		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
-	case r.Method != method:
-		w.Header().Set("Allow", method)
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "only " + method})
-	case r.URL.Path == HealthPath:
-		writeJSON(w, http.StatusOK, a.engine.Health(r.Context()))
-	case r.URL.Path == ReleasePath:
-		n, err := a.engine.ReleaseHeld(r.Context())
-		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"released": n, "error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]int{"released": n})
-	case r.URL.Path == ListPath || r.URL.Path == AgreementsPath:
-		opts, err := listOptions(r.URL.Query())
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, a.engine.Agreements(r.Context(), opts))
-	default:
-		id := strings.TrimPrefix(r.URL.Path, AgreementsPath)
-		st, err := a.engine.Status(r.Context(), id)
-		switch {
-		case errors.Is(err, delivery.ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no agreement " + id})
-		case err != nil:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, st)
-		}
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // a failed write means the client is gone
-}
-
-// listOptions reads the listing's query: condition, reason, after, limit.
-func listOptions(q url.Values) (delivery.ListOptions, error) {
-	opts := delivery.ListOptions{
-		Condition: delivery.Condition(q.Get("condition")),
-		Reason:    delivery.ReasonCode(q.Get("reason")),
-		After:     q.Get("after"),
-	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			return opts, fmt.Errorf("limit %.32q: want a number from 1 to 1000", s)
-		}
-		opts.Limit = n
-	}
-	for k := range q {
-		switch k {
-		case "condition", "reason", "after", "limit":
-		default:
-			return opts, fmt.Errorf("unknown query parameter %.32q: want condition, reason, after or limit", k)
-		}
-	}
-	if err := opts.Check(); err != nil {
-		return opts, err
-	}
-	return opts, nil
 }

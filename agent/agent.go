@@ -49,11 +49,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Defaults.
+// Defaults of Options.
 const (
-	DefaultPollInterval       = time.Second
-	DefaultRegisterBackoff    = 500 * time.Millisecond
-	DefaultMaxRegisterBackoff = 10 * time.Second
+	defaultPollInterval       = time.Second
+	defaultRegisterBackoff    = 500 * time.Millisecond
+	defaultMaxRegisterBackoff = 10 * time.Second
 )
 
 // Options configure an Agent.
@@ -98,12 +98,11 @@ type Options struct {
 	// OpenHorizon serves the services' API in Open Horizon's profile
 	// (agentapi.HandlerOptions.OpenHorizon).
 	OpenHorizon bool
-	// PollInterval is how often each relay is polled; zero means
-	// DefaultPollInterval.
+	// PollInterval is how often each relay is polled; zero means 1 s.
 	PollInterval time.Duration
 	// RegisterBackoff and MaxRegisterBackoff bound the waits between
 	// registration and renewal attempts (identity.AgentOptions); zero
-	// means DefaultRegisterBackoff and DefaultMaxRegisterBackoff.
+	// means 500 ms and 10 s.
 	RegisterBackoff, MaxRegisterBackoff time.Duration
 	// HTTPClient carries the identity and relay requests; nil means a
 	// client with a 30 s timeout.
@@ -177,13 +176,13 @@ func New(ctx context.Context, opts Options) (*Agent, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if a.opts.PollInterval <= 0 {
-		a.opts.PollInterval = DefaultPollInterval
+		a.opts.PollInterval = defaultPollInterval
 	}
 	if a.opts.RegisterBackoff <= 0 {
-		a.opts.RegisterBackoff = DefaultRegisterBackoff
+		a.opts.RegisterBackoff = defaultRegisterBackoff
 	}
 	if a.opts.MaxRegisterBackoff <= 0 {
-		a.opts.MaxRegisterBackoff = DefaultMaxRegisterBackoff
+		a.opts.MaxRegisterBackoff = defaultMaxRegisterBackoff
 	}
 	if a.opts.Assign == nil {
 		a.opts.Assign = assignByContainer

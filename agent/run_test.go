@@ -92,7 +92,7 @@ func TestRunRegistersAgainWhenTheHubLostTheIdentity(t *testing.T) {
 
 	records.Forget()
 	// The agbot finds the certificate no longer verifies and drops it
-	// from its relay (agbot.Agbot.Keys does so); the agent publishes it
+	// from its relay (the agbot does so when it looks up its keys); the agent publishes it
 	// again, learns that its identity is lost, and registers again.
 	require.True(t, f.relay.DropCertificate(node, first))
 	second := f.published(first)

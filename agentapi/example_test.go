@@ -75,7 +75,10 @@ func Example() {
 	fmt.Println(call("GET", "/secrets"))
 	_, body := call("GET", "/secrets/db")
 	var got map[string]struct{ Details string }
-	json.Unmarshal([]byte(body), &got)
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		fmt.Println(err)
+		return
+	}
 	details, _ := base64.StdEncoding.DecodeString(got["db"].Details)
 	fmt.Printf("db details: %s\n", details)
 	status, _ := call("POST", "/secrets/db?received=true")

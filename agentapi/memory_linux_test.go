@@ -39,7 +39,7 @@ func mountTmpfs(t *testing.T) *tmpfs {
 	if err := m.mount(); err != nil {
 		testkit.Unavailable(t, fmt.Sprintf("tmpfs cannot be mounted here (%v): run the tests as root or with CAP_SYS_ADMIN to test the memory-backed mode", err))
 	}
-	t.Cleanup(func() { unix.Unmount(m.dir, unix.MNT_DETACH) })
+	t.Cleanup(func() { _ = unix.Unmount(m.dir, unix.MNT_DETACH) })
 	return m
 }
 

@@ -125,9 +125,6 @@ func (t *TokenTable) Format(f fmt.State, verb rune) {
 // String returns the %v form: instance ids, tokens redacted.
 func (t *TokenTable) String() string { return fmt.Sprint(t) }
 
-// GoString returns the %#v form: instance ids, tokens redacted.
-func (t *TokenTable) GoString() string { return fmt.Sprintf("%#v", t) }
-
 // LogValue implements slog.LogValuer: a group of instance ids, each
 // [edgesecrets.Redacted].
 func (t *TokenTable) LogValue() slog.Value {

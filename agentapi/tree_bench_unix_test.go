@@ -52,8 +52,8 @@ func BenchmarkReadRegular(b *testing.B) {
 				b.Fatal(err)
 			}
 			var st unix.Stat_t
-			unix.Fstat(fd, &st)
-			unix.Read(fd, buf[:st.Size])
+			_ = unix.Fstat(fd, &st)
+			_, _ = unix.Read(fd, buf[:st.Size])
 			unix.Close(fd)
 		}
 	})

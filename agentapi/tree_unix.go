@@ -52,7 +52,7 @@ func (t *dirTree) Close() error { return unix.Close(t.fd) }
 func retryEINTR(f func() (int, error)) (int, error) {
 	for {
 		fd, err := f()
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}
 	}

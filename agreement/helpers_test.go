@@ -32,14 +32,14 @@ var allKinds = []error{
 func requireKind(t *testing.T, err error, want error) {
 	t.Helper()
 	require.ErrorIs(t, err, want)
-	if c, ok := want.(*cause); ok {
+	if c, ok := want.(*cause); ok { //nolint:errorlint // compares the table's values, not an error chain
 		require.ErrorIs(t, err, c.kind)
 		other := map[error]error{edgesecrets.ErrInvalid: ErrNotAuthentic, ErrNotAuthentic: edgesecrets.ErrInvalid}[c.kind]
 		assert.NotErrorIs(t, err, other)
 		assert.NotErrorIs(t, err, ErrReplay)
 	}
 	for _, k := range allKinds {
-		if k != want {
+		if k != want { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 			assert.NotErrorIs(t, err, k, "error %q also matches %q", err, k)
 		}
 	}
@@ -64,7 +64,7 @@ func keyForms(t testing.TB, k *PrivateKeys) []string {
 	require.NoError(t, err)
 	var forms []string
 	for _, b := range [][]byte{k.signing.Seed(), enc} {
-		forms = append(forms, string(b), hex.EncodeToString(b), base64.StdEncoding.EncodeToString(b)[:40], base64.RawURLEncoding.EncodeToString(b)[:40], fmt.Sprint(b))
+		forms = append(forms, string(b), hex.EncodeToString(b), base64.StdEncoding.EncodeToString(b)[:40], base64.RawURLEncoding.EncodeToString(b)[:40], fmt.Sprint(string(b)))
 	}
 	return forms
 }

@@ -397,9 +397,6 @@ func (k PrivateKeys) Format(f fmt.State, verb rune) {
 // String prints the public key ids only.
 func (k PrivateKeys) String() string { return fmt.Sprint(k) }
 
-// GoString prints the public key ids only.
-func (k PrivateKeys) GoString() string { return fmt.Sprint(k) }
-
 // LogValue implements slog.LogValuer: the suite and public key ids.
 func (k PrivateKeys) LogValue() slog.Value {
 	if k.public == nil {

@@ -1,14 +1,13 @@
 // Package binding is the hub side of secret associations: the secrets a
 // service definition declares, the "secretBinding" entries of patterns and
 // deployment policies that bind them to vault secrets, the vault secret name
-// scopes, one validation report with every problem, and the agbot's
-// secret-existence API with its client.
+// scopes, and one validation report with every problem.
 //
 // Validate walks the deployed services and their whole dependency trees
 // through a Resolver (an exchange client, or NewCatalog over local files)
 // and checks every rule, asking an ExistenceChecker whether the bound vault
 // secrets exist: NewStoreChecker on the agbot (Stat only, so no value is
-// read), or a Client of the agbot's API in the CLI. The same call serves the
+// read), or a secretsapi.Client of the agbot's API in the CLI. The same call serves the
 // three points where Open Horizon checks bindings (Options.Point):
 // publishing a pattern or deployment policy, `hzn deploycheck`, and the
 // agbot before an agreement; ValidateService serves publishing a service.

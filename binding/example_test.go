@@ -28,7 +28,10 @@ func ExampleValidate() {
 			"secrets": [{"db_password": "user/alice/db"}, {"api_key": "web/api-key"}, {"debug": "web/debug"}]}]}`))
 
 	store := memory.New()
-	store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: edgesecrets.Data{"password": []byte("pw")}}, secretstore.PutOptions{})
+	if _, err := store.Put(ctx, &secretstore.Secret{Name: "myorg/user/alice/db", Data: edgesecrets.Data{"password": []byte("pw")}}, secretstore.PutOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	catalog, _ := binding.NewCatalog(svc)
 	checker, _ := binding.NewStoreChecker(store, "myorg")

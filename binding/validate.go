@@ -33,7 +33,7 @@ type Resolver interface {
 }
 
 // ExistenceChecker says whether vault secrets exist. The one
-// NewStoreChecker returns asks a secretstore.Store; Client asks the agbot
+// NewStoreChecker returns asks a secretstore.Store; secretsapi.Client asks the agbot
 // API. The organisation is part of
 // the checker (the store adapter is built for one, the agbot takes it from
 // the caller's credentials).

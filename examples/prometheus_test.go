@@ -15,7 +15,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
-	"github.com/edgesecrets/edgesecrets/internal/promtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/promtest"
 )
 
 // A real Prometheus scraping the example agbot and two agents sees what an

@@ -30,6 +30,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/vault" // registers "vault" for the administrator's store
 )
@@ -66,7 +67,7 @@ func TestMain(m *testing.M) {
 var buildPrograms = sync.OnceValues(func() ([]byte, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: the test binary runs where it was built
 	}
 	args := []string{"build", "-o", binDir + string(filepath.Separator)}
 	if raceEnabled {
@@ -106,7 +107,7 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		p.stop()
+		_ = p.stop() // its error, if any, is in the output below
 		if t.Failed() {
 			t.Logf("%s exited: %v\n--- %s stdout:\n%s--- %s stderr:\n%s", name, p.err, name, p.stdout.String(), name, p.stderr.String())
 		}
@@ -299,7 +300,7 @@ func runThreeProcesses(t *testing.T, b backend) {
 	instanceTokens = append(instanceTokens, env.Token)
 
 	// The existence API and /health answer over the same store.
-	client, err := binding.NewClient(agbotURL(), binding.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
+	client, err := secretsapi.NewClient(agbotURL(), secretsapi.ClientOptions{Authorize: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }})
 	require.NoError(t, err)
 	name, err := binding.ParseVaultSecretName("web/api-key")
 	require.NoError(t, err)

@@ -19,7 +19,10 @@ func ExampleNewDevAgent() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	secretFile := filepath.Join(dir, "db")
-	os.WriteFile(secretFile, []byte(`{"password":"local"}`), 0o600)
+	if err := os.WriteFile(secretFile, []byte(`{"password":"local"}`), 0o600); err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	agent, err := mock.NewDevAgent(ctx, mock.DevAgentOptions{SecretFiles: []string{secretFile}})
 	if err != nil {
@@ -41,7 +44,10 @@ func ExampleNewDevAgent() {
 		return fmt.Sprint(resp.StatusCode, " ", string(body))
 	}
 	fmt.Println(get("/secrets"))
-	agent.UpdateSecret(ctx, "db", []byte(`{"password":"rotated"}`))
+	if _, err := agent.UpdateSecret(ctx, "db", []byte(`{"password":"rotated"}`)); err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(get("/secrets"))
 	content, _ := os.ReadFile(filepath.Join(agent.MountSource, "db"))
 	fmt.Println(string(content))

@@ -103,7 +103,7 @@ func TestFaultsFail(t *testing.T) {
 
 				for i := range 2 {
 					err := call(ctx, s, op, "x")
-					if op == "delete" && kind == edgesecrets.ErrNotFound {
+					if op == "delete" && kind == edgesecrets.ErrNotFound { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 						require.NoError(t, err, "deleting a missing secret is no error")
 						continue
 					}
@@ -392,7 +392,7 @@ func TestCheckCredentialsFaults(t *testing.T) {
 					continue
 				}
 				require.ErrorIs(t, err, want, "check %d", i)
-				if want != errors.ErrUnsupported {
+				if want != errors.ErrUnsupported { //nolint:errorlint // compares the table's values, not an error chain
 					assert.ErrorIs(t, err, mock.ErrInjected)
 				}
 			}

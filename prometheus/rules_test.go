@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/edgesecrets/edgesecrets/internal/promtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/promtest"
 )
 
 const (

@@ -68,7 +68,7 @@ func (c *Client) Poll(ctx context.Context, n Node, after uint64) (m Message, ok,
 	if err != nil {
 		return Message{}, false, false, err
 	}
-	certified = header.Get(CertificateHeader) != "missing"
+	certified = header.Get(certificateHeader) != "missing"
 	if body == nil {
 		return Message{}, false, certified, nil
 	}
@@ -95,11 +95,11 @@ func (c *Client) Reply(ctx context.Context, id uint64, envelope []byte) error {
 	return err
 }
 
-// DecodeMessage decodes a Message strictly, at most MaxMessageBodySize
+// DecodeMessage decodes a Message strictly, at most maxMessageBodySize
 // bytes. Errors never quote the input.
 func DecodeMessage(b []byte) (Message, error) {
 	var m Message
-	if err := jsonproblem.Decode(bytes.NewReader(b), MaxMessageBodySize, &m); err != nil {
+	if err := jsonproblem.Decode(bytes.NewReader(b), maxMessageBodySize, &m); err != nil {
 		return Message{}, fmt.Errorf("relay: message: %w", err)
 	}
 	if m.ID == 0 || len(m.Envelope) == 0 {
@@ -173,7 +173,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, body []byte,
 		if st == http.StatusNoContent || st == http.StatusNotFound {
 			return nil, nil
 		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxMessageBodySize+1))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBodySize+1))
 		if err != nil {
 			return nil, fmt.Errorf("relay: %s %s: reading the answer: %w", method, req.URL.Path, err)
 		}

@@ -50,15 +50,15 @@ const (
 	// MaxCertificateSize bounds a published certificate chain (the
 	// identity package accepts at most 32 KiB of PEM).
 	MaxCertificateSize = 32 << 10
-	// MaxMessageBodySize bounds the JSON of one Message: the envelope in
+	// maxMessageBodySize bounds the JSON of one Message: the envelope in
 	// base64 and the id.
-	MaxMessageBodySize = (MaxEnvelopeSize+2)/3*4 + 1<<10
+	maxMessageBodySize = (MaxEnvelopeSize+2)/3*4 + 1<<10
 )
 
-// CertificateHeader is set to "missing" on a next answer when the relay
+// certificateHeader is set to "missing" on a next answer when the relay
 // holds no certificate for the node (the agbot restarted): the agent
 // publishes its certificate again.
-const CertificateHeader = "Relay-Certificate"
+const certificateHeader = "Relay-Certificate"
 
 // Node names an agent's node, the address of its mailbox.
 type Node struct {

@@ -343,7 +343,7 @@ func TestDecodeMessage(t *testing.T) {
 		_, err := relay.DecodeMessage([]byte(in))
 		assert.Error(t, err, "%s", in)
 	}
-	_, err = relay.DecodeMessage([]byte(`{"id":3,"envelope":"` + strings.Repeat("A", relay.MaxMessageBodySize) + `"}`))
+	_, err = relay.DecodeMessage([]byte(`{"id":3,"envelope":"` + strings.Repeat("A", 2*relay.MaxEnvelopeSize) + `"}`))
 	assert.ErrorContains(t, err, "too large")
 }
 

@@ -21,8 +21,8 @@ import (
 
 // Server defaults.
 const (
-	DefaultMaxNodes    = 1024
-	DefaultMaxMessages = 64
+	defaultMaxNodes    = 1024
+	defaultMaxMessages = 64
 )
 
 // ErrMailboxFull is returned by Post when the node's mailbox holds
@@ -45,10 +45,10 @@ type ServerOptions struct {
 	// OnCertificate is called, on its own goroutine, each time an agent
 	// publishes a certificate chain for a node.
 	OnCertificate func(Node)
-	// MaxNodes bounds the nodes with a certificate or a mailbox. Default
-	// DefaultMaxNodes.
+	// MaxNodes bounds the nodes with a certificate or a mailbox. Zero
+	// means 1024.
 	MaxNodes int
-	// MaxMessages bounds one mailbox. Default DefaultMaxMessages.
+	// MaxMessages bounds one mailbox. Zero means 64.
 	MaxMessages int
 	// FirstID is the id below the relay's first message id. An agbot that
 	// restarts gives a new relay a FirstID above every id the one before
@@ -89,10 +89,10 @@ type waiter struct {
 // NewServer returns an empty relay.
 func NewServer(opts ServerOptions) *Server {
 	if opts.MaxNodes <= 0 {
-		opts.MaxNodes = DefaultMaxNodes
+		opts.MaxNodes = defaultMaxNodes
 	}
 	if opts.MaxMessages <= 0 {
-		opts.MaxMessages = DefaultMaxMessages
+		opts.MaxMessages = defaultMaxMessages
 	}
 	s := &Server{
 		opts:    opts,
@@ -129,7 +129,7 @@ func (s *Server) Certificate(n Node) ([]byte, bool) {
 // DropCertificate forgets the certificate chain published for n if it is
 // still chain, and reports whether it did. The agbot calls it when chain
 // no longer verifies because the agent's identity is lost: the relay then
-// tells the agent that it holds no certificate (CertificateHeader), the
+// tells the agent that it holds no certificate (certificateHeader), the
 // agent publishes its certificate again, and the refusal's reason tells
 // it to register again.
 func (s *Server) DropCertificate(n Node, chain []byte) bool {
@@ -301,7 +301,7 @@ func (s *Server) next(w http.ResponseWriter, r *http.Request) {
 	if !ok || ns.cert == nil {
 		// A relay that restarted has lost the agent's certificate: the
 		// agent publishes it again.
-		w.Header().Set(CertificateHeader, "missing")
+		w.Header().Set(certificateHeader, "missing")
 	}
 	if ok {
 		for i, m := range ns.mailbox {

@@ -7,4 +7,4 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-exec go run ./internal/apicount "$root"
+exec go run ./tools/apicount "$root"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure Prometheus and promtool from Debian's `prometheus` package are
-# at hand and prints the directory holding both. internal/promtest starts
+# at hand and prints the directory holding both. internal/testkit/promtest starts
 # its throwaway servers, and runs promtool, from there.
 #
 #   EDGESECRETS_PROMETHEUS_BIN=$(scripts/devprometheus.sh)

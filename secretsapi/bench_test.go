@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -38,7 +37,7 @@ func BenchmarkExistence(b *testing.B) {
 	})
 	for _, route := range []struct{ name, method, path string }{
 		{"HandlerDesignRoute", http.MethodGet, "/secrets/db/password"},
-		{"HandlerOpenHorizonRoute", agbotapi.MethodList, "/org/myorg/secrets/db/password"},
+		{"HandlerOpenHorizonRoute", secretsapi.MethodList, "/org/myorg/secrets/db/password"},
 	} {
 		b.Run(route.name, func(b *testing.B) {
 			req := httptest.NewRequest(route.method, route.path, nil)
@@ -56,7 +55,7 @@ func BenchmarkExistence(b *testing.B) {
 	defer srv.Close()
 	for _, route := range []struct{ name, org string }{{"ClientDesignRoute", ""}, {"ClientOpenHorizonRoute", "myorg"}} {
 		b.Run(route.name, func(b *testing.B) {
-			c, _ := binding.NewClient(srv.URL, binding.ClientOptions{Org: route.org, HTTPClient: srv.Client(),
+			c, _ := secretsapi.NewClient(srv.URL, secretsapi.ClientOptions{Org: route.org, HTTPClient: srv.Client(),
 				Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") }})
 			for b.Loop() {
 				if ok, err := c.SecretExists(ctx, name); !ok || err != nil {

@@ -13,14 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
-// An existence request through the agbot's API (binding's client, the
+// An existence request through the agbot's API (Client, the
 // handler, the Vault store) answers 503 within the bound its caller sets
 // with a context deadline, whether Vault answers "sealed" at once or does
 // not answer at all: the store's retries, the handler and the client's
@@ -41,7 +40,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 	api := httptest.NewServer(h)
 	t.Cleanup(api.Close)
 	for _, org := range []string{"", "myorg"} {
-		c, err := binding.NewClient(api.URL, binding.ClientOptions{Org: org,
+		c, err := secretsapi.NewClient(api.URL, secretsapi.ClientOptions{Org: org,
 			Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") }})
 		require.NoError(t, err)
 		exists, err := c.SecretExists(t.Context(), name(t, "db"))
@@ -52,7 +51,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 	check := func(t *testing.T, bound time.Duration) {
 		for _, org := range []string{"", "myorg"} {
 			// The client's defaults: 4 attempts 500ms apart.
-			c, err := binding.NewClient(api.URL, binding.ClientOptions{Org: org,
+			c, err := secretsapi.NewClient(api.URL, secretsapi.ClientOptions{Org: org,
 				Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") }})
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(t.Context(), bound)

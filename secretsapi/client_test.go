@@ -16,9 +16,9 @@ import (
 )
 
 // client is what deploycheck uses, as alice, against f's agbot.
-func (f *fixture) client(t *testing.T, org string, attempts int) *binding.Client {
+func (f *fixture) client(t *testing.T, org string, attempts int) *secretsapi.Client {
 	t.Helper()
-	c, err := binding.NewClient(f.server.URL, binding.ClientOptions{
+	c, err := secretsapi.NewClient(f.server.URL, secretsapi.ClientOptions{
 		Org: org, HTTPClient: f.server.Client(), MaxAttempts: attempts, RetryDelay: time.Millisecond,
 		Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") },
 	})

@@ -16,8 +16,8 @@ import (
 // helloFile reads a helloSecretWorld file (testdata/hellosecretworld,
 // see SOURCE.md there) with hzn's placeholders filled in, and the
 // binding's vault secret replaced when vaultSecret is not empty.
-// deployCheckPath is the deploycheck route.
-const deployCheckPath = "/deploycheck/secretbindingcompatible"
+// DeployCheckPath is the deploycheck route.
+const DeployCheckPath = "/deploycheck/secretbindingcompatible"
 
 func helloFile(t *testing.T, file, vaultSecret string) json.RawMessage {
 	t.Helper()
@@ -88,7 +88,7 @@ func TestDeployCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, secretsapi.Options{})
-			r := f.do(t, "GET", deployCheckPath, tt.as, tt.body)
+			r := f.do(t, "GET", DeployCheckPath, tt.as, tt.body)
 			require.Equal(t, tt.status, r.status, r.body)
 			if tt.status != 200 {
 				var msg string
@@ -114,6 +114,6 @@ func TestDeployCheck(t *testing.T) {
 		})
 	}
 	f := newFixture(t, secretsapi.Options{})
-	assert.Equal(t, 405, f.do(t, "POST", deployCheckPath, "myorg/alice", "").status)
-	assert.Equal(t, 200, f.do(t, "OPTIONS", deployCheckPath, "", "").status)
+	assert.Equal(t, 405, f.do(t, "POST", DeployCheckPath, "myorg/alice", "").status)
+	assert.Equal(t, 200, f.do(t, "OPTIONS", DeployCheckPath, "", "").status)
 }

@@ -1,8 +1,11 @@
-// Package secretsapi is the agbot's secrets-manager API: the routes Open
+// Package secretsapi is the agbot's HTTP API, server and client, routes
+// and bodies. The server (NewHandler) serves the secrets-manager API: the routes Open
 // Horizon's agbot serves under its secure API, which administrators use
 // through hzn secretsmanager, with per-user authorization built in; the
 // compatibility check /deploycheck/secretbindingcompatible; the design's
-// existence route; and /health. hzn deploycheck secretbinding does not call
+// existence route; /health; and, given Options.Operations, the operator
+// routes under /admin/. The client (NewClient) asks the existence routes
+// and /health, as hzn does. hzn deploycheck secretbinding does not call
 // the compatibility route: it checks each bound secret with LIST
 // /org/{org}/secrets/{name} (open-horizon/anax cli/deploycheck/
 // secretbinding.go line 67, through compcheck and exchange/secret.go lines
@@ -34,6 +37,10 @@
 //	GET    /deploycheck/secretbindingcompatible          200 {"compatible","reason","problems"}
 //	GET    /secrets/{name}                               the design route: 200 {"exists":true}, 404 {"exists":false}
 //	GET    /health                                       200 {"configuration":{…},"liveHealth":{"lastDBHeartbeat":…,"lastVaultInteraction":…}}, no credentials
+//	GET    /admin/health                                 200 delivery.Health (administrators; Options.Operations)
+//	GET    /admin/agreements[?condition=&reason=&after=&limit=]  200 delivery.Page of the agreements not in sync (administrators)
+//	GET    /admin/agreements/{id}                        200 delivery.Status; 404 no such agreement (administrators)
+//	POST   /admin/cancellations/release                  200 {"released":n} (administrators)
 //
 // {name} may be of any scope, as in anax's per-scope routes, and is sent
 // as it is: a path that is not canonical (an empty, "." or ".." segment, a
@@ -55,7 +62,7 @@
 // on Vault, 1 MiB in memory), are answered 400 naming the limit, before
 // anything is written: hzn handles 201, 400, 401, 403 and 503 on a write
 // (cli/secrets_manager/secrets_manager.go line 253), not 413. A request carrying "Prefer: wait=<seconds>" (RFC
-// 7240, as binding's client sends under a deadline) is answered within
+// 7240, as Client sends under a deadline) is answered within
 // that wait: a store that has not answered by then is a 503, and the
 // answer says "Preference-Applied: wait=<seconds>". A secret's data is mapped onto {"key","value"}:
 // what a PUT wrote is {"key","value"} again; a secret with one entry gives

@@ -61,7 +61,7 @@ func ExampleNewHandler() {
 	call("alice", "LIST", "/org/myorg/secrets", "")
 	call("bob", "LIST", "/org/myorg/secrets/user/alice/db", "")
 
-	deployer, _ := binding.NewClient(agbot.URL, binding.ClientOptions{
+	deployer, _ := secretsapi.NewClient(agbot.URL, secretsapi.ClientOptions{
 		Org:       "myorg", // Open Horizon's route: LIST /org/myorg/secrets/<name>
 		Authorize: func(r *http.Request) { r.SetBasicAuth("myorg/alice", "alice-pw") },
 	})

@@ -15,7 +15,6 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/reqpath"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -48,12 +47,17 @@ type Options struct {
 	LastDBHeartbeat func() time.Time
 	// Configuration is /health's "configuration". Arch defaults to
 	// runtime.GOARCH.
-	Configuration binding.HealthConfiguration
+	Configuration HealthConfiguration
 	// MaxBodyBytes bounds request bodies (400 beyond, naming the store's
 	// limit per secret, Store.MaxValueBytes). Zero means 4 MiB: a
 	// secret of up to 2 MiB, or a deploycheck request with its service
 	// definitions.
 	MaxBodyBytes int64
+	// Operations, when set, is served on the operator routes
+	// (AdminHealthPath, AgreementsPath, ReleasePath) to administrators
+	// (RoleAdmin): the agbot's delivery engine. Nil leaves those paths to
+	// Fallback.
+	Operations Operations
 	// Fallback serves every request outside the API's routes (/org/...,
 	// /secrets/..., /health, /deploycheck/secretbindingcompatible), which
 	// are answered 404 without it. With it, the handler is meant to be the
@@ -109,18 +113,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Path
-	ours := p == agbotapi.HealthPath || p == deployCheckPath || strings.HasPrefix(p, agbotapi.SecretsPath) || strings.HasPrefix(p, agbotapi.OrgPath)
+	operator := h.opts.Operations != nil && isOperatorPath(p)
+	ours := operator || p == HealthPath || p == DeployCheckPath || strings.HasPrefix(p, SecretsPath) || strings.HasPrefix(p, OrgPath)
 	if !ours && h.opts.Fallback != nil {
 		h.opts.Fallback.ServeHTTP(w, r)
 		return
 	}
-	if (strings.HasPrefix(p, agbotapi.SecretsPath) || strings.HasPrefix(p, agbotapi.OrgPath)) && reqpath.HasQuery(r) {
+	if (strings.HasPrefix(p, SecretsPath) || strings.HasPrefix(p, OrgPath)) && reqpath.HasQuery(r) {
 		// hzn sends a name holding '?' unescaped: "q?x=1" is the path
 		// "q" and a query; serving "q" would act on another name.
 		h.badPath(w, r, errors.New(`the request has a query string, which no secret route takes (a '?' in a secret name must be sent as %3F)`))
 		return
 	}
-	if wait, ok := preferredWait(r.Header); ok && p != agbotapi.HealthPath {
+	if wait, ok := preferredWait(r.Header); ok && p != HealthPath {
 		// The caller waits this long (RFC 7240): answer 503 by then
 		// rather than an answer it no longer reads.
 		ctx, cancel := context.WithTimeoutCause(r.Context(), wait, errWaitElapsed)
@@ -129,16 +134,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
 	}
 	switch {
-	case p == agbotapi.HealthPath:
+	case p == HealthPath:
 		h.health(w, r)
-	case strings.HasPrefix(p, agbotapi.SecretsPath):
-		h.designExists(w, r, strings.TrimPrefix(p, agbotapi.SecretsPath))
-	case strings.HasPrefix(p, agbotapi.OrgPath):
+	case strings.HasPrefix(p, SecretsPath):
+		h.designExists(w, r, strings.TrimPrefix(p, SecretsPath))
+	case strings.HasPrefix(p, OrgPath):
 		h.manage(w, r)
-	case p == deployCheckPath:
+	case p == DeployCheckPath:
 		h.deployCheck(w, r)
+	case operator:
+		h.operate(w, r)
 	default:
-		writeJSON(w, http.StatusNotFound, agbotapi.Error{Error: "no such resource", Code: agbotapi.ErrNotFound})
+		writeJSON(w, http.StatusNotFound, ErrorBody{Error: "no such resource", Code: CodeNotFound})
 	}
 }
 
@@ -146,8 +153,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // carries a query on a secret route, in the route's error body.
 func (h *handler) badPath(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Info("secrets API request with a non-canonical path refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.EscapedPath(), "problem", err.Error())
-	if strings.HasPrefix(path.Clean(r.URL.Path)+"/", agbotapi.SecretsPath) {
-		writeJSON(w, http.StatusBadRequest, agbotapi.Error{Error: err.Error(), Code: agbotapi.ErrInvalidName})
+	if strings.HasPrefix(path.Clean(r.URL.Path)+"/", SecretsPath) {
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Code: CodeInvalidName})
 		return
 	}
 	writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
@@ -159,7 +166,7 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func
 	cred, ok := ReadCredentials(r)
 	if !ok {
 		h.log.Info("secrets API request without credentials", "remote", r.RemoteAddr, "path", r.URL.Path)
-		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", agbotapi.ErrUnauthorized))
+		writeJSON(w, http.StatusUnauthorized, body("Unauthorized. No exchange user id is supplied.", CodeUnauthorized))
 		return Caller{}, false
 	}
 	c, err := h.opts.Authenticate(r.Context(), cred)
@@ -171,21 +178,21 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request, body func
 	if err != nil {
 		// Neither the hook's error nor the credentials are logged.
 		h.log.Info("secrets API request refused by the authentication hook", "remote", r.RemoteAddr, "path", r.URL.Path)
-		writeJSON(w, http.StatusUnauthorized, body("Failed to authenticate the user with the Exchange.", agbotapi.ErrUnauthorized))
+		writeJSON(w, http.StatusUnauthorized, body("Failed to authenticate the user with the Exchange.", CodeUnauthorized))
 		return Caller{}, false
 	}
 	return c, true
 }
 
 // designError is the design route's error body.
-func designError(msg, code string) any { return agbotapi.Error{Error: msg, Code: code} }
+func designError(msg, code string) any { return ErrorBody{Error: msg, Code: code} }
 
 // designExists serves GET /secrets/{name...}: existence of a secret of the
 // caller's organisation, with Stat only.
 func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, agbotapi.Error{Error: "only GET is allowed", Code: agbotapi.ErrMethod})
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "only GET is allowed", Code: CodeMethod})
 		return
 	}
 	caller, ok := h.authenticate(w, r, designError)
@@ -193,18 +200,18 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 		return
 	}
 	if h.opts.Store == nil {
-		writeJSON(w, http.StatusServiceUnavailable, agbotapi.Error{Error: msgNoStore, Code: agbotapi.ErrNoStore})
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: msgNoStore, Code: CodeNoStore})
 		return
 	}
 	name, err := binding.ParseVaultSecretName(raw)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, agbotapi.Error{Error: err.Error(), Code: agbotapi.ErrInvalidName})
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Code: CodeInvalidName})
 		return
 	}
 	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
 	if !authorize(caller, caller.Org, name, actionExists) {
 		log.Info("secret existence check refused by the policy")
-		writeJSON(w, http.StatusForbidden, agbotapi.Error{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: agbotapi.ErrForbidden})
+		writeJSON(w, http.StatusForbidden, ErrorBody{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: CodeForbidden})
 		return
 	}
 	exists, err := h.exists(r.Context(), caller.Org, name)
@@ -217,7 +224,7 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 	if !exists {
 		status = http.StatusNotFound
 	}
-	writeJSON(w, status, agbotapi.Existence{Exists: exists})
+	writeJSON(w, status, Existence{Exists: exists})
 }
 
 // exists checks a secret with Stat, never reading its value
@@ -273,18 +280,18 @@ func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 		// The caller went away; nobody reads an answer.
 	case errors.Is(err, edgesecrets.ErrUnavailable) || waited:
 		log.Warn("secret store unavailable", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, agbotapi.ErrStoreUnavailable))
+		writeJSON(w, http.StatusServiceUnavailable, body(msgUnavailable, CodeStoreUnavailable))
 	case errors.Is(err, edgesecrets.ErrPermission):
 		log.Warn("the secret store refused the agbot's credentials", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", agbotapi.ErrStoreForbidden))
+		writeJSON(w, http.StatusServiceUnavailable, body("The secrets provider refused the agbot's credentials.", CodeStoreForbidden))
 	case errors.Is(err, edgesecrets.ErrInvalid):
 		log.Info("the secret store refused the request", "err", err)
 		// The store's errors name the operation, the secret and the rule
 		// broken (a name, a size limit), never a value.
-		writeJSON(w, http.StatusBadRequest, body(fmt.Sprintf("The secrets provider refused the request: %s.", err), agbotapi.ErrInvalidName))
+		writeJSON(w, http.StatusBadRequest, body(fmt.Sprintf("The secrets provider refused the request: %s.", err), CodeInvalidName))
 	default:
 		log.Error("secret store failure", "err", err)
-		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", agbotapi.ErrInternal))
+		writeJSON(w, http.StatusInternalServerError, body("The secrets provider failed; see the agbot's log.", CodeInternal))
 	}
 }
 
@@ -321,15 +328,15 @@ func anaxName(t target) string {
 func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, agbotapi.Error{Error: "only GET is allowed", Code: agbotapi.ErrMethod})
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "only GET is allowed", Code: CodeMethod})
 		return
 	}
 	cfg := h.opts.Configuration
-	live := binding.LiveHealth{
+	live := LiveHealth{
 		LastDBHeartbeat:      unixSeconds(h.opts.LastDBHeartbeat),
 		LastVaultInteraction: unixSeconds(h.opts.LastVaultInteraction),
 	}
-	writeJSON(w, http.StatusOK, binding.Health{Configuration: &cfg, LiveHealth: &live})
+	writeJSON(w, http.StatusOK, Health{Configuration: &cfg, LiveHealth: &live})
 }
 
 func unixSeconds(f func() time.Time) uint64 {

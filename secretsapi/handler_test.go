@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -67,7 +65,7 @@ func TestOpenHorizonRoutes(t *testing.T) {
 			want: jsonString("Method GET is not allowed here; use LIST, OPTIONS.")},
 		{name: "GET on a user directory: 405 (anax answers 400, L1345-1348)", method: "GET", path: "/org/myorg/secrets/user/alice", as: alice, status: 405, allow: "LIST, OPTIONS"},
 
-		// Existence, LIST on a name: L1406-1413 (and per scope L1670, L1868, L2072), always 200: L2301, L2303-2308.
+		// secretsapi.Existence, LIST on a name: L1406-1413 (and per scope L1670, L1868, L2072), always 200: L2301, L2303-2308.
 		{name: "exists", method: "LIST", path: "/org/myorg/secrets/hw-secret-name", as: alice, status: 200, want: "{\"exists\":true}\n"},
 		{name: "missing is still 200", method: "LIST", path: "/org/myorg/secrets/nope", as: alice, status: 200, want: "{\"exists\":false}\n"},
 		{name: "exists, own user secret", method: "LIST", path: "/org/myorg/secrets/user/alice/token", as: alice, status: 200, want: "{\"exists\":true}\n"},
@@ -300,15 +298,15 @@ func TestDesignExistenceRoute(t *testing.T) {
 		{"missing", "GET", "/secrets/nope", "myorg/alice", 404, `{"exists":false}`, ""},
 		{"own user secret", "GET", "/secrets/user/alice/token", "myorg/alice", 200, `{"exists":true}`, ""},
 		{"another organisation's secret is not visible", "GET", "/secrets/db/password", "otherorg/carol", 200, `{"exists":true}`, ""},
-		{"another user's secret", "GET", "/secrets/user/bob/token", "myorg/alice", 403, "", agbotapi.ErrForbidden},
+		{"another user's secret", "GET", "/secrets/user/bob/token", "myorg/alice", 403, "", secretsapi.CodeForbidden},
 		{"another user's secret as an admin", "GET", "/secrets/user/bob/token", "myorg/admin", 200, `{"exists":true}`, ""},
-		{"a node", "GET", "/secrets/node/n1/cert", "myorg/n1", 403, "", agbotapi.ErrForbidden},
-		{"an invalid name", "GET", "/secrets/user/alice", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
-		{"the store prefix", "GET", "/secrets/openhorizon/myorg/db", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
-		{"an empty name", "GET", "/secrets/", "myorg/alice", 400, "", agbotapi.ErrInvalidName},
-		{"no credentials", "GET", "/secrets/db/password", "", 401, "", agbotapi.ErrUnauthorized},
-		{"another method", "POST", "/secrets/db/password", "myorg/admin", 405, "", agbotapi.ErrMethod},
-		{"not a route", "GET", "/nothing", "myorg/admin", 404, "", agbotapi.ErrNotFound},
+		{"a node", "GET", "/secrets/node/n1/cert", "myorg/n1", 403, "", secretsapi.CodeForbidden},
+		{"an invalid name", "GET", "/secrets/user/alice", "myorg/alice", 400, "", secretsapi.CodeInvalidName},
+		{"the store prefix", "GET", "/secrets/openhorizon/myorg/db", "myorg/alice", 400, "", secretsapi.CodeInvalidName},
+		{"an empty name", "GET", "/secrets/", "myorg/alice", 400, "", secretsapi.CodeInvalidName},
+		{"no credentials", "GET", "/secrets/db/password", "", 401, "", secretsapi.CodeUnauthorized},
+		{"another method", "POST", "/secrets/db/password", "myorg/admin", 405, "", secretsapi.CodeMethod},
+		{"not a route", "GET", "/nothing", "myorg/admin", 404, "", secretsapi.CodeNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,7 +317,7 @@ func TestDesignExistenceRoute(t *testing.T) {
 				assert.JSONEq(t, tt.wantJSON, r.body)
 				return
 			}
-			var e agbotapi.Error
+			var e secretsapi.ErrorBody
 			require.NoError(t, json.Unmarshal([]byte(r.body), &e))
 			assert.Equal(t, tt.code, e.Code)
 			assert.NotEmpty(t, e.Error)
@@ -364,11 +362,11 @@ func TestStoreMissingOrFailing(t *testing.T) {
 				assert.Equal(t, 503, r.status, req)
 				assert.Contains(t, r.body, tc.want)
 			}
-			var e agbotapi.Error
+			var e secretsapi.ErrorBody
 			r := f.do(t, "GET", "/secrets/db", "myorg/admin", "")
 			require.NoError(t, json.Unmarshal([]byte(r.body), &e))
 			assert.Equal(t, 503, r.status)
-			assert.Contains(t, []string{agbotapi.ErrStoreUnavailable, agbotapi.ErrStoreForbidden}, e.Code)
+			assert.Contains(t, []string{secretsapi.CodeStoreUnavailable, secretsapi.CodeStoreForbidden}, e.Code)
 		})
 	}
 }
@@ -389,7 +387,7 @@ func TestBodyLimit(t *testing.T) {
 func TestHealth(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	f := newFixture(t, secretsapi.Options{Store: memory.New(), LastDBHeartbeat: func() time.Time { return now.Add(time.Second) },
-		Configuration: binding.HealthConfiguration{ExchangeAPI: "https://hub/edge-exchange/v1/", Arch: "arm64"}})
+		Configuration: secretsapi.HealthConfiguration{ExchangeAPI: "https://hub/edge-exchange/v1/", Arch: "arm64"}})
 	r := f.do(t, "GET", "/health", "", "")
 	require.Equal(t, 200, r.status)
 	assert.JSONEq(t, `{"configuration":{"exchange_api":"https://hub/edge-exchange/v1/","required_minimum_exchange_version":"","preferred_exchange_version":"","mms_api":"","architecture":"arm64","horizon_version":""},
@@ -399,7 +397,7 @@ func TestHealth(t *testing.T) {
 	f.do(t, "LIST", "/org/myorg/secrets/nope", "myorg/alice", "") // an answer, even "missing", counts
 	after := time.Now().Unix()
 	r = f.do(t, "GET", "/health", "", "")
-	var h binding.Health
+	var h secretsapi.Health
 	require.NoError(t, json.Unmarshal([]byte(r.body), &h))
 	assert.GreaterOrEqual(t, h.LiveHealth.LastVaultInteraction, uint64(before))
 	assert.LessOrEqual(t, h.LiveHealth.LastVaultInteraction, uint64(after))
@@ -437,4 +435,25 @@ func TestPreferredWaitBoundsTheStore(t *testing.T) {
 	assert.Equal(t, "wait=1", resp.Header.Get("Preference-Applied"))
 	assert.Less(t, time.Since(start), 10*time.Second, "answered at the preferred wait, not after the store")
 	assert.GreaterOrEqual(t, time.Since(start), time.Second)
+}
+
+// Without Options.Operations the operator paths are not the handler's:
+// they reach Fallback, the embedder's, untouched.
+func TestOperatorPathsWithoutOperationsReachFallback(t *testing.T) {
+	var reached []string
+	fallback := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached = append(reached, r.Method+" "+r.URL.Path)
+		w.WriteHeader(http.StatusTeapot)
+	})
+	f := newFixture(t, secretsapi.Options{Fallback: fallback})
+	for _, tc := range []struct{ method, path string }{
+		{"GET", secretsapi.AdminHealthPath},
+		{"GET", secretsapi.AgreementsPath},
+		{"GET", secretsapi.AgreementsPath + "/a1"},
+		{"POST", secretsapi.ReleasePath},
+	} {
+		r := f.do(t, tc.method, tc.path, "myorg/admin", "")
+		assert.Equal(t, http.StatusTeapot, r.status, tc.path)
+	}
+	assert.Equal(t, []string{"GET /admin/health", "GET /admin/agreements", "GET /admin/agreements/a1", "POST /admin/cancellations/release"}, reached)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -94,7 +93,7 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 			h.storeFailure(w, r, log, err, ohError)
 			return
 		}
-		writeJSON(w, http.StatusOK, agbotapi.Existence{Exists: exists})
+		writeJSON(w, http.StatusOK, Existence{Exists: exists})
 	case actionRead:
 		h.read(w, r, log, t, path)
 	case actionWrite:
@@ -107,10 +106,10 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 // actionOf maps a method on a target to the action it is.
 func actionOf(method string, t target) (action, bool) {
 	if t.dir {
-		return actionList, method == agbotapi.MethodList
+		return actionList, method == MethodList
 	}
 	switch method {
-	case agbotapi.MethodList:
+	case MethodList:
 		return actionExists, true
 	case http.MethodGet:
 		return actionRead, true

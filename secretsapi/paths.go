@@ -6,14 +6,8 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
-
-// deployCheckPath is the route served besides agbotapi.SecretsPath,
-// agbotapi.OrgPath and agbotapi.HealthPath: GET
-// /deploycheck/secretbindingcompatible.
-const deployCheckPath = "/deploycheck/secretbindingcompatible"
 
 // target is what an Open Horizon secrets-manager path names: a directory
 // of secrets (dir: name has Scope, User and Node set and Secret empty;
@@ -37,7 +31,7 @@ var errNoRoute = errors.New("no such route")
 // read with the same rules as names (binding.ParseVaultSecretName).
 const probe = "x"
 
-// parseOrgPath reads a path under agbotapi.OrgPath:
+// parseOrgPath reads a path under OrgPath:
 //
 //	/org/{org}/allsecrets
 //	/org/{org}/secrets                                  directory: the organisation's secrets
@@ -51,7 +45,7 @@ const probe = "x"
 // the organisation (VaultSecretName.StorePath): the parser accepts what
 // the store accepts, by the same rule (secretstore.ValidateName).
 func parseOrgPath(p string) (target, error) {
-	rest, ok := strings.CutPrefix(p, agbotapi.OrgPath)
+	rest, ok := strings.CutPrefix(p, OrgPath)
 	if !ok {
 		return target{}, errNoRoute
 	}

@@ -139,9 +139,6 @@ func (t ContentTag) Format(f fmt.State, verb rune) {
 	_, _ = io.WriteString(f, t.String())
 }
 
-// GoString returns the %#v form, without a checksum.
-func (t ContentTag) GoString() string { return fmt.Sprintf("%#v", t) }
-
 // LogValue implements slog.LogValuer: String's form.
 func (t ContentTag) LogValue() slog.Value { return slog.StringValue(t.String()) }
 

@@ -103,7 +103,7 @@ func TestContentTagPrintsNoChecksum(t *testing.T) {
 	require.NoError(t, err)
 	forms := []string{
 		fmt.Sprint(sumTag), fmt.Sprintf("%v %+v %#v %s %q %x %X %d", sumTag, sumTag, sumTag, sumTag, sumTag, sumTag, sumTag, sumTag),
-		fmt.Sprintf("%v %+v %#v", h, h, h), sumTag.String(), sumTag.GoString(),
+		fmt.Sprintf("%v %+v %#v", h, h, h), sumTag.String(), fmt.Sprintf("%#v", sumTag),
 		fmt.Sprint(fmt.Errorf("wrapped: %v", sumTag)), logged.String(), string(encoded),
 	}
 	for _, form := range forms {

@@ -91,14 +91,14 @@ func wrapError(ctx context.Context, op, name string, err error) error {
 	default:
 		kind, cause = edgesecrets.KindOf(err), err
 	}
-	if kind != nil && edgesecrets.KindOf(kind) != kind {
+	if kind != nil && edgesecrets.KindOf(kind) != kind { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		kind, cause = nil, err // not one of ours: unclassified
 	}
-	if cause == kind {
+	if cause == kind { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		cause = nil
 	}
 	switch kind {
-	case edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrConflict, edgesecrets.ErrInvalid:
+	case edgesecrets.ErrNotFound, edgesecrets.ErrPermission, edgesecrets.ErrConflict, edgesecrets.ErrInvalid: //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		return &Error{Op: op, Name: name, Kind: kind, Err: cause}
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {

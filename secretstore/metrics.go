@@ -64,7 +64,7 @@ func outcome(err error) string {
 			return "canceled"
 		}
 		return "other"
-	case edgesecrets.ErrNotFound:
+	case edgesecrets.ErrNotFound: //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		return "not_found"
 	case edgesecrets.ErrPermission:
 		return "permission"

@@ -81,9 +81,6 @@ func (s Secret) Format(f fmt.State, verb rune) {
 // String returns the printed form of s, without values.
 func (s Secret) String() string { return fmt.Sprint(s) }
 
-// GoString returns the %#v form of s, without values.
-func (s Secret) GoString() string { return fmt.Sprintf("%#v", s) }
-
 // LogValue implements slog.LogValuer: name, key names, labels and version.
 func (s Secret) LogValue() slog.Value {
 	return slog.GroupValue(

@@ -24,7 +24,7 @@ import (
 // leakForms returns the ways a value could show up in output: raw, quoted,
 // hex, base64 and fmt's byte-slice forms (decimal, octal, Go syntax).
 func leakForms(v []byte) []string {
-	dec := strings.Trim(fmt.Sprint(v), "[]")
+	dec := strings.Trim(fmt.Sprint(string(v)), "[]")
 	oct := strings.Trim(fmt.Sprintf("%o", v), "[]")
 	_, goSyntax, _ := strings.Cut(fmt.Sprintf("%#v", v), "{")
 	return []string{

@@ -237,7 +237,7 @@ func (s *Store) record(op string, err error) {
 		if err != nil {
 			return
 		}
-	case edgesecrets.ErrNotFound, edgesecrets.ErrConflict, edgesecrets.ErrPermission:
+	case edgesecrets.ErrNotFound, edgesecrets.ErrConflict, edgesecrets.ErrPermission: //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 	default:
 		return
 	}
@@ -655,7 +655,7 @@ func (s *Store) CheckCredentials(ctx context.Context) error {
 		return errNoCheck()
 	}
 	var e *Error
-	if errors.As(err, &e) && (e.Kind == edgesecrets.ErrNotFound || e.Kind == edgesecrets.ErrConflict || e.Kind == edgesecrets.ErrInvalid) {
+	if errors.As(err, &e) && (e.Kind == edgesecrets.ErrNotFound || e.Kind == edgesecrets.ErrConflict || e.Kind == edgesecrets.ErrInvalid) { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		// The store answered, but nothing about the credentials: keep the
 		// cause's text, not its kind.
 		var cause error

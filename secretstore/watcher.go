@@ -503,7 +503,7 @@ func (w *Watcher) noteCredentials(err error) {
 	switch {
 	case err == nil && prev != nil:
 		w.log.Info("secret store accepts the credentials again")
-	case err != nil && (prev == nil || edgesecrets.KindOf(prev) != edgesecrets.KindOf(err)):
+	case err != nil && (prev == nil || edgesecrets.KindOf(prev) != edgesecrets.KindOf(err)): //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		if errors.Is(err, edgesecrets.ErrPermission) {
 			w.log.Error("secret store rejects the credentials: every secret reads as refused until they are renewed or replaced",
 				slog.String("err", err.Error()))

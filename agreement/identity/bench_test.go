@@ -32,14 +32,14 @@ func BenchmarkRefresh(b *testing.B) {
 	k := newAgentKeys(b)
 	a := h.register(b, k, testID)
 	ctx := context.Background()
-	if _, err := h.Issuer.refresh(ctx, testID, refreshRequest(b, k, testID, a, now())); err != nil {
+	if _, err := h.refresh(ctx, testID, refreshRequest(b, k, testID, a, now())); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		b.StopTimer()
 		req := refreshRequest(b, k, testID, a, now())
 		b.StartTimer()
-		if _, err := h.Issuer.refresh(ctx, testID, req); err != nil {
+		if _, err := h.refresh(ctx, testID, req); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -217,11 +217,11 @@ func responseError(op string, id Identity, resp *http.Response) error {
 	case reasonExpired:
 		reason = ErrExpired
 	case reasonUnknown:
-		if kind == edgesecrets.ErrNotFound {
+		if kind == edgesecrets.ErrNotFound { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 			reason = ErrUnknownInstance
 		}
 	case reasonReplayed:
-		if kind == edgesecrets.ErrConflict {
+		if kind == edgesecrets.ErrConflict { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 			// Its own kind, so that the error matches exactly one.
 			kind = ErrReplayed
 		}

@@ -147,7 +147,7 @@ func (e *Error) public() string {
 // the cause.
 func (e *Error) Error() string {
 	// A reason sentinel is already said by Reason.
-	if e.Err == nil || e.Err == ErrRevoked || e.Err == ErrExpired || e.Err == ErrUnknownInstance || e.Err == errTooLarge {
+	if e.Err == nil || e.Err == ErrRevoked || e.Err == ErrExpired || e.Err == ErrUnknownInstance || e.Err == errTooLarge { //nolint:errorlint // e.Err is compared as a value: which of these sentinels it is, unwrapped
 		return e.public()
 	}
 	return e.public() + ": " + e.Err.Error()

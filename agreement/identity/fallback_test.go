@@ -36,7 +36,7 @@ func TestClientFallsBackOnlyWhenAHubCannotBeReached(t *testing.T) {
 		return srv.URL
 	}
 	hub := newHub(t)
-	live := serve("live", hub.Issuer.Handler(nil))
+	live := serve("live", hub.Handler(nil))
 	refusing := serve("refusing", http.NotFoundHandler())
 
 	c, err := NewClient(ClientOptions{BaseURL: deadURL(t), Fallbacks: []string{live, refusing}})

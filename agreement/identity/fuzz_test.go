@@ -89,7 +89,7 @@ func FuzzDecodeRefreshRequest(f *testing.F) {
 		require.NotEmpty(t, req.Certificate)
 		// Whatever decodes, the Issuer answers without panicking, and
 		// only the agent's own signature gets through.
-		if _, err := h.Issuer.refresh(context.Background(), testID, req); err == nil {
+		if _, err := h.refresh(context.Background(), testID, req); err == nil {
 			require.Equal(t, validReq.Signature, req.Signature)
 		}
 	})
@@ -138,7 +138,7 @@ func FuzzHandler(f *testing.F) {
 	h := newHub(f)
 	k := newAgentKeys(f)
 	registered := h.register(f, k, testID)
-	handler := h.Issuer.Handler(func(r *http.Request, id Identity) error { return ErrUnauthenticated })
+	handler := h.Handler(func(r *http.Request, id Identity) error { return ErrUnauthenticated })
 	refresh, err := json.Marshal(refreshRequest(f, k, testID, registered, now()))
 	require.NoError(f, err)
 	register, err := registerRequest(f, k, testID, "good", now()).Body()

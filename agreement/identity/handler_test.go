@@ -39,7 +39,7 @@ type server struct {
 func newServer(t *testing.T, authorizeRevoke func(*http.Request, Identity) error) *server {
 	t.Helper()
 	h := newHub(t)
-	srv := httptest.NewServer(h.Issuer.Handler(authorizeRevoke))
+	srv := httptest.NewServer(h.Handler(authorizeRevoke))
 	t.Cleanup(srv.Close)
 	client, err := NewClient(ClientOptions{BaseURL: srv.URL})
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestHandlerRevokeDisabledByDefault(t *testing.T) {
 
 func TestHandlerUnderPrefix(t *testing.T) {
 	h := newHub(t)
-	handler := h.Issuer.Handler(nil)
+	handler := h.Handler(nil)
 	mux := http.NewServeMux()
 	mux.Handle("/identity/", http.StripPrefix("/identity", handler))
 	srv := httptest.NewServer(mux)

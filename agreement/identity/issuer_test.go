@@ -282,7 +282,7 @@ func TestRefreshSerialStateMachine(t *testing.T) {
 
 		// Current → the new serial becomes current, the old one previous.
 		time.Sleep(time.Hour)
-		b, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
+		b, err := h.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 		require.NoError(t, err)
 		rec := h.record(t, testID)
 		assert.Equal(t, b.Serial, rec.CurrentSerial)
@@ -291,14 +291,14 @@ func TestRefreshSerialStateMachine(t *testing.T) {
 		assert.NotEqual(t, a.Serial, b.Serial)
 
 		// Previous → allowed (the agent lost b); only current moves.
-		c, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
+		c, err := h.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 		require.NoError(t, err)
 		rec = h.record(t, testID)
 		assert.Equal(t, c.Serial, rec.CurrentSerial)
 		assert.Equal(t, a.Serial, rec.PreviousSerial)
 
 		// Neither (b was superseded twice over) → revoked and refused.
-		_, err = h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
+		_, err = h.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
 		require.ErrorIs(t, err, ErrForbidden)
 		require.ErrorIs(t, err, ErrRevoked)
 		assert.Contains(t, err.Error(), "serial "+b.Serial+" is neither the current nor the previous serial")
@@ -307,7 +307,7 @@ func TestRefreshSerialStateMachine(t *testing.T) {
 		assert.Equal(t, now(), rec.RevokedAt)
 
 		// Later, even the current certificate is refused.
-		_, err = h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, c, now()))
+		_, err = h.refresh(ctx, testID, refreshRequest(t, k, testID, c, now()))
 		require.ErrorIs(t, err, ErrRevoked)
 		assert.Equal(t, 403, statusOf(err))
 	})
@@ -322,7 +322,7 @@ func TestRefreshWithNewKeys(t *testing.T) {
 		k2 := newAgentKeys(t)
 		req, err := newRefreshBody(k.sign, testID, leafOf(t, a), []byte(k2.csr(t, testID)), now(), 0)
 		require.NoError(t, err)
-		b, err := h.Issuer.refresh(ctx, testID, req)
+		b, err := h.refresh(ctx, testID, req)
 		require.NoError(t, err)
 		got, err := inspectCertificate(leafOf(t, b))
 		require.NoError(t, err)
@@ -436,7 +436,7 @@ func TestRefreshRefusals(t *testing.T) {
 				a := h.register(t, k, testID)
 				before := h.record(t, testID)
 				id, req := tc.build(t, h, a)
-				resp, err := h.Issuer.refresh(ctx, id, req)
+				resp, err := h.refresh(ctx, id, req)
 				require.Error(t, err)
 				assert.Nil(t, resp)
 				assert.Equal(t, tc.kind, kindOf(err), "%v", err)
@@ -467,7 +467,7 @@ func TestRevoke(t *testing.T) {
 		assert.Equal(t, now(), rec.RevokedAt)
 		assert.Equal(t, a.Serial, rec.CurrentSerial, "the tombstone keeps the serials")
 
-		_, err = h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
+		_, err = h.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 		require.ErrorIs(t, err, ErrRevoked, "refresh refused")
 		require.ErrorIs(t, err, ErrForbidden)
 

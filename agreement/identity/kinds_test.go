@@ -30,11 +30,11 @@ func TestKindsAreModuleKinds(t *testing.T) {
 			err := &Error{Op: opRefresh, Kind: tt.kind, Reason: "test"}
 			wrapped := fmt.Errorf("calling the hub: %w", err)
 			for _, m := range moduleKinds {
-				assert.Equal(t, m == tt.module, errors.Is(wrapped, m), "matches %v", m)
+				assert.Equal(t, m == tt.module, errors.Is(wrapped, m), "matches %v", m) //nolint:errorlint // compares the table's values, not an error chain
 			}
 			assert.Equal(t, tt.kind, kindOf(wrapped), "its own kind first")
 			for _, own := range ownKinds {
-				assert.Equal(t, own == tt.kind, errors.Is(wrapped, own), "matches %v", own)
+				assert.Equal(t, own == tt.kind, errors.Is(wrapped, own), "matches %v", own) //nolint:errorlint // compares the table's values, not an error chain
 			}
 		})
 	}

@@ -29,10 +29,10 @@ func keyForms(t *testing.T, key ed25519.PrivateKey) []string {
 	require.NoError(t, err)
 	seed := key.Seed()
 	return []string{
-		fmt.Sprint([]byte(seed)), fmt.Sprintf("%x", seed), fmt.Sprintf("%X", seed), hex.EncodeToString(key),
+		fmt.Sprint(string([]byte(seed))), fmt.Sprintf("%x", seed), fmt.Sprintf("%X", seed), hex.EncodeToString(key),
 		base64.StdEncoding.EncodeToString(seed)[:40], base64.StdEncoding.EncodeToString(key)[:40], base64.StdEncoding.EncodeToString(der)[:40],
 		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))[30:80],
-		strings.Trim(fmt.Sprint([]byte(seed[:8])), "[]"),
+		strings.Trim(fmt.Sprint(string([]byte(seed[:8]))), "[]"),
 	}
 }
 
@@ -131,7 +131,7 @@ func testLogsAndErrorsNeverCarrySecrets(t *testing.T) {
 			return t0, nil
 		}
 	})
-	handler := h.Issuer.Handler(authorizeAdmin)
+	handler := h.Handler(authorizeAdmin)
 	client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{handler}}})
 	require.NoError(t, err)
 

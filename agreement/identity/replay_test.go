@@ -51,7 +51,7 @@ func TestReplayedRequestsAreRefusedAndChangeNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHub(t)
-		tap := &wiretap{next: h.Issuer.Handler(nil), bodies: map[string][][]byte{}}
+		tap := &wiretap{next: h.Handler(nil), bodies: map[string][][]byte{}}
 		client, err := NewClient(ClientOptions{BaseURL: "http://hub.test", HTTPClient: &http.Client{Transport: handlerTransport{tap}}})
 		require.NoError(t, err)
 		// post sends body again, as the attacker on the path would.
@@ -139,7 +139,7 @@ func TestReplayedRequestKind(t *testing.T) {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { _, errs[i] = h.Issuer.refresh(ctx, testID, req) })
+			wg.Go(func() { _, errs[i] = h.refresh(ctx, testID, req) })
 		}
 		wg.Wait()
 		wins := 0

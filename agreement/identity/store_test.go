@@ -58,7 +58,7 @@ func TestConcurrentRefreshesNeverRevoke(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { _, errs[i] = h.Issuer.refresh(context.Background(), testID, reqs[i]) })
+		wg.Go(func() { _, errs[i] = h.refresh(context.Background(), testID, reqs[i]) })
 	}
 	wg.Wait()
 	wins := 0

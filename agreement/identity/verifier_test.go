@@ -54,15 +54,15 @@ func TestVerifierRefusals(t *testing.T) {
 	}{
 		{name: "previous serial is accepted", kind: nil,
 			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
-				_, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
+				_, err := h.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 				require.NoError(t, err)
 				return a
 			}},
 		{name: "superseded serial", kind: ErrForbidden, msg: "is neither the current nor the previous serial",
 			act: func(t *testing.T, h *testHub, a *responseBody) *responseBody {
-				b, err := h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
+				b, err := h.refresh(ctx, testID, refreshRequest(t, k, testID, a, now()))
 				require.NoError(t, err)
-				_, err = h.Issuer.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
+				_, err = h.refresh(ctx, testID, refreshRequest(t, k, testID, b, now()))
 				require.NoError(t, err)
 				return a
 			}},

@@ -45,9 +45,6 @@ type Attestation string
 // String returns "[redacted]".
 func (Attestation) String() string { return redacted }
 
-// GoString returns "[redacted]".
-func (Attestation) GoString() string { return redacted }
-
 // Format prints "[redacted]" for every verb.
 func (Attestation) Format(f fmt.State, _ rune) {
 	_, _ = io.WriteString(f, redacted) // fmt.State buffers in memory; Format has no error to return

@@ -81,7 +81,7 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *adminHandler) storeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
 	switch edgesecrets.KindOf(err) {
-	case edgesecrets.ErrInvalid:
+	case edgesecrets.ErrInvalid: //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		status = http.StatusBadRequest
 	case edgesecrets.ErrPermission:
 		status = http.StatusForbidden

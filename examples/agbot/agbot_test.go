@@ -215,13 +215,6 @@ func FuzzDecodeData(f *testing.F) {
 	})
 }
 
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 func FuzzDeploymentFile(f *testing.F) {
 	sample, err := os.ReadFile("deployment.json")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 )
 
 // serviceDefinition is the published service: one container, two secrets.
@@ -68,14 +69,14 @@ func publishService() (binding.Resolver, error) {
 // agbot's existence API, the store.
 type deployer struct {
 	catalog binding.Resolver
-	agbot   *binding.Client
+	agbot   *secretsapi.Client
 	say     *narrator
 	log     *slog.Logger
 }
 
 func newDeployer(agbotURL string, catalog binding.Resolver, client *http.Client, password string, say *narrator, logger *slog.Logger) (*deployer, error) {
 	log := logger.With("component", "deployer")
-	agbot, err := binding.NewClient(agbotURL, binding.ClientOptions{
+	agbot, err := secretsapi.NewClient(agbotURL, secretsapi.ClientOptions{
 		HTTPClient: client,
 		Authorize:  func(r *http.Request) { r.SetBasicAuth(deployerUser, password) },
 		Logger:     log,

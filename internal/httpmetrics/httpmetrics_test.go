@@ -44,7 +44,7 @@ func TestRequestsAreTimedByRouteAndStatus(t *testing.T) {
 		s, _ := p.Attributes.Value("http.response.status_code")
 		r, _ := p.Attributes.Value("http.route")
 		assert.Equal(t, "/secrets/{name}", r.AsString())
-		got[m.AsString()+" "+s.Emit()] = p.Count
+		got[m.AsString()+" "+s.String()] = p.Count
 	}
 	assert.Equal(t, map[string]uint64{"GET 200": 1, "GET 404": 1, "_OTHER 200": 1}, got)
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
-	"github.com/edgesecrets/edgesecrets/internal/testgate"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/testgate"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"

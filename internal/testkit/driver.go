@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/testgate"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )

@@ -27,7 +27,7 @@ func CheckUnavailable(t *testing.T, need func(testing.TB), want ...string) {
 			rec := &endingTB{TB: t}
 			func() {
 				defer func() {
-					if r := recover(); r != nil && r != errEnded {
+					if r := recover(); r != nil && r != errEnded { //nolint:errorlint // a panic value, not an error chain
 						panic(r)
 					}
 				}()

@@ -142,13 +142,10 @@ func (s Sensitive) String() string {
 	return edgesecrets.Redacted
 }
 
-// GoString returns the redacted form.
-func (s Sensitive) GoString() string { return fmt.Sprintf("%q", s.String()) }
-
 // Format prints the redacted form for every verb.
 func (s Sensitive) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
-		_, _ = fmt.Fprint(f, s.GoString())
+		_, _ = fmt.Fprintf(f, "%q", s.String())
 		return
 	}
 	_, _ = fmt.Fprint(f, s.String())

@@ -36,7 +36,7 @@ func (s *store) CheckCredentials(ctx context.Context) error {
 		return nil
 	}
 	var de *secretstore.Error
-	if errors.As(err, &de) && de.Kind == edgesecrets.ErrPermission && (s.auth == nil || s.auth.tokenFailure() == nil) {
+	if errors.As(err, &de) && de.Kind == edgesecrets.ErrPermission && (s.auth == nil || s.auth.tokenFailure() == nil) { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		// Refused although no login failed: a token without the
 		// default policy's grant, or one revoked a moment ago.
 		de.Err = fmt.Errorf("vault refused auth/token/lookup-self: the token is no longer valid, or its policies lack the default policy's grant of it: %w", de.Err)

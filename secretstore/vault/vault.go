@@ -308,7 +308,7 @@ func (s *store) detectKV(ctx context.Context, configured string) error {
 	})
 	if err != nil {
 		var de *secretstore.Error
-		if errors.As(err, &de) && de.Kind != edgesecrets.ErrUnavailable {
+		if errors.As(err, &de) && de.Kind != edgesecrets.ErrUnavailable { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 			// Vault answers 403 for a mount that does not exist, too.
 			de.Err = fmt.Errorf("detecting the KV version of mount %q: the mount does not exist or the token may not use it (set kvVersion to skip detection): %w", s.mount, de.Err)
 		}
@@ -351,7 +351,7 @@ func (s *store) call(ctx context.Context, fn func(context.Context) error) error 
 		return ctx.Err()
 	}
 	kind, cause := classify(err, s.addr)
-	if kind == edgesecrets.ErrPermission && s.auth != nil {
+	if kind == edgesecrets.ErrPermission && s.auth != nil { //nolint:errorlint // kinds are compared as values: the kind itself, not an error chain
 		if failure := s.auth.tokenFailure(); failure != nil {
 			cause = failure // the token, not a policy, is why
 		}

@@ -1,4 +1,4 @@
-package binding
+package secretsapi
 
 import "encoding/json"
 

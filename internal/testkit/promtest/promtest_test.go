@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/internal/promtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/promtest"
 )
 
 // waitTimeout bounds every wait for a scrape or an evaluation: many

@@ -1,4 +1,4 @@
-package binding
+package secretsapi
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/internal/agbotapi"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -60,7 +60,7 @@ type ClientOptions struct {
 
 // Client calls the agbot's existence API, as the hzn CLI does for
 // deploycheck, adding a deployment policy and publishing a pattern. It
-// implements ExistenceChecker with the design route or Open Horizon's
+// implements binding.ExistenceChecker with the design route or Open Horizon's
 // (ClientOptions.Org), and never reads a secret's value to learn whether
 // it exists. Safe for concurrent use.
 type Client struct {
@@ -80,7 +80,7 @@ func NewClient(agbotURL string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.Org != "" {
 		if err := safename.Check(opts.Org); err != nil {
-			return nil, fmt.Errorf("binding: ClientOptions.Org: organisation %w", err)
+			return nil, fmt.Errorf("secretsapi: ClientOptions.Org: organisation %w", err)
 		}
 	}
 	if opts.HTTPClient == nil {
@@ -104,18 +104,18 @@ func checkServiceURL(what, raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("binding: %s URL is not a URL", what)
+		return nil, fmt.Errorf("secretsapi: %s URL is not a URL", what)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("binding: %s URL must start with http:// or https://", what)
+		return nil, fmt.Errorf("secretsapi: %s URL must start with http:// or https://", what)
 	case u.Host == "":
-		return nil, fmt.Errorf("binding: %s URL has no host", what)
+		return nil, fmt.Errorf("secretsapi: %s URL has no host", what)
 	case u.User != nil:
-		return nil, fmt.Errorf("binding: %s URL must not carry credentials; use ClientOptions.Authorize", what)
+		return nil, fmt.Errorf("secretsapi: %s URL must not carry credentials; use ClientOptions.Authorize", what)
 	}
 	return u, nil
 }
 
-// SecretExists implements ExistenceChecker: GET /secrets/<name>, or with
+// SecretExists implements binding.ExistenceChecker: GET /secrets/<name>, or with
 // ClientOptions.Org, LIST /org/{org}/secrets/<name>. A 503 answer is
 // retried up to MaxAttempts in all, RetryDelay apart, unless the agbot says
 // the store refused it. Errors match secretstore kinds: ErrUnavailable (503
@@ -124,18 +124,18 @@ func checkServiceURL(what, raw string) (*url.URL, error) {
 //
 // A deadline on ctx bounds the whole call, retries included: each request
 // tells the agbot how long the caller waits (Prefer: wait=<seconds>, RFC
-// 7240), which secretsapi's handler honours by answering 503 in time
+// 7240), which the handler honours by answering 503 in time
 // rather than late; a 503 is tried again only while the deadline leaves
 // room for the pause and another attempt; and a 503 answered before the
 // deadline is what the call returns, not the deadline's error.
-func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, error) {
+func (c *Client) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
 	segs := strings.Split(name.String(), "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
-	method, route := http.MethodGet, []string{strings.Trim(agbotapi.SecretsPath, "/")}
+	method, route := http.MethodGet, []string{strings.Trim(SecretsPath, "/")}
 	if c.opts.Org != "" {
-		method, route = agbotapi.MethodList, []string{strings.Trim(agbotapi.OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
+		method, route = MethodList, []string{strings.Trim(OrgPath, "/"), url.PathEscape(c.opts.Org), "secrets"}
 	}
 	u := c.base.JoinPath(append(route, segs...)...)
 	fail := func(kind error, format string, args ...any) (bool, error) {
@@ -169,7 +169,7 @@ func (c *Client) SecretExists(ctx context.Context, name VaultSecretName) (bool, 
 			return fail(edgesecrets.ErrPermission, "agbot API refused the caller (%d: %s)", status, answerSummary(body))
 		case http.StatusServiceUnavailable:
 			summary := answerSummary(body)
-			if summary == agbotapi.ErrStoreForbidden {
+			if summary == CodeStoreForbidden {
 				return fail(edgesecrets.ErrPermission, "the secret store refused the agbot (%s)", summary)
 			}
 			_, unavailable = fail(edgesecrets.ErrUnavailable, "agbot API answered 503 (%s) %d times", summary, attempt)
@@ -212,15 +212,15 @@ func (c *Client) routeHint() string {
 // Health calls GET /health.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(agbotapi.HealthPath, "/")))
+	status, body, err := fetch(ctx, c.opts, http.MethodGet, c.base.JoinPath(strings.Trim(HealthPath, "/")))
 	switch {
 	case err != nil:
-		return h, fmt.Errorf("binding: agbot health: %w", err)
+		return h, fmt.Errorf("secretsapi: agbot health: %w", err)
 	case status != http.StatusOK:
-		return h, fmt.Errorf("binding: agbot health answered %d", status)
+		return h, fmt.Errorf("secretsapi: agbot health answered %d", status)
 	}
 	if err := json.Unmarshal(body, &h); err != nil {
-		return Health{}, fmt.Errorf("binding: agbot health: %s", jsonproblem.Describe(err))
+		return Health{}, fmt.Errorf("secretsapi: agbot health: %s", jsonproblem.Describe(err))
 	}
 	return h, nil
 }
@@ -260,11 +260,11 @@ func fetch(ctx context.Context, opts ClientOptions, method string, u *url.URL) (
 }
 
 // answerSummary returns what an error answer says, for an error message:
-// the code of a design agbotapi.Error body, the sentence of Open Horizon's JSON
+// the code of a design ErrorBody body, the sentence of Open Horizon's JSON
 // string body (cut short), or "no explanation". The API's answers name
 // secrets and callers, never values.
 func answerSummary(body []byte) string {
-	var e agbotapi.Error
+	var e ErrorBody
 	if json.Unmarshal(body, &e) == nil && e.Code != "" {
 		return e.Code
 	}

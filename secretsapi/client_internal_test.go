@@ -1,4 +1,4 @@
-package binding
+package secretsapi
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // The client is tested here against a scripted agbot that records what it
-// is asked; package secretsapi tests it against the real handler, and
+// is asked; client_test.go tests it against the real handler, and
 // against anax's answers.
 
 // answer is one scripted response.
@@ -68,9 +69,9 @@ func newScripted(t *testing.T, prefix string, opts ClientOptions, answers ...ans
 	return c, agbot
 }
 
-func mustName(t *testing.T, s string) VaultSecretName {
+func mustName(t *testing.T, s string) binding.VaultSecretName {
 	t.Helper()
-	n, err := ParseVaultSecretName(s)
+	n, err := binding.ParseVaultSecretName(s)
 	require.NoError(t, err)
 	return n
 }

@@ -5,7 +5,7 @@
 // methods of exported interfaces. It prints a Markdown table for the
 // README.
 //
-//	go run ./internal/apicount [module root]
+//	go run ./tools/apicount [module root]
 package main
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/internal/testgate"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/testgate"
 )
 
 func TestGate(t *testing.T) {
