@@ -786,7 +786,7 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 		names := r.binding(s).StoreNames
 		d := s.Desired
 		absent, allConfirmed := true, true
-		var since, checked time.Time
+		var since time.Time
 		var last Observation
 		var states []string
 		for _, n := range names {
@@ -801,9 +801,6 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 			}
 			if !o.Since.Before(since) {
 				since, last = o.Since, o
-			}
-			if checked.IsZero() || o.CheckedAt.Before(checked) {
-				checked = o.CheckedAt
 			}
 			if !confirmed(o) {
 				allConfirmed = false
@@ -826,10 +823,22 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 				Kind:      kind,
 				DecidedAt: now,
 			}
-			ev.lostSince, ev.lostChecked, ev.lostConfirmed = since, checked, allConfirmed
+			ev.lostSince, ev.lostChecked, ev.lostConfirmed = since, earliestCheck(names, obs), allConfirmed
 		}
 	}
 	return ev
+}
+
+// earliestCheck returns when the earliest of the reads that last
+// confirmed the names' observations was asked.
+func earliestCheck(names []string, obs map[string]Observation) time.Time {
+	var at time.Time
+	for _, n := range names {
+		if c := obs[n].CheckedAt; at.IsZero() || c.Before(at) {
+			at = c
+		}
+	}
+	return at
 }
 
 // diverged reports whether r's agent has left a message unanswered for

@@ -954,33 +954,37 @@ func (w *World) trace(format string, args ...any) {
 	}
 }
 
-// Step draws and applies one workload event or fault, then lets time pass.
-func (w *World) Step(ctx context.Context) error {
-	w.stats.Steps++
-	i := w.draw()
+// changeSecret rotates secret i (creating it when missing) or deletes it.
+func (w *World) changeSecret(ctx context.Context, i int, deletion bool) error {
 	node := w.secrets[i].node != ""
-	switch k := w.rng.IntN(20); k {
-	case 0, 1, 2, 3, 4:
-		if node && slices.Contains(w.cfg.Without, "node.createOverMissing") && !w.secrets[i].exists && !w.secrets[w.secrets[i].base].exists {
-			w.count("heal")
-			w.heal()
-			break
-		}
-		w.trace("rotation of s%d (%s)", i, w.secrets[i].name)
-		w.stats.Rotations++
-		if node {
-			w.stats.NodeRotations++
-		}
-		if err := w.put(ctx, i); err != nil {
-			return err
-		}
-	case 5:
+	if deletion {
 		w.trace("deletion of s%d (%s)", i, w.secrets[i].name)
 		w.stats.Deletions++
 		if node {
 			w.stats.NodeDeletions++
 		}
-		if err := w.del(ctx, i); err != nil {
+		return w.del(ctx, i)
+	}
+	if node && slices.Contains(w.cfg.Without, "node.createOverMissing") && !w.secrets[i].exists && !w.secrets[w.secrets[i].base].exists {
+		w.count("heal")
+		w.heal()
+		return nil
+	}
+	w.trace("rotation of s%d (%s)", i, w.secrets[i].name)
+	w.stats.Rotations++
+	if node {
+		w.stats.NodeRotations++
+	}
+	return w.put(ctx, i)
+}
+
+// Step draws and applies one workload event or fault, then lets time pass.
+func (w *World) Step(ctx context.Context) error {
+	w.stats.Steps++
+	i := w.draw()
+	switch k := w.rng.IntN(20); k {
+	case 0, 1, 2, 3, 4, 5:
+		if err := w.changeSecret(ctx, i, k == 5); err != nil {
 			return err
 		}
 	case 6:
