@@ -1,6 +1,7 @@
 package pgstate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -104,7 +105,11 @@ func (s stamp) MarshalJSON() ([]byte, error) {
 
 func (s *stamp) UnmarshalJSON(b []byte) error {
 	var text string
-	if err := json.Unmarshal(b, &text); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && !bytes.ContainsAny(b[1:n-1], `"\`) {
+		// As MarshalJSON writes it: no escapes, so the text is the bytes
+		// between the quotes (a record's review decodes four stamps).
+		text = string(b[1 : n-1])
+	} else if err := json.Unmarshal(b, &text); err != nil {
 		return err
 	}
 	t, err := time.Parse(time.RFC3339Nano, text)

@@ -183,3 +183,34 @@ func FuzzDecodeServices(f *testing.F) {
 		require.False(t, strings.Contains(string(again), "\x00"))
 	})
 }
+
+// A stored time decodes the same whether written as MarshalJSON writes it
+// or with JSON escapes (an operator's edit, another writer); what is not
+// a time is refused.
+func TestStampDecodes(t *testing.T) {
+	want := time.Date(2026, 11, 28, 12, 0, 0, 123456789, time.UTC)
+	for _, c := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"as written", `"2026-11-28T12:00:00.123456789Z"`, true},
+		{"escaped", `"\u0032026-11-28T12:00:00.123456789Z"`, true},
+		{"another zone", `"2026-11-28T13:00:00.123456789+01:00"`, true},
+		{"not a time", `"yesterday"`, false},
+		{"not a string", `20261128`, false},
+		{"an escaped quote", `"2026-11-28T12:00:00Z\""`, false},
+		{"unterminated", `"2026-11-28T12:00:00Z`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s stamp
+			err := s.UnmarshalJSON([]byte(c.in))
+			if !c.ok {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, want.Equal(s.Time), "%v", s.Time)
+			assert.Equal(t, time.UTC, s.Location())
+		})
+	}
+}
