@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -213,4 +215,50 @@ func TestStampDecodes(t *testing.T) {
 			assert.Equal(t, time.UTC, s.Location())
 		})
 	}
+}
+
+// The services cache hands every caller a copy of its own: changing one
+// record's services changes neither the cache nor another record's; a
+// stored form that does not decode is refused every time, not cached;
+// past its bound it starts again and still decodes.
+func TestServicesCacheCopies(t *testing.T) {
+	data, _, err := encodeServices("agr-1", newServices("org/a", "org/b"))
+	require.NoError(t, err)
+	var c servicesCache
+	first, err := c.decode(data)
+	require.NoError(t, err)
+	first[0].Secrets["s0"].StoreNames[0] = "changed"
+	first[0].Secrets["new"] = first[0].Secrets["s0"]
+	first[0].Service.URL = "changed"
+	second, err := c.decode(data)
+	require.NoError(t, err)
+	want, err := decodeServices(data)
+	require.NoError(t, err)
+	assert.Equal(t, want, second, "a caller's change reaches neither the cache nor the next caller")
+
+	for range 2 {
+		_, err := c.decode([]byte(`[{"org": 1}]`))
+		assert.Error(t, err)
+	}
+	for i := range maxCachedServices + 10 {
+		other, _, err := encodeServices("agr-1", newServices(fmt.Sprintf("org/%d", i)))
+		require.NoError(t, err)
+		got, err := c.decode(other)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("org/%d", i), got[0].Secrets["s0"].StoreNames[0])
+	}
+	assert.LessOrEqual(t, len(c.m), maxCachedServices)
+	again, err := c.decode(data)
+	require.NoError(t, err)
+	assert.Equal(t, want, again)
+}
+
+// newServices is one service binding each name to a secret of its own,
+// s0, s1, ...
+func newServices(names ...string) []binding.ServiceBinding {
+	secrets := map[string]binding.BoundSecret{}
+	for i, n := range names {
+		secrets[fmt.Sprintf("s%d", i)] = binding.BoundSecret{StoreNames: []string{n}, Format: "json"}
+	}
+	return []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: secrets}}
 }

@@ -67,6 +67,7 @@ type state struct {
 	incarnations map[string]uint64    // members joined through this State
 	names        map[string]namesRead // each member's last Names read
 	namesReads   atomic.Int64         // Names calls that read the names (the tests count them)
+	services     servicesCache
 }
 
 var (
