@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,28 +18,42 @@ import (
 
 // memoryState is the State of NewMemoryState.
 //
-// It keeps each record compact (its bindings as slices, not maps), a queue
-// of the records by NextAttempt for Due, an index from each store name to
-// the records binding it (MarkDue and RecordsBound), and the ids sorted,
-// sorted again after records come or go (RecordsAfter).
+// It keeps each record compact: its bindings as slices, not maps, and
+// shared with every record of the same bindings (a fleet has far fewer
+// distinct bindings than agreements), so that a large fleet is few
+// pointers for the garbage collector to follow. It keeps a queue of the
+// records by NextAttempt for Due, an index from each store name to the
+// records binding it (MarkDue and RecordsBound), and the records sorted by
+// id, sorted again after records come or go (RecordsAfter reads its slice
+// from them without a lookup per record).
 type memoryState struct {
-	mu      sync.Mutex
-	records map[string]*memRecord
-	names   map[string]map[string]struct{} // store name → ids of the records binding it
-	ids     []string                       // the ids, sorted; nil after a Create or Delete
-	due     dueQueue                       // records with a NextAttempt, earliest first
-	obs     map[string]Observation
-	waits   map[string]Wait
-	epoch   uint64
-	closed  bool
+	mu       sync.Mutex
+	records  map[string]*memRecord
+	names    map[string]map[string]struct{} // store name → ids of the records binding it
+	services map[string]*memServices        // the distinct bindings, by servicesKey
+	sorted   []*memRecord                   // the records by id; nil after a Create or Delete
+	due      dueQueue                       // records with a NextAttempt, earliest first
+	obs      map[string]Observation
+	waits    map[string]Wait
+	epoch    uint64
+	closed   bool
 }
 
 // memRecord is a stored record: rec without its Services, which are kept
-// as services.
+// as services, shared.
 type memRecord struct {
 	rec      Record
-	services []memService
+	services *memServices
 	slot     int // index in memoryState.due; -1 when not in it
+}
+
+// memServices are the compact bindings of the records that have the same
+// ones; refs counts those records. Never changed once made: a Rebind
+// takes other ones.
+type memServices struct {
+	key      string
+	refs     int
+	services []memService
 }
 
 type memService struct {
@@ -49,6 +64,60 @@ type memService struct {
 type memSecret struct {
 	name, format string
 	storeNames   []string
+}
+
+// intern returns the shared compact form of services, counting one more
+// record that has them. m.mu must be held.
+func (m *memoryState) intern(services []binding.ServiceBinding) *memServices {
+	compact := compactServices(services)
+	key := servicesKey(compact)
+	if s, ok := m.services[key]; ok {
+		s.refs++
+		return s
+	}
+	s := &memServices{key: key, refs: 1, services: compact}
+	m.services[key] = s
+	return s
+}
+
+// release counts one record fewer that has s, and forgets s with the
+// last. m.mu must be held.
+func (m *memoryState) release(s *memServices) {
+	if s.refs--; s.refs == 0 {
+		delete(m.services, s.key)
+	}
+}
+
+// servicesKey is a canonical encoding of compact bindings: equal exactly
+// when the bindings are (services in order, each one's secrets sorted by
+// name, every string length-prefixed). A nil and an empty slice differ.
+func servicesKey(services []memService) string {
+	if services == nil {
+		return ""
+	}
+	b := []byte{1}
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(services)))
+	for _, ms := range services {
+		str(ms.ref.Org)
+		str(ms.ref.URL)
+		str(ms.ref.Arch)
+		str(ms.ref.Version)
+		str(ms.ref.Container)
+		b = binary.AppendUvarint(b, uint64(len(ms.secrets)))
+		for _, sec := range ms.secrets {
+			str(sec.name)
+			str(sec.format)
+			b = binary.AppendUvarint(b, uint64(len(sec.storeNames)))
+			for _, n := range sec.storeNames {
+				str(n)
+			}
+		}
+	}
+	return string(b)
 }
 
 func compactServices(services []binding.ServiceBinding) []memService {
@@ -66,9 +135,9 @@ func compactServices(services []binding.ServiceBinding) []memService {
 // record returns a deep copy of the stored record.
 func (m *memRecord) record() Record {
 	r := m.rec.Clone()
-	if m.services != nil {
-		r.Services = make([]binding.ServiceBinding, len(m.services))
-		for i, ms := range m.services {
+	if m.services.services != nil {
+		r.Services = make([]binding.ServiceBinding, len(m.services.services))
+		for i, ms := range m.services.services {
 			secrets := make(map[string]binding.BoundSecret, len(ms.secrets))
 			for _, sec := range ms.secrets {
 				secrets[sec.name] = binding.BoundSecret{StoreNames: slices.Clone(sec.storeNames), Format: sec.format}
@@ -82,7 +151,7 @@ func (m *memRecord) record() Record {
 // storeNames calls fn with each distinct store name of the record.
 func (m *memRecord) storeNames(fn func(string)) {
 	var seen []string
-	for _, ms := range m.services {
+	for _, ms := range m.services.services {
 		for _, sec := range ms.secrets {
 			for _, n := range sec.storeNames {
 				if !slices.Contains(seen, n) {
@@ -100,10 +169,11 @@ func (m *memRecord) storeNames(fn func(string)) {
 // ErrStateUnavailable.
 func NewMemoryState() State {
 	return &memoryState{
-		records: map[string]*memRecord{},
-		names:   map[string]map[string]struct{}{},
-		obs:     map[string]Observation{},
-		waits:   map[string]Wait{},
+		records:  map[string]*memRecord{},
+		names:    map[string]map[string]struct{}{},
+		services: map[string]*memServices{},
+		obs:      map[string]Observation{},
+		waits:    map[string]Wait{},
 	}
 }
 
@@ -130,13 +200,13 @@ func (m *memoryState) Create(ctx context.Context, rec *Record) error {
 		return ErrExists
 	}
 	rec.Revision = 1
-	stored := &memRecord{services: compactServices(rec.Services), slot: -1}
+	stored := &memRecord{services: m.intern(rec.Services), slot: -1}
 	services := rec.Services
 	rec.Services = nil
 	stored.rec = rec.Clone()
 	rec.Services = services
 	m.records[rec.ID] = stored
-	m.ids = nil
+	m.sorted = nil
 	m.schedule(stored)
 	m.bind(stored)
 	return nil
@@ -197,7 +267,8 @@ func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
 	}
 	rec.Revision++
 	m.unbind(stored)
-	stored.services = compactServices(rec.Services)
+	m.release(stored.services)
+	stored.services = m.intern(rec.Services)
 	m.bind(stored)
 	services := rec.Services
 	rec.Services = nil
@@ -229,13 +300,13 @@ func (m *memoryState) unbind(r *memRecord) {
 	})
 }
 
-// sortedIDs returns the ids in order, sorting them again if records came
-// or went since the last call. m.mu must be held.
-func (m *memoryState) sortedIDs() []string {
-	if m.ids == nil {
-		m.ids = slices.Sorted(maps.Keys(m.records))
+// sortedRecords returns the records in id order, sorting them again if
+// records came or went since the last call. m.mu must be held.
+func (m *memoryState) sortedRecords() []*memRecord {
+	if m.sorted == nil {
+		m.sorted = slices.SortedFunc(maps.Values(m.records), func(a, b *memRecord) int { return strings.Compare(a.rec.ID, b.rec.ID) })
 	}
-	return m.ids
+	return m.sorted
 }
 
 // boundIDs returns the ids of the records binding any of names, sorted.
@@ -263,7 +334,8 @@ func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
 			continue
 		}
 		m.unbind(r)
-		m.ids = nil
+		m.release(r.services)
+		m.sorted = nil
 		if r.slot >= 0 {
 			heap.Remove(&m.due, r.slot)
 		}
@@ -279,7 +351,11 @@ func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
 		m.mu.Unlock()
 		return err
 	}
-	ids := slices.Clone(m.sortedIDs())
+	sorted := m.sortedRecords()
+	ids := make([]string, len(sorted))
+	for i, r := range sorted {
+		ids[i] = r.rec.ID
+	}
 	m.mu.Unlock()
 	return m.each(ctx, ids, fn)
 }
@@ -312,16 +388,16 @@ func (m *memoryState) RecordsAfter(ctx context.Context, after string, limit int,
 		m.mu.Unlock()
 		return err
 	}
-	ids := m.sortedIDs()
-	i, found := slices.BinarySearch(ids, after)
+	sorted := m.sortedRecords()
+	i, found := slices.BinarySearchFunc(sorted, after, func(r *memRecord, id string) int { return strings.Compare(r.rec.ID, id) })
 	if found {
 		i++
 	}
 	// Copied under one lock: the slice is bounded by limit.
-	ids = ids[i:min(len(ids), i+limit)]
-	recs := make([]Record, len(ids))
-	for i, id := range ids {
-		recs[i] = m.records[id].record()
+	sorted = sorted[i:min(len(sorted), i+limit)]
+	recs := make([]Record, len(sorted))
+	for i, r := range sorted {
+		recs[i] = r.record()
 	}
 	m.mu.Unlock()
 	for _, r := range recs {

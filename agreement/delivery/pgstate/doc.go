@@ -56,6 +56,12 @@
 //     bindings adds it, the bindings' foreign key keeps it), so that Names
 //     reads a row per name, not every binding. Rows of names no longer bound stay until a
 //     Join prunes them; Names skips them.
+//   - names_generation: a counter every statement that changes the
+//     bindings bumps (a trigger), kept in 64 rows, one per writer backend
+//     slot, so that writers do not wait for each other; its sum is the
+//     generation. Names returns the names again only when the generation
+//     or the live members changed since the member's last call, and
+//     otherwise reads just those two.
 //   - review_cursor: one row, where the anti-entropy review's pass
 //     stands; each member's ClaimReview (delivery.SharedReview) moves it
 //     past the next slice, so the members review the agreements once per

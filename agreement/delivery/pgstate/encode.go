@@ -1,9 +1,11 @@
 package pgstate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -104,7 +106,11 @@ func (s stamp) MarshalJSON() ([]byte, error) {
 
 func (s *stamp) UnmarshalJSON(b []byte) error {
 	var text string
-	if err := json.Unmarshal(b, &text); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && !bytes.ContainsAny(b[1:n-1], `"\`) {
+		// As MarshalJSON writes it: no escapes, so the text is the bytes
+		// between the quotes (a record's review decodes four stamps).
+		text = string(b[1 : n-1])
+	} else if err := json.Unmarshal(b, &text); err != nil {
 		return err
 	}
 	t, err := time.Parse(time.RFC3339Nano, text)
@@ -294,6 +300,41 @@ func encodeServices(id string, services []binding.ServiceBinding) ([]byte, []str
 	}
 	data, err := json.Marshal(out)
 	return data, delivery.StoreNames(services), err
+}
+
+// maxCachedServices bounds a servicesCache: past it, the cache starts
+// again empty.
+const maxCachedServices = 4096
+
+// servicesCache keeps the decoded services by their stored form: the
+// agreements of one deployment store the same services, so a review's
+// slice decodes each distinct one once, not once per record (JSON decoding
+// was most of an idle interval's agbot time). Its methods are safe for
+// concurrent use.
+type servicesCache struct {
+	mu sync.Mutex
+	m  map[string][]binding.ServiceBinding
+}
+
+// decode returns the services stored as data, a copy of its own for the
+// caller.
+func (c *servicesCache) decode(data []byte) ([]binding.ServiceBinding, error) {
+	c.mu.Lock()
+	v, ok := c.m[string(data)]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if v, err = decodeServices(data); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= maxCachedServices {
+			c.m = map[string][]binding.ServiceBinding{}
+		}
+		c.m[string(data)] = v
+		c.mu.Unlock()
+	}
+	return delivery.Record{Services: v}.Clone().Services, nil
 }
 
 func decodeServices(data []byte) ([]binding.ServiceBinding, error) {

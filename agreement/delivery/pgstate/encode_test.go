@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -182,4 +184,81 @@ func FuzzDecodeServices(f *testing.F) {
 		require.Equal(t, services, back)
 		require.False(t, strings.Contains(string(again), "\x00"))
 	})
+}
+
+// A stored time decodes the same whether written as MarshalJSON writes it
+// or with JSON escapes (an operator's edit, another writer); what is not
+// a time is refused.
+func TestStampDecodes(t *testing.T) {
+	want := time.Date(2026, 11, 28, 12, 0, 0, 123456789, time.UTC)
+	for _, c := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"as written", `"2026-11-28T12:00:00.123456789Z"`, true},
+		{"escaped", `"\u0032026-11-28T12:00:00.123456789Z"`, true},
+		{"another zone", `"2026-11-28T13:00:00.123456789+01:00"`, true},
+		{"not a time", `"yesterday"`, false},
+		{"not a string", `20261128`, false},
+		{"an escaped quote", `"2026-11-28T12:00:00Z\""`, false},
+		{"unterminated", `"2026-11-28T12:00:00Z`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s stamp
+			err := s.UnmarshalJSON([]byte(c.in))
+			if !c.ok {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, want.Equal(s.Time), "%v", s.Time)
+			assert.Equal(t, time.UTC, s.Location())
+		})
+	}
+}
+
+// The services cache hands every caller a copy of its own: changing one
+// record's services changes neither the cache nor another record's; a
+// stored form that does not decode is refused every time, not cached;
+// past its bound it starts again and still decodes.
+func TestServicesCacheCopies(t *testing.T) {
+	data, _, err := encodeServices("agr-1", newServices("org/a", "org/b"))
+	require.NoError(t, err)
+	var c servicesCache
+	first, err := c.decode(data)
+	require.NoError(t, err)
+	first[0].Secrets["s0"].StoreNames[0] = "changed"
+	first[0].Secrets["new"] = first[0].Secrets["s0"]
+	first[0].Service.URL = "changed"
+	second, err := c.decode(data)
+	require.NoError(t, err)
+	want, err := decodeServices(data)
+	require.NoError(t, err)
+	assert.Equal(t, want, second, "a caller's change reaches neither the cache nor the next caller")
+
+	for range 2 {
+		_, err := c.decode([]byte(`[{"org": 1}]`))
+		assert.Error(t, err)
+	}
+	for i := range maxCachedServices + 10 {
+		other, _, err := encodeServices("agr-1", newServices(fmt.Sprintf("org/%d", i)))
+		require.NoError(t, err)
+		got, err := c.decode(other)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("org/%d", i), got[0].Secrets["s0"].StoreNames[0])
+	}
+	assert.LessOrEqual(t, len(c.m), maxCachedServices)
+	again, err := c.decode(data)
+	require.NoError(t, err)
+	assert.Equal(t, want, again)
+}
+
+// newServices is one service binding each name to a secret of its own,
+// s0, s1, ...
+func newServices(names ...string) []binding.ServiceBinding {
+	secrets := map[string]binding.BoundSecret{}
+	for i, n := range names {
+		secrets[fmt.Sprintf("s%d", i)] = binding.BoundSecret{StoreNames: []string{n}, Format: "json"}
+	}
+	return []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: secrets}}
 }

@@ -52,7 +52,7 @@ ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names;`, s
 		{"the records bound to a name (RecordsBound)", s.q.bound, []any{[]string{"org/s-001"}}},
 		{"marking a name's records due (MarkDue)", s.q.markDue, []any{[]string{}, []string{}, []string{"org/s-001"}, micro(now), false}},
 		{"claiming due records (Due)", s.q.due, []any{64, micro(now), micro(now.Add(time.Minute)), time.Minute.Microseconds(), "m1"}},
-		{"the names a member polls (Names)", s.q.names, []any{"m1"}},
+		{"the names a member polls (Names)", s.q.names, []any{"m1", int64(-1), []string{}}},
 		{"claiming a slice of the shared review (ClaimReview)", s.q.claimReview, []any{334}},
 	} {
 		t.Run(q.name, func(t *testing.T) {

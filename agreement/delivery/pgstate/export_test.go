@@ -38,3 +38,7 @@ func MigrateTo(ctx context.Context, url, schema string, version int) error {
 	_, err = migrateSteps(ctx, conn, cmp.Or(schema, defaultSchema), migrations[:version])
 	return err
 }
+
+// NamesReads returns how many times st's Names read the names themselves,
+// not only their generation.
+func NamesReads(st delivery.State) int64 { return st.(*state).namesReads.Load() }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -14,17 +16,52 @@ import (
 // whose owner, among the live members, is member (rendezvous hashing: see
 // the package documentation). The member must have joined through this
 // State and be live; otherwise the error matches delivery.ErrLeaseLost.
+//
+// Each call reads the names' generation (bumped by every change to the
+// bindings) and the live members; the names themselves are read again
+// only when either changed since the member's last call.
 func (s *state) Names(ctx context.Context, member string) ([]string, error) {
 	o := op{what: "listing the names to poll", member: member, rerun: true}
 	inc, err := s.joined(o)
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.fencedStrings(ctx, o, inc, s.q.names, member)
+	s.mu.Lock()
+	last, had := s.names[member]
+	s.mu.Unlock()
+	generation, members := int64(-1), []string{}
+	if had {
+		generation, members = last.generation, last.members
+	}
+	var (
+		cur     namesRead
+		changed bool
+	)
+	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
+		b.Queue(s.q.names, member, generation, members).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&cur.generation, &cur.members, &changed, &cur.names)
+		})
+	})
 	if err != nil {
 		return nil, err
 	}
-	return names, nil
+	if !changed {
+		cur = last
+	} else {
+		s.namesReads.Add(1)
+		s.mu.Lock()
+		s.names[member] = cur
+		s.mu.Unlock()
+	}
+	return slices.Clone(cur.names), nil
+}
+
+// namesRead is what a member's last Names call read: the names'
+// generation, the live members and the names it polls.
+type namesRead struct {
+	generation int64
+	members    []string
+	names      []string
 }
 
 // Observations implements delivery.State.

@@ -138,19 +138,30 @@ FROM claimable c
 WHERE a.id = c.id
 RETURNING c.was, ` + recordColumns,
 
-		// names reads a row per name, and a binding of each through the
-		// bindings' primary key, not every binding. Its owner test is
-		// name_owner's rule over the live members read once: name_owner
-		// called per name costs a function call and a read of members
-		// each (40 ms for 1,000 names).
+		// names returns the names' generation and the live members, and,
+		// unless both are the caller's ($2, $3: what its last read
+		// returned), the names member $1 polls: the array is read only
+		// then (a CASE evaluates the branch it takes), in the same
+		// snapshot as the generation. It reads a row per name, and a
+		// binding of each through the bindings' primary key, not every
+		// binding. Its owner test is name_owner's rule over the live
+		// members read once: name_owner called per name costs a function
+		// call and a read of members each (40 ms for 1,000 names).
 		names: `
 WITH live AS MATERIALIZED (
 	SELECT member, hashtextextended(member, 0) AS h FROM {s}.members WHERE expires_at > now()
+), fp AS (
+	SELECT (SELECT coalesce(sum(g.n), 0) FROM {s}.names_generation g)::bigint AS generation,
+		coalesce((SELECT array_agg(l.member ORDER BY l.member) FROM live l), '{}')::text[] AS members
+), cur AS (
+	SELECT fp.generation, fp.members, fp.generation IS DISTINCT FROM $2 OR fp.members IS DISTINCT FROM $3::text[] AS changed FROM fp
 )
-SELECT n.store_name FROM {s}.bound_names n
-WHERE (SELECT l.member FROM live l ORDER BY hashtextextended(n.store_name, l.h) DESC, l.member LIMIT 1) = $1
-	AND EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)
-ORDER BY n.store_name`,
+SELECT cur.generation, cur.members, cur.changed, CASE WHEN cur.changed THEN ARRAY(
+	SELECT n.store_name FROM {s}.bound_names n
+	WHERE (SELECT l.member FROM live l ORDER BY hashtextextended(n.store_name, l.h) DESC, l.member LIMIT 1) = $1
+		AND EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)
+	ORDER BY n.store_name) END
+FROM cur`,
 
 		// pruneNames drops the names no record binds. A record bound to
 		// one meanwhile keeps it: its binding's foreign key check locks

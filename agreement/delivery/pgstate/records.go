@@ -15,7 +15,7 @@ import (
 )
 
 // scanRecord reads a row of recordColumns, after any columns in pre.
-func scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
+func (s *state) scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
 	var (
 		r              delivery.Record
 		revision       int64
@@ -28,7 +28,7 @@ func scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
 	}
 	r.Revision, r.NextAttempt, r.Attempts = uint64(revision), fromDB(next), int(attempts)
 	var err error
-	if r.Services, err = decodeServices(services); err != nil {
+	if r.Services, err = s.services.decode(services); err != nil {
 		return r, corrupt(r.ID, "services", err)
 	}
 	if err := decodeBody(&r, data); err != nil {
@@ -94,7 +94,7 @@ func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
 	var missing bool
 	err := s.call(ctx, op{what: "reading record " + quote(id), rerun: true}, func(ctx context.Context) error {
 		var err error
-		r, err = scanRecord(s.pool.QueryRow(ctx, s.q.get, id))
+		r, err = s.scanRecord(s.pool.QueryRow(ctx, s.q.get, id))
 		missing = errors.Is(err, pgx.ErrNoRows)
 		if missing {
 			return nil
@@ -255,8 +255,13 @@ func (s *state) Delete(ctx context.Context, ids ...string) error {
 	})
 }
 
-// recordsPage is how many records Records reads at a time.
-const recordsPage = 256
+// recordsPage is how many records Records reads at a time; slicePage,
+// how many RecordsAfter reads at a time, so that a slice of the review
+// (334 records a cycle at 100,000 agreements) is one query.
+const (
+	recordsPage = 256
+	slicePage   = 1024
+)
 
 // Records implements delivery.State. It reads the records a page at a
 // time, in id order, and calls fn outside any transaction, so fn may use
@@ -279,7 +284,7 @@ func (s *state) records(ctx context.Context, after string, limit int, fn func(de
 	for limit != 0 {
 		size := recordsPage
 		if limit > 0 {
-			size = min(size, limit)
+			size = min(slicePage, limit)
 		}
 		page, err := s.query(ctx, "listing records", s.q.page, after, size)
 		if err != nil {
@@ -326,7 +331,7 @@ func (s *state) query(ctx context.Context, what, query string, args ...any) ([]d
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanRecord(rows)
+			r, err := s.scanRecord(rows)
 			if err != nil {
 				return err
 			}
@@ -384,7 +389,7 @@ func (s *state) Due(ctx context.Context, member string, now time.Time, lease tim
 		b.Queue(s.q.due, lim, micro(now), micro(now.Add(lease)), lease.Microseconds(), member).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var was *time.Time
-				r, err := scanRecord(rows, &was)
+				r, err := s.scanRecord(rows, &was)
 				if err != nil {
 					return err
 				}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,6 +45,15 @@ func scaleConfigs() []scaleConfig {
 	postgres := func(members ...string) func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
 		return func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
 			db := pgtest.NewDatabase(b)
+			if *profileDir != "" {
+				// A server of its own with pg_stat_statements loaded.
+				srv := pgtest.Start(b, pgtest.Options{Settings: map[string]string{
+					"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+				}})
+				db = srv.CreateDatabase(b)
+				_, err := db.Pool(b).Exec(b.Context(), "CREATE EXTENSION pg_stat_statements")
+				require.NoError(b, err)
+			}
 			var states []delivery.State
 			for _, m := range joinAll(b, db.URL, pgstate.Options{}, members...) {
 				states = append(states, m.sharedState)
@@ -161,6 +172,11 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*ag
 		}
 	}
 	time.Sleep(2 * time.Second)
+	// The heap the loading left, collected and handed back to the system
+	// now: otherwise the runtime's scavenger returns it during the
+	// measured intervals (madvise calls were half the agbot's CPU there
+	// in the profile), a cost of the loading, not of an idle interval.
+	debug.FreeOSMemory()
 	return f
 }
 
@@ -205,6 +221,7 @@ func BenchmarkIdleInterval(b *testing.B) {
 		for _, c := range scaleConfigs() {
 			b.Run(fmt.Sprintf("%s/agreements=%d", c.name, n), func(b *testing.B) {
 				f := startIdleFleet(b, c, n, nil)
+				stop := f.profile(b, fmt.Sprintf("%s-%d", c.name, n))
 				agbot0, db0 := f.cpu(b)
 				intervals := 0
 				for b.Loop() {
@@ -212,9 +229,53 @@ func BenchmarkIdleInterval(b *testing.B) {
 					intervals++
 				}
 				f.report(b, agbot0, db0, intervals, "interval")
+				stop()
 				require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
 			})
 		}
+	}
+}
+
+// profileDir, when set, has BenchmarkIdleInterval write the agbots' CPU
+// profile of the measured intervals there and print the database's
+// costliest statements over them (pg_stat_statements, on a server of the
+// benchmark's own).
+var profileDir = flag.String("pgstate.profile", "", "BenchmarkIdleInterval: write the idle intervals' CPU profile to this directory, print the costliest statements")
+
+// profile starts what -pgstate.profile asks for, and returns the function
+// that stops it and reports.
+func (f *idleFleet) profile(b *testing.B, name string) (stop func()) {
+	if *profileDir == "" {
+		return func() {}
+	}
+	out, err := os.Create(filepath.Join(*profileDir, name+".prof"))
+	require.NoError(b, err)
+	require.NoError(b, pprof.StartCPUProfile(out))
+	if f.db != nil {
+		_, err := f.db.Pool(b).Exec(b.Context(), "SELECT pg_stat_statements_reset()")
+		require.NoError(b, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		require.NoError(b, out.Close())
+		if f.db == nil {
+			return
+		}
+		rows, err := f.db.Pool(b).Query(b.Context(), `
+SELECT calls, round(total_exec_time::numeric, 1), rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15`)
+		require.NoError(b, err)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				calls, nrows int64
+				ms           float64
+				query        string
+			)
+			require.NoError(b, rows.Scan(&calls, &ms, &nrows, &query))
+			b.Logf("%s: %6d calls %9.1f ms %8d rows  %s", name, calls, ms, nrows, query)
+		}
+		require.NoError(b, rows.Err())
 	}
 }
 

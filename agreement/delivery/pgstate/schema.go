@@ -205,6 +205,35 @@ CREATE TABLE {s}.review_cursor (
 INSERT INTO {s}.review_cursor (after) VALUES ('');
 `,
 	},
+	{
+		description: "the names' generation, so that Names is read again only after the bindings change",
+		sql: `
+-- A counter every statement that changes the bindings bumps (a trigger,
+-- also for an agbot of an older version still running during an
+-- upgrade), so that Names is read again only when the generation or the
+-- live members changed. Transactional, so a reader never sees a change
+-- to the bindings without its bump; kept in 64 rows, the one of the
+-- writer's backend, so that concurrent writers do not wait for each
+-- other's commits. The generation is their sum, which only grows.
+CREATE TABLE {s}.names_generation (
+	slot smallint PRIMARY KEY,
+	n    bigint NOT NULL
+);
+INSERT INTO {s}.names_generation (slot, n) SELECT g, 0 FROM generate_series(0, 63) AS g;
+CREATE FUNCTION {s}.bump_names_generation() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE {s}.names_generation SET n = n + 1 WHERE slot = pg_backend_pid() % 64;
+	RETURN NULL;
+END
+$$;
+-- AFTER ... FOR EACH STATEMENT: the bump comes after the statement's
+-- other locks (a binding's writer holds its agreement's row already), so
+-- a writer holding a slot never waits for one that waits for the slot.
+CREATE TRIGGER bindings_names_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.bindings
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_names_generation();
+`,
+	},
 }
 
 // leaseLostCode is the SQLSTATE fence raises.

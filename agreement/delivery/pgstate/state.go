@@ -64,7 +64,10 @@ type state struct {
 	closed  atomic.Bool
 
 	mu           sync.Mutex
-	incarnations map[string]uint64 // members joined through this State
+	incarnations map[string]uint64    // members joined through this State
+	names        map[string]namesRead // each member's last Names read
+	namesReads   atomic.Int64         // Names calls that read the names (the tests count them)
+	services     servicesCache
 }
 
 var (
@@ -112,6 +115,7 @@ func open(ctx context.Context, opts Options) (*state, error) {
 		timeout:      cmp.Or(opts.Timeout, defaultTimeout),
 		log:          opts.Logger,
 		incarnations: map[string]uint64{},
+		names:        map[string]namesRead{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
