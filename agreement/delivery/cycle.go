@@ -152,6 +152,11 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 		return waits, nil // the watcher watches them already
 	}
 	e.synced = nil
+	owned := make(map[string]bool, len(names))
+	for _, n := range names {
+		owned[n] = true
+	}
+	e.owned.Store(&owned)
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -767,14 +772,17 @@ func (e *Engine) confirmation(asked, now time.Time) func(Observation) bool {
 	}
 }
 
-// polled returns the names this engine's watcher polls: in a shared
-// State, its share.
+// polled returns the names this engine polls for the state: in a shared
+// State, its share. Not every name its watcher watches: a name watched
+// for a waiting deployment may be another member's, whose observations
+// alone count (found by the fault simulation, seed 61 of three agbots:
+// taken for this member's, an absence was never confirmed and the
+// agreement never cancelled). The result is not to be changed.
 func (e *Engine) polled() map[string]bool {
-	mine := map[string]bool{}
-	for _, n := range e.watcher.Names() {
-		mine[n] = true
+	if owned := e.owned.Load(); owned != nil {
+		return *owned
 	}
-	return mine
+	return nil
 }
 
 // evaluate compares r with the observations at now; confirmed tells whether an

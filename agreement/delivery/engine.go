@@ -272,6 +272,9 @@ type Engine struct {
 	// the watcher cycle: a cycle that reads the same names changes
 	// nothing.
 	synced []string
+	// owned are the names State.Names gave this member when syncNames
+	// last read them: the names it polls for the state.
+	owned atomic.Pointer[map[string]bool]
 	// review is the anti-entropy cursor, owned by the watcher cycle.
 	review review
 

@@ -131,3 +131,35 @@ func TestAMemberRecordsANameItWatchedBeforeItPolledIt(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"v1"), got)
 	})
 }
+
+// A name this member watches only for a waiting deployment is another
+// member's to poll: that member's recent observations confirm its
+// absence, and the agreement bound to it is cancelled after the grace
+// period (found by the fault simulation, seed 61 of three agbots: taken
+// for this member's own name, the absence needed this member's own
+// sighting, which it cannot record, and was never confirmed).
+func TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var owns atomic.Bool // never: another member polls every name
+		shared := ownershipState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}, &owns}
+		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
+		h.state = shared
+		h.agent("node-1")
+		h.register("agr-1", "node-1", "org/db")
+		require.NoError(t, h.engine.WaitForSecrets(ctx, "dep-1", "org/db")) // watched here too
+		since := time.Now()
+		observe := func() { // the other member's cycle, half an interval ago
+			require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
+				Name: "org/db", State: delivery.Missing, Since: since, CheckedAt: time.Now().Add(-testInterval / 2)}))
+		}
+		observe()
+		h.start()
+		defer h.stop()
+		for range int(testGrace/testInterval) + 3 {
+			cycles(1)
+			observe()
+		}
+		assert.Len(t, h.cancelled()["agr-1"], 1, "the other member's absence confirmed over the grace period")
+	})
+}

@@ -213,6 +213,13 @@ func TestFixedSeeds(t *testing.T) {
 		// agbot.TestCandidatesOfACancellationsSecret).
 		{"seed 23 of three agbots, overlapping bindings: a deployment waits for every candidate", 23, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
 		{"seed 28 of two agbots, overlapping bindings: a cancelled node waits for every candidate", 28, func(c *sim.Config) { c.Without, c.Agbots, c.OneBinding = nil, 2, false }},
+		// Overlapping bindings: an agbot watching myorg/s0 for another
+		// node's wait took it for a name it polls, so the absence another
+		// member recorded was never confirmed there, and node-2, whose key0
+		// had no candidate left, was never cancelled. The names a member
+		// polls are now those State.Names gives it, not all it watches
+		// (delivery.TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations).
+		{"seed 61 of three agbots, overlapping bindings: a name watched for a wait is another member's to confirm", 61, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, oneBinding, tc.edit) })
 	}
