@@ -103,7 +103,8 @@ func (e *Engine) cycle(ctx context.Context) {
 	}
 	defer func() { e.cycleEnded = time.Now() }()
 	if !e.member.entitled() {
-		return // the names this member polls are not its own now
+		e.owned.Store(nil) // whatever it polls once entitled again is new to it
+		return             // the names this member polls are not its own now
 	}
 	waits, err := e.syncNames(ctx)
 	if err != nil {
@@ -141,6 +142,7 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	names, err := e.state.Names(ctx, e.cfg.Member)
 	e.noteState(err)
 	if err != nil {
+		e.owned.Store(nil) // its share may change meanwhile: all new to it then
 		return nil, err
 	}
 	waits, err := e.state.Waits(ctx)
@@ -148,15 +150,30 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(waits) == 0 && slices.Equal(names, e.synced) {
+	if len(waits) == 0 && slices.Equal(names, e.synced) && e.owned.Load() != nil && e.member.joins.Load() == e.ownedJoins {
 		return waits, nil // the watcher watches them already
 	}
 	e.synced = nil
+	// A name that becomes this member's to poll is reported again by the
+	// next cycle even if its watcher saw no change: what it saw before
+	// was not its to record, and another member may have recorded
+	// otherwise meanwhile (found by the fault simulation, seed 6215 of
+	// three agbots over Secrets Manager). Retry ignores names not watched
+	// yet; those get a first report anyway.
+	was := e.polled()
+	if joins := e.member.joins.Load(); joins != e.ownedJoins {
+		was, e.ownedJoins = nil, joins // a new incarnation: its share is all new to it
+	}
 	owned := make(map[string]bool, len(names))
+	var gained []string
 	for _, n := range names {
 		owned[n] = true
+		if !was[n] {
+			gained = append(gained, n)
+		}
 	}
 	e.owned.Store(&owned)
+	e.watcher.Retry(gained...)
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true

@@ -275,6 +275,9 @@ type Engine struct {
 	// owned are the names State.Names gave this member when syncNames
 	// last read them: the names it polls for the state.
 	owned atomic.Pointer[map[string]bool]
+	// ownedJoins is the member's join count when owned was read, owned by
+	// the watcher cycle.
+	ownedJoins uint64
 	// review is the anti-entropy cursor, owned by the watcher cycle.
 	review review
 

@@ -3,10 +3,12 @@ package delivery
 import (
 	"context"
 	"errors"
-	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 )
 
 // defaultMemberRetry is how often a failed Join or Heartbeat is tried again
@@ -22,6 +24,10 @@ type member struct {
 	mu      sync.Mutex
 	until   time.Time // the lease's end on this process's clock (monotonic)
 	problem string    // why the lease is not proven, for Health
+
+	// joins counts the joins (a lease lost and joined again is a new
+	// incarnation, whose share of the names is new to it).
+	joins atomic.Uint64
 }
 
 // entitled reports whether the engine may deliver now: its State is not
@@ -86,6 +92,7 @@ func (e *Engine) keepMembership(ctx context.Context) {
 		switch {
 		case err == nil:
 			if !joined {
+				e.member.joins.Add(1)
 				e.log.Info("joined the shared state", slog.String("member", e.cfg.Member), slog.Uint64("incarnation", lease.Incarnation), slog.Duration("period", lease.Period))
 				e.inst.member(eventJoined)
 				e.notify()

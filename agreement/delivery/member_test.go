@@ -118,3 +118,33 @@ func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
 		assert.True(t, left, "a stopping engine leaves, so the others take over at once")
 	})
 }
+
+// A member whose lease was lost and that joins again reports every name
+// of its share again, though its watcher saw none change: another member
+// polled them meanwhile and may have recorded otherwise (found by the
+// fault simulation, seed 6215 of three agbots over Secrets Manager: the
+// stored observation said forbidden forever).
+func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		shared := &sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}
+		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
+		h.state = shared
+		h.deployOne()
+		defer h.stop()
+
+		// What another member recorded while this one was out.
+		now := time.Now()
+		require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
+			Name: "org/db", State: delivery.Forbidden, Since: now, CheckedAt: now}))
+		shared.fail(delivery.ErrLeaseLost)
+		time.Sleep(shared.period)
+		synctest.Wait()
+		joins, _ := shared.counts()
+		require.Equal(t, 2, joins, "joined again")
+		cycles(2)
+		obs, err := shared.Observations(ctx, []string{"org/db"})
+		require.NoError(t, err)
+		assert.Equal(t, delivery.Present, obs["org/db"].State, "recorded again after joining")
+	})
+}

@@ -193,14 +193,16 @@ func TestFixedSeeds(t *testing.T) {
 		// gone 3.99 s. An absence is now confirmed as of when the store was
 		// asked (delivery.TestAnAbsenceIsConfirmedAsOfWhenTheStoreWasAsked).
 		{"seed 6199 of three agbots over Secrets Manager: an absence is confirmed as of the read", 6199, func(c *sim.Config) { c.Agbots, c.Store = 3, sim.StoreAWS }},
-		// Over Secrets Manager, an agbot watching s1 for a waiting
-		// deployment saw it come back while another member polled it, and
-		// could not record it; the stored observation said forbidden
-		// forever and node-2 was never delivered. A cycle's observation it
-		// could not record (another member's name, the state failing) is
-		// reported again by the next cycle
-		// (delivery.TestAMemberRecordsANameItWatchedBeforeItPolledIt). The
-		// run depends on timing over HTTP: it failed most times before.
+		// Over Secrets Manager, s1 came back while the member polling it
+		// had lost its lease; the members watching s1 for a waiting
+		// deployment could not record it, and the owner, joined again,
+		// saw no change: the stored observation said forbidden forever
+		// and node-2 was never delivered. A cycle's observation it could
+		// not record is reported again by the next cycle, and so is every
+		// name a member gains, by a change of its share or by joining
+		// again (delivery.TestAMemberRecordsANameItWatchedBeforeItPolledIt,
+		// TestAMemberJoiningAgainRecordsItsNamesAgain). The run depends on
+		// timing over HTTP: it failed most times before.
 		{"seed 6215 of three agbots over Secrets Manager: an observation not recorded is reported again", 6215, func(c *sim.Config) { c.Agbots, c.Store = 3, sim.StoreAWS }},
 		// Overlapping bindings, node-level candidates: a deployment whose
 		// binding had no candidate waited for the one name the check
