@@ -135,7 +135,7 @@ func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
 
 		// What another member recorded while this one was out.
 		now := time.Now()
-		require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
+		require.NoError(t, shared.PutObservations(ctx, "other", delivery.Observation{
 			Name: "org/db", State: delivery.Forbidden, Since: now, CheckedAt: now}))
 		shared.fail(delivery.ErrLeaseLost)
 		time.Sleep(shared.period)
