@@ -907,3 +907,38 @@ func TestAnAbsenceIsConfirmedAsOfWhenTheStoreWasAsked(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"v2"), got)
 	})
 }
+
+// A message the agent applied but whose answer was lost leaves the agent
+// holding either content: once the desired content comes back to what was
+// acknowledged before, it is sent again (found by the fault simulation,
+// seeds 557 and 4435 of three agbots: the organisation's fallback, sent
+// while the node-level secret was denied and unanswered, stayed on the
+// node once the node-level secret was back).
+func TestContentOfAnUnansweredMessageIsSentOverAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.agent("node-1")
+		h.put("org/node/node-1/db", canary+"node")
+		h.put("org/db", canary+"org")
+		h.register("agr-1", "node-1", "org/node/node-1/db", "org/db")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+		got, _ := agent.file("agr-1", "pw")
+		require.Equal(t, jsonFile(canary+"node"), got)
+
+		agent.setLoseReplies(true)
+		h.forbid("org/node/node-1/db") // the fallback is sent, applied, unanswered
+		cycles(2)
+		got, _ = agent.file("agr-1", "pw")
+		require.Equal(t, jsonFile(canary+"org"), got, "the agent applied the fallback")
+
+		h.forbid() // the node's own secret is back: what was acknowledged
+		cycles(2)
+		agent.setLoseReplies(false)
+		cycles(2)
+		st := h.wait("agr-1", 3*testMaxDelay)
+		got, _ = agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"node"), got, "sent over again though acknowledged before: %+v", st)
+	})
+}

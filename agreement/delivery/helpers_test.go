@@ -47,6 +47,7 @@ type testAgent struct {
 	mu            sync.Mutex
 	floor         map[string]uint64
 	down          bool
+	loseReplies   bool     // applied, the answer lost
 	async         bool     // replies are kept for HandleReply
 	replies       [][]byte // kept replies, oldest first
 	rejectUpdates string   // a reason to reject secrets updates with
@@ -141,7 +142,18 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 		a.replies = append(a.replies, reply)
 		return nil, nil
 	}
+	if a.loseReplies {
+		return nil, errUnreachable // applied, but the answer is lost
+	}
 	return reply, nil
+}
+
+// setLoseReplies makes the agent apply what it receives and lose its
+// answers.
+func (a *testAgent) setLoseReplies(lose bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.loseReplies = lose
 }
 
 func instanceID(agreementID string, service int) string {

@@ -534,6 +534,20 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 	})
 }
 
+// forgetUnanswered clears the acknowledged content of every slot the
+// message in flight changes: whether the agent holds the old or the new
+// content is unknown until it answers again.
+func forgetUnanswered(r *Record) {
+	if r.InFlight == nil {
+		return
+	}
+	for i, c := range r.InFlight.Contents {
+		if i >= 0 && i < len(r.Slots) && r.Slots[i].Acked != c {
+			r.Slots[i].Acked = Content{}
+		}
+	}
+}
+
 // inFlightOther reports whether the message in flight carries other
 // content than c for slot i: the agent may hold it, so c is sent again.
 func inFlightOther(r *Record, i int, c Content) bool {
@@ -689,6 +703,14 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 			if r.InFlight == nil || r.InFlight.Sequence != o.sequence {
 				return keep
 			}
+			// The agent may have applied the message and its answer been
+			// lost: a slot it changed holds either content now, so the
+			// desired content is sent again even if it comes back to what
+			// was acknowledged (found by the fault simulation, seeds 557
+			// and 4435 of three agbots: a fallback sent while the
+			// node-level secret was denied, unanswered, stayed on the node
+			// once the node-level secret was back).
+			forgetUnanswered(r)
 			r.InFlight = nil
 			r.LastError = clip("sending to the agent on node " + strconv.Quote(r.Node) + ": " + o.err.Error())
 			unreachable[r.ID] = r

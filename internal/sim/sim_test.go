@@ -222,6 +222,15 @@ func TestFixedSeeds(t *testing.T) {
 		// polls are now those State.Names gives it, not all it watches
 		// (delivery.TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations).
 		{"seed 61 of three agbots, overlapping bindings: a name watched for a wait is another member's to confirm", 61, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
+		// Overlapping bindings, about one run in two: the organisation's
+		// fallback, sent while the node-level secret was denied, was
+		// applied but its answer lost; the node-level secret came back to
+		// what the engine had recorded as acknowledged, so nothing more was
+		// sent and the node kept the fallback. A slot an unanswered
+		// message changed is now unknown until the agent answers again
+		// (delivery.TestContentOfAnUnansweredMessageIsSentOverAgain).
+		{"seed 557 of three agbots, overlapping bindings: an unanswered message's content is sent over again", 557, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
+		{"seed 4435 of three agbots, overlapping bindings: the same, found by the soak", 4435, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, oneBinding, tc.edit) })
 	}
@@ -263,15 +272,6 @@ func TestOpenSeeds(t *testing.T) {
 		// needs the agent to say it holds no instance of the agreement
 		// without being asked (agent) or Resync to propose again (delivery).
 		{"seed 7, overlapping bindings: an agent wiped with its keys and no rotation after", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
-		// Three agbots, overlapping bindings, about one run in four: at the
-		// end the engine's record says node-3 acknowledged
-		// myorg/node/node-3/s3 (version 16) in key1, in sync, while the
-		// agent's file holds myorg/s3 version 2, the fallback it was given
-		// while the node-level secret was denied. Both were sent around a
-		// re-registration of the agreement (same id) with the agent
-		// unreachable and replays on: the acknowledgement recorded is not
-		// of the content the agent applied last. Cause not found yet.
-		{"seed 557 of three agbots, overlapping bindings: acknowledged content other than the file's", 557, func(c *sim.Config) { c.Agbots = 3 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
 	}
