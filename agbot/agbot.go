@@ -125,6 +125,9 @@ type Agbot struct {
 	// of the node was asked for meanwhile.
 	deploying map[relay.Node]bool
 	nodes     map[string]relay.Node // by agreement id, the nodes deployed since New
+	// empty holds the nodes whose agent said it holds nothing, until their
+	// deploy proposes their agreement again.
+	empty map[relay.Node]bool
 }
 
 // New checks opts and assembles an Agbot. It starts nothing: Run does.
@@ -132,7 +135,8 @@ func New(opts Options) (*Agbot, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	a := &Agbot{opts: opts, log: opts.Logger, pending: map[relay.Node]bool{}, deploying: map[relay.Node]bool{}, nodes: map[string]relay.Node{}}
+	a := &Agbot{opts: opts, log: opts.Logger, pending: map[relay.Node]bool{}, deploying: map[relay.Node]bool{}, nodes: map[string]relay.Node{},
+		empty: map[relay.Node]bool{}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

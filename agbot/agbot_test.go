@@ -190,7 +190,7 @@ func (h *hub) node(name string) *node {
 	nd := &node{t: t, n: n, id: id, relay: rc, files: files, recv: recv, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	nd.cancel = cancel
-	require.NoError(t, rc.PublishCertificate(t.Context(), n, id.CertificateChain()))
+	require.NoError(t, rc.PublishCertificate(t.Context(), relay.Publication{Node: n, ChainPEM: id.CertificateChain()}))
 	go nd.poll(ctx)
 	t.Cleanup(nd.stop)
 	return nd

@@ -28,8 +28,16 @@ const (
 	maxTroubleRetry = 30 * time.Second
 )
 
-// onCertificate is the relay's hook: an agent published its certificate.
-func (a *Agbot) onCertificate(n relay.Node) { a.spawnDeploy(n) }
+// onCertificate is the relay's hook: an agent published its certificate,
+// perhaps saying it holds nothing (see existing).
+func (a *Agbot) onCertificate(p relay.Publication) {
+	if p.HoldsNothing {
+		a.mu.Lock()
+		a.empty[p.Node] = true
+		a.mu.Unlock()
+	}
+	a.spawnDeploy(p.Node)
+}
 
 // onReady is the engine's hook: a secret a deployment waited for exists
 // now. The node is deployed again, with the deployment as it is
@@ -238,6 +246,9 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 			if rec.Proposed && rec.AgentKey != key {
 				log.Warn("the node's agent has new keys; the engine proposes its agreement again")
 			}
+			if a.takeEmpty(n) {
+				a.proposeAgain(ctx, id, log)
+			}
 			if err := a.engine.Resync(ctx, n.String()); err != nil {
 				log.Warn("could not resync the node", slog.String("err", err.Error()))
 			}
@@ -248,6 +259,40 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 		if !ctxtime.Sleep(ctx, cancellingPoll) {
 			return false, false
 		}
+	}
+}
+
+// takeEmpty reports whether the agent on n said it holds nothing since
+// the last deploy that asked, and forgets it.
+func (a *Agbot) takeEmpty(n relay.Node) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	empty := a.empty[n]
+	delete(a.empty, n)
+	return empty
+}
+
+// proposeAgain has the engine propose agreement id again to its agent,
+// which holds nothing of it (it started over empty files but kept its
+// keys: seed 7 of the fault simulation, where no rotation came to send it
+// its secrets). A record another agbot holds for its cycle, or a state
+// that does not answer, is tried again, as the agbot's own trouble.
+func (a *Agbot) proposeAgain(ctx context.Context, id string, log *slog.Logger) {
+	delay := troubleRetry
+	for {
+		err := a.engine.ProposeAgain(ctx, id)
+		switch {
+		case err == nil:
+			return
+		case !errors.Is(err, delivery.ErrConflict) && !errors.Is(err, edgesecrets.ErrUnavailable):
+			log.Warn("could not propose the agreement again to an agent holding nothing", slog.String("err", err.Error()))
+			return
+		}
+		log.Warn("proposing the agreement again to an agent holding nothing failed; trying again", slog.String("err", err.Error()), slog.Duration("in", delay))
+		if !ctxtime.Sleep(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, maxTroubleRetry)
 	}
 }
 

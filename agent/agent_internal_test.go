@@ -32,22 +32,23 @@ var (
 // over HTTP, and the agbot's side of the conversation: its keys, the
 // issuer, the relay.
 type fixture struct {
-	t         *testing.T
-	agent     *Agent
-	keys      *agreement.PrivateKeys // the agent's
-	relay     *relay.Server
-	issuer    *identity.Issuer
-	agbot     *agreement.PrivateKeys
-	logs      *logtest.Buffer
-	seq       uint64
-	guard     agreement.ReplayGuard
-	root      string
-	srv       *httptest.Server
-	mux       http.Handler // the identity API and the relay; see useIssuer
-	mu        sync.Mutex
-	instances map[string]Instance // by id, as OnInstance gave them
-	messages  []agentapi.Received // as OnMessage gave them
-	refusals  []error             // as OnMessage gave them
+	t            *testing.T
+	agent        *Agent
+	keys         *agreement.PrivateKeys // the agent's
+	relay        *relay.Server
+	issuer       *identity.Issuer
+	agbot        *agreement.PrivateKeys
+	logs         *logtest.Buffer
+	seq          uint64
+	guard        agreement.ReplayGuard
+	root         string
+	srv          *httptest.Server
+	mux          http.Handler // the identity API and the relay; see useIssuer
+	mu           sync.Mutex
+	instances    map[string]Instance    // by id, as OnInstance gave them
+	messages     []agentapi.Received    // as OnMessage gave them
+	refusals     []error                // as OnMessage gave them
+	publications chan relay.Publication // as the relay's OnCertificate gave them
 }
 
 func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
@@ -62,7 +63,7 @@ func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
 	require.NoError(t, err)
 	log, logs := logtest.NewLogger()
 	f := &fixture{t: t, keys: agentKeys, issuer: issuer, agbot: agbotKeys, logs: logs, guard: agreement.NewMemoryReplayGuard(),
-		root: filepath.Join(t.TempDir(), "secrets"), instances: map[string]Instance{}}
+		root: filepath.Join(t.TempDir(), "secrets"), instances: map[string]Instance{}, publications: make(chan relay.Publication, 16)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.hub().ServeHTTP(w, r) }))
 	t.Cleanup(f.srv.Close)
 	f.useIssuer()
@@ -103,7 +104,8 @@ func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
 func (f *fixture) useIssuer() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.relay = relay.NewServer(relay.ServerOptions{Verifier: f.issuer.Verifier(), Keys: f.agbot})
+	f.relay = relay.NewServer(relay.ServerOptions{Verifier: f.issuer.Verifier(), Keys: f.agbot,
+		OnCertificate: func(p relay.Publication) { f.publications <- p }})
 	mux := http.NewServeMux()
 	mux.Handle("/identity/", http.StripPrefix("/identity", f.issuer.Handler(nil)))
 	mux.Handle("/relay/", f.relay)
@@ -123,7 +125,7 @@ func (f *fixture) register() {
 	f.t.Helper()
 	_, err := f.agent.identity.Register(f.t.Context(), "attested")
 	require.NoError(f.t, err)
-	require.NoError(f.t, f.agent.upstreams[0].relay.PublishCertificate(f.t.Context(), node, f.agent.identity.CertificateChain()))
+	require.NoError(f.t, f.agent.upstreams[0].relay.PublishCertificate(f.t.Context(), relay.Publication{Node: node, ChainPEM: f.agent.identity.CertificateChain()}))
 }
 
 // instance returns the instance OnInstance was given, by id.
@@ -185,6 +187,39 @@ func (f *fixture) file() (string, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(info.MountSource, "api_key"))
 	return string(b), err
+}
+
+// publication polls the relay once, as Run does, and returns what the
+// agent published there.
+func (f *fixture) publication() relay.Publication {
+	f.t.Helper()
+	f.agent.pollOne(f.t.Context(), f.agent.upstreams[0])
+	select {
+	case p := <-f.publications:
+		return p
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("the agent published no certificate")
+		return relay.Publication{}
+	}
+}
+
+// An agent over empty files says so when it publishes its certificate,
+// and one holding an agreement's secrets does not: the agbot proposes
+// again to the first (an agent wiped with its keys kept held nothing until
+// a secret rotated: seed 7 of the fault simulation).
+func TestAgentSaysWhenItHoldsNothing(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.agent.identity.Register(t.Context(), "attested")
+	require.NoError(t, err)
+	chain := f.agent.identity.CertificateChain()
+	assert.Equal(t, relay.Publication{Node: node, ChainPEM: chain, HoldsNothing: true}, f.publication(), "new, over empty files")
+
+	reply, ok := f.deliver(f.proposal("agr-1", "s3cret-held"))
+	require.True(t, ok)
+	require.True(t, reply.Accepted, reply.Reason)
+	f.agent.upstreams[0].published = nil // as a restarted agbot's relay asks
+	assert.Equal(t, relay.Publication{Node: node, ChainPEM: chain}, f.publication(), "holding the agreement's secrets")
+	assert.Contains(t, f.logs.String(), `"holds_nothing":false`)
 }
 
 func TestAgentLifecycle(t *testing.T) {

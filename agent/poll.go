@@ -36,11 +36,15 @@ func (a *Agent) pollOne(ctx context.Context, up *upstream) {
 		return // not registered (yet)
 	}
 	if !bytes.Equal(chain, up.published) && !bytes.Equal(chain, up.refused) {
-		err := up.relay.PublishCertificate(ctx, a.node, chain)
+		// An agent over empty files (new, or wiped with its keys kept)
+		// says so: the agbot then proposes again what it believes the
+		// agent holds, which no rotation might ever send again.
+		holdsNothing := len(a.files.InstanceIDs()) == 0
+		err := up.relay.PublishCertificate(ctx, relay.Publication{Node: a.node, ChainPEM: chain, HoldsNothing: holdsNothing})
 		switch {
 		case err == nil:
 			up.published, up.refused = chain, nil
-			log.Info("certificate published on the relay")
+			log.Info("certificate published on the relay", slog.Bool("holds_nothing", holdsNothing))
 		case a.identity.Refused(err):
 			// The agbot does not know the identity (any more), or it is
 			// revoked or expired: the identity Agent registers again (and

@@ -35,17 +35,21 @@ func NewClient(baseURL string, hc *http.Client) (*Client, error) {
 	return &Client{base: u.String(), http: hc}, nil
 }
 
-// PublishCertificate publishes the agent's PEM certificate chain for n. When
-// the agbot refuses it because the agent's identity is lost (no record for
-// the instance, revoked, expired), the error matches
-// identity.ErrIdentityLost and the reason (identity.ErrUnknownInstance,
-// ErrRevoked or ErrExpired): give it to the agent's identity.Agent.Refused,
-// which registers again.
-func (c *Client) PublishCertificate(ctx context.Context, n Node, chainPEM []byte) error {
-	if err := n.Validate(); err != nil {
+// PublishCertificate publishes the agent's PEM certificate chain for its
+// node, saying whether the agent holds nothing. When the agbot refuses it
+// because the agent's identity is lost (no record for the instance,
+// revoked, expired), the error matches identity.ErrIdentityLost and the
+// reason (identity.ErrUnknownInstance, ErrRevoked or ErrExpired): give it
+// to the agent's identity.Agent.Refused, which registers again.
+func (c *Client) PublishCertificate(ctx context.Context, p Publication) error {
+	if err := p.Node.Validate(); err != nil {
 		return err
 	}
-	_, err := c.do(ctx, http.MethodPut, nodePath(n, "certificate"), chainPEM, http.StatusNoContent)
+	path := nodePath(p.Node, "certificate")
+	if p.HoldsNothing {
+		path += "?" + holdsQuery + "=" + holdsNothing
+	}
+	_, err := c.do(ctx, http.MethodPut, path, p.ChainPEM, http.StatusNoContent)
 	return err
 }
 

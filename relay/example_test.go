@@ -46,7 +46,7 @@ func Example() {
 	must(err)
 	client, err := relay.NewClient(hub.URL, nil)
 	must(err)
-	must(client.PublishCertificate(ctx, n, id.CertificateChain()))
+	must(client.PublishCertificate(ctx, relay.Publication{Node: n, ChainPEM: id.CertificateChain()}))
 
 	// Agbot: seal a proposal to the agent and post it.
 	p := agreement.Proposal{AgreementID: "ag-1", Services: []agreement.ServiceSecrets{{

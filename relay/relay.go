@@ -23,9 +23,13 @@
 //     full.
 //
 // What the relay can still do is drop or delay messages, as any network
-// can.
+// can. A certificate chain is public, so whoever publishes it again for its
+// node makes the agbot look at the node's agreements again, and with
+// ?holds=nothing propose them again: the cost of one proposal a node per
+// answer of its agent, never a value to anyone but the agent.
 //
-//	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204 | 403 | 409 (older) | 503 (full)
+//	PUT  /relay/nodes/{org}/{node}/certificate     publish the agent's PEM certificate chain → 204 | 400 | 403 | 409 (older) | 503 (full)
+//	     [?holds=nothing]                          (the agent holds no agreement's secrets: Publication.HoldsNothing)
 //	                                               (a 403 body {"error","reason"}: reason "unknown", "revoked" or "expired"
 //	                                               when the agent's identity is lost and it must register again)
 //	GET  /relay/nodes/{org}/{node}/next?after=<id> the oldest message with an id above <id> → 200 Message | 204
@@ -83,6 +87,22 @@ func (n Node) Validate() error {
 	}
 	return nil
 }
+
+// Publication is an agent's certificate chain published for its node.
+type Publication struct {
+	// Node is the agent's node.
+	Node Node
+	// ChainPEM is the agent's PEM certificate chain.
+	ChainPEM []byte
+	// HoldsNothing says that the agent holds no agreement's secrets: it
+	// started over empty files (new, or after losing them, perhaps with
+	// the keys it had). The agbot proposes again the agreements it
+	// believes the agent holds.
+	HoldsNothing bool
+}
+
+// holdsQuery is the query that carries Publication.HoldsNothing.
+const holdsQuery, holdsNothing = "holds", "nothing"
 
 // Message is one sealed message in a mailbox. Its JSON form is
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -117,17 +118,17 @@ func (h *hub) postReply(id uint64, body []byte) int {
 }
 
 func TestCertificatePublished(t *testing.T) {
-	published := make(chan relay.Node, 4)
-	h, c := newHub(t, relay.ServerOptions{OnCertificate: func(n relay.Node) { published <- n }})
+	published := make(chan relay.Publication, 4)
+	h, c := newHub(t, relay.ServerOptions{OnCertificate: func(p relay.Publication) { published <- p }})
 	_, ok := h.relay.Certificate(node)
 	assert.False(t, ok)
 
 	a := h.agent(node)
 	first := a.chain()
-	require.NoError(t, c.PublishCertificate(t.Context(), node, first))
+	require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node, ChainPEM: first}))
 	select {
-	case n := <-published:
-		assert.Equal(t, node, n)
+	case p := <-published:
+		assert.Equal(t, relay.Publication{Node: node, ChainPEM: first}, p)
 	case <-time.After(10 * time.Second):
 		t.Fatal("OnCertificate was not called")
 	}
@@ -139,7 +140,7 @@ func TestCertificatePublished(t *testing.T) {
 	_, err := a.id.Renew(t.Context())
 	require.NoError(t, err)
 	renewed := a.chain()
-	require.NoError(t, c.PublishCertificate(t.Context(), node, renewed))
+	require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node, ChainPEM: renewed}))
 	got, _ = h.relay.Certificate(node)
 	assert.Equal(t, renewed, got, "a renewal replaces the chain")
 
@@ -148,13 +149,45 @@ func TestCertificatePublished(t *testing.T) {
 	assert.Equal(t, renewed, got)
 }
 
+// An agent over empty files says so with its certificate, and the agbot
+// hears it (seed 7 of the fault simulation: an agent wiped with its keys
+// kept held nothing until a secret rotated); anything else in the query
+// is refused, naming it, and changes nothing.
+func TestCertificatePublishedByAnAgentHoldingNothing(t *testing.T) {
+	published := make(chan relay.Publication, 4)
+	h, c := newHub(t, relay.ServerOptions{OnCertificate: func(p relay.Publication) { published <- p }})
+	chain := h.agent(node).chain()
+
+	req, err := http.NewRequest(http.MethodPut, h.url+"/relay/nodes/"+node.Org+"/"+node.Node+"/certificate?holds=some", bytes.NewReader(chain))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), `holds: \"some\" is not \"nothing\"`)
+	_, ok := h.relay.Certificate(node)
+	assert.False(t, ok, "a refused publication stores nothing")
+
+	for _, holdsNothing := range []bool{true, false} {
+		require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node, ChainPEM: chain, HoldsNothing: holdsNothing}))
+		select {
+		case p := <-published:
+			assert.Equal(t, relay.Publication{Node: node, ChainPEM: chain, HoldsNothing: holdsNothing}, p)
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnCertificate was not called")
+		}
+	}
+	assert.Empty(t, published, "the refused publication was not passed on")
+}
+
 // Anyone can reach the relay; only a node's certified agent can publish
 // its certificate (issue 18: one 4-byte PUT stopped a node's rotations and
 // revocation).
 func TestCertificateRefusals(t *testing.T) {
 	h, c := newHub(t, relay.ServerOptions{})
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(t.Context(), node, a.chain()))
+	require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node, ChainPEM: a.chain()}))
 	node2 := relay.Node{Org: "myorg", Node: "node-2"}
 	other := h.agent(node2)
 	foreignHub, _ := newHub(t, relay.ServerOptions{})
@@ -187,7 +220,7 @@ func TestMessagesAndReplies(t *testing.T) {
 	h, c := newHub(t, relay.ServerOptions{})
 	ctx := t.Context()
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	require.NoError(t, c.PublishCertificate(ctx, relay.Publication{Node: node, ChainPEM: a.chain()}))
 	id1, replies1, h1 := h.post(node, a, "ag-1")
 	id2, replies2, h2 := h.post(node, a, "ag-1")
 	assert.Greater(t, id2, id1)
@@ -228,7 +261,7 @@ func TestReplyRefusals(t *testing.T) {
 	h, c := newHub(t, relay.ServerOptions{})
 	ctx := t.Context()
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	require.NoError(t, c.PublishCertificate(ctx, relay.Publication{Node: node, ChainPEM: a.chain()}))
 	impostor := h.agent(relay.Node{Org: "myorg", Node: "node-2"}) // certified, for another node
 	id1, replies1, h1 := h.post(node, a, "ag-1")
 	id2, replies2, h2 := h.post(node, a, "ag-1")
@@ -277,8 +310,8 @@ func TestLimits(t *testing.T) {
 	assert.ErrorIs(t, err, relay.ErrMailboxFull)
 
 	node2, node3 := relay.Node{Org: "myorg", Node: "node-2"}, relay.Node{Org: "myorg", Node: "node-3"}
-	require.NoError(t, c.PublishCertificate(t.Context(), node2, h.agent(node2).chain()))
-	err = c.PublishCertificate(t.Context(), node3, h.agent(node3).chain())
+	require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node2, ChainPEM: h.agent(node2).chain()}))
+	err = c.PublishCertificate(t.Context(), relay.Publication{Node: node3, ChainPEM: h.agent(node3).chain()})
 	assert.ErrorContains(t, err, "status 503")
 	assert.Equal(t, http.StatusServiceUnavailable, h.put(node3, h.agent(node3).chain()))
 	_, _, err = h.relay.Post(node3, mustSeal(t, h, a))
@@ -388,7 +421,7 @@ func TestFirstID(t *testing.T) {
 	const first = 1_000_000
 	h, c := newHub(t, relay.ServerOptions{FirstID: first})
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(t.Context(), node, a.chain()))
+	require.NoError(t, c.PublishCertificate(t.Context(), relay.Publication{Node: node, ChainPEM: a.chain()}))
 	id, _, _ := h.post(node, a, "ag-1")
 	assert.Equal(t, uint64(first+1), id)
 	m, ok, err := c.Next(t.Context(), node, first-1)
@@ -409,7 +442,7 @@ func TestPollReportsMissingCertificate(t *testing.T) {
 	assert.False(t, certified, "no certificate published yet")
 
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	require.NoError(t, c.PublishCertificate(ctx, relay.Publication{Node: node, ChainPEM: a.chain()}))
 	_, ok, certified, err = c.Poll(ctx, node, 0)
 	require.NoError(t, err)
 	assert.False(t, ok)
@@ -467,7 +500,7 @@ func TestCertificateRefusalSaysIdentityLost(t *testing.T) {
 		{"junk", node, []byte("junk"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := c.PublishCertificate(t.Context(), tc.node, tc.chain)
+			err := c.PublishCertificate(t.Context(), relay.Publication{Node: tc.node, ChainPEM: tc.chain})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "status 403")
 			if tc.reason == nil {
@@ -487,7 +520,7 @@ func TestDropCertificate(t *testing.T) {
 	h, c := newHub(t, relay.ServerOptions{})
 	ctx := t.Context()
 	a := h.agent(node)
-	require.NoError(t, c.PublishCertificate(ctx, node, a.chain()))
+	require.NoError(t, c.PublishCertificate(ctx, relay.Publication{Node: node, ChainPEM: a.chain()}))
 	assert.False(t, h.relay.DropCertificate(node, []byte("another chain")), "a newer chain stays")
 	_, ok := h.relay.Certificate(node)
 	require.True(t, ok)

@@ -43,8 +43,8 @@ type ServerOptions struct {
 	// reply is refused.
 	Keys *agreement.PrivateKeys
 	// OnCertificate is called, on its own goroutine, each time an agent
-	// publishes a certificate chain for a node.
-	OnCertificate func(Node)
+	// publishes a certificate chain for a node that the relay accepts.
+	OnCertificate func(Publication)
 	// MaxNodes bounds the nodes with a certificate or a mailbox. Zero
 	// means 1024.
 	MaxNodes int
@@ -244,6 +244,15 @@ func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "empty certificate chain")
 		return
 	}
+	var holdsNone bool
+	switch q := r.URL.Query(); q.Get(holdsQuery) {
+	case "":
+	case holdsNothing:
+		holdsNone = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: %.32q is not %q", holdsQuery, q.Get(holdsQuery), holdsNothing))
+		return
+	}
 	_, from, err := s.verifyChain(r.Context(), n, body)
 	if err != nil {
 		reason := lostReason(err)
@@ -275,9 +284,9 @@ func (s *Server) putCertificate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "a newer certificate is published for this node")
 		return
 	}
-	s.log.Debug("certificate published", slog.String("node", n.String()), slog.Int("bytes", len(body)))
+	s.log.Debug("certificate published", slog.String("node", n.String()), slog.Int("bytes", len(body)), slog.Bool("holds_nothing", holdsNone))
 	if s.opts.OnCertificate != nil {
-		go s.opts.OnCertificate(n)
+		go s.opts.OnCertificate(Publication{Node: n, ChainPEM: body, HoldsNothing: holdsNone})
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -228,6 +228,34 @@ func (e *Engine) Resync(ctx context.Context, node string) error {
 	return nil
 }
 
+// ProposeAgain tells the engine that the agent of agreement id holds
+// nothing of it: it said so (it started over empty files, keeping its
+// keys), so no rotation may ever bring it its secrets again. An active
+// agreement the agent accepted is proposed again now, as to a new agent; a
+// message in flight is no longer waited for. An agreement not proposed yet
+// (a proposal on its way), being cancelled, or unknown is left as it is,
+// so saying it again and again costs at most one proposal per answer of
+// the agent.
+func (e *Engine) ProposeAgain(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("delivery: propose again: %w: agreement id is empty", edgesecrets.ErrInvalid)
+	}
+	now := time.Now()
+	_, err := e.editIDs(ctx, []string{id}, func(r *Record) action {
+		if r.Phase != PhaseActive || !r.Proposed {
+			return keep
+		}
+		e.log.Info("the agent holds nothing of the agreement; proposing it again", slog.String("agreement", r.ID), slog.String("node", r.Node))
+		forgetAgentHolds(r)
+		r.Attempts, r.NextAttempt = 0, now
+		return save
+	})
+	if err != nil {
+		return fmt.Errorf("delivery: propose agreement %q again: %w", id, err)
+	}
+	return nil
+}
+
 // HandleReply takes an agent's sealed reply that came back through an
 // asynchronous transport (one whose Send returned no reply). node is the
 // node it came from. An error says why the reply was not applied: it

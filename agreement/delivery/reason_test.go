@@ -250,3 +250,54 @@ func TestAnAgentThatLostTheAgreementIsProposedToAgain(t *testing.T) {
 		assert.Contains(t, h.logs.String(), "the agent holds nothing of the agreement; proposing it again")
 	})
 }
+
+// An agent that lost its files but kept its keys, and says so when it
+// comes back (relay.Publication.HoldsNothing), is proposed its agreement
+// again at once: no rotation may ever come to send it its secrets (the
+// fault simulation's seed 7 with overlapping bindings). Saying it again
+// before the agent answered sends no second proposal.
+func TestAnAgentSayingItHoldsNothingIsProposedToAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.deployOne()
+		defer h.stop()
+		proposals := func() int {
+			n := 0
+			for _, m := range agent.messages() {
+				if m.Type == agreement.TypeProposal {
+					n++
+				}
+			}
+			return n
+		}
+		require.Equal(t, 1, proposals())
+		cycles(3)
+		require.Equal(t, 1, proposals(), "in sync, nothing is sent")
+
+		agent.wipe(t)
+		_, ok := agent.file("agr-1", "pw")
+		require.False(t, ok)
+		agent.setLoseReplies(true)
+		require.NoError(t, h.engine.ProposeAgain(t.Context(), "agr-1"))
+		time.Sleep(100 * time.Millisecond) // the send failing, the next is a second away
+		synctest.Wait()
+		require.Equal(t, 2, proposals(), "proposed again at once")
+		for range 3 {
+			require.NoError(t, h.engine.ProposeAgain(t.Context(), "agr-1"))
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, 2, proposals(), "saying it again while the proposal is unanswered sends no other")
+
+		agent.setLoseReplies(false)
+		st := h.wait("agr-1", 3*testInterval)
+		assert.Empty(t, st.Rejection)
+		got, ok := agent.file("agr-1", "pw")
+		assert.True(t, ok, "the agent holds its secret again")
+		assert.Equal(t, jsonFile(canary+"v1"), got)
+		assert.Contains(t, h.logs.String(), "the agent holds nothing of the agreement; proposing it again")
+
+		require.NoError(t, h.engine.ProposeAgain(t.Context(), "agr-unknown"), "an unknown agreement is left as it is")
+		assert.ErrorIs(t, h.engine.ProposeAgain(t.Context(), ""), edgesecrets.ErrInvalid)
+	})
+}

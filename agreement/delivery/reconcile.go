@@ -431,10 +431,8 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		// A new agent on the node knows nothing of the agreement.
 		e.log.Info("the agent has new keys; proposing the agreement again",
 			slog.String("agreement", r.ID), slog.String("node", r.Node), slog.String("key", string(keys.EncryptionKeyID())))
-		r.Proposed, r.AgentKey, r.ReplySequence, r.InFlight = false, "", 0, nil
-		for i := range r.Slots {
-			r.Slots[i].Acked = Content{}
-		}
+		forgetAgentHolds(r)
+		r.ReplySequence = 0
 	}
 	propose := !r.Proposed
 	var (
@@ -789,10 +787,7 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 		// kept its keys: propose it again, now (seed 7 of the fault
 		// simulation retried the update forever).
 		e.log.Info("the agent holds nothing of the agreement; proposing it again", slog.String("agreement", r.ID), slog.String("node", r.Node))
-		r.Proposed, r.AgentKey, r.Rejection, r.LastError = false, "", "", ""
-		for i := range r.Slots {
-			r.Slots[i].Acked = Content{}
-		}
+		forgetAgentHolds(r)
 		r.Attempts, r.NextAttempt = 0, now
 		return save, nil
 	}
@@ -875,6 +870,17 @@ const (
 
 // maxEditTries bounds the retries of a record whose update conflicts.
 const maxEditTries = 8
+
+// forgetAgentHolds makes r as to an agent that holds nothing of it (new
+// keys, or its files lost): the engine proposes it again, with every
+// secret's content, and a message in flight is not waited for.
+func forgetAgentHolds(r *Record) {
+	r.Proposed, r.AgentKey, r.Rejection, r.LastError = false, "", "", ""
+	r.InFlight, r.Unanswered = nil, time.Time{}
+	for i := range r.Slots {
+		r.Slots[i].Acked = Content{}
+	}
+}
 
 // edit applies change to each record and stores the results in one
 // Update (and one Delete), then applies it again to a fresh copy of each

@@ -88,9 +88,11 @@ type Config struct {
 	// replay with it as they ran then.
 	OneBinding bool
 	// WipeKeepsKeys makes an agent restarted without its files keep its
-	// keys. Off, the keys go with the files. On, the agent rejects the
-	// agbot's updates as of an unknown agreement and is proposed to again
-	// (seed 7 in sim_test.go).
+	// keys. Off, the keys go with the files. On, the agent says it holds
+	// nothing when it publishes its certificate again, and rejects the
+	// agbot's updates as of an unknown agreement: either way it is
+	// proposed to again (seed 7 in sim_test.go). The bounded run and the
+	// soak set it for one seed in three.
 	WipeKeepsKeys bool
 	// Without names fault kinds (as counted in Stats.Faults) not to
 	// inject: a step that draws one heals instead. "node.createOverMissing"
@@ -1053,7 +1055,11 @@ func (w *World) Step(ctx context.Context) error {
 		}
 	case 15:
 		how := []string{"kept", "wiped", "rekeyed"}[w.rng.IntN(3)]
-		w.count("agent.restart." + how)
+		if how == "wiped" && w.cfg.WipeKeepsKeys {
+			w.count("agent.restart.wipedKeepingKeys")
+		} else {
+			w.count("agent.restart." + how)
+		}
 		if err := w.restartAgent(ctx, w.agents[w.rng.IntN(len(w.agents))], how); err != nil {
 			return err
 		}

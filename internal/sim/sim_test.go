@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,10 +14,10 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 50, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
+	seedsFlag = flag.Int("sim.seeds", 160, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
-	openFlag  = flag.Bool("sim.open", false, "run TestOpenSeeds, the seeds of bugs not fixed yet")
+	keepFlag  = flag.Bool("sim.keepkeys", false, "with -sim.seed: an agent restarted without its files keeps its keys (Config.WipeKeepsKeys), as one seed in three of the bounded run")
 	oneFlag   = flag.Bool("sim.onebinding", false, "with -sim.seed: one binding per node (Config.OneBinding), as the fixed seeds and the bounded run of several agbots")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
@@ -25,12 +26,25 @@ var (
 // agbots: two or three.
 func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
 
+// keysKeptFor sets Config.WipeKeepsKeys for one seed in three of the
+// bounded runs and the soak.
+func keysKeptFor(seed uint64) func(*sim.Config) {
+	return func(c *sim.Config) { c.WipeKeepsKeys = seed%3 == 0 }
+}
+
+// replayed applies the flags of a replay (-sim.seed) to a seed's
+// configuration.
+func replayed(c *sim.Config) {
+	c.Store = sim.StoreKind(*storeFlag)
+	c.OneBinding = c.OneBinding || *oneFlag
+	c.WipeKeepsKeys = c.WipeKeepsKeys || *keepFlag
+}
+
 // withAgbots sets the number of agbots.
 func withAgbots(n int) func(*sim.Config) { return func(c *sim.Config) { c.Agbots = n } }
 
 // ciWithout are the faults the bounded run leaves out while a bug they
-// trigger is open (TestOpenSeeds): none, every bug found being fixed or
-// needing a configuration the bounded run does not use.
+// trigger is open: none, every bug found being fixed.
 var ciWithout []string
 
 // runSeed runs one seed in its own synctest bubble and returns its
@@ -54,6 +68,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		if cfg.OneBinding {
 			store += " -sim.onebinding"
 		}
+		if cfg.WipeKeepsKeys {
+			store += " -sim.keepkeys"
+		}
 		if cfg.Agbots > 1 {
 			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
 		} else {
@@ -61,6 +78,28 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		}
 	}
 	return stats
+}
+
+// runSeeds runs seeds 1 to n, each configured by edits, side by side on
+// the cores (each in its own synctest bubble), and returns their
+// statistics added up.
+func runSeeds(t *testing.T, n int, edits func(seed uint64) []func(*sim.Config)) sim.Stats {
+	var (
+		mu    sync.Mutex
+		total sim.Stats
+	)
+	t.Run("seeds", func(t *testing.T) {
+		for seed := uint64(1); seed <= uint64(n); seed++ {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				stats := runSeed(t, seed, edits(seed)...)
+				mu.Lock()
+				defer mu.Unlock()
+				total.Add(stats)
+			})
+		}
+	})
+	return total
 }
 
 // simulate runs one seed in its own synctest bubble and returns its
@@ -113,7 +152,7 @@ func TestSimulation(t *testing.T) {
 	start := time.Now()
 	switch {
 	case *seedFlag != 0:
-		total.Add(runSeed(t, *seedFlag, withStore(sim.StoreKind(*storeFlag)), func(c *sim.Config) { c.OneBinding = c.OneBinding || *oneFlag }))
+		total.Add(runSeed(t, *seedFlag, replayed))
 	case *soakFlag > 0:
 		t.Skip("the soak runs in TestSoak")
 	default:
@@ -121,9 +160,7 @@ func TestSimulation(t *testing.T) {
 		if testing.Short() {
 			n = 20
 		}
-		for seed := uint64(1); seed <= uint64(n); seed++ {
-			total.Add(runSeed(t, seed))
-		}
+		total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) { return []func(*sim.Config){keysKeptFor(seed)} })
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
@@ -166,6 +203,15 @@ func TestFixedSeeds(t *testing.T) {
 		// (agreement.Reply.Unknown, set by agentapi.ReplyFor) and the
 		// engine proposes it again.
 		{"seed 7: an agent wiped with its keys is proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
+		// The same agent, with overlapping bindings: node-0, wiped with
+		// its keys at t=3 s after it accepted its proposal, held nothing
+		// for good, none of its secrets changing after that: the engine's
+		// record was in sync, and Engine.Resync (on the certificate
+		// published again) sends only messages still unanswered. An agent
+		// over empty files now says so when it publishes its certificate
+		// (relay.Publication.HoldsNothing), and the agbot has the engine
+		// propose its agreement again (Engine.ProposeAgain).
+		{"seed 7, overlapping bindings: an agent wiped with its keys says it holds nothing and is proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys, c.OneBinding = true, false }},
 		// A node's agreement was cancelled, its agent's identity record
 		// lost on the agbot; when the secret came back the deploy failed
 		// "the agent's identity did not verify" and kept the certificate
@@ -245,38 +291,6 @@ func without(kind string) func(*sim.Config) {
 	return func(c *sim.Config) { c.Without = append(slices.Clone(ciWithout), kind) }
 }
 
-// The seeds of failures the simulation found that are not fixed yet, each
-// with its cause: skipped unless -sim.open, which runs them without the
-// leaving out that hides them from the bounded run (ciWithout). They
-// replay with this test, not with the command a failure prints:
-//
-//	go test -race -count=1 -run TestOpenSeeds ./internal/sim -sim.open
-func TestOpenSeeds(t *testing.T) {
-	if !*openFlag {
-		t.Skip("open bugs: run with -sim.open")
-	}
-	for _, tc := range []struct {
-		name string
-		seed uint64
-		edit func(*sim.Config)
-	}{
-		// node-0 (three bindings, each with a node-level candidate that
-		// exists) is restarted without its files but with its keys
-		// (Config.WipeKeepsKeys) at t=3 s, after it accepted its
-		// proposal. None of the content it is bound to changes after
-		// that, so the engine, whose record is in sync, sends it nothing:
-		// Engine.Resync (on the certificate published again) sends only
-		// messages still unanswered, and the agent has nothing to reply
-		// Unknown to (the fix of seed 7 needs an update to reject). The
-		// node holds nothing until one of its secrets rotates. A fix
-		// needs the agent to say it holds no instance of the agreement
-		// without being asked (agent) or Resync to propose again (delivery).
-		{"seed 7, overlapping bindings: an agent wiped with its keys and no rotation after", 7, func(c *sim.Config) { c.WipeKeepsKeys = true }},
-	} {
-		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, tc.edit) })
-	}
-}
-
 // The bounded run of several agbots sharing one state: seeds of two or
 // three agbots, with the faults of a shared state (an agbot frozen past
 // its membership lease, an agbot crashing and restarting under its id),
@@ -290,7 +304,7 @@ func TestSimulationAgbots(t *testing.T) {
 	switch {
 	case *seedFlag != 0:
 		if *agbotFlag > 1 {
-			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), withStore(sim.StoreKind(*storeFlag)), func(c *sim.Config) { c.OneBinding = c.OneBinding || *oneFlag }))
+			total.Add(runSeed(t, *seedFlag, withAgbots(*agbotFlag), replayed))
 		}
 	case *soakFlag > 0:
 		t.Skip("the soak runs in TestSoak")
@@ -299,9 +313,9 @@ func TestSimulationAgbots(t *testing.T) {
 		if testing.Short() {
 			n = 6
 		}
-		for seed := uint64(1); seed <= uint64(n); seed++ {
-			total.Add(runSeed(t, seed, withAgbots(agbotsFor(seed))))
-		}
+		total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) {
+			return []func(*sim.Config){withAgbots(agbotsFor(seed)), keysKeptFor(seed)}
+		})
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
@@ -321,13 +335,13 @@ func TestSimulationAWS(t *testing.T) {
 	if testing.Short() {
 		n = 3
 	}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
+	total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) {
 		agbots := 1
 		if seed%2 == 0 {
 			agbots = agbotsFor(seed)
 		}
-		total.Add(runSeed(t, seed, aws, withAgbots(agbots)))
-	}
+		return []func(*sim.Config){aws, withAgbots(agbots), keysKeptFor(seed)}
+	})
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
 
@@ -373,7 +387,7 @@ func TestSoak(t *testing.T) {
 		case 7:
 			mode = 3
 		}
-		edits := modes[mode].edit(seed)
+		edits := append(modes[mode].edit(seed), keysKeptFor(seed))
 		stats := runSeed(t, seed, edits...)
 		if stats.Violations > 0 {
 			failed = append(failed, fmt.Sprintf("%d (%s)", seed, modes[mode].name))
