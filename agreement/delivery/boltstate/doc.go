@@ -56,7 +56,9 @@
 //	identities    provider length, provider, instance id → identity record
 //
 // Values are a format byte and a compact binary encoding (varints,
-// length-prefixed strings, times to the nanosecond). A file of an older
+// length-prefixed strings, times to the nanosecond). Records of format 2
+// end with Unanswered; those of format 1, written before it was kept, read
+// with it zero and take format 2 when next written. A file of an older
 // schema version is migrated by Open in the same transaction that opens
 // it; a file of a newer version is refused, never rewritten.
 //

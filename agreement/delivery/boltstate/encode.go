@@ -21,7 +21,10 @@ import (
 // nanoseconds since the zero time. A new format gets a new byte, and the
 // decoder keeps reading the old ones.
 const (
-	recordFormat      byte = 1
+	// recordFormat 2 adds Record.Unanswered at the end; format 1 records
+	// (which lost it) read with it zero.
+	recordFormat      byte = 2
+	recordFormat1     byte = 1
 	servicesFormat    byte = 1
 	observationFormat byte = 1
 	waitFormat        byte = 1
@@ -256,6 +259,7 @@ func (d *decoder) done() error {
 
 // head is the part of a stored record read without decoding the rest.
 type head struct {
+	format   byte
 	revision uint64
 	services []byte
 	node     string
@@ -305,6 +309,7 @@ func encodeTail(r *delivery.Record) []byte {
 	e.time(r.LastReply)
 	e.time(r.CreatedAt)
 	e.time(r.UpdatedAt)
+	e.time(r.Unanswered)
 	return e.b
 }
 
@@ -325,10 +330,11 @@ func encodeRecord(r *delivery.Record, revision uint64) []byte {
 }
 
 func decodeHead(d *decoder) head {
-	if f := d.byte(); d.err == nil && f != recordFormat {
+	f := d.byte()
+	if d.err == nil && f != recordFormat && f != recordFormat1 {
 		d.err = fmt.Errorf("%w: record format %d is not known to this version of edgesecrets", errCorrupt, f)
 	}
-	return head{revision: d.uvarint(), services: d.raw(d.count()), node: d.str(), next: d.time()}
+	return head{format: f, revision: d.uvarint(), services: d.raw(d.count()), node: d.str(), next: d.time()}
 }
 
 // readHead decodes the head of a stored record.
@@ -387,6 +393,9 @@ func decodeRecord(id string, v []byte) (delivery.Record, head, error) {
 	r.LastReply = d.time()
 	r.CreatedAt = d.time()
 	r.UpdatedAt = d.time()
+	if h.format >= recordFormat {
+		r.Unanswered = d.time()
+	}
 	if err := d.done(); err != nil {
 		return delivery.Record{}, head{}, err
 	}

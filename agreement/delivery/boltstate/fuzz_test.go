@@ -25,7 +25,7 @@ func seedRecord(t testing.TB) delivery.Record {
 		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: at, Notified: true},
 		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
 		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
-		ReplySequence: 5, Attempts: -1, LastError: "e", NextAttempt: at, CreatedAt: at, UpdatedAt: at, Revision: 7,
+		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", NextAttempt: at, CreatedAt: at, UpdatedAt: at, Revision: 7,
 	}
 }
 
@@ -36,6 +36,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord(&r, r.Revision))
 	f.Add(encodeRecord(&delivery.Record{}, 1))
 	f.Add([]byte{recordFormat})
+	f.Add(formatOne(f, r))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		got, h, err := decodeRecord("id", v)
@@ -103,4 +104,32 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 	got, _, err := decodeRecord(r.ID, encodeRecord(&r, r.Revision))
 	require.NoError(t, err)
 	require.Equal(t, r, got, "every field, services included, times to the nanosecond")
+}
+
+// formatOne encodes r as the first record format did: without Unanswered.
+func formatOne(t testing.TB, r delivery.Record) []byte {
+	t.Helper()
+	r.Unanswered = time.Time{}
+	v := encodeRecord(&r, r.Revision)
+	require.Equal(t, []byte{0, 0}, v[len(v)-2:], "a zero time is two zero varints")
+	v = v[:len(v)-2]
+	v[0] = recordFormat1
+	return v
+}
+
+// A record of the first format (written before Record.Unanswered was
+// kept) still reads, with Unanswered zero; a format this version does not
+// know is corrupt, named.
+func TestRecordOfTheFirstFormatReads(t *testing.T) {
+	r := seedRecord(t)
+	got, _, err := decodeRecord(r.ID, formatOne(t, r))
+	require.NoError(t, err)
+	r.Unanswered = time.Time{}
+	require.Equal(t, r, got)
+
+	v := encodeRecord(&r, r.Revision)
+	v[0] = recordFormat + 1
+	_, _, err = decodeRecord(r.ID, v)
+	require.ErrorIs(t, err, errCorrupt)
+	require.ErrorContains(t, err, "record format 3 is not known")
 }

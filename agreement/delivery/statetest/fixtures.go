@@ -90,6 +90,7 @@ func record(t testing.TB, id, node string, candidates ...[]string) *delivery.Rec
 		},
 		ReplySequence: 41,
 		Attempts:      2,
+		Unanswered:    at(-20),
 		LastError:     "send to node " + node + ": connection refused",
 		Rejection:     "agent busy",
 		LastReply:     at(-60),
@@ -120,7 +121,7 @@ func norm(r delivery.Record) delivery.Record {
 		}
 		*p = p.Truncate(time.Microsecond).UTC()
 	}
-	for _, p := range []*time.Time{&r.NextAttempt, &r.LastReply, &r.CreatedAt, &r.UpdatedAt} {
+	for _, p := range []*time.Time{&r.NextAttempt, &r.Unanswered, &r.LastReply, &r.CreatedAt, &r.UpdatedAt} {
 		tm(p)
 	}
 	for _, c := range []*delivery.Cancellation{r.Cancel, r.Held} {
