@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,11 +158,15 @@ type node struct {
 	n      relay.Node
 	id     *identity.Agent
 	relay  *relay.Client
-	files  *agentapi.Store
-	recv   *agentapi.Receiver
+	keys   *agreement.PrivateKeys
 	after  uint64
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu    sync.Mutex
+	files *agentapi.Store
+	recv  *agentapi.Receiver
+	types []agreement.MessageType // of the messages applied
 }
 
 func (h *hub) node(name string) *node {
@@ -179,21 +184,44 @@ func (h *hub) node(name string) *node {
 	require.NoError(t, err)
 	rc, err := relay.NewClient(h.srv.URL, nil)
 	require.NoError(t, err)
-	files, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "secrets")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = files.Close() })
-	recv, err := agentapi.NewReceiver(files, agentapi.ReceiverOptions{Keys: keys, Agbot: h.keys.Public(),
-		Assign: func(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
-			return agentapi.Instances{p.Services[0].Service: {ID: name + "-web"}}, nil
-		}})
-	require.NoError(t, err)
-	nd := &node{t: t, n: n, id: id, relay: rc, files: files, recv: recv, done: make(chan struct{})}
+	nd := &node{t: t, n: n, id: id, relay: rc, keys: keys, done: make(chan struct{})}
+	nd.openFiles(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	nd.cancel = cancel
-	require.NoError(t, rc.PublishCertificate(t.Context(), relay.Publication{Node: n, ChainPEM: id.CertificateChain()}))
+	nd.publish(true) // new, it holds nothing
 	go nd.poll(ctx)
 	t.Cleanup(nd.stop)
 	return nd
+}
+
+// openFiles gives the node new, empty files (and so no replay state).
+func (nd *node) openFiles(h *hub) {
+	t := nd.t
+	files, err := agentapi.Open(t.Context(), agentapi.Options{Root: filepath.Join(t.TempDir(), "secrets")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = files.Close() })
+	recv, err := agentapi.NewReceiver(files, agentapi.ReceiverOptions{Keys: nd.keys, Agbot: h.keys.Public(),
+		Assign: func(_ context.Context, p agreement.Proposal) (agentapi.Instances, error) {
+			return agentapi.Instances{p.Services[0].Service: {ID: nd.n.Node + "-web"}}, nil
+		}})
+	require.NoError(t, err)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	nd.files, nd.recv = files, recv
+}
+
+// publish publishes the node's certificate, saying whether it holds
+// nothing.
+func (nd *node) publish(holdsNothing bool) {
+	nd.t.Helper()
+	require.NoError(nd.t, nd.relay.PublishCertificate(nd.t.Context(), relay.Publication{Node: nd.n, ChainPEM: nd.id.CertificateChain(), HoldsNothing: holdsNothing}))
+}
+
+// applied returns the types of the messages the node applied.
+func (nd *node) applied() []agreement.MessageType {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return slices.Clone(nd.types)
 }
 
 // poll takes the node's messages from the relay until ctx ends.
@@ -209,7 +237,13 @@ func (nd *node) poll(ctx context.Context) {
 			continue
 		}
 		nd.after = m.ID
-		if got, err := nd.recv.Receive(ctx, m.Envelope); err == nil {
+		nd.mu.Lock()
+		got, err := nd.recv.Receive(ctx, m.Envelope)
+		if err == nil && got.Err == nil {
+			nd.types = append(nd.types, got.Header.Type)
+		}
+		nd.mu.Unlock()
+		if err == nil {
 			_ = nd.relay.Reply(ctx, m.ID, got.Reply)
 		}
 	}
@@ -223,7 +257,10 @@ func (nd *node) stop() {
 // file returns the value in the node's secret file (the JSON format's
 // {"value": ...}), or "" while there is none.
 func (nd *node) file() string {
-	info, ok := nd.files.Instance(nd.n.Node + "-web")
+	nd.mu.Lock()
+	files := nd.files
+	nd.mu.Unlock()
+	info, ok := files.Instance(nd.n.Node + "-web")
 	if !ok {
 		return ""
 	}
@@ -325,6 +362,36 @@ func TestRedeployRebindsInPlace(t *testing.T) {
 	nd.eventually("new", 10*time.Second)
 	_, err = h.agbot.Engine().Status(t.Context(), agbot.AgreementID(nd.n))
 	require.NoError(t, err, "the same agreement")
+}
+
+// An agent that says it holds nothing when it publishes its certificate
+// is proposed its agreement again if, and only if, the agbot had one for
+// it: a new agent saying so gets one proposal, then updates (a stale
+// "holds nothing" once re-proposed it on the next deploy, and its service
+// never heard of the rebound secret: the examples' SIGHUP test); an agent
+// that lost its files but kept its keys gets its secrets again with no
+// rotation (the fault simulation's seed 7).
+func TestAnAgentHoldingNothingIsProposedItsAgreementAgain(t *testing.T) {
+	h := newHub(t, nil)
+	h.put("myorg/web/api-key", "old")
+	h.put("myorg/web/api-key-2", "new")
+	nd := h.node("node-1") // new: it says it holds nothing
+	nd.eventually("old", 10*time.Second)
+	_, err := h.agbot.Engine().Wait(t.Context(), agbot.AgreementID(nd.n)) // the acceptance heard
+	require.NoError(t, err)
+	proposal := []agreement.MessageType{agreement.TypeProposal}
+
+	h.policy.set("web/api-key-2")
+	_, err = h.agbot.Redeploy(t.Context())
+	require.NoError(t, err)
+	nd.eventually("new", 10*time.Second)
+	assert.Equal(t, append(proposal, agreement.TypeUpdate), nd.applied(), "a new agent: one proposal, then an update")
+
+	nd.openFiles(h) // wiped, its keys kept
+	require.Empty(t, nd.file())
+	nd.publish(true)
+	nd.eventually("new", 10*time.Second)
+	assert.Equal(t, append(proposal, agreement.TypeUpdate, agreement.TypeProposal), nd.applied(), "proposed again")
 }
 
 // A node the embedder does not deploy to gets nothing.

@@ -146,6 +146,10 @@ func (a *Agbot) deploy(ctx context.Context, n relay.Node) {
 // agreement and make it again, as Open Horizon does.
 func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 	log := a.log.With(slog.String("node", n.String()))
+	// Taken by every deploy, so that a node's agent, new, saying it holds
+	// nothing is not taken for one that lost what a later deploy finds
+	// it accepted.
+	empty := a.takeEmpty(n)
 	agentKeys, err := a.verifiedKeys(ctx, n)
 	for delay := troubleRetry; errors.Is(err, edgesecrets.ErrUnavailable); delay = min(2*delay, maxTroubleRetry) {
 		// The identity records did not answer: the agbot's own trouble,
@@ -172,6 +176,9 @@ func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 	existed, ok := a.existing(ctx, id, n, agentKeys.EncryptionKeyID())
 	if !ok {
 		return
+	}
+	if existed && empty {
+		a.proposeAgain(ctx, id, log.With(slog.String("agreement", id)))
 	}
 	d := delivery.Deployment{ID: id, Node: n.String(), Org: n.Org, NodeID: n.Node, Target: dep.Target, Resolver: dep.Resolver}
 	out, err := a.engine.Deploy(ctx, d)
@@ -246,9 +253,6 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 			if rec.Proposed && rec.AgentKey != key {
 				log.Warn("the node's agent has new keys; the engine proposes its agreement again")
 			}
-			if a.takeEmpty(n) {
-				a.proposeAgain(ctx, id, log)
-			}
 			if err := a.engine.Resync(ctx, n.String()); err != nil {
 				log.Warn("could not resync the node", slog.String("err", err.Error()))
 			}
@@ -263,7 +267,7 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 }
 
 // takeEmpty reports whether the agent on n said it holds nothing since
-// the last deploy that asked, and forgets it.
+// the node's last deploy, and forgets it.
 func (a *Agbot) takeEmpty(n relay.Node) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
