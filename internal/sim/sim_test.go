@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"slices"
@@ -14,9 +15,10 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("sim.seed", 0, "replay this one seed")
-	seedsFlag = flag.Int("sim.seeds", 160, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
+	seedsFlag = flag.Int("sim.seeds", 128, "seeds of the bounded run of one agbot; half as many run with several agbots, a tenth over AWS")
 	soakFlag  = flag.Duration("sim.soak", 0, "run seeds for this long (a soak) instead of the bounded run")
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
+	agentFlag = flag.Int("sim.agents", 0, "with -sim.seed: the number of agents (0: 4), as one seed in eight of the bounded run has 20")
 	keepFlag  = flag.Bool("sim.keepkeys", false, "with -sim.seed: an agent restarted without its files keeps its keys (Config.WipeKeepsKeys), as one seed in three of the bounded run")
 	oneFlag   = flag.Bool("sim.onebinding", false, "with -sim.seed: one binding per node (Config.OneBinding), as the fixed seeds and the bounded run of several agbots")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
@@ -26,10 +28,16 @@ var (
 // agbots: two or three.
 func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
 
-// keysKeptFor sets Config.WipeKeepsKeys for one seed in three of the
-// bounded runs and the soak.
-func keysKeptFor(seed uint64) func(*sim.Config) {
-	return func(c *sim.Config) { c.WipeKeepsKeys = seed%3 == 0 }
+// varied varies the seeds of the bounded runs and the soak: one in three
+// keeps an agent's keys across a wipe (Config.WipeKeepsKeys), one in
+// eight has 20 agents instead of 4.
+func varied(seed uint64) func(*sim.Config) {
+	return func(c *sim.Config) {
+		c.WipeKeepsKeys = seed%3 == 0
+		if seed%8 == 4 {
+			c.Agents = 20
+		}
+	}
 }
 
 // replayed applies the flags of a replay (-sim.seed) to a seed's
@@ -38,6 +46,7 @@ func replayed(c *sim.Config) {
 	c.Store = sim.StoreKind(*storeFlag)
 	c.OneBinding = c.OneBinding || *oneFlag
 	c.WipeKeepsKeys = c.WipeKeepsKeys || *keepFlag
+	c.Agents = cmp.Or(*agentFlag, c.Agents)
 }
 
 // withAgbots sets the number of agbots.
@@ -70,6 +79,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		}
 		if cfg.WipeKeepsKeys {
 			store += " -sim.keepkeys"
+		}
+		if cfg.Agents != 0 {
+			store += fmt.Sprintf(" -sim.agents=%d", cfg.Agents)
 		}
 		if cfg.Agbots > 1 {
 			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
@@ -160,7 +172,7 @@ func TestSimulation(t *testing.T) {
 		if testing.Short() {
 			n = 20
 		}
-		total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) { return []func(*sim.Config){keysKeptFor(seed)} })
+		total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) { return []func(*sim.Config){varied(seed)} })
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
@@ -314,7 +326,7 @@ func TestSimulationAgbots(t *testing.T) {
 			n = 6
 		}
 		total = runSeeds(t, n, func(seed uint64) []func(*sim.Config) {
-			return []func(*sim.Config){withAgbots(agbotsFor(seed)), keysKeptFor(seed)}
+			return []func(*sim.Config){withAgbots(agbotsFor(seed)), varied(seed)}
 		})
 	}
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
@@ -340,7 +352,7 @@ func TestSimulationAWS(t *testing.T) {
 		if seed%2 == 0 {
 			agbots = agbotsFor(seed)
 		}
-		return []func(*sim.Config){aws, withAgbots(agbots), keysKeptFor(seed)}
+		return []func(*sim.Config){aws, withAgbots(agbots), varied(seed)}
 	})
 	t.Log(fmt.Sprintf("%v in %v", total, time.Since(start).Round(time.Millisecond)))
 }
@@ -387,7 +399,7 @@ func TestSoak(t *testing.T) {
 		case 7:
 			mode = 3
 		}
-		edits := append(modes[mode].edit(seed), keysKeptFor(seed))
+		edits := append(modes[mode].edit(seed), varied(seed))
 		stats := runSeed(t, seed, edits...)
 		if stats.Violations > 0 {
 			failed = append(failed, fmt.Sprintf("%d (%s)", seed, modes[mode].name))
