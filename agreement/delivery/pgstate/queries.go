@@ -18,7 +18,10 @@ type queries struct {
 	join, previous, heartbeat, leave, prune string
 }
 
-const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body`
+// recordColumns read a record: its JSON body only when it has no binary
+// one (written by an agbot of an older version).
+const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body_bin,
+	CASE WHEN a.body_bin IS NULL THEN a.body END`
 
 func newQueries(schema string) queries {
 	q := queries{
@@ -26,8 +29,8 @@ func newQueries(schema string) queries {
 
 		create: `
 WITH ins AS (
-	INSERT INTO {s}.agreements (id, node, revision, next_attempt, attempts, services, body)
-	VALUES ($1, $2, 1, $3, $4, $5, $6)
+	INSERT INTO {s}.agreements (id, node, revision, next_attempt, attempts, services, body, body_bin)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $8)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id
 ), bound AS (
@@ -50,8 +53,8 @@ ORDER BY a.id`,
 		// may_write allows the member; storing it releases its claim.
 		update: `
 WITH v AS (
-	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[])
-		AS v(id, revision, node, next_attempt, attempts, body)
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $8::bytea[])
+		AS v(id, revision, node, next_attempt, attempts, body, body_bin)
 ), ok AS (
 	SELECT a.id FROM {s}.agreements a JOIN v ON a.id = v.id
 	WHERE a.revision = v.revision
@@ -61,7 +64,7 @@ WITH v AS (
 )
 UPDATE {s}.agreements a
 SET node = v.node, revision = a.revision + 1, next_attempt = v.next_attempt, attempts = v.attempts,
-	body = v.body::jsonb, lease_owner = NULL, lease_until = NULL
+	body = v.body::jsonb, body_bin = v.body_bin, lease_owner = NULL, lease_until = NULL
 FROM v, ok
 WHERE a.id = v.id AND a.id = ok.id
 RETURNING a.id`,
@@ -79,7 +82,7 @@ WITH ok AS (
 ), upd AS (
 	UPDATE {s}.agreements a
 	SET node = $3, revision = a.revision + 1, next_attempt = $4, attempts = $5,
-		services = $6::jsonb, body = $7::jsonb, lease_owner = NULL, lease_until = NULL
+		services = $6::jsonb, body = $7::jsonb, body_bin = $10, lease_owner = NULL, lease_until = NULL
 	FROM ok
 	WHERE a.id = ok.id
 	RETURNING a.id
