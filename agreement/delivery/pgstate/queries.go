@@ -16,6 +16,8 @@ type queries struct {
 	putWait, waits, deleteWait, newEpoch           string
 
 	join, previous, heartbeat, leave, prune string
+
+	withoutBin, putBin string
 }
 
 // recordColumns read a record: its JSON body only when it has no binary
@@ -233,11 +235,20 @@ WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
 		leave: `UPDATE {s}.members SET expires_at = now() WHERE member = $1 AND incarnation = $2`,
 
 		prune: `DELETE FROM {s}.members WHERE expires_at < now() - interval '1 day'`,
+
+		// withoutBin and putBin are the backfill's: the records without a
+		// binary body (through the partial index on them), and their
+		// binary body stored unless the record was written meanwhile.
+		withoutBin: `SELECT id, revision, body FROM {s}.agreements WHERE body_bin IS NULL AND id > $1 ORDER BY id LIMIT $2`,
+		putBin: `
+UPDATE {s}.agreements a SET body_bin = v.body_bin
+FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS v(id, revision, body_bin)
+WHERE a.id = v.id AND a.revision = v.revision AND a.body_bin IS NULL`,
 	}
 	for _, p := range []*string{
 		&q.fence, &q.create, &q.get, &q.page, &q.bound, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
 		&q.names, &q.pruneNames, &q.claimReview, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
-		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
+		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune, &q.withoutBin, &q.putBin,
 	} {
 		*p = strings.ReplaceAll(*p, "{s}", schema)
 	}

@@ -244,6 +244,8 @@ CREATE TRIGGER bindings_names_generation AFTER INSERT OR UPDATE OR DELETE OR TRU
 -- drops the binary body it made stale, and the JSON body is read until the
 -- record is next written (or the upgrading agbot's backfill writes it).
 ALTER TABLE {s}.agreements ADD COLUMN body_bin bytea;
+-- The records without one, for the backfill: empty once it is done.
+CREATE INDEX agreements_without_body_bin ON {s}.agreements (id) WHERE body_bin IS NULL;
 CREATE FUNCTION {s}.drop_stale_body_bin() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
