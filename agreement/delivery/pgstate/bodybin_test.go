@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 )
 
 // Records are read from their binary body, or from their JSON one when
@@ -19,13 +18,9 @@ import (
 // backfills the binary body of the records that have none.
 func TestRecordsAnOlderAgbotWroteAreRead(t *testing.T) {
 	ctx := t.Context()
-	db := pgtest.NewDatabase(t)
-	require.NoError(t, pgstate.MigrateTo(ctx, db.URL, "", 4))
-	pool := db.Pool(t)
-	_, err := pool.Exec(ctx, `
+	db, pool := oldSchema(t, 4, `
 INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
 VALUES ('agr-v4', 'node-1', 1, '[]', '{"lastError": "written by version 4", "proposed": true}')`)
-	require.NoError(t, err)
 
 	binary := func(id string) bool {
 		t.Helper()
@@ -70,14 +65,10 @@ FROM edgesecrets_delivery.agreements b WHERE a.id = 'agr-a' AND b.id = 'agr-b'`)
 // page, each read the same from it as from its JSON body.
 func TestOpenBackfillsEveryRecord(t *testing.T) {
 	ctx := t.Context()
-	db := pgtest.NewDatabase(t)
-	require.NoError(t, pgstate.MigrateTo(ctx, db.URL, "", 4))
-	pool := db.Pool(t)
-	_, err := pool.Exec(ctx, `
+	db, pool := oldSchema(t, 4, `
 INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
 SELECT format('agr-%s', lpad(g::text, 5, '0')), 'node-1', 1, '[]', jsonb_build_object('lastError', format('e%s', g))
 FROM generate_series(1, 1234) AS g`)
-	require.NoError(t, err)
 
 	st := open(t, db.URL, pgstate.Options{})
 	without := func() int {
