@@ -56,23 +56,6 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// FuzzDecodeServices: the same for services.
-func FuzzDecodeServices(f *testing.F) {
-	r := seedRecord(f)
-	f.Add(encodeServices(r.Services))
-	f.Add(encodeServices(nil))
-	f.Fuzz(func(t *testing.T, v []byte) {
-		got, err := decodeServices(v)
-		if err != nil {
-			require.ErrorIs(t, err, errCorrupt)
-			return
-		}
-		again, err := decodeServices(encodeServices(got))
-		require.NoError(t, err)
-		require.Equal(t, got, again)
-	})
-}
-
 // FuzzDecodeSmallValues: observations, waits and identity records.
 func FuzzDecodeSmallValues(f *testing.F) {
 	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()

@@ -19,6 +19,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -387,7 +388,7 @@ func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) 
 // and the name index moved from the old services' names to the new ones',
 // in one transaction.
 func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) error {
-	services, tail := encodeServices(rec.Services), encodeTail(rec)
+	services, tail := recordcodec.EncodeServices(rec.Services), encodeTail(rec)
 	var conflict bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		conflict = false
@@ -406,7 +407,7 @@ func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) erro
 			conflict = true
 			return nil
 		}
-		was, err := decodeServices(h.services)
+		was, err := recordcodec.DecodeServices(h.services)
 		if err != nil {
 			return fmt.Errorf("agreement %q: %w", rec.ID, err)
 		}

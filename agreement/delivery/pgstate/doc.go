@@ -47,7 +47,14 @@
 //     Slots are not rows: the engine reads and writes a record whole,
 //     nothing selects by slot, and rows per slot would multiply the writes
 //     of every Update; JSONB keeps them readable to an operator
-//     (SELECT body->'slots' FROM agreements).
+//     (SELECT body->'slots' FROM agreements). Since schema version 5 the
+//     body is also stored in binary (body_bin, the compact form the
+//     embedded state uses), which is what the agbots read: a tenth of the
+//     JSON's decoding, on every record the review and Due read. A record
+//     without one (written before version 5, or by an agbot of version 4
+//     still running during the upgrade: a trigger drops the binary body
+//     such a write made stale) is read from its JSON body until it is
+//     next written.
 //   - bindings (store_name, agreement_id): every candidate store name of
 //     every record, indexed by name, so MarkDue by store name is an index
 //     scan. Written by Create, replaced by Rebind, removed with the

@@ -12,6 +12,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -207,6 +208,28 @@ func encodeBody(r *delivery.Record) ([]byte, error) {
 		return nil, c.err
 	}
 	return json.Marshal(b)
+}
+
+// bodyBinFormat is the format byte in front of a binary body.
+const bodyBinFormat byte = 1
+
+// encodeBodyBin encodes r's body fields in binary (package recordcodec):
+// what the agbots read. Text fields are kept exactly; the JSON body beside
+// it, for agbots of older versions, has them made storable.
+func encodeBodyBin(r *delivery.Record) []byte {
+	e := recordcodec.Encoder{B: make([]byte, 1, 256)}
+	e.B[0] = bodyBinFormat
+	e.AppendBody(r)
+	return e.B
+}
+
+// decodeBodyBin fills r's body fields from their binary form.
+func decodeBodyBin(r *delivery.Record, data []byte) error {
+	d := recordcodec.Decoder{B: data}
+	if f := d.Byte(); d.Err == nil && f != bodyBinFormat {
+		return fmt.Errorf("%w: binary body format %d is not known to this version of edgesecrets", recordcodec.ErrCorrupt, f)
+	}
+	return d.Body(r, false)
 }
 
 // decodeBody fills r's body fields from their stored form.

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -21,6 +23,27 @@ import (
 type sharedState interface {
 	delivery.State
 	delivery.Membership
+}
+
+// twoRecords inserts two records binding org/a and org/b, as an agbot of
+// schema version 2 or 3 did.
+const twoRecords = `
+INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
+VALUES ('agr-1', 'node-1', 1, '[]', '{}'), ('agr-2', 'node-2', 1, '[]', '{}');
+INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id)
+VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`
+
+// oldSchema makes a database whose schema an agbot of the given schema
+// version made, runs insert there as such an agbot would have, and
+// returns the database and a pool on it: the upgrade tests start there.
+func oldSchema(t *testing.T, version int, insert string) (*pgtest.Database, *pgxpool.Pool) {
+	t.Helper()
+	db := pgtest.NewDatabase(t)
+	require.NoError(t, pgstate.MigrateTo(t.Context(), db.URL, "", version))
+	pool := db.Pool(t)
+	_, err := pool.Exec(t.Context(), insert)
+	require.NoError(t, err)
+	return db, pool
 }
 
 // open opens a State on url (closed when t ends) without joining.

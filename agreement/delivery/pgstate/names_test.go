@@ -110,15 +110,7 @@ SELECT format('org/raw-%s', i), 'agr-raw' FROM generate_series(1, 10) AS i;`)
 // generation, moves the names of the new one when it binds or deletes.
 func TestUpgradeFromVersion3(t *testing.T) {
 	ctx := t.Context()
-	db := pgtest.NewDatabase(t)
-	require.NoError(t, pgstate.MigrateTo(ctx, db.URL, "", 3))
-	pool := db.Pool(t)
-	_, err := pool.Exec(ctx, `
-INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
-VALUES ('agr-1', 'node-1', 1, '[]', '{}'), ('agr-2', 'node-2', 1, '[]', '{}');
-INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id)
-VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
-	require.NoError(t, err)
+	db, pool := oldSchema(t, 3, twoRecords)
 
 	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
 	names := func() []string {

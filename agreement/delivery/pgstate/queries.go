@@ -16,9 +16,14 @@ type queries struct {
 	putWait, waits, deleteWait, newEpoch           string
 
 	join, previous, heartbeat, leave, prune string
+
+	withoutBin, putBin string
 }
 
-const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body`
+// recordColumns read a record: its JSON body only when it has no binary
+// one (written by an agbot of an older version).
+const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body_bin,
+	CASE WHEN a.body_bin IS NULL THEN a.body END`
 
 func newQueries(schema string) queries {
 	q := queries{
@@ -26,8 +31,8 @@ func newQueries(schema string) queries {
 
 		create: `
 WITH ins AS (
-	INSERT INTO {s}.agreements (id, node, revision, next_attempt, attempts, services, body)
-	VALUES ($1, $2, 1, $3, $4, $5, $6)
+	INSERT INTO {s}.agreements (id, node, revision, next_attempt, attempts, services, body, body_bin)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $8)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id
 ), bound AS (
@@ -50,8 +55,8 @@ ORDER BY a.id`,
 		// may_write allows the member; storing it releases its claim.
 		update: `
 WITH v AS (
-	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[])
-		AS v(id, revision, node, next_attempt, attempts, body)
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $8::bytea[])
+		AS v(id, revision, node, next_attempt, attempts, body, body_bin)
 ), ok AS (
 	SELECT a.id FROM {s}.agreements a JOIN v ON a.id = v.id
 	WHERE a.revision = v.revision
@@ -61,7 +66,7 @@ WITH v AS (
 )
 UPDATE {s}.agreements a
 SET node = v.node, revision = a.revision + 1, next_attempt = v.next_attempt, attempts = v.attempts,
-	body = v.body::jsonb, lease_owner = NULL, lease_until = NULL
+	body = v.body::jsonb, body_bin = v.body_bin, lease_owner = NULL, lease_until = NULL
 FROM v, ok
 WHERE a.id = v.id AND a.id = ok.id
 RETURNING a.id`,
@@ -79,7 +84,7 @@ WITH ok AS (
 ), upd AS (
 	UPDATE {s}.agreements a
 	SET node = $3, revision = a.revision + 1, next_attempt = $4, attempts = $5,
-		services = $6::jsonb, body = $7::jsonb, lease_owner = NULL, lease_until = NULL
+		services = $6::jsonb, body = $7::jsonb, body_bin = $10, lease_owner = NULL, lease_until = NULL
 	FROM ok
 	WHERE a.id = ok.id
 	RETURNING a.id
@@ -230,11 +235,20 @@ WHERE member = $1 AND incarnation = $2 AND expires_at > now()`,
 		leave: `UPDATE {s}.members SET expires_at = now() WHERE member = $1 AND incarnation = $2`,
 
 		prune: `DELETE FROM {s}.members WHERE expires_at < now() - interval '1 day'`,
+
+		// withoutBin and putBin are the backfill's: the records without a
+		// binary body (through the partial index on them), and their
+		// binary body stored unless the record was written meanwhile.
+		withoutBin: `SELECT id, revision, body FROM {s}.agreements WHERE body_bin IS NULL AND id > $1 ORDER BY id LIMIT $2`,
+		putBin: `
+UPDATE {s}.agreements a SET body_bin = v.body_bin
+FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS v(id, revision, body_bin)
+WHERE a.id = v.id AND a.revision = v.revision AND a.body_bin IS NULL`,
 	}
 	for _, p := range []*string{
 		&q.fence, &q.create, &q.get, &q.page, &q.bound, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
 		&q.names, &q.pruneNames, &q.claimReview, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
-		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune,
+		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune, &q.withoutBin, &q.putBin,
 	} {
 		*p = strings.ReplaceAll(*p, "{s}", schema)
 	}

@@ -17,22 +17,28 @@ import (
 // scanRecord reads a row of recordColumns, after any columns in pre.
 func (s *state) scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
 	var (
-		r              delivery.Record
-		revision       int64
-		next           *time.Time
-		attempts       int64
-		services, data []byte
+		r                   delivery.Record
+		revision            int64
+		next                *time.Time
+		attempts            int64
+		services, bin, data []byte
 	)
-	if err := row.Scan(append(pre, &r.ID, &r.Node, &revision, &next, &attempts, &services, &data)...); err != nil {
+	if err := row.Scan(append(pre, &r.ID, &r.Node, &revision, &next, &attempts, &services, &bin, &data)...); err != nil {
 		return r, err
 	}
-	r.Revision, r.NextAttempt, r.Attempts = uint64(revision), fromDB(next), int(attempts)
 	var err error
+	if bin != nil {
+		err = decodeBodyBin(&r, bin)
+	} else {
+		err = decodeBody(&r, data)
+	}
+	if err != nil {
+		return r, corrupt(r.ID, "body", err)
+	}
+	// The columns, after the body: MarkDue changes them alone.
+	r.Revision, r.NextAttempt, r.Attempts = uint64(revision), fromDB(next), int(attempts)
 	if r.Services, err = s.services.decode(services); err != nil {
 		return r, corrupt(r.ID, "services", err)
-	}
-	if err := decodeBody(&r, data); err != nil {
-		return r, corrupt(r.ID, "body", err)
 	}
 	return r, nil
 }
@@ -51,30 +57,33 @@ func (e *corruptError) Error() string {
 func corrupt(id, part string, err error) error { return &corruptError{id: id, part: part, err: err} }
 
 // encodeRecord checks the record's text fields and encodes its services,
-// the store names they bind and its body, for Create and Rebind.
-func encodeRecord(rec *delivery.Record) (services []byte, names []string, data []byte, err error) {
+// the store names they bind and its body (JSON and binary), for Create and
+// Rebind.
+func encodeRecord(rec *delivery.Record) (services []byte, names []string, data, bin []byte, err error) {
 	c := &checker{what: "record " + quote(rec.ID)}
 	c.check("id", rec.ID)
 	c.check("node", rec.Node)
 	if c.err != nil {
-		return nil, nil, nil, c.err
+		return nil, nil, nil, nil, c.err
 	}
 	if services, names, err = encodeServices(rec.ID, rec.Services); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	data, err = encodeBody(rec)
-	return services, names, data, err
+	if data, err = encodeBody(rec); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return services, names, data, encodeBodyBin(rec), nil
 }
 
 // Create implements delivery.State.
 func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
-	services, names, data, err := encodeRecord(rec)
+	services, names, data, bin, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
 	var created int
 	err = s.call(ctx, op{what: "creating record " + quote(rec.ID)}, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.q.create, rec.ID, rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), services, data, names).Scan(&created)
+		return s.pool.QueryRow(ctx, s.q.create, rec.ID, rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), services, data, names, bin).Scan(&created)
 	})
 	if err != nil {
 		return err
@@ -125,6 +134,7 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 		nexts     = make([]*time.Time, 0, n)
 		attempts  = make([]int64, 0, n)
 		bodies    = make([]string, 0, n)
+		bins      = make([][]byte, 0, n)
 		byID      = make(map[string]*delivery.Record, n)
 		conflicts []string
 	)
@@ -152,9 +162,10 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 		nexts = append(nexts, micro(r.NextAttempt))
 		attempts = append(attempts, int64(r.Attempts))
 		bodies = append(bodies, string(data))
+		bins = append(bins, encodeBodyBin(r))
 	}
 	o := op{what: "updating " + countOf(len(ids), "record"), member: member}
-	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member)
+	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.update, ids, revisions, nodes, nexts, attempts, bodies, member, bins)
 	if err != nil {
 		return err
 	}
@@ -171,13 +182,13 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 // stores its services and replaces the store names it binds, in one
 // statement behind the same fence and lease rule.
 func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
-	services, names, data, err := encodeRecord(rec)
+	services, names, data, bin, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
 	o := op{what: "rebinding record " + quote(rec.ID), member: member}
 	stored, err := s.fencedStrings(ctx, o, s.incarnation(member), s.q.rebind,
-		rec.ID, int64(rec.Revision), rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), string(services), string(data), names, member)
+		rec.ID, int64(rec.Revision), rec.Node, micro(rec.NextAttempt), int64(rec.Attempts), string(services), string(data), names, member, bin)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,10 @@ func processCPU(b *testing.B) time.Duration {
 type scaleConfig struct {
 	name string
 	open func(b *testing.B) (states []delivery.State, members []string, db *pgtest.Database)
+	// jsonBody has the records read from their JSON body, as those an
+	// agbot of schema version 4 wrote (BenchmarkIdleInterval's baseline
+	// for the binary body).
+	jsonBody bool
 }
 
 func scaleConfigs() []scaleConfig {
@@ -64,15 +68,16 @@ func scaleConfigs() []scaleConfig {
 	return []scaleConfig{
 		{"memory", func(*testing.B) ([]delivery.State, []string, *pgtest.Database) {
 			return []delivery.State{delivery.NewMemoryState()}, []string{"agbot-1"}, nil
-		}},
+		}, false},
 		{"embedded", func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
 			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = st.Close() })
 			return []delivery.State{st}, []string{"agbot-1"}, nil
-		}},
-		{"postgres", postgres("agbot-1")},
-		{"postgres-2agbots", postgres("agbot-1", "agbot-2")},
+		}, false},
+		{"postgres", postgres("agbot-1"), false},
+		{"postgres-jsonbody", postgres("agbot-1"), true},
+		{"postgres-2agbots", postgres("agbot-1", "agbot-2"), false},
 	}
 }
 
@@ -215,12 +220,17 @@ func (f *idleFleet) report(b *testing.B, agbot0, db0 time.Duration, per int, uni
 //	go test -run '^$' -bench IdleInterval -benchtime 10x -benchmem ./agreement/delivery/pgstate/
 //
 // postgres-2agbots is two agbots sharing the database: the figures are
-// the two together per interval.
+// the two together per interval. postgres-jsonbody is one agbot reading
+// the records' JSON body, as the schema before version 5 had it read.
 func BenchmarkIdleInterval(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, c := range scaleConfigs() {
 			b.Run(fmt.Sprintf("%s/agreements=%d", c.name, n), func(b *testing.B) {
 				f := startIdleFleet(b, c, n, nil)
+				if c.jsonBody {
+					_, err := f.db.Pool(b).Exec(b.Context(), "UPDATE edgesecrets_delivery.agreements SET body_bin = NULL")
+					require.NoError(b, err)
+				}
 				stop := f.profile(b, fmt.Sprintf("%s-%d", c.name, n))
 				agbot0, db0 := f.cpu(b)
 				intervals := 0

@@ -164,15 +164,7 @@ func TestBadInputStoresNothing(t *testing.T) {
 // the rows of names no longer bound.
 func TestUpgradeKeepsTheNames(t *testing.T) {
 	ctx := t.Context()
-	db := pgtest.NewDatabase(t)
-	require.NoError(t, pgstate.MigrateTo(ctx, db.URL, "", 2))
-	pool := db.Pool(t)
-	_, err := pool.Exec(ctx, `
-INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body)
-VALUES ('agr-1', 'node-1', 1, '[]', '{}'), ('agr-2', 'node-2', 1, '[]', '{}');
-INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id)
-VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
-	require.NoError(t, err)
+	db, pool := oldSchema(t, 2, twoRecords)
 
 	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
 	names := func() []string {
@@ -184,7 +176,7 @@ VALUES ('org/a', 'agr-1'), ('org/b', 'agr-1'), ('org/b', 'agr-2');`)
 	assert.Equal(t, []string{"org/a", "org/b"}, names(), "the names bound before the upgrade")
 
 	// An agbot of version 2, still running, binds a record as it did.
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO edgesecrets_delivery.agreements (id, node, revision, services, body) VALUES ('agr-old', 'node-9', 1, '[]', '{}');
 INSERT INTO edgesecrets_delivery.bindings (store_name, agreement_id) VALUES ('org/old', 'agr-old');`)
 	require.NoError(t, err, "a version 2 agbot's insert of a binding")

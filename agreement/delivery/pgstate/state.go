@@ -62,6 +62,10 @@ type state struct {
 	timeout time.Duration
 	log     *slog.Logger
 	closed  atomic.Bool
+	// stopBackfill ends the backfill, and backfilled is closed once it
+	// ended.
+	stopBackfill context.CancelFunc
+	backfilled   chan struct{}
 
 	mu           sync.Mutex
 	incarnations map[string]uint64    // members joined through this State
@@ -153,12 +157,81 @@ func open(ctx context.Context, opts Options) (*state, error) {
 	}
 	s.log.Info("delivery state on PostgreSQL ready", slog.String("schema", s.schema), slog.Int("version", version),
 		slog.Duration("lease_period", s.period))
+	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBackfill, s.backfilled = stop, make(chan struct{})
+	go func() {
+		defer close(s.backfilled)
+		s.backfill(bctx)
+	}()
 	return s, nil
+}
+
+// backfillPage is how many records one statement of the backfill writes.
+const backfillPage = 500
+
+// backfill stores the binary body of the records that have none (written
+// before schema version 5, or since by an agbot of version 4), a page at
+// a time, until none is left, the State closes or a statement fails (the
+// next Open goes on): until then they are read from their JSON body,
+// which costs more. A record written meanwhile is left to its writer.
+func (s *state) backfill(ctx context.Context) {
+	after, total := "", 0
+	for ctx.Err() == nil {
+		var (
+			ids       []string
+			revisions []int64
+			bins      [][]byte
+		)
+		rows, err := s.pool.Query(ctx, s.q.withoutBin, after, backfillPage)
+		if err != nil {
+			s.log.Warn("pgstate: the backfill of binary bodies stopped; the next Open goes on", slog.String("err", err.Error()))
+			return
+		}
+		n := 0
+		for rows.Next() {
+			n++
+			var (
+				r        delivery.Record
+				revision int64
+				data     []byte
+			)
+			if err := rows.Scan(&r.ID, &revision, &data); err != nil {
+				break
+			}
+			after = r.ID
+			if err := decodeBody(&r, data); err != nil {
+				s.log.Warn("pgstate: a record's JSON body does not decode; left as it is", slog.String("agreement", r.ID), slog.String("err", err.Error()))
+				continue
+			}
+			ids, revisions, bins = append(ids, r.ID), append(revisions, revision), append(bins, encodeBodyBin(&r))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			s.log.Warn("pgstate: the backfill of binary bodies stopped; the next Open goes on", slog.String("err", err.Error()))
+			return
+		}
+		if len(ids) > 0 {
+			tag, err := s.pool.Exec(ctx, s.q.putBin, ids, revisions, bins)
+			if err != nil {
+				s.log.Warn("pgstate: the backfill of binary bodies stopped; the next Open goes on", slog.String("err", err.Error()))
+				return
+			}
+			total += int(tag.RowsAffected())
+		}
+		if n < backfillPage {
+			break
+		}
+	}
+	if total > 0 {
+		s.log.Info("pgstate: records given their binary body", slog.Int("records", total))
+	}
 }
 
 // Close implements delivery.State; see Open.
 func (s *state) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		s.stopBackfill()
+		<-s.backfilled
 		s.pool.Close()
 	}
 	return nil

@@ -1,0 +1,87 @@
+package recordcodec
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/binding"
+	"github.com/edgesecrets/edgesecrets/secretstore"
+)
+
+func sample(t testing.TB) delivery.Record {
+	version, err := secretstore.ParseContentTag("version:42")
+	require.NoError(t, err)
+	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
+	at := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
+	return delivery.Record{
+		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "u"}, Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"org/n/db", "org/db"}, Format: "json"}}}},
+		Slots:    []delivery.Slot{{Name: "db", Desired: delivery.Content{StoreName: "org/db", Tag: version}, Acked: delivery.Content{StoreName: "org/db", Tag: sum}}},
+		Phase:    delivery.PhaseCancelling,
+		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: at, Notified: true},
+		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
+		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
+		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", CreatedAt: at, UpdatedAt: at,
+	}
+}
+
+func body(r *delivery.Record) []byte {
+	e := Encoder{}
+	e.AppendBody(r)
+	return e.B
+}
+
+func TestZeroUnixIsTheZeroTime(t *testing.T) {
+	require.Equal(t, time.Time{}.Unix(), int64(ZeroUnix))
+}
+
+// FuzzDecodeBody: a damaged body is an error, never a panic, and whatever
+// decodes encodes back to the same fields.
+func FuzzDecodeBody(f *testing.F) {
+	r := sample(f)
+	f.Add(body(&r), false)
+	f.Add(body(&delivery.Record{}), false)
+	f.Add([]byte{}, true)
+	f.Fuzz(func(t *testing.T, v []byte, withoutUnanswered bool) {
+		var got delivery.Record
+		d := Decoder{B: v}
+		if err := d.Body(&got, withoutUnanswered); err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		var again delivery.Record
+		d = Decoder{B: body(&got)}
+		require.NoError(t, d.Body(&again, false))
+		require.Equal(t, got, again)
+	})
+}
+
+// FuzzDecodeServices: the same for services.
+func FuzzDecodeServices(f *testing.F) {
+	r := sample(f)
+	f.Add(EncodeServices(r.Services))
+	f.Add(EncodeServices(nil))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		got, err := DecodeServices(v)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		again, err := DecodeServices(EncodeServices(got))
+		require.NoError(t, err)
+		require.Equal(t, got, again)
+	})
+}
+
+func TestBodyRoundTrips(t *testing.T) {
+	r := sample(t)
+	var got delivery.Record
+	got.Services = r.Services // kept apart
+	d := Decoder{B: body(&r)}
+	require.NoError(t, d.Body(&got, false))
+	require.Equal(t, r, got, "every field a body holds, times to the nanosecond")
+}
