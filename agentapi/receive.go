@@ -150,6 +150,10 @@ func (r *Receiver) Receive(ctx context.Context, envelope []byte) (Received, erro
 	if floor := s.floor(h.AgreementID); h.Sequence < floor {
 		return Received{}, fmt.Errorf("agentapi: receive: %w: %s sequence %d of agreement %q is below %d", agreement.ErrReplay, h.Type, h.Sequence, h.AgreementID, floor)
 	}
+	if s.sealedBeforeStart(h.AgreementID, h.Time) {
+		return Received{}, fmt.Errorf("agentapi: receive: %w: %s of agreement %q was sealed at %s, before this agent's replay state began (%s): its files were lost, not its keys",
+			agreement.ErrReplay, h.Type, h.AgreementID, h.Time.UTC().Format(time.RFC3339Nano), s.since.UTC().Format(time.RFC3339Nano))
+	}
 	applied, applyErr := apply(h.Sequence)
 	got.Changes, got.Removed = applied.Changes, applied.Removed
 

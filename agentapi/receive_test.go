@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,8 @@ type receiverFixture struct {
 	agent    *agreement.PrivateKeys
 	agbot    *agreement.PrivateKeys
 	replies  agreement.ReplayGuard
+	// sealedBefore is an envelope a test sealed for later.
+	sealedBefore []byte
 }
 
 func newReceiverFixture(t *testing.T) *receiverFixture {
@@ -300,4 +303,77 @@ func TestNewReceiverChecksOptions(t *testing.T) {
 	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 	_, err = agentapi.NewReceiver(f.store, agentapi.ReceiverOptions{Keys: f.agent, Agbot: f.agbot.Public()})
 	assert.ErrorContains(t, err, "Assign")
+}
+
+// sealedAt seals a proposal of agreement ag-1 as if at the given time.
+func (f *receiverFixture) sealedAt(seq uint64, value string, at time.Time) []byte {
+	f.t.Helper()
+	return f.sealedFor("ag-1", seq, value, at)
+}
+
+// sealedFor seals a proposal of agreement id as if at the given time.
+func (f *receiverFixture) sealedFor(id string, seq uint64, value string, at time.Time) []byte {
+	f.t.Helper()
+	p := agreement.Proposal{AgreementID: id, Services: []agreement.ServiceSecrets{{Service: refA,
+		Secrets: map[string]agreement.SecretDetails{"cert": rawSecret([]byte(value))}}}}
+	env, err := agreement.Seal(f.agbot, f.agent.Public(), p, agreement.Header{Sequence: seq, Time: at}, agreement.Options{})
+	require.NoError(f.t, err)
+	return env
+}
+
+// An agent that lost its replay state but kept its keys (its root wiped,
+// or agreements.json gone with no instance left to give the floor) refuses
+// an envelope sealed before its replay state began, as a replay: an old
+// proposal replayed to it would bring back content of an agreement
+// cancelled since (found by the fault simulation, seeds 1311 and 2325 of
+// three agbots). What the agbot seals afterwards, and an agreement whose
+// floor survived, are judged as before; the beginning survives restarts.
+func TestAnAgentThatLostItsReplayStateRefusesOlderEnvelopes(t *testing.T) {
+	old := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name   string
+		lose   func(f *receiverFixture)
+		env    func(f *receiverFixture) []byte
+		replay bool
+	}{
+		{"a new root, an envelope sealed before it", func(f *receiverFixture) { f.opts.Root = filepath.Join(f.t.TempDir(), "new"); f.open() },
+			func(f *receiverFixture) []byte { return f.sealedAt(1, "old", old) }, true},
+		{"a new root, an envelope sealed after it", func(f *receiverFixture) { f.opts.Root = filepath.Join(f.t.TempDir(), "new"); f.open() },
+			func(f *receiverFixture) []byte { return f.proposal(1, "new") }, false},
+		{"the replay state lost and no instance left, an envelope sealed before", func(f *receiverFixture) {
+			_, reply := f.receive(f.cancel(2))
+			require.True(f.t, reply.Accepted)
+			require.NoError(f.t, f.store.Close())
+			require.NoError(f.t, os.Remove(filepath.Join(f.root, "agreements.json")))
+			f.open()
+		}, func(f *receiverFixture) []byte { return f.sealedAt(3, "old", old) }, true},
+		{"the replay state lost, the floor kept by an instance", func(f *receiverFixture) {
+			require.NoError(f.t, f.store.Close())
+			require.NoError(f.t, os.Remove(filepath.Join(f.root, "agreements.json")))
+			f.open()
+		}, func(f *receiverFixture) []byte { return f.sealedAt(2, "old but newer", old) }, false},
+		{"restarted with its replay state: its beginning is kept", func(f *receiverFixture) {
+			_, reply := f.receive(f.cancel(2)) // its instance is free for ag-2
+			require.True(f.t, reply.Accepted)
+			f.sealedBefore = f.sealedFor("ag-2", 1, "another agreement, sealed before the restart", time.Now())
+			time.Sleep(10 * time.Millisecond)
+			f.restart()
+		}, func(f *receiverFixture) []byte { return f.sealedBefore }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newReceiverFixture(t)
+			_, reply := f.receive(f.proposal(1, "first"))
+			require.True(t, reply.Accepted)
+			tc.lose(f)
+			got, err := f.receiver.Receive(t.Context(), tc.env(f))
+			if !tc.replay {
+				require.NoError(t, err)
+				assert.NoError(t, got.Err)
+				return
+			}
+			require.ErrorIs(t, err, agreement.ErrReplay)
+			assert.Contains(t, err.Error(), "before this agent's replay state began")
+			assert.Empty(t, f.store.InstanceIDs(), "nothing applied")
+		})
+	}
 }

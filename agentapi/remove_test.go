@@ -108,5 +108,5 @@ func TestRemoveAgreement(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, ids)
 	assert.Empty(t, s.InstanceIDs())
-	assert.Equal(t, []string{".", "instances", "meta", "status", "tmp"}, tree(t, root))
+	assert.Equal(t, []string{".", "agreements.json", "instances", "meta", "status", "tmp"}, tree(t, root))
 }

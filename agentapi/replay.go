@@ -52,7 +52,10 @@ type agreementState struct {
 
 // agreementsJSON is the form of agreements.json.
 type agreementsJSON struct {
-	Version    int                       `json:"version"`
+	Version int `json:"version"`
+	// Since is when this replay state began; zero in files written before
+	// it was kept.
+	Since      time.Time                 `json:"since,omitzero"`
 	Agreements map[string]agreementState `json:"agreements"`
 }
 
@@ -60,7 +63,7 @@ type agreementsJSON struct {
 // to the newest sequence its instances record. A missing or unreadable
 // file is not fatal: the instances' floors stand (and are logged).
 func (s *Store) loadAgreements() error {
-	state, err := s.readAgreements()
+	state, since, err := s.readAgreements()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if len(s.instances) > 0 {
@@ -69,9 +72,12 @@ func (s *Store) loadAgreements() error {
 	case err != nil:
 		s.log.Error("the replay state is unreadable; taking each agreement's floor from its instances", "file", agreementsFile, "err", err)
 	}
-	if state == nil {
-		state = map[string]agreementState{}
+	if err != nil {
+		// A replay state begins now: older envelopes of agreements it has
+		// no floor for are replays.
+		state, since = map[string]agreementState{}, time.Now()
 	}
+	s.since = since
 	raised := err != nil
 	for _, m := range s.instances {
 		st := state[m.AgreementID]
@@ -82,31 +88,34 @@ func (s *Store) loadAgreements() error {
 		}
 	}
 	s.agreements = state
-	if raised && len(state) > 0 {
+	if raised {
 		return s.saveAgreements(state)
 	}
 	return nil
 }
 
 // readAgreements reads and checks agreements.json.
-func (s *Store) readAgreements() (map[string]agreementState, error) {
+func (s *Store) readAgreements() (map[string]agreementState, time.Time, error) {
 	f, _, err := openRegular(s.meta, agreementsFile, os.O_RDONLY)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	defer func() { _ = f.Close() }() // read-only
 	b, err := io.ReadAll(io.LimitReader(f, maxAgreementsBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var v agreementsJSON
 	if err := jsonproblem.Decode(bytes.NewReader(b), maxAgreementsBytes, &v); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if v.Version != agreementsVersion {
-		return nil, fmt.Errorf("version %d, want %d", v.Version, agreementsVersion)
+		return nil, time.Time{}, fmt.Errorf("version %d, want %d", v.Version, agreementsVersion)
 	}
-	return v.Agreements, nil
+	if v.Agreements == nil {
+		v.Agreements = map[string]agreementState{}
+	}
+	return v.Agreements, v.Since, nil
 }
 
 // saveAgreements persists state atomically, keeping the newest
@@ -126,7 +135,7 @@ func (s *Store) saveAgreements(state map[string]agreementState) error {
 			delete(state, id)
 		}
 	}
-	b, err := json.Marshal(agreementsJSON{Version: agreementsVersion, Agreements: state})
+	b, err := json.Marshal(agreementsJSON{Version: agreementsVersion, Since: s.since, Agreements: state})
 	if err == nil {
 		err = s.writeFile(s.meta, agreementsFile, b, 0o600, noGroup)
 	}
@@ -140,6 +149,13 @@ func (s *Store) saveAgreements(state map[string]agreementState) error {
 	s.agreements = state
 	s.view.Unlock()
 	return nil
+}
+
+// sealedBeforeStart reports whether an envelope of agreementID sealed at
+// sealed is older than the replay state while the state has no floor for
+// the agreement: a replay to an agent that lost its replay state.
+func (s *Store) sealedBeforeStart(agreementID string, sealed time.Time) bool {
+	return s.floor(agreementID) == 0 && sealed.Before(s.since)
 }
 
 // floor returns the sequence an envelope of the agreement must reach: the

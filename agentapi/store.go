@@ -98,6 +98,9 @@ type Store struct {
 	view       sync.RWMutex
 	instances  map[string]*metadata
 	agreements map[string]agreementState
+	// since is when the replay state began (set by Open); zero when it is
+	// older than this record.
+	since time.Time
 }
 
 // memory reports whether the store keeps its secret files in memory.

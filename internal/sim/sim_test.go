@@ -224,6 +224,22 @@ func TestFixedSeeds(t *testing.T) {
 		// (relay.Publication.HoldsNothing), and the agbot has the engine
 		// propose its agreement again (Engine.ProposeAgain).
 		{"seed 7, overlapping bindings: an agent wiped with its keys says it holds nothing and is proposed to again", 7, func(c *sim.Config) { c.WipeKeepsKeys, c.OneBinding = true, false }},
+		// Found by the soak once one seed in three kept an agent's keys
+		// across a wipe: node-1's agreement was cancelled (s2 deleted) and
+		// acknowledged; the agent, wiped with its keys, polled a replaying
+		// relay from its start and accepted the agreement's first
+		// proposal again, its replay floor gone with its files: content of
+		// a cancelled agreement, applied. A replay state now records when
+		// it began, and an envelope of an agreement it has no floor for,
+		// sealed before then, is a replay
+		// (agentapi.TestAnAgentThatLostItsReplayStateRefusesOlderEnvelopes).
+		{"seed 2325 of three agbots: a wiped agent with its keys refuses an old proposal replayed", 2325, func(c *sim.Config) {
+			c.Agbots, c.WipeKeepsKeys, c.OneBinding = 3, true, false
+		}},
+		// Over HTTP the replay's timing varies: 2 runs of 4 failed before.
+		{"seed 1311 of three agbots over Secrets Manager: the same", 1311, func(c *sim.Config) {
+			c.Agbots, c.Store, c.WipeKeepsKeys, c.OneBinding = 3, sim.StoreAWS, true, false
+		}},
 		// A node's agreement was cancelled, its agent's identity record
 		// lost on the agbot; when the secret came back the deploy failed
 		// "the agent's identity did not verify" and kept the certificate
