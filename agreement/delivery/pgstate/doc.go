@@ -49,8 +49,8 @@
 //     of every Update; JSONB keeps them readable to an operator
 //     (SELECT body->'slots' FROM agreements). Since schema version 5 the
 //     body is also stored in binary (body_bin, the compact form the
-//     embedded state uses), which is what the agbots read: a tenth of the
-//     JSON's decoding, on every record the review and Due read. A record
+//     embedded state uses), which is what the agbots read instead of
+//     decoding JSON, on every record the review and Due read. A record
 //     without one (written before version 5, or by an agbot of version 4
 //     still running during the upgrade: a trigger drops the binary body
 //     such a write made stale) is read from its JSON body until it is

@@ -239,7 +239,7 @@ CREATE TRIGGER bindings_names_generation AFTER INSERT OR UPDATE OR DELETE OR TRU
 		sql: `
 -- Each record's body also in the compact binary form of package
 -- recordcodec (a format byte first), which agbots read instead of the JSON
--- body: decoding it costs a tenth. An agbot of an older version still
+-- body, decoded at a fraction of the cost. An agbot of an older version still
 -- running during an upgrade writes the JSON body alone: the trigger then
 -- drops the binary body it made stale, and the JSON body is read until the
 -- record is next written (or the upgrading agbot's backfill writes it).
