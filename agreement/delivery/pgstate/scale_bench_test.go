@@ -81,6 +81,18 @@ func scaleConfigs() []scaleConfig {
 	}
 }
 
+// scaleConfig2Agbots is the configuration of two agbots sharing a
+// PostgreSQL state, found by name: the list's order is not its contract.
+func scaleConfig2Agbots(b *testing.B) scaleConfig {
+	for _, c := range scaleConfigs() {
+		if c.name == "postgres-2agbots" {
+			return c
+		}
+	}
+	b.Fatal("no configuration postgres-2agbots")
+	return scaleConfig{}
+}
+
 // idleFleet is a fleet loaded in sync and its engines running, their
 // first review pass done.
 type idleFleet struct {
@@ -316,7 +328,7 @@ func BenchmarkScale(b *testing.B) {
 	progress := func(what string) {
 		fmt.Fprintf(os.Stderr, "scale run: %s after %s\n", what, time.Since(start).Round(time.Second))
 	}
-	f := startIdleFleet(b, scaleConfigs()[3], n, agentKeys)
+	f := startIdleFleet(b, scaleConfig2Agbots(b), n, agentKeys)
 	progress(fmt.Sprintf("%d agreements stored in %s, first review passes done", f.created, f.loading.Round(time.Second)))
 	b.ReportMetric(float64(f.created)/f.loading.Seconds(), "registrations/s")
 	runtime.GC()
