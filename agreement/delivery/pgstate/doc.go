@@ -75,6 +75,11 @@
 //     pass between them.
 //   - observations: what the watchers last saw of each store name, with
 //     the member that wrote it.
+//   - observations_generation: the observations' counter, kept as
+//     names_generation is. Observations keeps what it read with the
+//     generation it was read at and, while the generation is unchanged,
+//     reads only the names it has not read: an idle interval reads the
+//     counter, not a row per name its review's slice binds.
 //   - waits: deployments waiting for store secrets.
 //   - members: one row per member id, with its incarnation and the
 //     database time its membership expires.

@@ -19,7 +19,8 @@ import (
 // analysed, no plan reads the whole agreements table. (A name bound to 1 %
 // of the fleet, org/hot, is left out: for 1,000 rows of 100,000 the
 // planner rightly prefers one sequential read to 1,000 index lookups.)
-// Nor does one read every binding: Names reads one row per name.
+// Nor does one read every binding (Names reads one row per name), or
+// every observation (1,000 of them).
 func TestPerIntervalQueriesUseIndexes(t *testing.T) {
 	const n = 100_000
 	ctx := t.Context()
@@ -38,11 +39,17 @@ FROM generate_series(0, %[2]d - 1) AS i;
 INSERT INTO %[1]s.bindings (store_name, agreement_id)
 SELECT CASE WHEN i %% 100 = 0 THEN 'org/hot' ELSE format('org/s-%%03s', i %% 999) END, format('agr-%%07s', i)
 FROM generate_series(0, %[2]d - 1) AS i;
-ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names;`, s.schema, n)
+INSERT INTO %[1]s.observations (name, state, tag, since, checked_at, written_by, written_at)
+SELECT store_name, 1, '', now(), now(), 'm1', now() FROM %[1]s.bound_names;
+ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names; ANALYZE %[1]s.observations;`, s.schema, n)
 	_, err = s.pool.Exec(ctx, fill)
 	require.NoError(t, err)
 
 	now := time.Now()
+	var sliceNames []string
+	for i := range 300 {
+		sliceNames = append(sliceNames, fmt.Sprintf("org/s-%03d", i*3))
+	}
 	for _, q := range []struct {
 		name  string
 		query string
@@ -54,6 +61,8 @@ ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names;`, s
 		{"claiming due records (Due)", s.q.due, []any{64, micro(now), micro(now.Add(time.Minute)), time.Minute.Microseconds(), "m1"}},
 		{"the names a member polls (Names)", s.q.names, []any{"m1", int64(-1), []string{}}},
 		{"claiming a slice of the shared review (ClaimReview)", s.q.claimReview, []any{334}},
+		{"the observations of a slice's names (Observations)", s.q.observations, []any{sliceNames, int64(-1), sliceNames}},
+		{"the observations of a slice's names, read before (Observations)", s.q.observations, []any{sliceNames, int64(0), []string{}}},
 	} {
 		t.Run(q.name, func(t *testing.T) {
 			rows, err := s.pool.Query(ctx, "EXPLAIN "+q.query, q.args...)
@@ -67,6 +76,7 @@ ANALYZE %[1]s.agreements; ANALYZE %[1]s.bindings; ANALYZE %[1]s.bound_names;`, s
 			require.NoError(t, rows.Err())
 			text := strings.Join(plan, "\n")
 			assert.NotRegexp(t, `Seq Scan on agreements`, text, "a sequential scan of the agreements table:\n%s", text)
+			assert.NotRegexp(t, `Seq Scan on observations `, text, "a sequential scan of the observations table:\n%s", text)
 			for i, line := range plan {
 				if strings.Contains(line, " on bindings") {
 					cond := i+1 < len(plan) && regexp.MustCompile(`Index Cond|Recheck Cond`).MatchString(plan[i+1])

@@ -42,3 +42,17 @@ func MigrateTo(ctx context.Context, url, schema string, version int) error {
 // NamesReads returns how many times st's Names read the names themselves,
 // not only their generation.
 func NamesReads(st delivery.State) int64 { return st.(*state).namesReads.Load() }
+
+// ObservationsRead returns how many names st's Observations read from the
+// observations table, not from its cache.
+func ObservationsRead(st delivery.State) int64 { return st.(*state).observed.reads.Load() }
+
+// ReadObservationsUncached has st's Observations read every name asked
+// each call, as before the observations' generation (the benchmarks'
+// baseline).
+func ReadObservationsUncached(st delivery.State) {
+	c := &st.(*state).observed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = true
+}

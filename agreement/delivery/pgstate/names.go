@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,37 +66,89 @@ type namesRead struct {
 	names      []string
 }
 
-// Observations implements delivery.State.
+// Observations implements delivery.State. The observations it read are
+// kept with the observations' generation they were read at (bumped by
+// every statement that changes them, and read in the same snapshot): a
+// later call reads the generation and, while it is unchanged, only the
+// names it has not read yet. An idle interval's review reads a counter,
+// not a row per name.
 func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+	if names == nil {
+		return s.allObservations(ctx)
+	}
 	out := map[string]delivery.Observation{}
-	if names != nil && len(names) == 0 {
+	if len(names) == 0 {
 		return out, ctx.Err()
 	}
-	query, args := s.q.observations, []any{names}
-	if names == nil {
-		query, args = s.q.allObservations, nil
-	}
+	generation, known, lacking := s.observed.lookup(names)
+	var (
+		read = map[string]delivery.Observation{}
+		cur  int64
+	)
 	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
-		clear(out)
-		rows, err := s.pool.Query(ctx, query, args...)
+		clear(read)
+		rows, err := s.pool.Query(ctx, s.q.observations, names, generation, lacking)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				o                delivery.Observation
-				state            int16
-				tag              string
+				name, tag        *string
+				state            *int16
 				since, checkedAt *time.Time
 			)
-			if err := rows.Scan(&o.Name, &state, &tag, &since, &checkedAt); err != nil {
+			if err := rows.Scan(&cur, &name, &state, &tag, &since, &checkedAt); err != nil {
 				return err
 			}
-			if o.Tag, err = secretstore.ParseContentTag(tag); err != nil {
-				return corrupt(o.Name, "observation", err)
+			if name == nil { // the generation alone: nothing to read
+				continue
 			}
-			o.State, o.Since, o.CheckedAt = delivery.ObservedState(state), fromDB(since), fromDB(checkedAt)
+			o, err := observationOf(*name, *state, *tag, since, checkedAt)
+			if err != nil {
+				return err
+			}
+			read[o.Name] = o
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cur == generation {
+		maps.Copy(out, known)
+	} else {
+		lacking = names // the generation changed: every name was read
+	}
+	maps.Copy(out, read)
+	s.observed.keep(cur, lacking, read)
+	return out, nil
+}
+
+// allObservations is Observations(nil): every stored observation, read
+// past the cache.
+func (s *state) allObservations(ctx context.Context) (map[string]delivery.Observation, error) {
+	out := map[string]delivery.Observation{}
+	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
+		clear(out)
+		rows, err := s.pool.Query(ctx, s.q.allObservations)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				name, tag        string
+				state            int16
+				since, checkedAt *time.Time
+			)
+			if err := rows.Scan(&name, &state, &tag, &since, &checkedAt); err != nil {
+				return err
+			}
+			o, err := observationOf(name, state, tag, since, checkedAt)
+			if err != nil {
+				return err
+			}
 			out[o.Name] = o
 		}
 		return rows.Err()
@@ -103,6 +157,74 @@ func (s *state) Observations(ctx context.Context, names []string) (map[string]de
 		return nil, err
 	}
 	return out, nil
+}
+
+// observationOf is the observation of a stored row.
+func observationOf(name string, state int16, tag string, since, checkedAt *time.Time) (delivery.Observation, error) {
+	o := delivery.Observation{Name: name, State: delivery.ObservedState(state), Since: fromDB(since), CheckedAt: fromDB(checkedAt)}
+	var err error
+	if o.Tag, err = secretstore.ParseContentTag(tag); err != nil {
+		return o, corrupt(name, "observation", err)
+	}
+	return o, nil
+}
+
+// maxCachedObservations bounds an observationsCache: past it, the cache
+// starts again.
+const maxCachedObservations = 100_000
+
+// observationsCache keeps the observations Observations read at one
+// generation of them: a name read and not stored is kept as the zero
+// Observation (no Name).
+type observationsCache struct {
+	mu         sync.Mutex
+	generation int64 // -1 while empty
+	m          map[string]delivery.Observation
+	reads      atomic.Int64 // names read from the table (the tests count them)
+	off        bool         // every call reads every name (the benchmarks' baseline)
+}
+
+// lookup returns the cache's generation, the stored observations of names
+// it holds, and the names it lacks.
+func (c *observationsCache) lookup(names []string) (generation int64, known map[string]delivery.Observation, lacking []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.off {
+		return -1, nil, names
+	}
+	known = map[string]delivery.Observation{}
+	for _, n := range names {
+		switch o, ok := c.m[n]; {
+		case !ok:
+			lacking = append(lacking, n)
+		case o.Name != "":
+			known[n] = o
+		}
+	}
+	if lacking == nil {
+		lacking = []string{} // an empty array, not NULL
+	}
+	return c.generation, known, lacking
+}
+
+// keep records what a read at generation found of names: read holds
+// those stored. A read at an older generation than the cache's is not
+// kept; one at a newer generation starts the cache again.
+func (c *observationsCache) keep(generation int64, names []string, read map[string]delivery.Observation) {
+	c.reads.Add(int64(len(names)))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.off:
+		return
+	case c.m != nil && generation < c.generation:
+		return
+	case c.m == nil || generation > c.generation || len(c.m)+len(names) > maxCachedObservations:
+		c.m, c.generation = make(map[string]delivery.Observation, len(names)), generation
+	}
+	for _, n := range names {
+		c.m[n] = read[n]
+	}
 }
 
 // PutObservations implements delivery.State, fenced: member stores the

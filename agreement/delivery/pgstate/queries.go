@@ -187,7 +187,16 @@ FROM cur
 WHERE r.one
 RETURNING cur.after, r.after`,
 
-		observations:    `SELECT name, state, tag, since, checked_at FROM {s}.observations WHERE name = ANY($1)`,
+		// observations returns the observations' generation and, in the
+		// same snapshot, the observations of the names $1 if the
+		// generation is not $2 (the one the caller's cache holds), else
+		// only of the names $3 (those its cache lacks): a row with a null
+		// name when none is read.
+		observations: `
+WITH g AS (SELECT coalesce(sum(n), 0)::bigint AS generation FROM {s}.observations_generation)
+SELECT g.generation, o.name, o.state, o.tag, o.since, o.checked_at
+FROM g LEFT JOIN {s}.observations o
+	ON o.name = ANY(CASE WHEN g.generation = $2 THEN $3::text[] ELSE $1::text[] END)`,
 		allObservations: `SELECT name, state, tag, since, checked_at FROM {s}.observations`,
 
 		// A member stores the observations of the names it polls, and of

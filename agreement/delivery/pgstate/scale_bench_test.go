@@ -43,6 +43,10 @@ type scaleConfig struct {
 	// agbot of schema version 4 wrote (BenchmarkIdleInterval's baseline
 	// for the binary body).
 	jsonBody bool
+	// uncached has every Observations call read every name asked, as
+	// before schema version 6 (the baseline for the observations'
+	// generation).
+	uncached bool
 }
 
 func scaleConfigs() []scaleConfig {
@@ -66,18 +70,19 @@ func scaleConfigs() []scaleConfig {
 		}
 	}
 	return []scaleConfig{
-		{"memory", func(*testing.B) ([]delivery.State, []string, *pgtest.Database) {
+		{name: "memory", open: func(*testing.B) ([]delivery.State, []string, *pgtest.Database) {
 			return []delivery.State{delivery.NewMemoryState()}, []string{"agbot-1"}, nil
-		}, false},
-		{"embedded", func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+		}},
+		{name: "embedded", open: func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
 			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = st.Close() })
 			return []delivery.State{st}, []string{"agbot-1"}, nil
-		}, false},
-		{"postgres", postgres("agbot-1"), false},
-		{"postgres-jsonbody", postgres("agbot-1"), true},
-		{"postgres-2agbots", postgres("agbot-1", "agbot-2"), false},
+		}},
+		{name: "postgres", open: postgres("agbot-1")},
+		{name: "postgres-jsonbody", open: postgres("agbot-1"), jsonBody: true},
+		{name: "postgres-uncached", open: postgres("agbot-1"), uncached: true},
+		{name: "postgres-2agbots", open: postgres("agbot-1", "agbot-2")},
 	}
 }
 
@@ -124,6 +129,11 @@ func agentKeysFor(b *testing.B, n int, keyed func(int) bool) map[string]*agreeme
 func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*agreement.PrivateKeys) *idleFleet {
 	ctx := b.Context()
 	states, members, db := c.open(b)
+	if c.uncached {
+		for _, st := range states {
+			pgstate.ReadObservationsUncached(st)
+		}
+	}
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
 	f := &idleFleet{store: memory.New(), db: db, agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
@@ -233,7 +243,9 @@ func (f *idleFleet) report(b *testing.B, agbot0, db0 time.Duration, per int, uni
 //
 // postgres-2agbots is two agbots sharing the database: the figures are
 // the two together per interval. postgres-jsonbody is one agbot reading
-// the records' JSON body, as the schema before version 5 had it read.
+// the records' JSON body, as the schema before version 5 had it read;
+// postgres-uncached one reading every observation its review asks for
+// each interval, as before version 6.
 func BenchmarkIdleInterval(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, c := range scaleConfigs() {
@@ -243,6 +255,7 @@ func BenchmarkIdleInterval(b *testing.B) {
 					_, err := f.db.Pool(b).Exec(b.Context(), "UPDATE edgesecrets_delivery.agreements SET body_bin = NULL")
 					require.NoError(b, err)
 				}
+
 				stop := f.profile(b, fmt.Sprintf("%s-%d", c.name, n))
 				agbot0, db0 := f.cpu(b)
 				intervals := 0

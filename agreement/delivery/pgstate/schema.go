@@ -258,6 +258,30 @@ CREATE TRIGGER agreements_drop_stale_body_bin BEFORE UPDATE OF body ON {s}.agree
 	EXECUTE FUNCTION {s}.drop_stale_body_bin();
 `,
 	},
+	{
+		description: "the observations' generation, so that Observations reads again only after they change",
+		sql: `
+-- A counter every statement that changes the observations bumps, kept as
+-- the names' generation is (a trigger, 64 slots, their sum only grows),
+-- so that an agbot reads again only the observations it has not read
+-- since the last change: an idle interval reads the counter, not a row
+-- per name its review's slice binds.
+CREATE TABLE {s}.observations_generation (
+	slot smallint PRIMARY KEY,
+	n    bigint NOT NULL
+);
+INSERT INTO {s}.observations_generation (slot, n) SELECT g, 0 FROM generate_series(0, 63) AS g;
+CREATE FUNCTION {s}.bump_observations_generation() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE {s}.observations_generation SET n = n + 1 WHERE slot = pg_backend_pid() % 64;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER observations_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.observations
+	FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_observations_generation();
+`,
+	},
 }
 
 // leaseLostCode is the SQLSTATE fence raises.

@@ -72,6 +72,7 @@ type state struct {
 	names        map[string]namesRead // each member's last Names read
 	namesReads   atomic.Int64         // Names calls that read the names (the tests count them)
 	services     servicesCache
+	observed     observationsCache
 }
 
 var (
