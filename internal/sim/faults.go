@@ -194,6 +194,13 @@ func (s *faultyState) freeze(frozen bool) {
 // freezeAfterClaim freezes the agbot once its next Due claims records:
 // paused in the middle of a batch, holding claims, with the calls that
 // store and send its messages waiting.
+// frozen says the agbot's state calls wait.
+func (s *faultyState) frozen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.thaw != nil || s.armed
+}
+
 func (s *faultyState) freezeAfterClaim() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
@@ -95,6 +96,13 @@ type Config struct {
 	// proposed to again (seed 7 in sim_test.go). The bounded run and the
 	// soak set it for one seed in three.
 	WipeKeepsKeys bool
+	// EndAgreements adds to the workload agreements the agbots' embedder
+	// ends, as when a node leaves: its deployment is no more (the
+	// agbot's Deploy hook declines the node) and a running agbot's
+	// Engine.End, called until one answers, tells the agent. Drawn from a
+	// stream of its own, so that a seed's other steps stay as they were
+	// without it; the bounded run and the soak set it.
+	EndAgreements bool
 	// Without names fault kinds (as counted in Stats.Faults) not to
 	// inject: a step that draws one heals instead. "node.createOverMissing"
 	// leaves out the creation of a node-level secret while the
@@ -298,6 +306,10 @@ type simAgent struct {
 	// endedAt is when its file went with its agreement's cancellation;
 	// zero while it holds one, or lost it otherwise.
 	endedAt time.Time
+	// ended says the embedder ended its agreement (Config.EndAgreements):
+	// no deployment is made for it again, and once the faults stop it
+	// holds nothing.
+	ended   atomic.Bool
 	wiped   bool // its files were lost since the last check
 	started bool
 }
@@ -306,6 +318,7 @@ type simAgent struct {
 type World struct {
 	cfg   Config
 	rng   *rand.Rand
+	ends  *rand.Rand // draws the agreements ended (Config.EndAgreements)
 	net   *network
 	store *mock.Store
 	// state is the single agbot's delivery state; shared is the state
@@ -401,7 +414,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 			return nil, err
 		}
 	}
-	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), net: newNetwork(cfg.Seed),
+	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), ends: rand.New(rand.NewPCG(cfg.Seed, 0x656e64)), net: newNetwork(cfg.Seed),
 		store: mock.NewStore(inner), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
 		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
@@ -525,7 +538,7 @@ func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
 			a = x
 		}
 	}
-	if n.Org != org || a == nil {
+	if n.Org != org || a == nil || a.ended.Load() {
 		return agbot.Deployment{}, false
 	}
 	declared := map[string]any{}
@@ -910,7 +923,7 @@ func (w *World) checkSlot(a *simAgent, sl *slot, id string, ended time.Time) {
 		w.mu.Lock()
 		_, cancelled := w.cancels[id]
 		w.mu.Unlock()
-		if !cancelled {
+		if !cancelled && !a.ended.Load() {
 			w.violate("agent %s lost its file %s without a cancellation", a.name, sl.file)
 		} else {
 			a.endedAt = time.Now()
@@ -1078,11 +1091,62 @@ func (w *World) Step(ctx context.Context) error {
 			return err
 		}
 	default:
+		if w.cfg.EndAgreements && w.ends.IntN(3) == 0 && w.endAgreement() {
+			break
+		}
 		w.count("heal")
 		w.heal()
 	}
+	w.endAgreements(ctx)
 	time.Sleep(time.Duration(100+w.rng.IntN(3000)) * time.Millisecond)
 	return nil
+}
+
+// endAgreement has the embedder end the agreement of a node drawn among
+// those not ended (two at least stay): from now on the agbots' Deploy
+// hook declines the node, and endAgreements ends its agreement. It
+// reports whether it ended one.
+func (w *World) endAgreement() bool {
+	var live []*simAgent
+	for _, a := range w.agents {
+		if a.started && !a.ended.Load() {
+			live = append(live, a)
+		}
+	}
+	if len(live) <= 2 {
+		return false
+	}
+	a := live[w.ends.IntN(len(live))]
+	w.count("agreement.ended")
+	w.trace("%s's agreement ended", a.name)
+	a.ended.Store(true)
+	return true
+}
+
+// endAgreements calls Engine.End, as the embedder would until it is
+// done, for every ended node's agreement, on the first agbot not frozen
+// that answers within a second (one whose state is down does not).
+// An agreement already cancelling is left as it is, and a missing one
+// (never deployed, or gone) is no error: a deploy under way when the node
+// was ended may still register it, and the next call ends that one.
+func (w *World) endAgreements(ctx context.Context) {
+	for _, a := range w.agents {
+		if !a.ended.Load() {
+			continue
+		}
+		id := agbot.AgreementID(relay.Node{Org: org, Node: a.name})
+		for _, ab := range w.agbots {
+			if ab.agbot == nil || ab.state.frozen() {
+				continue
+			}
+			callCtx, cancel := context.WithTimeout(ctx, time.Second)
+			err := ab.agbot.Engine().End(callCtx, id)
+			cancel()
+			if err == nil || errors.Is(err, delivery.ErrNotFound) {
+				break
+			}
+		}
+	}
 }
 
 // draw draws the secret a step changes: half the time a candidate of a
@@ -1124,6 +1188,7 @@ func (w *World) Quiesce(ctx context.Context) time.Duration {
 	start := time.Now()
 	for {
 		w.releaseHeld(ctx)
+		w.endAgreements(ctx)
 		pending := w.unconverged()
 		w.Check(ctx)
 		if len(pending) == 0 {
@@ -1162,6 +1227,14 @@ func (w *World) releaseHeld(ctx context.Context) {
 func (w *World) unconverged() []string {
 	var out []string
 	for _, a := range w.agents {
+		if a.ended.Load() {
+			for _, sl := range a.slots {
+				if _, ok := a.file(sl.file); ok {
+					out = append(out, fmt.Sprintf("%s holds %s though its agreement was ended (%s)", a.name, sl.file, w.status(a)))
+				}
+			}
+			continue
+		}
 		w.mu.Lock()
 		want := make([]string, len(a.slots))
 		lost := -1

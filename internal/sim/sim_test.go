@@ -20,6 +20,7 @@ var (
 	storeFlag = flag.String("sim.store", "", "with -sim.seed: the store backend (aws; empty: memory)")
 	agentFlag = flag.Int("sim.agents", 0, "with -sim.seed: the number of agents (0: 4), as one seed in eight of the bounded run has 20")
 	keepFlag  = flag.Bool("sim.keepkeys", false, "with -sim.seed: an agent restarted without its files keeps its keys (Config.WipeKeepsKeys), as one seed in three of the bounded run")
+	endsFlag  = flag.Bool("sim.ends", false, "with -sim.seed: the workload ends agreements (Config.EndAgreements), as the bounded run's")
 	oneFlag   = flag.Bool("sim.onebinding", false, "with -sim.seed: one binding per node (Config.OneBinding), as the fixed seeds and the bounded run of several agbots")
 	agbotFlag = flag.Int("sim.agbots", 0, "with -sim.seed: the number of agbots (0: the bounded run's choice for the seed)")
 )
@@ -30,10 +31,12 @@ func agbotsFor(seed uint64) int { return 2 + int(seed%2) }
 
 // varied varies the seeds of the bounded runs and the soak: one in three
 // keeps an agent's keys across a wipe (Config.WipeKeepsKeys), one in
-// eight has 20 agents instead of 4.
+// eight has 20 agents instead of 4; every one ends agreements
+// (Config.EndAgreements).
 func varied(seed uint64) func(*sim.Config) {
 	return func(c *sim.Config) {
 		c.WipeKeepsKeys = seed%3 == 0
+		c.EndAgreements = true
 		if seed%8 == 4 {
 			c.Agents = 20
 		}
@@ -46,6 +49,7 @@ func replayed(c *sim.Config) {
 	c.Store = sim.StoreKind(*storeFlag)
 	c.OneBinding = c.OneBinding || *oneFlag
 	c.WipeKeepsKeys = c.WipeKeepsKeys || *keepFlag
+	c.EndAgreements = c.EndAgreements || *endsFlag
 	c.Agents = cmp.Or(*agentFlag, c.Agents)
 }
 
@@ -79,6 +83,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 		}
 		if cfg.WipeKeepsKeys {
 			store += " -sim.keepkeys"
+		}
+		if cfg.EndAgreements {
+			store += " -sim.ends"
 		}
 		if cfg.Agents != 0 {
 			store += fmt.Sprintf(" -sim.agents=%d", cfg.Agents)
