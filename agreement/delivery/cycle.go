@@ -705,16 +705,25 @@ func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellat
 			e.cfg.OnCancel(ctx, id, cancels[id])
 		}
 	}
+	removable := false
 	_, err := e.editIDs(ctx, ids, func(r *Record) action {
 		c, ok := cancels[r.ID]
 		if r.Cancel == nil || r.Cancel.Notified || !ok || !r.Cancel.DecidedAt.Equal(c.DecidedAt) {
 			return keep
 		}
 		r.Cancel.Notified = true
+		if r.Phase == PhaseCancelling && r.neverSent() {
+			// Kept for the hook (prepare): removed now.
+			r.NextAttempt = time.Now()
+			removable = true
+		}
 		return save
 	})
 	if err != nil {
 		e.log.Error("could not record that the cancel hook was called; it may be called again", slog.String("err", err.Error()))
+	}
+	if removable {
+		e.notify()
 	}
 }
 

@@ -393,7 +393,16 @@ func (b *batch) prepare(ctx context.Context, r *Record) *job {
 	j := &job{rec: r}
 	r.UpdatedAt = b.now
 	if r.Phase == PhaseCancelling {
-		if r.neverSent() {
+		switch {
+		case r.neverSent() && r.Cancel != nil && !r.Cancel.Notified:
+			// The agent never heard of it, but the cancel hook has not
+			// returned: the hook reads the record (the agbot's, for the
+			// node and the binding's candidates), so it is removed once
+			// notifyCancels marks it due again, and a crash before then
+			// calls the hook again.
+			r.NextAttempt = time.Time{}
+			return j
+		case r.neverSent():
 			j.remove = true // the agent never heard of it
 			return j
 		}
