@@ -307,9 +307,13 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 // the wait is forgotten. The hook deploys again; a deployment that still
 // lacks a secret waits again (Deploy does so itself). Any one, not all:
 // the names are often alternatives, a binding's node-level candidate and
-// the organisation's it falls back to, only one of which will be written. Calling it again for the deployment replaces its
-// names. (A crash between the hook and forgetting the wait calls the hook
-// again after the restart.)
+// the organisation's it falls back to, only one of which will be written.
+// Calling it again for the deployment adds to its names, never drops one:
+// the agbots sharing a state may each wait for the same deployment, one
+// knowing fewer of its candidates than another, and a name no longer
+// needed only has the hook deploy again, which waits again for what is
+// still missing. (A crash between the hook and forgetting the wait calls
+// the hook again after the restart.)
 func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeNames ...string) error {
 	var problems []error
 	if deploymentID == "" {
@@ -326,8 +330,20 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 	if len(problems) > 0 {
 		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
+	waits, err := e.state.Waits(ctx)
+	e.noteState(err)
+	if err != nil {
+		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)
+	}
+	since := time.Now()
+	for _, w := range waits {
+		if w.ID == deploymentID {
+			storeNames = append(slices.Clone(storeNames), w.StoreNames...)
+			since = w.CreatedAt
+		}
+	}
 	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
-	err := e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: time.Now()})
+	err = e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: since})
 	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)

@@ -533,6 +533,27 @@ func TestWaitForSecretsCallsOnReadyOnce(t *testing.T) {
 	})
 }
 
+// A second call for the same deployment adds its names to the wait, never
+// drops one: the agbots sharing a state each call the cancel hook of a
+// decision, and one that no longer finds the record names the revoked
+// secret alone (seed 161 of three agbots: the other candidate, written
+// later, never ended the wait).
+func TestWaitForSecretsAddsToTheDeploymentsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		ctx := context.Background()
+		require.NoError(t, h.engine.WaitForSecrets(ctx, "dep-1", "org/node/n1/db", "org/db"))
+		require.NoError(t, h.engine.WaitForSecrets(ctx, "dep-1", "org/db"))
+		h.start()
+		defer h.stop()
+		cycles(2)
+		assert.Empty(t, h.readied())
+		h.put("org/node/n1/db", canary+"n") // the name the second call left out
+		cycles(1)
+		assert.Equal(t, []string{"dep-1"}, h.readied())
+	})
+}
+
 func TestEndCancelsUntilAcknowledgedAndDropForgets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
