@@ -963,3 +963,46 @@ func TestContentOfAnUnansweredMessageIsSentOverAgain(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"node"), got, "sent over again though acknowledged before: %+v", st)
 	})
 }
+
+// A message sent while an earlier one is still unanswered makes the slots
+// the earlier one changed unknown too: the agent may have applied it. Seed
+// 1403 of three agbots: the fallback, sent while the node-level secret was
+// denied, was applied and its answer never came back; the node-level
+// secret back, its content (what was acknowledged before) was sent over
+// the unanswered fallback and lost; the engine took the slot for in sync
+// again and the node kept the fallback.
+func TestAMessageOverAnUnansweredOneForgetsWhatBothChanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		agent := h.agent("node-1")
+		h.put("org/node/node-1/db", canary+"node")
+		h.put("org/db", canary+"org")
+		h.register("agr-1", "node-1", "org/node/node-1/db", "org/db")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+
+		agent.mu.Lock()
+		agent.async = true // it applies the messages and its answers stay with it
+		agent.mu.Unlock()
+		h.forbid("org/node/node-1/db") // the fallback is sent (again each reply timeout), applied, unanswered
+		// Just before the cycle that finds the node's own secret back:
+		// the fallback's last copy is still in flight then.
+		time.Sleep(2*testInterval - 3*time.Second)
+		synctest.Wait()
+		got, _ := agent.file("agr-1", "pw")
+		require.Equal(t, jsonFile(canary+"org"), got, "the agent applied the fallback")
+
+		agent.setDown(true) // what comes next is lost
+		h.forbid()          // the node's own secret is back: what was acknowledged
+		cycles(3)
+		agent.mu.Lock()
+		agent.async = false
+		agent.mu.Unlock()
+		agent.setDown(false)
+		cycles(2)
+		st := h.wait("agr-1", 3*testMaxDelay)
+		got, _ = agent.file("agr-1", "pw")
+		assert.Equal(t, jsonFile(canary+"node"), got, "sent over again: %+v", st)
+	})
+}

@@ -613,6 +613,9 @@ func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, ty
 	}
 	e.inst.message(eventSealed)
 	j.keys = keys
+	// The message this one replaces may have been applied, its answer
+	// lost: what it changed is unknown too (seed 1403 of three agbots).
+	forgetUnanswered(r)
 	r.InFlight = &Sent{Type: typ, Kind: kind, Sequence: seq, Contents: contents, AgentKey: keys.EncryptionKeyID(), At: b.now}
 	r.Attempts++
 	if r.Unanswered.IsZero() {
