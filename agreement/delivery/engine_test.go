@@ -938,20 +938,13 @@ func TestAnAbsenceIsConfirmedAsOfWhenTheStoreWasAsked(t *testing.T) {
 func TestContentOfAnUnansweredMessageIsSentOverAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		agent := h.agent("node-1")
-		h.put("org/node/node-1/db", canary+"node")
-		h.put("org/db", canary+"org")
-		h.register("agr-1", "node-1", "org/node/node-1/db", "org/db")
-		h.start()
+		agent := h.deployNodeLevel()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
-		got, _ := agent.file("agr-1", "pw")
-		require.Equal(t, jsonFile(canary+"node"), got)
 
 		agent.setLoseReplies(true)
 		h.forbid("org/node/node-1/db") // the fallback is sent, applied, unanswered
 		cycles(2)
-		got, _ = agent.file("agr-1", "pw")
+		got, _ := agent.file("agr-1", "pw")
 		require.Equal(t, jsonFile(canary+"org"), got, "the agent applied the fallback")
 
 		h.forbid() // the node's own secret is back: what was acknowledged
@@ -974,13 +967,8 @@ func TestContentOfAnUnansweredMessageIsSentOverAgain(t *testing.T) {
 func TestAMessageOverAnUnansweredOneForgetsWhatBothChanged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		agent := h.agent("node-1")
-		h.put("org/node/node-1/db", canary+"node")
-		h.put("org/db", canary+"org")
-		h.register("agr-1", "node-1", "org/node/node-1/db", "org/db")
-		h.start()
+		agent := h.deployNodeLevel()
 		defer h.stop()
-		h.wait("agr-1", time.Minute)
 
 		agent.mu.Lock()
 		agent.async = true // it applies the messages and its answers stay with it

@@ -414,6 +414,23 @@ func (h *harness) deployOne() *testAgent {
 	return agent
 }
 
+// deployNodeLevel starts the engine with agreement agr-1 on node-1 bound
+// to the node's own org/node/node-1/db (holding canary+"node") and the
+// organisation's org/db (canary+"org") it falls back to, and waits until
+// its agent holds the node's own.
+func (h *harness) deployNodeLevel() *testAgent {
+	h.t.Helper()
+	agent := h.agent("node-1")
+	h.put("org/node/node-1/db", canary+"node")
+	h.put("org/db", canary+"org")
+	h.register("agr-1", "node-1", "org/node/node-1/db", "org/db")
+	h.start()
+	h.wait("agr-1", time.Minute)
+	got, _ := agent.file("agr-1", "pw")
+	require.Equal(h.t, jsonFile(canary+"node"), got)
+	return agent
+}
+
 // register registers an agreement of one service with one secret "pw"
 // bound to the candidate store names.
 func (h *harness) register(id, node string, names ...string) {
