@@ -285,6 +285,9 @@ type slot struct {
 	// incarnation.
 	floor map[int]int
 	had   bool // the file existed at the last check
+	// seen is when a check last found the file: one that finds it gone
+	// dates the cancellation no later than this (it went in between).
+	seen time.Time
 }
 
 // vault is the organisation-level secret the binding names.
@@ -926,7 +929,10 @@ func (w *World) checkSlot(a *simAgent, sl *slot, id string, ended time.Time) {
 		if !cancelled && !a.ended.Load() {
 			w.violate("agent %s lost its file %s without a cancellation", a.name, sl.file)
 		} else {
-			a.endedAt = time.Now()
+			// When the check last saw the file, not now: a proposal made
+			// after the file went, and before a candidate became
+			// unreadable at this step, is no violation (seed 6972).
+			a.endedAt = sl.seen
 		}
 	}
 	if ok && !ended.IsZero() {
@@ -941,6 +947,9 @@ func (w *World) checkSlot(a *simAgent, sl *slot, id string, ended time.Time) {
 		a.endedAt = time.Time{}
 	}
 	sl.had = ok
+	if ok {
+		sl.seen = time.Now()
+	}
 }
 
 // candNames names the candidates of a slot, for a violation.

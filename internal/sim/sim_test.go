@@ -335,6 +335,16 @@ func TestFixedSeeds(t *testing.T) {
 		{"seed 1403 of three agbots, agreements ended: a message over an unanswered one forgets what it changed", 1403, func(c *sim.Config) {
 			c.Agbots, c.OneBinding, c.EndAgreements = 3, false, true
 		}},
+		// The harness's own bug, found by the soak: node-19's cancellation
+		// was dated from the check that found its files gone (the step
+		// that denied s1), not from when they went; the new proposal,
+		// made in between with s1 readable, was taken for content applied
+		// after the cancellation with s1 unreadable all along. A
+		// cancellation is now dated from the check that last saw the
+		// files.
+		{"seed 6972, 20 agents, keys kept: a cancellation is dated from when the files were last seen", 6972, func(c *sim.Config) {
+			c.OneBinding, c.WipeKeepsKeys, c.EndAgreements, c.Agents = false, true, true, 20
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSeed(t, tc.seed, oneBinding, tc.edit) })
 	}
