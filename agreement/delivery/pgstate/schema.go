@@ -282,6 +282,26 @@ CREATE TRIGGER observations_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNC
 	FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_observations_generation();
 `,
 	},
+	{
+		description: "the fence reads the member's row itself",
+		sql: `
+-- member_live's rule written out: a SQL function with a subquery is not
+-- inlined, and called from PL/pgSQL it is planned again in each
+-- transaction, most of the fence's cost (two fences an idle interval); this
+-- statement's plan stays with the session. TestFenceIsMemberLive holds the
+-- two to one rule.
+CREATE OR REPLACE FUNCTION {s}.fence(m text, inc bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	IF inc <> 0 AND NOT EXISTS (
+		SELECT 1 FROM {s}.members WHERE member = m AND incarnation = inc AND expires_at > now()
+	) THEN
+		RAISE EXCEPTION 'member % (incarnation %) is not live', m, inc USING ERRCODE = 'ED001';
+	END IF;
+END
+$$;
+`,
+	},
 }
 
 // leaseLostCode is the SQLSTATE fence raises.
