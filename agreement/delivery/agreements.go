@@ -77,7 +77,7 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 			return e.Register(ctx, a) // ended meanwhile
 		case err != nil:
 			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
-		case old.Phase == PhaseCancelling:
+		case old.Phase != PhaseActive:
 			return fmt.Errorf("delivery: register agreement %q: %w: %w", a.ID, ErrExists, errBeingCancelled)
 		}
 		rebound, problem := rebindable(&old, r)
@@ -175,7 +175,7 @@ func (e *Engine) End(ctx context.Context, id string) error {
 	now := time.Now()
 	n, err := e.editIDs(ctx, []string{id}, func(r *Record) action {
 		switch {
-		case r.Phase == PhaseCancelling:
+		case r.Phase != PhaseActive:
 			return keep
 		case r.neverSent():
 			return remove

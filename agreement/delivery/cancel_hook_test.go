@@ -55,3 +55,50 @@ func TestTheCancelHookOfAnAgreementNeverSentFindsItsRecord(t *testing.T) {
 		assert.ErrorIs(t, err, delivery.ErrNotFound, "removed once the hook returned")
 	})
 }
+
+// The cancel hook of an agreement whose agent acknowledges the
+// cancellation before the hook returned still finds its record, and the
+// record is removed once the hook returned. Before, the acknowledgement
+// removed it at once: the agbot's hook, no longer finding it, waited for
+// the revoked secret alone (a later write of the binding's other
+// candidate never deployed the node again), and a crash between the
+// acknowledgement and the hook's return lost the hook's call for good.
+func TestTheCancelHookFindsTheRecordOfACancellationTheAgentAcknowledged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			found []delivery.Status
+			errs  []error
+			h     *harness
+		)
+		h = newHarness(t, func(o *delivery.Options) {
+			o.OnCancel = func(ctx context.Context, id string, _ delivery.Cancellation) {
+				time.Sleep(4 * testInterval) // the agent acknowledges meanwhile
+				st, err := h.engine.Status(ctx, id)
+				mu.Lock()
+				defer mu.Unlock()
+				found, errs = append(found, st), append(errs, err)
+			}
+		})
+		agent := h.deployOne()
+		defer h.stop()
+		h.delete("org/db")
+		time.Sleep(testGrace + 8*testInterval)
+		synctest.Wait()
+
+		_, held := agent.file("agr-1", "pw")
+		assert.False(t, held, "the agent removed the secret")
+		mu.Lock()
+		require.Len(t, errs, 1, "the hook is called once")
+		require.NoError(t, errs[0], "the hook finds the record")
+		assert.Equal(t, "node-1", found[0].Node)
+		assert.Equal(t, []string{"org/db"}, found[0].Services[0].Secrets["pw"].StoreNames, "the binding's candidates")
+		assert.Equal(t, delivery.PhaseCancelled, found[0].Phase, "acknowledged, kept for the hook")
+		require.NotNil(t, found[0].Cancel)
+		assert.False(t, found[0].Cancel.Notified, "a restart now would call the hook again")
+		mu.Unlock()
+		cycles(2)
+		_, err := h.engine.Status(context.Background(), "agr-1")
+		assert.ErrorIs(t, err, delivery.ErrNotFound, "removed once the hook returned")
+	})
+}

@@ -505,7 +505,7 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 			counts.Agreements++
 			e.review.live[r.ID] = r.LastError
 		}
-		if r.Phase == PhaseCancelling {
+		if r.Phase != PhaseActive {
 			e.conds.set(r.ID, r.Node, e.conditionOf(&r, false, now))
 			counts.Pending++
 			if e.diverged(&r, now) {
@@ -712,7 +712,7 @@ func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellat
 			return keep
 		}
 		r.Cancel.Notified = true
-		if r.Phase == PhaseCancelling && r.neverSent() {
+		if r.Phase != PhaseActive && !r.agentToBeTold() {
 			// Kept for the hook (prepare): removed now.
 			r.NextAttempt = time.Now()
 			removable = true
@@ -903,6 +903,8 @@ func (p Phase) String() string {
 		return "active"
 	case PhaseCancelling:
 		return "cancelling"
+	case PhaseCancelled:
+		return "cancelled"
 	}
 	return fmt.Sprintf("Phase(%d)", p)
 }

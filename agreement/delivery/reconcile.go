@@ -392,18 +392,18 @@ func (b *batch) resolve(ctx context.Context, names []string, value bool) (Conten
 func (b *batch) prepare(ctx context.Context, r *Record) *job {
 	j := &job{rec: r}
 	r.UpdatedAt = b.now
-	if r.Phase == PhaseCancelling {
+	if r.Phase != PhaseActive {
 		switch {
-		case r.neverSent() && r.Cancel != nil && !r.Cancel.Notified:
-			// The agent never heard of it, but the cancel hook has not
+		case !r.agentToBeTold() && r.hookPending():
+			// Nothing (more) to tell the agent, but the cancel hook has not
 			// returned: the hook reads the record (the agbot's, for the
 			// node and the binding's candidates), so it is removed once
 			// notifyCancels marks it due again, and a crash before then
 			// calls the hook again.
 			r.NextAttempt = time.Time{}
 			return j
-		case r.neverSent():
-			j.remove = true // the agent never heard of it
+		case !r.agentToBeTold():
+			j.remove = true
 			return j
 		}
 		b.prepareCancel(ctx, j)
@@ -821,6 +821,13 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 	}
 	if in.Kind == agreement.UpdateKindCancel {
 		e.log.Info("the agent removed the agreement's secrets; agreement ended", slog.String("agreement", r.ID), slog.String("node", r.Node))
+		if r.hookPending() {
+			// Kept for the cancel hook, which reads it, and removed once the
+			// hook returned (notifyCancels); a crash before then calls the
+			// hook again.
+			r.Phase, r.Attempts, r.NextAttempt = PhaseCancelled, 0, time.Time{}
+			return save, nil
+		}
 		return remove, nil
 	}
 	if in.Type == agreement.TypeProposal {

@@ -49,6 +49,15 @@ func cloneServices(services []binding.ServiceBinding) []binding.ServiceBinding {
 // sequences taken within it.)
 func (r *Record) neverSent() bool { return r.Counter == 0 && r.InFlight == nil }
 
+// agentToBeTold reports whether the agent of an ending agreement is still
+// to acknowledge its cancellation: it was sent something, and it has not
+// acknowledged the cancellation yet (PhaseCancelled).
+func (r *Record) agentToBeTold() bool { return r.Phase == PhaseCancelling && !r.neverSent() }
+
+// hookPending reports whether the cancel hook is yet to return for r's
+// cancellation (an agreement the embedder ended has none to call).
+func (r *Record) hookPending() bool { return r.Cancel != nil && !r.Cancel.Notified }
+
 // joinIDs lists ids for an error message, at most ten of them.
 func joinIDs(ids []string) string {
 	const most = 10

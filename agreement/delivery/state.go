@@ -42,8 +42,15 @@ const (
 	PhaseActive Phase = iota + 1
 	// PhaseCancelling: the agreement is ending; the agent is to remove its
 	// secrets. The engine sends the cancellation until the agent
-	// acknowledges it, then deletes the record.
+	// acknowledges it, then deletes the record, or, while the cancel hook
+	// has not returned for it, keeps it as PhaseCancelled.
 	PhaseCancelling
+	// PhaseCancelled: the agent acknowledged the cancellation (it removed
+	// the agreement's secrets) before the cancel hook returned. The record
+	// stays, for the hook to read (the agbot's reads the node and the
+	// binding's candidates) and for a restarted engine to call the hook
+	// again, and is deleted once the hook returned. Nothing more is sent.
+	PhaseCancelled
 )
 
 // Content identifies one revision of one store secret without holding it:
