@@ -9,13 +9,15 @@ import "context"
 // once per ResyncPeriod in total rather than once per member. An engine
 // whose State lacks it reviews every agreement itself.
 type SharedReview interface {
-	// ClaimReview claims for member the next range of the shared pass, of
-	// at most limit records (limit must be positive): the records whose
-	// id sorts after from, up to and including through. An empty through
-	// means to the last record: the claim ends the pass, and the next
-	// claim starts it again from the first record. Ranges claimed by
-	// concurrent calls do not overlap.
-	ClaimReview(ctx context.Context, member string, limit int) (from, through string, err error)
+	// ReviewNext claims for member the next range of the shared pass, of
+	// at most limit records (limit must be positive), and calls fn with
+	// each record of the range, in id order, until fn returns false: the
+	// records whose id sorts after from, up to and including through. An
+	// empty through means to the last record: the claim ends the pass,
+	// and the next claim starts it again from the first record. Ranges
+	// claimed by concurrent calls do not overlap. fn is not called when
+	// the claim fails.
+	ReviewNext(ctx context.Context, member string, limit int, fn func(Record) bool) (from, through string, err error)
 }
 
 // reviewSlice reads the review's next slice of at most limit records:
@@ -29,20 +31,14 @@ type SharedReview interface {
 // of a member are of its share, give or take a slice).
 func (e *Engine) reviewSlice(ctx context.Context, limit int) (slice []Record, from string, toEnd, passEnd bool, err error) {
 	from, through := e.review.after, ""
+	slice = make([]Record, 0, min(limit, 4096))
+	add := func(r Record) bool { slice = append(slice, r); return true }
 	shared, isShared := e.state.(SharedReview)
 	if isShared {
-		if from, through, err = shared.ClaimReview(ctx, e.cfg.Member, limit); err != nil {
-			return nil, "", false, false, err
-		}
+		from, through, err = shared.ReviewNext(ctx, e.cfg.Member, limit, add)
+	} else {
+		err = e.state.RecordsAfter(ctx, from, limit, add)
 	}
-	slice = make([]Record, 0, min(limit, 4096))
-	err = e.state.RecordsAfter(ctx, from, limit, func(r Record) bool {
-		if through != "" && r.ID > through {
-			return false // created after the claim, beyond it: the next claim's
-		}
-		slice = append(slice, r)
-		return true
-	})
 	if err != nil {
 		return nil, "", false, false, err
 	}

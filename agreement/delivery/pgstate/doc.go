@@ -70,9 +70,9 @@
 //     or the live members changed since the member's last call, and
 //     otherwise reads just those two.
 //   - review_cursor: one row, where the anti-entropy review's pass
-//     stands; each member's ClaimReview (delivery.SharedReview) moves it
-//     past the next slice, so the members review the agreements once per
-//     pass between them.
+//     stands; each member's ReviewNext (delivery.SharedReview) moves it
+//     past the next slice and reads that slice in the same statement, so
+//     the members review the agreements once per pass between them.
 //   - observations: what the watchers last saw of each store name, with
 //     the member that wrote it.
 //   - observations_generation: the observations' counter, kept as

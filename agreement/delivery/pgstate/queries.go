@@ -11,7 +11,7 @@ type queries struct {
 
 	create, get, page, bound, update, rebind, delete, markDue, due string
 
-	names, pruneNames, claimReview                 string
+	names, pruneNames, reviewNext                  string
 	observations, allObservations, putObservations string
 	putWait, waits, deleteWait, newEpoch           string
 
@@ -175,17 +175,27 @@ FROM cur`,
 DELETE FROM {s}.bound_names n
 WHERE NOT EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)`,
 
-		// claimReview moves the shared review cursor past the next $1
-		// records (to '' past the last one) and returns where it was and
-		// where it is: the range claimed. FOR UPDATE: members claiming at
-		// once take consecutive ranges.
-		claimReview: `
-WITH cur AS (SELECT after FROM {s}.review_cursor WHERE one FOR UPDATE)
-UPDATE {s}.review_cursor r
-SET after = coalesce((SELECT a.id FROM {s}.agreements a WHERE a.id > cur.after ORDER BY a.id OFFSET $1 - 1 LIMIT 1), '')
-FROM cur
-WHERE r.one
-RETURNING cur.after, r.after`,
+		// reviewNext reads the next $1 records after the shared review
+		// cursor, moves the cursor past them (to '' when fewer are left:
+		// the pass ends) and returns, on every row, where it was and where
+		// it is (the range claimed) and a record of the range: one row
+		// with no record when the range is empty. One read of the
+		// records' index serves the claim and the slice. FOR UPDATE:
+		// members claiming at once take consecutive ranges.
+		reviewNext: `
+WITH cur AS (SELECT after FROM {s}.review_cursor WHERE one FOR UPDATE),
+slice AS MATERIALIZED (
+	SELECT ` + recordColumns + ` AS body FROM {s}.agreements a WHERE a.id > (SELECT after FROM cur) ORDER BY a.id LIMIT $1
+), moved AS (
+	UPDATE {s}.review_cursor r
+	SET after = CASE WHEN (SELECT count(*) FROM slice) < $1 THEN '' ELSE (SELECT max(id) FROM slice) END
+	FROM cur
+	WHERE r.one
+	RETURNING cur.after AS claimed_from, r.after AS claimed_through
+)
+SELECT m.claimed_from, m.claimed_through, s.id, s.node, s.revision, s.next_attempt, s.attempts, s.services, s.body_bin, s.body
+FROM moved m LEFT JOIN slice s ON true
+ORDER BY s.id`,
 
 		// observations returns the observations' generation and, in the
 		// same snapshot, the observations of the names $1 if the
@@ -256,7 +266,7 @@ WHERE a.id = v.id AND a.revision = v.revision AND a.body_bin IS NULL`,
 	}
 	for _, p := range []*string{
 		&q.fence, &q.create, &q.get, &q.page, &q.bound, &q.update, &q.rebind, &q.delete, &q.markDue, &q.due,
-		&q.names, &q.pruneNames, &q.claimReview, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
+		&q.names, &q.pruneNames, &q.reviewNext, &q.observations, &q.allObservations, &q.putObservations, &q.putWait, &q.waits, &q.deleteWait, &q.newEpoch,
 		&q.join, &q.previous, &q.heartbeat, &q.leave, &q.prune, &q.withoutBin, &q.putBin,
 	} {
 		*p = strings.ReplaceAll(*p, "{s}", schema)

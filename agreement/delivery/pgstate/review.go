@@ -9,18 +9,49 @@ import (
 
 var _ delivery.SharedReview = (*state)(nil)
 
-// ClaimReview implements delivery.SharedReview with one cursor row for
-// all the members: each claim moves it past the next limit records, so
-// the members' claims are consecutive ranges of one pass. A claim needs
-// no membership: it changes no record. A claim whose outcome is unknown
-// (the connection broke) is not run again: at worst its range waits for
-// the next pass.
-func (s *state) ClaimReview(ctx context.Context, member string, limit int) (from, through string, err error) {
+// ReviewNext implements delivery.SharedReview with one cursor row for all
+// the members: each claim moves it past the next limit records, so the
+// members' claims are consecutive ranges of one pass, and the statement
+// that moves it reads the range's records. A claim needs no membership:
+// it changes no record. A claim whose outcome is unknown (the connection
+// broke) is not run again: at worst its range waits for the next pass.
+// fn is called once the statement is done, so never for a claim that
+// failed.
+func (s *state) ReviewNext(ctx context.Context, member string, limit int, fn func(delivery.Record) bool) (from, through string, err error) {
 	if limit <= 0 {
-		return "", "", fmt.Errorf("pgstate: ClaimReview limit %d is not positive", limit)
+		return "", "", fmt.Errorf("pgstate: ReviewNext limit %d is not positive", limit)
 	}
+	var slice []delivery.Record
 	err = s.call(ctx, op{what: "claiming a slice of the review", member: member}, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.q.claimReview, limit).Scan(&from, &through)
+		slice = slice[:0]
+		rows, err := s.pool.Query(ctx, s.q.reviewNext, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if rows.RawValues()[2] == nil {
+				// The range is empty: the claim alone.
+				if err := rows.Scan(&from, &through, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
+					return err
+				}
+				continue
+			}
+			r, err := s.scanRecord(rows, &from, &through)
+			if err != nil {
+				return err
+			}
+			slice = append(slice, r)
+		}
+		return rows.Err()
 	})
-	return from, through, err
+	if err != nil {
+		return "", "", err
+	}
+	for _, r := range slice {
+		if !fn(r) {
+			break
+		}
+	}
+	return from, through, nil
 }

@@ -22,7 +22,8 @@ import (
 
 // Members claiming slices of the review at once get consecutive ranges
 // that do not overlap: every claim starts where exactly one other ended
-// (or at the start of a pass), and spans limit records.
+// (or at the start of a pass), spans limit records, and reads exactly the
+// records of its range.
 func TestReviewClaimsPartitionThePass(t *testing.T) {
 	const records, limit, claimers, passes = 100, 7, 8, 3
 	db := pgtest.NewDatabase(t)
@@ -48,10 +49,15 @@ func TestReviewClaimsPartitionThePass(t *testing.T) {
 				if done {
 					return
 				}
-				from, through, err := sr.ClaimReview(t.Context(), m.id, limit)
+				var read []string
+				from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r delivery.Record) bool {
+					read = append(read, r.ID)
+					return true
+				})
 				if !assert.NoError(t, err) {
 					return
 				}
+				assert.Equal(t, inRange(ids, from, through), read, "the records of the range (%q, %q]", from, through)
 				mu.Lock()
 				claims = append(claims, claim{from, through})
 				if through == "" {
@@ -98,6 +104,18 @@ func TestReviewClaimsPartitionThePass(t *testing.T) {
 	}
 }
 
+// inRange returns the ids after from, up to and including through (”:
+// the last).
+func inRange(ids []string, from, through string) []string {
+	var out []string
+	for _, id := range ids {
+		if id > from && (through == "" || id <= through) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // reviewState is a shared State whose members split the review.
 type reviewState interface {
 	delivery.State
@@ -120,8 +138,8 @@ type tally struct {
 	passes int            // claims that ended a pass
 }
 
-func (c *reviewCount) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
-	return c.reviewState.RecordsAfter(ctx, after, limit, func(r delivery.Record) bool {
+func (c *reviewCount) ReviewNext(ctx context.Context, member string, limit int, fn func(delivery.Record) bool) (string, string, error) {
+	from, through, err := c.reviewState.ReviewNext(ctx, member, limit, func(r delivery.Record) bool {
 		if !fn(r) {
 			return false
 		}
@@ -131,10 +149,6 @@ func (c *reviewCount) RecordsAfter(ctx context.Context, after string, limit int,
 		c.tally.mu.Unlock()
 		return true
 	})
-}
-
-func (c *reviewCount) ClaimReview(ctx context.Context, member string, limit int) (string, string, error) {
-	from, through, err := c.reviewState.ClaimReview(ctx, member, limit)
 	if err == nil && through == "" {
 		c.tally.mu.Lock()
 		c.tally.passes++
