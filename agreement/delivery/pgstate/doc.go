@@ -136,10 +136,11 @@
 // claim on it, and the writer does not write under a claim of its own
 // that lapsed. Storing a record releases the writer's claim: the record
 // goes back to the pool with the NextAttempt the engine set. A member
-// that joined through the State runs every Update, Due, Names and
-// PutObservations behind fence in the same transaction: once its
-// membership lapsed or was replaced, they fail with delivery.ErrLeaseLost
-// and change nothing. (A member id that never joined may claim and store
+// that joined through the State runs every Update and PutObservations
+// behind fence in the same transaction, and Due and Names check the same
+// rule in their own statement (two statements fewer an idle interval):
+// once its membership lapsed or was replaced, they fail with
+// delivery.ErrLeaseLost and change nothing. (A member id that never joined may claim and store
 // records, whose claims then last until they expire, but polls no names.)
 //
 // Invariants, at every instant of the database's clock:

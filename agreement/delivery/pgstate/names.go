@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -36,13 +34,15 @@ func (s *state) Names(ctx context.Context, member string) ([]string, error) {
 		generation, members = last.generation, last.members
 	}
 	var (
-		cur     namesRead
-		changed bool
+		cur           namesRead
+		changed, live bool
 	)
-	err = s.fenced(ctx, o, inc, func(b *pgx.Batch) {
-		b.Queue(s.q.names, member, generation, members).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&cur.generation, &cur.members, &changed, &cur.names)
-		})
+	err = s.call(ctx, o, func(ctx context.Context) error {
+		err := s.pool.QueryRow(ctx, s.q.names, member, generation, members, int64(inc)).Scan(&cur.generation, &cur.members, &changed, &cur.names, &live)
+		if err == nil && !live {
+			return &leaseLostError{op: o.what, member: member}
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -124,24 +124,37 @@ WHERE a.id = changing.id`,
 		// whose claim is void (its holder's lease or membership ran out,
 		// judged by the database's clock), that nobody else holds a valid
 		// claim on. SKIP LOCKED: members claiming at once take disjoint
-		// records without waiting for each other.
+		// records without waiting for each other. Its fence is in the
+		// statement (member_live's rule, as the fence function writes it
+		// out; incarnation $6, 0 for a member that did not join through
+		// the State): a member not live claims nothing, and the first
+		// column of every row says whether it is, on a row with no record
+		// when nothing was claimed.
 		due: `
-WITH claimable AS (
+WITH me AS (
+	SELECT $6::bigint = 0 OR EXISTS (
+		SELECT 1 FROM {s}.members WHERE member = $5 AND incarnation = $6 AND expires_at > now()
+	) AS live
+), claimable AS (
 	SELECT a.id, a.next_attempt AS was FROM {s}.agreements a
-	WHERE a.next_attempt IS NOT NULL
+	WHERE (SELECT live FROM me)
+		AND a.next_attempt IS NOT NULL
 		AND (a.next_attempt <= $2
 			OR (a.lease_owner IS NOT NULL AND NOT {s}.claim_valid(a.lease_owner, a.lease_until)))
 		AND (a.lease_owner IS NULL OR a.lease_owner = $5 OR NOT {s}.claim_valid(a.lease_owner, a.lease_until))
 	ORDER BY a.next_attempt, a.id
 	LIMIT $1
 	FOR UPDATE OF a SKIP LOCKED
+), claimed AS (
+	UPDATE {s}.agreements a
+	SET lease_owner = $5, lease_until = now() + $4 * interval '1 microsecond',
+		next_attempt = $3, revision = a.revision + 1
+	FROM claimable c
+	WHERE a.id = c.id
+	RETURNING c.was, ` + recordColumns + ` AS body
 )
-UPDATE {s}.agreements a
-SET lease_owner = $5, lease_until = now() + $4 * interval '1 microsecond',
-	next_attempt = $3, revision = a.revision + 1
-FROM claimable c
-WHERE a.id = c.id
-RETURNING c.was, ` + recordColumns,
+SELECT me.live, c.was, c.id, c.node, c.revision, c.next_attempt, c.attempts, c.services, c.body_bin, c.body
+FROM me LEFT JOIN claimed c ON true`,
 
 		// names returns the names' generation and the live members, and,
 		// unless both are the caller's ($2, $3: what its last read
@@ -151,10 +164,12 @@ RETURNING c.was, ` + recordColumns,
 		// binding of each through the bindings' primary key, not every
 		// binding. Its owner test is name_owner's rule over the live
 		// members read once: name_owner called per name costs a function
-		// call and a read of members each (40 ms for 1,000 names).
+		// call and a read of members each (40 ms for 1,000 names). Its
+		// last column is its fence: whether member $1 is live in
+		// incarnation $4 (member_live's rule over the live members read).
 		names: `
 WITH live AS MATERIALIZED (
-	SELECT member, hashtextextended(member, 0) AS h FROM {s}.members WHERE expires_at > now()
+	SELECT member, incarnation, hashtextextended(member, 0) AS h FROM {s}.members WHERE expires_at > now()
 ), fp AS (
 	SELECT (SELECT coalesce(sum(g.n), 0) FROM {s}.names_generation g)::bigint AS generation,
 		coalesce((SELECT array_agg(l.member ORDER BY l.member) FROM live l), '{}')::text[] AS members
@@ -165,7 +180,8 @@ SELECT cur.generation, cur.members, cur.changed, CASE WHEN cur.changed THEN ARRA
 	SELECT n.store_name FROM {s}.bound_names n
 	WHERE (SELECT l.member FROM live l ORDER BY hashtextextended(n.store_name, l.h) DESC, l.member LIMIT 1) = $1
 		AND EXISTS (SELECT 1 FROM {s}.bindings b WHERE b.store_name = n.store_name)
-	ORDER BY n.store_name) END
+	ORDER BY n.store_name) END,
+	EXISTS (SELECT 1 FROM live l WHERE l.member = $1 AND l.incarnation = $4)
 FROM cur`,
 
 		// pruneNames drops the names no record binds. A record bound to

@@ -394,20 +394,36 @@ func (s *state) Due(ctx context.Context, member string, now time.Time, lease tim
 		rec delivery.Record
 	}
 	var out []claimed
-	inc := s.incarnation(member)
-	err := s.fenced(ctx, op{what: "claiming due records", member: member}, inc, func(b *pgx.Batch) {
+	o := op{what: "claiming due records", member: member}
+	err := s.call(ctx, o, func(ctx context.Context) error {
 		out = out[:0]
-		b.Queue(s.q.due, lim, micro(now), micro(now.Add(lease)), lease.Microseconds(), member).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var was *time.Time
-				r, err := s.scanRecord(rows, &was)
+		rows, err := s.pool.Query(ctx, s.q.due, lim, micro(now), micro(now.Add(lease)), lease.Microseconds(), member, int64(s.incarnation(member)))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				live bool
+				was  *time.Time
+			)
+			if rows.RawValues()[2] == nil {
+				// Nothing claimed: the fence's answer alone.
+				if err := rows.Scan(&live, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
+					return err
+				}
+			} else {
+				r, err := s.scanRecord(rows, &live, &was)
 				if err != nil {
 					return err
 				}
 				out = append(out, claimed{was: fromDB(was), rec: r})
 			}
-			return rows.Err()
-		})
+			if !live {
+				return &leaseLostError{op: o.what, member: member}
+			}
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, err

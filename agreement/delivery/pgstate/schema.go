@@ -287,7 +287,7 @@ CREATE TRIGGER observations_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNC
 		sql: `
 -- member_live's rule written out: a SQL function with a subquery is not
 -- inlined, and called from PL/pgSQL it is planned again in each
--- transaction, most of the fence's cost (two fences an idle interval); this
+-- transaction, most of the fence's cost (every fenced write pays it); this
 -- statement's plan stays with the session. TestFenceIsMemberLive holds the
 -- two to one rule.
 CREATE OR REPLACE FUNCTION {s}.fence(m text, inc bigint) RETURNS void

@@ -287,9 +287,13 @@ func classify(err error) failure {
 		pgErr   *pgconn.PgError
 		bad     *corruptError
 		scanErr pgx.ScanArgError
+		lapsed  *leaseLostError
 	)
 	if errors.As(err, &bad) || errors.As(err, &scanErr) || errors.Is(err, ErrSchemaNewer) {
 		return answer
+	}
+	if errors.As(err, &lapsed) {
+		return lost // a statement's own fence
 	}
 	if errors.As(err, &pgErr) {
 		switch code := pgErr.Code; {
