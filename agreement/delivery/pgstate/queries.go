@@ -21,9 +21,13 @@ type queries struct {
 }
 
 // recordColumns read a record: its JSON body only when it has no binary
-// one (written by an agbot of an older version).
-const recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body_bin,
+// one (written by an agbot of an older version). recordColumnCount is how
+// many they are.
+const (
+	recordColumns = `a.id, a.node, a.revision, a.next_attempt, a.attempts, a.services, a.body_bin,
 	CASE WHEN a.body_bin IS NULL THEN a.body END`
+	recordColumnCount = 8
+)
 
 func newQueries(schema string) queries {
 	q := queries{

@@ -15,6 +15,18 @@ import (
 )
 
 // scanRecord reads a row of recordColumns, after any columns in pre.
+// scanClaimed scans a row of pre's columns and a record's whose record
+// columns are all null when the statement had no record to give (the row
+// of a LEFT JOIN that carries pre alone): ok is false then, and only pre
+// is scanned.
+func (s *state) scanClaimed(rows pgx.Rows, pre ...any) (r delivery.Record, ok bool, err error) {
+	if rows.RawValues()[len(pre)] == nil {
+		return r, false, rows.Scan(append(pre, make([]any, recordColumnCount)...)...)
+	}
+	r, err = s.scanRecord(rows, pre...)
+	return r, err == nil, err
+}
+
 func (s *state) scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
 	var (
 		r                   delivery.Record
@@ -407,16 +419,11 @@ func (s *state) Due(ctx context.Context, member string, now time.Time, lease tim
 				live bool
 				was  *time.Time
 			)
-			if rows.RawValues()[2] == nil {
-				// Nothing claimed: the fence's answer alone.
-				if err := rows.Scan(&live, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
-					return err
-				}
-			} else {
-				r, err := s.scanRecord(rows, &live, &was)
-				if err != nil {
-					return err
-				}
+			r, ok, err := s.scanClaimed(rows, &live, &was)
+			if err != nil {
+				return err
+			}
+			if ok {
 				out = append(out, claimed{was: fromDB(was), rec: r})
 			}
 			if !live {

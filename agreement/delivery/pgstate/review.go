@@ -30,18 +30,13 @@ func (s *state) ReviewNext(ctx context.Context, member string, limit int, fn fun
 		}
 		defer rows.Close()
 		for rows.Next() {
-			if rows.RawValues()[2] == nil {
-				// The range is empty: the claim alone.
-				if err := rows.Scan(&from, &through, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
-					return err
-				}
-				continue
-			}
-			r, err := s.scanRecord(rows, &from, &through)
+			r, ok, err := s.scanClaimed(rows, &from, &through)
 			if err != nil {
 				return err
 			}
-			slice = append(slice, r)
+			if ok {
+				slice = append(slice, r)
+			}
 		}
 		return rows.Err()
 	})

@@ -236,3 +236,32 @@ func TestNamesFollowNameOwner(t *testing.T) {
 	}
 	assert.Equal(t, 300, total, "every name is polled by one member")
 }
+
+// A claim whose range holds no record (the pass's records all claimed
+// already, or none at all) ends the pass and reads nothing.
+func TestReviewNextOfAnEmptyRangeEndsThePass(t *testing.T) {
+	const limit = 4
+	db := pgtest.NewDatabase(t)
+	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
+	sr := m.sharedState.(delivery.SharedReview)
+	next := func() (from, through string, read []string) {
+		t.Helper()
+		from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r delivery.Record) bool {
+			read = append(read, r.ID)
+			return true
+		})
+		require.NoError(t, err)
+		return from, through, read
+	}
+
+	from, through, read := next()
+	assert.Equal(t, [3]any{"", "", []string(nil)}, [3]any{from, through, read}, "no records: the pass ends at once")
+
+	ids := createRecords(t, m, limit, time.Time{}, storeNames(1))
+	from, through, read = next()
+	assert.Equal(t, [3]any{"", ids[limit-1], ids}, [3]any{from, through, read}, "a full slice")
+	from, through, read = next()
+	assert.Equal(t, [3]any{ids[limit-1], "", []string(nil)}, [3]any{from, through, read}, "nothing after it: the pass ends")
+	from, through, read = next()
+	assert.Equal(t, [3]any{"", ids[limit-1], ids}, [3]any{from, through, read}, "the next pass starts over")
+}
