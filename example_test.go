@@ -86,7 +86,7 @@ func Example() {
 	// The secret rotates; the service polls the agent's API to learn it.
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
 	req := httptest.NewRequest(http.MethodGet, "/secrets", nil)
-	req.SetBasicAuth(web.ID, web.Token)
+	req.SetBasicAuth(web.ID, string(web.Token))
 	rec := httptest.NewRecorder()
 	for node.Handler().ServeHTTP(rec, req); rec.Code != http.StatusOK; node.Handler().ServeHTTP(rec, req) {
 		rec = httptest.NewRecorder()

@@ -39,6 +39,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
@@ -46,7 +48,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/httpmetrics"
 	"github.com/edgesecrets/edgesecrets/relay"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults of Options.
@@ -120,9 +121,11 @@ type Options struct {
 // Instance is a service instance the agent provides for: its id (the
 // user id of its credentials for the services' API), the directory to
 // bind-mount read-only at agentapi.MountTarget in its container, and its
-// token. Printing an Instance never shows the token.
+// token. Printing an Instance (fmt, slog, encoding/json) never shows the
+// token.
 type Instance struct {
-	ID, Mount, Token string
+	ID, Mount string
+	Token     edgesecrets.Sensitive
 }
 
 // Format implements fmt.Formatter: everything but the token.
@@ -359,13 +362,13 @@ func (a *Agent) provide(ctx context.Context, id string) error {
 	if !ok {
 		return fmt.Errorf("agent: no instance %s", id)
 	}
-	inst := Instance{ID: id, Mount: info.MountSource, Token: rand.Text()}
+	inst := Instance{ID: id, Mount: info.MountSource, Token: edgesecrets.Sensitive(rand.Text())}
 	if a.opts.OnInstance != nil {
 		if err := a.opts.OnInstance(ctx, inst); err != nil {
 			return err
 		}
 	}
-	return a.tokens.Set(id, inst.Token)
+	return a.tokens.Set(id, string(inst.Token))
 }
 
 // assignByContainer gives each service (container) of a proposal its

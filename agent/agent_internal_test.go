@@ -242,8 +242,8 @@ func TestAgentLifecycle(t *testing.T) {
 	assert.Equal(t, mount, inst.Mount)
 	token, ok := f.agent.tokens.Token(t.Context(), "web")
 	require.True(t, ok)
-	assert.Equal(t, inst.Token, token)
-	assert.NotContains(t, fmt.Sprint(inst), inst.Token, "printing an Instance hides its token")
+	assert.Equal(t, string(inst.Token), token)
+	assert.NotContains(t, fmt.Sprint(inst), string(inst.Token), "printing an Instance hides its token")
 
 	// The same envelope again (the agbot's resend after a lost reply):
 	// answered again, nothing rewritten.
@@ -268,7 +268,7 @@ func TestAgentLifecycle(t *testing.T) {
 	info, _ = f.agent.files.Instance("web")
 	assert.Equal(t, []string{"api_key"}, info.Updated)
 	token2, _ := f.agent.tokens.Token(t.Context(), "web")
-	assert.Equal(t, inst.Token, token2, "the instance keeps its token")
+	assert.Equal(t, string(inst.Token), token2, "the instance keeps its token")
 
 	// An update of a kind the agent does not know: refused, saying why.
 	r, ok = f.deliver(f.update(agreement.Update{AgreementID: "agreement-1", Kind: "restart", Payload: json.RawMessage(`{}`)}))

@@ -125,9 +125,9 @@ func TestRunGivesKeptInstancesFreshTokens(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := g.instance("web"); return ok }, 10*time.Second, 10*time.Millisecond)
 	fresh, _ := g.instance("web")
 	assert.NotEqual(t, old.Token, fresh.Token)
-	_, ok = g.agent.tokens.Authenticate(t.Context(), "web", old.Token)
+	_, ok = g.agent.tokens.Authenticate(t.Context(), "web", string(old.Token))
 	assert.False(t, ok, "the old token no longer works")
-	_, ok = g.agent.tokens.Authenticate(t.Context(), "web", fresh.Token)
+	_, ok = g.agent.tokens.Authenticate(t.Context(), "web", string(fresh.Token))
 	assert.True(t, ok)
 }
 

@@ -71,7 +71,7 @@ func Example() {
 	fmt.Println("accepted:", reply.Accepted, reply.InReplyTo.Type, reply.InReplyTo.Sequence)
 	// Output:
 	// proposal agr-1 1 MLKEM768-X25519/HKDF-SHA256/AES-256-GCM
-	// myorg/https://example.com/db-client@1.0.0 [db] {json map[password:[redacted] username:[redacted]]}
+	// myorg/https://example.com/db-client@1.0.0 [db] {Format:json Data:map[password:[redacted] username:[redacted]]}
 	// replayed: true
 	// accepted: true proposal 1
 }

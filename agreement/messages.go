@@ -14,6 +14,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/edgesecrets/edgesecrets/internal/redact"
+
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
@@ -92,6 +94,15 @@ type SecretDetails struct {
 	Format string
 	// Data holds the values.
 	Data edgesecrets.Data
+}
+
+// String returns the format and the data's key names, each value
+// [edgesecrets.Redacted]. fmt calls it for %v, %s and %q, and for %s and %q
+// of a pointer met inside another value, whose error path would otherwise
+// print the values raw.
+func (s SecretDetails) String() string {
+	type plain SecretDetails // without this method
+	return fmt.Sprintf("%+v", plain(s))
 }
 
 // secretDetailsJSON is the wire form of SecretDetails.
@@ -195,6 +206,13 @@ type ServiceSecrets struct {
 	Secrets map[string]SecretDetails `json:"secrets"`
 }
 
+// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
+// for every verb and behind a pointer too (see SecretDetails.String).
+func (v ServiceSecrets) Format(f fmt.State, _ rune) {
+	type plain ServiceSecrets // without this method
+	redact.Format(f, plain(v))
+}
+
 // secretNames returns the service secret names of ss, sorted.
 func (ss ServiceSecrets) secretNames() []string {
 	if len(ss.Secrets) == 0 {
@@ -296,6 +314,13 @@ type Proposal struct {
 	Version     int              `json:"version"`
 	AgreementID string           `json:"agreementId"`
 	Services    []ServiceSecrets `json:"services"`
+}
+
+// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
+// for every verb and behind a pointer too (see SecretDetails.String).
+func (v Proposal) Format(f fmt.State, _ rune) {
+	type plain Proposal // without this method
+	redact.Format(f, plain(v))
 }
 
 // Validate checks the version, the agreement id and every service entry
@@ -412,6 +437,13 @@ func (u *Update) decode(b []byte) error  { return decodeStrict(b, u) }
 // SecretsUpdate is the payload of an update of kind UpdateKindSecrets.
 type SecretsUpdate struct {
 	Services []ServiceSecrets `json:"services"`
+}
+
+// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
+// for every verb and behind a pointer too (see SecretDetails.String).
+func (v SecretsUpdate) Format(f fmt.State, _ rune) {
+	type plain SecretsUpdate // without this method
+	redact.Format(f, plain(v))
 }
 
 // validate checks that there is at least one service, each with at least

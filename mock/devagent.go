@@ -30,7 +30,7 @@ type DevAgentOptions struct {
 	// Default: "dev-service".
 	InstanceID string
 	// Token is the instance's HTTP Basic token. Default: a random one.
-	Token string
+	Token edgesecrets.Sensitive
 	// Dir is the storage root. Default: a new temporary directory that
 	// Close removes.
 	Dir string
@@ -85,7 +85,7 @@ type DevAgent struct {
 	listener  net.Listener
 	serveDone chan struct{}
 	id        string
-	token     string
+	token     edgesecrets.Sensitive
 	tempDir   string // removed by Close; "" when the caller gave Dir
 	closeOnce sync.Once
 	closeErr  error
@@ -105,7 +105,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 		opts.InstanceID = "dev-service"
 	}
 	if opts.Token == "" {
-		opts.Token = rand.Text()
+		opts.Token = edgesecrets.Sensitive(rand.Text())
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
@@ -140,7 +140,7 @@ func NewDevAgent(ctx context.Context, opts DevAgentOptions) (_ *DevAgent, err er
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
 	tokens := &agentapi.TokenTable{}
-	if err = tokens.Set(opts.InstanceID, opts.Token); err != nil {
+	if err = tokens.Set(opts.InstanceID, string(opts.Token)); err != nil {
 		return nil, fmt.Errorf("mock: dev agent: %w", err)
 	}
 	handler, err := agentapi.NewHandler(a.store, agentapi.HandlerOptions{
@@ -196,7 +196,7 @@ func devAgentSecret(content []byte) agreement.SecretDetails {
 }
 
 // Token returns the instance's HTTP Basic token.
-func (a *DevAgent) Token() string { return a.token }
+func (a *DevAgent) Token() string { return string(a.token) }
 
 func (a *DevAgent) service() agreement.ServiceRef {
 	return agreement.ServiceRef{Org: devAgentOrg, URL: a.id}

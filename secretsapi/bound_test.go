@@ -28,7 +28,7 @@ func TestExistenceAnswers503WithinTheCallersBound(t *testing.T) {
 	srv := vaulttest.Start(t, vaulttest.Options{})
 	store, err := vault.New(t.Context(), vault.Config{
 		Address: srv.Addr, Mount: srv.EnableKV(t, 2),
-		Auth: vault.Auth{Method: "token", Token: vault.Sensitive(srv.RootToken)},
+		Auth: vault.Auth{Method: "token", Token: edgesecrets.Sensitive(srv.RootToken)},
 	}, vault.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })

@@ -73,15 +73,15 @@ func (c Caller) check() error {
 // (open-horizon/anax agreementbot/secure_api.go, processExchangeCred and
 // authenticateWithExchange): HTTP Basic with "<org>/<user>" and the
 // password, as hzn sends it; or "Authorization: Bearer <token>" with the
-// headers X-Organization and X-UserId. Printing Credentials (fmt, slog)
-// never shows the password or token.
+// headers X-Organization and X-UserId. Printing Credentials (fmt, slog,
+// encoding/json) never shows the password or token.
 type Credentials struct {
 	// Org and User are the organisation and the user (or node) id; either
 	// may be empty when the request did not give it (a Basic user id
 	// without "<org>/", a bearer token without the headers).
 	Org, User string
 	// Secret is the password or the bearer token.
-	Secret string
+	Secret edgesecrets.Sensitive
 	// Bearer is true for a bearer token.
 	Bearer bool
 }
@@ -108,7 +108,7 @@ const (
 // the same Options.Authenticate.
 func ReadCredentials(r *http.Request) (Credentials, bool) {
 	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return Credentials{Org: r.Header.Get(headerOrganization), User: r.Header.Get(headerUserID), Secret: token, Bearer: true}, token != ""
+		return Credentials{Org: r.Header.Get(headerOrganization), User: r.Header.Get(headerUserID), Secret: edgesecrets.Sensitive(token), Bearer: true}, token != ""
 	}
 	id, password, ok := r.BasicAuth()
 	if !ok {
@@ -118,5 +118,5 @@ func ReadCredentials(r *http.Request) (Credentials, bool) {
 	if !found {
 		org, user = "", id
 	}
-	return Credentials{Org: org, User: user, Secret: password}, true
+	return Credentials{Org: org, User: user, Secret: edgesecrets.Sensitive(password)}, true
 }

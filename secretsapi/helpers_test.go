@@ -61,11 +61,11 @@ func authenticate(_ context.Context, c secretsapi.Credentials) (secretsapi.Calle
 		if c.Org == "myorg" && c.User == "alice" && subtle.ConstantTimeCompare([]byte(c.Secret), []byte(aliceBearer)) == 1 {
 			return accounts["myorg/alice"].caller, nil
 		}
-		return secretsapi.Caller{}, errors.New("bad token " + c.Secret)
+		return secretsapi.Caller{}, errors.New("bad token " + string(c.Secret))
 	}
 	a, ok := accounts[c.Org+"/"+c.User]
 	if !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(a.password)) != 1 {
-		return secretsapi.Caller{}, errors.New("bad password " + c.Secret)
+		return secretsapi.Caller{}, errors.New("bad password " + string(c.Secret))
 	}
 	return a.caller, nil
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/internal/redact"
+
 	"github.com/edgesecrets/edgesecrets"
 )
 
@@ -27,6 +29,13 @@ type AttestationRequest struct {
 	SigningKey    ed25519.PublicKey
 	EncryptionKey hpke.PublicKey
 	CSR           []byte
+}
+
+// Format implements fmt.Formatter: the fields as %v prints them, the attestation redacted,
+// for every verb and behind a pointer too.
+func (v AttestationRequest) Format(f fmt.State, _ rune) {
+	type plain AttestationRequest // without this method
+	redact.Format(f, plain(v))
 }
 
 // policy holds the Issuer's limits.

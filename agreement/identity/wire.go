@@ -29,34 +29,18 @@ const (
 	maxAttestationBytes = 16 << 10
 )
 
-const redacted = "[redacted]"
+const redacted = edgesecrets.Redacted
 
 // errTooLarge is the cause of a body over maxBodyBytes (HTTP 413).
 var errTooLarge = jsonproblem.ErrTooLarge
 
 // Attestation is the provider's attestation document for an instance (for
 // example a signed instance identity document). It is a bearer credential
-// while fresh, so printing it with fmt, slog or encoding/json shows
-// "[redacted]"; only the request body the agent sends to the hub carries
-// the value. string(a) gives the value to the hub's attestor
-// (IssuerOptions.Attest).
-type Attestation string
-
-// String returns "[redacted]".
-func (Attestation) String() string { return redacted }
-
-// Format prints "[redacted]" for every verb.
-func (Attestation) Format(f fmt.State, _ rune) {
-	_, _ = io.WriteString(f, redacted) // fmt.State buffers in memory; Format has no error to return
-}
-
-// LogValue logs "[redacted]".
-func (Attestation) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// MarshalJSON writes "[redacted]", so a value holding an attestation
-// (a request in a log record, an error report) never carries it.
-// Decoding reads the value.
-func (Attestation) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+// while fresh, so it is the module's Sensitive string: printing it with
+// fmt, slog or encoding/json shows [edgesecrets.Redacted]; only the request
+// body the agent sends to the hub carries the value. string(a) gives the
+// value to the hub's attestor (IssuerOptions.Attest).
+type Attestation = edgesecrets.Sensitive
 
 // Body returns the JSON body of POST /instance, the attestation included
 // (json.Marshal of the request redacts it).

@@ -274,7 +274,7 @@ func (e *envFiles) write(_ context.Context, inst agent.Instance) error {
 	e.mu.Lock()
 	api := e.api
 	e.mu.Unlock()
-	return demo.WriteEnv(e.path(inst.ID), demo.Env{API: api, Instance: inst.ID, Token: inst.Token, Mount: inst.Mount})
+	return demo.WriteEnv(e.path(inst.ID), demo.Env{API: api, Instance: inst.ID, Token: string(inst.Token), Mount: inst.Mount})
 }
 
 // removeWiped is the agent's OnMessage: a cancellation's instances lose

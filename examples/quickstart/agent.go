@@ -93,7 +93,7 @@ func (a *nodeAgent) started(_ context.Context, inst agent.Instance) error {
 		return fmt.Errorf("no instance %s", inst.ID)
 	}
 	a.mu.Lock()
-	a.instances[info.AgreementID] = serviceAccess{instanceID: inst.ID, token: inst.Token, mount: inst.Mount}
+	a.instances[info.AgreementID] = serviceAccess{instanceID: inst.ID, token: string(inst.Token), mount: inst.Mount}
 	a.mu.Unlock()
 	return nil
 }

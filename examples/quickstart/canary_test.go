@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,7 +64,8 @@ func (c *canaries) all() []string {
 // the three alignments it can have inside a longer encoded text. For
 // base64, only the characters that depend on v alone are kept.
 func leakForms(v string) []string {
-	forms := []string{v, hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v)))}
+	forms := []string{v, hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v))),
+		decimalBytes(v)} // fmt's %v of []byte
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for shift := range 3 {
 			shifted := append(make([]byte, shift), v...)
@@ -108,6 +110,7 @@ func TestLeakForms(t *testing.T) {
 		{"base64 shifted by 2", base64.RawStdEncoding.EncodeToString([]byte("ab" + v)), true},
 		{"base64url", base64.RawURLEncoding.EncodeToString([]byte("abc" + v + "z")), true},
 		{"slog JSON of []byte", `{"v":"` + base64.StdEncoding.EncodeToString([]byte(v)) + `"}`, true},
+		{"fmt's error path, decimal bytes", fmt.Sprintf("%%!s(*T=&{map[k:%d]})", []byte(v)), true},
 		{"another value", other + base64.StdEncoding.EncodeToString([]byte(other)) + hex.EncodeToString([]byte(other)), false},
 		{"a prefix only", v[:len(v)-4], false},
 	}
@@ -398,4 +401,14 @@ func TestCanaryPanic(t *testing.T) {
 			assertCleanedUp(t, f)
 		})
 	}
+}
+
+// decimalBytes is how fmt's %v prints the bytes of v, without brackets:
+// "104 105" for "hi".
+func decimalBytes(v string) string {
+	parts := make([]string, len(v))
+	for i := range len(v) {
+		parts[i] = strconv.Itoa(int(v[i]))
+	}
+	return strings.Join(parts, " ")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,12 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agent"
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/mock"
+	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -85,12 +89,12 @@ func TestCanaryEveryType(t *testing.T) {
 		`{"type":"memory","vault":{"address":"http://127.0.0.1:8200","auth":{"method":"token","token":%q}},"awssm":{"region":"eu-west-1","accessKeyId":"AKIA","secretAccessKey":%q}}`,
 		v(), v())))
 	require.NoError(t, err)
-	vaultAuth := vault.Auth{Method: "token", Token: vault.Sensitive(v()), SecretID: vault.Sensitive(v())}
+	vaultAuth := vault.Auth{Method: "token", Token: edgesecrets.Sensitive(v()), SecretID: edgesecrets.Sensitive(v())}
 
 	table := &agentapi.TokenTable{}
 	require.NoError(t, table.Set("web-1", v()))
 	require.NoError(t, table.Set("web-2", v()))
-	devOpts := mock.DevAgentOptions{Token: v(), Dir: filepath.Join(t.TempDir(), "dev")}
+	devOpts := mock.DevAgentOptions{Token: edgesecrets.Sensitive(v()), Dir: filepath.Join(t.TempDir(), "dev")}
 	dev, err := mock.NewDevAgent(t.Context(), devOpts)
 	require.NoError(t, err)
 	t.Cleanup(func() { dev.Close() })
@@ -101,7 +105,10 @@ func TestCanaryEveryType(t *testing.T) {
 		{name: "secretstore.Config", v: cfg},
 		{name: "vault.Config", v: vault.Config{Address: "http://127.0.0.1:8200", Auth: vaultAuth}},
 		{name: "vault.Auth", v: vaultAuth},
-		{name: "vault.Sensitive", v: vaultAuth.Token},
+		{name: "edgesecrets.Sensitive", v: vaultAuth.Token},
+		{name: "driver.Secret", v: driver.Secret{Data: data(), Version: "1"}},
+		{name: "secretsapi.Credentials", v: secretsapi.Credentials{Org: "myorg", User: "alice", Secret: edgesecrets.Sensitive(v())}},
+		{name: "agent.Instance", v: agent.Instance{ID: "web-1", Mount: "/m", Token: edgesecrets.Sensitive(v())}},
 		{name: "agreement.PrivateKeys", v: keys},
 		{name: "agreement.SecretDetails", v: details, wire: true},
 		{name: "agreement.ServiceSecrets", v: services[0], wire: true},
@@ -130,6 +137,10 @@ func TestCanaryEveryType(t *testing.T) {
 				fmt.Fprintf(&out, verb+"\n", p.v)
 				fmt.Fprintf(&out, verb+"\n", &p.v)
 				fmt.Fprintf(&out, verb+"\n", []any{p.v})
+				// A pointer inside another value: fmt's %s and %q of it
+				// take its error path, which calls no method of the
+				// pointed-to fields.
+				fmt.Fprintf(&out, verb+"\n", []any{pointerTo(p.v)})
 			}
 			fmt.Fprintln(&out, fmt.Errorf("failed with %v", p.v))
 			for _, h := range []slog.Handler{slog.NewTextHandler(&out, nil), slog.NewJSONHandler(&out, nil)} {
@@ -150,4 +161,16 @@ func TestCanaryEveryType(t *testing.T) {
 		})
 	}
 	assert.GreaterOrEqual(t, len(values), 15, "the canaries were made")
+}
+
+// pointerTo returns a pointer to a copy of v, or v itself when it is a
+// pointer already.
+func pointerTo(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		return v
+	}
+	p := reflect.New(rv.Type())
+	p.Elem().Set(rv)
+	return p.Interface()
 }

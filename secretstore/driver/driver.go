@@ -34,6 +34,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets"
 )
 
 // Secret is one revision of a secret as a driver reads or writes it: Get
@@ -41,8 +43,9 @@ import (
 //
 // It prints (fmt, slog) its metadata and key names, never a value.
 type Secret struct {
-	// Data holds the values by key.
-	Data map[string][]byte
+	// Data holds the values by key; it never prints them (encoding/json
+	// included).
+	Data edgesecrets.Data
 	// Labels are the non-secret key/value metadata.
 	Labels map[string]string
 	// Version identifies the revision, opaque; empty for a store without

@@ -115,7 +115,7 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 // readCredential reads a credential from a literal, a file or an
 // environment variable (the one that is set), trimming surrounding space.
 // Errors name the field and the file or variable, never the value.
-func readCredential(field string, literal Sensitive, file, env string) (string, error) {
+func readCredential(field string, literal edgesecrets.Sensitive, file, env string) (string, error) {
 	switch {
 	case literal != "":
 		return string(literal), nil

@@ -190,7 +190,7 @@ func TestRevokedLiteralTokenIsPermissionDenied(t *testing.T) {
 	mount := srv.EnableKV(t, 2)
 	tok, err := c.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{readPolicy(t, c, mount)}, TTL: "1h"})
 	require.NoError(t, err)
-	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: vault.Auth{Method: "token", Token: vault.Sensitive(tok.Auth.ClientToken)}})
+	s := open(t, vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "2", Auth: vault.Auth{Method: "token", Token: edgesecrets.Sensitive(tok.Auth.ClientToken)}})
 	require.NoError(t, c.Auth().Token().RevokeTreeWithContext(t.Context(), tok.Auth.ClientToken))
 	_, err = s.Get(t.Context(), "app/x")
 	require.ErrorIs(t, err, edgesecrets.ErrPermission)

@@ -2,13 +2,13 @@ package vault
 
 import (
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/internal/redact"
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -92,6 +92,13 @@ type Config struct {
 	Scope string `json:"-"`
 }
 
+// Format implements fmt.Formatter: the fields as %v prints them, the token and secret id redacted,
+// for every verb and behind a pointer too.
+func (v Config) Format(f fmt.State, _ rune) {
+	type plain Config // without this method
+	redact.Format(f, plain(v))
+}
+
 // Auth configures how the store obtains its Vault token. Each method uses
 // its own fields; a field of another method is reported as a problem.
 type Auth struct {
@@ -103,18 +110,18 @@ type Auth struct {
 	// Token, TokenFile, TokenEnv (method token, exactly one): the token
 	// itself, a file holding it (re-read when the token's renewal ends, so
 	// a Vault Agent sink works), or an environment variable holding it.
-	Token     Sensitive `json:"token,omitempty"`
-	TokenFile string    `json:"tokenFile,omitempty"`
-	TokenEnv  string    `json:"tokenEnv,omitempty"`
+	Token     edgesecrets.Sensitive `json:"token,omitempty"`
+	TokenFile string                `json:"tokenFile,omitempty"`
+	TokenEnv  string                `json:"tokenEnv,omitempty"`
 
 	// RoleID (method approle, required) and the secret ID, given by exactly
 	// one of SecretID, SecretIDFile, SecretIDEnv. WrappedSecretID says the
 	// secret ID is a response-wrapping token to unwrap first.
-	RoleID          string    `json:"roleID,omitempty"`
-	SecretID        Sensitive `json:"secretID,omitempty"`
-	SecretIDFile    string    `json:"secretIDFile,omitempty"`
-	SecretIDEnv     string    `json:"secretIDEnv,omitempty"`
-	WrappedSecretID bool      `json:"wrappedSecretID,omitempty"`
+	RoleID          string                `json:"roleID,omitempty"`
+	SecretID        edgesecrets.Sensitive `json:"secretID,omitempty"`
+	SecretIDFile    string                `json:"secretIDFile,omitempty"`
+	SecretIDEnv     string                `json:"secretIDEnv,omitempty"`
+	WrappedSecretID bool                  `json:"wrappedSecretID,omitempty"`
 
 	// Role is the Vault role to log in as (kubernetes: required; jwt:
 	// optional when the mount has a default role).
@@ -130,32 +137,12 @@ type Auth struct {
 	JWTEnv  string `json:"jwtEnv,omitempty"`
 }
 
-// Sensitive is a string that never prints: fmt, slog and encoding/json
-// show [redacted]. Config uses it for tokens and secret IDs.
-type Sensitive string
-
-// String returns [redacted], or "" for an empty value.
-func (s Sensitive) String() string {
-	if s == "" {
-		return ""
-	}
-	return edgesecrets.Redacted
+// Format implements fmt.Formatter: the fields as %v prints them, the token and secret id redacted,
+// for every verb and behind a pointer too.
+func (v Auth) Format(f fmt.State, _ rune) {
+	type plain Auth // without this method
+	redact.Format(f, plain(v))
 }
-
-// Format prints the redacted form for every verb.
-func (s Sensitive) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = fmt.Fprintf(f, "%q", s.String())
-		return
-	}
-	_, _ = fmt.Fprint(f, s.String())
-}
-
-// LogValue implements slog.LogValuer.
-func (s Sensitive) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalJSON encodes the redacted form.
-func (s Sensitive) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // validate checks the config; with a caller's client, the settings the
 // client carries must be empty.

@@ -126,7 +126,7 @@ func TestConfigValidateTable(t *testing.T) {
 
 func TestSensitiveNeverPrints(t *testing.T) {
 	const token = "hvs.CAESIsuper-secret-token"
-	a := vault.Auth{Method: "token", Token: vault.Sensitive(token)}
+	a := vault.Auth{Method: "token", Token: edgesecrets.Sensitive(token)}
 	cfg := vault.Config{Address: "http://h", Auth: a}
 	var logged bytes.Buffer
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", cfg, "token", a.Token)
@@ -140,7 +140,7 @@ func TestSensitiveNeverPrints(t *testing.T) {
 		assert.NotContains(t, out, "super-secret")
 	}
 	assert.Contains(t, string(js), edgesecrets.Redacted)
-	assert.Equal(t, "", vault.Sensitive("").String(), "an empty value prints empty, so 'not set' stays visible")
+	assert.Equal(t, "", edgesecrets.Sensitive("").String(), "an empty value prints empty, so 'not set' stays visible")
 }
 
 func TestOpenReportsMissingCredentialWithoutVault(t *testing.T) {

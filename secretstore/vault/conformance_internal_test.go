@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
@@ -42,7 +43,7 @@ func (h *harness) MakeDriver(ctx context.Context) (driver.Store, error) {
 	cfg := Config{
 		Address: h.srv.Addr, Mount: h.mount, KVVersion: h.kv,
 		ParentPath: fmt.Sprintf("conformance-%d", parents.Add(1)),
-		Auth:       Auth{Method: methodToken, Token: Sensitive(h.srv.RootToken)},
+		Auth:       Auth{Method: methodToken, Token: edgesecrets.Sensitive(h.srv.RootToken)},
 	}
 	return newDriver(ctx, cfg, Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 		h.writes.next = next

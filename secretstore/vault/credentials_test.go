@@ -69,7 +69,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			name: "child token given in the config reaches its max TTL",
 			auth: func(t *testing.T, policy string) (vault.Auth, string) {
 				tok := childToken(t, root, policy, ttl, maxTTL, true)
-				return vault.Auth{Method: "token", Token: vault.Sensitive(tok)}, tok
+				return vault.Auth{Method: "token", Token: edgesecrets.Sensitive(tok)}, tok
 			},
 			cause: []string{"the token given in auth.token", "it expired at its max TTL"},
 		},

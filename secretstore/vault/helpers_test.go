@@ -94,7 +94,7 @@ func rootConfig(srv *vaulttest.Server, mount string) vault.Config {
 	return vault.Config{
 		Address: srv.Addr,
 		Mount:   mount,
-		Auth:    vault.Auth{Method: "token", Token: vault.Sensitive(srv.RootToken)},
+		Auth:    vault.Auth{Method: "token", Token: edgesecrets.Sensitive(srv.RootToken)},
 	}
 }
 

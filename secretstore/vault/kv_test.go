@@ -267,7 +267,7 @@ path "`+mount+`/metadata/edge/*" { capabilities = ["read", "list"] }
 	tok, err := c.Auth().Token().CreateWithContext(t.Context(), &api.TokenCreateRequest{Policies: []string{policy}, TTL: "1h"})
 	require.NoError(t, err)
 	cfg := vault.Config{Address: srv.Addr, Mount: mount, KVVersion: "auto", ParentPath: "edge",
-		Auth: vault.Auth{Method: "token", Token: vault.Sensitive(tok.Auth.ClientToken)}}
+		Auth: vault.Auth{Method: "token", Token: edgesecrets.Sensitive(tok.Auth.ClientToken)}}
 	reader := open(t, cfg)
 	assert.Equal(t, 2, kvVersion(t, writer, reader), "detected with the read-only token")
 	_, err = reader.Get(t.Context(), "db/password")
