@@ -12,10 +12,13 @@ import (
 // stays visible); string(s) gives the value to the code that must use it.
 //
 // It is the one way the module's option and request types carry such a
-// string: a struct with a Sensitive field prints, logs and encodes safely
-// without redaction of its own, as a struct with a Data field does. A
-// struct whose JSON is read back (a config) decodes into it as into a
-// string; what it encodes does not read back.
+// string, so that they encode safely with encoding/json and slog's JSON
+// handler. A struct holding one still needs a String or Format method of
+// its own, as the module's do: fmt prints a pointer to a struct that it
+// meets inside another value with %s or %q through its error path, which
+// calls no method of any field. A struct whose JSON is read back (a
+// config) decodes into a Sensitive as into a string; what it encodes does
+// not read back.
 type Sensitive string
 
 // String returns [Redacted], or "" for an empty value.
