@@ -26,9 +26,9 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/forgetful"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -510,7 +510,7 @@ func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 // from the relay, as Keys does, so that the agent learns it and registers
 // again (found by the fault simulation, seed 16 of internal/sim).
 func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
-	records := certstoretest.NewForgetful()
+	records := forgetful.NewForgetful()
 	h := newHub(t, func(o *agbot.Options) { o.Identities = records })
 	h.put("myorg/web/api-key", "v1")
 	nd := h.node("node-1")

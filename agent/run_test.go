@@ -14,7 +14,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
-	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/forgetful"
 )
 
 // run runs the fixture's agent until the test ends.
@@ -79,7 +79,7 @@ func TestRunRegistersAndTakesMessages(t *testing.T) {
 // own, once the agbot refuses its certificate, and is delivered to again
 // (issue 28: the agent recovers on its own).
 func TestRunRegistersAgainWhenTheHubLostTheIdentity(t *testing.T) {
-	records := certstoretest.NewForgetful()
+	records := forgetful.NewForgetful()
 	f := newFixture(t, func(o *Options) { o.RegisterBackoff = 50 * time.Millisecond })
 	var err error
 	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{Store: records,

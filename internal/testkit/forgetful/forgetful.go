@@ -1,4 +1,7 @@
-package certstoretest
+// Package forgetful holds Forgetful, the identity.CertStore the agbot's and
+// the agent's tests make lose its records. It is not for use outside the
+// module's tests.
+package forgetful
 
 import (
 	"context"
