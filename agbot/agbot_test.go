@@ -510,7 +510,7 @@ func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 // from the relay, as Keys does, so that the agent learns it and registers
 // again (found by the fault simulation, seed 16 of internal/sim).
 func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
-	records := forgetful.NewForgetful()
+	records := forgetful.New()
 	h := newHub(t, func(o *agbot.Options) { o.Identities = records })
 	h.put("myorg/web/api-key", "v1")
 	nd := h.node("node-1")

@@ -79,7 +79,7 @@ func TestRunRegistersAndTakesMessages(t *testing.T) {
 // own, once the agbot refuses its certificate, and is delivered to again
 // (issue 28: the agent recovers on its own).
 func TestRunRegistersAgainWhenTheHubLostTheIdentity(t *testing.T) {
-	records := forgetful.NewForgetful()
+	records := forgetful.New()
 	f := newFixture(t, func(o *Options) { o.RegisterBackoff = 50 * time.Millisecond })
 	var err error
 	f.issuer, err = identity.NewIssuer(identity.IssuerOptions{Store: records,

@@ -1,4 +1,4 @@
-// Package forgetful holds Forgetful, the identity.CertStore the agbot's and
+// Package forgetful holds CertStore, an identity.CertStore the agbot's and
 // the agent's tests make lose its records. It is not for use outside the
 // module's tests.
 package forgetful
@@ -10,42 +10,42 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
-// Forgetful is an identity.CertStore that a test can make lose every
+// CertStore is an identity.CertStore that a test can make lose every
 // record at once, as a hub whose records were lost: Forget swaps the
 // records for an empty identity.NewMemoryCertStore. The zero value is not
-// usable; call NewForgetful.
-type Forgetful struct {
+// usable; call New.
+type CertStore struct {
 	mu    sync.Mutex
 	inner identity.CertStore
 }
 
-// NewForgetful returns a Forgetful over an empty memory store.
-func NewForgetful() *Forgetful { return &Forgetful{inner: identity.NewMemoryCertStore()} }
+// New returns a CertStore over an empty memory store.
+func New() *CertStore { return &CertStore{inner: identity.NewMemoryCertStore()} }
 
 // Forget loses every record and nonce.
-func (f *Forgetful) Forget() {
+func (f *CertStore) Forget() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inner = identity.NewMemoryCertStore()
 }
 
-func (f *Forgetful) store() identity.CertStore {
+func (f *CertStore) current() identity.CertStore {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.inner
 }
 
 // Get implements identity.CertStore.
-func (f *Forgetful) Get(ctx context.Context, provider, instanceID string) (identity.Record, error) {
-	return f.store().Get(ctx, provider, instanceID)
+func (f *CertStore) Get(ctx context.Context, provider, instanceID string) (identity.Record, error) {
+	return f.current().Get(ctx, provider, instanceID)
 }
 
 // Put implements identity.CertStore.
-func (f *Forgetful) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
-	return f.store().Put(ctx, rec)
+func (f *CertStore) Put(ctx context.Context, rec identity.Record) (identity.Record, error) {
+	return f.current().Put(ctx, rec)
 }
 
 // UseNonce implements identity.CertStore.
-func (f *Forgetful) UseNonce(ctx context.Context, u identity.NonceUse) error {
-	return f.store().UseNonce(ctx, u)
+func (f *CertStore) UseNonce(ctx context.Context, u identity.NonceUse) error {
+	return f.current().UseNonce(ctx, u)
 }
