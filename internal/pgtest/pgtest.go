@@ -135,24 +135,9 @@ type Server struct {
 	dbs      atomic.Int64
 
 	mu     sync.Mutex
-	proc   *process // nil while stopped
+	proc   *testkit.Process // nil while stopped
 	paused bool
 	closed bool
-}
-
-// process is a running postmaster.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once it has exited and been reaped
-}
-
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
 }
 
 // Start starts a dedicated server and stops it (and removes its files)
@@ -227,24 +212,20 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 	}
 	// Another process may take the free port before the server binds it:
 	// then try another.
-	for range 3 {
-		if err = s.listenOnFreePort(); err != nil {
-			break
+	_, err = testkit.RetryPortTaken(func() (struct{}, error) {
+		if err := s.listenOnFreePort(); err != nil {
+			return struct{}{}, err
 		}
 		s.mu.Lock()
-		err = s.launch(ctx)
-		s.mu.Unlock()
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
-	}
+		defer s.mu.Unlock()
+		return struct{}{}, s.launch(ctx)
+	})
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	return s, nil
 }
 
-var errPortTaken = errors.New("port taken")
 
 // listenOnFreePort points the server at a free loopback port.
 func (s *Server) listenOnFreePort() error {
@@ -272,7 +253,7 @@ func (s *Server) launch(ctx context.Context) error {
 	if s.closed {
 		return errors.New("pgtest: server closed")
 	}
-	if s.proc != nil && s.proc.running() {
+	if s.proc != nil && s.proc.Running() {
 		return errors.New("pgtest: server already running")
 	}
 	logFile, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -292,20 +273,16 @@ func (s *Server) launch(ctx context.Context) error {
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting postgres: %w", err)
+	p, err := testkit.StartProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
 	}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
 	s.proc, s.paused = p, false
 	if err := s.waitReady(ctx, p); err != nil {
 		_ = s.killLocked()
 		out := s.logSince(logStart)
 		if strings.Contains(out, "could not bind") || strings.Contains(out, "already in use") {
-			return fmt.Errorf("postgres could not listen on %s (%w)\n--- server log ---\n%s", s.Addr, errPortTaken, out)
+			return fmt.Errorf("postgres could not listen on %s (%w)\n--- server log ---\n%s", s.Addr, testkit.ErrPortTaken, out)
 		}
 		return fmt.Errorf("postgres did not become ready: %w\n--- server log ---\n%s", err, out)
 	}
@@ -314,36 +291,24 @@ func (s *Server) launch(ctx context.Context) error {
 
 // waitReady waits until the postmaster says it is ready (after crash
 // recovery, if any) and accepts a login.
-func (s *Server) waitReady(ctx context.Context, p *process) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
+func (s *Server) waitReady(ctx context.Context, p *testkit.Process) error {
 	cfg, err := pgx.ParseConfig(s.URL)
 	if err != nil {
 		return err
 	}
 	cfg.ConnectTimeout = 5 * time.Second
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		select {
-		case <-p.exited:
-			return errors.New("the server process exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
+	return p.WaitReady(ctx, startTimeout, 20*time.Millisecond, func(ctx context.Context) error {
 		// Logging in only once it is ready keeps "the database system is
 		// starting up" out of the log.
-		if last = s.pidFileReady(p.cmd.Process.Pid); last != nil {
-			continue
+		if err := s.pidFileReady(p.Cmd.Process.Pid); err != nil {
+			return err
 		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err == nil {
-			return conn.Close(ctx)
+		if err != nil {
+			return err
 		}
-		last = err
-	}
+		return conn.Close(ctx)
+	})
 }
 
 // pidFileReady reports, as pg_ctl reads it, whether the data directory's
@@ -388,15 +353,15 @@ func (s *Server) Stop() error {
 // exited in stopTimeout. s.mu is held.
 func (s *Server) shutdownLocked(mode syscall.Signal) error {
 	p := s.proc
-	if p == nil || !p.running() {
+	if p == nil || !p.Running() {
 		s.proc, s.paused = nil, false
 		return nil
 	}
-	if err := shutdown(p.cmd.Process.Pid, mode); err != nil {
+	if err := shutdown(p.Cmd.Process.Pid, mode); err != nil {
 		return errors.Join(fmt.Errorf("pgtest: signalling postgres: %w", err), s.killLocked())
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 		s.proc, s.paused = nil, false
 		return nil
 	case <-time.After(stopTimeout):
@@ -415,13 +380,13 @@ func (s *Server) Kill() error {
 
 func (s *Server) killLocked() error {
 	p := s.proc
-	if p == nil || !p.running() {
+	if p == nil || !p.Running() {
 		s.proc, s.paused = nil, false
 		return nil
 	}
-	err := killTree(p.cmd.Process.Pid)
+	err := killTree(p.Cmd.Process.Pid)
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(30 * time.Second):
 		return errors.Join(err, errors.New("pgtest: postgres did not exit after SIGKILL"))
 	}
@@ -441,21 +406,21 @@ func (s *Server) Resume() error { return s.setPaused(false) }
 func (s *Server) setPaused(paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || !s.proc.running() {
+	if s.proc == nil || !s.proc.Running() {
 		return errors.New("pgtest: pausing or resuming a server that is not running")
 	}
 	s.paused = paused
 	if paused {
-		return pauseTree(s.proc.cmd.Process.Pid)
+		return pauseTree(s.proc.Cmd.Process.Pid)
 	}
-	return resumeTree(s.proc.cmd.Process.Pid)
+	return resumeTree(s.proc.Cmd.Process.Pid)
 }
 
 // Running reports whether the server process runs (paused or not).
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil && s.proc.running()
+	return s.proc != nil && s.proc.Running()
 }
 
 // Close shuts the server down at once (an immediate shutdown, without a
@@ -487,10 +452,10 @@ func (s *Server) CPUTime() (time.Duration, error) {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
-	if p == nil || !p.running() {
+	if p == nil || !p.Running() {
 		return 0, errors.New("pgtest: the server is not running")
 	}
-	return treeCPU(p.cmd.Process.Pid)
+	return treeCPU(p.Cmd.Process.Pid)
 }
 
 // Server returns the server d is a database of.
@@ -544,7 +509,7 @@ func (s *Server) CreateDatabase(t testing.TB) *Database {
 func (s *Server) answering() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil && s.proc.running() && !s.paused
+	return s.proc != nil && s.proc.Running() && !s.paused
 }
 
 // exec runs one statement in the default database.

@@ -15,12 +15,12 @@ import (
 // server. It returns once the process is stopped. Resume undoes it; Stop
 // works on a paused server too.
 func (s *Server) Pause() error {
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	// A signal is delivered asynchronously: wait until the process state
 	// is "stopped" where /proc tells it, or a moment elsewhere.
-	stat := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	stat := fmt.Sprintf("/proc/%d/stat", s.proc.Cmd.Process.Pid)
 	if _, err := os.Stat(stat); err != nil {
 		time.Sleep(200 * time.Millisecond)
 		return nil
@@ -37,8 +37,8 @@ func (s *Server) Pause() error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return fmt.Errorf("vault server pid %d did not stop", s.cmd.Process.Pid)
+	return fmt.Errorf("vault server pid %d did not stop", s.proc.Cmd.Process.Pid)
 }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() error { return s.proc.Cmd.Process.Signal(syscall.SIGCONT) }

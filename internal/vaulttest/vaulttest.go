@@ -69,10 +69,8 @@ type Server struct {
 	// CAFile is the PEM CA bundle of a TLS server, empty otherwise.
 	CAFile string
 
-	cmd    *exec.Cmd
+	proc   *testkit.Process
 	out    *testkit.TailBuffer
-	exited chan struct{} // closed when the process has exited
-	stop   sync.Once
 	mounts atomic.Int64
 }
 
@@ -130,21 +128,8 @@ func Start(t testing.TB, opts Options) *Server {
 // bundle) in dir, and waits until it answers. The caller must Stop it. It
 // retries with another port if the chosen one was taken meanwhile.
 func StartServer(ctx context.Context, bin, dir string, opts Options) (*Server, error) {
-	var err error
-	for range 3 {
-		var s *Server
-		s, err = startOnce(ctx, bin, dir, opts)
-		if err == nil {
-			return s, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-	}
-	return nil, err
+	return testkit.RetryPortTaken(func() (*Server, error) { return startOnce(ctx, bin, dir, opts) })
 }
-
-var errPortTaken = errors.New("port taken")
 
 var unsealKeyLine = regexp.MustCompile(`(?m)^Unseal Key: (\S+)\s*$`)
 
@@ -159,7 +144,7 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"server", "-dev", "-dev-no-store-token", "-dev-listen-address=" + listen}
-	s := &Server{Addr: "http://" + listen, RootToken: token, out: &testkit.TailBuffer{Max: 1 << 20}, exited: make(chan struct{})}
+	s := &Server{Addr: "http://" + listen, RootToken: token, out: &testkit.TailBuffer{Max: 1 << 20}}
 	if opts.TLS {
 		certDir := filepath.Join(dir, "tls-"+strconv.Itoa(port))
 		if err := os.MkdirAll(certDir, 0o700); err != nil {
@@ -175,21 +160,15 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	cmd.Dir = dir
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	if s.proc, err = testkit.StartProcess(cmd); err != nil {
+		return nil, err
 	}
-	s.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
 
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		out := s.Output()
 		if strings.Contains(out, "address already in use") {
-			return nil, errPortTaken
+			return nil, testkit.ErrPortTaken
 		}
 		return nil, fmt.Errorf("vault dev server did not become ready: %w\n--- server output ---\n%s", err, out)
 	}
@@ -199,34 +178,22 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 // waitReady polls /v1/sys/health until the server is unsealed and has
 // printed its unseal key.
 func (s *Server) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		select {
-		case <-s.exited:
-			return errors.New("the server process exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last health check: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
+	return s.proc.WaitReady(ctx, startTimeout, 50*time.Millisecond, func(ctx context.Context) error {
 		if s.CAFile != "" {
 			if _, err := os.Stat(s.CAFile); err != nil {
-				last = err
-				continue
+				return err
 			}
 		}
-		if last = s.healthy(ctx); last != nil {
-			continue
+		if err := s.healthy(ctx); err != nil {
+			return err
 		}
-		if m := unsealKeyLine.FindStringSubmatch(s.out.String()); m != nil {
-			s.UnsealKey = m[1]
-			return nil
+		m := unsealKeyLine.FindStringSubmatch(s.out.String())
+		if m == nil {
+			return errors.New("unseal key not printed yet")
 		}
-		last = errors.New("unseal key not printed yet")
-	}
+		s.UnsealKey = m[1]
+		return nil
+	})
 }
 
 func (s *Server) healthy(ctx context.Context) error {
@@ -272,27 +239,13 @@ func (s *Server) HTTPClient() (*http.Client, error) {
 // Stop kills the server process by PID and waits for it to exit. It is safe
 // to call more than once.
 func (s *Server) Stop() {
-	s.stop.Do(func() {
-		if s.cmd == nil || s.cmd.Process == nil {
-			return
-		}
-		_ = s.cmd.Process.Kill()
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-		}
-	})
+	if s.proc != nil {
+		s.proc.Kill()
+	}
 }
 
 // Exited reports whether the server process has ended.
-func (s *Server) Exited() bool {
-	select {
-	case <-s.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) Exited() bool { return !s.proc.Running() }
 
 // Output returns the server's output so far (its last MiB), with the root
 // token and unseal key redacted.

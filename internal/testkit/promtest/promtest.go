@@ -41,7 +41,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,8 +65,6 @@ const (
 	// startTimeout bounds how long a server may take to be ready.
 	// Generous: a loaded 2-core machine is slow.
 	startTimeout = 2 * time.Minute
-	// stopTimeout bounds the wait for a killed server to exit.
-	stopTimeout = 30 * time.Second
 	// requestTimeout bounds one HTTP API request.
 	requestTimeout = 30 * time.Second
 	// outputMax is how much of a server's output is kept.
@@ -100,10 +97,8 @@ type Server struct {
 	// Addr is the address it listens on, 127.0.0.1:<port>.
 	Addr string
 
-	cmd    *exec.Cmd
+	proc   *testkit.Process
 	out    *testkit.TailBuffer
-	exited chan struct{} // closed when the process has exited
-	stop   sync.Once
 	client *http.Client
 	poll   time.Duration // WaitFor's polling period
 }
@@ -229,21 +224,13 @@ func StartServer(ctx context.Context, dir string, opts Options) (*Server, error)
 	if err := os.WriteFile(configFile, config, 0o600); err != nil {
 		return nil, err
 	}
-	for range 3 {
-		var s *Server
-		s, err = startOnce(ctx, bin, dir, configFile)
-		if err == nil {
-			s.poll = max(min(opts.scrapeInterval()/4, 250*time.Millisecond), 10*time.Millisecond)
-			return s, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
+	s, err := testkit.RetryPortTaken(func() (*Server, error) { return startOnce(ctx, bin, dir, configFile) })
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	s.poll = max(min(opts.scrapeInterval()/4, 250*time.Millisecond), 10*time.Millisecond)
+	return s, nil
 }
-
-var errPortTaken = errors.New("port taken")
 
 func startOnce(ctx context.Context, bin, dir, configFile string) (*Server, error) {
 	port, err := freePort()
@@ -262,7 +249,6 @@ func startOnce(ctx context.Context, bin, dir, configFile string) (*Server, error
 		URL:    "http://" + addr,
 		Addr:   addr,
 		out:    &testkit.TailBuffer{Max: outputMax},
-		exited: make(chan struct{}),
 		client: &http.Client{Transport: tr, Timeout: requestTimeout},
 	}
 	cmd := exec.Command(bin,
@@ -273,20 +259,14 @@ func startOnce(ctx context.Context, bin, dir, configFile string) (*Server, error
 	cmd.Dir = dir
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	if s.proc, err = testkit.StartProcess(cmd); err != nil {
+		return nil, err
 	}
-	s.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		out := s.Output()
 		if strings.Contains(out, "address already in use") {
-			return nil, errPortTaken
+			return nil, testkit.ErrPortTaken
 		}
 		return nil, fmt.Errorf("prometheus did not become ready: %w\n--- server output ---\n%s", err, out)
 	}
@@ -295,23 +275,7 @@ func startOnce(ctx context.Context, bin, dir, configFile string) (*Server, error
 
 // waitReady polls /-/ready until it answers 200.
 func (s *Server) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		select {
-		case <-s.exited:
-			return errors.New("the server process exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last readiness check: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-		if last = s.ready(ctx); last == nil {
-			return nil
-		}
-	}
+	return s.proc.WaitReady(ctx, startTimeout, 50*time.Millisecond, s.ready)
 }
 
 func (s *Server) ready(ctx context.Context) error {
@@ -334,27 +298,13 @@ func (s *Server) ready(ctx context.Context) error {
 // safe to call more than once. Its data directory is the caller's to
 // remove (Start's is removed with the test's temporary directory).
 func (s *Server) Stop() {
-	s.stop.Do(func() {
-		if s.cmd == nil || s.cmd.Process == nil {
-			return
-		}
-		_ = s.cmd.Process.Kill()
-		select {
-		case <-s.exited:
-		case <-time.After(stopTimeout):
-		}
-	})
+	if s.proc != nil {
+		s.proc.Kill()
+	}
 }
 
 // Exited reports whether the server process has ended.
-func (s *Server) Exited() bool {
-	select {
-	case <-s.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) Exited() bool { return !s.proc.Running() }
 
 // Output returns the server's output so far (its last MiB).
 func (s *Server) Output() string { return s.out.String() }

@@ -1,4 +1,4 @@
-package vaulttest
+package testkit
 
 import (
 	"os/exec"
