@@ -29,8 +29,7 @@
 //
 //   - [github.com/edgesecrets/edgesecrets/secretstore]: the portable Store
 //     type over a backend's driver (validation, retries, call counts,
-//     metrics), the Secret model, config and backend registry, and the
-//     rotation Watcher.
+//     metrics), the Secret model, and config and backend registry.
 //   - secretstore/driver: the interface a backend implements.
 //   - secretstore/memory, secretstore/vault, secretstore/awssm: the backends.
 //     Import one for its side effect of registering with secretstore.Open.

@@ -26,6 +26,7 @@ func TestLayering(t *testing.T) {
 		{"./agent", []string{module + "/secretstore", module + "/agreement/delivery", module + "/binding"}, "an agent binary holds no hub code"},
 		{"./relay", []string{module + "/secretstore", module + "/agreement/delivery"}, "the relay carries envelopes only"},
 		{"./secretstore", []string{module + "/agreement", module + "/binding", module + "/agentapi"}, "dependencies point toward the store, never from it"},
+		{"./internal/storewatch", []string{module + "/agreement", module + "/agreement/", module + "/binding", module + "/agentapi", module + "/agbot", module + "/secretstore/memory", module + "/secretstore/vault", module + "/secretstore/awssm"}, "the delivery engine's watcher stands on secretstore and the vocabulary only"},
 		{"./secretstore/memory", []string{module + "/secretstore/vault", module + "/secretstore/awssm"}, "backends never import each other"},
 		{"./secretstore/vault", []string{module + "/secretstore/memory", module + "/secretstore/awssm"}, "backends never import each other"},
 		{"./secretstore/awssm", []string{module + "/secretstore/memory", module + "/secretstore/vault"}, "backends never import each other"},

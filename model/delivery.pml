@@ -331,7 +331,7 @@ end_loop:
 				ownerOfX(ox, k); ownerOfY(oy, k);
 				mine = (ox == i);
 				fine = 0; xres = RD_NONE;
-				/* secretstore/watcher.go: Poll, check, observe, apply: the names this member polls */
+				/* internal/storewatch/watcher.go: Poll, check, observe, apply: the names this member polls */
 				if
 				:: mode == M_OK ->
 					if :: oy == i -> fine++ :: else -> skip fi;

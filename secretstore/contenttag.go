@@ -35,33 +35,24 @@ const maxContentTagSize = 1024
 //
 // A checksum tag can be used to test guesses of a low-entropy value, so it
 // is treated like a password hash: every printed form (fmt verbs, String,
-// slog, encoding/json) shows "sha256:[redacted]", and the Watcher never puts
-// one in an Event. To keep a tag across an agbot restart, store Encode's
-// output with the agreement, as you would a password hash, and read it back
-// with ParseContentTag (encoding/json writes the printed form, which does
-// not read back). Version tags print in full: versions are not secret.
+// slog, encoding/json) shows "sha256:[redacted]", and the delivery engine's
+// watcher never puts one in an event. To keep a tag across an agbot
+// restart, store Encode's output with the agreement, as you would a
+// password hash, and read it back with ParseContentTag (encoding/json
+// writes the printed form, which does not read back). Version tags print in full: versions are not secret.
 type ContentTag struct {
 	version string
 	sum     [sha256.Size]byte
 }
 
 // ContentTag returns the tag of s's content: its Version, or the SHA-256 of
-// its Data when the store keeps no versions. It matches what a Watcher
-// observes for the same revision.
+// its Data when the store keeps no versions. It matches what the delivery
+// engine's watcher observes for the same revision.
 func (s *Secret) ContentTag() ContentTag {
 	if s.Version != "" {
 		return ContentTag{version: s.Version}
 	}
 	return ContentTag{sum: sum256(s.Data)}
-}
-
-// observedTag is the tag of what a Watcher observed: a version, or for a
-// store without versions the checksum it computed.
-func observedTag(version string, sum [sha256.Size]byte) ContentTag {
-	if version != "" {
-		return ContentTag{version: version}
-	}
-	return ContentTag{sum: sum}
 }
 
 // Encode returns the full text form of t, for storage: "version:<version>",

@@ -4,8 +4,8 @@
 // A [Store] holds [Secret]s by slash-separated name relative to a scope:
 // Get, Stat (metadata only), Put (full replace; compare-and-set and
 // create-only through [PutOptions]; a write that changes nothing never
-// reaches the backend), idempotent Delete, List by prefix, GetBatch, and
-// CheckCredentials. Errors match one kind each with errors.Is:
+// reaches the backend), idempotent Delete, List by prefix, GetBatch,
+// StatBatch and CheckCredentials. Errors match one kind each with errors.Is:
 // [edgesecrets.ErrNotFound], [edgesecrets.ErrPermission], [edgesecrets.ErrUnavailable], [edgesecrets.ErrConflict],
 // [edgesecrets.ErrInvalid]; they name the operation and the secret, never a value.
 //
@@ -34,12 +34,12 @@
 // its init function and proves itself with secretstore/storetest.
 //
 // A Store records when the backend last answered (LastSuccess, the
-// agbot's /health) and counts calls (Stats). [Watcher]
-// polls the metadata of a changing set of names (listing it in pages where
-// the backend can, as AWS does) and reports rotation, deletion, revocation
-// and outages, one [Cycle] at a time; every cycle runs the store's
-// credential check, so an expired token (every name refused) is never
-// mistaken for revoked secrets.
+// agbot's /health) and counts calls (Stats). The agbot's delivery engine
+// (package agreement/delivery) watches the secrets its agreements bind
+// with these calls: Stat, or StatBatch where the backend lists metadata in
+// pages (as AWS does), and CheckCredentials every cycle, so an expired
+// token (every name refused) is never mistaken for revoked secrets. Its
+// watcher is internal to the module, not part of this package's API.
 //
 // Tests of this package and its backends run time through testing/synctest
 // where they can; no type here takes a clock.

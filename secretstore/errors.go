@@ -29,8 +29,8 @@ const (
 type Error struct {
 	// Op is the operation: "get" (Get, GetBatch), "stat", "put",
 	// "delete", "list", "open" (a constructor or Open), "check-credentials"
-	// (CheckCredentials) or "watch" (a Watcher); empty in a driver's
-	// error.
+	// (CheckCredentials) or "watch" (the delivery engine's watcher);
+	// empty in a driver's error.
 	Op string
 	// Name is the secret name (or list prefix) the operation was for.
 	Name string

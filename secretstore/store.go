@@ -589,19 +589,27 @@ func batchName(names []string) string {
 	return ""
 }
 
-// statBatch reads the metadata of names in few backend calls when the
-// driver is a driver.BatchStater; ok is false when it is not. Names
-// absent from the result may be missing, refused or merely not listed.
-func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]Metadata, ok bool, err error) {
+// StatBatch reads the metadata of several secrets, as Stat does: in one
+// backend listing per batch when the backend has one (AWS ListSecrets, a
+// page per 100 secrets). Names absent from the result may be missing,
+// refused or merely not listed (a listing can lag, and can show a secret
+// the caller may not read): ask about those with Stat. An invalid name or
+// any other error aborts the read. It counts as one opStat.
+//
+// For a backend without a batch metadata read (Vault and memory read
+// metadata one secret at a time) it returns an error matching
+// errors.ErrUnsupported and no kind, which is not counted as a call: ask
+// with one Stat per name.
+func (s *Store) StatBatch(ctx context.Context, names []string) (out map[string]Metadata, err error) {
 	bs, ok := s.drv.(driver.BatchStater)
-	if !ok || len(names) == 0 {
-		return nil, false, nil
+	if !ok {
+		return nil, errNoBatchStat()
 	}
 	start := time.Now()
 	defer func() { s.record(opStat, err); s.ins.observe(opStat, start, err) }()
 	_, byPath, err := s.batchNames(ctx, opStat, names)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	var got map[string]*driver.Secret
 	err = s.retry(ctx, opStat, "", func(ctx context.Context) (err error) {
@@ -609,7 +617,7 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 		return err
 	})
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	out = make(map[string]Metadata, len(got))
 	for p, md := range got {
@@ -617,7 +625,13 @@ func (s *Store) statBatch(ctx context.Context, names []string) (out map[string]M
 			out[name] = toMetadata(name, md)
 		}
 	}
-	return out, true, nil
+	return out, nil
+}
+
+// errNoBatchStat is StatBatch's error for a backend without a batch
+// metadata read.
+func errNoBatchStat() error {
+	return &Error{Op: opStat, Err: fmt.Errorf("the store has no batch metadata read: %w", errors.ErrUnsupported)}
 }
 
 // CheckCredentials tells whether the store accepts the caller's own

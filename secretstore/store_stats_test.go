@@ -38,6 +38,13 @@ func newStore(t testing.TB, d driver.Store, opts ...secretstore.Options) *secret
 	return s
 }
 
+// put writes {"v": value} to name.
+func put(t testing.TB, s *secretstore.Store, name, value string) {
+	t.Helper()
+	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
+	require.NoError(t, err)
+}
+
 // A call counts as a backend interaction when the backend answered:
 // success, NotFound, Conflict, Permission; not Unavailable, Invalid, a
 // name refused before the backend, a cancelled context.

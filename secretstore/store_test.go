@@ -2,6 +2,7 @@ package secretstore_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -184,6 +185,46 @@ func TestGetBatch(t *testing.T) {
 		d.Fail(edgesecrets.ErrPermission, "b")
 		_, err = s.GetBatch(ctx, names)
 		assert.ErrorIs(t, err, edgesecrets.ErrPermission, "an error other than NotFound aborts the read")
+	}
+}
+
+// StatBatch reads the metadata of several names in one driver call where
+// the driver lists it, counted as one stat; where it does not, it says
+// errors.ErrUnsupported with no kind and is not counted.
+func TestStatBatch(t *testing.T) {
+	ctx := t.Context()
+	names := []string{"a", "missing", "b", "a"}
+	for _, batching := range []bool{false, true} {
+		d := testkit.NewDriver()
+		var drv driver.Store = d
+		if batching {
+			drv = testkit.Batching(d)
+		}
+		s := newStore(t, drv)
+		put(t, s, "a", "1")
+		put(t, s, "b", "2")
+		got, err := s.StatBatch(ctx, names)
+		if !batching {
+			require.ErrorIs(t, err, errors.ErrUnsupported)
+			assert.Nil(t, edgesecrets.KindOf(err), "no error kind: the store was not asked")
+			assert.Nil(t, got)
+			assert.Zero(t, s.Stats()["stat"].Calls, "not counted as a call")
+			assert.Zero(t, d.Calls("stat", ""), "nothing asked of the driver")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, secretstore.OpStats{Calls: 1}, s.Stats()["stat"], "one batch")
+		assert.EqualValues(t, 1, d.Batches(), "a driver.BatchStater is used")
+		assert.Equal(t, 0, d.Calls("stat", ""), "no Stat")
+		assert.NotContains(t, got, "missing", "missing names are absent, not an error")
+		for _, name := range []string{"a", "b"} {
+			md, err := s.Stat(ctx, name)
+			require.NoError(t, err)
+			assert.Equal(t, md, got[name], "what Stat reports of %s", name)
+		}
+
+		_, err = s.StatBatch(ctx, []string{"a", "../up"})
+		assert.ErrorIs(t, err, edgesecrets.ErrInvalid, "an invalid name fails the batch")
 	}
 }
 

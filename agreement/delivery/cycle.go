@@ -12,7 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 )
 
 // watchLoop runs a watcher cycle at once and then every Interval until ctx
@@ -209,7 +209,7 @@ func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 
 // applyCycle updates the engine's view of the absent names from one
 // watcher cycle and reports what it learnt.
-func (e *Engine) applyCycle(c secretstore.Cycle) cycleReport {
+func (e *Engine) applyCycle(c storewatch.Cycle) cycleReport {
 	rep := cycleReport{
 		watched: c.Watched, fine: c.Answered, fineAlone: c.AnsweredAlone, forbidden: c.Forbidden, credErr: c.Credentials,
 		unavailable: map[string]bool{},
@@ -217,17 +217,17 @@ func (e *Engine) applyCycle(c secretstore.Cycle) cycleReport {
 	seen := map[string]bool{}
 	for _, ev := range c.Events {
 		switch ev.Kind {
-		case secretstore.Appeared, secretstore.Changed:
+		case storewatch.Appeared, storewatch.Changed:
 			delete(e.absent, ev.Name)
 			if !seen[ev.Name] {
 				seen[ev.Name] = true
 				rep.present = append(rep.present, ev.Name)
 			}
-		case secretstore.Deleted:
+		case storewatch.Deleted:
 			e.absent[ev.Name] = Missing
-		case secretstore.Forbidden:
+		case storewatch.Forbidden:
 			e.absent[ev.Name] = Forbidden
-		case secretstore.Unavailable:
+		case storewatch.Unavailable:
 			for _, n := range ev.Names {
 				rep.unavailable[n] = true
 			}
@@ -846,9 +846,9 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 			ev.inSync = false
 		}
 		if absent && (ev.lost == nil || since.Before(ev.lostSince)) {
-			kind := secretstore.Deleted
+			kind := Missing
 			if last.State == Forbidden {
-				kind = secretstore.Forbidden
+				kind = Forbidden
 			}
 			ev.lost = &Cancellation{
 				Reason: fmt.Sprintf("secret %q of service %s: store secret %s since %s",

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -243,7 +244,7 @@ type Engine struct {
 	state     State
 	store     *secretstore.Store
 	reader    *storereader.Reader
-	watcher   *secretstore.Watcher
+	watcher   *storewatch.Watcher
 	keys      *agreement.PrivateKeys
 	agents    Agents
 	transport Transport
@@ -321,7 +322,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	// The watcher reads the store itself, never through the reader's
 	// cache, which would hide fresh data from its checksum fallback.
-	watcher, err := secretstore.NewWatcher(opts.Store, secretstore.WatcherOptions{
+	watcher, err := storewatch.New(opts.Store, storewatch.Options{
 		Interval: cfg.Interval,
 		Logger:   log,
 	})

@@ -96,7 +96,7 @@ func TestDeletionWhileAgentUnreachableWipesItsFilesWhenBack(t *testing.T) {
 		assert.Equal(t, delivery.PhaseCancelling, st.Phase, "decided after the grace, not yet acknowledged")
 		require.NotNil(t, st.Cancel)
 		assert.Equal(t, "org/db", st.Cancel.StoreName)
-		assert.Equal(t, secretstore.Deleted, st.Cancel.Kind)
+		assert.Equal(t, delivery.Missing, st.Cancel.Kind)
 		assert.Len(t, h.cancelled()["agr-1"], 1, "the hook is called once per decision")
 		_, held := agent.file("agr-1", "pw")
 		assert.True(t, held, "the agent has not heard of it yet")
@@ -300,7 +300,7 @@ func TestOneForbiddenSecretCancelsOnlyItsAgreementsAfterTheGrace(t *testing.T) {
 		assert.ElementsMatch(t, []string{"agr-b", "agr-b2"}, keys(cancels))
 		for _, id := range []string{"agr-b", "agr-b2"} {
 			require.Len(t, cancels[id], 1)
-			assert.Equal(t, secretstore.Forbidden, cancels[id][0].Kind)
+			assert.Equal(t, delivery.Forbidden, cancels[id][0].Kind)
 			assert.Equal(t, "org/b", cancels[id][0].StoreName)
 			_, err := h.engine.Status(context.Background(), id)
 			assert.ErrorIs(t, err, delivery.ErrNotFound)
@@ -834,7 +834,7 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		r, err := h.state.Get(ctx, "agr-1")
 		require.NoError(t, err)
 		r.Phase = delivery.PhaseCancelling
-		r.Cancel = &delivery.Cancellation{Reason: "store secret gone", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: time.Now()}
+		r.Cancel = &delivery.Cancellation{Reason: "store secret gone", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: time.Now()}
 		r.NextAttempt = time.Now()
 		require.NoError(t, h.state.Update(ctx, "", &r))
 

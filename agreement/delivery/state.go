@@ -110,9 +110,10 @@ type Cancellation struct {
 	// StoreName is the store secret whose revocation decided it; empty
 	// when the embedder ended the agreement (Engine.End).
 	StoreName string
-	// Kind is secretstore.Deleted or secretstore.Forbidden for a
-	// revocation; zero when the embedder ended the agreement.
-	Kind secretstore.EventKind
+	// Kind is what the watcher found of StoreName for a revocation:
+	// Missing (deleted) or Forbidden (access denied); zero (Unknown) when
+	// the embedder ended the agreement.
+	Kind ObservedState
 	// DecidedAt is when the engine decided it.
 	DecidedAt time.Time
 	// Notified is set once the embedder's cancel hook returned for this

@@ -17,7 +17,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -131,7 +130,7 @@ func TestVaultOneSecretForbiddenCancelsOnlyItsAgreements(t *testing.T) {
 	vaultPolicy(t, root, mount, policy, "org/b")
 	eventually(t, 30*time.Second, func() bool { return len(h.cancelled()["agr-b"]) > 0 }, "agr-b cancelled")
 	c := h.cancelled()["agr-b"][0]
-	assert.Equal(t, secretstore.Forbidden, c.Kind)
+	assert.Equal(t, delivery.Forbidden, c.Kind)
 	assert.Equal(t, "org/b", c.StoreName)
 	assert.GreaterOrEqual(t, c.DecidedAt.Sub(revoked), grace, "not before the grace period")
 	eventually(t, 30*time.Second, func() bool {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )
 
@@ -139,7 +139,7 @@ func TestWatcherTellsAccessDeniedSpellFromOneDeniedSecret(t *testing.T) {
 	for _, n := range names {
 		e.put(s, n, d("k", "v-"+n), nil)
 	}
-	w, err := secretstore.NewWatcher(s, secretstore.WatcherOptions{})
+	w, err := storewatch.New(s, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	ctx := t.Context()

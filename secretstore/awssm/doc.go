@@ -67,13 +67,14 @@
 //   - Stat: DescribeSecret only; no value is read.
 //   - GetBatch: BatchGetSecretValue per 20 names, plus one DescribeSecret
 //     per secret found for its tags.
-//   - A watch cycle (secretstore.Watcher): ListSecrets filtered on the
-//     watched names' common prefix, a page per 100 secrets, each entry's
-//     AWSCURRENT version from its SecretVersionsToStages; DescribeSecret
-//     only for names the listing leaves out (deleted, or not listed yet)
-//     and for three names per cycle in turn, since a listing shows a secret
-//     whose permission was taken away as present. 1,000 watched secrets
-//     cost 14 calls a cycle, credential check included, instead of 1,001.
+//   - StatBatch: ListSecrets filtered on the names' common prefix, a page
+//     per 100 secrets, each entry's AWSCURRENT version from its
+//     SecretVersionsToStages. A cycle of the delivery engine's watcher
+//     calls it for the watched names, then DescribeSecret only for names
+//     the listing leaves out (deleted, or not listed yet) and for three
+//     names per cycle in turn, since a listing shows a secret whose
+//     permission was taken away as present. 1,000 watched secrets cost 14
+//     calls a cycle, credential check included, instead of 1,001.
 //   - List: ListSecrets with a name-prefix filter, following NextToken.
 //     AWS documents ListSecrets as eventually consistent.
 //   - Put: DescribeSecret and GetSecretValue to compare; a Put that changes

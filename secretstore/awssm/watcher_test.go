@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/mock"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )
 
@@ -60,7 +60,7 @@ func TestWatcherCycleListsInsteadOfDescribing(t *testing.T) {
 	names := seed(t, e, "org1", n)
 	seed(t, e, "org2", 150) // another scope, not listed
 	s := e.store(awssm.Options{Scope: "org1"})
-	w, err := secretstore.NewWatcher(s, secretstore.WatcherOptions{})
+	w, err := storewatch.New(s, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 
@@ -86,7 +86,7 @@ func TestWatcherCycleListsInsteadOfDescribing(t *testing.T) {
 		"the first cycle after the changes sees them")
 	assert.LessOrEqual(t, callsMade(e.srv), int64(15), "calls for the second cycle: %v", e.srv.AllCalls())
 	for _, ev := range second.Events {
-		if ev.Kind == secretstore.Changed {
+		if ev.Kind == storewatch.Changed {
 			md, err := s.Stat(ctx, ev.Name)
 			require.NoError(t, err)
 			assert.Equal(t, md.Version, ev.Version, "the listing's AWSCURRENT is the version Stat reports")
@@ -94,7 +94,7 @@ func TestWatcherCycleListsInsteadOfDescribing(t *testing.T) {
 	}
 }
 
-func summary(events []secretstore.Event) []string {
+func summary(events []storewatch.Event) []string {
 	var out []string
 	for _, e := range events {
 		out = append(out, e.Kind.String()+" "+e.Name)
@@ -118,7 +118,7 @@ func BenchmarkWatcherCycle(b *testing.B) {
 			if mode == "DescribeEach" {
 				s = mock.NewStore(store).Store
 			}
-			w, err := secretstore.NewWatcher(s, secretstore.WatcherOptions{})
+			w, err := storewatch.New(s, storewatch.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 )
@@ -579,22 +580,22 @@ func testWatcher(t *testing.T, e *env) {
 		names = append(names, name)
 		e.put(t, name, d("v", "1"), nil)
 	}
-	w, err := secretstore.NewWatcher(e.s, secretstore.WatcherOptions{OutageAfter: -1})
+	w, err := storewatch.New(e.s, storewatch.Options{OutageAfter: -1})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(append(names, "watch/missing")...))
 	first := w.Poll(e.ctx)
 	require.NoError(t, first.StoreFailure())
 	assert.Equal(t, n+1, first.Watched)
 	assert.Equal(t, n+1, first.Answered)
-	kinds := map[string]secretstore.EventKind{}
+	kinds := map[string]storewatch.EventKind{}
 	for _, ev := range first.Events {
 		kinds[ev.Name] = ev.Kind
 		assert.True(t, ev.Initial, "first observation of %s", ev.Name)
 	}
 	for _, name := range names {
-		assert.Equal(t, secretstore.Appeared, kinds[name], name)
+		assert.Equal(t, storewatch.Appeared, kinds[name], name)
 	}
-	assert.Equal(t, secretstore.Deleted, kinds["watch/missing"])
+	assert.Equal(t, storewatch.Deleted, kinds["watch/missing"])
 
 	// Names the watcher's few per-cycle spot checks (taken from the start
 	// of the sorted names) do not reach yet: the listing must show them.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
-	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 
@@ -121,7 +121,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			if token == "" {
 				token = rec.token()
 			}
-			w, err := secretstore.NewWatcher(mon, secretstore.WatcherOptions{})
+			w, err := storewatch.New(mon, storewatch.Options{})
 			require.NoError(t, err)
 			require.NoError(t, w.Watch(names...))
 			ctx := t.Context()
@@ -156,7 +156,7 @@ func TestCheckCredentialsWhenTheTokenEnds(t *testing.T) {
 			assert.ErrorIs(t, cycle.Credentials, edgesecrets.ErrPermission)
 			assert.ErrorIs(t, cycle.StoreFailure(), edgesecrets.ErrPermission, "the cycle shows a store-wide failure")
 			for _, ev := range cycle.Events {
-				assert.Equal(t, secretstore.Forbidden, ev.Kind)
+				assert.Equal(t, storewatch.Forbidden, ev.Kind)
 				assert.Contains(t, ev.Err.Error(), c.cause[0], "a refused read names the token's trouble, not a policy")
 			}
 			assert.Equal(t, checks+1, mon.Stats()["check-credentials"].Calls, "the watcher ran the check once per cycle")
@@ -198,7 +198,7 @@ func TestOneSecretRevokedByPolicyLeavesTheCredentialsHealthy(t *testing.T) {
 	for _, n := range names {
 		put(t, s, n, d("k", "v"), nil)
 	}
-	w, err := secretstore.NewWatcher(s, secretstore.WatcherOptions{})
+	w, err := storewatch.New(s, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	ctx := t.Context()
@@ -216,7 +216,7 @@ path "%[1]s/metadata/app/b" { capabilities = ["deny"] }
 	cycle := w.Poll(ctx)
 	assert.Equal(t, [3]int{2, 1, 0}, [3]int{cycle.Answered, cycle.Forbidden, cycle.Unavailable})
 	require.Len(t, cycle.Events, 1)
-	assert.Equal(t, secretstore.Forbidden, cycle.Events[0].Kind)
+	assert.Equal(t, storewatch.Forbidden, cycle.Events[0].Kind)
 	assert.Equal(t, "app/b", cycle.Events[0].Name)
 	assert.Contains(t, cycle.Events[0].Err.Error(), "the token's policies do not allow this request (HTTP 403)")
 	assert.True(t, cycle.CredentialsChecked)

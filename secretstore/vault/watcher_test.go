@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -31,18 +32,18 @@ const eventSlack = 5 * time.Second
 // reported it.
 type cycleEvent struct {
 	cycle int64
-	secretstore.Event
+	storewatch.Event
 }
 
 func (c cycleEvent) String() string {
 	return fmt.Sprintf("cycle %d: %s %s%s", c.cycle, c.Kind, c.Name, strings.Join(c.Names, ","))
 }
 
-// watchRun runs a secretstore.Watcher over a real Vault store
+// watchRun runs a storewatch.Watcher over a real Vault store
 // with the real clock, numbering its cycles by the heartbeat hook and
 // recording each cycle's events with that number.
 type watchRun struct {
-	w        *secretstore.Watcher
+	w        *storewatch.Watcher
 	mon      *secretstore.Store
 	interval time.Duration
 	cycles   atomic.Int64 // cycles started (heartbeats)
@@ -60,14 +61,14 @@ func startWatch(t *testing.T, store *secretstore.Store, names ...string) *watchR
 	t.Helper()
 	r := &watchRun{mon: store, interval: watchInterval, before: map[int64]map[string]secretstore.OpStats{}}
 	var err error
-	r.w, err = secretstore.NewWatcher(r.mon, secretstore.WatcherOptions{Interval: watchInterval, Heartbeat: r.heartbeat})
+	r.w, err = storewatch.New(r.mon, storewatch.Options{Interval: watchInterval, Heartbeat: r.heartbeat})
 	require.NoError(t, err)
 	require.NoError(t, r.w.Watch(names...))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- r.w.Run(ctx, func(_ context.Context, c secretstore.Cycle) { r.record(c.Events) })
+		done <- r.w.Run(ctx, func(_ context.Context, c storewatch.Cycle) { r.record(c.Events) })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -91,7 +92,7 @@ func (r *watchRun) heartbeat(time.Time) {
 
 // record records a cycle's events. It runs on the watcher's goroutine after
 // the cycle's heartbeat, so the count is this cycle's number.
-func (r *watchRun) record(events []secretstore.Event) {
+func (r *watchRun) record(events []storewatch.Event) {
 	n := r.cycles.Load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -136,7 +137,7 @@ func (r *watchRun) since(from int64) []cycleEvent {
 // to come no later than the first cycle that started after the change
 // (win.to+1): whatever a cycle took on a loaded machine, the change was
 // seen within one interval of the watcher's own time.
-func (r *watchRun) await(t *testing.T, win window, kind secretstore.EventKind, name string) cycleEvent {
+func (r *watchRun) await(t *testing.T, win window, kind storewatch.EventKind, name string) cycleEvent {
 	t.Helper()
 	var found cycleEvent
 	require.Eventually(t, func() bool {
@@ -205,7 +206,7 @@ func TestWatcherOnVault(t *testing.T) {
 			put(t, s, "app/api", d("token", "kept"), nil)
 			w := startWatch(t, s, "app/db", "app/api")
 
-			initial := w.await(t, window{}, secretstore.Appeared, "app/db")
+			initial := w.await(t, window{}, storewatch.Appeared, "app/db")
 			assert.True(t, initial.Initial)
 			assert.Equal(t, c.version(1), initial.Version)
 			w.settle(t, initial.cycle)
@@ -215,7 +216,7 @@ func TestWatcherOnVault(t *testing.T) {
 			// A new version: Changed for app/db in the next cycle, nothing
 			// for app/api, nothing repeated.
 			win := w.around(func() { put(t, s, "app/db", d("password", "second"), nil) })
-			changed := w.await(t, win, secretstore.Changed, "app/db")
+			changed := w.await(t, win, storewatch.Changed, "app/db")
 			assert.Equal(t, c.version(2), changed.Version)
 			w.settle(t, changed.cycle+1)
 			assert.Equal(t, []string{"changed app/db"}, describe(w.since(win.from)))
@@ -236,7 +237,7 @@ func TestWatcherOnVault(t *testing.T) {
 
 			// Deleted once, in the first cycle after the delete.
 			win = w.around(func() { require.NoError(t, s.Delete(ctx, "app/db")) })
-			deleted := w.await(t, win, secretstore.Deleted, "app/db")
+			deleted := w.await(t, win, storewatch.Deleted, "app/db")
 			assert.False(t, deleted.Initial)
 			w.settle(t, deleted.cycle+1)
 			assert.Equal(t, []string{"deleted app/db"}, describe(w.since(win.from)))
@@ -266,7 +267,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 		runs = append(runs, r)
 	}
 	for _, r := range runs {
-		initial := r.w.await(t, window{}, secretstore.Appeared, "app/api")
+		initial := r.w.await(t, window{}, storewatch.Appeared, "app/api")
 		r.w.settle(t, initial.cycle)
 		require.Len(t, r.w.since(0), 2, "%s: the baseline", r.name)
 	}
@@ -288,11 +289,11 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	wins := around(func() { srv.Seal(t) })
 	for _, r := range runs {
 		win := wins[r.name]
-		r.w.await(t, win, secretstore.Unavailable, "")
+		r.w.await(t, win, storewatch.Unavailable, "")
 		r.w.settle(t, win.to+2)
 		sealedCycles := 0
 		for _, e := range r.w.since(win.from) {
-			assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: while sealed, only Unavailable: %v", r.name, e)
+			assert.Equal(t, storewatch.Unavailable, e.Kind, "%s: while sealed, only Unavailable: %v", r.name, e)
 			assert.ErrorIs(t, e.Err, edgesecrets.ErrUnavailable)
 			if e.cycle <= win.to {
 				continue // a cycle the seal came in the middle of: some names may have been checked
@@ -312,7 +313,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 		r.w.settle(t, win.to+2)
 		for _, e := range r.w.since(win.from) {
 			if e.cycle <= win.to {
-				assert.Equal(t, secretstore.Unavailable, e.Kind, "%s: %v", r.name, e)
+				assert.Equal(t, storewatch.Unavailable, e.Kind, "%s: %v", r.name, e)
 				continue
 			}
 			t.Errorf("%s: a spurious event after unseal: %v", r.name, e)
@@ -329,7 +330,7 @@ func TestWatcherOnSealedVault(t *testing.T) {
 	})
 	for _, r := range runs {
 		win := wins[r.name]
-		changed := r.w.await(t, win, secretstore.Changed, "app/db")
+		changed := r.w.await(t, win, storewatch.Changed, "app/db")
 		assert.Equal(t, r.version(2), changed.Version)
 		r.w.settle(t, changed.cycle)
 		assert.Equal(t, []string{"changed app/db"}, describe(r.w.since(win.from)), r.name)

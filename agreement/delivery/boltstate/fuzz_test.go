@@ -22,7 +22,7 @@ func seedRecord(t testing.TB) delivery.Record {
 		ID: "agr-1", Node: "node-1", Phase: delivery.PhaseCancelling,
 		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "u"}, Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"org/n/db", "org/db"}, Format: "json"}}}},
 		Slots:    []delivery.Slot{{Name: "db", Desired: delivery.Content{StoreName: "org/db", Tag: version}, Acked: delivery.Content{StoreName: "org/db", Tag: sum}}},
-		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: at, Notified: true},
+		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: at, Notified: true},
 		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
 		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
 		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", NextAttempt: at, CreatedAt: at, UpdatedAt: at, Revision: 7,

@@ -66,7 +66,7 @@ type content struct {
 type cancellation struct {
 	Reason    string `json:"reason,omitempty"`
 	StoreName string `json:"store,omitempty"`
-	Kind      uint8  `json:"kind,omitempty"`
+	Kind      uint8  `json:"kind,omitempty"` // delivery.ObservedState's numbers (Missing 2, Forbidden 3) are the stored format
 	DecidedAt stamp  `json:"decidedAt,omitzero"`
 	Notified  bool   `json:"notified,omitempty"`
 }
@@ -291,7 +291,7 @@ func decodeCancellation(c *cancellation) *delivery.Cancellation {
 		return nil
 	}
 	return &delivery.Cancellation{
-		Reason: c.Reason, StoreName: c.StoreName, Kind: secretstore.EventKind(c.Kind),
+		Reason: c.Reason, StoreName: c.StoreName, Kind: delivery.ObservedState(c.Kind),
 		DecidedAt: c.DecidedAt.Time, Notified: c.Notified,
 	}
 }

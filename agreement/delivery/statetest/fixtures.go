@@ -78,7 +78,7 @@ func record(t testing.TB, id, node string, candidates ...[]string) *delivery.Rec
 		Phase:    delivery.PhaseActive,
 		Held: &delivery.Cancellation{
 			Reason: "store secret " + candidates[0][0] + " was deleted", StoreName: candidates[0][0],
-			Kind: secretstore.Deleted, DecidedAt: at(-30),
+			Kind: delivery.Missing, DecidedAt: at(-30),
 		},
 		Proposed: true,
 		AgentKey: agreement.KeyID("hpke-x25519:" + node),

@@ -91,7 +91,7 @@ func (e *Encoder) Cancellation(c *delivery.Cancellation) {
 	e.Bool(true)
 	e.Str(c.Reason)
 	e.Str(c.StoreName)
-	e.Byte(byte(c.Kind))
+	e.Byte(byte(c.Kind)) // ObservedState's numbers (Missing 2, Forbidden 3) are the stored format
 	e.Time(c.DecidedAt)
 	e.Bool(c.Notified)
 }
@@ -236,7 +236,7 @@ func (d *Decoder) Cancellation() *delivery.Cancellation {
 	return &delivery.Cancellation{
 		Reason:    d.Str(),
 		StoreName: d.Str(),
-		Kind:      secretstore.EventKind(d.Byte()),
+		Kind:      delivery.ObservedState(d.Byte()),
 		DecidedAt: d.Time(),
 		Notified:  d.Bool(),
 	}

@@ -22,7 +22,7 @@ func sample(t testing.TB) delivery.Record {
 		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "u"}, Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"org/n/db", "org/db"}, Format: "json"}}}},
 		Slots:    []delivery.Slot{{Name: "db", Desired: delivery.Content{StoreName: "org/db", Tag: version}, Acked: delivery.Content{StoreName: "org/db", Tag: sum}}},
 		Phase:    delivery.PhaseCancelling,
-		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: secretstore.Deleted, DecidedAt: at, Notified: true},
+		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: at, Notified: true},
 		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
 		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
 		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", CreatedAt: at, UpdatedAt: at,
@@ -33,6 +33,14 @@ func body(r *delivery.Record) []byte {
 	e := Encoder{}
 	e.AppendBody(r)
 	return e.B
+}
+
+// A cancellation's kind is stored as its delivery.ObservedState number,
+// the number the watcher's event kind had when records held that (Deleted
+// 2, Forbidden 3): records written before read the same.
+func TestCancellationKindNumbersAreTheStoredFormat(t *testing.T) {
+	require.EqualValues(t, 2, delivery.Missing)
+	require.EqualValues(t, 3, delivery.Forbidden)
 }
 
 func TestZeroUnixIsTheZeroTime(t *testing.T) {

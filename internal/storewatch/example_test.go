@@ -1,4 +1,4 @@
-package secretstore_test
+package storewatch_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -23,14 +24,14 @@ func ExampleWatcher() {
 	}
 	write("first")
 
-	w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{Interval: 30 * time.Second})
+	w, err := storewatch.New(store, storewatch.Options{Interval: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
 	if err := w.Watch("db/password", "api/token"); err != nil {
 		panic(err)
 	}
-	show := func(c secretstore.Cycle) {
+	show := func(c storewatch.Cycle) {
 		for _, e := range c.Events {
 			fmt.Println(e.Kind, e.Name, e.Initial)
 		}
@@ -63,14 +64,14 @@ func ExampleCycle_StoreFailure() {
 	for _, name := range []string{"db/password", "api/token", "tls/key"} {
 		_, _ = backend.Put(ctx, &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte("x")}}, secretstore.PutOptions{})
 	}
-	w, err := secretstore.NewWatcher(backend.Store, secretstore.WatcherOptions{})
+	w, err := storewatch.New(backend.Store, storewatch.Options{})
 	if err != nil {
 		panic(err)
 	}
 	_ = w.Watch("db/password", "api/token", "tls/key")
 	w.Poll(ctx) // the baseline
 
-	show := func(c secretstore.Cycle) {
+	show := func(c storewatch.Cycle) {
 		fmt.Printf("answered %d, forbidden %d, credentials %v\n", c.Answered, c.Forbidden, c.Credentials)
 		if err := c.StoreFailure(); err != nil {
 			fmt.Println("store failure: hold every revocation:", errors.Is(err, edgesecrets.ErrPermission))

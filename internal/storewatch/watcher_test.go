@@ -1,4 +1,4 @@
-package secretstore_test
+package storewatch_test
 
 import (
 	"cmp"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -49,6 +50,19 @@ func (f *faultStore) statCalls() (total int, perName map[string]int) {
 
 func (f *faultStore) getCalls() int { return f.Calls("get", "") }
 
+// newStore wraps d (a new test driver when nil) in a Store without
+// retries.
+func newStore(t testing.TB, d driver.Store) *secretstore.Store {
+	t.Helper()
+	if d == nil {
+		d = testkit.NewDriver()
+	}
+	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
+	require.NoError(t, err)
+	return s
+}
+
+// put writes {"v": value} to name.
 func put(t testing.TB, s *secretstore.Store, name, value string) {
 	t.Helper()
 	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
@@ -56,10 +70,10 @@ func put(t testing.TB, s *secretstore.Store, name, value string) {
 }
 
 // summary renders events compactly for assertions.
-func summary(events []secretstore.Event) []string {
+func summary(events []storewatch.Event) []string {
 	out := []string{}
 	for _, e := range events {
-		if e.Kind == secretstore.Unavailable {
+		if e.Kind == storewatch.Unavailable {
 			out = append(out, fmt.Sprintf("unavailable %s outage=%t", strings.Join(e.Names, ","), e.Outage))
 			continue
 		}
@@ -75,25 +89,25 @@ func summary(events []secretstore.Event) []string {
 // running is a Watcher driven by Run, in a synctest bubble.
 type running struct {
 	t        *testing.T
-	w        *secretstore.Watcher
+	w        *storewatch.Watcher
 	interval time.Duration
-	cycles   chan secretstore.Cycle
+	cycles   chan storewatch.Cycle
 	beats    atomic.Int64
 	cancel   context.CancelFunc
 	done     chan error
 }
 
-func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.WatcherOptions, names ...string) *running {
+func startWatcher(t *testing.T, store *secretstore.Store, opts storewatch.Options, names ...string) *running {
 	t.Helper()
-	r := &running{t: t, cycles: make(chan secretstore.Cycle, 100), done: make(chan error, 1)}
+	r := &running{t: t, cycles: make(chan storewatch.Cycle, 100), done: make(chan error, 1)}
 	opts.Heartbeat = func(time.Time) { r.beats.Add(1) }
-	w, err := secretstore.NewWatcher(store, opts)
+	w, err := storewatch.New(store, opts)
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	r.w, r.interval = w, cmp.Or(opts.Interval, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) { r.cycles <- c }) }()
+	go func() { r.done <- w.Run(ctx, func(_ context.Context, c storewatch.Cycle) { r.cycles <- c }) }()
 	t.Cleanup(r.stop)
 	return r
 }
@@ -102,20 +116,20 @@ func startWatcher(t *testing.T, store *secretstore.Store, opts secretstore.Watch
 func (r *running) tick() { time.Sleep(r.interval) }
 
 // next returns the events of the next cycle.
-func (r *running) next() []secretstore.Event {
+func (r *running) next() []storewatch.Event {
 	r.t.Helper()
 	return r.nextCycle().Events
 }
 
 // nextCycle returns the next cycle.
-func (r *running) nextCycle() secretstore.Cycle {
+func (r *running) nextCycle() storewatch.Cycle {
 	r.t.Helper()
 	select {
 	case c := <-r.cycles:
 		return c
 	case <-time.After(10 * time.Second):
 		r.t.Fatal("no cycle within 10s")
-		return secretstore.Cycle{}
+		return storewatch.Cycle{}
 	}
 }
 
@@ -133,7 +147,7 @@ func TestWatcherEventKinds(t *testing.T) {
 		fs := newFaultStore(t)
 		mem := fs.store
 		put(t, mem, "a", "1")
-		r := startWatcher(t, fs.store, secretstore.WatcherOptions{}, "a", "b")
+		r := startWatcher(t, fs.store, storewatch.Options{}, "a", "b")
 
 		first := r.next()
 		assert.Equal(t, []string{"appeared a initial", "deleted b initial"}, summary(first))
@@ -172,11 +186,11 @@ func TestWatcherEventKinds(t *testing.T) {
 			assert.Equal(t, s.want, summary(got), s.name)
 			for _, e := range got {
 				switch e.Kind {
-				case secretstore.Forbidden:
+				case storewatch.Forbidden:
 					assert.ErrorIs(t, e.Err, edgesecrets.ErrPermission)
-				case secretstore.Unavailable:
+				case storewatch.Unavailable:
 					assert.ErrorIs(t, e.Err, edgesecrets.ErrUnavailable)
-				case secretstore.Changed:
+				case storewatch.Changed:
 					md, err := mem.Stat(context.Background(), e.Name)
 					require.NoError(t, err)
 					assert.Equal(t, md.Version, e.Version)
@@ -194,7 +208,7 @@ func TestWatcherMultiErrorCycle(t *testing.T) {
 	for _, n := range names {
 		put(t, mem, n, "1")
 	}
-	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 3})
+	w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 3})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch(names...))
 	require.Len(t, w.Poll(ctx).Events, len(names))
@@ -230,7 +244,7 @@ func TestWatcherOutage(t *testing.T) {
 			for _, n := range names {
 				put(t, mem, n, "1")
 			}
-			w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 1, OutageAfter: c.outageAfter})
+			w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 1, OutageAfter: c.outageAfter})
 			require.NoError(t, err)
 			require.NoError(t, w.Watch(names...))
 			require.Len(t, w.Poll(ctx).Events, 50)
@@ -239,7 +253,7 @@ func TestWatcherOutage(t *testing.T) {
 			fs.setFault(edgesecrets.ErrUnavailable, names...)
 			ev := w.Poll(ctx).Events
 			require.Len(t, ev, 1, "an outage is one event, not one per name")
-			assert.Equal(t, secretstore.Unavailable, ev[0].Kind)
+			assert.Equal(t, storewatch.Unavailable, ev[0].Kind)
 			assert.True(t, ev[0].Outage)
 			assert.Equal(t, names, ev[0].Names)
 			assert.ErrorIs(t, ev[0].Err, edgesecrets.ErrUnavailable)
@@ -261,7 +275,7 @@ func TestWatcherClosedStoreIsOutageNotDeletion(t *testing.T) {
 		mem := newStore(t, nil)
 		put(t, mem, "a", "1")
 		put(t, mem, "b", "1")
-		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a", "b")
+		r := startWatcher(t, mem, storewatch.Options{}, "a", "b")
 		require.Len(t, r.next(), 2)
 		require.NoError(t, mem.Close()) // every call now fails with ErrUnavailable
 		r.tick()
@@ -275,7 +289,7 @@ func TestWatcherOneStatPerDistinctName(t *testing.T) {
 	fs := newFaultStore(t)
 	mem := fs.store
 	put(t, mem, "a", "1")
-	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
+	w, err := storewatch.New(fs.store, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "a", "b"))
 	require.NoError(t, w.Watch("b", "a"))
@@ -289,6 +303,39 @@ func TestWatcherOneStatPerDistinctName(t *testing.T) {
 	assert.Equal(t, gets, fs.getCalls(), "a store with versions is never read")
 }
 
+// Where the store lists metadata (Store.StatBatch), a cycle is one listing
+// and three spot checks in turn; a watcher with no names lists nothing.
+func TestWatcherListsWhereTheStoreCan(t *testing.T) {
+	ctx := t.Context()
+	d := testkit.NewDriver()
+	s := newStore(t, testkit.Batching(d))
+	w, err := storewatch.New(s, storewatch.Options{})
+	require.NoError(t, err)
+	w.Poll(ctx)
+	assert.Zero(t, d.Batches(), "no names: nothing to list")
+
+	names := []string{"a", "b", "c", "d", "e", "f", "g"}
+	for _, n := range names {
+		put(t, s, n, "1")
+	}
+	require.NoError(t, w.Watch(names...))
+	spotted := map[string]int{}
+	for i := range 3 {
+		before := d.CallsByName("stat")
+		c := w.Poll(ctx)
+		assert.EqualValues(t, i+1, d.Batches(), "one listing a cycle")
+		assert.Equal(t, len(names), c.Answered)
+		assert.Equal(t, 3, c.AnsweredAlone, "three spot checks")
+		for n, calls := range d.CallsByName("stat") {
+			spotted[n] += calls - before[n]
+		}
+	}
+	assert.Len(t, spotted, len(names), "the spot checks go round every name in turn")
+
+	put(t, s, "e", "2")
+	assert.Equal(t, []string{"changed e"}, summary(w.Poll(ctx).Events), "a change seen in the listing")
+}
+
 func TestWatcherChecksumFallback(t *testing.T) {
 	ctx := context.Background()
 	fs := newFaultStore(t)
@@ -296,7 +343,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	fs.HideVersions(true)
 	put(t, mem, "a", "1")
 	put(t, mem, "b", "1")
-	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
+	w, err := storewatch.New(fs.store, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
 	gets := fs.getCalls()
@@ -331,7 +378,7 @@ func TestWatcherObserved(t *testing.T) {
 			fs := newFaultStore(t)
 			mem := fs.store
 			fs.HideVersions(noVersions)
-			w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{})
+			w, err := storewatch.New(fs.store, storewatch.Options{})
 			require.NoError(t, err)
 			read := func() secretstore.ContentTag {
 				s, err := fs.store.Get(ctx, "a")
@@ -394,7 +441,7 @@ func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 	ctx := context.Background()
 	mem := newStore(t, nil)
 	put(t, mem, "a", "1")
-	w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{})
+	w, err := storewatch.New(mem, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
 	w.Poll(ctx)
@@ -404,7 +451,7 @@ func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 }
 
 func TestWatcherWatchValidatesAll(t *testing.T) {
-	w, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{})
+	w, err := storewatch.New(newStore(t, nil), storewatch.Options{})
 	require.NoError(t, err)
 	err = w.Watch("ok", "../escape")
 	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
@@ -422,7 +469,7 @@ func TestWatcherSlowCycle(t *testing.T) {
 			put(t, mem, n, "1")
 		}
 		fs.Gate.Hold()
-		r := startWatcher(t, fs.store, secretstore.WatcherOptions{Concurrency: 3}, names...)
+		r := startWatcher(t, fs.store, storewatch.Options{Concurrency: 3}, names...)
 		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 3 }, 10*time.Second, time.Millisecond,
 			"the first cycle is stuck with 3 Stats in flight")
 		goroutines := runtime.NumGoroutine()
@@ -454,7 +501,7 @@ func TestWatcherHeartbeatEachTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newStore(t, nil)
 		put(t, mem, "a", "1")
-		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+		r := startWatcher(t, mem, storewatch.Options{}, "a")
 		r.next()
 		for i := range 5 {
 			r.tick()
@@ -471,7 +518,7 @@ func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
 		put(t, mem, "a", "1")
 		fs.Gate.Hold()
 		before := runtime.NumGoroutine()
-		r := startWatcher(t, fs.store, secretstore.WatcherOptions{}, "a")
+		r := startWatcher(t, fs.store, storewatch.Options{}, "a")
 		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
 		r.cancel()
 		select {
@@ -501,9 +548,9 @@ func goroutinesSettle(n int) bool {
 func TestWatcherRunTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newStore(t, nil)
-		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "a")
+		r := startWatcher(t, mem, storewatch.Options{}, "a")
 		r.next()
-		err := r.w.Run(context.Background(), func(context.Context, secretstore.Cycle) {})
+		err := r.w.Run(context.Background(), func(context.Context, storewatch.Cycle) {})
 		assert.ErrorContains(t, err, "already active")
 		assert.ErrorContains(t, r.w.Run(context.Background(), nil), "handler")
 	})
@@ -514,14 +561,14 @@ func TestWatcherHandlerMayChangeNames(t *testing.T) {
 		mem := newStore(t, nil)
 		put(t, mem, "a", "1")
 		put(t, mem, "b", "1")
-		w, err := secretstore.NewWatcher(mem, secretstore.WatcherOptions{})
+		w, err := storewatch.New(mem, storewatch.Options{})
 		require.NoError(t, err)
 		require.NoError(t, w.Watch("a"))
 		got := make(chan []string, 10)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- w.Run(ctx, func(_ context.Context, c secretstore.Cycle) {
+			done <- w.Run(ctx, func(_ context.Context, c storewatch.Cycle) {
 				// Called on the watcher's goroutine: changing the name set
 				// here must not deadlock.
 				w.Unwatch("a")
@@ -548,11 +595,11 @@ func TestWatcherUnwatchDuringCycle(t *testing.T) {
 	mem := fs.store
 	put(t, mem, "a", "1")
 	put(t, mem, "b", "1")
-	w, err := secretstore.NewWatcher(fs.store, secretstore.WatcherOptions{Concurrency: 1})
+	w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 1})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
 	fs.Gate.Hold()
-	res := make(chan []secretstore.Event)
+	res := make(chan []storewatch.Event)
 	go func() { res <- w.Poll(ctx).Events }()
 	require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
 	w.Unwatch("b")
@@ -568,7 +615,7 @@ func TestWatcherChangedWithinOneInterval(t *testing.T) {
 		// written between two ticks is reported at the next tick.
 		mem := newStore(t, nil)
 		put(t, mem, "db/password", "old")
-		r := startWatcher(t, mem, secretstore.WatcherOptions{}, "db/password")
+		r := startWatcher(t, mem, storewatch.Options{}, "db/password")
 		r.next()
 		put(t, mem, "db/password", "new")
 		r.tick()
@@ -592,14 +639,14 @@ func TestWatcherInterval(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.interval.String(), func(t *testing.T) {
 			if c.wantErr != "" {
-				_, err := secretstore.NewWatcher(newStore(t, nil), secretstore.WatcherOptions{Interval: c.interval})
+				_, err := storewatch.New(newStore(t, nil), storewatch.Options{Interval: c.interval})
 				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.ErrorContains(t, err, c.wantErr)
 				assert.ErrorContains(t, err, c.interval.String(), "the error names the bad value")
 				return
 			}
 			synctest.Test(t, func(t *testing.T) {
-				r := startWatcher(t, newStore(t, nil), secretstore.WatcherOptions{Interval: c.interval}, "a")
+				r := startWatcher(t, newStore(t, nil), storewatch.Options{Interval: c.interval}, "a")
 				r.next()
 				time.Sleep(c.effect - time.Millisecond)
 				synctest.Wait()
@@ -609,13 +656,13 @@ func TestWatcherInterval(t *testing.T) {
 			})
 		})
 	}
-	_, err := secretstore.NewWatcher(nil, secretstore.WatcherOptions{})
+	_, err := storewatch.New(nil, storewatch.Options{})
 	assert.ErrorIs(t, err, edgesecrets.ErrInvalid)
 }
 
 func TestEventKindString(t *testing.T) {
-	assert.Equal(t, "unavailable", secretstore.Unavailable.String())
-	assert.Equal(t, "EventKind(9)", secretstore.EventKind(9).String())
+	assert.Equal(t, "unavailable", storewatch.Unavailable.String())
+	assert.Equal(t, "EventKind(9)", storewatch.EventKind(9).String())
 }
 
 // BenchmarkWatcherCycle measures one steady-state cycle (nothing changed)
@@ -673,7 +720,7 @@ func BenchmarkWatcherCycle(b *testing.B) {
 			if c.noCheck {
 				drv = struct{ driver.Store }{d}
 			}
-			w, err := secretstore.NewWatcher(newStore(b, drv), secretstore.WatcherOptions{Concurrency: c.concurrency})
+			w, err := storewatch.New(newStore(b, drv), storewatch.Options{Concurrency: c.concurrency})
 			require.NoError(b, err)
 			require.NoError(b, w.Watch(all...))
 			require.Len(b, w.Poll(ctx).Events, names) // baseline
@@ -751,7 +798,7 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				for _, n := range names[:4] {
 					put(t, store, n, "1")
 				}
-				w, err := secretstore.NewWatcher(store, secretstore.WatcherOptions{OutageAfter: -1})
+				w, err := storewatch.New(store, storewatch.Options{OutageAfter: -1})
 				require.NoError(t, err)
 				require.NoError(t, w.Watch(names...))
 				first := w.Poll(ctx)
@@ -793,7 +840,7 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				again := w.Poll(ctx)
 				assert.Equal(t, [3]int{c.answered, c.forbidden, c.unavailable}, [3]int{again.Answered, again.Forbidden, again.Unavailable})
 				for _, e := range again.Events {
-					assert.Equal(t, secretstore.Unavailable, e.Kind, "only Unavailable repeats")
+					assert.Equal(t, storewatch.Unavailable, e.Kind, "only Unavailable repeats")
 				}
 			})
 		})
@@ -812,7 +859,7 @@ func nilIfEmpty(s []string) []string {
 func TestWatcherRunHandsOverEveryCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		r := startWatcher(t, backend.Store, secretstore.WatcherOptions{})
+		r := startWatcher(t, backend.Store, storewatch.Options{})
 		for i := range 3 {
 			c := r.nextCycle()
 			assert.Empty(t, c.Events)
@@ -831,7 +878,7 @@ func TestWatcherLogsCredentialTransitionsOnce(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	logger, logs := logtest.NewLogger()
-	w, err := secretstore.NewWatcher(backend.Store, secretstore.WatcherOptions{Logger: logger})
+	w, err := storewatch.New(backend.Store, storewatch.Options{Logger: logger})
 	require.NoError(t, err)
 	count := func(msg string) int { return strings.Count(logs.String(), msg) }
 	const rejected, accepted = `"level":"ERROR","msg":"secret store rejects the credentials`, `"msg":"secret store accepts the credentials again"`

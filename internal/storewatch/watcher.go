@@ -1,8 +1,7 @@
-package secretstore
+package storewatch
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,9 +14,10 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Watch intervals (documented on WatcherOptions.Interval).
+// Watch intervals (documented on Options.Interval).
 const (
 	defaultWatchInterval = time.Minute
 	// minWatchInterval is the shortest interval accepted: faster polling
@@ -116,8 +116,8 @@ type Cycle struct {
 	// another error, or left out after OutageAfter cut the cycle short.
 	Unavailable int
 	// CredentialsChecked reports that the store has a credential check
-	// (Store.CheckCredentials) and the cycle ran it, once, after checking
-	// the names.
+	// (secretstore.Store.CheckCredentials) and the cycle ran it, once,
+	// after checking the names.
 	CredentialsChecked bool
 	// Credentials is that check's result: nil when the store accepts the
 	// caller's credentials, else an error matching edgesecrets.ErrPermission (rejected)
@@ -146,7 +146,7 @@ func (c Cycle) StoreFailure() error {
 	if c.Forbidden > 0 && c.AnsweredAlone == 0 && c.Answered > 0 {
 		// Listed, but refused whenever asked about alone: the caller's
 		// own access to every secret, not a refusal of particular ones.
-		return &Error{Op: opWatch, Kind: edgesecrets.ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
+		return &secretstore.Error{Op: opWatch, Kind: edgesecrets.ErrPermission, Err: fmt.Errorf("every watched secret asked about alone was refused (%d); %d only listed", c.Forbidden, c.Answered)}
 	}
 	if c.Watched == 0 || c.Answered > 0 {
 		return nil
@@ -155,7 +155,7 @@ func (c Cycle) StoreFailure() error {
 	if c.Unavailable > 0 {
 		kind = edgesecrets.ErrUnavailable
 	}
-	return &Error{Op: opWatch, Kind: kind, Err: fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable)}
+	return &secretstore.Error{Op: opWatch, Kind: kind, Err: fmt.Errorf("no watched secret was answered: %d refused, %d not checked", c.Forbidden, c.Unavailable)}
 }
 
 // cycleLogValue is what a watcher logs of a cycle: the counts, the
@@ -179,14 +179,18 @@ func credentialsString(err error) string {
 	return err.Error()
 }
 
-// opWatch names the watcher in the errors it makes itself.
-const opWatch = "watch"
+// Operation names of the errors the watcher makes itself (see
+// secretstore.Error.Op): "open" for New's, "watch" for the others.
+const (
+	opOpen  = "open"
+	opWatch = "watch"
+)
 
-// WatcherOptions configure a Watcher. The zero value polls every minute.
-type WatcherOptions struct {
+// Options configure a Watcher. The zero value polls every minute.
+type Options struct {
 	// Interval is the time between polling cycles: zero means one minute;
 	// otherwise at least one second (faster polling would only load the
-	// store). A negative or shorter interval makes NewWatcher fail with
+	// store). A negative or shorter interval makes New fail with
 	// edgesecrets.ErrInvalid.
 	Interval time.Duration
 	// Heartbeat, if set, is called with the tick time on the watcher's
@@ -210,12 +214,13 @@ type WatcherOptions struct {
 
 // Watcher detects rotation: it polls a store for a changing set of secret
 // names and reports what changed. Each cycle reads every watched name's
-// metadata: in a few listing calls when the backend has them (AWS
-// ListSecrets, a page per 100 secrets), then with one Stat for each name
-// the listing left out and for three listed names in turn (a listing
-// shows a secret whose permission was taken away as present, so such a
-// refusal is reported within len(names)/3 cycles); otherwise with one
-// Stat per name, a few at a time (Vault has no bulk metadata read). Only when a secret has no Version (a
+// metadata: in a few listing calls when the backend has them
+// (secretstore.Store.StatBatch: AWS ListSecrets, a page per 100 secrets),
+// then with one Stat for each name the listing left out and for three
+// listed names in turn (a listing shows a secret whose permission was
+// taken away as present, so such a refusal is reported within
+// len(names)/3 cycles); otherwise with one Stat per name, a few at a time
+// (Vault has no bulk metadata read). Only when a secret has no Version (a
 // store without versions) does it read the secret and keep the SHA-256 of
 // its data, never the data. It reports:
 //
@@ -235,14 +240,15 @@ type WatcherOptions struct {
 // names.
 //
 // After the names, a cycle runs the store's credential check once when the
-// store has one (Store.CheckCredentials), and reports it with counts of how the
-// names fared in a Cycle, so a caller never mistakes the store refusing
-// the caller itself (every name Forbidden) for revoked secrets.
+// store has one (secretstore.Store.CheckCredentials), and reports it with
+// counts of how the names fared in a Cycle, so a caller never mistakes the
+// store refusing the caller itself (every name Forbidden) for revoked
+// secrets.
 //
 // A name's first observation only sets its baseline: a rotation between a
 // caller's own read and that observation is not reported as Changed.
-// Callers that know which content they used compare its ContentTag with
-// Observed (the delivery engine, package agreement/delivery, keeps the tags
+// Callers that know which content they used compare its
+// secretstore.ContentTag with Observed (the delivery engine, package agreement/delivery, keeps the tags
 // its agents acknowledged).
 //
 // Run delivers each cycle by calling a handler on the watcher's own
@@ -251,7 +257,7 @@ type WatcherOptions struct {
 // Cycles never overlap: a cycle (or handler) slower than the interval makes
 // the next cycle start right after it, once, with no goroutines piling up.
 type Watcher struct {
-	store       *Store
+	store       *secretstore.Store
 	interval    time.Duration
 	heartbeat   func(time.Time)
 	concurrency int
@@ -278,8 +284,8 @@ type watchEntry struct {
 
 	seen  bool
 	state nameState
-	tag   ContentTag // the last present observation; zero before the first
-	force bool       // report Changed on the next present observation (Retry)
+	tag   secretstore.ContentTag // the last present observation; zero before the first
+	force bool                   // report Changed on the next present observation (Retry)
 
 	res observation // this cycle's result
 }
@@ -296,23 +302,29 @@ const (
 
 type observation struct {
 	state   nameState
-	version string
-	sum     [sha256.Size]byte
+	version string                 // the store's version; empty without versions
+	tag     secretstore.ContentTag // the version's tag, or the data's checksum
 	err     error
 	listed  bool // answered by a listing, not by a request about the name
 }
 
-// NewWatcher returns a watcher of store with no names. It validates
+// versionTag is the tag of a revision the store gave version (not empty):
+// what Secret.ContentTag returns for a secret of that version.
+func versionTag(version string) secretstore.ContentTag {
+	return (&secretstore.Secret{Version: version}).ContentTag()
+}
+
+// New returns a watcher of store with no names. It validates
 // opts.Interval.
-func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
+func New(store *secretstore.Store, opts Options) (*Watcher, error) {
 	if store == nil {
-		return nil, &Error{Op: opOpen, Kind: edgesecrets.ErrInvalid, Err: errors.New("watcher: store is nil")}
+		return nil, &secretstore.Error{Op: opOpen, Kind: edgesecrets.ErrInvalid, Err: errors.New("watcher: store is nil")}
 	}
 	switch {
 	case opts.Interval < 0:
-		return nil, &Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s must be positive", opts.Interval)}
+		return nil, &secretstore.Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s must be positive", opts.Interval)}
 	case opts.Interval > 0 && opts.Interval < minWatchInterval:
-		return nil, &Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s is below the minimum of %s", opts.Interval, minWatchInterval)}
+		return nil, &secretstore.Error{Op: opWatch, Kind: edgesecrets.ErrInvalid, Err: fmt.Errorf("watch interval %s is below the minimum of %s", opts.Interval, minWatchInterval)}
 	case opts.Interval == 0:
 		opts.Interval = defaultWatchInterval
 	}
@@ -339,13 +351,13 @@ func NewWatcher(store *Store, opts WatcherOptions) (*Watcher, error) {
 }
 
 // Watch adds names to the watched set; names already watched are kept as
-// they are. If any name fails ValidateName nothing is added and the error
+// they are. If any name fails secretstore.ValidateName nothing is added and the error
 // (kind edgesecrets.ErrInvalid) names it. A new name's first observation is reported at
 // the next cycle.
 func (w *Watcher) Watch(names ...string) error {
 	for _, n := range names {
-		if err := ValidateName(n); err != nil {
-			return &Error{Op: opWatch, Name: n, Kind: edgesecrets.ErrInvalid, Err: err}
+		if err := secretstore.ValidateName(n); err != nil {
+			return &secretstore.Error{Op: opWatch, Name: n, Kind: edgesecrets.ErrInvalid, Err: err}
 		}
 	}
 	w.mu.Lock()
@@ -387,12 +399,12 @@ func (w *Watcher) Names() []string {
 // agbot compares with the content an agreement's agent acknowledged, and
 // is kept out of Events on purpose. A handler called by Run sees the tags
 // of the cycle it handles.
-func (w *Watcher) Observed(name string) (ContentTag, bool) {
+func (w *Watcher) Observed(name string) (secretstore.ContentTag, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.entries[name]
 	if !ok || !e.seen || e.state != statePresent {
-		return ContentTag{}, false
+		return secretstore.ContentTag{}, false
 	}
 	return e.tag, true
 }
@@ -520,11 +532,17 @@ func (w *Watcher) check(ctx context.Context, snap []*watchEntry) {
 	for _, e := range snap {
 		e.res = observation{}
 	}
+	if len(snap) == 0 {
+		return
+	}
 	names := make([]string, len(snap))
 	for i, e := range snap {
 		names[i] = e.name
 	}
-	listed, ok, err := w.store.statBatch(ctx, names)
+	listed, err := w.store.StatBatch(ctx, names)
+	// A store without a batch metadata read says so with
+	// errors.ErrUnsupported: every name is asked about alone.
+	ok := !errors.Is(err, errors.ErrUnsupported)
 	if ok && err != nil {
 		// Ask name by name: the answers say which names are refused, and
 		// an outage ends the cycle after OutageAfter of them.
@@ -543,7 +561,7 @@ func (w *Watcher) check(ctx context.Context, snap []*watchEntry) {
 			md, found := listed[e.name]
 			spotted := (i-first+len(snap))%len(snap) < spot
 			if found && md.Version != "" && !spotted {
-				e.res = observation{state: statePresent, version: md.Version, listed: true}
+				e.res = observation{state: statePresent, version: md.Version, tag: versionTag(md.Version), listed: true}
 			} else {
 				rest = append(rest, e)
 			}
@@ -599,13 +617,16 @@ func (w *Watcher) checkEach(ctx context.Context, snap []*watchEntry) {
 func (w *Watcher) observe(ctx context.Context, name string) observation {
 	md, err := w.store.Stat(ctx, name)
 	if err == nil && md.Version != "" {
-		return observation{state: statePresent, version: md.Version}
+		return observation{state: statePresent, version: md.Version, tag: versionTag(md.Version)}
 	}
 	if err == nil {
-		var s *Secret
+		var s *secretstore.Secret
 		s, err = w.store.Get(ctx, name)
 		if err == nil {
-			return observation{state: statePresent, sum: sum256(s.Data)}
+			// Stat showed no version: the tag is the SHA-256 of the data,
+			// whatever the read says.
+			s.Version = ""
+			return observation{state: statePresent, tag: s.ContentTag()}
 		}
 	}
 	switch {
@@ -640,8 +661,8 @@ func (w *Watcher) apply(snap []*watchEntry) (c Cycle, unavailable []string, firs
 			if !r.listed {
 				c.AnsweredAlone++
 			}
-			tag := observedTag(r.version, r.sum)
-			differs := e.tag != (ContentTag{}) && tag != e.tag
+			tag := r.tag
+			differs := e.tag != (secretstore.ContentTag{}) && tag != e.tag
 			switch {
 			case !e.seen:
 				c.Events = append(c.Events, Event{Kind: Appeared, Name: e.name, Version: r.version, Initial: true})
