@@ -226,7 +226,6 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-
 // listenOnFreePort points the server at a free loopback port.
 func (s *Server) listenOnFreePort() error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
