@@ -27,8 +27,8 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/forgetful"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -489,7 +489,7 @@ func (s *downState) Get(ctx context.Context, id string) (delivery.Record, error)
 
 // A certificate published while the state does not answer is deployed
 // once it does: the agbot's own trouble never drops a deploy (found by
-// the fault simulation, seeds 4 and 23 of internal/sim).
+// the fault simulation, seeds 4 and 23 of internal/testkit/sim).
 func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 	var st *downState
 	h := newHub(t, func(o *agbot.Options) {
@@ -508,7 +508,7 @@ func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 
 // A deploy whose agent's identity the records lost drops its certificate
 // from the relay, as Keys does, so that the agent learns it and registers
-// again (found by the fault simulation, seed 16 of internal/sim).
+// again (found by the fault simulation, seed 16 of internal/testkit/sim).
 func TestADeployOfALostIdentityDropsItsCertificate(t *testing.T) {
 	records := forgetful.New()
 	h := newHub(t, func(o *agbot.Options) { o.Identities = records })

@@ -2,7 +2,7 @@
 
 package agentapi
 
-// brokenForgetFloor is false in every build but the simulation's broken
-// variant (build tag broken_forget_floor, internal/sim), which shows that
-// the floor of an ended agreement must be kept.
+// brokenForgetFloor is false in every build but the simulation's broken variant
+// (build tag broken_forget_floor, internal/testkit/sim), which shows that the
+// floor of an ended agreement must be kept.
 const brokenForgetFloor = false

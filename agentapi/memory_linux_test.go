@@ -19,8 +19,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/internal/logtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 )
 
 // tmpfs is a tmpfs the test mounted, and can "reboot" (empty).

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 )
 
 // A new node publishes its certificate while the agbot's own store trouble

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/awssm" // registers "awssm" for the administrator's store
 )

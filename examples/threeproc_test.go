@@ -28,8 +28,8 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
-	"github.com/edgesecrets/edgesecrets/internal/logtest"
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	_ "github.com/edgesecrets/edgesecrets/secretstore/vault" // registers "vault" for the administrator's store
@@ -439,7 +439,7 @@ func (a *adminAPI) do(ctx context.Context, method, name string, body []byte, wan
 // The same flow against a real Vault dev server (KV v2): the agbot reads
 // Vault with a token from its environment, and the administrator writes
 // to Vault directly, as the vault CLI would. Outside CI it skips without
-// the server binary (see internal/vaulttest); in CI it fails.
+// the server binary (see internal/testkit/vaulttest); in CI it fails.
 func TestThreeProcessesVault(t *testing.T) {
 	srv := vaulttest.Shared(t)
 	mount := srv.EnableKV(t, 2)

@@ -2,18 +2,18 @@
 # Makes sure the PostgreSQL server from Debian's packages is installed
 # (installing it with apt-get, through sudo when not root, if no
 # /usr/lib/postgresql/*/bin has it) and prints that bin directory, the newest
-# version when several are installed. internal/pgtest starts its throwaway
-# clusters from there. A PostgreSQL installed otherwise is used when
+# version when several are installed. internal/testkit/pgtest starts its
+# throwaway clusters from there. A PostgreSQL installed otherwise is used when
 # EDGESECRETS_POSTGRES_BIN already names its bin directory.
 #
 #   EDGESECRETS_POSTGRES_BIN=$(scripts/devpostgres.sh)
 #
-# PostgreSQL refuses to run as root: when run as root, the script also
-# creates (once) the system user that internal/pgtest runs the servers as,
+# PostgreSQL refuses to run as root: when run as root, the script also creates
+# (once) the system user that internal/testkit/pgtest runs the servers as,
 # edgesecrets-pg, or the one EDGESECRETS_POSTGRES_USER names.
 set -euo pipefail
 
-# The programs internal/pgtest runs from the bin directory.
+# The programs internal/testkit/pgtest runs from the bin directory.
 needed=(initdb postgres pg_dump)
 
 has_programs() {

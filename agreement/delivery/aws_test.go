@@ -14,7 +14,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )

@@ -3,6 +3,6 @@
 package delivery
 
 // brokenGiveUp is false in every build but the simulation's broken
-// variant (build tag broken_give_up, internal/sim), which shows that a
+// variant (build tag broken_give_up, internal/testkit/sim), which shows that a
 // message whose sending failed must be tried again.
 const brokenGiveUp = false

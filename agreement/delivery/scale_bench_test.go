@@ -14,13 +14,13 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
-	"github.com/edgesecrets/edgesecrets/internal/scalefleet"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/scalefleet"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
 
 // Scale benchmarks: a fleet loaded straight into the state
-// (internal/scalefleet), every agreement in sync with the store, 1,000
+// (internal/testkit/scalefleet), every agreement in sync with the store, 1,000
 // secrets: agreement i binds org/hot when i%100 == 0 (1 % of the fleet),
 // org/s-NNN otherwise.
 

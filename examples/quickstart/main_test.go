@@ -21,8 +21,8 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agbot"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )

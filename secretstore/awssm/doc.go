@@ -142,6 +142,6 @@
 // # Testing
 //
 // This backend's tests, and the Example, run against a wire-level Secrets
-// Manager endpoint internal to the module (internal/awsmock), with the
+// Manager endpoint internal to the module (internal/testkit/awsmock), with the
 // client's BaseEndpoint set to its URL.
 package awssm

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"

@@ -3,7 +3,7 @@ package vault_test
 import (
 	"testing"
 
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
 )
 

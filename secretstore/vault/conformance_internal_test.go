@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 	"github.com/edgesecrets/edgesecrets/secretstore/driver"
 	"github.com/edgesecrets/edgesecrets/secretstore/storetest"
 )

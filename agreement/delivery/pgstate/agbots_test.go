@@ -30,18 +30,18 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
 	"github.com/edgesecrets/edgesecrets/binding"
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
 )
 
 // These are the pieces of the tests that run real delivery engines on one
-// PostgreSQL: each agbot is an engine with a pgstate State of its own,
-// reading the store over the wire (the Secrets Manager endpoint of
-// internal/awsmock, which every agbot process reaches and which counts every
-// request by secret) and sending to real agents (agentapi.Receiver over an
-// agentapi.Store each) over HTTP. An agbot runs in the test process, or
-// in a child process of the test binary that the test kills with SIGKILL.
+// PostgreSQL: each agbot is an engine with a pgstate State of its own, reading
+// the store over the wire (the Secrets Manager endpoint of
+// internal/testkit/awsmock, which every agbot process reaches and which counts
+// every request by secret) and sending to real agents (agentapi.Receiver over
+// an agentapi.Store each) over HTTP. An agbot runs in the test process, or in a
+// child process of the test binary that the test kills with SIGKILL.
 
 // agbotConfig is everything an agbot needs; a child gets it as JSON in
 // envAgbotChild.

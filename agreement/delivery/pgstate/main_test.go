@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
 // TestMain runs the tests, or, in a child process the agbot tests start,

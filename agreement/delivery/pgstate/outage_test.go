@@ -13,7 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
 // everyCall returns one call of each method of m, the State's and the

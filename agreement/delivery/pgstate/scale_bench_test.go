@@ -21,8 +21,8 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
-	"github.com/edgesecrets/edgesecrets/internal/scalefleet"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/scalefleet"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -123,7 +123,7 @@ func agentKeysFor(b *testing.B, n int, keyed func(int) bool) map[string]*agreeme
 	return out
 }
 
-// startIdleFleet loads n agreements (internal/scalefleet) into the
+// startIdleFleet loads n agreements (internal/testkit/scalefleet) into the
 // configuration's state, the agents with keys in agentKeys knowing
 // theirs, and runs an engine per state (1 s interval) until b ends.
 func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*agreement.PrivateKeys) *idleFleet {

@@ -10,7 +10,7 @@ import "testing"
 // faults stop, within 40 seeds (first at seed 2 or 4, one agbot: runs
 // differ in which of the two catches it first):
 //
-//	go test -tags broken_give_up -run TestBrokenVariant ./internal/sim
+//	go test -tags broken_give_up -run TestBrokenVariant ./internal/testkit/sim
 func TestBrokenVariantGiveUpIsCaught(t *testing.T) {
 	catch(t, 40, nil, "not current")
 }

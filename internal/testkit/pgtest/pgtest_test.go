@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

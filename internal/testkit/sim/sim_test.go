@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/internal/sim"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
 
 var (
@@ -91,9 +91,9 @@ func runSeed(t *testing.T, seed uint64, edit ...func(*sim.Config)) sim.Stats {
 			store += fmt.Sprintf(" -sim.agents=%d", cfg.Agents)
 		}
 		if cfg.Agbots > 1 {
-			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulationAgbots' ./internal/testkit/sim -sim.seed=%d -sim.agbots=%d%s", seed, cfg.Agbots, store)
 		} else {
-			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/sim -sim.seed=%d%s", seed, store)
+			t.Errorf("replay: go test -race -count=1 -run 'TestSimulation$' ./internal/testkit/sim -sim.seed=%d%s", seed, store)
 		}
 	}
 	return stats
@@ -389,7 +389,7 @@ func TestSimulationAgbots(t *testing.T) {
 }
 
 // The bounded run over the AWS Secrets Manager backend (secretstore/awssm)
-// talking to the wire-level endpoint internal/awsmock, one agbot or
+// talking to the wire-level endpoint internal/testkit/awsmock, one agbot or
 // several: a few seeds, the same faults and invariants.
 func TestSimulationAWS(t *testing.T) {
 	t.Parallel() // the bounded runs share the cores
@@ -418,7 +418,7 @@ func TestSimulationAWS(t *testing.T) {
 // every failure reported with the command that replays it (the soak goes
 // on), the statistics of each mode logged every 200 seeds and at the end:
 //
-//	go test -count=1 -timeout 3h -run TestSoak ./internal/sim -sim.soak=1h -v
+//	go test -count=1 -timeout 3h -run TestSoak ./internal/testkit/sim -sim.soak=1h -v
 func TestSoak(t *testing.T) {
 	if *soakFlag <= 0 {
 		t.Skip("a soak: run with -sim.soak=1h")

@@ -9,8 +9,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
-	"github.com/edgesecrets/edgesecrets/internal/sim"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
 
 var pgFlag = flag.Int("sim.pg", 0, "run this many seeds with the agbots sharing a PostgreSQL state (pgstate), in real time")
@@ -21,7 +21,7 @@ var pgFlag = flag.Int("sim.pg", 0, "run this many seeds with the agbots sharing 
 // (a real server cannot join a synctest bubble), about two minutes a
 // seed, so only under -sim.pg=N:
 //
-//	EDGESECRETS_POSTGRES_BIN=/usr/lib/postgresql/15/bin go test -race -count=1 -timeout 30m -run TestSimulationPostgres ./internal/sim -sim.pg=3 -v
+//	EDGESECRETS_POSTGRES_BIN=/usr/lib/postgresql/15/bin go test -race -count=1 -timeout 30m -run TestSimulationPostgres ./internal/testkit/sim -sim.pg=3 -v
 func TestSimulationPostgres(t *testing.T) {
 	if *pgFlag <= 0 {
 		t.Skip("real time, minutes a seed: run with -sim.pg=N")

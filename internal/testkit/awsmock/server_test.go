@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 )
 
 const (

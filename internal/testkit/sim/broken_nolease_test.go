@@ -10,7 +10,7 @@ import "testing"
 // agbots catches it, as two agbots holding a valid claim on one
 // agreement, within 20 seeds (first at seed 1, three agbots):
 //
-//	go test -tags broken_no_lease_check -run TestBrokenVariant ./internal/sim
+//	go test -tags broken_no_lease_check -run TestBrokenVariant ./internal/testkit/sim
 func TestBrokenVariantNoLeaseCheckIsCaught(t *testing.T) {
 	catch(t, 20, agbotsFor, "claimed by")
 }

@@ -6,12 +6,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgesecrets/edgesecrets/internal/pgtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
 // The cost of each way to get a server or a database, for the report:
 //
-//	go test -run - -bench . -benchtime 5x ./internal/pgtest/
+//	go test -run - -bench . -benchtime 5x ./internal/testkit/pgtest/
 
 // BenchmarkStart: a dedicated server from the cached template, until it
 // accepts logins (its Close, reported as close-ms/op, is not in ns/op).

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 )
 
 func TestMain(m *testing.M) { os.Exit(vaulttest.Main(m)) }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgesecrets/edgesecrets/internal/sim"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
 
 // catch runs seeds 1 to n (with agbots(seed) agbots when agbots is not

@@ -33,7 +33,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/relay"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -120,7 +120,7 @@ const (
 	// StoreMemory is secretstore/memory.
 	StoreMemory StoreKind = ""
 	// StoreAWS is secretstore/awssm over the wire-level Secrets Manager
-	// endpoint internal/awsmock.
+	// endpoint internal/testkit/awsmock.
 	StoreAWS StoreKind = "aws"
 )
 

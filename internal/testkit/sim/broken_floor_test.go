@@ -11,7 +11,7 @@ import "testing"
 // envelope applied after the cancellation, as content going back or
 // content while the secret stayed gone):
 //
-//	go test -tags broken_forget_floor -run TestBrokenVariant ./internal/sim
+//	go test -tags broken_forget_floor -run TestBrokenVariant ./internal/testkit/sim
 func TestBrokenVariantForgottenFloorIsCaught(t *testing.T) {
 	catch(t, 20, agbotsFor, "went back", "after its agreement was cancelled")
 }

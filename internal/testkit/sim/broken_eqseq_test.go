@@ -11,7 +11,7 @@ import "testing"
 // from version 2 to 1, the older envelope, replayed, sharing the newer
 // one's sequence and taken for the same message again):
 //
-//	go test -tags broken_equal_sequences -run TestBrokenVariant ./internal/sim
+//	go test -tags broken_equal_sequences -run TestBrokenVariant ./internal/testkit/sim
 func TestBrokenVariantEqualSequencesIsCaught(t *testing.T) {
 	catch(t, 20, agbotsFor, "went back", "not current")
 }

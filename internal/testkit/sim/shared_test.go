@@ -14,7 +14,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/sim"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
 
 // sharedHarness gives each conformance case a SharedState of its own,

@@ -10,7 +10,7 @@ import "testing"
 // catches it, as a cancellation without the secret alone unreadable over
 // the grace period, within 20 seeds (first at seed 4, one agbot):
 //
-//	go test -tags broken_cancel_on_forbidden -run TestBrokenVariant ./internal/sim
+//	go test -tags broken_cancel_on_forbidden -run TestBrokenVariant ./internal/testkit/sim
 func TestBrokenVariantCancelOnForbiddenIsCaught(t *testing.T) {
 	catch(t, 20, nil, "cancelled")
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	smmock "github.com/edgesecrets/edgesecrets/internal/awsmock"
+	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 )
 
 // FuzzRequest drives the endpoint's request decoding and every operation

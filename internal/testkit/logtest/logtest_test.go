@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/edgesecrets/edgesecrets/internal/logtest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 )
 
 func TestLoggerCapturesConcurrentDebugRecords(t *testing.T) {

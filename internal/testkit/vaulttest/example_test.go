@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/edgesecrets/edgesecrets/internal/vaulttest"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 )
 
 // Outside a test (a program's integration harness, say), StartServer runs
