@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Counts the exported identifiers and fields of the module's public
-# packages and prints the Markdown table the README's "Size of the API"
+# packages and prints the Markdown table ARCHITECTURE.md's "Size of the API"
 # section holds.
 #
 #   bash scripts/apicount.sh

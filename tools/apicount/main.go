@@ -2,8 +2,8 @@
 // packages (test files, examples and internal packages excluded): the
 // exported constants, variables, types, functions and methods of exported
 // types, and, apart, the exported fields of exported structs and the
-// methods of exported interfaces. It prints a Markdown table for the
-// README.
+// methods of exported interfaces. It prints the Markdown table of
+// ARCHITECTURE.md's "Size of the API".
 //
 //	go run ./tools/apicount [module root]
 package main
@@ -40,7 +40,7 @@ func main() {
 	fmt.Print(table(counts))
 }
 
-// table renders counts as the README's Markdown table, packages sorted,
+// table renders counts as ARCHITECTURE.md's Markdown table, packages sorted,
 // the module's total last.
 func table(counts map[string]count) string {
 	var b strings.Builder
