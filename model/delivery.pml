@@ -214,7 +214,7 @@ inline onWire(s, r, t) {
 	for (t : 0 .. NB-1) { if :: pseq[t] == s -> r = 1 :: else -> skip fi }
 }
 
-/* reconcile.go: batch.read through secretstore.Reader: a cached value is
+/* batch.go: batch.read through secretstore.Reader: a cached value is
  * used unless its tag is not the observed one (then read again); a value
  * that differs from the observation becomes the fresh observation, stored
  * by reconcileBatch's PutObservations for the member's own share only
@@ -239,7 +239,7 @@ inline readX(r, cache, ox, t) {
 			if
 			:: live[i] && ox == i -> obsSt = O_PRESENT; obsTag = r; obsGrace = 0; obsGenuine = 1
 #ifndef GO_CACHE_HOLE
-			/* fix (reconcile.go: batch.read): a member that does not poll the name
+			/* fix (batch.go: batch.read): a member that does not poll the name
 			 * cannot store what it found, so it does not send it either: it waits
 			 * for the member that polls it (errBehindObservation). Otherwise a
 			 * member whose cached value equals the stale observation sends the
@@ -254,7 +254,7 @@ inline readX(r, cache, ox, t) {
 	fi
 }
 
-/* reconcile.go: commit -> applyReply (edit: a fenced Update, retried on
+/* reply.go: commit -> applyReply (edit: a fenced Update, retried on
  * conflict; it fails while another member holds a valid claim): a reply is
  * applied only if it names the message in flight (InReplyTo) */
 #define replyFor(i) ((nk[0] == S_REPLY && nfrom[0] == (i)) || (nk[1] == S_REPLY && nfrom[1] == (i)) || (nk[2] == S_REPLY && nfrom[2] == (i)))
@@ -416,7 +416,7 @@ end_loop:
 			decide = 0
 		};
 
-		/* agreement/delivery/reconcile.go: reconcileBatch (entitled) -> State.Due:
+		/* agreement/delivery/batch.go: reconcileBatch (entitled) -> State.Due:
 		 * due, or its claim void, and nobody else's valid claim (FOR UPDATE SKIP LOCKED) */
 		atomic {
 			if
@@ -439,7 +439,7 @@ end_loop:
 		/* (one step with Due: what matters is the store at the read) */
 		if
 		:: got ->
-			/* reconcile.go: prepare -> prepareActive / prepareCancel -> batch.agentKeys
+			/* prepare.go: prepare -> prepareActive / prepareCancel -> batch.agentKeys
 			 * (Agents.Keys: identity Verifier.Verify against the record) */
 				rd = RD_NONE;
 				if
@@ -450,7 +450,7 @@ end_loop:
 					rd = RD_NOKEYS; refused[i] = 1
 				:: else -> skip
 				fi;
-			/* reconcile.go: prepare -> prepareActive -> resolve -> batch.read (secretstore.Reader) */
+			/* prepare.go: prepare -> prepareActive -> resolve -> batch.read (secretstore.Reader) */
 				if
 				:: rd == RD_NOKEYS -> skip
 				:: rd != RD_NOKEYS && phase == R_ACTIVE && (obsSt == O_MISSING || obsSt == O_FORBIDDEN) ->
@@ -483,7 +483,7 @@ end_loop:
 		if
 		:: got ->
 
-			/* reconcile.go: prepare, seal, nextSequence; then State.Update (fenced, compare-and-set) */
+			/* prepare.go: prepare, seal, nextSequence; then State.Update (fenced, compare-and-set) */
 			atomic {
 				pseq[i] = 0;
 				if
@@ -540,7 +540,7 @@ end_loop:
 				rd = 0; ox = 0; k = 0
 			}
 
-			/* reconcile.go: reconcileBatch's send goroutine (entitled, Transport.Send);
+			/* batch.go: reconcileBatch's send goroutine (entitled, Transport.Send);
 			 * while it waits for room in the network, commitLoop goes on */
 			do
 			:: atomic { pseq[i] == 0 -> break }
@@ -561,7 +561,7 @@ end_loop:
 		:: else -> skip
 		fi;
 
-		/* reconcile.go: commit -> applyReply (edit: fenced Update, retried on conflict) */
+		/* reply.go: commit -> applyReply (edit: fenced Update, retried on conflict) */
 		atomic { commitReplies() }
 #ifdef BROKEN_NO_CONFIRM
 		/* the engine forgets a cancellation once sent, without the agent's reply */

@@ -43,13 +43,11 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	// agent keeps the id's replay floor; every sequence of this one must
 	// be above every sequence of that one, whichever member sent them.
 	epoch, err := e.state.NewEpoch(ctx)
-	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
 	}
 	r.Epoch = epoch
 	err = e.state.Create(ctx, r)
-	e.noteState(err)
 	if errors.Is(err, ErrExists) {
 		return e.reregister(ctx, a, r)
 	}
@@ -71,7 +69,6 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 	for try := 1; ; try++ {
 		old, err := e.state.Get(ctx, a.ID)
-		e.noteState(err)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			return e.Register(ctx, a) // ended meanwhile
@@ -97,7 +94,6 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 		}
 		old.NextAttempt, old.Attempts, old.UpdatedAt = now, 0, now
 		err = e.state.Rebind(ctx, e.cfg.Member, &old)
-		e.noteState(err)
 		var ce *ConflictError
 		switch {
 		case err == nil:
@@ -200,7 +196,6 @@ func (e *Engine) End(ctx context.Context, id string) error {
 // gone for good. Dropping an unknown agreement does nothing.
 func (e *Engine) Drop(ctx context.Context, id string) error {
 	err := e.state.Delete(ctx, id)
-	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: drop agreement %q: %w", id, err)
 	}
@@ -219,7 +214,6 @@ func (e *Engine) Resync(ctx context.Context, node string) error {
 		return fmt.Errorf("delivery: resync: %w: node is empty", edgesecrets.ErrInvalid)
 	}
 	n, err := e.state.MarkDue(ctx, Selector{Nodes: []string{node}}, time.Now(), true)
-	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: resync node %q: %w", node, err)
 	}
@@ -331,7 +325,6 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 		return fmt.Errorf("delivery: wait of deployment %q: %w: %w", deploymentID, edgesecrets.ErrInvalid, errors.Join(problems...))
 	}
 	waits, err := e.state.Waits(ctx)
-	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)
 	}
@@ -344,7 +337,6 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
 	err = e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: since})
-	e.noteState(err)
 	if err != nil {
 		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)
 	}
@@ -363,7 +355,6 @@ func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
 		}
 		return true
 	})
-	e.noteState(err)
 	if err != nil {
 		return 0, fmt.Errorf("delivery: release held cancellations: %w", err)
 	}
@@ -400,12 +391,10 @@ func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
 // matching ErrNotFound.
 func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 	r, err := e.state.Get(ctx, id)
-	e.noteState(err)
 	if err != nil {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}
 	obs, err := e.state.Observations(ctx, StoreNames(r.Services))
-	e.noteState(err)
 	if err != nil {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}

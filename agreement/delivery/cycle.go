@@ -140,13 +140,11 @@ func (e *Engine) cycle(ctx context.Context) {
 // the waits wait for, and returns the waits.
 func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
 	names, err := e.state.Names(ctx, e.cfg.Member)
-	e.noteState(err)
 	if err != nil {
 		e.owned.Store(nil) // its share may change meanwhile: all new to it then
 		return nil, err
 	}
 	waits, err := e.state.Waits(ctx)
-	e.noteState(err)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +283,6 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		return
 	}
 	stored, err := e.state.Observations(ctx, look)
-	e.noteState(err)
 	if err != nil {
 		e.log.Error("could not read the stored observations; retrying next cycle", slog.String("err", err.Error()))
 		e.watcher.Retry(rep.present...)
@@ -328,7 +325,6 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 	}
 	if len(put) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, put...)
-		e.noteState(err)
 		var ce *ConflictError
 		switch {
 		case errors.As(err, &ce):
@@ -357,7 +353,6 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 	}
 	if len(due) > 0 {
 		n, err := e.state.MarkDue(ctx, Selector{StoreNames: due}, now, false)
-		e.noteState(err)
 		if err != nil {
 			e.log.Error("could not mark the agreements of changed secrets due; the next cycle finds them", slog.String("err", err.Error()))
 		}
@@ -397,7 +392,6 @@ func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[stri
 			e.cfg.OnReady(ctx, w.ID)
 		}
 		err := e.state.DeleteWait(ctx, w.ID)
-		e.noteState(err)
 		if err != nil {
 			e.log.Error("could not forget a deployment's wait; its hook may be called again", slog.String("deployment", w.ID), slog.String("err", err.Error()))
 		}
@@ -456,7 +450,6 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	v := &e.review
 	limit := v.sliceSize(e.cfg.Interval, e.cfg.resync)
 	slice, from, toEnd, passEnd, err := e.reviewSlice(ctx, limit)
-	e.noteState(err)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("could not review the agreements; retrying next cycle", slog.String("err", err.Error()))
@@ -480,7 +473,6 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 		addNames(want, slice[i].Services)
 	}
 	obs, err := e.state.Observations(ctx, keysOf(want))
-	e.noteState(err)
 	if err != nil {
 		return
 	}
@@ -565,7 +557,6 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 				maps.Copy(obs, extra)
 			}
 		}
-		e.noteState(err)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Error("could not review the agreements of revoked secrets; retrying next cycle", slog.String("err", err.Error()))
@@ -593,8 +584,8 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (toEnd || id <= last) })
 
 	if len(stale) > 0 {
-		_, err := e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
-		e.noteState(err)
+		// A failure is noted for Health; the next pass finds them again.
+		_, _ = e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
 		e.log.Info("agreements behind the store with nothing scheduled; marked due", slog.Int("agreements", len(stale)))
 		e.notify()
 	}
@@ -737,7 +728,6 @@ func (e *Engine) notifyPending(ctx context.Context) {
 		}
 		return true
 	})
-	e.noteState(err)
 	if err != nil {
 		// The cycles' reviews find them.
 		e.log.Error("could not look for cancellations to notify", slog.String("err", err.Error()))

@@ -241,7 +241,7 @@ type Health struct {
 // runs.
 type Engine struct {
 	cfg       settings
-	state     State
+	state     State // the embedder's, each call noted for Health (notedState)
 	store     *secretstore.Store
 	reader    *storereader.Reader
 	watcher   *storewatch.Watcher
@@ -331,7 +331,6 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:       cfg,
-		state:     opts.State,
 		store:     opts.Store,
 		reader:    storereader.New(opts.Store, storereader.Options{TTL: min(valueTTL, cfg.Interval/2)}),
 		watcher:   watcher,
@@ -347,6 +346,9 @@ func New(opts Options) (*Engine, error) {
 		changed:   make(chan struct{}),
 		conds:     newConditions(),
 	}
+	// Every call of the state is noted for Health; membership is kept on
+	// the embedder's State (see notedState).
+	e.state = newNotedState(opts.State, e)
 	if e.inst, err = newInstruments(opts.MeterProvider, e); err != nil {
 		return nil, err
 	}
@@ -423,7 +425,6 @@ func (e *Engine) renewEpoch(ctx context.Context) error {
 	defer e.epochMu.Unlock()
 	for attempt := 1; ; attempt++ {
 		epoch, err := e.state.NewEpoch(ctx)
-		e.noteState(err)
 		if err == nil {
 			e.epoch.Store(epoch)
 			return nil

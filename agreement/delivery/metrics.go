@@ -274,7 +274,6 @@ func (e *Engine) finishReplies(ctx context.Context, fx *replyEffects, now time.T
 	}
 	slices.Sort(names)
 	obs, err := e.state.Observations(ctx, slices.Compact(names))
-	e.noteState(err)
 	if err != nil {
 		return // a sample lost, not an answer
 	}
