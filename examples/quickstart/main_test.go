@@ -73,7 +73,7 @@ var narratedSteps = []string{
 // others depends on timing: the engine's cancel hook runs on its own
 // goroutine, before or after the cancellation is sent.
 var narratedAnywhere = []string{
-	"agbot     engine cancel hook: myorg/db/web-login is deleted, so " + theAgreement + " is cancelled; the engine tells the agent",
+	"agbot     engine cancel hook: myorg/db/web-login is missing, so " + theAgreement + " is cancelled; the engine tells the agent",
 }
 
 // assertNarration checks a whole flow's narration: want in order, and
