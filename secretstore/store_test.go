@@ -160,14 +160,7 @@ func TestGetBatch(t *testing.T) {
 	ctx := t.Context()
 	names := []string{"a", "missing", "b", "a", "missing"}
 	for _, batching := range []bool{false, true} {
-		d := testkit.NewDriver()
-		var drv driver.Store = d
-		if batching {
-			drv = testkit.Batching(d)
-		}
-		s := newStore(t, drv)
-		put(t, s, "a", "1")
-		put(t, s, "b", "2")
+		d, s := storeOfAB(t, batching)
 		gets := d.Calls("get", "")
 		got, err := s.GetBatch(ctx, names)
 		require.NoError(t, err)
@@ -188,6 +181,20 @@ func TestGetBatch(t *testing.T) {
 	}
 }
 
+// storeOfAB returns a store holding "a" and "b" over a test driver, one
+// with the batch reads when batching.
+func storeOfAB(t *testing.T, batching bool) (*testkit.Driver, *secretstore.Store) {
+	d := testkit.NewDriver()
+	var drv driver.Store = d
+	if batching {
+		drv = testkit.Batching(d)
+	}
+	s := newStore(t, drv)
+	put(t, s, "a", "1")
+	put(t, s, "b", "2")
+	return d, s
+}
+
 // StatBatch reads the metadata of several names in one driver call where
 // the driver lists it, counted as one stat; where it does not, it says
 // errors.ErrUnsupported with no kind and is not counted.
@@ -195,14 +202,7 @@ func TestStatBatch(t *testing.T) {
 	ctx := t.Context()
 	names := []string{"a", "missing", "b", "a"}
 	for _, batching := range []bool{false, true} {
-		d := testkit.NewDriver()
-		var drv driver.Store = d
-		if batching {
-			drv = testkit.Batching(d)
-		}
-		s := newStore(t, drv)
-		put(t, s, "a", "1")
-		put(t, s, "b", "2")
+		d, s := storeOfAB(t, batching)
 		got, err := s.StatBatch(ctx, names)
 		if !batching {
 			require.ErrorIs(t, err, errors.ErrUnsupported)
