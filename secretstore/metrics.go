@@ -20,9 +20,17 @@ type instruments struct {
 	backend  attribute.KeyValue
 	ops      metric.Int64Counter
 	duration metric.Float64Histogram
-	// sets holds the attribute set of each operation and outcome seen,
-	// made once: a watcher cycle records a call per watched name.
-	sets sync.Map // opOutcome → metric.MeasurementOption
+	// sets holds the options of each operation and outcome seen, made
+	// once: a watcher cycle records a call per watched name, and a
+	// variadic option made at each call would be two allocations a name.
+	sets sync.Map // opOutcome → *measurement
+}
+
+// measurement is the attribute set of one operation and outcome, as the
+// options the counter and the histogram take.
+type measurement struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
 }
 
 // opOutcome keys instruments.sets.
@@ -83,10 +91,11 @@ func (in *instruments) observe(op string, start time.Time, err error) {
 	key := opOutcome{op, outcome(err)}
 	v, ok := in.sets.Load(key)
 	if !ok {
-		v, _ = in.sets.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(in.backend, attribute.String("operation", key.op), attribute.String("outcome", key.outcome))))
+		attrs := metric.WithAttributeSet(attribute.NewSet(in.backend, attribute.String("operation", key.op), attribute.String("outcome", key.outcome)))
+		v, _ = in.sets.LoadOrStore(key, &measurement{add: []metric.AddOption{attrs}, record: []metric.RecordOption{attrs}})
 	}
-	attrs := v.(metric.MeasurementOption)
+	m := v.(*measurement)
 	ctx := context.Background()
-	in.ops.Add(ctx, 1, attrs)
-	in.duration.Record(ctx, time.Since(start).Seconds(), attrs)
+	in.ops.Add(ctx, 1, m.add...)
+	in.duration.Record(ctx, time.Since(start).Seconds(), m.record...)
 }
