@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 )
@@ -89,6 +90,16 @@ func (p *Process) Kill() {
 // ErrPortTaken is what a start returns when another process took the port
 // chosen for the server before the server could bind it.
 var ErrPortTaken = errors.New("port taken")
+
+// NotReady is the error of a server that did not become ready with err:
+// it matches ErrPortTaken when the server's output says its port was
+// taken (then RetryPortTaken starts another), and it carries the output.
+func NotReady(server string, err error, output string) error {
+	if strings.Contains(output, "address already in use") || strings.Contains(output, "could not bind") {
+		return fmt.Errorf("%s could not listen (%w): %w\n--- server output ---\n%s", server, ErrPortTaken, err, output)
+	}
+	return fmt.Errorf("%s did not become ready: %w\n--- server output ---\n%s", server, err, output)
+}
 
 // RetryPortTaken calls start up to three times, again while it fails with
 // an error matching ErrPortTaken, and returns its last result.

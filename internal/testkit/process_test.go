@@ -104,3 +104,24 @@ func TestRetryPortTaken(t *testing.T) {
 		})
 	}
 }
+
+func TestNotReady(t *testing.T) {
+	cause := errors.New("health: HTTP 503")
+	tests := []struct {
+		name      string
+		output    string
+		portTaken bool
+	}{
+		{name: "a taken port (Go servers)", output: "listen tcp 127.0.0.1:8200: bind: address already in use", portTaken: true},
+		{name: "a taken port (PostgreSQL)", output: `LOG:  could not bind IPv4 address "127.0.0.1": Address in use`, portTaken: true},
+		{name: "another failure", output: "FATAL: data directory has wrong ownership"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := testkit.NotReady("server", cause, tt.output)
+			assert.Equal(t, tt.portTaken, errors.Is(err, testkit.ErrPortTaken))
+			require.ErrorIs(t, err, cause)
+			assert.Contains(t, err.Error(), tt.output, "the server's output is in the error")
+		})
+	}
+}

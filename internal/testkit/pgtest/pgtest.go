@@ -279,11 +279,7 @@ func (s *Server) launch(ctx context.Context) error {
 	s.proc, s.paused = p, false
 	if err := s.waitReady(ctx, p); err != nil {
 		_ = s.killLocked()
-		out := s.logSince(logStart)
-		if strings.Contains(out, "could not bind") || strings.Contains(out, "already in use") {
-			return fmt.Errorf("postgres could not listen on %s (%w)\n--- server log ---\n%s", s.Addr, testkit.ErrPortTaken, out)
-		}
-		return fmt.Errorf("postgres did not become ready: %w\n--- server log ---\n%s", err, out)
+		return testkit.NotReady("postgres on "+s.Addr, err, s.logSince(logStart))
 	}
 	return nil
 }

@@ -264,11 +264,7 @@ func startOnce(ctx context.Context, bin, dir, configFile string) (*Server, error
 	}
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
-		out := s.Output()
-		if strings.Contains(out, "address already in use") {
-			return nil, testkit.ErrPortTaken
-		}
-		return nil, fmt.Errorf("prometheus did not become ready: %w\n--- server output ---\n%s", err, out)
+		return nil, testkit.NotReady("prometheus", err, s.Output())
 	}
 	return s, nil
 }

@@ -166,11 +166,7 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
-		out := s.Output()
-		if strings.Contains(out, "address already in use") {
-			return nil, testkit.ErrPortTaken
-		}
-		return nil, fmt.Errorf("vault dev server did not become ready: %w\n--- server output ---\n%s", err, out)
+		return nil, testkit.NotReady("vault dev server", err, s.Output())
 	}
 	return s, nil
 }
