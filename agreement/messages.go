@@ -14,11 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/edgesecrets/edgesecrets/internal/redact"
-
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
+	"github.com/edgesecrets/edgesecrets/internal/redact"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
 
@@ -206,11 +205,12 @@ type ServiceSecrets struct {
 	Secrets map[string]SecretDetails `json:"secrets"`
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
-// for every verb and behind a pointer too (see SecretDetails.String).
-func (v ServiceSecrets) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, values
+// redacted, for every verb, and behind a pointer too (see
+// SecretDetails.String).
+func (ss ServiceSecrets) Format(f fmt.State, _ rune) {
 	type plain ServiceSecrets // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(ss))
 }
 
 // secretNames returns the service secret names of ss, sorted.
@@ -316,11 +316,12 @@ type Proposal struct {
 	Services    []ServiceSecrets `json:"services"`
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
-// for every verb and behind a pointer too (see SecretDetails.String).
-func (v Proposal) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, values
+// redacted, for every verb, and behind a pointer too (see
+// SecretDetails.String).
+func (p Proposal) Format(f fmt.State, _ rune) {
 	type plain Proposal // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(p))
 }
 
 // Validate checks the version, the agreement id and every service entry
@@ -439,11 +440,12 @@ type SecretsUpdate struct {
 	Services []ServiceSecrets `json:"services"`
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, values redacted,
-// for every verb and behind a pointer too (see SecretDetails.String).
-func (v SecretsUpdate) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, values
+// redacted, for every verb, and behind a pointer too (see
+// SecretDetails.String).
+func (su SecretsUpdate) Format(f fmt.State, _ rune) {
 	type plain SecretsUpdate // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(su))
 }
 
 // validate checks that there is at least one service, each with at least

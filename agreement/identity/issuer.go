@@ -11,9 +11,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/internal/redact"
-
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/redact"
 )
 
 // AttestationRequest is what the Issuer asks IssuerOptions.Attest to
@@ -31,11 +30,11 @@ type AttestationRequest struct {
 	CSR           []byte
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, the attestation redacted,
-// for every verb and behind a pointer too.
-func (v AttestationRequest) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, the
+// attestation redacted, for every verb, and behind a pointer too.
+func (req AttestationRequest) Format(f fmt.State, _ rune) {
 	type plain AttestationRequest // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(req))
 }
 
 // policy holds the Issuer's limits.

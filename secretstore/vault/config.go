@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/internal/redact"
-
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/internal/redact"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -92,11 +91,11 @@ type Config struct {
 	Scope string `json:"-"`
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, the token and secret id redacted,
-// for every verb and behind a pointer too.
-func (v Config) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, the token
+// and secret id redacted, for every verb, and behind a pointer too.
+func (c Config) Format(f fmt.State, _ rune) {
 	type plain Config // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(c))
 }
 
 // Auth configures how the store obtains its Vault token. Each method uses
@@ -137,11 +136,11 @@ type Auth struct {
 	JWTEnv  string `json:"jwtEnv,omitempty"`
 }
 
-// Format implements fmt.Formatter: the fields as %v prints them, the token and secret id redacted,
-// for every verb and behind a pointer too.
-func (v Auth) Format(f fmt.State, _ rune) {
+// Format implements fmt.Formatter: the fields as %v prints them, the token
+// and secret id redacted, for every verb, and behind a pointer too.
+func (a Auth) Format(f fmt.State, _ rune) {
 	type plain Auth // without this method
-	redact.Format(f, plain(v))
+	redact.Format(f, plain(a))
 }
 
 // validate checks the config; with a caller's client, the settings the
