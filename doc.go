@@ -43,9 +43,10 @@
 //     replay protection (both sides).
 //   - agreement/delivery: the agbot's delivery engine, the one component an
 //     agbot embeds: durable, level-triggered delivery of proposals, updates
-//     and cancellations; delivery/boltstate (its embedded state file),
-//     delivery/pgstate (PostgreSQL, shared by several agbots) and
-//     delivery/statetest (the state conformance suite).
+//     and cancellations; delivery/state (the contract between the engine
+//     and its state, and a state in memory), delivery/boltstate (its
+//     embedded state file), delivery/pgstate (PostgreSQL, shared by several
+//     agbots) and delivery/state/statetest (the state conformance suite).
 //   - agreement/identity: agent identity certificates the agbot checks before
 //     sealing secrets to an agent.
 //   - agentapi: on-node secret files and the service-facing secrets API, in

@@ -9,8 +9,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/relay"
 )
@@ -36,11 +36,11 @@ func TestEveryKindIsTheModulesOrRefinesOne(t *testing.T) {
 		{"identity.ErrUnauthenticated", identity.ErrUnauthenticated, edgesecrets.ErrPermission, nil},
 		{"identity.ErrForbidden", identity.ErrForbidden, edgesecrets.ErrPermission, nil},
 		{"identity.ErrReplayed", identity.ErrReplayed, edgesecrets.ErrConflict, nil},
-		{"delivery.ErrNotFound", delivery.ErrNotFound, edgesecrets.ErrNotFound, nil},
-		{"delivery.ErrExists", delivery.ErrExists, edgesecrets.ErrConflict, nil},
-		{"delivery.ErrConflict", delivery.ErrConflict, edgesecrets.ErrConflict, nil},
-		{"delivery.ErrStateUnavailable", delivery.ErrStateUnavailable, edgesecrets.ErrUnavailable, nil},
-		{"delivery.ErrLeaseLost", delivery.ErrLeaseLost, edgesecrets.ErrConflict, nil},
+		{"state.ErrNotFound", state.ErrNotFound, edgesecrets.ErrNotFound, nil},
+		{"state.ErrExists", state.ErrExists, edgesecrets.ErrConflict, nil},
+		{"state.ErrConflict", state.ErrConflict, edgesecrets.ErrConflict, nil},
+		{"state.ErrStateUnavailable", state.ErrStateUnavailable, edgesecrets.ErrUnavailable, nil},
+		{"state.ErrLeaseLost", state.ErrLeaseLost, edgesecrets.ErrConflict, nil},
 		{"pgstate.ErrSchemaNewer", pgstate.ErrSchemaNewer, edgesecrets.ErrInvalid, nil},
 		{"relay.ErrMailboxFull", relay.ErrMailboxFull, edgesecrets.ErrUnavailable, nil},
 	} {

@@ -17,6 +17,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/relay"
@@ -48,12 +49,12 @@ func Example() {
 	// The hub: the store, a state with the identity records (durable, shared: boltstate, pgstate), keys.
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
-	state, identities := delivery.NewMemoryState(), identity.NewMemoryCertStore()
+	st, identities := state.NewMemory(), identity.NewMemoryCertStore()
 	agbotKeys := must(agreement.GenerateKeys(agreement.DefaultSuite))
 	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
 		Resolver: must(binding.NewCatalog(must(binding.DecodeServiceDefinition(strings.NewReader(service)))))}
 	hub := must(agbot.New(agbot.Options{
-		Delivery:   delivery.Options{Store: store, State: state, Keys: agbotKeys, Interval: time.Second},
+		Delivery:   delivery.Options{Store: store, State: st, Keys: agbotKeys, Interval: time.Second},
 		Identities: identities, CA: must(identity.NewCA(identity.CAOptions{})),
 		Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) {
 			return time.Now(), nil // ask the node's provider whether it made this document

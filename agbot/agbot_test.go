@@ -25,6 +25,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/forgetful"
@@ -48,7 +49,7 @@ const (
 type hub struct {
 	t      *testing.T
 	store  *mock.Store
-	state  delivery.State
+	state  state.Backend
 	certs  identity.CertStore
 	keys   *agreement.PrivateKeys
 	agbot  *agbot.Agbot
@@ -124,7 +125,7 @@ func newHub(t *testing.T, edit func(*agbot.Options)) *hub {
 	t.Helper()
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
-	h := &hub{t: t, store: mock.NewStore(memory.New()), state: delivery.NewMemoryState(), certs: identity.NewMemoryCertStore(),
+	h := &hub{t: t, store: mock.NewStore(memory.New()), state: state.NewMemory(), certs: identity.NewMemoryCertStore(),
 		keys: keys, policy: &policy{name: "web/api-key"}}
 	opts := h.options()
 	if edit != nil {
@@ -403,7 +404,7 @@ func TestANodeDeploySaysNoToGetsNothing(t *testing.T) {
 	nd := h.node("node-1")
 	require.Eventually(t, func() bool { return strings.Contains(h.logs.String(), "nothing to deploy") }, 10*time.Second, 10*time.Millisecond)
 	_, err := h.agbot.Engine().Status(t.Context(), agbot.AgreementID(nd.n))
-	assert.ErrorIs(t, err, delivery.ErrNotFound)
+	assert.ErrorIs(t, err, state.ErrNotFound)
 }
 
 // The status routes are for administrators: no credentials 401, a user
@@ -473,18 +474,18 @@ func TestStatusRoutesAreForAdministrators(t *testing.T) {
 	assert.InDelta(t, time.Now().Unix(), health.Live.LastVaultInteraction, 60, body)
 }
 
-// downState is a State whose Get fails, as an unreachable state does,
+// downState is a state.Backend whose Get fails, as an unreachable state does,
 // while it is down.
 type downState struct {
-	delivery.State
+	state.Backend
 	down atomic.Bool
 }
 
-func (s *downState) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *downState) Get(ctx context.Context, id string) (state.Record, error) {
 	if s.down.Load() {
-		return delivery.Record{}, fmt.Errorf("get %s: %w", id, delivery.ErrStateUnavailable)
+		return state.Record{}, fmt.Errorf("get %s: %w", id, state.ErrStateUnavailable)
 	}
-	return s.State.Get(ctx, id)
+	return s.Backend.Get(ctx, id)
 }
 
 // A certificate published while the state does not answer is deployed
@@ -493,7 +494,7 @@ func (s *downState) Get(ctx context.Context, id string) (delivery.Record, error)
 func TestADeployThroughAStateOutageIsDeployedWhenItEnds(t *testing.T) {
 	var st *downState
 	h := newHub(t, func(o *agbot.Options) {
-		st = &downState{State: o.Delivery.State}
+		st = &downState{Backend: o.Delivery.State}
 		o.Delivery.State = st
 	})
 	h.put("myorg/web/api-key", "v1")

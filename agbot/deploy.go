@@ -11,6 +11,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/relay"
@@ -60,7 +61,7 @@ func (a *Agbot) onReady(ctx context.Context, agreementID string) {
 // access to it revoked for longer than the grace period. The engine tells
 // the agent until it acknowledges; the node's deployment waits for the
 // secret to exist again. Then the embedder's hook runs.
-func (a *Agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation) {
+func (a *Agbot) onCancel(ctx context.Context, id string, c state.Cancellation) {
 	log := a.log.With(slog.String("agreement", id))
 	log.Warn("agreement cancelled: a bound secret is gone; the engine tells the agent",
 		slog.String("secret", c.StoreName), slog.String("event", c.Kind.String()), slog.String("reason", c.Reason))
@@ -91,8 +92,8 @@ func (a *Agbot) onCancel(ctx context.Context, id string, c delivery.Cancellation
 // background, while Run runs.
 func (a *Agbot) Redeploy(ctx context.Context) (int, error) {
 	var nodes []string
-	err := a.opts.Delivery.State.Records(ctx, func(r delivery.Record) bool {
-		if r.Phase == delivery.PhaseActive {
+	err := a.opts.Delivery.State.Records(ctx, func(r state.Record) bool {
+		if r.Phase == state.PhaseActive {
 			nodes = append(nodes, r.Node)
 		}
 		return true
@@ -182,11 +183,11 @@ func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 	}
 	d := delivery.Deployment{ID: id, Node: n.String(), Org: n.Org, NodeID: n.Node, Target: dep.Target, Resolver: dep.Resolver}
 	out, err := a.engine.Deploy(ctx, d)
-	if existed && errors.Is(err, delivery.ErrExists) {
+	if existed && errors.Is(err, state.ErrExists) {
 		// Not a binding change the engine applies in place: the services
 		// changed, which is a new agreement.
 		log.Warn("the deployment's services changed; ending the node's agreement to make it again", slog.String("agreement", id), slog.String("why", err.Error()))
-		if err := a.engine.End(ctx, id); err != nil && !errors.Is(err, delivery.ErrNotFound) {
+		if err := a.engine.End(ctx, id); err != nil && !errors.Is(err, state.ErrNotFound) {
 			log.Error("could not end the agreement", slog.String("agreement", id), slog.String("err", err.Error()))
 			return
 		}
@@ -212,11 +213,11 @@ func (a *Agbot) deployOnce(ctx context.Context, n relay.Node) {
 		bindings, _ := out.Report.Bindings(n.Org, n.Node)
 		if existed {
 			log.Debug("the node's agreement is registered with the deployment as it is now", slog.String("agreement", id),
-				slog.Any("secrets", delivery.StoreNames(bindings)))
+				slog.Any("secrets", state.StoreNames(bindings)))
 			return
 		}
 		log.Info("node deployed: its agreement is registered with the delivery engine", slog.String("agreement", id), slog.Int("services", len(bindings)),
-			slog.Any("secrets", delivery.StoreNames(bindings)))
+			slog.Any("secrets", state.StoreNames(bindings)))
 	case len(out.Waiting) > 0:
 		log.Info("deployment waits for secrets that do not exist yet", slog.Any("secrets", out.Waiting), slog.Bool("node_keeps_its_agreement", existed))
 	default:
@@ -239,7 +240,7 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 	for {
 		rec, err := a.opts.Delivery.State.Get(ctx, id)
 		switch {
-		case errors.Is(err, delivery.ErrNotFound):
+		case errors.Is(err, state.ErrNotFound):
 			return false, true
 		case err != nil:
 			// The agbot's own trouble never drops a deploy.
@@ -249,7 +250,7 @@ func (a *Agbot) existing(ctx context.Context, id string, n relay.Node, key agree
 			}
 			delay = min(2*delay, maxTroubleRetry)
 			continue
-		case rec.Phase == delivery.PhaseActive:
+		case rec.Phase == state.PhaseActive:
 			if rec.Proposed && rec.AgentKey != key {
 				log.Warn("the node's agent has new keys; the engine proposes its agreement again")
 			}
@@ -288,7 +289,7 @@ func (a *Agbot) proposeAgain(ctx context.Context, id string, log *slog.Logger) {
 		switch {
 		case err == nil:
 			return
-		case !errors.Is(err, delivery.ErrConflict) && !errors.Is(err, edgesecrets.ErrUnavailable):
+		case !errors.Is(err, state.ErrConflict) && !errors.Is(err, edgesecrets.ErrUnavailable):
 			log.Warn("could not propose the agreement again to an agent holding nothing", slog.String("err", err.Error()))
 			return
 		}

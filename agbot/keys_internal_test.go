@@ -15,6 +15,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 	"github.com/edgesecrets/edgesecrets/relay"
@@ -66,7 +67,7 @@ func TestKeysDropsALostIdentitysCertificate(t *testing.T) {
 			require.NoError(t, err)
 			log, logs := logtest.NewLogger()
 			a, err := New(Options{
-				Delivery:   delivery.Options{Store: memory.New(), State: delivery.NewMemoryState(), Keys: keys},
+				Delivery:   delivery.Options{Store: memory.New(), State: state.NewMemory(), Keys: keys},
 				Identities: store, CA: ca,
 				Attest: func(context.Context, identity.AttestationRequest) (time.Time, error) { return time.Now(), nil },
 				Authenticate: func(context.Context, secretsapi.Credentials) (secretsapi.Caller, error) {

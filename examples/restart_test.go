@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"

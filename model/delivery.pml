@@ -62,7 +62,7 @@
 #define M_CREDFAIL 2    /* credential check fails, every name forbidden */
 #define M_READDENY 3    /* credential check passes, every read denied (AWS AccessDenied spell) */
 
-/* observation states (delivery.ObservedState) */
+/* observation states (state.ObservedState) */
 #define O_UNKNOWN   0
 #define O_PRESENT   1
 #define O_MISSING   2
@@ -174,7 +174,7 @@ bool reappeared;        /* X was deleted and came back (an ended agreement stays
 #define touch() cas[0] = 0; cas[1] = 0; cas[2] = 0
 #endif
 
-/* pgstate MarkDue (not fenced): agreement/delivery/state.go: MarkDue */
+/* pgstate MarkDue (not fenced): agreement/delivery/state/backend.go: MarkDue */
 inline markDue() {
 	if
 	:: phase != R_GONE -> next = N_DUE; touch()
@@ -416,7 +416,7 @@ end_loop:
 			decide = 0
 		};
 
-		/* agreement/delivery/batch.go: reconcileBatch (entitled) -> State.Due:
+		/* agreement/delivery/batch.go: reconcileBatch (entitled) -> Backend.Due:
 		 * due, or its claim void, and nobody else's valid claim (FOR UPDATE SKIP LOCKED) */
 		atomic {
 			if
@@ -483,7 +483,7 @@ end_loop:
 		if
 		:: got ->
 
-			/* prepare.go: prepare, seal, nextSequence; then State.Update (fenced, compare-and-set) */
+			/* prepare.go: prepare, seal, nextSequence; then Backend.Update (fenced, compare-and-set) */
 			atomic {
 				pseq[i] = 0;
 				if

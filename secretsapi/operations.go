@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // Routes of the operator API, served for administrators (RoleAdmin) when
@@ -116,7 +117,7 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(p, AgreementsPath+"/")
 		st, err := ops.Status(r.Context(), id)
 		switch {
-		case errors.Is(err, delivery.ErrNotFound):
+		case errors.Is(err, state.ErrNotFound):
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no agreement " + id})
 		case err != nil:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})

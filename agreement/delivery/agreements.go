@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -48,7 +49,7 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 	}
 	r.Epoch = epoch
 	err = e.state.Create(ctx, r)
-	if errors.Is(err, ErrExists) {
+	if errors.Is(err, state.ErrExists) {
 		return e.reregister(ctx, a, r)
 	}
 	if err != nil {
@@ -66,20 +67,20 @@ func (e *Engine) Register(ctx context.Context, a Agreement) error {
 // naming the difference otherwise. A rebind that conflicts with another
 // write (the reconcile loop, another member's lease) is retried on the
 // fresh record after a backoff.
-func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
+func (e *Engine) reregister(ctx context.Context, a Agreement, r *state.Record) error {
 	for try := 1; ; try++ {
 		old, err := e.state.Get(ctx, a.ID)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, state.ErrNotFound):
 			return e.Register(ctx, a) // ended meanwhile
 		case err != nil:
 			return fmt.Errorf("delivery: register agreement %q: %w", a.ID, err)
-		case old.Phase != PhaseActive:
-			return fmt.Errorf("delivery: register agreement %q: %w: %w", a.ID, ErrExists, errBeingCancelled)
+		case old.Phase != state.PhaseActive:
+			return fmt.Errorf("delivery: register agreement %q: %w: %w", a.ID, state.ErrExists, errBeingCancelled)
 		}
 		rebound, problem := rebindable(&old, r)
 		if problem != "" {
-			return fmt.Errorf("delivery: register agreement %q: %w: %s; only the store names of its secrets can change in place", a.ID, ErrExists, problem)
+			return fmt.Errorf("delivery: register agreement %q: %w: %s; only the store names of its secrets can change in place", a.ID, state.ErrExists, problem)
 		}
 		if len(rebound) == 0 {
 			return nil
@@ -90,11 +91,11 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 		for _, i := range rebound {
 			// Nothing desired until the new names are resolved: the
 			// agreement is not in sync before the agent has their content.
-			old.Slots[i].Desired = Content{}
+			old.Slots[i].Desired = state.Content{}
 		}
 		old.NextAttempt, old.Attempts, old.UpdatedAt = now, 0, now
 		err = e.state.Rebind(ctx, e.cfg.Member, &old)
-		var ce *ConflictError
+		var ce *state.ConflictError
 		switch {
 		case err == nil:
 			e.log.Info("agreement rebound: its agent is sent the new store secrets' content", slog.String("agreement", a.ID), slog.String("node", a.Node),
@@ -113,11 +114,11 @@ func (e *Engine) reregister(ctx context.Context, a Agreement, r *Record) error {
 // rebindable compares the stored record old with r, a new record of the
 // same id: it returns the slots whose store names differ, or, when more
 // than store names differ, what does.
-func rebindable(old, r *Record) (rebound []int, problem string) {
+func rebindable(old, r *state.Record) (rebound []int, problem string) {
 	if old.Node != r.Node {
 		return nil, fmt.Sprintf("it is on node %q, not %q", old.Node, r.Node)
 	}
-	refs := func(rec *Record) []string {
+	refs := func(rec *state.Record) []string {
 		out := make([]string, len(rec.Services))
 		for i, sb := range rec.Services {
 			out[i] = sb.Service.String()
@@ -127,7 +128,7 @@ func rebindable(old, r *Record) (rebound []int, problem string) {
 	if !slices.EqualFunc(old.Services, r.Services, func(a, b binding.ServiceBinding) bool { return a.Service == b.Service }) {
 		return nil, fmt.Sprintf("its services are %s, not %s", strings.Join(refs(old), ", "), strings.Join(refs(r), ", "))
 	}
-	slotKeys := func(rec *Record) []string {
+	slotKeys := func(rec *state.Record) []string {
 		out := make([]string, len(rec.Slots))
 		for i, s := range rec.Slots {
 			out[i] = fmt.Sprintf("%d/%s", s.Service, s.Name)
@@ -146,7 +147,7 @@ func rebindable(old, r *Record) (rebound []int, problem string) {
 	}
 	var diffs []string
 	for i, s := range old.Slots {
-		have, want := old.binding(s), r.binding(r.Slots[i])
+		have, want := slotBinding(old, s), slotBinding(r, r.Slots[i])
 		if have.Format != want.Format {
 			diffs = append(diffs, fmt.Sprintf("secret %q of service %s has format %q, not %q", s.Name, old.Services[s.Service].Service, have.Format, want.Format))
 			continue
@@ -169,15 +170,15 @@ func rebindable(old, r *Record) (rebound []int, problem string) {
 // The cancel hook is not called: it is for the engine's own decisions.
 func (e *Engine) End(ctx context.Context, id string) error {
 	now := time.Now()
-	n, err := e.editIDs(ctx, []string{id}, func(r *Record) action {
+	n, err := e.editIDs(ctx, []string{id}, func(r *state.Record) action {
 		switch {
-		case r.Phase != PhaseActive:
+		case r.Phase != state.PhaseActive:
 			return keep
-		case r.neverSent():
+		case neverSent(r):
 			return remove
 		}
-		r.Phase, r.Held = PhaseCancelling, nil
-		r.Cancel = &Cancellation{Reason: "ended by the agbot", DecidedAt: now, Notified: true}
+		r.Phase, r.Held = state.PhaseCancelling, nil
+		r.Cancel = &state.Cancellation{Reason: "ended by the agbot", DecidedAt: now, Notified: true}
 		r.Attempts, r.NextAttempt = 0, now
 		return save
 	})
@@ -185,7 +186,7 @@ func (e *Engine) End(ctx context.Context, id string) error {
 		return fmt.Errorf("delivery: end agreement %q: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("delivery: end agreement %q: %w", id, ErrNotFound)
+		return fmt.Errorf("delivery: end agreement %q: %w", id, state.ErrNotFound)
 	}
 	e.log.Info("agreement ending", slog.String("agreement", id))
 	e.notify()
@@ -213,7 +214,7 @@ func (e *Engine) Resync(ctx context.Context, node string) error {
 	if node == "" {
 		return fmt.Errorf("delivery: resync: %w: node is empty", edgesecrets.ErrInvalid)
 	}
-	n, err := e.state.MarkDue(ctx, Selector{Nodes: []string{node}}, time.Now(), true)
+	n, err := e.state.MarkDue(ctx, state.Selector{Nodes: []string{node}}, time.Now(), true)
 	if err != nil {
 		return fmt.Errorf("delivery: resync node %q: %w", node, err)
 	}
@@ -235,8 +236,8 @@ func (e *Engine) ProposeAgain(ctx context.Context, id string) error {
 		return fmt.Errorf("delivery: propose again: %w: agreement id is empty", edgesecrets.ErrInvalid)
 	}
 	now := time.Now()
-	_, err := e.editIDs(ctx, []string{id}, func(r *Record) action {
-		if r.Phase != PhaseActive || !r.Proposed {
+	_, err := e.editIDs(ctx, []string{id}, func(r *state.Record) action {
+		if r.Phase != state.PhaseActive || !r.Proposed {
 			return keep
 		}
 		e.log.Info("the agent holds nothing of the agreement; proposing it again", slog.String("agreement", r.ID), slog.String("node", r.Node))
@@ -272,7 +273,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	now := time.Now()
 	var applyErr error
 	fx := newReplyEffects()
-	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *Record) action {
+	n, err := e.editIDs(ctx, []string{h.AgreementID}, func(r *state.Record) action {
 		if r.Node != node {
 			applyErr = fmt.Errorf("delivery: reply from node %q: %w: agreement %q is on node %q", node, edgesecrets.ErrInvalid, r.ID, r.Node)
 			return keep
@@ -285,7 +286,7 @@ func (e *Engine) HandleReply(ctx context.Context, node string, envelope []byte) 
 	case err != nil:
 		return fmt.Errorf("delivery: reply of agreement %q: %w", h.AgreementID, err)
 	case n == 0:
-		return fmt.Errorf("delivery: reply of agreement %q: %w", h.AgreementID, ErrNotFound)
+		return fmt.Errorf("delivery: reply of agreement %q: %w", h.AgreementID, state.ErrNotFound)
 	case errors.Is(applyErr, errLateReply):
 		e.log.Debug("the agent answered an earlier message", slog.String("agreement", h.AgreementID), slog.String("err", applyErr.Error()))
 		return nil
@@ -336,7 +337,7 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 		}
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(storeNames)))
-	err = e.state.PutWait(ctx, Wait{ID: deploymentID, StoreNames: names, CreatedAt: since})
+	err = e.state.PutWait(ctx, state.Wait{ID: deploymentID, StoreNames: names, CreatedAt: since})
 	if err != nil {
 		return fmt.Errorf("delivery: wait of deployment %q: %w", deploymentID, err)
 	}
@@ -349,8 +350,8 @@ func (e *Engine) WaitForSecrets(ctx context.Context, deploymentID string, storeN
 // calls the cancel hook for each, and returns how many it released.
 func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
 	var ids []string
-	err := e.state.Records(ctx, func(r Record) bool {
-		if r.Held != nil && r.Phase == PhaseActive {
+	err := e.state.Records(ctx, func(r state.Record) bool {
+		if r.Held != nil && r.Phase == state.PhaseActive {
 			ids = append(ids, r.ID)
 		}
 		return true
@@ -359,14 +360,14 @@ func (e *Engine) ReleaseHeld(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("delivery: release held cancellations: %w", err)
 	}
 	now := time.Now()
-	released := map[string]Cancellation{}
-	_, err = e.editIDs(ctx, ids, func(r *Record) action {
-		if r.Held == nil || r.Phase != PhaseActive {
+	released := map[string]state.Cancellation{}
+	_, err = e.editIDs(ctx, ids, func(r *state.Record) action {
+		if r.Held == nil || r.Phase != state.PhaseActive {
 			return keep
 		}
 		c := *r.Held
 		c.DecidedAt, c.Notified = now, false
-		r.Phase, r.Cancel, r.Held = PhaseCancelling, &c, nil
+		r.Phase, r.Cancel, r.Held = state.PhaseCancelling, &c, nil
 		r.Attempts, r.NextAttempt = 0, now
 		released[r.ID] = c
 		return save
@@ -394,7 +395,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}
-	obs, err := e.state.Observations(ctx, StoreNames(r.Services))
+	obs, err := e.state.Observations(ctx, state.StoreNames(r.Services))
 	if err != nil {
 		return Status{}, fmt.Errorf("delivery: status of agreement %q: %w", id, err)
 	}
@@ -413,7 +414,7 @@ func (e *Engine) Status(ctx context.Context, id string) (Status, error) {
 	switch {
 	case r.Held != nil:
 		st.Waiting = "cancellation held by the budget (ReleaseHeld): " + r.Held.Reason
-	case ev.lost != nil && r.Phase == PhaseActive:
+	case ev.lost != nil && r.Phase == state.PhaseActive:
 		st.Waiting = ev.lost.Reason
 	case !st.InSync:
 		if p := e.Health(ctx).StoreProblem; p != "" {
@@ -434,7 +435,7 @@ func (e *Engine) Wait(ctx context.Context, id string) (Status, error) {
 		changed := e.changes()
 		st, err := e.Status(ctx, id)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, state.ErrNotFound):
 			return st, err
 		case err == nil && st.InSync:
 			return st, nil
@@ -472,10 +473,10 @@ func (e *Engine) Health(context.Context) Health {
 
 // bindingsLog renders a record's bindings for a log line: service secret
 // → store names.
-func bindingsLog(r *Record) []string {
+func bindingsLog(r *state.Record) []string {
 	out := make([]string, 0, len(r.Slots))
 	for _, s := range r.Slots {
-		out = append(out, r.Services[s.Service].Service.URL+":"+s.Name+"="+strings.Join(r.binding(s).StoreNames, "|"))
+		out = append(out, r.Services[s.Service].Service.URL+":"+s.Name+"="+strings.Join(slotBinding(r, s).StoreNames, "|"))
 	}
 	return out
 }

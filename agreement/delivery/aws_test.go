@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/awssm"
@@ -70,7 +71,7 @@ func TestAWSReadsDeniedWhileListingWorksCancelsNothing(t *testing.T) {
 	assert.Empty(t, h.cancelled(), "no cancellation")
 	for x, a := range agents {
 		st := h.status("agr-" + x)
-		assert.Equal(t, delivery.PhaseActive, st.Phase)
+		assert.Equal(t, state.PhaseActive, st.Phase)
 		got, _ := a.file("agr-"+x, "pw")
 		assert.Equal(t, jsonFile(canary+x), got, "the node keeps its secret")
 	}

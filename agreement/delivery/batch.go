@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -41,7 +42,7 @@ func (e *Engine) reconcileLoop(ctx context.Context, sends *sync.WaitGroup, outco
 
 // job is what reconciling one record came to.
 type job struct {
-	rec *Record
+	rec *state.Record
 	// remove: delete the record (a cancellation of an agreement whose
 	// agent was never sent anything).
 	remove bool
@@ -56,7 +57,7 @@ type job struct {
 
 // outcome is what became of one envelope handed to the transport.
 type outcome struct {
-	rec      *Record // as stored before the send
+	rec      *state.Record // as stored before the send
 	keys     *agreement.PublicKeys
 	sequence uint64
 	reply    []byte
@@ -113,7 +114,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			e.log.Warn("could not store what reading the secrets found", slog.String("err", err.Error()))
 		}
 	}
-	var saves []*Record
+	var saves []*state.Record
 	var removes []string
 	for _, j := range jobs {
 		if j.remove {
@@ -130,7 +131,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	}
 	conflicted := map[string]bool{}
 	if err := e.state.Update(ctx, e.cfg.Member, saves...); err != nil {
-		var ce *ConflictError
+		var ce *state.ConflictError
 		if !errors.As(err, &ce) {
 			// Nothing was stored, so nothing is sent: the leases run out
 			// and the records are taken again.
@@ -147,7 +148,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		}
 		// A failure is noted for Health; the records are taken again
 		// when their leases run out.
-		_, _ = e.state.MarkDue(ctx, Selector{IDs: ce.IDs}, now, false)
+		_, _ = e.state.MarkDue(ctx, state.Selector{IDs: ce.IDs}, now, false)
 		e.notify()
 	}
 	for _, j := range jobs {
@@ -208,10 +209,10 @@ type batch struct {
 	now time.Time
 
 	mu    sync.Mutex
-	obs   map[string]Observation
+	obs   map[string]state.Observation
 	reads map[string]*memo[*secretstore.Secret]
 	keys  map[string]*memo[*agreement.PublicKeys]
-	fresh []Observation // observations the reads corrected, to store
+	fresh []state.Observation // observations the reads corrected, to store
 	// others are the bound names another member of a shared State polls.
 	others map[string]bool
 }
@@ -235,19 +236,19 @@ func memoOf[T any](b *batch, m map[string]*memo[T], key string) *memo[T] {
 	return x
 }
 
-func (e *Engine) newBatch(ctx context.Context, recs []Record, now time.Time) *batch {
+func (e *Engine) newBatch(ctx context.Context, recs []state.Record, now time.Time) *batch {
 	b := &batch{e: e, now: now, reads: map[string]*memo[*secretstore.Secret]{}, keys: map[string]*memo[*agreement.PublicKeys]{}}
 	var names []string
 	for i := range recs {
-		if recs[i].Phase == PhaseActive {
-			names = append(names, StoreNames(recs[i].Services)...)
+		if recs[i].Phase == state.PhaseActive {
+			names = append(names, state.StoreNames(recs[i].Services)...)
 		}
 	}
 	obs, err := e.state.Observations(ctx, names)
 	if err != nil {
 		// Unknown names are read from the store.
 		e.log.Warn("could not read the observations of the bound secrets", slog.String("err", err.Error()))
-		obs = map[string]Observation{}
+		obs = map[string]state.Observation{}
 	}
 	b.obs = obs
 	if e.member.m != nil {
@@ -272,7 +273,7 @@ func (b *batch) wipe() {
 	}
 }
 
-func (b *batch) observation(name string) Observation {
+func (b *batch) observation(name string) state.Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.obs[name]
@@ -301,11 +302,11 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 		e := b.e
 		o := b.observation(name)
 		s, err := e.reader.Get(ctx, name)
-		if err == nil && o.State == Present && s.ContentTag() != o.Tag {
+		if err == nil && o.State == state.Present && s.ContentTag() != o.Tag {
 			e.reader.Invalidate(name)
 			s, err = e.reader.Get(ctx, name)
 		}
-		if err == nil && (o.State != Present || s.ContentTag() != o.Tag) && b.others[name] {
+		if err == nil && (o.State != state.Present || s.ContentTag() != o.Tag) && b.others[name] {
 			// Another member polls the name: this one cannot store what it
 			// found (PutObservations refuses it), so it does not send it
 			// either. Sent, it would be followed by the older content a
@@ -315,8 +316,8 @@ func (b *batch) read(ctx context.Context, name string) (*secretstore.Secret, err
 			r.val, r.err = nil, fmt.Errorf("delivery: secret %q: %w", name, errObservationBehind)
 			return
 		}
-		if err == nil && (o.State != Present || s.ContentTag() != o.Tag) {
-			fresh := Observation{Name: name, State: Present, Tag: s.ContentTag(), Since: b.now, CheckedAt: b.now}
+		if err == nil && (o.State != state.Present || s.ContentTag() != o.Tag) {
+			fresh := state.Observation{Name: name, State: state.Present, Tag: s.ContentTag(), Since: b.now, CheckedAt: b.now}
 			b.mu.Lock()
 			b.obs[name] = fresh
 			b.fresh = append(b.fresh, fresh)
@@ -347,26 +348,26 @@ func (e *absentError) Error() string {
 // goes on to the next one (a fallback changes what is delivered, never
 // cancels). Errors: an *absentError when every candidate is absent, or
 // the store's error when it could not answer.
-func (b *batch) resolve(ctx context.Context, names []string, value bool) (Content, *secretstore.Secret, error) {
+func (b *batch) resolve(ctx context.Context, names []string, value bool) (state.Content, *secretstore.Secret, error) {
 	for _, n := range names {
 		o := b.observation(n)
 		switch o.State {
-		case Missing, Forbidden:
+		case state.Missing, state.Forbidden:
 			continue
-		case Present:
+		case state.Present:
 			if !value {
-				return Content{StoreName: n, Tag: o.Tag}, nil, nil
+				return state.Content{StoreName: n, Tag: o.Tag}, nil, nil
 			}
 		}
 		s, err := b.read(ctx, n)
 		switch {
 		case err == nil:
-			return Content{StoreName: n, Tag: s.ContentTag()}, s, nil
+			return state.Content{StoreName: n, Tag: s.ContentTag()}, s, nil
 		case errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrPermission):
 			continue
 		default:
-			return Content{}, nil, err
+			return state.Content{}, nil, err
 		}
 	}
-	return Content{}, nil, &absentError{names: names}
+	return state.Content{}, nil, &absentError{names: names}
 }

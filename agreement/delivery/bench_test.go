@@ -20,6 +20,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -76,7 +77,7 @@ func (a *benchAgents) expect(n int) {
 
 // benchEngine runs an engine with n agreements, all bound to org/db and in
 // sync, with counting switched on.
-func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.State, configure ...func(*delivery.Options)) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
+func benchEngine(b *testing.B, n int, suite agreement.Suite, st state.Backend, configure ...func(*delivery.Options)) (*delivery.Engine, *secretstore.Store, *benchAgents, *agreement.PrivateKeys, func()) {
 	b.Helper()
 	ctx := context.Background()
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
@@ -87,7 +88,7 @@ func benchEngine(b *testing.B, n int, suite agreement.Suite, state delivery.Stat
 	_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
 	opts := delivery.Options{
-		Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
+		Store: store, State: st, Keys: keys, Agents: agents, Transport: agents,
 		Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
 	}
 	for _, c := range configure {
@@ -142,8 +143,8 @@ func BenchmarkRotationFanOut(b *testing.B) {
 	ctx := context.Background()
 	for _, st := range []struct {
 		name  string
-		state delivery.State
-	}{{"embedded", file}, {"memory", delivery.NewMemoryState()}} {
+		state state.Backend
+	}{{"embedded", file}, {"memory", state.NewMemory()}} {
 		e, store, a, k, stop := benchEngine(b, n, agreement.SuiteMLKEM768X25519, st.state)
 		b.Cleanup(stop)
 		agents, keys = a, k
@@ -236,7 +237,7 @@ func BenchmarkRotationFanOut(b *testing.B) {
 }
 
 // BenchmarkMemoryPerAgreement measures the heap in use, after a GC, per
-// agreement registered with a MemoryState and in sync: the state's
+// agreement registered with a state.Memory and in sync: the state's
 // records and indexes, the watcher's names and the engine's own. Each
 // agreement binds one secret to two candidates, a node-level one of its
 // own and an organisation-level one all share.
@@ -259,16 +260,16 @@ func memoryPerAgreement(b *testing.B, n int, kind string) {
 		store := memory.New()
 		_, err = store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("v0")}}, secretstore.PutOptions{})
 		require.NoError(b, err)
-		var state delivery.State = delivery.NewMemoryState()
+		var st state.Backend = state.NewMemory()
 		if kind == "embedded-state" {
 			// The file's pages are mapped, not on the heap: the engine's
 			// own memory is what remains.
 			file, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
-			state = file
+			st = file
 		}
 		e, err := delivery.New(delivery.Options{
-			Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
+			Store: store, State: st, Keys: keys, Agents: agents, Transport: agents,
 			Interval: time.Hour, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
 		})
 		require.NoError(b, err)
@@ -288,7 +289,7 @@ func memoryPerAgreement(b *testing.B, n int, kind string) {
 			defer close(done)
 			_ = e.Run(runCtx)
 		}()
-		waitInSync(b, state, n)
+		waitInSync(b, st, n)
 		registered := heapInUse()
 		if p := os.Getenv("DELIVERY_HEAP_PROFILE"); p != "" {
 			f, err := os.Create(p)
@@ -298,7 +299,7 @@ func memoryPerAgreement(b *testing.B, n int, kind string) {
 		}
 		cancel()
 		<-done
-		require.NoError(b, state.Close())
+		require.NoError(b, st.Close())
 		b.ReportMetric(float64(registered-before)/float64(n), "B/agreement")
 		runtime.KeepAlive(e)
 		runtime.KeepAlive(agents)
@@ -325,13 +326,13 @@ func registerAll(b *testing.B, e *delivery.Engine, n int, agreement func(i int) 
 	require.False(b, b.Failed(), "every agreement registered")
 }
 
-// waitInSync waits until the n agreements of state are proposed, with
+// waitInSync waits until the n agreements of st are proposed, with
 // nothing in flight.
-func waitInSync(b *testing.B, state delivery.State, n int) {
+func waitInSync(b *testing.B, st state.Backend, n int) {
 	b.Helper()
 	for {
 		synced := 0
-		require.NoError(b, state.Records(context.Background(), func(r delivery.Record) bool {
+		require.NoError(b, st.Records(context.Background(), func(r state.Record) bool {
 			if r.Proposed && r.InFlight == nil {
 				synced++
 			}

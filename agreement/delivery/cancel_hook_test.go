@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // The cancel hook of an agreement whose agent was never sent anything
@@ -29,7 +30,7 @@ func TestTheCancelHookOfAnAgreementNeverSentFindsItsRecord(t *testing.T) {
 			h     *harness
 		)
 		h = newHarness(t, func(o *delivery.Options) {
-			o.OnCancel = func(ctx context.Context, id string, _ delivery.Cancellation) {
+			o.OnCancel = func(ctx context.Context, id string, _ state.Cancellation) {
 				time.Sleep(2 * testInterval) // the reconcile loop runs meanwhile
 				_, err := h.engine.Status(ctx, id)
 				mu.Lock()
@@ -52,7 +53,7 @@ func TestTheCancelHookOfAnAgreementNeverSentFindsItsRecord(t *testing.T) {
 		mu.Unlock()
 		cycles(2)
 		_, err := h.engine.Status(context.Background(), "agr-1")
-		assert.ErrorIs(t, err, delivery.ErrNotFound, "removed once the hook returned")
+		assert.ErrorIs(t, err, state.ErrNotFound, "removed once the hook returned")
 	})
 }
 
@@ -72,7 +73,7 @@ func TestTheCancelHookFindsTheRecordOfACancellationTheAgentAcknowledged(t *testi
 			h     *harness
 		)
 		h = newHarness(t, func(o *delivery.Options) {
-			o.OnCancel = func(ctx context.Context, id string, _ delivery.Cancellation) {
+			o.OnCancel = func(ctx context.Context, id string, _ state.Cancellation) {
 				time.Sleep(4 * testInterval) // the agent acknowledges meanwhile
 				st, err := h.engine.Status(ctx, id)
 				mu.Lock()
@@ -93,12 +94,12 @@ func TestTheCancelHookFindsTheRecordOfACancellationTheAgentAcknowledged(t *testi
 		require.NoError(t, errs[0], "the hook finds the record")
 		assert.Equal(t, "node-1", found[0].Node)
 		assert.Equal(t, []string{"org/db"}, found[0].Services[0].Secrets["pw"].StoreNames, "the binding's candidates")
-		assert.Equal(t, delivery.PhaseCancelled, found[0].Phase, "acknowledged, kept for the hook")
+		assert.Equal(t, state.PhaseCancelled, found[0].Phase, "acknowledged, kept for the hook")
 		require.NotNil(t, found[0].Cancel)
 		assert.False(t, found[0].Cancel.Notified, "a restart now would call the hook again")
 		mu.Unlock()
 		cycles(2)
 		_, err := h.engine.Status(context.Background(), "agr-1")
-		assert.ErrorIs(t, err, delivery.ErrNotFound, "removed once the hook returned")
+		assert.ErrorIs(t, err, state.ErrNotFound, "removed once the hook returned")
 	})
 }

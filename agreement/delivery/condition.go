@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // Condition is where an agreement stands, from a small closed set: the
@@ -138,8 +140,8 @@ func (c *conditions) counts() map[condKey]int64 {
 
 // conditionOf works out r's condition from the record and what this engine
 // found reconciling it; inSync says whether its agent holds what the store
-// holds now (r.inSync() when the observations are not at hand).
-func (e *Engine) conditionOf(r *Record, inSync bool, now time.Time) condKey {
+// holds now (inSync(r) when the observations are not at hand).
+func (e *Engine) conditionOf(r *state.Record, inSync bool, now time.Time) condKey {
 	switch {
 	case r.Held != nil:
 		return condKey{c: ConditionCancellationHeld}
@@ -159,8 +161,8 @@ func (e *Engine) conditionOf(r *Record, inSync bool, now time.Time) condKey {
 }
 
 // track records r's condition as the engine left it.
-func (e *Engine) track(r *Record, now time.Time) {
-	e.conds.set(r.ID, r.Node, e.conditionOf(r, r.inSync(), now))
+func (e *Engine) track(r *state.Record, now time.Time) {
+	e.conds.set(r.ID, r.Node, e.conditionOf(r, inSync(r), now))
 }
 
 // ListOptions selects a page of Engine.Agreements.
@@ -327,7 +329,7 @@ func (e *Engine) conditionCounts() []ConditionCount {
 
 // trackAll tracks the records stored by one Update, all but those that
 // conflicted.
-func (e *Engine) trackAll(saved []*Record, conflicted []string) {
+func (e *Engine) trackAll(saved []*state.Record, conflicted []string) {
 	now := time.Now()
 	for _, r := range saved {
 		if !slices.Contains(conflicted, r.ID) {

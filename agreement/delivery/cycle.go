@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 )
@@ -138,7 +139,7 @@ func (e *Engine) cycle(ctx context.Context) {
 
 // syncNames makes the watcher watch exactly the names the state binds and
 // the waits wait for, and returns the waits.
-func (e *Engine) syncNames(ctx context.Context) ([]Wait, error) {
+func (e *Engine) syncNames(ctx context.Context) ([]state.Wait, error) {
 	names, err := e.state.Names(ctx, e.cfg.Member)
 	if err != nil {
 		e.owned.Store(nil) // its share may change meanwhile: all new to it then
@@ -222,9 +223,9 @@ func (e *Engine) applyCycle(c storewatch.Cycle) cycleReport {
 				rep.present = append(rep.present, ev.Name)
 			}
 		case storewatch.Deleted:
-			e.absent[ev.Name] = Missing
+			e.absent[ev.Name] = state.Missing
 		case storewatch.Forbidden:
-			e.absent[ev.Name] = Forbidden
+			e.absent[ev.Name] = state.Forbidden
 		case storewatch.Unavailable:
 			for _, n := range ev.Names {
 				rep.unavailable[n] = true
@@ -288,7 +289,7 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		e.watcher.Retry(rep.present...)
 		return
 	}
-	var put []Observation
+	var put []state.Observation
 	var due, back []string
 	for _, n := range rep.present {
 		tag, ok := e.watcher.Observed(n)
@@ -296,13 +297,13 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 			continue
 		}
 		o, had := stored[n]
-		if had && o.State == Present && o.Tag == tag {
+		if had && o.State == state.Present && o.Tag == tag {
 			continue // as recorded (a restart, or a read already found it)
 		}
 		// Since is when this content was first observed: the start of
 		// its convergence (edgesecrets.delivery.convergence.duration).
-		fresh := Observation{Name: n, State: Present, Tag: tag, Since: now, CheckedAt: now}
-		if had && o.State != Unknown && o.State != Present {
+		fresh := state.Observation{Name: n, State: state.Present, Tag: tag, Since: now, CheckedAt: now}
+		if had && o.State != state.Unknown && o.State != state.Present {
 			back = append(back, n)
 		}
 		e.reader.Invalidate(n)
@@ -312,8 +313,8 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 	for _, n := range absent {
 		st := e.absent[n]
 		o, had := stored[n]
-		fresh := Observation{Name: n, State: st, Since: now, CheckedAt: asked}
-		if had && (o.State == Missing || o.State == Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
+		fresh := state.Observation{Name: n, State: st, Since: now, CheckedAt: asked}
+		if had && (o.State == state.Missing || o.State == state.Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
 			fresh.Since = o.Since // the grace period goes on
 		} else {
 			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
@@ -325,7 +326,7 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 	}
 	if len(put) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, put...)
-		var ce *ConflictError
+		var ce *state.ConflictError
 		switch {
 		case errors.As(err, &ce):
 			// A shared State moved some names to another member since
@@ -352,7 +353,7 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		e.log.Info("store secret is back", slog.String("secret", n))
 	}
 	if len(due) > 0 {
-		n, err := e.state.MarkDue(ctx, Selector{StoreNames: due}, now, false)
+		n, err := e.state.MarkDue(ctx, state.Selector{StoreNames: due}, now, false)
 		if err != nil {
 			e.log.Error("could not mark the agreements of changed secrets due; the next cycle finds them", slog.String("err", err.Error()))
 		}
@@ -376,7 +377,7 @@ func (e *Engine) continuity() time.Duration { return 2 * e.cfg.Interval }
 // readyWaits calls OnReady for each waiting deployment one of whose
 // secrets exists (or leaves it to redeploy, for a deployment Deploy
 // remembers), and forgets it. It returns the ids of the waits still on.
-func (e *Engine) readyWaits(ctx context.Context, waits []Wait) (waiting map[string]bool) {
+func (e *Engine) readyWaits(ctx context.Context, waits []state.Wait) (waiting map[string]bool) {
 	waiting = map[string]bool{}
 	for _, w := range waits {
 		ready := slices.ContainsFunc(w.StoreNames, func(n string) bool {
@@ -480,13 +481,13 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	var (
 		stale      []string
 		unheld     []string
-		unnotified = map[string]Cancellation{}
-		decided    = map[string]Cancellation{}
+		unnotified = map[string]state.Cancellation{}
+		decided    = map[string]state.Cancellation{}
 		seen       = map[string]bool{}
 	)
 	// look decides on one agreement; counting says whether it belongs to
 	// the review's slice.
-	look := func(r Record, counting bool) {
+	look := func(r state.Record, counting bool) {
 		if seen[r.ID] {
 			return
 		}
@@ -497,7 +498,7 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 			counts.Agreements++
 			e.review.live[r.ID] = r.LastError
 		}
-		if r.Phase != PhaseActive {
+		if r.Phase != state.PhaseActive {
 			e.conds.set(r.ID, r.Node, e.conditionOf(&r, false, now))
 			counts.Pending++
 			if e.diverged(&r, now) {
@@ -533,14 +534,14 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	// period, and those back this cycle.
 	hot := slices.Clone(back)
 	for n, o := range obs {
-		if (o.State == Missing || o.State == Forbidden) && o.CheckedAt.Sub(o.Since) >= e.cfg.grace {
+		if (o.State == state.Missing || o.State == state.Forbidden) && o.CheckedAt.Sub(o.Since) >= e.cfg.grace {
 			hot = append(hot, n)
 		}
 	}
 	if len(hot) > 0 {
 		slices.Sort(hot)
-		var bound []Record
-		err := e.state.RecordsBound(ctx, hot, func(r Record) bool { bound = append(bound, r); return true })
+		var bound []state.Record
+		err := e.state.RecordsBound(ctx, hot, func(r state.Record) bool { bound = append(bound, r); return true })
 		if err == nil {
 			// Their other names' observations too.
 			more := map[string]struct{}{}
@@ -552,7 +553,7 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 					delete(more, n)
 				}
 			}
-			var extra map[string]Observation
+			var extra map[string]state.Observation
 			if extra, err = e.state.Observations(ctx, keysOf(more)); err == nil {
 				maps.Copy(obs, extra)
 			}
@@ -585,14 +586,14 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 
 	if len(stale) > 0 {
 		// A failure is noted for Health; the next pass finds them again.
-		_, _ = e.state.MarkDue(ctx, Selector{IDs: stale}, now, false)
+		_, _ = e.state.MarkDue(ctx, state.Selector{IDs: stale}, now, false)
 		e.log.Info("agreements behind the store with nothing scheduled; marked due", slog.Int("agreements", len(stale)))
 		e.notify()
 	}
 	if len(unheld) > 0 {
 		slices.Sort(unheld)
 		unheld = slices.Compact(unheld)
-		n, _ := e.editIDs(ctx, unheld, func(r *Record) action {
+		n, _ := e.editIDs(ctx, unheld, func(r *state.Record) action {
 			if r.Held == nil {
 				return keep
 			}
@@ -642,10 +643,10 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 }
 
 // hold marks the decided cancellations held, and returns how many.
-func (e *Engine) hold(ctx context.Context, decided map[string]Cancellation) (int, error) {
+func (e *Engine) hold(ctx context.Context, decided map[string]state.Cancellation) (int, error) {
 	held := map[string]bool{}
-	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *Record) action {
-		if r.Phase != PhaseActive || r.Held != nil {
+	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *state.Record) action {
+		if r.Phase != state.PhaseActive || r.Held != nil {
 			return keep
 		}
 		c := decided[r.ID]
@@ -659,14 +660,14 @@ func (e *Engine) hold(ctx context.Context, decided map[string]Cancellation) (int
 
 // cancel turns active agreements into cancellations, and returns the ids
 // it changed.
-func (e *Engine) cancel(ctx context.Context, decided map[string]Cancellation, now time.Time) ([]string, error) {
+func (e *Engine) cancel(ctx context.Context, decided map[string]state.Cancellation, now time.Time) ([]string, error) {
 	changed := map[string]bool{}
-	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *Record) action {
-		if r.Phase != PhaseActive {
+	_, err := e.editIDs(ctx, slices.Sorted(maps.Keys(decided)), func(r *state.Record) action {
+		if r.Phase != state.PhaseActive {
 			return keep
 		}
 		c := decided[r.ID]
-		r.Phase, r.Cancel, r.Held = PhaseCancelling, &c, nil
+		r.Phase, r.Cancel, r.Held = state.PhaseCancelling, &c, nil
 		r.Attempts, r.NextAttempt = 0, now
 		changed[r.ID] = true
 		return save
@@ -686,7 +687,7 @@ func (e *Engine) cancel(ctx context.Context, decided map[string]Cancellation, no
 // notifyCancels calls the cancel hook for each decision and records that
 // it returned, so that it is called once per decision (again only after a
 // crash in between).
-func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellation) {
+func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]state.Cancellation) {
 	if len(cancels) == 0 {
 		return
 	}
@@ -697,13 +698,13 @@ func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellat
 		}
 	}
 	removable := false
-	_, err := e.editIDs(ctx, ids, func(r *Record) action {
+	_, err := e.editIDs(ctx, ids, func(r *state.Record) action {
 		c, ok := cancels[r.ID]
 		if r.Cancel == nil || r.Cancel.Notified || !ok || !r.Cancel.DecidedAt.Equal(c.DecidedAt) {
 			return keep
 		}
 		r.Cancel.Notified = true
-		if r.Phase != PhaseActive && !r.agentToBeTold() {
+		if r.Phase != state.PhaseActive && !agentToBeTold(r) {
 			// Kept for the hook (prepare): removed now.
 			r.NextAttempt = time.Now()
 			removable = true
@@ -721,8 +722,8 @@ func (e *Engine) notifyCancels(ctx context.Context, cancels map[string]Cancellat
 // notifyPending calls the cancel hook for every decided cancellation it
 // has not returned for.
 func (e *Engine) notifyPending(ctx context.Context) {
-	pending := map[string]Cancellation{}
-	err := e.state.Records(ctx, func(r Record) bool {
+	pending := map[string]state.Cancellation{}
+	err := e.state.Records(ctx, func(r state.Record) bool {
 		if r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
 			pending[r.ID] = *r.Cancel
 		}
@@ -757,14 +758,14 @@ func keysOf(set map[string]struct{}) []string {
 type evaluation struct {
 	// desired is each slot's content: the first candidate observed
 	// present, or the stored Desired when the observations do not decide.
-	desired []Content
+	desired []state.Content
 	inSync  bool
 	// lost is the cancellation a slot whose every candidate is observed
 	// missing or forbidden would make (the one lost longest); lostSince is
 	// when its last candidate went; lostChecked when the earliest of the
 	// reads that confirm its candidates were asked; lostConfirmed that
 	// those reads are recent enough to decide on.
-	lost          *Cancellation
+	lost          *state.Cancellation
 	lostSince     time.Time
 	lostChecked   time.Time
 	lostConfirmed bool
@@ -775,9 +776,9 @@ type evaluation struct {
 // the names this engine polls, its cycle that asked the store at asked;
 // for names another member of a shared State polls, one of its cycles
 // within the last two intervals (only healthy cycles record an absence).
-func (e *Engine) confirmation(asked, now time.Time) func(Observation) bool {
+func (e *Engine) confirmation(asked, now time.Time) func(state.Observation) bool {
 	var mine map[string]bool // read at the first absence: most cycles have none
-	return func(o Observation) bool {
+	return func(o state.Observation) bool {
 		if mine == nil {
 			mine = e.polled()
 		}
@@ -803,23 +804,23 @@ func (e *Engine) polled() map[string]bool {
 
 // evaluate compares r with the observations at now; confirmed tells whether an
 // absence was confirmed recently enough to decide on (for lostConfirmed).
-func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed func(Observation) bool) evaluation {
-	ev := evaluation{desired: make([]Content, len(r.Slots))}
-	ev.inSync = r.Phase == PhaseActive && r.Proposed && r.InFlight == nil
+func evaluate(r *state.Record, obs map[string]state.Observation, now time.Time, confirmed func(state.Observation) bool) evaluation {
+	ev := evaluation{desired: make([]state.Content, len(r.Slots))}
+	ev.inSync = r.Phase == state.PhaseActive && r.Proposed && r.InFlight == nil
 	for i, s := range r.Slots {
-		names := r.binding(s).StoreNames
+		names := slotBinding(r, s).StoreNames
 		d := s.Desired
 		absent, allConfirmed := true, true
 		var since time.Time
-		var last Observation
+		var last state.Observation
 		var states []string
 		for _, n := range names {
 			o := obs[n]
-			if o.State == Present {
-				d, absent = Content{StoreName: n, Tag: o.Tag}, false
+			if o.State == state.Present {
+				d, absent = state.Content{StoreName: n, Tag: o.Tag}, false
 				break
 			}
-			if o.State != Missing && o.State != Forbidden {
+			if o.State != state.Missing && o.State != state.Forbidden {
 				absent = false // not observed: undecided
 				break
 			}
@@ -836,11 +837,11 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 			ev.inSync = false
 		}
 		if absent && (ev.lost == nil || since.Before(ev.lostSince)) {
-			kind := Missing
-			if last.State == Forbidden {
-				kind = Forbidden
+			kind := state.Missing
+			if last.State == state.Forbidden {
+				kind = state.Forbidden
 			}
-			ev.lost = &Cancellation{
+			ev.lost = &state.Cancellation{
 				Reason: fmt.Sprintf("secret %q of service %s: store secret %s since %s",
 					s.Name, r.Services[s.Service].Service, strings.Join(states, ", "), since.UTC().Format(time.RFC3339)),
 				StoreName: last.Name,
@@ -855,7 +856,7 @@ func evaluate(r *Record, obs map[string]Observation, now time.Time, confirmed fu
 
 // earliestCheck returns when the earliest of the reads that last
 // confirmed the names' observations was asked.
-func earliestCheck(names []string, obs map[string]Observation) time.Time {
+func earliestCheck(names []string, obs map[string]state.Observation) time.Time {
 	var at time.Time
 	for _, n := range names {
 		if c := obs[n].CheckedAt; at.IsZero() || c.Before(at) {
@@ -867,34 +868,6 @@ func earliestCheck(names []string, obs map[string]Observation) time.Time {
 
 // diverged reports whether r's agent has left a message unanswered for
 // longer than DivergedAfter.
-func (e *Engine) diverged(r *Record, now time.Time) bool {
+func (e *Engine) diverged(r *state.Record, now time.Time) bool {
 	return !r.Unanswered.IsZero() && now.Sub(r.Unanswered) > e.cfg.DivergedAfter
-}
-
-// String returns the state's lower-case name.
-func (s ObservedState) String() string {
-	switch s {
-	case Unknown:
-		return "unknown"
-	case Present:
-		return "present"
-	case Missing:
-		return "missing"
-	case Forbidden:
-		return "forbidden"
-	}
-	return fmt.Sprintf("ObservedState(%d)", s)
-}
-
-// String returns the phase's lower-case name.
-func (p Phase) String() string {
-	switch p {
-	case PhaseActive:
-		return "active"
-	case PhaseCancelling:
-		return "cancelling"
-	case PhaseCancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("Phase(%d)", p)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
 )
@@ -217,7 +218,7 @@ func (e *Engine) deployOnce(ctx context.Context, d Deployment) (Deployed, error)
 			// of three agbots).
 			return e.retrying(log, out, err.Error()), nil
 		}
-		if errors.Is(err, edgesecrets.ErrInvalid) || errors.Is(err, ErrExists) {
+		if errors.Is(err, edgesecrets.ErrInvalid) || errors.Is(err, state.ErrExists) {
 			// Invalid, or an agreement of that id with other services:
 			// trying again changes nothing.
 			return Deployed{}, err

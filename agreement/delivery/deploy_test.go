@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/mock"
 )
@@ -55,7 +56,7 @@ func contains(list []string, s string) bool {
 // registered reports whether the agreement is registered.
 func (h *harness) registered(id string) bool {
 	_, err := h.engine.Status(context.Background(), id)
-	if errors.Is(err, delivery.ErrNotFound) {
+	if errors.Is(err, state.ErrNotFound) {
 		return false
 	}
 	require.NoError(h.t, err)
@@ -220,7 +221,7 @@ func TestDeployOfAnAgreementWithOtherServicesIsErrExists(t *testing.T) {
 		h.start()
 		defer h.stop()
 		_, err := h.engine.Deploy(context.Background(), testDeployment(t, []string{"pw"}))
-		require.ErrorIs(t, err, delivery.ErrExists)
+		require.ErrorIs(t, err, state.ErrExists)
 		cycles(2)
 		assert.NotContains(t, h.logs.String(), "deployment registered after waiting", "not retried")
 	})
@@ -250,13 +251,13 @@ func TestDeployOfAnAgreementBeingCancelledIsMadeAgainOnceItIsGone(t *testing.T) 
 		assert.False(t, out.Registered)
 		assert.Contains(t, out.Retrying, "being cancelled")
 		cycles(2)
-		assert.Equal(t, delivery.PhaseCancelling, h.status("agr-1").Phase, "the agent has not acknowledged")
+		assert.Equal(t, state.PhaseCancelling, h.status("agr-1").Phase, "the agent has not acknowledged")
 
 		agent.setDown(false)
 		require.NoError(t, h.engine.Resync(context.Background(), "node-1"))
 		madeAgain := func() bool {
 			st, err := h.engine.Status(context.Background(), "agr-1")
-			return err == nil && st.Phase == delivery.PhaseActive && st.InSync
+			return err == nil && st.Phase == state.PhaseActive && st.InSync
 		}
 		deadline := time.Now().Add(3 * testInterval)
 		for !madeAgain() {

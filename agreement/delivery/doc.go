@@ -31,8 +31,8 @@
 // A binding that changes on a live agreement (its secretBinding names other
 // store secrets for the same service secrets) is delivered in place:
 // registering the agreement again with the new store names rebinds it
-// (State.Rebind, compare-and-set and fenced like every write), and the
-// reconcile loop sends the new content as an update, exactly as for a
+// (state.Backend.Rebind, compare-and-set and fenced like every write), and
+// the reconcile loop sends the new content as an update, exactly as for a
 // rotation. The agent keeps the old content until it accepts the new, and
 // its services keep running on the same instance. Other services or
 // secret names are a new agreement, which Register refuses.
@@ -87,17 +87,20 @@
 // # Sequences
 //
 // Every envelope of an agreement, proposal, update or cancellation, takes
-// its sequence from one series: Record.Epoch<<32 | Record.Counter, with
-// epochs from State.NewEpoch. An agent that keeps one sequence floor per
-// agreement (agentapi does) therefore applies messages only in the order
-// the engine made them, across agbot restarts and takeovers, and never
+// its sequence from one series: state.Record.Epoch<<32 | Counter, with
+// epochs from state.Backend.NewEpoch. An agent that keeps one sequence
+// floor per agreement (agentapi does) therefore applies messages only in
+// the order the engine made them, across agbot restarts and takeovers, and never
 // applies older content over newer.
 //
 // # State
 //
-// State is the engine's durable memory, behind one interface with a
-// conformance suite (delivery/statetest) every implementation runs:
-// NewMemoryState for tests, the embedded single-file default
-// (delivery/boltstate), and PostgreSQL for several agbots sharing the work.
-// No secret value is ever written to it.
+// The engine's durable memory is a state.Backend (Options.State): the
+// contract between the engine and a state backend lives in its own
+// package, delivery/state, with the records and errors that cross it and
+// a conformance suite (delivery/state/statetest) every implementation
+// runs: state.NewMemory for tests, the embedded single-file default
+// (delivery/boltstate), and PostgreSQL for several agbots sharing the work
+// (delivery/pgstate), which also implements state.Membership. No secret
+// value is ever written to it.
 package delivery

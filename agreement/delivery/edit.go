@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // action is what edit does with a record after its change.
@@ -27,11 +29,11 @@ const maxEditTries = 8
 // Update (and one Delete), then applies it again to a fresh copy of each
 // record that changed meanwhile, until stored. change must decide from
 // the record it is given alone. Records deleted meanwhile are skipped.
-func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) action) error {
+func (e *Engine) edit(ctx context.Context, recs []*state.Record, change func(*state.Record) action) error {
 	defer e.changedNow()
 	defer e.notify()
 	for try := 1; len(recs) > 0; try++ {
-		var saves []*Record
+		var saves []*state.Record
 		var removes []string
 		for _, r := range recs {
 			switch change(r) {
@@ -54,7 +56,7 @@ func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) 
 			return nil
 		}
 		err := e.state.Update(ctx, e.cfg.Member, saves...)
-		var ce *ConflictError
+		var ce *state.ConflictError
 		if err == nil {
 			e.trackAll(saves, nil)
 			return nil
@@ -66,7 +68,7 @@ func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) 
 		recs = recs[:0:0]
 		for _, id := range ce.IDs {
 			fresh, err := e.state.Get(ctx, id)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, state.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -80,13 +82,13 @@ func (e *Engine) edit(ctx context.Context, recs []*Record, change func(*Record) 
 
 // editIDs is edit for records named by id, read in batches. It returns
 // how many of them exist.
-func (e *Engine) editIDs(ctx context.Context, ids []string, change func(*Record) action) (int, error) {
+func (e *Engine) editIDs(ctx context.Context, ids []string, change func(*state.Record) action) (int, error) {
 	found := 0
 	for start := 0; start < len(ids); start += e.cfg.batch {
-		var recs []*Record
+		var recs []*state.Record
 		for _, id := range ids[start:min(start+e.cfg.batch, len(ids))] {
 			r, err := e.state.Get(ctx, id)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, state.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -106,7 +108,7 @@ func (e *Engine) editIDs(ctx context.Context, ids []string, change func(*Record)
 const maxReason = 512
 
 // slotNames names the service secrets of the slots in contents, for logs.
-func slotNames(r *Record, contents map[int]Content) []string {
+func slotNames(r *state.Record, contents map[int]state.Content) []string {
 	var out []string
 	for i := range r.Slots {
 		if _, ok := contents[i]; ok {

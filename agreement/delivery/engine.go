@@ -11,13 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 	"github.com/edgesecrets/edgesecrets/internal/storereader"
 	"github.com/edgesecrets/edgesecrets/internal/storewatch"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // NoGrace, as Options.Grace, cancels a revoked agreement as soon as the
@@ -97,8 +99,8 @@ type Options struct {
 	// (coalescing reads of one value), and reports its last success in
 	// Health (Store.LastSuccess counts every caller's calls).
 	Store *secretstore.Store
-	// State keeps the engine's records; see State.
-	State State
+	// State keeps the engine's records; see package state.
+	State state.Backend
 	// Keys are the agbot's: messages are signed with them and replies
 	// sealed to them.
 	Keys *agreement.PrivateKeys
@@ -114,7 +116,7 @@ type Options struct {
 	// in the exchange, redeploying when the secret returns). Called at
 	// least once per decision: a crash between the decision and the
 	// hook's return calls it again after the restart.
-	OnCancel func(ctx context.Context, agreementID string, c Cancellation)
+	OnCancel func(ctx context.Context, agreementID string, c state.Cancellation)
 	// OnReady is called once when every secret a deployment waits for
 	// (Engine.WaitForSecrets) exists.
 	OnReady func(ctx context.Context, deploymentID string)
@@ -127,9 +129,9 @@ type Options struct {
 	// undone and recounting Health; zero means 5 minutes. Changes of
 	// store secrets and revocations do not wait for it: they reach the
 	// agreements bound to the secret in the cycle that sees them. On a
-	// State shared by several engines that implements SharedReview, the
-	// members split one pass between them; each one's Health then counts
-	// its share.
+	// State shared by several engines that implements
+	// state.SharedReview, the members split one pass between them; each
+	// one's Health then counts its share.
 	ResyncPeriod time.Duration
 	// Grace is how long a revocation must last, seen in healthy cycles,
 	// before it cancels; zero means 5 minutes, NoGrace none.
@@ -172,12 +174,12 @@ type Options struct {
 type Status struct {
 	ID    string
 	Node  string
-	Phase Phase
+	Phase state.Phase
 	// InSync is true when the agent acknowledged the desired content of
 	// every slot (for PhaseActive).
 	InSync bool
 	// Slots give desired and acknowledged content per service secret.
-	Slots []Slot
+	Slots []state.Slot
 	// Services are the agreement's bindings, each secret with its
 	// candidate store names.
 	Services []binding.ServiceBinding
@@ -194,9 +196,9 @@ type Status struct {
 	// Options.DivergedAfter. The engine keeps trying.
 	Diverged bool
 	// Held is a cancellation decided but held by the budget.
-	Held *Cancellation
+	Held *state.Cancellation
 	// Cancel is set while the agreement is being cancelled.
-	Cancel      *Cancellation
+	Cancel      *state.Cancellation
 	Attempts    int
 	NextAttempt time.Time
 	LastError   string
@@ -241,7 +243,7 @@ type Health struct {
 // runs.
 type Engine struct {
 	cfg       settings
-	state     State // the embedder's, each call noted for Health (notedState)
+	state     state.Backend // the embedder's, each call noted for Health (notedState)
 	store     *secretstore.Store
 	reader    *storereader.Reader
 	watcher   *storewatch.Watcher
@@ -252,7 +254,7 @@ type Engine struct {
 
 	running atomic.Bool
 	epoch   atomic.Uint64
-	epochMu sync.Mutex // one State.NewEpoch at a time
+	epochMu sync.Mutex // one state.Backend.NewEpoch at a time
 
 	wake     chan struct{} // the reconcile loop has work now
 	cycleNow chan struct{} // run a watcher cycle now (benchmarks)
@@ -260,7 +262,7 @@ type Engine struct {
 	// absent is the watcher's current view of the names it found missing
 	// or forbidden (its Initial and transition events), owned by the
 	// watcher cycle.
-	absent map[string]ObservedState
+	absent map[string]state.ObservedState
 	// absentSeen are the names the last cycle found missing or forbidden
 	// in a healthy poll, and cycleEnded when it ended, both owned by the
 	// watcher cycle: an absence that cycle and the next both see, with no
@@ -273,7 +275,7 @@ type Engine struct {
 	// the watcher cycle: a cycle that reads the same names changes
 	// nothing.
 	synced []string
-	// owned are the names State.Names gave this member when syncNames
+	// owned are the names state.Backend.Names gave this member when syncNames
 	// last read them: the names it polls for the state.
 	owned atomic.Pointer[map[string]bool]
 	// ownedJoins is the member's join count when owned was read, owned by
@@ -340,7 +342,7 @@ func New(opts Options) (*Engine, error) {
 		log:       log,
 		wake:      make(chan struct{}, 1),
 		cycleNow:  make(chan struct{}, 1),
-		absent:    map[string]ObservedState{},
+		absent:    map[string]state.ObservedState{},
 		deploys:   map[string]pendingDeploy{},
 		reasons:   map[string]reasonEntry{},
 		changed:   make(chan struct{}),
@@ -352,7 +354,7 @@ func New(opts Options) (*Engine, error) {
 	if e.inst, err = newInstruments(opts.MeterProvider, e); err != nil {
 		return nil, err
 	}
-	if m, ok := opts.State.(Membership); ok {
+	if m, ok := opts.State.(state.Membership); ok {
 		e.member.m = m
 	}
 	return e, nil
@@ -461,13 +463,13 @@ func (e *Engine) changes() <-chan struct{} {
 
 // noteState records the outcome of a State call for Health.
 func (e *Engine) noteState(err error) {
-	if errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, state.ErrLeaseLost) {
 		// Every lease of this member is void: stop at once rather than
 		// at the next heartbeat, which joins again.
 		e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
 		return
 	}
-	if err != nil && !errors.Is(err, ErrStateUnavailable) {
+	if err != nil && !errors.Is(err, state.ErrStateUnavailable) {
 		return // conflicts and not-found are answers
 	}
 	e.mu.Lock()

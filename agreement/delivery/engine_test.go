@@ -16,6 +16,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -93,10 +94,10 @@ func TestDeletionWhileAgentUnreachableWipesItsFilesWhenBack(t *testing.T) {
 		synctest.Wait()
 
 		st := h.status("agr-1")
-		assert.Equal(t, delivery.PhaseCancelling, st.Phase, "decided after the grace, not yet acknowledged")
+		assert.Equal(t, state.PhaseCancelling, st.Phase, "decided after the grace, not yet acknowledged")
 		require.NotNil(t, st.Cancel)
 		assert.Equal(t, "org/db", st.Cancel.StoreName)
-		assert.Equal(t, delivery.Missing, st.Cancel.Kind)
+		assert.Equal(t, state.Missing, st.Cancel.Kind)
 		assert.Len(t, h.cancelled()["agr-1"], 1, "the hook is called once per decision")
 		_, held := agent.file("agr-1", "pw")
 		assert.True(t, held, "the agent has not heard of it yet")
@@ -107,7 +108,7 @@ func TestDeletionWhileAgentUnreachableWipesItsFilesWhenBack(t *testing.T) {
 		_, held = agent.file("agr-1", "pw")
 		assert.False(t, held, "the cancellation wiped the files")
 		_, err := h.engine.Wait(context.Background(), "agr-1")
-		assert.ErrorIs(t, err, delivery.ErrNotFound, "acknowledged: the record is gone")
+		assert.ErrorIs(t, err, state.ErrNotFound, "acknowledged: the record is gone")
 		assert.Len(t, h.cancelled()["agr-1"], 1)
 	})
 }
@@ -207,7 +208,7 @@ func TestStoreWideForbiddenCancelsNothing(t *testing.T) {
 		assert.Empty(t, h.cancelled())
 		for _, x := range []string{"a", "b", "c"} {
 			st := h.status("agr-" + x)
-			assert.Equal(t, delivery.PhaseActive, st.Phase)
+			assert.Equal(t, state.PhaseActive, st.Phase)
 			assert.Nil(t, st.Held)
 			got, _ := agents[x].file("agr-"+x, "pw")
 			assert.Equal(t, jsonFile(canary+x), got)
@@ -300,10 +301,10 @@ func TestOneForbiddenSecretCancelsOnlyItsAgreementsAfterTheGrace(t *testing.T) {
 		assert.ElementsMatch(t, []string{"agr-b", "agr-b2"}, keys(cancels))
 		for _, id := range []string{"agr-b", "agr-b2"} {
 			require.Len(t, cancels[id], 1)
-			assert.Equal(t, delivery.Forbidden, cancels[id][0].Kind)
+			assert.Equal(t, state.Forbidden, cancels[id][0].Kind)
 			assert.Equal(t, "org/b", cancels[id][0].StoreName)
 			_, err := h.engine.Status(context.Background(), id)
-			assert.ErrorIs(t, err, delivery.ErrNotFound)
+			assert.ErrorIs(t, err, state.ErrNotFound)
 		}
 		_, held := agents["b"].file("agr-b", "pw")
 		assert.False(t, held, "wiped")
@@ -341,7 +342,7 @@ func TestBudgetHoldsAMassCancellation(t *testing.T) {
 		assert.Equal(t, 5, h.engine.Health(context.Background()).Held)
 		for i := range 10 {
 			st := h.status(fmt.Sprint("agr-", i))
-			assert.Equal(t, delivery.PhaseActive, st.Phase)
+			assert.Equal(t, state.PhaseActive, st.Phase)
 			assert.Equal(t, i < 5, st.Held != nil, "agreement %d", i)
 			_, held := agents[fmt.Sprint(i)].file(fmt.Sprint("agr-", i), "pw")
 			assert.True(t, held)
@@ -401,7 +402,7 @@ func TestNodeLevelSecretDeletedFallsBackToTheOrgLevelOne(t *testing.T) {
 }
 
 // essentials is what a reply may change in a record.
-func essentials(r delivery.Record) any {
+func essentials(r state.Record) any {
 	return []any{r.Phase, r.Proposed, r.AgentKey, r.Slots, r.InFlight, r.Cancel, r.Held}
 }
 
@@ -476,7 +477,7 @@ func TestRejectedUpdatesNeverCancel(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		st := h.status("agr-1")
-		assert.Equal(t, delivery.PhaseActive, st.Phase)
+		assert.Equal(t, state.PhaseActive, st.Phase)
 		assert.False(t, st.InSync)
 		assert.Contains(t, st.Rejection, "updates are disabled")
 		assert.Empty(t, h.cancelled())
@@ -572,14 +573,14 @@ func TestEndCancelsUntilAcknowledgedAndDropForgets(t *testing.T) {
 		require.NoError(t, h.engine.End(ctx, "agr-1"), "ending twice is no error")
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		assert.Equal(t, delivery.PhaseCancelling, h.status("agr-1").Phase, "sent until acknowledged")
+		assert.Equal(t, state.PhaseCancelling, h.status("agr-1").Phase, "sent until acknowledged")
 		a1.setDown(false)
 		_, err := h.engine.Wait(ctx, "agr-1")
-		assert.ErrorIs(t, err, delivery.ErrNotFound)
+		assert.ErrorIs(t, err, state.ErrNotFound)
 		_, held := a1.file("agr-1", "pw")
 		assert.False(t, held)
 		assert.Empty(t, h.cancelled(), "the hook is for the engine's own decisions")
-		assert.ErrorIs(t, h.engine.End(ctx, "agr-1"), delivery.ErrNotFound)
+		assert.ErrorIs(t, h.engine.End(ctx, "agr-1"), state.ErrNotFound)
 
 		sent := len(a2.messages())
 		require.NoError(t, h.engine.Drop(ctx, "agr-2"))
@@ -588,7 +589,7 @@ func TestEndCancelsUntilAcknowledgedAndDropForgets(t *testing.T) {
 		_, held = a2.file("agr-2", "pw")
 		assert.True(t, held)
 		_, err = h.engine.Status(ctx, "agr-2")
-		assert.ErrorIs(t, err, delivery.ErrNotFound)
+		assert.ErrorIs(t, err, state.ErrNotFound)
 	})
 }
 
@@ -604,7 +605,7 @@ func TestEndBeforeAnythingWasSentDeletesAtOnce(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, h.engine.End(context.Background(), "agr-1"))
 		_, err := h.engine.Status(context.Background(), "agr-1")
-		assert.ErrorIs(t, err, delivery.ErrNotFound)
+		assert.ErrorIs(t, err, state.ErrNotFound)
 		assert.Empty(t, agent.messages())
 	})
 }
@@ -649,7 +650,7 @@ func TestAnOldAbsenceStartsAFreshGracePeriod(t *testing.T) {
 		cycles(7)
 		require.Len(t, h.cancelled()["agr-1"], 1)
 		_, err := h.engine.Status(context.Background(), "agr-1")
-		require.ErrorIs(t, err, delivery.ErrNotFound)
+		require.ErrorIs(t, err, state.ErrNotFound)
 
 		// An hour later a new agreement binds the name, still missing: its
 		// grace period starts now, not when the name was last seen.
@@ -672,7 +673,7 @@ func TestNewRejectsMissingAndInvalidOptionsNamingEach(t *testing.T) {
 	f := newFleet()
 	keys, err := agreement.GenerateKeys(agreement.SuiteX25519)
 	require.NoError(t, err)
-	valid := delivery.Options{Store: mock.NewStore(nil).Store, State: delivery.NewMemoryState(), Keys: keys, Agents: f, Transport: f}
+	valid := delivery.Options{Store: mock.NewStore(nil).Store, State: state.NewMemory(), Keys: keys, Agents: f, Transport: f}
 	_, err = delivery.New(valid)
 	require.NoError(t, err)
 
@@ -723,7 +724,7 @@ func TestRegisterValidatesAndIsIdempotent(t *testing.T) {
 		h.register("agr-1", "node-1", "org/a", "org/b")
 		h.register("agr-1", "node-1", "org/a", "org/b") // the same again: nothing happens
 		err = h.engine.Register(ctx, testAgreement("agr-1", "node-2", "org/a", "org/b"))
-		assert.ErrorIs(t, err, delivery.ErrExists)
+		assert.ErrorIs(t, err, state.ErrExists)
 	})
 }
 
@@ -785,7 +786,7 @@ func TestADownlevelAgentIsReportedDivergedAndKept(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		assert.Greater(t, h.fleet.sends.Load(), sends+50, "still tried")
-		assert.Equal(t, delivery.PhaseActive, h.status("agr-1").Phase)
+		assert.Equal(t, state.PhaseActive, h.status("agr-1").Phase)
 		assert.Equal(t, 1, h.engine.Health(context.Background()).Diverged)
 		assert.Empty(t, h.cancelled())
 	})
@@ -833,8 +834,8 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		ctx := context.Background()
 		r, err := h.state.Get(ctx, "agr-1")
 		require.NoError(t, err)
-		r.Phase = delivery.PhaseCancelling
-		r.Cancel = &delivery.Cancellation{Reason: "store secret gone", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: time.Now()}
+		r.Phase = state.PhaseCancelling
+		r.Cancel = &state.Cancellation{Reason: "store secret gone", StoreName: "org/db", Kind: state.Missing, DecidedAt: time.Now()}
 		r.NextAttempt = time.Now()
 		require.NoError(t, h.state.Update(ctx, "", &r))
 
@@ -848,7 +849,7 @@ func TestACancelHookInterruptedByACrashIsCalledAfterTheRestart(t *testing.T) {
 		defer h.stop()
 		synctest.Wait()
 		_, err = h.engine.Status(ctx, "agr-1")
-		require.ErrorIs(t, err, delivery.ErrNotFound, "acknowledged before the first cycle")
+		require.ErrorIs(t, err, state.ErrNotFound, "acknowledged before the first cycle")
 		cycles(3)
 		require.Len(t, h.cancelled()["agr-1"], 1, "called after the restart, once")
 		assert.Equal(t, "org/db", h.cancelled()["agr-1"][0].StoreName)

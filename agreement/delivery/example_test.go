@@ -10,6 +10,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -65,11 +66,11 @@ func Example() {
 
 	engine, err := delivery.New(delivery.Options{
 		Store:     store,
-		State:     delivery.NewMemoryState(), // an agbot keeps it in a file
+		State:     state.NewMemory(), // an agbot keeps it in a file
 		Keys:      agbotKeys,
 		Agents:    agent,
 		Transport: agent,
-		OnCancel: func(_ context.Context, id string, c delivery.Cancellation) {
+		OnCancel: func(_ context.Context, id string, c state.Cancellation) {
 			log.Printf("agreement %s cancelled: %s", id, c.Reason)
 		},
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/mock"
 )
 
@@ -25,18 +26,18 @@ func FuzzHandleReply(f *testing.F) {
 
 	// A record with a proposal in flight, sequence 1<<32|1.
 	const seq = 1<<32 | 1
-	setup := func(t testing.TB) (*delivery.Engine, delivery.State) {
-		state := delivery.NewMemoryState()
-		e, err := delivery.New(delivery.Options{Store: mock.NewStore(nil).Store, State: state, Keys: agbot, Agents: fl, Transport: fl})
+	setup := func(t testing.TB) (*delivery.Engine, state.Backend) {
+		st := state.NewMemory()
+		e, err := delivery.New(delivery.Options{Store: mock.NewStore(nil).Store, State: st, Keys: agbot, Agents: fl, Transport: fl})
 		require.NoError(t, err)
 		require.NoError(t, e.Register(ctx, testAgreement("agr-1", "node-1", "org/db")))
-		r, err := state.Get(ctx, "agr-1")
+		r, err := st.Get(ctx, "agr-1")
 		require.NoError(t, err)
 		r.Epoch, r.Counter = 1, 1
-		r.InFlight = &delivery.Sent{Type: agreement.TypeProposal, Sequence: seq, Contents: map[int]delivery.Content{0: {StoreName: "org/db"}},
+		r.InFlight = &state.Sent{Type: agreement.TypeProposal, Sequence: seq, Contents: map[int]state.Content{0: {StoreName: "org/db"}},
 			AgentKey: agentKeys.Public().EncryptionKeyID()}
-		require.NoError(t, state.Update(ctx, "", &r))
-		return e, state
+		require.NoError(t, st.Update(ctx, "", &r))
+		return e, st
 	}
 	reply := func(r agreement.Reply, s uint64) []byte {
 		env, err := agreement.Seal(agentKeys, agbot.Public(), r, agreement.Header{Sequence: s}, agreement.Options{})
@@ -51,11 +52,11 @@ func FuzzHandleReply(f *testing.F) {
 	f.Add([]byte("not json"))
 
 	f.Fuzz(func(t *testing.T, envelope []byte) {
-		e, state := setup(t)
-		before, err := state.Get(ctx, "agr-1")
+		e, st := setup(t)
+		before, err := st.Get(ctx, "agr-1")
 		require.NoError(t, err)
 		if err := e.HandleReply(ctx, "node-1", envelope); err != nil {
-			after, gerr := state.Get(ctx, "agr-1")
+			after, gerr := st.Get(ctx, "agr-1")
 			require.NoError(t, gerr)
 			require.Equal(t, before, after, "a refused reply changed the record: %v", err)
 		}

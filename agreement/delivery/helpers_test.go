@@ -20,6 +20,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
 	"github.com/edgesecrets/edgesecrets/mock"
@@ -270,7 +271,7 @@ func (f *fleet) Send(ctx context.Context, m delivery.Message) ([]byte, error) {
 type harness struct {
 	t      *testing.T
 	store  *mock.Store
-	state  delivery.State
+	state  state.Backend
 	keys   *agreement.PrivateKeys
 	fleet  *fleet
 	opts   delivery.Options
@@ -281,7 +282,7 @@ type harness struct {
 	done    chan error
 
 	mu      sync.Mutex
-	cancels map[string][]delivery.Cancellation
+	cancels map[string][]state.Cancellation
 	ready   []string
 }
 
@@ -298,8 +299,8 @@ func newHarness(t *testing.T, configure ...func(*delivery.Options)) *harness {
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(t, err)
 	logger, logs := logtest.NewLogger()
-	h := &harness{t: t, store: mock.NewStore(nil), state: delivery.NewMemoryState(), keys: keys, fleet: newFleet(), logs: logs,
-		cancels: map[string][]delivery.Cancellation{}}
+	h := &harness{t: t, store: mock.NewStore(nil), state: state.NewMemory(), keys: keys, fleet: newFleet(), logs: logs,
+		cancels: map[string][]state.Cancellation{}}
 	h.opts = delivery.Options{
 		Store: h.store.Store, State: h.state, Keys: keys, Agents: h.fleet, Transport: h.fleet,
 		OnCancel: h.onCancel, OnReady: h.onReady,
@@ -314,7 +315,7 @@ func newHarness(t *testing.T, configure ...func(*delivery.Options)) *harness {
 	return h
 }
 
-func (h *harness) onCancel(_ context.Context, id string, c delivery.Cancellation) {
+func (h *harness) onCancel(_ context.Context, id string, c state.Cancellation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cancels[id] = append(h.cancels[id], c)
@@ -327,12 +328,12 @@ func (h *harness) onReady(_ context.Context, id string) {
 }
 
 // cancelled returns the cancel hook's calls by agreement.
-func (h *harness) cancelled() map[string][]delivery.Cancellation {
+func (h *harness) cancelled() map[string][]state.Cancellation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[string][]delivery.Cancellation{}
+	out := map[string][]state.Cancellation{}
 	for k, v := range h.cancels {
-		out[k] = append([]delivery.Cancellation(nil), v...)
+		out[k] = append([]state.Cancellation(nil), v...)
 	}
 	return out
 }
@@ -357,11 +358,11 @@ func (h *harness) stop() {
 	h.stopRun()
 	assert.ErrorIs(h.t, <-h.done, context.Canceled)
 	assert.NotContains(h.t, h.logs.String(), canary, "a secret value reached the logs")
-	err := h.state.Records(context.Background(), func(r delivery.Record) bool {
+	err := h.state.Records(context.Background(), func(r state.Record) bool {
 		assert.NotContains(h.t, fmt.Sprintf("%#v", r), canary, "a secret value reached the state")
 		return true
 	})
-	if errors.Is(err, delivery.ErrStateUnavailable) {
+	if errors.Is(err, state.ErrStateUnavailable) {
 		return
 	}
 	require.NoError(h.t, err)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
 )
 
@@ -15,11 +16,12 @@ import (
 // before the State has told the engine its lease period.
 const defaultMemberRetry = time.Second
 
-// member is the engine's membership of a shared State (see Membership):
-// the lease that lets it deliver, kept by keepMembership while Run runs.
-// For a State without Membership, the engine is always entitled.
+// member is the engine's membership of a shared State (see
+// state.Membership): the lease that lets it deliver, kept by
+// keepMembership while Run runs. For a State without state.Membership,
+// the engine is always entitled.
 type member struct {
-	m Membership // nil: the State is not shared
+	m state.Membership // nil: the State is not shared
 
 	mu      sync.Mutex
 	until   time.Time // the lease's end on this process's clock (monotonic)
@@ -78,7 +80,7 @@ func (e *Engine) keepMembership(ctx context.Context) {
 	joined := false
 	retry := defaultMemberRetry
 	for {
-		var lease MemberLease
+		var lease state.MemberLease
 		var err error
 		if joined {
 			lease, err = m.Heartbeat(ctx, e.cfg.Member)
@@ -102,7 +104,7 @@ func (e *Engine) keepMembership(ctx context.Context) {
 			if lease.Period > 0 {
 				wait, retry = lease.Period/3, max(lease.Period/6, time.Millisecond)
 			}
-		case errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, state.ErrLeaseLost):
 			e.log.Error("membership of the shared state lost: delivering nothing until joined again", slog.String("member", e.cfg.Member), slog.String("err", err.Error()))
 			e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
 			e.inst.member(eventLeaseLost)

@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// sharedMemoryState is a MemoryState that says it is shared: a
-// delivery.Membership whose heartbeats the test can fail.
+// sharedMemoryState is a state.Memory that says it is shared: a
+// state.Membership whose heartbeats the test can fail.
 type sharedMemoryState struct {
-	delivery.State
+	state.Backend
 	period time.Duration
 
 	mu           sync.Mutex
@@ -28,11 +29,11 @@ type sharedMemoryState struct {
 	incarnations uint64
 }
 
-func (s *sharedMemoryState) lease(member string) delivery.MemberLease {
-	return delivery.MemberLease{Member: member, Incarnation: s.incarnations, Period: s.period, Until: time.Now().Add(s.period)}
+func (s *sharedMemoryState) lease(member string) state.MemberLease {
+	return state.MemberLease{Member: member, Incarnation: s.incarnations, Period: s.period, Until: time.Now().Add(s.period)}
 }
 
-func (s *sharedMemoryState) Join(_ context.Context, member string) (delivery.MemberLease, error) {
+func (s *sharedMemoryState) Join(_ context.Context, member string) (state.MemberLease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.joins++
@@ -41,16 +42,16 @@ func (s *sharedMemoryState) Join(_ context.Context, member string) (delivery.Mem
 	return s.lease(member), nil
 }
 
-func (s *sharedMemoryState) Heartbeat(_ context.Context, member string) (delivery.MemberLease, error) {
+func (s *sharedMemoryState) Heartbeat(_ context.Context, member string) (state.MemberLease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heartbeats++
 	if s.failing != nil {
 		err := s.failing
-		if errors.Is(err, delivery.ErrLeaseLost) {
+		if errors.Is(err, state.ErrLeaseLost) {
 			s.failing = nil // lost once; a Join makes a new incarnation
 		}
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	return s.lease(member), nil
 }
@@ -80,7 +81,7 @@ func (s *sharedMemoryState) counts() (joins int, left bool) {
 // membership joins again; stopping leaves.
 func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}
+		shared := &sharedMemoryState{Backend: state.NewMemory(), period: 30 * time.Second}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		agent := h.deployOne()
@@ -102,7 +103,7 @@ func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
 		assert.Equal(t, jsonFile(canary+"v2"), got, "delivery resumes once the membership is renewed")
 		assert.Empty(t, h.engine.Health(context.Background()).StateProblem)
 
-		shared.fail(delivery.ErrLeaseLost)
+		shared.fail(state.ErrLeaseLost)
 		time.Sleep(shared.period)
 		synctest.Wait()
 		joins, _ = shared.counts()
@@ -127,7 +128,7 @@ func TestMembershipLapseStopsDeliveryUntilRenewed(t *testing.T) {
 func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared := &sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}
+		shared := &sharedMemoryState{Backend: state.NewMemory(), period: 30 * time.Second}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		h.deployOne()
@@ -135,9 +136,9 @@ func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
 
 		// What another member recorded while this one was out.
 		now := time.Now()
-		require.NoError(t, shared.PutObservations(ctx, "other", delivery.Observation{
-			Name: "org/db", State: delivery.Forbidden, Since: now, CheckedAt: now}))
-		shared.fail(delivery.ErrLeaseLost)
+		require.NoError(t, shared.PutObservations(ctx, "other", state.Observation{
+			Name: "org/db", State: state.Forbidden, Since: now, CheckedAt: now}))
+		shared.fail(state.ErrLeaseLost)
 		time.Sleep(shared.period)
 		synctest.Wait()
 		joins, _ := shared.counts()
@@ -145,6 +146,6 @@ func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
 		cycles(2)
 		obs, err := shared.Observations(ctx, []string{"org/db"})
 		require.NoError(t, err)
-		assert.Equal(t, delivery.Present, obs["org/db"].State, "recorded again after joining")
+		assert.Equal(t, state.Present, obs["org/db"].State, "recorded again after joining")
 	})
 }

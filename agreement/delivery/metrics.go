@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // meterName is the instrumentation scope of the engine's instruments.
@@ -216,18 +218,18 @@ func (e *Engine) problems() (store, credentials, state bool) {
 // for the instruments once the edit is stored (a conflicting edit applies
 // a reply again: the last application counts).
 type replyEffects struct {
-	events map[string]string    // by agreement: acknowledged or rejected
-	fresh  map[string][]Content // by agreement: content an update brought the agent
-	first  map[string]time.Time // by agreement: its registration, for an accepted proposal
+	events map[string]string          // by agreement: acknowledged or rejected
+	fresh  map[string][]state.Content // by agreement: content an update brought the agent
+	first  map[string]time.Time       // by agreement: its registration, for an accepted proposal
 }
 
 func newReplyEffects() *replyEffects {
-	return &replyEffects{events: map[string]string{}, fresh: map[string][]Content{}, first: map[string]time.Time{}}
+	return &replyEffects{events: map[string]string{}, fresh: map[string][]state.Content{}, first: map[string]time.Time{}}
 }
 
 // answered records the agent's answer to in, the message in flight of r
 // (before r takes it on).
-func (fx *replyEffects) answered(r *Record, in *Sent, accepted bool) {
+func (fx *replyEffects) answered(r *state.Record, in *state.Sent, accepted bool) {
 	if !accepted {
 		fx.events[r.ID] = eventRejected
 		delete(fx.fresh, r.ID)
@@ -239,7 +241,7 @@ func (fx *replyEffects) answered(r *Record, in *Sent, accepted bool) {
 	case in.Type == agreement.TypeProposal:
 		fx.first[r.ID] = r.CreatedAt
 	case in.Kind == agreement.UpdateKindSecrets:
-		var fresh []Content
+		var fresh []state.Content
 		for i, c := range in.Contents {
 			if i < len(r.Slots) && !r.Slots[i].Acked.IsZero() && r.Slots[i].Acked != c {
 				fresh = append(fresh, c)
@@ -280,7 +282,7 @@ func (e *Engine) finishReplies(ctx context.Context, fx *replyEffects, now time.T
 	for _, fresh := range fx.fresh {
 		var since time.Time
 		for _, c := range fresh {
-			if o, ok := obs[c.StoreName]; ok && o.State == Present && o.Tag == c.Tag && o.Since.After(since) {
+			if o, ok := obs[c.StoreName]; ok && o.State == state.Present && o.Tag == c.Tag && o.Since.After(since) {
 				since = o.Since
 			}
 		}

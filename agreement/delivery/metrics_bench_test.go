@@ -13,6 +13,7 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -36,7 +37,7 @@ func BenchmarkRotationFanOutMetered(b *testing.B) {
 		took   time.Duration
 	}
 	newEngine := func(configure ...func(*delivery.Options)) *engine {
-		e, store, a, _, stop := benchEngine(b, n, agreement.SuiteMLKEM768X25519, delivery.NewMemoryState(), configure...)
+		e, store, a, _, stop := benchEngine(b, n, agreement.SuiteMLKEM768X25519, state.NewMemory(), configure...)
 		b.Cleanup(stop)
 		version := 0
 		return &engine{rotate: func() {
@@ -90,7 +91,7 @@ func BenchmarkAgreementsByReason(b *testing.B) {
 		b.Run(fmt.Sprintf("agreements=%d", n), func(b *testing.B) {
 			keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 			require.NoError(b, err)
-			e, err := delivery.New(delivery.Options{Store: memory.New(), State: delivery.NewMemoryState(), Keys: keys,
+			e, err := delivery.New(delivery.Options{Store: memory.New(), State: state.NewMemory(), Keys: keys,
 				Agents: newFleet(), Transport: newFleet()})
 			require.NoError(b, err)
 			for i := range n {

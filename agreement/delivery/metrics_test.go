@@ -23,6 +23,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -265,48 +266,48 @@ func TestManyAgreementsWithOneReasonAreOneLine(t *testing.T) {
 
 // countingState counts the calls that read records.
 type countingState struct {
-	delivery.State
+	state.Backend
 	reads atomic.Int64
 }
 
-func (s *countingState) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *countingState) Get(ctx context.Context, id string) (state.Record, error) {
 	s.reads.Add(1)
-	return s.State.Get(ctx, id)
+	return s.Backend.Get(ctx, id)
 }
 
-func (s *countingState) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *countingState) Records(ctx context.Context, fn func(state.Record) bool) error {
 	s.reads.Add(1)
-	return s.State.Records(ctx, fn)
+	return s.Backend.Records(ctx, fn)
 }
 
-func (s *countingState) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+func (s *countingState) RecordsAfter(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
 	s.reads.Add(1)
-	return s.State.RecordsAfter(ctx, after, limit, fn)
+	return s.Backend.RecordsAfter(ctx, after, limit, fn)
 }
 
-func (s *countingState) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
+func (s *countingState) RecordsBound(ctx context.Context, names []string, fn func(state.Record) bool) error {
 	s.reads.Add(1)
-	return s.State.RecordsBound(ctx, names, fn)
+	return s.Backend.RecordsBound(ctx, names, fn)
 }
 
-func (s *countingState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (s *countingState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
 	s.reads.Add(1)
-	return s.State.Due(ctx, member, now, lease, limit)
+	return s.Backend.Due(ctx, member, now, lease, limit)
 }
 
 // Listing agreements by condition pages through them in ID order without
 // reading the state: the cost follows the agreements listed, on every
 // state.
 func TestAgreementsListPagesWithoutReadingTheState(t *testing.T) {
-	states := map[string]func(t *testing.T) delivery.State{
-		"memory": func(*testing.T) delivery.State { return delivery.NewMemoryState() },
-		"embedded": func(t *testing.T) delivery.State {
+	states := map[string]func(t *testing.T) state.Backend{
+		"memory": func(*testing.T) state.Backend { return state.NewMemory() },
+		"embedded": func(t *testing.T) state.Backend {
 			s, _, err := boltstate.Open(filepath.Join(t.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-		"postgres": func(t *testing.T) delivery.State {
+		"postgres": func(t *testing.T) state.Backend {
 			db := pgtest.Start(t, pgtest.Options{}).CreateDatabase(t)
 			s, _, err := pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 			require.NoError(t, err)
@@ -316,13 +317,13 @@ func TestAgreementsListPagesWithoutReadingTheState(t *testing.T) {
 	}
 	for name, open := range states {
 		t.Run(name, func(t *testing.T) {
-			state := &countingState{State: open(t)}
-			h := newHarness(t, func(o *delivery.Options) { o.State = state })
+			counting := &countingState{Backend: open(t)}
+			h := newHarness(t, func(o *delivery.Options) { o.State = counting })
 			const n = 95
 			for i := range n {
 				h.register(fmt.Sprintf("agr-%03d", i), fmt.Sprintf("node-%03d", i), "org/db")
 			}
-			before := state.reads.Load()
+			before := counting.reads.Load()
 			var ids []string
 			after := ""
 			pages := 0
@@ -341,7 +342,7 @@ func TestAgreementsListPagesWithoutReadingTheState(t *testing.T) {
 			assert.Equal(t, 10, pages)
 			require.Len(t, ids, n)
 			assert.IsIncreasing(t, ids)
-			assert.Equal(t, before, state.reads.Load(), "no record read")
+			assert.Equal(t, before, counting.reads.Load(), "no record read")
 			assert.Empty(t, h.engine.Agreements(context.Background(), delivery.ListOptions{Condition: delivery.ConditionInSync}).Agreements)
 			assert.Empty(t, h.engine.Agreements(context.Background(), delivery.ListOptions{Reason: delivery.ReasonAgentUnverified}).Agreements)
 		})

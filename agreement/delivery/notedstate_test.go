@@ -12,20 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // flakyGetState is a State whose Get fails with ErrStateUnavailable while
 // down is set; its other methods always answer.
 type flakyGetState struct {
-	delivery.State
+	state.Backend
 	down atomic.Bool
 }
 
-func (s *flakyGetState) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *flakyGetState) Get(ctx context.Context, id string) (state.Record, error) {
 	if s.down.Load() {
-		return delivery.Record{}, fmt.Errorf("get %q: %w", id, delivery.ErrStateUnavailable)
+		return state.Record{}, fmt.Errorf("get %q: %w", id, state.ErrStateUnavailable)
 	}
-	return s.State.Get(ctx, id)
+	return s.Backend.Get(ctx, id)
 }
 
 // Every State call the engine makes is noted for Health, whichever method
@@ -36,7 +37,7 @@ func TestAStateCallIsNotedForHealth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var flaky *flakyGetState
 		h := newHarness(t, func(o *delivery.Options) {
-			flaky = &flakyGetState{State: o.State}
+			flaky = &flakyGetState{Backend: o.State}
 			o.State = flaky
 		})
 		ctx := context.Background()
@@ -48,7 +49,7 @@ func TestAStateCallIsNotedForHealth(t *testing.T) {
 		time.Sleep(time.Second)
 		flaky.down.Store(true)
 		_, err := h.engine.Status(ctx, "agr-1")
-		require.ErrorIs(t, err, delivery.ErrStateUnavailable)
+		require.ErrorIs(t, err, state.ErrStateUnavailable)
 		down := h.engine.Health(ctx)
 		assert.Contains(t, down.StateProblem, "state unavailable")
 		assert.Equal(t, registered.LastStateSuccess, down.LastStateSuccess)
@@ -62,14 +63,14 @@ func TestAStateCallIsNotedForHealth(t *testing.T) {
 	})
 }
 
-// sharedReviewState is a MemoryState that implements SharedReview, each
+// sharedReviewState is a state.Memory that implements SharedReview, each
 // claim the whole pass, counting the claims.
 type sharedReviewState struct {
-	delivery.State
+	state.Backend
 	claims atomic.Int64
 }
 
-func (s *sharedReviewState) ReviewNext(ctx context.Context, _ string, limit int, fn func(delivery.Record) bool) (from, through string, err error) {
+func (s *sharedReviewState) ReviewNext(ctx context.Context, _ string, limit int, fn func(state.Record) bool) (from, through string, err error) {
 	s.claims.Add(1)
 	return "", "", s.RecordsAfter(ctx, "", limit, fn)
 }
@@ -81,7 +82,7 @@ func TestTheWrappedStateKeepsTheSharedReview(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var shared *sharedReviewState
 		h := newHarness(t, func(o *delivery.Options) {
-			shared = &sharedReviewState{State: o.State}
+			shared = &sharedReviewState{Backend: o.State}
 			o.State = shared
 		})
 		h.deployOne()

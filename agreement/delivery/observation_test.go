@@ -11,22 +11,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// notPollingState is a shared MemoryState in which another member polls
+// notPollingState is a shared state.Memory in which another member polls
 // every name, as pgstate divides them: Names gives this member none, and
-// PutObservations refuses theirs with a *delivery.ConflictError.
+// PutObservations refuses theirs with a *state.ConflictError.
 type notPollingState struct{ *sharedMemoryState }
 
 func (s notPollingState) Names(context.Context, string) ([]string, error) { return nil, nil }
 
-func (s notPollingState) PutObservations(_ context.Context, _ string, obs ...delivery.Observation) error {
+func (s notPollingState) PutObservations(_ context.Context, _ string, obs ...state.Observation) error {
 	var refused []string
 	for _, o := range obs {
 		refused = append(refused, o.Name)
 	}
 	if len(refused) > 0 {
-		return &delivery.ConflictError{IDs: refused}
+		return &state.ConflictError{IDs: refused}
 	}
 	return nil
 }
@@ -40,7 +41,7 @@ func (s notPollingState) PutObservations(_ context.Context, _ string, obs ...del
 func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		shared := notPollingState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}}
+		shared := notPollingState{&sharedMemoryState{Backend: state.NewMemory(), period: 30 * time.Second}}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		agent := h.agent("node-1")
@@ -48,9 +49,9 @@ func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 			s, err := h.store.Inner.Get(ctx, "org/db")
 			require.NoError(t, err)
 			now := time.Now()
-			require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
-				Name: "org/db", State: delivery.Present, Tag: s.ContentTag(), Since: now, CheckedAt: now}))
-			_, err = shared.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/db"}}, now, false)
+			require.NoError(t, shared.Backend.PutObservations(ctx, "other", state.Observation{
+				Name: "org/db", State: state.Present, Tag: s.ContentTag(), Since: now, CheckedAt: now}))
+			_, err = shared.MarkDue(ctx, state.Selector{StoreNames: []string{"org/db"}}, now, false)
 			require.NoError(t, err)
 		}
 		h.put("org/db", canary+"v1")
@@ -71,7 +72,7 @@ func TestMemberNotPollingANameWaitsForItsObservation(t *testing.T) {
 	})
 }
 
-// ownershipState is a shared MemoryState in which this member polls every
+// ownershipState is a shared state.Memory in which this member polls every
 // bound name once owns is set, and before that none, as a member does
 // whose share of the names grows when another member leaves.
 type ownershipState struct {
@@ -86,13 +87,13 @@ func (s ownershipState) Names(ctx context.Context, member string) ([]string, err
 	return s.sharedMemoryState.Names(ctx, member)
 }
 
-func (s ownershipState) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+func (s ownershipState) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
 	if !s.owns.Load() {
 		ids := make([]string, 0, len(obs))
 		for _, o := range obs {
 			ids = append(ids, o.Name)
 		}
-		return &delivery.ConflictError{IDs: ids}
+		return &state.ConflictError{IDs: ids}
 	}
 	return s.sharedMemoryState.PutObservations(ctx, member, obs...)
 }
@@ -107,13 +108,13 @@ func TestAMemberRecordsANameItWatchedBeforeItPolledIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		var owns atomic.Bool
-		shared := ownershipState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}, &owns}
+		shared := ownershipState{&sharedMemoryState{Backend: state.NewMemory(), period: 30 * time.Second}, &owns}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		agent := h.agent("node-1")
 		now := time.Now()
-		require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
-			Name: "org/db", State: delivery.Forbidden, Since: now, CheckedAt: now})) // the other member's last word
+		require.NoError(t, shared.Backend.PutObservations(ctx, "other", state.Observation{
+			Name: "org/db", State: state.Forbidden, Since: now, CheckedAt: now})) // the other member's last word
 		h.put("org/db", canary+"v1")
 		h.register("agr-1", "node-1", "org/db")
 		// A deployment waits for org/db and a secret still missing: this
@@ -142,7 +143,7 @@ func TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		var owns atomic.Bool // never: another member polls every name
-		shared := ownershipState{&sharedMemoryState{State: delivery.NewMemoryState(), period: 30 * time.Second}, &owns}
+		shared := ownershipState{&sharedMemoryState{Backend: state.NewMemory(), period: 30 * time.Second}, &owns}
 		h := newHarness(t, func(o *delivery.Options) { o.State = shared })
 		h.state = shared
 		h.agent("node-1")
@@ -150,8 +151,8 @@ func TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations(t *testing.T) {
 		require.NoError(t, h.engine.WaitForSecrets(ctx, "dep-1", "org/db")) // watched here too
 		since := time.Now()
 		observe := func() { // the other member's cycle, half an interval ago
-			require.NoError(t, shared.State.PutObservations(ctx, "other", delivery.Observation{
-				Name: "org/db", State: delivery.Missing, Since: since, CheckedAt: time.Now().Add(-testInterval / 2)}))
+			require.NoError(t, shared.Backend.PutObservations(ctx, "other", state.Observation{
+				Name: "org/db", State: state.Missing, Since: since, CheckedAt: time.Now().Add(-testInterval / 2)}))
 		}
 		observe()
 		h.start()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -28,12 +29,12 @@ var errUnrenderable = errors.New("cannot be rendered in its declared format")
 
 // prepare works out what record r needs and, when that is a message,
 // seals it. r is changed in place to what is to be stored.
-func (b *batch) prepare(ctx context.Context, r *Record) *job {
+func (b *batch) prepare(ctx context.Context, r *state.Record) *job {
 	j := &job{rec: r}
 	r.UpdatedAt = b.now
-	if r.Phase != PhaseActive {
+	if r.Phase != state.PhaseActive {
 		switch {
-		case !r.agentToBeTold() && r.hookPending():
+		case !agentToBeTold(r) && hookPending(r):
 			// Nothing (more) to tell the agent, but the cancel hook has not
 			// returned: the hook reads the record (the agbot's, for the
 			// node and the binding's candidates), so it is removed once
@@ -41,7 +42,7 @@ func (b *batch) prepare(ctx context.Context, r *Record) *job {
 			// calls the hook again.
 			r.NextAttempt = time.Time{}
 			return j
-		case !r.agentToBeTold():
+		case !agentToBeTold(r):
 			j.remove = true
 			return j
 		}
@@ -110,7 +111,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 	}
 	for i := range r.Slots {
 		s := &r.Slots[i]
-		names := r.binding(*s).StoreNames
+		names := slotBinding(r, *s).StoreNames
 		if !propose {
 			c, _, err := b.resolve(ctx, names, false)
 			if err != nil {
@@ -128,7 +129,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 			continue
 		}
 		s.Desired = c
-		if err := (agreement.SecretDetails{Format: r.binding(*s).Format, Data: v.Data}).Validate(); err != nil {
+		if err := (agreement.SecretDetails{Format: slotBinding(r, *s).Format, Data: v.Data}).Validate(); err != nil {
 			note(fmt.Errorf("service %s: secret %q: store secret %q %w: %w", r.Services[s.Service].Service, s.Name, c.StoreName, errUnrenderable, err))
 			continue
 		}
@@ -157,7 +158,7 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		j.reason = &Reason{Code: code, Message: r.LastError}
 	}
 
-	contents := make(map[int]Content, len(send))
+	contents := make(map[int]state.Content, len(send))
 	for _, i := range send {
 		contents[i] = r.Slots[i].Desired
 	}
@@ -183,20 +184,20 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 // forgetUnanswered clears the acknowledged content of every slot the
 // message in flight changes: whether the agent holds the old or the new
 // content is unknown until it answers again.
-func forgetUnanswered(r *Record) {
+func forgetUnanswered(r *state.Record) {
 	if r.InFlight == nil {
 		return
 	}
 	for i, c := range r.InFlight.Contents {
 		if i >= 0 && i < len(r.Slots) && r.Slots[i].Acked != c {
-			r.Slots[i].Acked = Content{}
+			r.Slots[i].Acked = state.Content{}
 		}
 	}
 }
 
 // inFlightOther reports whether the message in flight carries other
 // content than c for slot i: the agent may hold it, so c is sent again.
-func inFlightOther(r *Record, i int, c Content) bool {
+func inFlightOther(r *state.Record, i int, c state.Content) bool {
 	if r.InFlight == nil {
 		return false
 	}
@@ -205,21 +206,21 @@ func inFlightOther(r *Record, i int, c Content) bool {
 }
 
 // servicesOf returns the service secrets of the slots send, with values.
-func servicesOf(r *Record, send []int, values map[int]*secretstore.Secret) []agreement.ServiceSecrets {
+func servicesOf(r *state.Record, send []int, values map[int]*secretstore.Secret) []agreement.ServiceSecrets {
 	var out []agreement.ServiceSecrets
 	for _, i := range send {
 		s := r.Slots[i]
 		if len(out) == 0 || out[len(out)-1].Service != r.Services[s.Service].Service {
 			out = append(out, agreement.ServiceSecrets{Service: r.Services[s.Service].Service, Secrets: map[string]agreement.SecretDetails{}})
 		}
-		out[len(out)-1].Secrets[s.Name] = agreement.SecretDetails{Format: r.binding(s).Format, Data: values[i].Data}
+		out[len(out)-1].Secrets[s.Name] = agreement.SecretDetails{Format: slotBinding(r, s).Format, Data: values[i].Data}
 	}
 	return out
 }
 
 // inFlight reports whether the same message is already in flight and its
 // answer not yet overdue; then r waits for it.
-func (b *batch) inFlight(r *Record, typ agreement.MessageType, kind string, contents map[int]Content, keys *agreement.PublicKeys) bool {
+func (b *batch) inFlight(r *state.Record, typ agreement.MessageType, kind string, contents map[int]state.Content, keys *agreement.PublicKeys) bool {
 	in := r.InFlight
 	// Attempts is 0 with a message in flight only after Resync: the agent
 	// is back and likely lost it.
@@ -238,7 +239,7 @@ func (b *batch) inFlight(r *Record, typ agreement.MessageType, kind string, cont
 
 // seal gives r its next sequence, seals the message with it and records
 // it in flight. A failure to seal is recorded and retried after a backoff.
-func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, typ agreement.MessageType, kind string, contents map[int]Content, seal func(agreement.Header) ([]byte, error)) {
+func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, typ agreement.MessageType, kind string, contents map[int]state.Content, seal func(agreement.Header) ([]byte, error)) {
 	e, r := b.e, j.rec
 	seq, err := e.nextSequence(ctx, r)
 	if err == nil {
@@ -255,7 +256,7 @@ func (b *batch) seal(ctx context.Context, j *job, keys *agreement.PublicKeys, ty
 	// The message this one replaces may have been applied, its answer
 	// lost: what it changed is unknown too (seed 1403 of three agbots).
 	forgetUnanswered(r)
-	r.InFlight = &Sent{Type: typ, Kind: kind, Sequence: seq, Contents: contents, AgentKey: keys.EncryptionKeyID(), At: b.now}
+	r.InFlight = &state.Sent{Type: typ, Kind: kind, Sequence: seq, Contents: contents, AgentKey: keys.EncryptionKeyID(), At: b.now}
 	r.Attempts++
 	if r.Unanswered.IsZero() {
 		r.Unanswered = b.now
@@ -279,7 +280,7 @@ func (b *batch) wait(j *job, code ReasonCode, why string) {
 
 // nextSequence returns the record's next envelope sequence, Epoch<<32 |
 // Counter, moving it to the engine's epoch first.
-func (e *Engine) nextSequence(ctx context.Context, r *Record) (uint64, error) {
+func (e *Engine) nextSequence(ctx context.Context, r *state.Record) (uint64, error) {
 	if epoch := e.epoch.Load(); r.Epoch < epoch {
 		r.Epoch, r.Counter = epoch, 0
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // ReasonCode says, from a small closed set, why the engine cannot deliver
@@ -231,7 +233,7 @@ func (e *Engine) clearReason(id, node string, code ReasonCode, now time.Time) {
 // still says so (another member of a shared State may have taken it on
 // since): its LastError is the reason's message. Otherwise a rejection by
 // the agent is the reason.
-func (e *Engine) reasonOf(r *Record) *Reason {
+func (e *Engine) reasonOf(r *state.Record) *Reason {
 	e.mu.Lock()
 	ent, ok := e.reasons[r.ID]
 	e.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
@@ -218,7 +219,7 @@ func TestRegisterAgainRefusesMoreThanAStoreNameChangeNamingIt(t *testing.T) {
 				a := base()
 				c.change(&a)
 				err = h.engine.Register(ctx, a)
-				require.ErrorIs(t, err, delivery.ErrExists)
+				require.ErrorIs(t, err, state.ErrExists)
 				assert.ErrorContains(t, err, c.want, "the error names what differs")
 				assert.ErrorContains(t, err, "only the store names of its secrets can change in place")
 
@@ -258,7 +259,7 @@ func TestRegisterAgainOfACancellingAgreementIsRefused(t *testing.T) {
 		agent.setDown(true)
 		require.NoError(t, h.engine.End(context.Background(), "agr-1"))
 		err := h.engine.Register(context.Background(), testAgreement("agr-1", "node-1", "org/other"))
-		require.ErrorIs(t, err, delivery.ErrExists)
+		require.ErrorIs(t, err, state.ErrExists)
 		assert.ErrorContains(t, err, "being cancelled")
 		agent.setDown(false)
 	})
@@ -312,7 +313,7 @@ func TestAnAgreementMadeAgainAfterItEndedIsAcceptedAtOnce(t *testing.T) {
 		h.wait("agr-1", time.Minute)
 		require.NoError(t, h.engine.End(ctx, "agr-1"))
 		_, err := h.engine.Wait(ctx, "agr-1")
-		require.ErrorIs(t, err, delivery.ErrNotFound, "ended once the agent acknowledged")
+		require.ErrorIs(t, err, state.ErrNotFound, "ended once the agent acknowledged")
 		ended := agent.messages()
 
 		h.register("agr-1", "node-1", "org/db")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // commitLoop records what the transport did with each envelope, in
@@ -44,7 +45,7 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 	defer cancel()
 	now := time.Now()
 	byID := map[string]outcome{}
-	var recs []*Record
+	var recs []*state.Record
 	for _, o := range batch {
 		if o.err == nil && o.reply == nil {
 			continue // the reply comes through HandleReply
@@ -64,8 +65,8 @@ func (e *Engine) commit(ctx context.Context, batch []outcome) {
 		return
 	}
 	fx := newReplyEffects()
-	unreachable := map[string]*Record{}
-	err := e.edit(cctx, recs, func(r *Record) action {
+	unreachable := map[string]*state.Record{}
+	err := e.edit(cctx, recs, func(r *state.Record) action {
 		o := byID[r.ID]
 		if o.err != nil {
 			if r.InFlight == nil || r.InFlight.Sequence != o.sequence {
@@ -134,7 +135,7 @@ var errLateReply = errors.New("the reply answers an earlier message")
 // rejected one is tried again after a backoff, never cancelled. A reply
 // that does not open, is replayed or answers an earlier message changes
 // nothing else.
-func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.PublicKeys, envelope []byte, now time.Time, fx *replyEffects) (action, error) {
+func (e *Engine) applyReply(ctx context.Context, r *state.Record, keys *agreement.PublicKeys, envelope []byte, now time.Time, fx *replyEffects) (action, error) {
 	h, reply, err := agreement.Open[agreement.Reply](ctx, e.keys, keys, envelope, replyGuard{floor: r.ReplySequence}, e.cfg.EnvelopeOptions)
 	if err != nil {
 		return keep, fmt.Errorf("delivery: reply of agreement %q: %w", r.ID, err)
@@ -178,11 +179,11 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 	}
 	if in.Kind == agreement.UpdateKindCancel {
 		e.log.Info("the agent removed the agreement's secrets; agreement ended", slog.String("agreement", r.ID), slog.String("node", r.Node))
-		if r.hookPending() {
+		if hookPending(r) {
 			// Kept for the cancel hook, which reads it, and removed once the
 			// hook returned (notifyCancels); a crash before then calls the
 			// hook again.
-			r.Phase, r.Attempts, r.NextAttempt = PhaseCancelled, 0, time.Time{}
+			r.Phase, r.Attempts, r.NextAttempt = state.PhaseCancelled, 0, time.Time{}
 			return save, nil
 		}
 		return remove, nil
@@ -197,12 +198,12 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 	}
 	// A secret held back while the others were sent keeps its reason
 	// until the next prepare finds it again or sends it.
-	heldBack := !r.inSync() && e.reasonOf(r) != nil && r.Rejection == ""
+	heldBack := !inSync(r) && e.reasonOf(r) != nil && r.Rejection == ""
 	r.Attempts, r.Rejection = 0, ""
 	if !heldBack {
 		r.LastError = ""
 	}
-	if r.inSync() {
+	if inSync(r) {
 		settle(r, time.Time{}, now)
 	} else {
 		r.NextAttempt = now
@@ -214,7 +215,7 @@ func (e *Engine) applyReply(ctx context.Context, r *Record, keys *agreement.Publ
 
 // settle sets r's next attempt to next, unless r is already due: then
 // something asked for it to be looked at (MarkDue) and that stays.
-func settle(r *Record, next, now time.Time) {
+func settle(r *state.Record, next, now time.Time) {
 	if !r.NextAttempt.IsZero() && !r.NextAttempt.After(now) {
 		return
 	}
@@ -223,8 +224,8 @@ func settle(r *Record, next, now time.Time) {
 
 // inSync reports whether the agent acknowledged the stored desired content
 // of every slot of an active agreement, with nothing in flight.
-func (r *Record) inSync() bool {
-	if r.Phase != PhaseActive || !r.Proposed || r.InFlight != nil {
+func inSync(r *state.Record) bool {
+	if r.Phase != state.PhaseActive || !r.Proposed || r.InFlight != nil {
 		return false
 	}
 	for _, s := range r.Slots {
@@ -238,10 +239,10 @@ func (r *Record) inSync() bool {
 // forgetAgentHolds makes r as to an agent that holds nothing of it (new
 // keys, or its files lost): the engine proposes it again, with every
 // secret's content, and a message in flight is not waited for.
-func forgetAgentHolds(r *Record) {
+func forgetAgentHolds(r *state.Record) {
 	r.Proposed, r.AgentKey, r.Rejection, r.LastError = false, "", "", ""
 	r.InFlight, r.Unanswered = nil, time.Time{}
 	for i := range r.Slots {
-		r.Slots[i].Acked = Content{}
+		r.Slots[i].Acked = state.Content{}
 	}
 }

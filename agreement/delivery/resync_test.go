@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // An agreement whose due mark is lost (its record says the agent lacks
@@ -40,7 +41,7 @@ func TestLostDueMarkIsRepairedWithinOneResyncPeriod(t *testing.T) {
 		const victim = "agr-290"
 		r, err := h.state.Get(ctx, victim)
 		require.NoError(t, err)
-		r.Slots[0].Acked = delivery.Content{} // the agent's acknowledgement and the mark, lost
+		r.Slots[0].Acked = state.Content{} // the agent's acknowledgement and the mark, lost
 		r.NextAttempt = time.Time{}
 		require.NoError(t, h.state.Update(ctx, "someone", &r))
 		require.False(t, h.status(victim).InSync)
@@ -60,7 +61,7 @@ func TestDeletionCancelsWithinGraceWithoutTheReview(t *testing.T) {
 	const agreements, victim = 300, "agr-150"
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, func(o *delivery.Options) {
-			o.State = hiding{State: o.State, id: victim}
+			o.State = hiding{Backend: o.State, id: victim}
 			o.ResyncPeriod = 60 * testInterval
 		})
 		h.agent("node-1")
@@ -88,10 +89,10 @@ func TestDeletionCancelsWithinGraceWithoutTheReview(t *testing.T) {
 
 // hiding is a State whose RecordsAfter never shows one record.
 type hiding struct {
-	delivery.State
+	state.Backend
 	id string
 }
 
-func (s hiding) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
-	return s.State.RecordsAfter(ctx, after, limit, func(r delivery.Record) bool { return r.ID == s.id || fn(r) })
+func (s hiding) RecordsAfter(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
+	return s.Backend.RecordsAfter(ctx, after, limit, func(r state.Record) bool { return r.ID == s.id || fn(r) })
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/scalefleet"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -24,11 +25,11 @@ import (
 // secrets: agreement i binds org/hot when i%100 == 0 (1 % of the fleet),
 // org/s-NNN otherwise.
 
-// scaleFleet fills state with n agreements in sync with store, the
+// scaleFleet fills st with n agreements in sync with store, the
 // agents of the keyed ones with keys.
-func scaleFleet(b *testing.B, state delivery.State, store *secretstore.Store, agents *benchAgents, n int, bind func(int) string) {
+func scaleFleet(b *testing.B, st state.Backend, store *secretstore.Store, agents *benchAgents, n int, bind func(int) string) {
 	b.Helper()
-	_, err := scalefleet.Load(context.Background(), state, store, scalefleet.Options{N: n, Bind: bind, AgentKey: func(i int) agreement.KeyID {
+	_, err := scalefleet.Load(context.Background(), st, store, scalefleet.Options{N: n, Bind: bind, AgentKey: func(i int) agreement.KeyID {
 		if k, ok := agents.keys[scalefleet.Node(i)]; ok {
 			return k.Public().EncryptionKeyID()
 		}
@@ -39,7 +40,7 @@ func scaleFleet(b *testing.B, state delivery.State, store *secretstore.Store, ag
 
 // scaleEngine is an engine over a loaded fleet, not running: the
 // benchmark runs its cycles (Cycle) or Run itself.
-func scaleEngine(b *testing.B, state delivery.State, n int, bind func(int) string, keyed func(int) bool) (*delivery.Engine, *secretstore.Store, *benchAgents) {
+func scaleEngine(b *testing.B, st state.Backend, n int, bind func(int) string, keyed func(int) bool) (*delivery.Engine, *secretstore.Store, *benchAgents) {
 	b.Helper()
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
@@ -53,9 +54,9 @@ func scaleEngine(b *testing.B, state delivery.State, n int, bind func(int) strin
 	}
 	agents.counting.Store(true)
 	store := memory.New()
-	scaleFleet(b, state, store, agents, n, bind)
+	scaleFleet(b, st, store, agents, n, bind)
 	e, err := delivery.New(delivery.Options{
-		Store: store, State: state, Keys: keys, Agents: agents, Transport: agents,
+		Store: store, State: st, Keys: keys, Agents: agents, Transport: agents,
 		Interval: time.Second, ReplyTimeout: time.Hour, MaxDelay: time.Hour,
 	})
 	require.NoError(b, err)
@@ -71,14 +72,14 @@ func cpuTime(b *testing.B) time.Duration {
 
 func scaleStates(b *testing.B) []struct {
 	name string
-	open func() delivery.State
+	open func() state.Backend
 } {
 	return []struct {
 		name string
-		open func() delivery.State
+		open func() state.Backend
 	}{
-		{"memory", delivery.NewMemoryState},
-		{"embedded", func() delivery.State {
+		{"memory", func() state.Backend { return state.NewMemory() }},
+		{"embedded", func() state.Backend {
 			s, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = s.Close() })

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -165,25 +166,25 @@ func checkAgreement(a Agreement) error {
 
 // newRecord returns the record of a validated agreement: one slot per
 // service secret, sorted by service and name.
-func newRecord(a Agreement, now time.Time) *Record {
-	r := &Record{
+func newRecord(a Agreement, now time.Time) *state.Record {
+	r := &state.Record{
 		ID:          a.ID,
 		Node:        a.Node,
 		Services:    cloneServices(a.Services),
-		Phase:       PhaseActive,
+		Phase:       state.PhaseActive,
 		NextAttempt: now,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}
 	for i, sb := range r.Services {
 		for _, name := range slices.Sorted(maps.Keys(sb.Secrets)) {
-			r.Slots = append(r.Slots, Slot{Service: i, Name: name})
+			r.Slots = append(r.Slots, state.Slot{Service: i, Name: name})
 		}
 	}
 	return r
 }
 
-// binding returns the binding of slot s of r.
-func (r *Record) binding(s Slot) binding.BoundSecret {
+// slotBinding returns the binding of slot s of r.
+func slotBinding(r *state.Record, s state.Slot) binding.BoundSecret {
 	return r.Services[s.Service].Secrets[s.Name]
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 	"github.com/edgesecrets/edgesecrets/mock"
 	"github.com/edgesecrets/edgesecrets/secretstore/vault"
@@ -103,7 +104,7 @@ func TestVaultTokenExpiryCancelsNothing(t *testing.T) {
 	assert.Empty(t, h.cancelled(), "zero cancellations")
 	for _, x := range []string{"a", "b", "c"} {
 		st := h.status("agr-" + x)
-		assert.Equal(t, delivery.PhaseActive, st.Phase)
+		assert.Equal(t, state.PhaseActive, st.Phase)
 		assert.Nil(t, st.Held)
 		got, _ := agents[x].file("agr-"+x, "pw")
 		assert.Equal(t, jsonFile(canary+x), got, "the node keeps its secret")
@@ -130,12 +131,12 @@ func TestVaultOneSecretForbiddenCancelsOnlyItsAgreements(t *testing.T) {
 	vaultPolicy(t, root, mount, policy, "org/b")
 	eventually(t, 30*time.Second, func() bool { return len(h.cancelled()["agr-b"]) > 0 }, "agr-b cancelled")
 	c := h.cancelled()["agr-b"][0]
-	assert.Equal(t, delivery.Forbidden, c.Kind)
+	assert.Equal(t, state.Forbidden, c.Kind)
 	assert.Equal(t, "org/b", c.StoreName)
 	assert.GreaterOrEqual(t, c.DecidedAt.Sub(revoked), grace, "not before the grace period")
 	eventually(t, 30*time.Second, func() bool {
 		_, err := h.engine.Status(context.Background(), "agr-b")
-		return errors.Is(err, delivery.ErrNotFound)
+		return errors.Is(err, state.ErrNotFound)
 	}, "the agent acknowledged the cancellation")
 	_, held := agents["b"].file("agr-b", "pw")
 	assert.False(t, held, "its files are wiped")

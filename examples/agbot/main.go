@@ -94,6 +94,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/examples/internal/demo"
 	"github.com/edgesecrets/edgesecrets/secretsapi"
@@ -264,9 +265,9 @@ func run(c config, log *slog.Logger) (err error) {
 
 // count returns the number of agreements in the state (made by this agbot
 // before a restart, or by the other agbots sharing it).
-func count(ctx context.Context, st delivery.State) (int, error) {
+func count(ctx context.Context, st state.Backend) (int, error) {
 	n := 0
-	err := st.Records(ctx, func(delivery.Record) bool { n++; return true })
+	err := st.Records(ctx, func(state.Record) bool { n++; return true })
 	return n, err
 }
 
@@ -275,10 +276,10 @@ func count(ctx context.Context, st delivery.State) (int, error) {
 // database (shared by every agbot using it, so any of them verifies any
 // agent, and an agent registers once whichever agbot it reaches), or in
 // memory. It returns a description for the log, without credentials.
-func openState(ctx context.Context, c config, log *slog.Logger) (delivery.State, identity.CertStore, string, error) {
+func openState(ctx context.Context, c config, log *slog.Logger) (state.Backend, identity.CertStore, string, error) {
 	switch {
 	case c.state == "memory":
-		return delivery.NewMemoryState(), identity.NewMemoryCertStore(), "memory", nil
+		return state.NewMemory(), identity.NewMemoryCertStore(), "memory", nil
 	case strings.HasPrefix(c.state, "postgres://") || strings.HasPrefix(c.state, "postgresql://"):
 		st, certs, err := pgstate.Open(ctx, pgstate.Options{URL: c.state, LeasePeriod: c.leasePeriod, Logger: log})
 		if err != nil {

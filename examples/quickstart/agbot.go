@@ -16,6 +16,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/relay"
@@ -48,7 +49,7 @@ const stateFile = "agbot-state.db"
 type hubAgbot struct {
 	*agbot.Agbot
 	keys  *agreement.PrivateKeys
-	state delivery.State
+	state state.Backend
 	api   *httptest.Server
 	say   *narrator
 
@@ -78,24 +79,24 @@ func newAgbot(opts agbotOptions) (_ *hubAgbot, err error) {
 	// The engine's durable memory: what each agent was sent and
 	// acknowledged (store names and content tags, never values), and the
 	// hub's identity records, in one crash-safe file.
-	state, identities, err := boltstate.Open(filepath.Join(opts.dir, stateFile), boltstate.Options{Logger: log})
+	st, identities, err := boltstate.Open(filepath.Join(opts.dir, stateFile), boltstate.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, state.Close())
+			err = errors.Join(err, st.Close())
 		}
 	}()
 	ca, err := identity.NewCA(identity.CAOptions{})
 	if err != nil {
 		return nil, err
 	}
-	a := &hubAgbot{keys: keys, state: state, say: opts.say, cancels: map[string]bool{}}
+	a := &hubAgbot{keys: keys, state: st, say: opts.say, cancels: map[string]bool{}}
 	a.Agbot, err = agbot.New(agbot.Options{
 		Delivery: delivery.Options{
 			Store:        opts.store,
-			State:        state,
+			State:        st,
 			Keys:         keys,
 			OnCancel:     a.cancelled,
 			Interval:     watchInterval,
@@ -188,7 +189,7 @@ func slotsNote(st delivery.Status) string {
 // access to it revoked, confirmed in healthy cycles. The engine already
 // sends the agent the cancellation until it is acknowledged; an agbot
 // would end the agreement in the exchange here.
-func (a *hubAgbot) cancelled(_ context.Context, agreementID string, c delivery.Cancellation) {
+func (a *hubAgbot) cancelled(_ context.Context, agreementID string, c state.Cancellation) {
 	a.mu.Lock()
 	a.cancels[agreementID] = true
 	a.mu.Unlock()

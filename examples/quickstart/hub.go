@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -205,17 +205,17 @@ func (f *flow) rotate(ctx context.Context) error {
 
 // desired returns the content the engine wants the agent of the flow's
 // agreement to hold for one service secret.
-func (f *flow) desired(ctx context.Context, service string) (delivery.Content, error) {
+func (f *flow) desired(ctx context.Context, service string) (state.Content, error) {
 	st, err := f.agbot.Engine().Status(ctx, f.agreementID)
 	if err != nil {
-		return delivery.Content{}, err
+		return state.Content{}, err
 	}
 	for _, sl := range st.Slots {
 		if sl.Name == service {
 			return sl.Desired, nil
 		}
 	}
-	return delivery.Content{}, fmt.Errorf("agreement %s has no secret %s", f.agreementID, service)
+	return state.Content{}, fmt.Errorf("agreement %s has no secret %s", f.agreementID, service)
 }
 
 // deleteSecret is the admin deleting the rotated secret: the engine's
@@ -238,7 +238,7 @@ func (f *flow) deleteSecret(ctx context.Context) error {
 	// the agreement.
 	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	if _, err := f.agbot.Engine().Wait(wctx, f.agreementID); !errors.Is(err, delivery.ErrNotFound) {
+	if _, err := f.agbot.Engine().Wait(wctx, f.agreementID); !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("the engine still holds %s after the agent wiped it: %v", f.agreementID, err)
 	}
 	f.say.sayf("agbot", "engine: the agent acknowledged the cancellation; %s is forgotten", f.agreementID)

@@ -13,7 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -25,11 +25,11 @@ import (
 // benchRecord is a typical agreement: one service with two secrets, each
 // bound to a node-level and an organisation-level name, delivered and
 // acknowledged.
-func benchRecord(i int) *delivery.Record {
+func benchRecord(i int) *state.Record {
 	node := fmt.Sprintf("org/node-%06d", i)
 	tag, _ := secretstore.ParseContentTag("version:3")
-	r := &delivery.Record{
-		ID: fmt.Sprintf("agr-%06d-5f0c1e2a9b7d4c3e8f6a1b2c3d4e5f60", i), Node: node, Phase: delivery.PhaseActive,
+	r := &state.Record{
+		ID: fmt.Sprintf("agr-%06d-5f0c1e2a9b7d4c3e8f6a1b2c3d4e5f60", i), Node: node, Phase: state.PhaseActive,
 		Proposed: true, AgentKey: agreement.KeyID("hpke-x25519:3b1f0e9a7c5d2e4f"), Epoch: 2, Counter: 3, ReplySequence: 3 << 32,
 		CreatedAt: time.Now(), UpdatedAt: time.Now(), LastReply: time.Now(),
 	}
@@ -37,25 +37,25 @@ func benchRecord(i int) *delivery.Record {
 	for _, name := range []string{"db-password", "api-token"} {
 		names := []string{node + "/" + name, "org/" + name}
 		sb.Secrets[name] = binding.BoundSecret{StoreNames: names, Format: "json"}
-		c := delivery.Content{StoreName: names[1], Tag: tag}
-		r.Slots = append(r.Slots, delivery.Slot{Service: 0, Name: name, Desired: c, Acked: c})
+		c := state.Content{StoreName: names[1], Tag: tag}
+		r.Slots = append(r.Slots, state.Slot{Service: 0, Name: name, Desired: c, Acked: c})
 	}
 	r.Services = []binding.ServiceBinding{sb}
 	return r
 }
 
-func benchState(b *testing.B) *state {
+func benchState(b *testing.B) *State {
 	b.Helper()
 	st, _, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	return st.(*state)
+	return st
 }
 
 // load stores n records in a few transactions, next attempts from due(i).
-func load(b *testing.B, s *state, n int, due func(i int) time.Time) {
+func load(b *testing.B, s *State, n int, due func(i int) time.Time) {
 	b.Helper()
 	const perTx = 10_000
 	for start := 0; start < n; start += perTx {
@@ -79,16 +79,16 @@ func load(b *testing.B, s *state, n int, due func(i int) time.Time) {
 // "sequential" is one Update of one record per call, each its own
 // commit; "concurrent" is the same from 64 goroutines, group-committed;
 // "batch-1000" is one Update of 1,000 records. ns/record compares them;
-// "memory" is delivery.NewMemoryState doing the concurrent case.
+// "memory" is state.NewMemory doing the concurrent case.
 func BenchmarkUpdate(b *testing.B) {
 	const records = 10_000
-	setup := func(b *testing.B, st delivery.State) []*delivery.Record {
-		recs := make([]*delivery.Record, records)
+	setup := func(b *testing.B, st state.Backend) []*state.Record {
+		recs := make([]*state.Record, records)
 		for i := range recs {
 			recs[i] = benchRecord(i)
 			recs[i].Revision = 1
 		}
-		if s, ok := st.(*state); ok {
+		if s, ok := st.(*State); ok {
 			load(b, s, records, func(int) time.Time { return time.Time{} })
 			return recs
 		}
@@ -102,7 +102,7 @@ func BenchmarkUpdate(b *testing.B) {
 	perRecord := func(b *testing.B, n int) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 	}
-	sequential := func(b *testing.B, st delivery.State) {
+	sequential := func(b *testing.B, st state.Backend) {
 		recs := setup(b, st)
 		i := 0
 		for b.Loop() {
@@ -115,7 +115,7 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 		perRecord(b, i)
 	}
-	batch := func(b *testing.B, st delivery.State) {
+	batch := func(b *testing.B, st state.Backend) {
 		const size = 1000
 		recs := setup(b, st)
 		i := 0
@@ -131,7 +131,7 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 		perRecord(b, i*size)
 	}
-	concurrent := func(b *testing.B, st delivery.State) {
+	concurrent := func(b *testing.B, st state.Backend) {
 		recs := setup(b, st)
 		var next atomic.Int64
 		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
@@ -149,7 +149,7 @@ func BenchmarkUpdate(b *testing.B) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, delivery.ErrConflict) {
+					if !errors.Is(err, state.ErrConflict) {
 						b.Fatal(err)
 					}
 				}
@@ -160,9 +160,9 @@ func BenchmarkUpdate(b *testing.B) {
 	b.Run("file/sequential", func(b *testing.B) { sequential(b, benchState(b)) })
 	b.Run("file/concurrent", func(b *testing.B) { concurrent(b, benchState(b)) })
 	b.Run("file/batch-1000", func(b *testing.B) { batch(b, benchState(b)) })
-	b.Run("memory/sequential", func(b *testing.B) { sequential(b, delivery.NewMemoryState()) })
-	b.Run("memory/concurrent", func(b *testing.B) { concurrent(b, delivery.NewMemoryState()) })
-	b.Run("memory/batch-1000", func(b *testing.B) { batch(b, delivery.NewMemoryState()) })
+	b.Run("memory/sequential", func(b *testing.B) { sequential(b, state.NewMemory()) })
+	b.Run("memory/concurrent", func(b *testing.B) { concurrent(b, state.NewMemory()) })
+	b.Run("memory/batch-1000", func(b *testing.B) { batch(b, state.NewMemory()) })
 }
 
 // BenchmarkDue: Due(limit 100) with 1,000 and with 100,000 records
@@ -189,7 +189,7 @@ func BenchmarkDue(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("memory/records=%d", n), func(b *testing.B) {
-			m := delivery.NewMemoryState()
+			m := state.NewMemory()
 			for i := range n {
 				r := benchRecord(i)
 				r.NextAttempt = due(i)

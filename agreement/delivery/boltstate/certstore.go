@@ -12,7 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -23,7 +23,7 @@ const identityFormat byte = 1
 // certStore is the hub's identity.CertStore kept in the state file, so an
 // agbot's identity records survive restarts with its agreements. Open
 // returns it; it is closed with the state.
-type certStore struct{ s *state }
+type certStore struct{ s *State }
 
 var _ identity.CertStore = (*certStore)(nil)
 
@@ -161,7 +161,7 @@ func storeError(id identity.Identity, err error) error {
 		return err
 	}
 	reason := "the state file failed"
-	if errors.Is(err, delivery.ErrStateUnavailable) {
+	if errors.Is(err, state.ErrStateUnavailable) {
 		reason = "the state file is unavailable"
 	}
 	return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: reason, Err: err}

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 )
@@ -22,7 +22,7 @@ type certHarness struct {
 	path string
 
 	mu     sync.Mutex
-	states map[identity.CertStore]delivery.State
+	states map[identity.CertStore]state.Backend
 }
 
 func (h *certHarness) MakeStore(context.Context) (identity.CertStore, error) {
@@ -64,7 +64,7 @@ func (h *certHarness) Close() {
 
 func TestCertStoreConformance(t *testing.T) {
 	certstoretest.Run(t, func(_ context.Context, t *testing.T) (certstoretest.Harness, error) {
-		return &certHarness{path: filepath.Join(t.TempDir(), "state.db"), states: map[identity.CertStore]delivery.State{}}, nil
+		return &certHarness{path: filepath.Join(t.TempDir(), "state.db"), states: map[identity.CertStore]state.Backend{}}, nil
 	}, certstoretest.Options{Durable: true})
 }
 

@@ -7,13 +7,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // check verifies the whole file: bbolt's page structure, every stored
 // value decodes, and the indexes hold exactly the entries the records
 // call for. Tests run it after crashes.
-func (s *state) check(ctx context.Context) error {
+func (s *State) check(ctx context.Context) error {
 	return s.view(ctx, func(tx *bolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {
@@ -39,7 +39,7 @@ func (s *state) check(ctx context.Context) error {
 					errs = append(errs, fmt.Errorf("agreement %q is not in the due index", id))
 				}
 			}
-			for _, n := range delivery.StoreNames(r.Services) {
+			for _, n := range state.StoreNames(r.Services) {
 				names++
 				if !indexed(tx.Bucket(bucketByName), n, k) {
 					errs = append(errs, fmt.Errorf("agreement %q is not in the index of %q", id, n))

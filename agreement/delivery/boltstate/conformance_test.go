@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 )
 
 // harness makes each case's state in a file of its own.
@@ -20,12 +20,15 @@ func newHarness(_ context.Context, t *testing.T) (statetest.Harness, error) {
 	return &harness{path: filepath.Join(t.TempDir(), "state", "agbot.db")}, nil
 }
 
-func (h *harness) MakeState(context.Context) (delivery.State, error) {
+func (h *harness) MakeState(context.Context) (state.Backend, error) {
 	st, _, err := boltstate.Open(h.path, boltstate.Options{})
-	return st, err
+	if err != nil {
+		return nil, err // not a nil *State in a non-nil Backend
+	}
+	return st, nil
 }
 
-func (h *harness) Reopen(ctx context.Context, st delivery.State) (delivery.State, error) {
+func (h *harness) Reopen(ctx context.Context, st state.Backend) (state.Backend, error) {
 	// Every durable case reopens: check the file's structure and indexes
 	// each time.
 	if err := boltstate.Check(ctx, st); err != nil {
@@ -35,10 +38,13 @@ func (h *harness) Reopen(ctx context.Context, st delivery.State) (delivery.State
 		return nil, err
 	}
 	st, _, err := boltstate.Open(h.path, boltstate.Options{})
-	return st, err
+	if err != nil {
+		return nil, err // not a nil *State in a non-nil Backend
+	}
+	return st, nil
 }
 
-func (h *harness) StoredBytes(context.Context, delivery.State) ([]byte, error) {
+func (h *harness) StoredBytes(context.Context, state.Backend) ([]byte, error) {
 	return os.ReadFile(h.path)
 }
 

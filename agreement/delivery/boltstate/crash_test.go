@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
@@ -75,7 +75,7 @@ func TestKill9KeepsEveryAcknowledgedWrite(t *testing.T) {
 		}
 		for id := range deleted {
 			_, err := st.Get(ctx, id)
-			assert.ErrorIs(t, err, delivery.ErrNotFound, "round %d: acknowledged deletion of %s", rounds, id)
+			assert.ErrorIs(t, err, state.ErrNotFound, "round %d: acknowledged deletion of %s", rounds, id)
 		}
 		e, err := st.NewEpoch(ctx)
 		require.NoError(t, err)
@@ -155,9 +155,9 @@ func TestCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(4)
 	}
-	ensure := func(id string, node int) delivery.Record {
+	ensure := func(id string, node int) state.Record {
 		r, err := st.Get(ctx, id)
-		if errors.Is(err, delivery.ErrNotFound) {
+		if errors.Is(err, state.ErrNotFound) {
 			rec := record(id, node)
 			if err := st.Create(ctx, rec); err != nil {
 				fail(err)
@@ -180,7 +180,7 @@ func TestCrashChild(t *testing.T) {
 					r.Counter++
 					r.NextAttempt = time.Now().Add(time.Duration(i%7) * time.Second)
 					err := st.Update(ctx, "", &r)
-					if errors.Is(err, delivery.ErrConflict) {
+					if errors.Is(err, state.ErrConflict) {
 						continue
 					}
 					if err != nil {
@@ -195,14 +195,14 @@ func TestCrashChild(t *testing.T) {
 	// Batched updates: 40 records per transaction.
 	wg.Go(func() {
 		for {
-			recs := make([]*delivery.Record, 40)
+			recs := make([]*state.Record, 40)
 			for i := range recs {
 				r := ensure(fmt.Sprintf("batch-%02d", i), 9)
 				r.Counter++
 				recs[i] = &r
 			}
 			err := st.Update(ctx, "", recs...)
-			var conflict *delivery.ConflictError
+			var conflict *state.ConflictError
 			if err != nil && !errors.As(err, &conflict) {
 				fail(err)
 			}
@@ -224,7 +224,7 @@ func TestCrashChild(t *testing.T) {
 				fail(err)
 			}
 			ack("deleted %s", id)
-			if _, err := st.MarkDue(ctx, delivery.Selector{StoreNames: []string{fmt.Sprintf("org/s%d", i%5)}}, time.Now(), true); err != nil {
+			if _, err := st.MarkDue(ctx, state.Selector{StoreNames: []string{fmt.Sprintf("org/s%d", i%5)}}, time.Now(), true); err != nil {
 				fail(err)
 			}
 			if _, err := st.Due(ctx, "", time.Now(), time.Minute, 10); err != nil {
@@ -241,12 +241,12 @@ func TestCrashChild(t *testing.T) {
 }
 
 // record is a record with three service secrets over a few shared names.
-func record(id string, node int) *delivery.Record {
-	r := &delivery.Record{ID: id, Node: fmt.Sprintf("node-%d", node), Phase: delivery.PhaseActive, LastError: strings.Repeat("x", 100)}
+func record(id string, node int) *state.Record {
+	r := &state.Record{ID: id, Node: fmt.Sprintf("node-%d", node), Phase: state.PhaseActive, LastError: strings.Repeat("x", 100)}
 	for i := range 3 {
 		name := fmt.Sprintf("secret%d", i)
 		r.Services = append(r.Services, bindingOf(name, fmt.Sprintf("org/node-%d/s%d", node, i), fmt.Sprintf("org/s%d", (node+i)%5)))
-		r.Slots = append(r.Slots, delivery.Slot{Service: i, Name: name, Desired: delivery.Content{StoreName: fmt.Sprintf("org/s%d", i)}})
+		r.Slots = append(r.Slots, state.Slot{Service: i, Name: name, Desired: state.Content{StoreName: fmt.Sprintf("org/s%d", i)}})
 	}
 	return r
 }

@@ -1,5 +1,6 @@
-// Package boltstate is the delivery engine's embedded default State: one
-// file, crash-safe, pure Go, no server. An agbot opens it at start:
+// Package boltstate is the delivery engine's embedded default state (a
+// state.Backend): one file, crash-safe, pure Go, no server. An agbot opens
+// it at start:
 //
 //	st, certs, err := boltstate.Open("/var/lib/agbot/delivery.db", boltstate.Options{})
 //

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // Values are a format byte followed by the compact binary form of
@@ -45,7 +45,7 @@ type head struct {
 
 // encodeTail encodes what a write of r decides: everything after the
 // services.
-func encodeTail(r *delivery.Record) []byte {
+func encodeTail(r *state.Record) []byte {
 	e := recordcodec.Encoder{B: make([]byte, 0, 256)}
 	e.Str(r.Node)
 	e.Time(r.NextAttempt)
@@ -65,7 +65,7 @@ func assemble(revision uint64, services, tail []byte) []byte {
 }
 
 // encodeRecord encodes r whole, with the given revision.
-func encodeRecord(r *delivery.Record, revision uint64) []byte {
+func encodeRecord(r *state.Record, revision uint64) []byte {
 	return assemble(revision, recordcodec.EncodeServices(r.Services), encodeTail(r))
 }
 
@@ -85,24 +85,24 @@ func readHead(v []byte) (head, error) {
 }
 
 // decodeRecord decodes a stored record, and returns its head too.
-func decodeRecord(id string, v []byte) (delivery.Record, head, error) {
+func decodeRecord(id string, v []byte) (state.Record, head, error) {
 	d := recordcodec.Decoder{B: v}
 	h := decodeHead(&d)
 	if d.Err != nil {
-		return delivery.Record{}, head{}, d.Err
+		return state.Record{}, head{}, d.Err
 	}
 	services, err := recordcodec.DecodeServices(h.services)
 	if err != nil {
-		return delivery.Record{}, head{}, fmt.Errorf("services: %w", err)
+		return state.Record{}, head{}, fmt.Errorf("services: %w", err)
 	}
-	r := delivery.Record{ID: id, Node: h.node, NextAttempt: h.next, Revision: h.revision, Services: services}
+	r := state.Record{ID: id, Node: h.node, NextAttempt: h.next, Revision: h.revision, Services: services}
 	if err := d.Body(&r, h.format == recordFormat1); err != nil {
-		return delivery.Record{}, head{}, err
+		return state.Record{}, head{}, err
 	}
 	return r, h, nil
 }
 
-func encodeObservation(o delivery.Observation) []byte {
+func encodeObservation(o state.Observation) []byte {
 	e := recordcodec.Encoder{B: make([]byte, 0, 64)}
 	e.Byte(observationFormat)
 	e.Byte(byte(o.State))
@@ -112,16 +112,16 @@ func encodeObservation(o delivery.Observation) []byte {
 	return e.B
 }
 
-func decodeObservation(name string, v []byte) (delivery.Observation, error) {
+func decodeObservation(name string, v []byte) (state.Observation, error) {
 	d := recordcodec.Decoder{B: v}
 	if f := d.Byte(); d.Err == nil && f != observationFormat {
-		return delivery.Observation{}, fmt.Errorf("%w: observation format %d is not known to this version of edgesecrets", errCorrupt, f)
+		return state.Observation{}, fmt.Errorf("%w: observation format %d is not known to this version of edgesecrets", errCorrupt, f)
 	}
-	o := delivery.Observation{Name: name, State: delivery.ObservedState(d.Byte()), Tag: d.Tag(), Since: d.Time(), CheckedAt: d.Time()}
+	o := state.Observation{Name: name, State: state.ObservedState(d.Byte()), Tag: d.Tag(), Since: d.Time(), CheckedAt: d.Time()}
 	return o, d.Done()
 }
 
-func encodeWait(w delivery.Wait) []byte {
+func encodeWait(w state.Wait) []byte {
 	e := recordcodec.Encoder{B: make([]byte, 0, 64)}
 	e.Byte(waitFormat)
 	e.Strs(w.StoreNames)
@@ -129,12 +129,12 @@ func encodeWait(w delivery.Wait) []byte {
 	return e.B
 }
 
-func decodeWait(id string, v []byte) (delivery.Wait, error) {
+func decodeWait(id string, v []byte) (state.Wait, error) {
 	d := recordcodec.Decoder{B: v}
 	if f := d.Byte(); d.Err == nil && f != waitFormat {
-		return delivery.Wait{}, fmt.Errorf("%w: wait format %d is not known to this version of edgesecrets", errCorrupt, f)
+		return state.Wait{}, fmt.Errorf("%w: wait format %d is not known to this version of edgesecrets", errCorrupt, f)
 	}
-	w := delivery.Wait{ID: id, StoreNames: d.Strs(), CreatedAt: d.Time()}
+	w := state.Wait{ID: id, StoreNames: d.Strs(), CreatedAt: d.Time()}
 	return w, d.Done()
 }
 

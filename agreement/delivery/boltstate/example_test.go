@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
@@ -25,8 +25,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	rec := &delivery.Record{
-		ID: "agr-1", Node: "org/node-1", Phase: delivery.PhaseActive,
+	rec := &state.Record{
+		ID: "agr-1", Node: "org/node-1", Phase: state.PhaseActive,
 		Services: []binding.ServiceBinding{{Secrets: map[string]binding.BoundSecret{
 			"db-password": {StoreNames: []string{"openhorizon/org/node/node-1/db", "openhorizon/org/db"}},
 		}}},

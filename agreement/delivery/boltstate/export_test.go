@@ -3,13 +3,13 @@ package boltstate
 import (
 	"context"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // Check exposes the file check to the external tests; st is a State
 // Open returned.
-func Check(ctx context.Context, st delivery.State) error { return st.(*state).check(ctx) }
+func Check(ctx context.Context, st state.Backend) error { return st.(*State).check(ctx) }
 
 // Commits returns how many write transactions st, a State Open returned,
 // committed.
-func Commits(st delivery.State) int64 { return st.(*state).commits.Load() }
+func Commits(st state.Backend) int64 { return st.(*State).commits.Load() }

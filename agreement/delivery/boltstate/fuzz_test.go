@@ -8,23 +8,23 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-func seedRecord(t testing.TB) delivery.Record {
+func seedRecord(t testing.TB) state.Record {
 	version, err := secretstore.ParseContentTag("version:42")
 	require.NoError(t, err)
 	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
 	at := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
-	return delivery.Record{
-		ID: "agr-1", Node: "node-1", Phase: delivery.PhaseCancelling,
+	return state.Record{
+		ID: "agr-1", Node: "node-1", Phase: state.PhaseCancelling,
 		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "u"}, Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"org/n/db", "org/db"}, Format: "json"}}}},
-		Slots:    []delivery.Slot{{Name: "db", Desired: delivery.Content{StoreName: "org/db", Tag: version}, Acked: delivery.Content{StoreName: "org/db", Tag: sum}}},
-		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: at, Notified: true},
+		Slots:    []state.Slot{{Name: "db", Desired: state.Content{StoreName: "org/db", Tag: version}, Acked: state.Content{StoreName: "org/db", Tag: sum}}},
+		Cancel:   &state.Cancellation{Reason: "r", StoreName: "org/db", Kind: state.Missing, DecidedAt: at, Notified: true},
 		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
-		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
+		InFlight:      &state.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]state.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
 		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", NextAttempt: at, CreatedAt: at, UpdatedAt: at, Revision: 7,
 	}
 }
@@ -34,7 +34,7 @@ func seedRecord(t testing.TB) delivery.Record {
 func FuzzDecodeRecord(f *testing.F) {
 	r := seedRecord(f)
 	f.Add(encodeRecord(&r, r.Revision))
-	f.Add(encodeRecord(&delivery.Record{}, 1))
+	f.Add(encodeRecord(&state.Record{}, 1))
 	f.Add([]byte{recordFormat})
 	f.Add(formatOne(f, r))
 	f.Add([]byte{})
@@ -59,8 +59,8 @@ func FuzzDecodeRecord(f *testing.F) {
 // FuzzDecodeSmallValues: observations, waits and identity records.
 func FuzzDecodeSmallValues(f *testing.F) {
 	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
-	f.Add(encodeObservation(delivery.Observation{Name: "n", State: delivery.Present, Tag: sum, Since: time.Unix(5, 6)}))
-	f.Add(encodeWait(delivery.Wait{ID: "w", StoreNames: []string{"a", "b"}, CreatedAt: time.Unix(5, 6)}))
+	f.Add(encodeObservation(state.Observation{Name: "n", State: state.Present, Tag: sum, Since: time.Unix(5, 6)}))
+	f.Add(encodeWait(state.Wait{ID: "w", StoreNames: []string{"a", "b"}, CreatedAt: time.Unix(5, 6)}))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		if o, err := decodeObservation("n", v); err == nil {
 			again, err := decodeObservation("n", encodeObservation(o))
@@ -90,7 +90,7 @@ func TestRecordEncodingRoundTrips(t *testing.T) {
 }
 
 // formatOne encodes r as the first record format did: without Unanswered.
-func formatOne(t testing.TB, r delivery.Record) []byte {
+func formatOne(t testing.TB, r state.Record) []byte {
 	t.Helper()
 	r.Unanswered = time.Time{}
 	v := encodeRecord(&r, r.Revision)

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
 // TestBehavesLikeMemoryState runs one random sequence of operations on a
-// MemoryState and on a file, with reopens of the file, and requires the
+// state.Memory and on a file, with reopens of the file, and requires the
 // same answers from both, and a consistent file after each reopen.
 func TestBehavesLikeMemoryState(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -25,21 +25,21 @@ func TestBehavesLikeMemoryState(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "state.db")
-	mem := delivery.NewMemoryState()
+	mem := state.NewMemory()
 	file := openState(t, path)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	when := func() time.Time { return t0.Add(time.Duration(rng.IntN(600)) * time.Second) }
 	pick := func(prefix string, n int) string { return fmt.Sprintf("%s%d", prefix, rng.IntN(n)) }
 	sameErr := func(step int, what string, a, b error) {
 		t.Helper()
-		for _, kind := range []error{delivery.ErrNotFound, delivery.ErrExists, delivery.ErrConflict} {
+		for _, kind := range []error{state.ErrNotFound, state.ErrExists, state.ErrConflict} {
 			require.Equal(t, errors.Is(a, kind), errors.Is(b, kind), "step %d %s: memory %v, file %v", step, what, a, b)
 		}
 		require.Equal(t, a == nil, b == nil, "step %d %s: memory %v, file %v", step, what, a, b)
 	}
-	newRecord := func() *delivery.Record {
+	newRecord := func() *state.Record {
 		var services []binding.ServiceBinding
-		var slots []delivery.Slot
+		var slots []state.Slot
 		for i := range 1 + rng.IntN(3) {
 			name := fmt.Sprintf("s%d", i)
 			cands := []string{pick("org/n", 12)}
@@ -47,9 +47,9 @@ func TestBehavesLikeMemoryState(t *testing.T) {
 				cands = append(cands, pick("org/n", 12))
 			}
 			services = append(services, binding.ServiceBinding{Secrets: map[string]binding.BoundSecret{name: {StoreNames: cands}}})
-			slots = append(slots, delivery.Slot{Service: i, Name: name, Desired: delivery.Content{StoreName: cands[0]}})
+			slots = append(slots, state.Slot{Service: i, Name: name, Desired: state.Content{StoreName: cands[0]}})
 		}
-		r := &delivery.Record{ID: pick("agr-", 40), Node: pick("node-", 6), Services: services, Slots: slots, Phase: delivery.PhaseActive}
+		r := &state.Record{ID: pick("agr-", 40), Node: pick("node-", 6), Services: services, Slots: slots, Phase: state.PhaseActive}
 		if rng.IntN(3) > 0 {
 			r.NextAttempt = when()
 		}
@@ -57,9 +57,9 @@ func TestBehavesLikeMemoryState(t *testing.T) {
 	}
 	compareAll := func(step int) {
 		t.Helper()
-		var a, b []delivery.Record
-		require.NoError(t, mem.Records(ctx, func(r delivery.Record) bool { a = append(a, r); return true }))
-		require.NoError(t, file.Records(ctx, func(r delivery.Record) bool { b = append(b, r); return true }))
+		var a, b []state.Record
+		require.NoError(t, mem.Records(ctx, func(r state.Record) bool { a = append(a, r); return true }))
+		require.NoError(t, file.Records(ctx, func(r state.Record) bool { b = append(b, r); return true }))
 		require.Equal(t, a, b, "step %d: every record", step)
 		na, err := mem.Names(ctx, "")
 		require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestBehavesLikeMemoryState(t *testing.T) {
 			ids := []string{pick("agr-", 40), pick("agr-", 40)}
 			sameErr(step, "Delete", mem.Delete(ctx, ids...), file.Delete(ctx, ids...))
 		case 6, 7:
-			sel := delivery.Selector{}
+			sel := state.Selector{}
 			switch rng.IntN(3) {
 			case 0:
 				sel.IDs = []string{pick("agr-", 40), pick("agr-", 40)}

@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-func openState(t *testing.T, path string) delivery.State {
+func openState(t *testing.T, path string) state.Backend {
 	t.Helper()
 	st, _ := openFile(t, path)
 	return st
@@ -29,7 +29,7 @@ func openState(t *testing.T, path string) delivery.State {
 
 // openFile opens the file at path, closed at the end of the test, and
 // returns its State and its CertStore.
-func openFile(t *testing.T, path string) (delivery.State, identity.CertStore) {
+func openFile(t *testing.T, path string) (state.Backend, identity.CertStore) {
 	t.Helper()
 	st, certs, err := boltstate.Open(path, boltstate.Options{})
 	require.NoError(t, err)
@@ -131,14 +131,14 @@ func TestOpenRejectsWhatIsNotAStateFile(t *testing.T) {
 func TestBadInputIsRefusedWithAReason(t *testing.T) {
 	st := openState(t, filepath.Join(t.TempDir(), "state.db"))
 	ctx := t.Context()
-	err := st.Create(ctx, &delivery.Record{Node: "n"})
+	err := st.Create(ctx, &state.Record{Node: "n"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "agreement id is empty")
-	err = st.Create(ctx, &delivery.Record{ID: strings.Repeat("x", 40000), Node: "n"})
+	err = st.Create(ctx, &state.Record{ID: strings.Repeat("x", 40000), Node: "n"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "agreement id is 40000 bytes long")
-	assert.ErrorContains(t, st.PutWait(ctx, delivery.Wait{}), "wait id is empty")
-	assert.ErrorContains(t, st.PutObservations(ctx, "", delivery.Observation{State: delivery.Present}), "observed store name is empty")
+	assert.ErrorContains(t, st.PutWait(ctx, state.Wait{}), "wait id is empty")
+	assert.ErrorContains(t, st.PutObservations(ctx, "", state.Observation{State: state.Present}), "observed store name is empty")
 	assert.NoError(t, boltstate.Check(ctx, st), "nothing was half-written")
 	names, err := st.Names(ctx, "")
 	require.NoError(t, err)
@@ -152,12 +152,12 @@ func TestOddKeysAreKeptExactly(t *testing.T) {
 	st := openState(t, path)
 	ctx := t.Context()
 	odd := []string{"\xff\xfe", "a\x00b", "ü/ñ", " "}
-	var want []delivery.Record
+	var want []state.Record
 	for _, s := range odd {
-		rec := &delivery.Record{
+		rec := &state.Record{
 			ID: "agr-" + s, Node: "node-" + s, LastError: s, NextAttempt: time.Unix(1, 0),
 			Services: []binding.ServiceBinding{{Secrets: map[string]binding.BoundSecret{s: {StoreNames: []string{"org/" + s}, Format: s}}}},
-			Slots:    []delivery.Slot{{Name: s, Desired: delivery.Content{StoreName: "org/" + s}}},
+			Slots:    []state.Slot{{Name: s, Desired: state.Content{StoreName: "org/" + s}}},
 		}
 		require.NoError(t, st.Create(ctx, rec))
 		want = append(want, *rec)
@@ -171,7 +171,7 @@ func TestOddKeysAreKeptExactly(t *testing.T) {
 		assert.Equal(t, w.Node, got.Node)
 		assert.Equal(t, w.Services, got.Services)
 		assert.Equal(t, w.Slots, got.Slots)
-		n, err := st.MarkDue(ctx, delivery.Selector{Nodes: []string{w.Node}}, time.Unix(0, 0), false)
+		n, err := st.MarkDue(ctx, state.Selector{Nodes: []string{w.Node}}, time.Unix(0, 0), false)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "node %q selects its record", w.Node)
 	}

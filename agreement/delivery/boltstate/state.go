@@ -18,8 +18,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -44,9 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// state is the embedded delivery.State: one bbolt file. Safe for
+// State is the embedded state.Backend: one bbolt file. Safe for
 // concurrent use by one engine; the file's lock keeps other processes out.
-type state struct {
+type State struct {
 	path string
 	db   *bolt.DB
 	log  *slog.Logger
@@ -64,19 +64,19 @@ type state struct {
 	observed atomic.Int64
 }
 
-var _ delivery.State = (*state)(nil)
+var _ state.Backend = (*State)(nil)
 
 // Open opens the state file at path, creating it (mode 0600, and its
 // directory, mode 0700) when it does not exist, and brings an older file
 // to the current schema. A file that another process holds is an error
 // after Options.LockTimeout.
 //
-// It returns the file's delivery.State, for delivery.Options.State, and
-// the hub's identity records kept in the same file (an
-// identity.CertStore), so an agbot's identity records survive restarts
-// with its agreements. Closing the State closes the file: later calls of
-// either fail (the CertStore's with edgesecrets.ErrUnavailable).
-func Open(path string, opts Options) (delivery.State, identity.CertStore, error) {
+// It returns the file's State, a state.Backend for
+// delivery.Options.State, and the hub's identity records kept in the same
+// file (an identity.CertStore), so an agbot's identity records survive
+// restarts with its agreements. Closing the State closes the file: later
+// calls of either fail (the CertStore's with edgesecrets.ErrUnavailable).
+func Open(path string, opts Options) (*State, identity.CertStore, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,14 +122,14 @@ func Open(path string, opts Options) (delivery.State, identity.CertStore, error)
 	if statErr != nil {
 		log.Info("boltstate: created state file", "path", path, "schema", layoutVersion)
 	}
-	s := &state{path: path, db: db, log: log, ops: make(chan *op, maxBatch), writerDone: make(chan struct{})}
+	s := &State{path: path, db: db, log: log, ops: make(chan *op, maxBatch), writerDone: make(chan struct{})}
 	go s.writer()
 	return s, &certStore{s: s}, nil
 }
 
 // Close waits for the calls under way, then closes the file. Later calls
-// fail with delivery.ErrStateUnavailable.
-func (s *state) Close() error {
+// fail with state.ErrStateUnavailable.
+func (s *State) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -145,17 +145,17 @@ func (s *state) Close() error {
 }
 
 // errUnavailable wraps a failure of the file (or its absence) so it
-// matches delivery.ErrStateUnavailable.
-func (s *state) errUnavailable(err error) error {
+// matches state.ErrStateUnavailable.
+func (s *State) errUnavailable(err error) error {
 	if err == nil {
-		return fmt.Errorf("boltstate %s: %w (closed)", s.path, delivery.ErrStateUnavailable)
+		return fmt.Errorf("boltstate %s: %w (closed)", s.path, state.ErrStateUnavailable)
 	}
-	return fmt.Errorf("boltstate %s: %w: %w", s.path, delivery.ErrStateUnavailable, err)
+	return fmt.Errorf("boltstate %s: %w: %w", s.path, state.ErrStateUnavailable, err)
 }
 
 // txError classifies an error out of a transaction: a corrupt value is
 // said as such; any other failure of the file makes the state unavailable.
-func (s *state) txError(err error) error {
+func (s *State) txError(err error) error {
 	if err == nil || errors.Is(err, errCorrupt) {
 		return err
 	}
@@ -163,7 +163,7 @@ func (s *state) txError(err error) error {
 }
 
 // view runs fn in a read transaction.
-func (s *state) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (s *State) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (s *state) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 
 // enter checks ctx and that s is open, and keeps it open until the caller
 // calls s.mu.RUnlock.
-func (s *state) enter(ctx context.Context) error {
+func (s *State) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ type op struct {
 
 // update runs fn in a write transaction, group-committed with the writes
 // of other goroutines queued meanwhile: one fsync for all of them.
-func (s *state) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (s *State) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (s *state) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // writer commits queued writes: it takes every write waiting when it
 // starts a transaction, so a burst of single writes costs one commit
 // while a lone write waits for no one.
-func (s *state) writer() {
+func (s *State) writer() {
 	defer close(s.writerDone)
 	batch := make([]*op, 0, maxBatch)
 	for o := range s.ops {
@@ -232,7 +232,7 @@ func (s *state) writer() {
 // commit runs a batch in one transaction. When one write fails, the
 // transaction is rolled back and each write runs alone, so one bad write
 // fails only its caller.
-func (s *state) commit(batch []*op) {
+func (s *State) commit(batch []*op) {
 	s.commits.Add(1)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, o := range batch {
@@ -253,8 +253,8 @@ func (s *state) commit(batch []*op) {
 	}
 }
 
-// Create implements delivery.State.
-func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
+// Create implements state.Backend.
+func (s *State) Create(ctx context.Context, rec *state.Record) error {
 	if err := checkKey("agreement id", rec.ID); err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 		return err
 	}
 	if exists {
-		return fmt.Errorf("boltstate: agreement %s: %w", rec.ID, delivery.ErrExists)
+		return fmt.Errorf("boltstate: agreement %s: %w", rec.ID, state.ErrExists)
 	}
 	rec.Revision = 1
 	return nil
@@ -277,7 +277,7 @@ func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 
 // createTx stores a new record and its index entries, unless its id is
 // taken.
-func createTx(tx *bolt.Tx, rec *delivery.Record, value []byte) (exists bool, err error) {
+func createTx(tx *bolt.Tx, rec *state.Record, value []byte) (exists bool, err error) {
 	records := tx.Bucket(bucketRecords)
 	id := []byte(rec.ID)
 	if records.Get(id) != nil {
@@ -286,7 +286,7 @@ func createTx(tx *bolt.Tx, rec *delivery.Record, value []byte) (exists bool, err
 	if err := records.Put(id, value); err != nil {
 		return false, err
 	}
-	for _, n := range delivery.StoreNames(rec.Services) {
+	for _, n := range state.StoreNames(rec.Services) {
 		if err := addIndex(tx.Bucket(bucketByName), n, id); err != nil {
 			return false, err
 		}
@@ -297,9 +297,9 @@ func createTx(tx *bolt.Tx, rec *delivery.Record, value []byte) (exists bool, err
 	return false, putDue(tx, rec.NextAttempt, rec.ID)
 }
 
-// Get implements delivery.State.
-func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
-	var r delivery.Record
+// Get implements state.Backend.
+func (s *State) Get(ctx context.Context, id string) (state.Record, error) {
+	var r state.Record
 	var found bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		var err error
@@ -307,30 +307,30 @@ func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
 		return err
 	})
 	if err != nil {
-		return delivery.Record{}, err
+		return state.Record{}, err
 	}
 	if !found {
-		return delivery.Record{}, fmt.Errorf("boltstate: agreement %s: %w", id, delivery.ErrNotFound)
+		return state.Record{}, fmt.Errorf("boltstate: agreement %s: %w", id, state.ErrNotFound)
 	}
 	return r, nil
 }
 
 // getRecord reads a whole record.
-func getRecord(tx *bolt.Tx, id string) (delivery.Record, bool, error) {
+func getRecord(tx *bolt.Tx, id string) (state.Record, bool, error) {
 	v := tx.Bucket(bucketRecords).Get([]byte(id))
 	if v == nil {
-		return delivery.Record{}, false, nil
+		return state.Record{}, false, nil
 	}
 	r, _, err := decodeRecord(id, v)
 	if err != nil {
-		return delivery.Record{}, false, fmt.Errorf("agreement %q: %w", id, err)
+		return state.Record{}, false, fmt.Errorf("agreement %q: %w", id, err)
 	}
 	return r, true, nil
 }
 
-// Update implements delivery.State: one transaction for all of recs.
+// Update implements state.Backend: one transaction for all of recs.
 // Services are kept as stored (Rebind changes them).
-func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) error {
+func (s *State) Update(ctx context.Context, _ string, recs ...*state.Record) error {
 	tails := make([][]byte, len(recs))
 	for i, r := range recs {
 		tails[i] = encodeTail(r)
@@ -381,13 +381,13 @@ func (s *state) Update(ctx context.Context, _ string, recs ...*delivery.Record) 
 			r.Revision++
 		}
 	}
-	return &delivery.ConflictError{IDs: slices.Clone(conflicts)}
+	return &state.ConflictError{IDs: slices.Clone(conflicts)}
 }
 
-// Rebind implements delivery.State: the record with its new services,
+// Rebind implements state.Backend: the record with its new services,
 // and the name index moved from the old services' names to the new ones',
 // in one transaction.
-func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) error {
+func (s *State) Rebind(ctx context.Context, _ string, rec *state.Record) error {
 	services, tail := recordcodec.EncodeServices(rec.Services), encodeTail(rec)
 	var conflict bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -411,7 +411,7 @@ func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) erro
 		if err != nil {
 			return fmt.Errorf("agreement %q: %w", rec.ID, err)
 		}
-		before, after := delivery.StoreNames(was), delivery.StoreNames(rec.Services)
+		before, after := state.StoreNames(was), state.StoreNames(rec.Services)
 		byName := tx.Bucket(bucketByName)
 		for _, n := range before {
 			if _, found := slices.BinarySearch(after, n); !found {
@@ -436,7 +436,7 @@ func (s *state) Rebind(ctx context.Context, _ string, rec *delivery.Record) erro
 	case err != nil:
 		return err
 	case conflict:
-		return &delivery.ConflictError{IDs: []string{rec.ID}}
+		return &state.ConflictError{IDs: []string{rec.ID}}
 	}
 	rec.Revision++
 	return nil
@@ -462,8 +462,8 @@ func reindex(tx *bolt.Tx, id string, h head, node string, next time.Time) error 
 	return nil
 }
 
-// Delete implements delivery.State.
-func (s *state) Delete(ctx context.Context, ids ...string) error {
+// Delete implements state.Backend.
+func (s *State) Delete(ctx context.Context, ids ...string) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		for _, id := range ids {
 			if err := deleteRecord(tx, id); err != nil {
@@ -485,7 +485,7 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 	if err != nil {
 		return fmt.Errorf("agreement %q: %w", id, err)
 	}
-	for _, n := range delivery.StoreNames(r.Services) {
+	for _, n := range state.StoreNames(r.Services) {
 		if err := dropIndex(tx.Bucket(bucketByName), n, key); err != nil {
 			return err
 		}
@@ -499,14 +499,14 @@ func deleteRecord(tx *bolt.Tx, id string) error {
 	return records.Delete(key)
 }
 
-// Records implements delivery.State. It reads a page of records per
+// Records implements state.Backend. It reads a page of records per
 // transaction and calls fn outside it, so fn may call the State.
-func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *State) Records(ctx context.Context, fn func(state.Record) bool) error {
 	return s.records(ctx, nil, -1, fn)
 }
 
-// RecordsAfter implements delivery.State, as Records does from after.
-func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+// RecordsAfter implements state.Backend, as Records does from after.
+func (s *State) RecordsAfter(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
 	if limit <= 0 {
 		return fmt.Errorf("boltstate: RecordsAfter limit %d is not positive", limit)
 	}
@@ -515,13 +515,13 @@ func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn fu
 
 // records calls fn with up to limit records (every one with a negative
 // limit) whose id sorts after after, a page per read transaction.
-func (s *state) records(ctx context.Context, after []byte, limit int, fn func(delivery.Record) bool) error {
+func (s *State) records(ctx context.Context, after []byte, limit int, fn func(state.Record) bool) error {
 	for limit != 0 {
 		size := recordsPage
 		if limit > 0 {
 			size = min(size, limit)
 		}
-		var page []delivery.Record
+		var page []state.Record
 		err := s.view(ctx, func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketRecords).Cursor()
 			k, v := c.First()
@@ -562,10 +562,10 @@ func (s *state) records(ctx context.Context, after []byte, limit int, fn func(de
 	return nil
 }
 
-// RecordsBound implements delivery.State through the name index: one
+// RecordsBound implements state.Backend through the name index: one
 // read transaction for the ids and the records, fn called outside it.
-func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
-	var recs []delivery.Record
+func (s *State) RecordsBound(ctx context.Context, names []string, fn func(state.Record) bool) error {
+	var recs []state.Record
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		recs = recs[:0]
 		ids := map[string]struct{}{}
@@ -596,8 +596,8 @@ func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delive
 	return nil
 }
 
-// Names implements delivery.State: the keys of the name index.
-func (s *state) Names(ctx context.Context, _ string) ([]string, error) {
+// Names implements state.Backend: the keys of the name index.
+func (s *State) Names(ctx context.Context, _ string) ([]string, error) {
 	names := []string{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketByName).ForEach(func(k, _ []byte) error {
@@ -611,8 +611,8 @@ func (s *state) Names(ctx context.Context, _ string) ([]string, error) {
 	return names, nil
 }
 
-// MarkDue implements delivery.State.
-func (s *state) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+// MarkDue implements state.Backend.
+func (s *State) MarkDue(ctx context.Context, sel state.Selector, at time.Time, resetAttempts bool) (int, error) {
 	var changed int
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		changed = 0
@@ -664,10 +664,10 @@ func (s *state) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time
 	return changed, err
 }
 
-// Due implements delivery.State. It reads the due index from its start,
+// Due implements state.Backend. It reads the due index from its start,
 // so its cost grows with the records it returns, not with those stored.
-func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
-	var out []delivery.Record
+func (s *State) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
+	var out []state.Record
 	limitKey := dueKey(now, "")
 	claim := now.Add(lease)
 	// A read first: most calls find nothing due, and a write transaction
@@ -724,13 +724,13 @@ func (s *state) Due(ctx context.Context, _ string, now time.Time, lease time.Dur
 	return out, nil
 }
 
-// Observations implements delivery.State.
-func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+// Observations implements state.Backend.
+func (s *State) Observations(ctx context.Context, names []string) (map[string]state.Observation, error) {
 	size := len(names)
 	if names == nil {
 		size = int(s.observed.Load())
 	}
-	out := make(map[string]delivery.Observation, size)
+	out := make(map[string]state.Observation, size)
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObservations)
 		if names == nil {
@@ -763,8 +763,8 @@ func (s *state) Observations(ctx context.Context, names []string) (map[string]de
 	return out, nil
 }
 
-// PutObservations implements delivery.State.
-func (s *state) PutObservations(ctx context.Context, _ string, obs ...delivery.Observation) error {
+// PutObservations implements state.Backend.
+func (s *State) PutObservations(ctx context.Context, _ string, obs ...state.Observation) error {
 	values := make([][]byte, len(obs))
 	for i, o := range obs {
 		if err := checkKey("observed store name", o.Name); err != nil {
@@ -783,8 +783,8 @@ func (s *state) PutObservations(ctx context.Context, _ string, obs ...delivery.O
 	})
 }
 
-// PutWait implements delivery.State.
-func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
+// PutWait implements state.Backend.
+func (s *State) PutWait(ctx context.Context, w state.Wait) error {
 	if err := checkKey("wait id", w.ID); err != nil {
 		return err
 	}
@@ -794,9 +794,9 @@ func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
 	})
 }
 
-// Waits implements delivery.State.
-func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
-	out := []delivery.Wait{}
+// Waits implements state.Backend.
+func (s *State) Waits(ctx context.Context) ([]state.Wait, error) {
+	out := []state.Wait{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketWaits).ForEach(func(k, v []byte) error {
 			w, err := decodeWait(string(k), v)
@@ -813,16 +813,16 @@ func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
 	return out, nil
 }
 
-// DeleteWait implements delivery.State.
-func (s *state) DeleteWait(ctx context.Context, id string) error {
+// DeleteWait implements state.Backend.
+func (s *State) DeleteWait(ctx context.Context, id string) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketWaits).Delete([]byte(id))
 	})
 }
 
-// NewEpoch implements delivery.State: a counter in the file, committed
+// NewEpoch implements state.Backend: a counter in the file, committed
 // before it is returned.
-func (s *state) NewEpoch(ctx context.Context) (uint64, error) {
+func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
 	var epoch uint64
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // TestConcurrentWritesShareCommits: single Updates from many goroutines
@@ -21,12 +21,12 @@ func TestConcurrentWritesShareCommits(t *testing.T) {
 	st := openState(t, filepath.Join(t.TempDir(), "state.db"))
 	ctx := t.Context()
 	const writers, rounds = 64, 10
-	recs := make([]*delivery.Record, writers)
+	recs := make([]*state.Record, writers)
 	for i := range recs {
 		recs[i] = record(fmt.Sprintf("agr-%02d", i), i)
 	}
 	before := boltstate.Commits(st)
-	require.ErrorIs(t, st.Update(ctx, "", recs...), delivery.ErrConflict, "records not yet stored conflict")
+	require.ErrorIs(t, st.Update(ctx, "", recs...), state.ErrConflict, "records not yet stored conflict")
 	// The conflicts above were one transaction.
 	assert.Equal(t, before+1, boltstate.Commits(st), "an Update of many records is one commit")
 
@@ -73,13 +73,13 @@ func TestCloseWhileWriting(t *testing.T) {
 		wg.Go(func() {
 			r := record(fmt.Sprintf("agr-%02d", w), w)
 			if err := st.Create(ctx, r); err != nil {
-				assert.ErrorIs(t, err, delivery.ErrStateUnavailable)
+				assert.ErrorIs(t, err, state.ErrStateUnavailable)
 				return
 			}
 			for {
 				r.Counter++
 				if err := st.Update(ctx, "", r); err != nil {
-					assert.ErrorIs(t, err, delivery.ErrStateUnavailable)
+					assert.ErrorIs(t, err, state.ErrStateUnavailable)
 					return
 				}
 				acked[w] = int(r.Counter)
@@ -103,7 +103,7 @@ func TestCloseWhileWriting(t *testing.T) {
 	}
 	require.NoError(t, boltstate.Check(ctx, st))
 	_, err := st.Get(ctx, "missing")
-	assert.True(t, errors.Is(err, delivery.ErrNotFound))
+	assert.True(t, errors.Is(err, state.ErrNotFound))
 }
 
 // TestDueWithNothingDueWritesNothing: the reconcile loop asks for due

@@ -29,6 +29,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	smmock "github.com/edgesecrets/edgesecrets/internal/testkit/awsmock"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -67,7 +68,7 @@ const envAgbotChild = "PGSTATE_TEST_AGBOT"
 // runningAgbot is an agbot running in this process.
 type runningAgbot struct {
 	engine  *delivery.Engine
-	state   delivery.State
+	state   state.Backend
 	cancels atomic.Int64 // OnCancel calls
 	stop    func()
 }
@@ -95,7 +96,7 @@ func startAgbot(ctx context.Context, cfg agbotConfig, log *slog.Logger) (*runnin
 	a := &runningAgbot{state: st}
 	a.engine, err = delivery.New(delivery.Options{
 		Store: store, State: st, Keys: keys, Agents: fleet, Transport: fleet,
-		OnCancel:     func(context.Context, string, delivery.Cancellation) { a.cancels.Add(1) },
+		OnCancel:     func(context.Context, string, state.Cancellation) { a.cancels.Add(1) },
 		Interval:     cfg.Interval,
 		Grace:        time.Hour,
 		ReplyTimeout: cfg.ReplyTimeout,
@@ -633,10 +634,10 @@ func generationOf(content string) int {
 
 // converged reports whether every record is in sync with nothing in
 // flight, reading the state as an observer.
-func converged(ctx context.Context, st delivery.State) (bool, error) {
+func converged(ctx context.Context, st state.Backend) (bool, error) {
 	ok := true
-	err := st.Records(ctx, func(r delivery.Record) bool {
-		if r.Phase != delivery.PhaseActive || !r.Proposed || r.InFlight != nil {
+	err := st.Records(ctx, func(r state.Record) bool {
+		if r.Phase != state.PhaseActive || !r.Proposed || r.InFlight != nil {
 			ok = false
 			return false
 		}
@@ -654,7 +655,7 @@ func converged(ctx context.Context, st delivery.State) (bool, error) {
 // waitConverged waits until every record is in sync and every slot in
 // want holds the generation given there (the agents hold the newest
 // content: a record is also in sync before its agbot saw a rotation).
-func waitConverged(t *testing.T, observer delivery.State, fl *fleet, want map[slotKey]int, within time.Duration) time.Duration {
+func waitConverged(t *testing.T, observer state.Backend, fl *fleet, want map[slotKey]int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var last error

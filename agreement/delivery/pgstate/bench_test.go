@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -35,20 +35,20 @@ type stateMaker struct {
 	name string
 	// open returns a fresh State for member ids, one per id sharing the
 	// storage (the embedded state: one, ignoring ids).
-	open func(b *testing.B, ids ...string) []delivery.State
+	open func(b *testing.B, ids ...string) []state.Backend
 }
 
 func stateMakers() []stateMaker {
 	return []stateMaker{
-		{"state=bolt", func(b *testing.B, ids ...string) []delivery.State {
+		{"state=bolt", func(b *testing.B, ids ...string) []state.Backend {
 			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = st.Close() })
-			return []delivery.State{st}
+			return []state.Backend{st}
 		}},
-		{"state=postgres", func(b *testing.B, ids ...string) []delivery.State {
+		{"state=postgres", func(b *testing.B, ids ...string) []state.Backend {
 			db := pgtest.NewDatabase(b)
-			var out []delivery.State
+			var out []state.Backend
 			for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, ids...) {
 				out = append(out, m.sharedState)
 			}
@@ -59,9 +59,9 @@ func stateMakers() []stateMaker {
 
 // fill creates benchRecords records bound to benchNames names, due at
 // next, and returns them as stored.
-func fillRecords(b *testing.B, st delivery.State, next time.Time) []*delivery.Record {
+func fillRecords(b *testing.B, st state.Backend, next time.Time) []*state.Record {
 	names := storeNames(benchNames)
-	recs := make([]*delivery.Record, benchRecords)
+	recs := make([]*state.Record, benchRecords)
 	var wg sync.WaitGroup
 	const writers = 8
 	for w := range writers {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -43,16 +43,16 @@ func TestCanaryNotInDump(t *testing.T) {
 		require.NoError(t, err)
 		for i := range recs {
 			r := &recs[i]
-			contents := map[int]delivery.Content{}
+			contents := map[int]state.Content{}
 			for j := range r.Slots {
 				s, err := store.Get(ctx, r.Slots[j].Desired.StoreName)
 				require.NoError(t, err)
-				c := delivery.Content{StoreName: s.Name, Tag: s.ContentTag()}
+				c := state.Content{StoreName: s.Name, Tag: s.ContentTag()}
 				r.Slots[j].Desired, r.Slots[j].Acked, contents[j] = c, c, c
 				r.LastError = fmt.Sprintf("sealing %v: agent unreachable", s) // a Secret prints redacted
 			}
 			r.Epoch, r.Counter = 1, r.Counter+1
-			r.InFlight = &delivery.Sent{Type: agreement.TypeUpdate, Kind: agreement.UpdateKindSecrets, Sequence: 1<<32 | uint64(r.Counter), Contents: contents, At: time.Now()}
+			r.InFlight = &state.Sent{Type: agreement.TypeUpdate, Kind: agreement.UpdateKindSecrets, Sequence: 1<<32 | uint64(r.Counter), Contents: contents, At: time.Now()}
 			r.NextAttempt = time.Time{}
 		}
 		require.NoError(t, m.Update(ctx, m.id, slicePtrs(recs)...))
@@ -60,14 +60,14 @@ func TestCanaryNotInDump(t *testing.T) {
 	observe := func(m *member) {
 		share, err := m.Names(ctx, m.id)
 		require.NoError(t, err)
-		var obs []delivery.Observation
+		var obs []state.Observation
 		for _, n := range share {
 			s, err := store.Get(ctx, n)
 			require.NoError(t, err)
-			obs = append(obs, delivery.Observation{Name: n, State: delivery.Present, Tag: s.ContentTag(), Since: time.Now(), CheckedAt: time.Now()})
+			obs = append(obs, state.Observation{Name: n, State: state.Present, Tag: s.ContentTag(), Since: time.Now(), CheckedAt: time.Now()})
 		}
 		require.NoError(t, m.PutObservations(ctx, m.id, obs...))
-		_, err = m.MarkDue(ctx, delivery.Selector{StoreNames: share}, time.Now(), false)
+		_, err = m.MarkDue(ctx, state.Selector{StoreNames: share}, time.Now(), false)
 		require.NoError(t, err)
 	}
 	for _, m := range members {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -19,7 +19,7 @@ import (
 // registers once whichever agbot it reaches, and a request proof accepted
 // by one agbot is refused by all. Open returns it; it is closed with the
 // State. Its calls run through the State's call: the same timeout,
-// retries and errors (delivery.ErrStateUnavailable becomes
+// retries and errors (state.ErrStateUnavailable becomes
 // edgesecrets.ErrUnavailable).
 //
 // It has no member fence: any agbot sharing the database, joined or not,
@@ -28,7 +28,7 @@ import (
 // revision, and a nonce is recorded by an insert that a unique key makes
 // atomic, so two agbots never both win.
 type certStore struct {
-	s *state
+	s *State
 	q certQueries
 }
 
@@ -232,7 +232,7 @@ func certError(id identity.Identity, err error) error {
 		return err
 	case errors.Is(err, errBadInput):
 		return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrInvalid, Reason: "the record names text PostgreSQL cannot hold", Err: err}
-	case errors.Is(err, delivery.ErrStateUnavailable):
+	case errors.Is(err, state.ErrStateUnavailable):
 		return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: "the PostgreSQL state is unavailable", Err: err}
 	}
 	return &identity.Error{Op: "store", Instance: id, Kind: edgesecrets.ErrUnavailable, Reason: "the PostgreSQL state failed", Err: err}

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/agreement/identity/certstoretest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
@@ -26,13 +26,13 @@ type certHarness struct {
 	schema string
 
 	mu     sync.Mutex
-	states map[identity.CertStore]delivery.State
+	states map[identity.CertStore]state.Backend
 }
 
 func certHarnessMaker(db *pgtest.Database) certstoretest.HarnessMaker {
 	var cases atomic.Int64
 	return func(context.Context, *testing.T) (certstoretest.Harness, error) {
-		return &certHarness{db: db, schema: fmt.Sprintf("certs_%d", cases.Add(1)), states: map[identity.CertStore]delivery.State{}}, nil
+		return &certHarness{db: db, schema: fmt.Sprintf("certs_%d", cases.Add(1)), states: map[identity.CertStore]state.Backend{}}, nil
 	}
 }
 

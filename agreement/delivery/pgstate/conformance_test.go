@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -32,26 +32,26 @@ func harnessMaker(db *pgtest.Database) statetest.HarnessMaker {
 	}
 }
 
-func (h *harness) MakeState(ctx context.Context) (delivery.State, error) {
+func (h *harness) MakeState(ctx context.Context) (state.Backend, error) {
 	st, _, err := pgstate.Open(ctx, pgstate.Options{URL: h.db.URL, Schema: h.schema})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := st.(delivery.Membership).Join(ctx, suiteMember); err != nil {
+	if _, err := st.Join(ctx, suiteMember); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	return st, nil
 }
 
-func (h *harness) Reopen(ctx context.Context, st delivery.State) (delivery.State, error) {
+func (h *harness) Reopen(ctx context.Context, st state.Backend) (state.Backend, error) {
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
 	return h.MakeState(ctx)
 }
 
-func (h *harness) StoredBytes(context.Context, delivery.State) ([]byte, error) {
+func (h *harness) StoredBytes(context.Context, state.Backend) ([]byte, error) {
 	return []byte(h.db.Dump(h.t)), nil
 }
 

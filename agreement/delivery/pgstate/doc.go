@@ -1,12 +1,13 @@
-// Package pgstate is a delivery.State on PostgreSQL that several agbots
+// Package pgstate is a state.Backend on PostgreSQL that several agbots
 // share: they divide the agreements' delivery and the polling of the store
 // secrets between them, and when one dies the others take over its work
-// within one lease period. It passes the delivery/statetest conformance
-// suite on a real server, and it is a delivery.Membership.
+// within one lease period. It passes the delivery/state/statetest
+// conformance suite on a real server, and it is a state.Membership and a
+// state.SharedReview.
 //
 //	st, certs, err := pgstate.Open(ctx, pgstate.Options{URL: "postgres://agbot@db/hub"})
 //	...
-//	lease, err := st.(delivery.Membership).Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
+//	lease, err := st.Join(ctx, "agbot-1") // then Heartbeat within lease.Period/3
 //
 // certs holds the hub's identity records (an identity.CertStore, for
 // identity.IssuerOptions.Store and VerifierOptions.Store) in the same
@@ -70,7 +71,7 @@
 //     or the live members changed since the member's last call, and
 //     otherwise reads just those two.
 //   - review_cursor: one row, where the anti-entropy review's pass
-//     stands; each member's ReviewNext (delivery.SharedReview) moves it
+//     stands; each member's ReviewNext (state.SharedReview) moves it
 //     past the next slice and reads that slice in the same statement, so
 //     the members review the agreements once per pass between them.
 //   - observations: what the watchers last saw of each store name, with
@@ -116,13 +117,13 @@
 //
 // Claims. Due claims records for the calling member: it sets lease_owner
 // and lease_until (the database's now() plus the lease Due is given), and
-// moves next_attempt to the caller's now+lease as the State interface
-// says. A claim is valid (claim_valid) while lease_until has not passed
-// and its holder is not a member whose membership lapsed or ended; so a
-// member that stops heartbeating loses all its claims when its membership
-// expires. Due takes a record that is due by the caller's clock, or whose
-// claim became void, and that nobody but the caller holds a valid claim
-// on. It locks the rows it takes with FOR UPDATE SKIP LOCKED: members
+// moves next_attempt to the caller's now+lease as the state.Backend
+// contract says. A claim is valid (claim_valid) while lease_until has not
+// passed and its holder is not a member whose membership lapsed or ended;
+// so a member that stops heartbeating loses all its claims when its
+// membership expires. Due takes a record that is due by the caller's
+// clock, or whose claim became void, and that nobody but the caller holds
+// a valid claim on. It locks the rows it takes with FOR UPDATE SKIP LOCKED: members
 // claiming at once take disjoint records without waiting for each other,
 // and the claim is a column, durable and visible to every member, judged
 // by one clock. Advisory locks were the alternative and are worse here:
@@ -140,7 +141,7 @@
 // behind fence in the same transaction, and Due and Names check the same
 // rule in their own statement (two statements fewer an idle interval):
 // once its membership lapsed or was replaced, they fail with
-// delivery.ErrLeaseLost and change nothing. (A member id that never joined may claim and store
+// state.ErrLeaseLost and change nothing. (A member id that never joined may claim and store
 // records, whose claims then last until they expire, but polls no names.)
 //
 // Invariants, at every instant of the database's clock:
@@ -171,7 +172,7 @@
 // needs keeping. Names(member) returns the member's share.
 // PutObservations stores the observations of the member's share and of
 // names no record binds (those deployments wait for), and refuses the
-// others with a *delivery.ConflictError listing them: a member that lost
+// others with a *state.ConflictError listing them: a member that lost
 // a name cannot overwrite what its new owner sees. MarkDue is not fenced:
 // a change any member finds marks every record bound to the name due, in
 // the shared table, and the member that claims each of them next delivers
@@ -185,7 +186,7 @@
 //
 // Every call runs within Options.Timeout. While the database cannot be
 // reached (stopped, killed, hung, the network down) every method returns
-// an error matching delivery.ErrStateUnavailable, and works again once it
+// an error matching state.ErrStateUnavailable, and works again once it
 // is back. Calls the database certainly did not run are run again (a
 // session the server ended, a serialization failure), so are calls that
 // can be run twice (reads, upserts, deletes). Every connection the pool
@@ -196,22 +197,22 @@
 // statement is sent. A connection idle for more than 100 ms is pinged
 // anyway, and the pool is reset after connection trouble, so that the
 // dead connections a server restart leaves are never handed out. A membership that lapsed during an outage
-// is not renewed: Heartbeat then fails with delivery.ErrLeaseLost and the
+// is not renewed: Heartbeat then fails with state.ErrLeaseLost and the
 // member joins again.
 //
 // # What an agbot runs
 //
-// Only its engine: delivery.New finds delivery.Membership on the State and,
+// Only its engine: delivery.New finds state.Membership on the State and,
 // with Options.Member set, the engine keeps its membership itself. It
 // joins before its first cycle, heartbeats every LeasePeriod/3, stops
 // sending once the last MemberLease.Until passed without a renewal (it can
 // no longer prove its claims; a message sealed under one is dropped) and
 // says so in Health, joins again as a new incarnation on
-// delivery.ErrLeaseLost (after a database outage longer than LeasePeriod,
+// state.ErrLeaseLost (after a database outage longer than LeasePeriod,
 // say), and leaves when Run returns, so the others take over at once. The
 // State's fence stands behind it: once the membership lapsed, Due, Update,
-// Names and PutObservations fail with delivery.ErrLeaseLost until the next
-// Join. A *delivery.ConflictError from PutObservations (the names it lists
+// Names and PutObservations fail with state.ErrLeaseLost until the next
+// Join. A *state.ConflictError from PutObservations (the names it lists
 // belong to another member now) is a partial success: the engine still
 // marks the others due.
 package pgstate

@@ -11,8 +11,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -25,7 +25,7 @@ import (
 // the engine reads, is the JSONB body below. The body's types are this
 // package's own, with short stable keys, so that a change to the delivery
 // types cannot change the stored form unnoticed: the round-trip test fills
-// every field of delivery.Record by reflection and fails on one the body
+// every field of state.Record by reflection and fails on one the body
 // drops.
 
 // body is the stored form of a record's fields that are not columns.
@@ -55,7 +55,7 @@ type slot struct {
 	Acked   content `json:"acked,omitzero"`
 }
 
-// content is a delivery.Content with its tag in full text form
+// content is a state.Content with its tag in full text form
 // (secretstore.ContentTag.Encode): a version, or a checksum of the value,
 // never the value.
 type content struct {
@@ -66,7 +66,7 @@ type content struct {
 type cancellation struct {
 	Reason    string `json:"reason,omitempty"`
 	StoreName string `json:"store,omitempty"`
-	Kind      uint8  `json:"kind,omitempty"` // delivery.ObservedState's numbers (Missing 2, Forbidden 3) are the stored format
+	Kind      uint8  `json:"kind,omitempty"` // state.ObservedState's numbers (Missing 2, Forbidden 3) are the stored format
 	DecidedAt stamp  `json:"decidedAt,omitzero"`
 	Notified  bool   `json:"notified,omitempty"`
 }
@@ -152,11 +152,11 @@ func freeText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
-func (c *checker) content(field string, v delivery.Content) content {
+func (c *checker) content(field string, v state.Content) content {
 	return content{StoreName: c.check(field+" store name", v.StoreName), Tag: c.check(field+" content tag", v.Tag.Encode())}
 }
 
-func (c *checker) cancellation(v *delivery.Cancellation) *cancellation {
+func (c *checker) cancellation(v *state.Cancellation) *cancellation {
 	if v == nil {
 		return nil
 	}
@@ -168,7 +168,7 @@ func (c *checker) cancellation(v *delivery.Cancellation) *cancellation {
 
 // encodeBody returns the stored body of r, or an error naming the first
 // string that PostgreSQL could not keep exactly.
-func encodeBody(r *delivery.Record) ([]byte, error) {
+func encodeBody(r *state.Record) ([]byte, error) {
 	c := &checker{what: "record " + quote(r.ID)}
 	b := body{
 		Phase:         uint8(r.Phase),
@@ -216,7 +216,7 @@ const bodyBinFormat byte = 1
 // encodeBodyBin encodes r's body fields in binary (package recordcodec):
 // what the agbots read. Text fields are kept exactly; the JSON body beside
 // it, for agbots of older versions, has them made storable.
-func encodeBodyBin(r *delivery.Record) []byte {
+func encodeBodyBin(r *state.Record) []byte {
 	e := recordcodec.Encoder{B: make([]byte, 1, 256)}
 	e.B[0] = bodyBinFormat
 	e.AppendBody(r)
@@ -224,7 +224,7 @@ func encodeBodyBin(r *delivery.Record) []byte {
 }
 
 // decodeBodyBin fills r's body fields from their binary form.
-func decodeBodyBin(r *delivery.Record, data []byte) error {
+func decodeBodyBin(r *state.Record, data []byte) error {
 	d := recordcodec.Decoder{B: data}
 	if f := d.Byte(); d.Err == nil && f != bodyBinFormat {
 		return fmt.Errorf("%w: binary body format %d is not known to this version of edgesecrets", recordcodec.ErrCorrupt, f)
@@ -233,12 +233,12 @@ func decodeBodyBin(r *delivery.Record, data []byte) error {
 }
 
 // decodeBody fills r's body fields from their stored form.
-func decodeBody(r *delivery.Record, data []byte) error {
+func decodeBody(r *state.Record, data []byte) error {
 	var b body
 	if err := json.Unmarshal(data, &b); err != nil {
 		return err
 	}
-	r.Phase = delivery.Phase(b.Phase)
+	r.Phase = state.Phase(b.Phase)
 	r.Cancel = decodeCancellation(b.Cancel)
 	r.Held = decodeCancellation(b.Held)
 	r.Proposed = b.Proposed
@@ -256,16 +256,16 @@ func decodeBody(r *delivery.Record, data []byte) error {
 		if err != nil {
 			return err
 		}
-		r.Slots = append(r.Slots, delivery.Slot{Service: s.Service, Name: s.Name, Desired: desired, Acked: acked})
+		r.Slots = append(r.Slots, state.Slot{Service: s.Service, Name: s.Name, Desired: desired, Acked: acked})
 	}
 	r.InFlight = nil
 	if in := b.InFlight; in != nil {
-		r.InFlight = &delivery.Sent{
+		r.InFlight = &state.Sent{
 			Type: agreement.MessageType(in.Type), Kind: in.Kind, Sequence: in.Sequence,
 			AgentKey: agreement.KeyID(in.AgentKey), At: in.At.Time,
 		}
 		if len(in.Contents) > 0 {
-			r.InFlight.Contents = make(map[int]delivery.Content, len(in.Contents))
+			r.InFlight.Contents = make(map[int]state.Content, len(in.Contents))
 			for i, v := range in.Contents {
 				c, err := decodeContent(v)
 				if err != nil {
@@ -278,20 +278,20 @@ func decodeBody(r *delivery.Record, data []byte) error {
 	return nil
 }
 
-func decodeContent(c content) (delivery.Content, error) {
+func decodeContent(c content) (state.Content, error) {
 	tag, err := secretstore.ParseContentTag(c.Tag)
 	if err != nil {
-		return delivery.Content{}, err
+		return state.Content{}, err
 	}
-	return delivery.Content{StoreName: c.StoreName, Tag: tag}, nil
+	return state.Content{StoreName: c.StoreName, Tag: tag}, nil
 }
 
-func decodeCancellation(c *cancellation) *delivery.Cancellation {
+func decodeCancellation(c *cancellation) *state.Cancellation {
 	if c == nil {
 		return nil
 	}
-	return &delivery.Cancellation{
-		Reason: c.Reason, StoreName: c.StoreName, Kind: delivery.ObservedState(c.Kind),
+	return &state.Cancellation{
+		Reason: c.Reason, StoreName: c.StoreName, Kind: state.ObservedState(c.Kind),
 		DecidedAt: c.DecidedAt.Time, Notified: c.Notified,
 	}
 }
@@ -322,7 +322,7 @@ func encodeServices(id string, services []binding.ServiceBinding) ([]byte, []str
 		return nil, nil, c.err
 	}
 	data, err := json.Marshal(out)
-	return data, delivery.StoreNames(services), err
+	return data, state.StoreNames(services), err
 }
 
 // maxCachedServices bounds a servicesCache: past it, the cache starts
@@ -357,7 +357,7 @@ func (c *servicesCache) decode(data []byte) ([]binding.ServiceBinding, error) {
 		c.m[string(data)] = v
 		c.mu.Unlock()
 	}
-	return delivery.Record{Services: v}.Clone().Services, nil
+	return state.Record{Services: v}.Clone().Services, nil
 }
 
 func decodeServices(data []byte) ([]binding.ServiceBinding, error) {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/internal/recordcodec"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -76,11 +76,11 @@ func fill(t testing.TB, rng *rand.Rand, v reflect.Value) {
 
 // roundTrip stores r's body (JSON, or binary) and services as the State
 // does and reads them back, with the columns copied.
-func roundTrip(t *testing.T, r *delivery.Record, binary bool) delivery.Record {
+func roundTrip(t *testing.T, r *state.Record, binary bool) state.Record {
 	t.Helper()
 	services, _, err := encodeServices(r.ID, r.Services)
 	require.NoError(t, err)
-	got := delivery.Record{ID: r.ID, Node: r.Node, Revision: r.Revision, NextAttempt: r.NextAttempt, Attempts: r.Attempts}
+	got := state.Record{ID: r.ID, Node: r.Node, Revision: r.Revision, NextAttempt: r.NextAttempt, Attempts: r.Attempts}
 	if binary {
 		require.NoError(t, decodeBodyBin(&got, encodeBodyBin(r)))
 		got.Attempts = r.Attempts // a column: the body's copy is not read
@@ -94,7 +94,7 @@ func roundTrip(t *testing.T, r *delivery.Record, binary bool) delivery.Record {
 	return got
 }
 
-// TestEveryRecordFieldRoundTrips fills every field of delivery.Record,
+// TestEveryRecordFieldRoundTrips fills every field of state.Record,
 // recursively, and requires it back from either body: a field added to
 // the record model and not to a stored form fails here.
 func TestEveryRecordFieldRoundTrips(t *testing.T) {
@@ -102,7 +102,7 @@ func TestEveryRecordFieldRoundTrips(t *testing.T) {
 		t.Run(fmt.Sprintf("binary=%v", binary), func(t *testing.T) {
 			for seed := range uint64(50) {
 				rng := rand.New(rand.NewPCG(seed, 2))
-				var r delivery.Record
+				var r state.Record
 				fill(t, rng, reflect.ValueOf(&r).Elem())
 				require.Equal(t, r, roundTrip(t, &r, binary), "seed %d", seed)
 			}
@@ -111,9 +111,9 @@ func TestEveryRecordFieldRoundTrips(t *testing.T) {
 }
 
 func TestFreeTextIsMadeStorable(t *testing.T) {
-	r := &delivery.Record{
+	r := &state.Record{
 		ID: "agr-1", LastError: "agent said \xff\xfe", Rejection: "nul\x00inside",
-		Cancel: &delivery.Cancellation{Reason: "bad \xc3"},
+		Cancel: &state.Cancellation{Reason: "bad \xc3"},
 	}
 	got := roundTrip(t, r, false)
 	assert.Equal(t, "agent said \uFFFD", got.LastError, "invalid UTF-8 in a diagnostic becomes U+FFFD")
@@ -124,11 +124,11 @@ func TestFreeTextIsMadeStorable(t *testing.T) {
 func TestNamesMustBeText(t *testing.T) {
 	tag, err := secretstore.ParseContentTag("version:1")
 	require.NoError(t, err)
-	for name, r := range map[string]*delivery.Record{
-		"slot name":     {ID: "agr-1", Slots: []delivery.Slot{{Name: "a\x00b"}}},
-		"desired store": {ID: "agr-1", Slots: []delivery.Slot{{Name: "a", Desired: delivery.Content{StoreName: "org/\xff", Tag: tag}}}},
+	for name, r := range map[string]*state.Record{
+		"slot name":     {ID: "agr-1", Slots: []state.Slot{{Name: "a\x00b"}}},
+		"desired store": {ID: "agr-1", Slots: []state.Slot{{Name: "a", Desired: state.Content{StoreName: "org/\xff", Tag: tag}}}},
 		"agent key":     {ID: "agr-1", AgentKey: "key\x00"},
-		"in-flight":     {ID: "agr-1", InFlight: &delivery.Sent{Contents: map[int]delivery.Content{0: {StoreName: "\xfe"}}}},
+		"in-flight":     {ID: "agr-1", InFlight: &state.Sent{Contents: map[int]state.Content{0: {StoreName: "\xfe"}}}},
 	} {
 		_, err := encodeBody(r)
 		require.ErrorIs(t, err, errBadInput, name)
@@ -141,7 +141,7 @@ func TestNamesMustBeText(t *testing.T) {
 func FuzzDecodeBody(f *testing.F) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 3 {
-		var r delivery.Record
+		var r state.Record
 		fill(f, rng, reflect.ValueOf(&r).Elem())
 		data, err := encodeBody(&r)
 		if err != nil {
@@ -153,7 +153,7 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Add([]byte(`{"slots":[{"desired":{"tag":"nonsense"}}]}`))
 	f.Add([]byte(`{"inFlight":{"contents":{"x":{}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var r delivery.Record
+		var r state.Record
 		if err := decodeBody(&r, data); err != nil {
 			return
 		}
@@ -162,7 +162,7 @@ func FuzzDecodeBody(f *testing.F) {
 			require.ErrorIs(t, err, errBadInput)
 			return
 		}
-		var back delivery.Record
+		var back state.Record
 		require.NoError(t, decodeBody(&back, again))
 		require.Equal(t, r, back)
 	})
@@ -173,14 +173,14 @@ func FuzzDecodeBody(f *testing.F) {
 // never a panic; what decodes stores back the same.
 func FuzzDecodeBodyBin(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	var r delivery.Record
+	var r state.Record
 	fill(f, rng, reflect.ValueOf(&r).Elem())
 	f.Add(encodeBodyBin(&r))
-	f.Add(encodeBodyBin(&delivery.Record{}))
+	f.Add(encodeBodyBin(&state.Record{}))
 	f.Add([]byte{bodyBinFormat + 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var got delivery.Record
+		var got state.Record
 		if err := decodeBodyBin(&got, data); err != nil {
 			require.ErrorIs(t, err, recordcodec.ErrCorrupt)
 			if len(data) > 0 && data[0] != bodyBinFormat {
@@ -188,7 +188,7 @@ func FuzzDecodeBodyBin(f *testing.F) {
 			}
 			return
 		}
-		var back delivery.Record
+		var back state.Record
 		require.NoError(t, decodeBodyBin(&back, encodeBodyBin(&got)))
 		require.Equal(t, got, back)
 	})
@@ -197,7 +197,7 @@ func FuzzDecodeBodyBin(f *testing.F) {
 // FuzzDecodeServices: the same for the stored services.
 func FuzzDecodeServices(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var r delivery.Record
+	var r state.Record
 	fill(f, rng, reflect.ValueOf(&r).Elem())
 	data, _, err := encodeServices(r.ID, r.Services)
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -29,7 +29,7 @@ func ExampleOpen() {
 	}
 	defer srv.Close()
 
-	agbots := map[string]delivery.State{}
+	agbots := map[string]state.Backend{}
 	for _, id := range []string{"agbot-1", "agbot-2"} {
 		st, _, err := pgstate.Open(ctx, pgstate.Options{URL: srv.URL, LeasePeriod: 30 * time.Second})
 		if err != nil {
@@ -37,8 +37,8 @@ func ExampleOpen() {
 			return
 		}
 		defer st.Close()
-		// The State is a delivery.Membership; an engine joins by itself.
-		lease, err := st.(delivery.Membership).Join(ctx, id)
+		// The State is a state.Membership; an engine joins by itself.
+		lease, err := st.Join(ctx, id)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -73,7 +73,7 @@ func ExampleOpen() {
 		for i := range recs {
 			recs[i].NextAttempt = time.Time{} // delivered, say
 		}
-		if err := st.Update(ctx, id, slicePtrs(recs)...); err != nil && !errors.Is(err, delivery.ErrConflict) {
+		if err := st.Update(ctx, id, slicePtrs(recs)...); err != nil && !errors.Is(err, state.ErrConflict) {
 			fmt.Println(err)
 			return
 		}

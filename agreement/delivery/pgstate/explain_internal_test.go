@@ -28,7 +28,7 @@ func TestPerIntervalQueriesUseIndexes(t *testing.T) {
 	st, _, err := Open(ctx, Options{URL: db.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	s := st.(*state)
+	s := st
 	fill := fmt.Sprintf(`
 INSERT INTO %[1]s.agreements (id, node, revision, next_attempt, attempts, services, body)
 SELECT format('agr-%%07s', i), format('node-%%07s', i), 1, NULL, 0, '[]'::jsonb, '{}'::jsonb

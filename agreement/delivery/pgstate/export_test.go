@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // ErrBadInput exposes the error of a name PostgreSQL text cannot hold to
@@ -15,7 +15,7 @@ var ErrBadInput = errBadInput
 
 // SchemaOf returns the PostgreSQL schema holding the tables of st, a
 // State Open returned.
-func SchemaOf(st delivery.State) string { return st.(*state).schema }
+func SchemaOf(st state.Backend) string { return st.(*State).schema }
 
 // Versions returns the schema versions the migrations make, 1 to the
 // latest, in order.
@@ -41,17 +41,17 @@ func MigrateTo(ctx context.Context, url, schema string, version int) error {
 
 // NamesReads returns how many times st's Names read the names themselves,
 // not only their generation.
-func NamesReads(st delivery.State) int64 { return st.(*state).namesReads.Load() }
+func NamesReads(st state.Backend) int64 { return st.(*State).namesReads.Load() }
 
 // ObservationsRead returns how many names st's Observations read from the
 // observations table, not from its cache.
-func ObservationsRead(st delivery.State) int64 { return st.(*state).observed.reads.Load() }
+func ObservationsRead(st state.Backend) int64 { return st.(*State).observed.reads.Load() }
 
 // ReadObservationsUncached has st's Observations read every name asked
 // each call, as before the observations' generation (the benchmarks'
 // baseline).
-func ReadObservationsUncached(st delivery.State) {
-	c := &st.(*state).observed
+func ReadObservationsUncached(st state.Backend) {
+	c := &st.(*State).observed
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.off = true

@@ -16,6 +16,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -80,7 +81,7 @@ func (f *fanOut) rotate(b *testing.B, n int) time.Duration {
 }
 
 // newFanOut starts engines, one per state, with n agreements in sync.
-func newFanOut(b *testing.B, name string, n int, keys *agreement.PrivateKeys, agentKeys map[string]*agreement.PrivateKeys, states []delivery.State, members []string) *fanOut {
+func newFanOut(b *testing.B, name string, n int, keys *agreement.PrivateKeys, agentKeys map[string]*agreement.PrivateKeys, states []state.Backend, members []string) *fanOut {
 	ctx := b.Context()
 	f := &fanOut{name: name, store: memory.New(), agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
 	_, err := f.store.Put(ctx, &secretstore.Secret{Name: "org/db", Data: edgesecrets.Data{"password": []byte("gen0")}}, secretstore.PutOptions{})
@@ -156,16 +157,16 @@ func BenchmarkRotationFanOut(b *testing.B) {
 	bolt, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = bolt.Close() })
-	pgStates := func(members ...string) []delivery.State {
+	pgStates := func(members ...string) []state.Backend {
 		db := pgtest.NewDatabase(b)
-		var out []delivery.State
+		var out []state.Backend
 		for _, m := range joinAll(b, db.URL, pgstate.Options{LeasePeriod: time.Hour}, members...) {
 			out = append(out, m.sharedState)
 		}
 		return out
 	}
 	configs := []*fanOut{
-		newFanOut(b, "bolt", n, keys, agentKeys, []delivery.State{bolt}, []string{"agbot-1"}),
+		newFanOut(b, "bolt", n, keys, agentKeys, []state.Backend{bolt}, []string{"agbot-1"}),
 		newFanOut(b, "postgres", n, keys, agentKeys, pgStates("agbot-1"), []string{"agbot-1"}),
 		newFanOut(b, "postgres-2-agbots", n, keys, agentKeys, pgStates("agbot-1", "agbot-2"), []string{"agbot-1", "agbot-2"}),
 	}

@@ -11,18 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// sharedState is what Open returns: a delivery.State that is also a
-// delivery.Membership.
+// sharedState is what the tests use of the State Open returns: a
+// state.Backend that is also a state.Membership.
 type sharedState interface {
-	delivery.State
-	delivery.Membership
+	state.Backend
+	state.Membership
 }
 
 // twoRecords inserts two records binding org/a and org/b, as an agbot of
@@ -53,9 +53,7 @@ func open(t testing.TB, url string, opts pgstate.Options) sharedState {
 	st, _, err := pgstate.Open(t.Context(), opts)
 	require.NoError(t, err, "opening the state")
 	t.Cleanup(func() { _ = st.Close() })
-	shared, ok := st.(sharedState)
-	require.True(t, ok, "the State is a delivery.Membership")
-	return shared
+	return st
 }
 
 // member is one agbot's State, joined under its id.
@@ -114,20 +112,20 @@ func tag(t testing.TB, v string) secretstore.ContentTag {
 
 // newRecord returns an active record bound to names, one service secret
 // each, due at next.
-func newRecord(id string, next time.Time, names ...string) *delivery.Record {
+func newRecord(id string, next time.Time, names ...string) *state.Record {
 	secrets := map[string]binding.BoundSecret{}
-	var slots []delivery.Slot
+	var slots []state.Slot
 	for i, n := range names {
 		name := fmt.Sprintf("secret%02d", i)
 		secrets[name] = binding.BoundSecret{StoreNames: []string{n}, Format: "json"}
-		slots = append(slots, delivery.Slot{Name: name, Desired: delivery.Content{StoreName: n}})
+		slots = append(slots, state.Slot{Name: name, Desired: state.Content{StoreName: n}})
 	}
-	return &delivery.Record{
+	return &state.Record{
 		ID:          id,
 		Node:        "node-" + id,
 		Services:    []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "org", URL: "svc"}, Secrets: secrets}},
 		Slots:       slots,
-		Phase:       delivery.PhaseActive,
+		Phase:       state.PhaseActive,
 		NextAttempt: next,
 		CreatedAt:   time.Now(),
 	}
@@ -135,7 +133,7 @@ func newRecord(id string, next time.Time, names ...string) *delivery.Record {
 
 // createRecords creates n records agr-0000… bound to names round robin,
 // due at next.
-func createRecords(t testing.TB, st delivery.State, n int, next time.Time, names []string) []string {
+func createRecords(t testing.TB, st state.Backend, n int, next time.Time, names []string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range n {

@@ -8,22 +8,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// Join implements delivery.Membership: member becomes live for one
+// Join implements state.Membership: member becomes live for one
 // LeasePeriod (the database's clock) under a new incarnation, which
 // replaces an earlier one of the same id: that one's process is fenced
 // off (its next Heartbeat and fenced call fail with ErrLeaseLost), and
 // the claims it still held pass to the new incarnation, as they would to
 // an agbot restarted under the same id.
-func (s *state) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s *State) Join(ctx context.Context, member string) (state.MemberLease, error) {
 	c := &checker{what: "member"}
 	if c.check("id", member); c.err != nil {
-		return delivery.MemberLease{}, c.err
+		return state.MemberLease{}, c.err
 	}
 	if member == "" {
-		return delivery.MemberLease{}, errors.New("pgstate: Join: the member id is empty")
+		return state.MemberLease{}, errors.New("pgstate: Join: the member id is empty")
 	}
 	var (
 		inc          int64
@@ -47,7 +47,7 @@ func (s *state) Join(ctx context.Context, member string) (delivery.MemberLease, 
 		return s.pool.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	// The names no record binds any more. A failure (a record bound to
 	// one meanwhile) leaves them to the next Join; Names skips them.
@@ -70,21 +70,21 @@ func (s *state) Join(ctx context.Context, member string) (delivery.MemberLease, 
 	return s.lease(member, uint64(inc), sentAt), nil
 }
 
-func (s *state) lease(member string, inc uint64, sentAt time.Time) delivery.MemberLease {
-	return delivery.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: sentAt.Add(s.period)}
+func (s *State) lease(member string, inc uint64, sentAt time.Time) state.MemberLease {
+	return state.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: sentAt.Add(s.period)}
 }
 
-// Heartbeat implements delivery.Membership: it renews member's lease for
+// Heartbeat implements state.Membership: it renews member's lease for
 // one LeasePeriod from the database's now(). It fails with an error
-// matching delivery.ErrLeaseLost when member did not join through this
+// matching state.ErrLeaseLost when member did not join through this
 // State, left, was replaced by a later Join of its id, or let its lease
 // lapse: a lapsed lease is not renewed, since the other members may have
 // taken over its records and names meanwhile.
-func (s *state) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s *State) Heartbeat(ctx context.Context, member string) (state.MemberLease, error) {
 	o := op{what: "heartbeat", member: member, rerun: true}
 	inc, err := s.joined(o)
 	if err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	var (
 		renewed bool
@@ -97,18 +97,18 @@ func (s *state) Heartbeat(ctx context.Context, member string) (delivery.MemberLe
 		return err
 	})
 	if err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	if !renewed {
-		return delivery.MemberLease{}, &leaseLostError{op: o.what, member: member}
+		return state.MemberLease{}, &leaseLostError{op: o.what, member: member}
 	}
 	return s.lease(member, inc, sentAt), nil
 }
 
-// Leave implements delivery.Membership: member's membership expires now,
+// Leave implements state.Membership: member's membership expires now,
 // and with it every claim it holds (claim_valid), so the other members
 // take over its records and names at once.
-func (s *state) Leave(ctx context.Context, member string) error {
+func (s *State) Leave(ctx context.Context, member string) error {
 	inc := s.incarnation(member)
 	if inc == 0 {
 		return nil

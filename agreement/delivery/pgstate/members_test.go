@@ -17,6 +17,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -38,10 +39,10 @@ func TestClaimsNeverOverlap(t *testing.T) {
 			members := joinAll(t, db.URL, pgstate.Options{LeasePeriod: time.Minute}, memberIDs(n)...)
 			ids := createRecords(t, members[0], 300, time.Now().Add(-time.Second), storeNames(20))
 
-			claims := make([]map[string]delivery.Record, n)
+			claims := make([]map[string]state.Record, n)
 			var wg sync.WaitGroup
 			for i, m := range members {
-				claims[i] = map[string]delivery.Record{}
+				claims[i] = map[string]state.Record{}
 				wg.Go(func() {
 					for empty := 0; empty < 2; {
 						recs, err := m.Due(t.Context(), m.id, time.Now(), time.Hour, 7)
@@ -78,7 +79,7 @@ func TestClaimsNeverOverlap(t *testing.T) {
 				theirs := rec.Clone()
 				theirs.LastError = "written by a member without the claim"
 				err := other.Update(t.Context(), other.id, &theirs)
-				require.ErrorIs(t, err, delivery.ErrConflict, "%s updates %s, claimed by %s", other.id, id, members[h].id)
+				require.ErrorIs(t, err, state.ErrConflict, "%s updates %s, claimed by %s", other.id, id, members[h].id)
 				rec.LastError = "written by the holder"
 				require.NoError(t, members[h].Update(t.Context(), members[h].id, &rec), "the holder updates %s", id)
 			}
@@ -153,9 +154,9 @@ func TestTakeoverWithinOneLeasePeriod(t *testing.T) {
 				"Update":          victim.Update(ctx, victim.id, &stale),
 				"Due":             second(victim.Due(ctx, victim.id, time.Now(), time.Hour, 0)),
 				"Names":           second(victim.Names(ctx, victim.id)),
-				"PutObservations": victim.PutObservations(ctx, victim.id, delivery.Observation{Name: victimNames[0], State: delivery.Missing}),
+				"PutObservations": victim.PutObservations(ctx, victim.id, state.Observation{Name: victimNames[0], State: state.Missing}),
 			} {
-				assert.ErrorIs(t, err, delivery.ErrLeaseLost, what)
+				assert.ErrorIs(t, err, state.ErrLeaseLost, what)
 			}
 			got, err := survivors[0].Get(ctx, stale.ID)
 			require.NoError(t, err)
@@ -220,7 +221,7 @@ func TestNamesPartition(t *testing.T) {
 			leaver := schemaMembers[0]
 			require.NoError(t, leaver.Leave(t.Context(), leaver.id))
 			_, err := leaver.Names(t.Context(), leaver.id)
-			require.ErrorIs(t, err, delivery.ErrLeaseLost, "a member that left polls nothing")
+			require.ErrorIs(t, err, state.ErrLeaseLost, "a member that left polls nothing")
 			after := assertPartition(t, schemaMembers[1:], names)
 			for name, m := range owner {
 				if m != leaver.id {
@@ -250,7 +251,7 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, theirs, 1, "an expired claim is taken")
 		mine.LastError = "stale"
-		require.ErrorIs(t, a.Update(ctx, a.id, &mine), delivery.ErrConflict, "the member whose claim was taken stores nothing")
+		require.ErrorIs(t, a.Update(ctx, a.id, &mine), state.ErrConflict, "the member whose claim was taken stores nothing")
 		require.NoError(t, b.Update(ctx, b.id, &theirs[0]), "the new holder stores")
 	})
 
@@ -267,13 +268,13 @@ func TestFencing(t *testing.T) {
 
 	t.Run("marked due while claimed", func(t *testing.T) {
 		mine := createAndClaim(t, a, "marked", time.Hour)
-		changed, err := b.MarkDue(ctx, delivery.Selector{StoreNames: []string{"org/marked"}}, time.Now(), false)
+		changed, err := b.MarkDue(ctx, state.Selector{StoreNames: []string{"org/marked"}}, time.Now(), false)
 		require.NoError(t, err)
 		require.Equal(t, 1, changed, "a change another member found marks the claimed record due")
 		theirs, err := b.Due(ctx, b.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		assert.Empty(t, theirs, "a record due but validly claimed is not claimed by another member")
-		require.ErrorIs(t, a.Update(ctx, a.id, &mine), delivery.ErrConflict, "the holder's copy is stale after the mark")
+		require.ErrorIs(t, a.Update(ctx, a.id, &mine), state.ErrConflict, "the holder's copy is stale after the mark")
 		again, err := a.Due(ctx, a.id, time.Now(), time.Hour, 0)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"marked"}, idsOf(again), "the holder claims it again at once")
@@ -305,18 +306,18 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, aNames)
 		require.NotEmpty(t, bNames)
-		theirs := delivery.Observation{Name: bNames[0], State: delivery.Present, Tag: tag(t, "7"), Since: time.Now(), CheckedAt: time.Now()}
+		theirs := state.Observation{Name: bNames[0], State: state.Present, Tag: tag(t, "7"), Since: time.Now(), CheckedAt: time.Now()}
 		require.NoError(t, b.PutObservations(ctx, b.id, theirs))
 
 		err = a.PutObservations(ctx, a.id,
-			delivery.Observation{Name: bNames[0], State: delivery.Missing, Since: time.Now(), CheckedAt: time.Now()},
-			delivery.Observation{Name: aNames[0], State: delivery.Present, Tag: tag(t, "1")},
-			delivery.Observation{Name: "org/waited-for", State: delivery.Present, Tag: tag(t, "1")},
+			state.Observation{Name: bNames[0], State: state.Missing, Since: time.Now(), CheckedAt: time.Now()},
+			state.Observation{Name: aNames[0], State: state.Present, Tag: tag(t, "1")},
+			state.Observation{Name: "org/waited-for", State: state.Present, Tag: tag(t, "1")},
 		)
 		assert.Equal(t, []string{bNames[0]}, conflictIDs(t, err), "a member stores no observation of another member's name")
 		got, err := a.Observations(ctx, []string{bNames[0], aNames[0], "org/waited-for"})
 		require.NoError(t, err)
-		assert.Equal(t, delivery.Present, got[bNames[0]].State, "the owner's observation stays")
+		assert.Equal(t, state.Present, got[bNames[0]].State, "the owner's observation stays")
 		assert.Equal(t, tag(t, "7"), got[bNames[0]].Tag)
 		assert.Contains(t, got, aNames[0], "the member's own name is stored")
 		assert.Contains(t, got, "org/waited-for", "a name no record binds is stored by any live member")
@@ -334,7 +335,7 @@ func TestFencing(t *testing.T) {
 			"Due":       second(zombie.Due(ctx, zombie.id, time.Now(), time.Hour, 0)),
 			"Names":     second(zombie.Names(ctx, zombie.id)),
 		} {
-			assert.ErrorIs(t, err, delivery.ErrLeaseLost, "the process whose incarnation was replaced: %s", what)
+			assert.ErrorIs(t, err, state.ErrLeaseLost, "the process whose incarnation was replaced: %s", what)
 		}
 		require.NoError(t, restarted.Update(ctx, restarted.id, &held), "the new incarnation of the id holds its claims")
 	})
@@ -342,7 +343,7 @@ func TestFencing(t *testing.T) {
 
 // createAndClaim creates a record due now, bound to "org/"+id, and has m
 // claim it for lease.
-func createAndClaim(t *testing.T, m *member, id string, lease time.Duration) delivery.Record {
+func createAndClaim(t *testing.T, m *member, id string, lease time.Duration) state.Record {
 	t.Helper()
 	require.NoError(t, m.Create(t.Context(), newRecord(id, time.Now().Add(-time.Second), "org/"+id)))
 	claimed, err := m.Due(t.Context(), m.id, time.Now(), lease, 0)
@@ -351,7 +352,7 @@ func createAndClaim(t *testing.T, m *member, id string, lease time.Duration) del
 	return claimed[0]
 }
 
-func idsOf(recs []delivery.Record) []string {
+func idsOf(recs []state.Record) []string {
 	var out []string
 	for _, r := range recs {
 		out = append(out, r.ID)
@@ -361,9 +362,9 @@ func idsOf(recs []delivery.Record) []string {
 
 func conflictIDs(t *testing.T, err error) []string {
 	t.Helper()
-	var ce *delivery.ConflictError
+	var ce *state.ConflictError
 	require.ErrorAs(t, err, &ce)
-	require.ErrorIs(t, err, delivery.ErrConflict)
+	require.ErrorIs(t, err, state.ErrConflict)
 	return ce.IDs
 }
 
@@ -390,7 +391,7 @@ func TestConcurrentMembersNeverDeadlock(t *testing.T) {
 			for time.Now().Before(deadline) {
 				switch rng.IntN(3) {
 				case 0:
-					var batch []*delivery.Record
+					var batch []*state.Record
 					for _, i := range rng.Perm(len(ids))[:20] {
 						r, err := m.Get(ctx, ids[i])
 						if !assert.NoError(t, err) {
@@ -400,7 +401,7 @@ func TestConcurrentMembersNeverDeadlock(t *testing.T) {
 						batch = append(batch, &r)
 					}
 					err := m.Update(ctx, m.id, batch...)
-					var ce *delivery.ConflictError
+					var ce *state.ConflictError
 					if err != nil && !assert.ErrorAs(t, err, &ce, "Update answers stored or conflict") {
 						return
 					}
@@ -412,7 +413,7 @@ func TestConcurrentMembersNeverDeadlock(t *testing.T) {
 					}
 					mu.Unlock()
 				case 1:
-					sel := delivery.Selector{StoreNames: []string{names[rng.IntN(len(names))], names[rng.IntN(len(names))]}, IDs: []string{ids[rng.IntN(len(ids))]}}
+					sel := state.Selector{StoreNames: []string{names[rng.IntN(len(names))], names[rng.IntN(len(names))]}, IDs: []string{ids[rng.IntN(len(ids))]}}
 					_, err := m.MarkDue(ctx, sel, time.Now(), rng.IntN(2) == 0)
 					if !assert.NoError(t, err, "MarkDue") {
 						return
@@ -426,7 +427,7 @@ func TestConcurrentMembersNeverDeadlock(t *testing.T) {
 						recs[i].NextAttempt = time.Now()
 					}
 					if err := m.Update(ctx, m.id, slicePtrs(recs)...); err != nil {
-						assert.ErrorIs(t, err, delivery.ErrConflict)
+						assert.ErrorIs(t, err, state.ErrConflict)
 					}
 				}
 			}
@@ -458,8 +459,8 @@ func TestChangeReachesEveryAgreement(t *testing.T) {
 			finder = m
 		}
 	}
-	require.NoError(t, finder.PutObservations(ctx, finder.id, delivery.Observation{Name: rotated, State: delivery.Present, Tag: tag(t, "2"), Since: time.Now(), CheckedAt: time.Now()}))
-	marked, err := finder.MarkDue(ctx, delivery.Selector{StoreNames: []string{rotated}}, time.Now(), false)
+	require.NoError(t, finder.PutObservations(ctx, finder.id, state.Observation{Name: rotated, State: state.Present, Tag: tag(t, "2"), Since: time.Now(), CheckedAt: time.Now()}))
+	marked, err := finder.MarkDue(ctx, state.Selector{StoreNames: []string{rotated}}, time.Now(), false)
 	require.NoError(t, err)
 	assert.Equal(t, 30, marked, "every record bound to the rotated name is marked")
 

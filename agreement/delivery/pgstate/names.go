@@ -8,19 +8,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-// Names implements delivery.State: the store names bound by any record
+// Names implements state.Backend: the store names bound by any record
 // whose owner, among the live members, is member (rendezvous hashing: see
 // the package documentation). The member must have joined through this
-// State and be live; otherwise the error matches delivery.ErrLeaseLost.
+// State and be live; otherwise the error matches state.ErrLeaseLost.
 //
 // Each call reads the names' generation (bumped by every change to the
 // bindings) and the live members; the names themselves are read again
 // only when either changed since the member's last call.
-func (s *state) Names(ctx context.Context, member string) ([]string, error) {
+func (s *State) Names(ctx context.Context, member string) ([]string, error) {
 	o := op{what: "listing the names to poll", member: member, rerun: true}
 	inc, err := s.joined(o)
 	if err != nil {
@@ -66,23 +66,23 @@ type namesRead struct {
 	names      []string
 }
 
-// Observations implements delivery.State. The observations it read are
+// Observations implements state.Backend. The observations it read are
 // kept with the observations' generation they were read at (bumped by
 // every statement that changes them, and read in the same snapshot): a
 // later call reads the generation and, while it is unchanged, only the
 // names it has not read yet. An idle interval's review reads a counter,
 // not a row per name.
-func (s *state) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+func (s *State) Observations(ctx context.Context, names []string) (map[string]state.Observation, error) {
 	if names == nil {
 		return s.allObservations(ctx)
 	}
-	out := map[string]delivery.Observation{}
+	out := map[string]state.Observation{}
 	if len(names) == 0 {
 		return out, ctx.Err()
 	}
 	generation, known, lacking := s.observed.lookup(names)
 	var (
-		read = map[string]delivery.Observation{}
+		read = map[string]state.Observation{}
 		cur  int64
 	)
 	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
@@ -127,8 +127,8 @@ func (s *state) Observations(ctx context.Context, names []string) (map[string]de
 
 // allObservations is Observations(nil): every stored observation, read
 // past the cache.
-func (s *state) allObservations(ctx context.Context) (map[string]delivery.Observation, error) {
-	out := map[string]delivery.Observation{}
+func (s *State) allObservations(ctx context.Context) (map[string]state.Observation, error) {
+	out := map[string]state.Observation{}
 	err := s.call(ctx, op{what: "reading observations", rerun: true}, func(ctx context.Context) error {
 		clear(out)
 		rows, err := s.pool.Query(ctx, s.q.allObservations)
@@ -160,8 +160,8 @@ func (s *state) allObservations(ctx context.Context) (map[string]delivery.Observ
 }
 
 // observationOf is the observation of a stored row.
-func observationOf(name string, state int16, tag string, since, checkedAt *time.Time) (delivery.Observation, error) {
-	o := delivery.Observation{Name: name, State: delivery.ObservedState(state), Since: fromDB(since), CheckedAt: fromDB(checkedAt)}
+func observationOf(name string, observed int16, tag string, since, checkedAt *time.Time) (state.Observation, error) {
+	o := state.Observation{Name: name, State: state.ObservedState(observed), Since: fromDB(since), CheckedAt: fromDB(checkedAt)}
 	var err error
 	if o.Tag, err = secretstore.ParseContentTag(tag); err != nil {
 		return o, corrupt(name, "observation", err)
@@ -179,20 +179,20 @@ const maxCachedObservations = 100_000
 type observationsCache struct {
 	mu         sync.Mutex
 	generation int64 // -1 while empty
-	m          map[string]delivery.Observation
+	m          map[string]state.Observation
 	reads      atomic.Int64 // names read from the table (the tests count them)
 	off        bool         // every call reads every name (the benchmarks' baseline)
 }
 
 // lookup returns the cache's generation, the stored observations of names
 // it holds, and the names it lacks.
-func (c *observationsCache) lookup(names []string) (generation int64, known map[string]delivery.Observation, lacking []string) {
+func (c *observationsCache) lookup(names []string) (generation int64, known map[string]state.Observation, lacking []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || c.off {
 		return -1, nil, names
 	}
-	known = map[string]delivery.Observation{}
+	known = map[string]state.Observation{}
 	for _, n := range names {
 		switch o, ok := c.m[n]; {
 		case !ok:
@@ -210,7 +210,7 @@ func (c *observationsCache) lookup(names []string) (generation int64, known map[
 // keep records what a read at generation found of names: read holds
 // those stored. A read at an older generation than the cache's is not
 // kept; one at a newer generation starts the cache again.
-func (c *observationsCache) keep(generation int64, names []string, read map[string]delivery.Observation) {
+func (c *observationsCache) keep(generation int64, names []string, read map[string]state.Observation) {
 	c.reads.Add(int64(len(names)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -220,22 +220,22 @@ func (c *observationsCache) keep(generation int64, names []string, read map[stri
 	case c.m != nil && generation < c.generation:
 		return
 	case c.m == nil || generation > c.generation || len(c.m)+len(names) > maxCachedObservations:
-		c.m, c.generation = make(map[string]delivery.Observation, len(names)), generation
+		c.m, c.generation = make(map[string]state.Observation, len(names)), generation
 	}
 	for _, n := range names {
 		c.m[n] = read[n]
 	}
 }
 
-// PutObservations implements delivery.State, fenced: member stores the
+// PutObservations implements state.Backend, fenced: member stores the
 // observations of the names it polls (Names) and of names no record binds
 // (those deployments wait for). The others are not stored, and the error,
-// a *delivery.ConflictError matching delivery.ErrConflict, lists them:
+// a *state.ConflictError matching state.ErrConflict, lists them:
 // a member that lost a name to another cannot overwrite what the new
 // owner observes. The member must have joined through this State and be
 // live; otherwise nothing is stored and the error matches
-// delivery.ErrLeaseLost.
-func (s *state) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+// state.ErrLeaseLost.
+func (s *State) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
 	o := op{what: "storing observations", member: member, rerun: true}
 	if len(obs) == 0 {
 		return ctx.Err()
@@ -245,7 +245,7 @@ func (s *state) PutObservations(ctx context.Context, member string, obs ...deliv
 		return err
 	}
 	// The last observation of a name given twice is the one stored.
-	last := map[string]delivery.Observation{}
+	last := map[string]state.Observation{}
 	for _, o := range obs {
 		c := &checker{what: "observation"}
 		c.check("name", o.Name)
@@ -270,13 +270,13 @@ func (s *state) PutObservations(ctx context.Context, member string, obs ...deliv
 		return err
 	}
 	if refused := missing(names, stored); len(refused) > 0 {
-		return &delivery.ConflictError{IDs: refused}
+		return &state.ConflictError{IDs: refused}
 	}
 	return nil
 }
 
-// PutWait implements delivery.State.
-func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
+// PutWait implements state.Backend.
+func (s *State) PutWait(ctx context.Context, w state.Wait) error {
 	c := &checker{what: "wait"}
 	c.check("id", w.ID)
 	for _, n := range w.StoreNames {
@@ -291,9 +291,9 @@ func (s *state) PutWait(ctx context.Context, w delivery.Wait) error {
 	})
 }
 
-// Waits implements delivery.State.
-func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
-	var out []delivery.Wait
+// Waits implements state.Backend.
+func (s *State) Waits(ctx context.Context) ([]state.Wait, error) {
+	var out []state.Wait
 	err := s.call(ctx, op{what: "listing waits", rerun: true}, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, s.q.waits)
@@ -302,7 +302,7 @@ func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var w delivery.Wait
+			var w state.Wait
 			var created *time.Time
 			if err := rows.Scan(&w.ID, &w.StoreNames, &created); err != nil {
 				return err
@@ -318,18 +318,18 @@ func (s *state) Waits(ctx context.Context) ([]delivery.Wait, error) {
 	return out, nil
 }
 
-// DeleteWait implements delivery.State.
-func (s *state) DeleteWait(ctx context.Context, id string) error {
+// DeleteWait implements state.Backend.
+func (s *State) DeleteWait(ctx context.Context, id string) error {
 	return s.call(ctx, op{what: "deleting wait " + quote(id), rerun: true}, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, s.q.deleteWait, id)
 		return err
 	})
 }
 
-// NewEpoch implements delivery.State with a PostgreSQL sequence: above
+// NewEpoch implements state.Backend with a PostgreSQL sequence: above
 // every number it gave before, to any member, across restarts (a crash
 // may skip numbers, never repeat one).
-func (s *state) NewEpoch(ctx context.Context) (uint64, error) {
+func (s *State) NewEpoch(ctx context.Context) (uint64, error) {
 	var epoch int64
 	err := s.call(ctx, op{what: "taking an epoch", rerun: true}, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, s.q.newEpoch).Scan(&epoch)

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -31,8 +31,8 @@ func TestObservationsFollowEveryChange(t *testing.T) {
 		names = append(names, fmt.Sprintf("org/wait-%d", i))
 	}
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	missing := func(name string, checked time.Duration) delivery.Observation {
-		return delivery.Observation{Name: name, State: delivery.Missing, Since: at, CheckedAt: at.Add(checked)}
+	missing := func(name string, checked time.Duration) state.Observation {
+		return state.Observation{Name: name, State: state.Missing, Since: at, CheckedAt: at.Add(checked)}
 	}
 	require.NoError(t, ms[1].PutObservations(ctx, ms[1].id, missing(names[0], 0), missing(names[1], 0)))
 
@@ -43,7 +43,7 @@ func TestObservationsFollowEveryChange(t *testing.T) {
 		require.NoError(t, err)
 		all, err := ms[1].Observations(ctx, nil) // the truth: read past any cache
 		require.NoError(t, err)
-		want := map[string]delivery.Observation{}
+		want := map[string]state.Observation{}
 		for _, n := range asked {
 			if o, ok := all[n]; ok {
 				want[n] = o

@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
 // everyCall returns one call of each method of m, the State's and the
 // Membership's but Join and Leave, on the record id (whose stored copy
 // rec is) and store name name.
-func everyCall(m *member, rec delivery.Record, name string) map[string]func(context.Context) error {
+func everyCall(m *member, rec state.Record, name string) map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		"Create": func(ctx context.Context) error {
 			return m.Create(ctx, newRecord(fmt.Sprintf("new-%d", time.Now().UnixNano()), time.Time{}, name))
@@ -34,18 +34,18 @@ func everyCall(m *member, rec delivery.Record, name string) map[string]func(cont
 			return m.Update(ctx, m.id, &cur)
 		},
 		"Delete":  func(ctx context.Context) error { return m.Delete(ctx, "never-stored") },
-		"Records": func(ctx context.Context) error { return m.Records(ctx, func(delivery.Record) bool { return true }) },
+		"Records": func(ctx context.Context) error { return m.Records(ctx, func(state.Record) bool { return true }) },
 		"Names":   func(ctx context.Context) error { return second(m.Names(ctx, m.id)) },
 		"MarkDue": func(ctx context.Context) error {
-			return second(m.MarkDue(ctx, delivery.Selector{IDs: []string{rec.ID}}, time.Now().Add(time.Hour), false))
+			return second(m.MarkDue(ctx, state.Selector{IDs: []string{rec.ID}}, time.Now().Add(time.Hour), false))
 		},
 		"Due":          func(ctx context.Context) error { return second(m.Due(ctx, m.id, time.Now(), time.Minute, 10)) },
 		"Observations": func(ctx context.Context) error { return second(m.Observations(ctx, []string{name})) },
 		"PutObservations": func(ctx context.Context) error {
-			return m.PutObservations(ctx, m.id, delivery.Observation{Name: "org/unbound", State: delivery.Missing})
+			return m.PutObservations(ctx, m.id, state.Observation{Name: "org/unbound", State: state.Missing})
 		},
 		"PutWait": func(ctx context.Context) error {
-			return m.PutWait(ctx, delivery.Wait{ID: "dep", StoreNames: []string{name}})
+			return m.PutWait(ctx, state.Wait{ID: "dep", StoreNames: []string{name}})
 		},
 		"Waits":      func(ctx context.Context) error { return second(m.Waits(ctx)) },
 		"DeleteWait": func(ctx context.Context) error { return m.DeleteWait(ctx, "never-stored") },
@@ -61,7 +61,7 @@ func assertAllUnavailable(t *testing.T, calls map[string]func(context.Context) e
 	for _, name := range slices.Sorted(maps.Keys(calls)) {
 		start := time.Now()
 		err := calls[name](t.Context())
-		assert.ErrorIs(t, err, delivery.ErrStateUnavailable, "%s while the database is unreachable", name)
+		assert.ErrorIs(t, err, state.ErrStateUnavailable, "%s while the database is unreachable", name)
 		assert.Less(t, time.Since(start), bound, "%s answers within the State's timeout", name)
 	}
 }
@@ -78,7 +78,7 @@ func assertAllWork(t *testing.T, calls map[string]func(context.Context) error) {
 
 // outageSetup starts a dedicated server, joins one member, stores a
 // record and fills the pool with connections.
-func outageSetup(t *testing.T, opts pgstate.Options) (*pgtest.Server, *member, delivery.Record) {
+func outageSetup(t *testing.T, opts pgstate.Options) (*pgtest.Server, *member, state.Record) {
 	srv := pgtest.Start(t, pgtest.Options{})
 	m, rec := fillPool(t, srv.URL, opts)
 	return srv, m, rec
@@ -86,7 +86,7 @@ func outageSetup(t *testing.T, opts pgstate.Options) (*pgtest.Server, *member, d
 
 // fillPool joins one member on url with a pool of four connections, stores
 // a record and fills the pool.
-func fillPool(t *testing.T, url string, opts pgstate.Options) (*member, delivery.Record) {
+func fillPool(t *testing.T, url string, opts pgstate.Options) (*member, state.Record) {
 	opts.MaxConns = 4
 	m := joinAll(t, url, opts, "agbot-1")[0]
 	rec := newRecord("agr-1", time.Time{}, "org/db")
@@ -169,9 +169,9 @@ func TestOutageOf30Seconds(t *testing.T) {
 	require.NoError(t, srv.Start(ctx))
 
 	_, err = m.Heartbeat(ctx, m.id)
-	require.ErrorIs(t, err, delivery.ErrLeaseLost, "the member's lease lapsed during the outage")
+	require.ErrorIs(t, err, state.ErrLeaseLost, "the member's lease lapsed during the outage")
 	_, err = m.Due(ctx, m.id, time.Now(), period, 0)
-	require.ErrorIs(t, err, delivery.ErrLeaseLost, "it claims nothing before it joins again")
+	require.ErrorIs(t, err, state.ErrLeaseLost, "it claims nothing before it joins again")
 	_, err = m.Join(ctx, m.id)
 	require.NoError(t, err)
 	again, err := m.Due(ctx, m.id, time.Now(), period, 0)
@@ -180,7 +180,7 @@ func TestOutageOf30Seconds(t *testing.T) {
 	assertAllWork(t, calls)
 
 	kept := 0
-	require.NoError(t, m.Records(ctx, func(r delivery.Record) bool {
+	require.NoError(t, m.Records(ctx, func(r state.Record) bool {
 		if r.LastError == "acknowledged before the outage" {
 			kept++
 		}
@@ -189,8 +189,8 @@ func TestOutageOf30Seconds(t *testing.T) {
 	assert.Equal(t, 25, kept, "every Update acknowledged before the outage is kept")
 }
 
-func slicePtrs(recs []delivery.Record) []*delivery.Record {
-	out := make([]*delivery.Record, len(recs))
+func slicePtrs(recs []state.Record) []*state.Record {
+	out := make([]*state.Record, len(recs))
 	for i := range recs {
 		out[i] = &recs[i]
 	}

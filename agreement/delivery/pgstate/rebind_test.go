@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
@@ -100,7 +100,7 @@ func TestRebindOnSeveralAgbots(t *testing.T) {
 	// The same bindings again, from either agbot: nothing is written.
 	revisions := func() map[string]uint64 {
 		out := map[string]uint64{}
-		require.NoError(t, observer.Records(ctx, func(r delivery.Record) bool { out[r.ID] = r.Revision; return true }))
+		require.NoError(t, observer.Records(ctx, func(r state.Record) bool { out[r.ID] = r.Revision; return true }))
 		return out
 	}
 	before := revisions()
@@ -117,7 +117,7 @@ func TestRebindOnSeveralAgbots(t *testing.T) {
 	}}}
 	for _, a := range agbots {
 		err := a.engine.Register(ctx, changed)
-		require.ErrorIs(t, err, delivery.ErrExists)
+		require.ErrorIs(t, err, state.ErrExists)
 		assert.ErrorContains(t, err, `binds secrets "api", "db", not "db", "token"`)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
 // scanRecord reads a row of recordColumns, after any columns in pre.
@@ -19,7 +19,7 @@ import (
 // columns are all null when the statement had no record to give (the row
 // of a LEFT JOIN that carries pre alone): ok is false then, and only pre
 // is scanned.
-func (s *state) scanClaimed(rows pgx.Rows, pre ...any) (r delivery.Record, ok bool, err error) {
+func (s *State) scanClaimed(rows pgx.Rows, pre ...any) (r state.Record, ok bool, err error) {
 	if rows.RawValues()[len(pre)] == nil {
 		return r, false, rows.Scan(append(pre, make([]any, recordColumnCount)...)...)
 	}
@@ -27,9 +27,9 @@ func (s *state) scanClaimed(rows pgx.Rows, pre ...any) (r delivery.Record, ok bo
 	return r, err == nil, err
 }
 
-func (s *state) scanRecord(row pgx.Row, pre ...any) (delivery.Record, error) {
+func (s *State) scanRecord(row pgx.Row, pre ...any) (state.Record, error) {
 	var (
-		r                   delivery.Record
+		r                   state.Record
 		revision            int64
 		next                *time.Time
 		attempts            int64
@@ -71,7 +71,7 @@ func corrupt(id, part string, err error) error { return &corruptError{id: id, pa
 // encodeRecord checks the record's text fields and encodes its services,
 // the store names they bind and its body (JSON and binary), for Create and
 // Rebind.
-func encodeRecord(rec *delivery.Record) (services []byte, names []string, data, bin []byte, err error) {
+func encodeRecord(rec *state.Record) (services []byte, names []string, data, bin []byte, err error) {
 	c := &checker{what: "record " + quote(rec.ID)}
 	c.check("id", rec.ID)
 	c.check("node", rec.Node)
@@ -87,8 +87,8 @@ func encodeRecord(rec *delivery.Record) (services []byte, names []string, data, 
 	return services, names, data, encodeBodyBin(rec), nil
 }
 
-// Create implements delivery.State.
-func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
+// Create implements state.Backend.
+func (s *State) Create(ctx context.Context, rec *state.Record) error {
 	services, names, data, bin, err := encodeRecord(rec)
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 		return err
 	}
 	if created == 0 {
-		return delivery.ErrExists
+		return state.ErrExists
 	}
 	rec.Revision = 1
 	return nil
@@ -109,9 +109,9 @@ func (s *state) Create(ctx context.Context, rec *delivery.Record) error {
 
 func quote(id string) string { return fmt.Sprintf("%q", id) }
 
-// Get implements delivery.State.
-func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
-	var r delivery.Record
+// Get implements state.Backend.
+func (s *State) Get(ctx context.Context, id string) (state.Record, error) {
+	var r state.Record
 	var missing bool
 	err := s.call(ctx, op{what: "reading record " + quote(id), rerun: true}, func(ctx context.Context) error {
 		var err error
@@ -123,18 +123,18 @@ func (s *state) Get(ctx context.Context, id string) (delivery.Record, error) {
 		return err
 	})
 	if err == nil && missing {
-		err = delivery.ErrNotFound
+		err = state.ErrNotFound
 	}
 	return r, err
 }
 
-// Update implements delivery.State. The records are stored in one
+// Update implements state.Backend. The records are stored in one
 // statement; a record is stored when its Revision is the stored one and
 // the member may write it: nobody else holds a valid claim on it, and the
 // member does not write under a claim of its own that lapsed. Storing a
 // record releases the member's claim. A member that joined and is no
-// longer live stores nothing (delivery.ErrLeaseLost).
-func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
+// longer live stores nothing (state.ErrLeaseLost).
+func (s *State) Update(ctx context.Context, member string, recs ...*state.Record) error {
 	if len(recs) == 0 {
 		return ctx.Err()
 	}
@@ -147,7 +147,7 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 		attempts  = make([]int64, 0, n)
 		bodies    = make([]string, 0, n)
 		bins      = make([][]byte, 0, n)
-		byID      = make(map[string]*delivery.Record, n)
+		byID      = make(map[string]*state.Record, n)
 		conflicts []string
 	)
 	for _, r := range recs {
@@ -185,15 +185,15 @@ func (s *state) Update(ctx context.Context, member string, recs ...*delivery.Rec
 		byID[id].Revision++
 	}
 	if conflicts = append(conflicts, missing(ids, stored)...); len(conflicts) > 0 {
-		return &delivery.ConflictError{IDs: conflicts}
+		return &state.ConflictError{IDs: conflicts}
 	}
 	return nil
 }
 
-// Rebind implements delivery.State: Update of one record that also
+// Rebind implements state.Backend: Update of one record that also
 // stores its services and replaces the store names it binds, in one
 // statement behind the same fence and lease rule.
-func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+func (s *State) Rebind(ctx context.Context, member string, rec *state.Record) error {
 	services, names, data, bin, err := encodeRecord(rec)
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record)
 		return err
 	}
 	if len(stored) == 0 {
-		return &delivery.ConflictError{IDs: []string{rec.ID}}
+		return &state.ConflictError{IDs: []string{rec.ID}}
 	}
 	rec.Revision++
 	return nil
@@ -214,7 +214,7 @@ func (s *state) Rebind(ctx context.Context, member string, rec *delivery.Record)
 // fenced runs the statements queue adds in one transaction, after fence
 // when member joined through this State (inc > 0), so that nothing is
 // written once its membership lapsed. queue is called again for a retry.
-func (s *state) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
+func (s *State) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Batch)) error {
 	return s.call(ctx, o, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		if inc != 0 {
@@ -227,7 +227,7 @@ func (s *state) fenced(ctx context.Context, o op, inc uint64, queue func(*pgx.Ba
 
 // fencedStrings runs query, which returns one text column, behind fence
 // and returns its rows.
-func (s *state) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
+func (s *State) fencedStrings(ctx context.Context, o op, inc uint64, query string, args ...any) ([]string, error) {
 	var out []string
 	err := s.fenced(ctx, o, inc, func(b *pgx.Batch) {
 		out = out[:0]
@@ -267,8 +267,8 @@ func countOf(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// Delete implements delivery.State.
-func (s *state) Delete(ctx context.Context, ids ...string) error {
+// Delete implements state.Backend.
+func (s *State) Delete(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return ctx.Err()
 	}
@@ -286,15 +286,15 @@ const (
 	slicePage   = 1024
 )
 
-// Records implements delivery.State. It reads the records a page at a
+// Records implements state.Backend. It reads the records a page at a
 // time, in id order, and calls fn outside any transaction, so fn may use
 // the State.
-func (s *state) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *State) Records(ctx context.Context, fn func(state.Record) bool) error {
 	return s.records(ctx, "", -1, fn)
 }
 
-// RecordsAfter implements delivery.State, as Records does from after.
-func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+// RecordsAfter implements state.Backend, as Records does from after.
+func (s *State) RecordsAfter(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
 	if limit <= 0 {
 		return fmt.Errorf("pgstate: RecordsAfter limit %d is not positive", limit)
 	}
@@ -303,7 +303,7 @@ func (s *state) RecordsAfter(ctx context.Context, after string, limit int, fn fu
 
 // records calls fn with up to limit records (every one with a negative
 // limit) whose id sorts after after, a page per query.
-func (s *state) records(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+func (s *State) records(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
 	for limit != 0 {
 		size := recordsPage
 		if limit > 0 {
@@ -329,8 +329,8 @@ func (s *state) records(ctx context.Context, after string, limit int, fn func(de
 	return nil
 }
 
-// RecordsBound implements delivery.State through the bindings table.
-func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
+// RecordsBound implements state.Backend through the bindings table.
+func (s *State) RecordsBound(ctx context.Context, names []string, fn func(state.Record) bool) error {
 	recs, err := s.query(ctx, "listing the records bound to names", s.q.bound, nonNil(names))
 	if err != nil {
 		return err
@@ -344,8 +344,8 @@ func (s *state) RecordsBound(ctx context.Context, names []string, fn func(delive
 }
 
 // query runs a query returning records, again when the connection breaks.
-func (s *state) query(ctx context.Context, what, query string, args ...any) ([]delivery.Record, error) {
-	var out []delivery.Record
+func (s *State) query(ctx context.Context, what, query string, args ...any) ([]state.Record, error) {
+	var out []state.Record
 	err := s.call(ctx, op{what: what, rerun: true}, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, query, args...)
@@ -365,8 +365,8 @@ func (s *state) query(ctx context.Context, what, query string, args ...any) ([]d
 	return out, err
 }
 
-// MarkDue implements delivery.State.
-func (s *state) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, resetAttempts bool) (int, error) {
+// MarkDue implements state.Backend.
+func (s *State) MarkDue(ctx context.Context, sel state.Selector, at time.Time, resetAttempts bool) (int, error) {
 	if len(sel.IDs)+len(sel.Nodes)+len(sel.StoreNames) == 0 {
 		return 0, ctx.Err()
 	}
@@ -388,14 +388,14 @@ func nonNil(ss []string) []string {
 	return ss
 }
 
-// Due implements delivery.State. It claims the records for member: each
+// Due implements state.Backend. It claims the records for member: each
 // gets a lease until the database's now() + lease, and its NextAttempt
 // moves to now+lease on the caller's clock. A record is claimable when it
 // is due by the caller's clock, or its previous claim is void (expired, or
 // its holder's membership lapsed, judged by the database's clock), and no
 // other member holds a valid claim on it. A member that joined and is no
-// longer live claims nothing (delivery.ErrLeaseLost).
-func (s *state) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+// longer live claims nothing (state.ErrLeaseLost).
+func (s *State) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
 	var lim *int64
 	if limit > 0 {
 		l := int64(limit)
@@ -403,7 +403,7 @@ func (s *state) Due(ctx context.Context, member string, now time.Time, lease tim
 	}
 	type claimed struct {
 		was time.Time
-		rec delivery.Record
+		rec state.Record
 	}
 	var out []claimed
 	o := op{what: "claiming due records", member: member}
@@ -438,7 +438,7 @@ func (s *state) Due(ctx context.Context, member string, now time.Time, lease tim
 	slices.SortFunc(out, func(a, b claimed) int {
 		return cmp.Or(a.was.Compare(b.was), strings.Compare(a.rec.ID, b.rec.ID))
 	})
-	recs := make([]delivery.Record, len(out))
+	recs := make([]state.Record, len(out))
 	for i, c := range out {
 		recs[i] = c.rec
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-var _ delivery.SharedReview = (*state)(nil)
+var _ state.SharedReview = (*State)(nil)
 
-// ReviewNext implements delivery.SharedReview with one cursor row for all
+// ReviewNext implements state.SharedReview with one cursor row for all
 // the members: each claim moves it past the next limit records, so the
 // members' claims are consecutive ranges of one pass, and the statement
 // that moves it reads the range's records. A claim needs no membership:
@@ -17,11 +17,11 @@ var _ delivery.SharedReview = (*state)(nil)
 // broke) is not run again: at worst its range waits for the next pass.
 // fn is called once the statement is done, so never for a claim that
 // failed.
-func (s *state) ReviewNext(ctx context.Context, member string, limit int, fn func(delivery.Record) bool) (from, through string, err error) {
+func (s *State) ReviewNext(ctx context.Context, member string, limit int, fn func(state.Record) bool) (from, through string, err error) {
 	if limit <= 0 {
 		return "", "", fmt.Errorf("pgstate: ReviewNext limit %d is not positive", limit)
 	}
-	var slice []delivery.Record
+	var slice []state.Record
 	err = s.call(ctx, op{what: "claiming a slice of the review", member: member}, func(ctx context.Context) error {
 		slice = slice[:0]
 		rows, err := s.pool.Query(ctx, s.q.reviewNext, limit)

@@ -15,6 +15,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
@@ -39,7 +40,7 @@ func TestReviewClaimsPartitionThePass(t *testing.T) {
 	)
 	for i := range claimers {
 		m := ms[i%len(ms)]
-		sr, ok := m.sharedState.(delivery.SharedReview)
+		sr, ok := m.sharedState.(state.SharedReview)
 		require.True(t, ok, "the PostgreSQL state splits the review")
 		wg.Go(func() {
 			for {
@@ -50,7 +51,7 @@ func TestReviewClaimsPartitionThePass(t *testing.T) {
 					return
 				}
 				var read []string
-				from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r delivery.Record) bool {
+				from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r state.Record) bool {
 					read = append(read, r.ID)
 					return true
 				})
@@ -118,9 +119,9 @@ func inRange(ids []string, from, through string) []string {
 
 // reviewState is a shared State whose members split the review.
 type reviewState interface {
-	delivery.State
-	delivery.Membership
-	delivery.SharedReview
+	state.Backend
+	state.Membership
+	state.SharedReview
 }
 
 // reviewCount is a member's State that counts, with the other members'
@@ -138,8 +139,8 @@ type tally struct {
 	passes int            // claims that ended a pass
 }
 
-func (c *reviewCount) ReviewNext(ctx context.Context, member string, limit int, fn func(delivery.Record) bool) (string, string, error) {
-	from, through, err := c.reviewState.ReviewNext(ctx, member, limit, func(r delivery.Record) bool {
+func (c *reviewCount) ReviewNext(ctx context.Context, member string, limit int, fn func(state.Record) bool) (string, string, error) {
+	from, through, err := c.reviewState.ReviewNext(ctx, member, limit, func(r state.Record) bool {
 		if !fn(r) {
 			return false
 		}
@@ -171,9 +172,9 @@ func TestTwoEnginesShareTheReview(t *testing.T) {
 	require.NoError(t, err)
 	s, err := store.Get(ctx, "org/db")
 	require.NoError(t, err)
-	c := delivery.Content{StoreName: "org/db", Tag: s.ContentTag()}
+	c := state.Content{StoreName: "org/db", Tag: s.ContentTag()}
 	now := time.Now()
-	require.NoError(t, ms[0].PutObservations(ctx, ms[0].id, delivery.Observation{Name: "org/db", State: delivery.Present, Tag: c.Tag, Since: now, CheckedAt: now}))
+	require.NoError(t, ms[0].PutObservations(ctx, ms[0].id, state.Observation{Name: "org/db", State: state.Present, Tag: c.Tag, Since: now, CheckedAt: now}))
 	for i := range records {
 		r := newRecord(fmt.Sprintf("agr-%04d", i), time.Time{}, "org/db")
 		r.Slots[0].Desired, r.Slots[0].Acked, r.Proposed = c, c, true
@@ -243,10 +244,10 @@ func TestReviewNextOfAnEmptyRangeEndsThePass(t *testing.T) {
 	const limit = 4
 	db := pgtest.NewDatabase(t)
 	m := joinAll(t, db.URL, pgstate.Options{}, "agbot-1")[0]
-	sr := m.sharedState.(delivery.SharedReview)
+	sr := m.sharedState.(state.SharedReview)
 	next := func() (from, through string, read []string) {
 		t.Helper()
-		from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r delivery.Record) bool {
+		from, through, err := sr.ReviewNext(t.Context(), m.id, limit, func(r state.Record) bool {
 			read = append(read, r.ID)
 			return true
 		})

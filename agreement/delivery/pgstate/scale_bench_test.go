@@ -21,6 +21,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/boltstate"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/scalefleet"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -38,7 +39,7 @@ func processCPU(b *testing.B) time.Duration {
 // its engines (one per agbot) and, for PostgreSQL, the database.
 type scaleConfig struct {
 	name string
-	open func(b *testing.B) (states []delivery.State, members []string, db *pgtest.Database)
+	open func(b *testing.B) (states []state.Backend, members []string, db *pgtest.Database)
 	// jsonBody has the records read from their JSON body, as those an
 	// agbot of schema version 4 wrote (BenchmarkIdleInterval's baseline
 	// for the binary body).
@@ -50,8 +51,8 @@ type scaleConfig struct {
 }
 
 func scaleConfigs() []scaleConfig {
-	postgres := func(members ...string) func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
-		return func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+	postgres := func(members ...string) func(b *testing.B) ([]state.Backend, []string, *pgtest.Database) {
+		return func(b *testing.B) ([]state.Backend, []string, *pgtest.Database) {
 			db := pgtest.NewDatabase(b)
 			if *profileDir != "" {
 				// A server of its own with pg_stat_statements loaded.
@@ -62,7 +63,7 @@ func scaleConfigs() []scaleConfig {
 				_, err := db.Pool(b).Exec(b.Context(), "CREATE EXTENSION pg_stat_statements")
 				require.NoError(b, err)
 			}
-			var states []delivery.State
+			var states []state.Backend
 			for _, m := range joinAll(b, db.URL, pgstate.Options{}, members...) {
 				states = append(states, m.sharedState)
 			}
@@ -70,14 +71,14 @@ func scaleConfigs() []scaleConfig {
 		}
 	}
 	return []scaleConfig{
-		{name: "memory", open: func(*testing.B) ([]delivery.State, []string, *pgtest.Database) {
-			return []delivery.State{delivery.NewMemoryState()}, []string{"agbot-1"}, nil
+		{name: "memory", open: func(*testing.B) ([]state.Backend, []string, *pgtest.Database) {
+			return []state.Backend{state.NewMemory()}, []string{"agbot-1"}, nil
 		}},
-		{name: "embedded", open: func(b *testing.B) ([]delivery.State, []string, *pgtest.Database) {
+		{name: "embedded", open: func(b *testing.B) ([]state.Backend, []string, *pgtest.Database) {
 			st, _, err := boltstate.Open(filepath.Join(b.TempDir(), "agbot.db"), boltstate.Options{})
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = st.Close() })
-			return []delivery.State{st}, []string{"agbot-1"}, nil
+			return []state.Backend{st}, []string{"agbot-1"}, nil
 		}},
 		{name: "postgres", open: postgres("agbot-1")},
 		{name: "postgres-jsonbody", open: postgres("agbot-1"), jsonBody: true},
@@ -320,7 +321,7 @@ var scaleRun = flag.Int("pgstate.scale", 0, "run BenchmarkScale with this many a
 // BenchmarkScale is the scale run, outside CI: a fleet on PostgreSQL
 // shared by two agbots, 1 % of it bound to one secret. It reports the
 // rate at which the two agbots store the fleet's agreements (in-sync
-// records, State.Create; Engine.Register adds a NewEpoch statement to
+// records, state.Backend.Create; Engine.Register adds a NewEpoch statement to
 // each), the agbots' heap and the database's size per agreement, the CPU
 // of an idle interval (agbots and database, as BenchmarkIdleInterval),
 // and the time and CPU of one rotation of the 1 % secret, from the store

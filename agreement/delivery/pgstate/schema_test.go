@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -22,7 +22,7 @@ func TestConcurrentMigration(t *testing.T) {
 	pool := db.Pool(t)
 	const agbots = 6
 	start := make(chan struct{})
-	states := make([]delivery.State, agbots)
+	states := make([]state.Backend, agbots)
 	errs := make([]error, agbots)
 	var wg sync.WaitGroup
 	for i := range agbots {
@@ -67,7 +67,7 @@ func TestSchemaNewerRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = pgstate.Open(t.Context(), pgstate.Options{URL: db.URL})
 	require.ErrorIs(t, err, pgstate.ErrSchemaNewer)
-	assert.NotErrorIs(t, err, delivery.ErrStateUnavailable, "a newer schema is an answer, not an outage")
+	assert.NotErrorIs(t, err, state.ErrStateUnavailable, "a newer schema is an answer, not an outage")
 	assert.Contains(t, err.Error(), "version 99")
 }
 
@@ -79,7 +79,7 @@ func TestSchemasAreSeparate(t *testing.T) {
 	b := open(t, db.URL, pgstate.Options{Schema: "Group B"})
 	require.NoError(t, a.Create(t.Context(), newRecord("agr-1", time.Time{}, "org/a")))
 	_, err := b.Get(t.Context(), "agr-1")
-	require.ErrorIs(t, err, delivery.ErrNotFound)
+	require.ErrorIs(t, err, state.ErrNotFound)
 	assert.Equal(t, "Group B", pgstate.SchemaOf(b))
 }
 
@@ -97,7 +97,7 @@ func TestOpenErrors(t *testing.T) {
 		{"bad URL", pgstate.Options{URL: "postgres://user:" + password + "@127.0.0.1:notaport/db"}, nil, "not a valid PostgreSQL connection string"},
 		{"negative lease", pgstate.Options{URL: "postgres://127.0.0.1/db", LeasePeriod: -time.Second}, nil, "negative LeasePeriod"},
 		{"bad schema", pgstate.Options{URL: "postgres://127.0.0.1/db", Schema: "a\x00b"}, nil, "schema"},
-		{"unreachable", pgstate.Options{URL: "postgres://user:" + password + "@127.0.0.1:1/db", Timeout: 2 * time.Second}, delivery.ErrStateUnavailable, "migrating the schema"},
+		{"unreachable", pgstate.Options{URL: "postgres://user:" + password + "@127.0.0.1:1/db", Timeout: 2 * time.Second}, state.ErrStateUnavailable, "migrating the schema"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -135,8 +135,8 @@ func TestBadInputStoresNothing(t *testing.T) {
 		"record id":      {func() error { return m.Create(ctx, newRecord("agr\x00", time.Time{}, "org/a")) }, "id"},
 		"store name":     {func() error { return m.Create(ctx, badBinding) }, "store name"},
 		"node in Update": {func() error { return m.Update(ctx, m.id, &badNode) }, "node"},
-		"wait":           {func() error { return m.PutWait(ctx, delivery.Wait{ID: "w", StoreNames: []string{"\xfe"}}) }, "store name"},
-		"observation":    {func() error { return m.PutObservations(ctx, m.id, delivery.Observation{Name: "org/\x00"}) }, "name"},
+		"wait":           {func() error { return m.PutWait(ctx, state.Wait{ID: "w", StoreNames: []string{"\xfe"}}) }, "store name"},
+		"observation":    {func() error { return m.PutObservations(ctx, m.id, state.Observation{Name: "org/\x00"}) }, "name"},
 		"member id":      {func() error { return second(m.Join(ctx, "agbot\xff")) }, "id"},
 	} {
 		err := c.call()
@@ -145,7 +145,7 @@ func TestBadInputStoresNothing(t *testing.T) {
 		assert.Contains(t, err.Error(), c.says, name)
 	}
 	_, err := m.Get(ctx, "bad-binding")
-	require.ErrorIs(t, err, delivery.ErrNotFound)
+	require.ErrorIs(t, err, state.ErrNotFound)
 	got, err := m.Get(ctx, "good")
 	require.NoError(t, err)
 	assert.Equal(t, "node-good", got.Node, "a refused Update stored nothing")

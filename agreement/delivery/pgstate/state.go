@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -42,7 +42,7 @@ type Options struct {
 	LeasePeriod time.Duration
 	// Timeout bounds each call to the database, retries included; zero
 	// means 10 seconds. A call that runs out of it (a hung server)
-	// fails with delivery.ErrStateUnavailable.
+	// fails with state.ErrStateUnavailable.
 	Timeout time.Duration
 	// MaxConns bounds the connection pool; zero means pgx's default
 	// (the larger of 4 and the number of CPUs).
@@ -52,9 +52,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// state is a delivery.State on PostgreSQL that several engines (agbots)
-// share, and a delivery.Membership. See the package documentation.
-type state struct {
+// State is a state.Backend on PostgreSQL that several engines (agbots)
+// share: also a state.Membership and a state.SharedReview. See the package
+// documentation.
+type State struct {
 	pool    *pgxpool.Pool
 	schema  string
 	q       queries
@@ -76,29 +77,30 @@ type state struct {
 }
 
 var (
-	_ delivery.State      = (*state)(nil)
-	_ delivery.Membership = (*state)(nil)
+	_ state.Backend      = (*State)(nil)
+	_ state.Membership   = (*State)(nil)
+	_ state.SharedReview = (*State)(nil)
 )
 
 // Open connects to the database, applies the schema's migrations, and
-// returns the State, for delivery.Options.State, and the hub's identity
-// records kept in the same database and schema (an identity.CertStore),
-// so that every agbot sharing the database verifies every agent, and an
-// agent registers once whichever agbot it reaches. The State is also a
-// delivery.Membership (assert it with st.(delivery.Membership)):
-// delivery.New finds that and joins, heartbeats and leaves by itself. An
-// unreachable database fails with an error matching
-// delivery.ErrStateUnavailable: the agbot may retry. A schema made by a
+// returns the State, a state.Backend for delivery.Options.State, and the
+// hub's identity records kept in the same database and schema (an
+// identity.CertStore), so that every agbot sharing the database verifies
+// every agent, and an agent registers once whichever agbot it reaches.
+// The State is also a state.Membership and a state.SharedReview:
+// delivery.New finds them by type assertion and joins, heartbeats and
+// leaves by itself. An unreachable database fails with an error matching
+// state.ErrStateUnavailable: the agbot may retry. A schema made by a
 // newer agbot fails with ErrSchemaNewer; an Options.Schema that
 // PostgreSQL text cannot hold, with an error matching
 // edgesecrets.ErrInvalid.
 //
 // Close of the State closes the connection pool. Later calls of either
-// fail (the State's with delivery.ErrStateUnavailable, the CertStore's
+// fail (the State's with state.ErrStateUnavailable, the CertStore's
 // with edgesecrets.ErrUnavailable). It does not leave: members joined
 // through the State stay live until their heartbeats lapse (call Leave
 // first for an orderly stop).
-func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore, error) {
+func Open(ctx context.Context, opts Options) (*State, identity.CertStore, error) {
 	s, err := open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
@@ -107,14 +109,14 @@ func Open(ctx context.Context, opts Options) (delivery.State, identity.CertStore
 }
 
 // open is Open without the CertStore.
-func open(ctx context.Context, opts Options) (*state, error) {
+func open(ctx context.Context, opts Options) (*State, error) {
 	if opts.URL == "" {
 		return nil, errors.New("pgstate: Options.URL is required")
 	}
 	if opts.LeasePeriod < 0 || opts.Timeout < 0 || opts.MaxConns < 0 {
 		return nil, fmt.Errorf("pgstate: negative LeasePeriod (%s), Timeout (%s) or MaxConns (%d)", opts.LeasePeriod, opts.Timeout, opts.MaxConns)
 	}
-	s := &state{
+	s := &State{
 		schema:       cmp.Or(opts.Schema, defaultSchema),
 		period:       cmp.Or(opts.LeasePeriod, defaultLeasePeriod),
 		timeout:      cmp.Or(opts.Timeout, defaultTimeout),
@@ -175,7 +177,7 @@ const backfillPage = 500
 // a time, until none is left, the State closes or a statement fails (the
 // next Open goes on): until then they are read from their JSON body,
 // which costs more. A record written meanwhile is left to its writer.
-func (s *state) backfill(ctx context.Context) {
+func (s *State) backfill(ctx context.Context) {
 	after, total := "", 0
 	for ctx.Err() == nil {
 		var (
@@ -192,7 +194,7 @@ func (s *state) backfill(ctx context.Context) {
 		for rows.Next() {
 			n++
 			var (
-				r        delivery.Record
+				r        state.Record
 				revision int64
 				data     []byte
 			)
@@ -228,8 +230,8 @@ func (s *state) backfill(ctx context.Context) {
 	}
 }
 
-// Close implements delivery.State; see Open.
-func (s *state) Close() error {
+// Close implements state.Backend; see Open.
+func (s *State) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
 		s.stopBackfill()
 		<-s.backfilled
@@ -239,29 +241,29 @@ func (s *state) Close() error {
 }
 
 // unavailableError is a call the database did not answer. It matches
-// delivery.ErrStateUnavailable.
+// state.ErrStateUnavailable.
 type unavailableError struct {
 	op    string
 	cause error
 }
 
 func (e *unavailableError) Error() string {
-	return "pgstate: " + e.op + ": " + delivery.ErrStateUnavailable.Error() + ": " + e.cause.Error()
+	return "pgstate: " + e.op + ": " + state.ErrStateUnavailable.Error() + ": " + e.cause.Error()
 }
 
-func (e *unavailableError) Unwrap() []error { return []error{delivery.ErrStateUnavailable, e.cause} }
+func (e *unavailableError) Unwrap() []error { return []error{state.ErrStateUnavailable, e.cause} }
 
 // leaseLostError is a call refused because the member is not live. It
-// matches delivery.ErrLeaseLost.
+// matches state.ErrLeaseLost.
 type leaseLostError struct {
 	op, member string
 }
 
 func (e *leaseLostError) Error() string {
-	return fmt.Sprintf("pgstate: %s: %v: member %q is not live (its heartbeat lapsed, it left, or another process joined under its id); it must join again", e.op, delivery.ErrLeaseLost, e.member)
+	return fmt.Sprintf("pgstate: %s: %v: member %q is not live (its heartbeat lapsed, it left, or another process joined under its id); it must join again", e.op, state.ErrLeaseLost, e.member)
 }
 
-func (e *leaseLostError) Is(target error) bool { return target == delivery.ErrLeaseLost }
+func (e *leaseLostError) Is(target error) bool { return target == state.ErrLeaseLost }
 
 // failure says what to do about an error of the database.
 type failure uint8
@@ -361,7 +363,7 @@ type op struct {
 // connection is handed out again. Errors: the caller's context error when
 // it ended; ErrStateUnavailable when the database did not answer (also
 // after Close); ErrLeaseLost when fence refused the member.
-func (s *state) call(ctx context.Context, o op, fn func(context.Context) error) error {
+func (s *State) call(ctx context.Context, o op, fn func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -415,7 +417,7 @@ func (s *state) call(ctx context.Context, o op, fn func(context.Context) error) 
 
 // incarnation returns the incarnation under which member joined through
 // this State, or 0 when it did not.
-func (s *state) incarnation(member string) uint64 {
+func (s *State) incarnation(member string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.incarnations[member]
@@ -424,7 +426,7 @@ func (s *state) incarnation(member string) uint64 {
 // joined returns member's incarnation, or a lease-lost error when member
 // never joined through this State: names and observations are shares of
 // live members.
-func (s *state) joined(o op) (uint64, error) {
+func (s *State) joined(o op) (uint64, error) {
 	inc := s.incarnation(o.member)
 	if inc == 0 {
 		return 0, &leaseLostError{op: o.what, member: o.member}

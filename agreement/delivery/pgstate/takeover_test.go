@@ -13,7 +13,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 

@@ -1,5 +1,5 @@
 // Package certstoretest is the conformance suite every identity.CertStore
-// runs, in the style of delivery/statetest: an implementation provides a
+// runs, in the style of delivery/state/statetest: an implementation provides a
 // Harness, and Run executes the same cases against it.
 // identity.NewMemoryCertStore runs it as it is, the embedded state file
 // (delivery/boltstate) with reopens, and the PostgreSQL state

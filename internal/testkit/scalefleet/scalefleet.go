@@ -1,5 +1,5 @@
 // Package scalefleet loads a fleet of agreements in sync with their
-// secrets straight into a delivery State, for the scale benchmarks of the
+// secrets straight into a state.Backend, for the scale benchmarks of the
 // delivery engine on its states: the state as a registered, delivered
 // fleet leaves it, without sealing a proposal per agreement.
 package scalefleet
@@ -12,7 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -60,8 +60,8 @@ type Options struct {
 }
 
 // Observe puts each secret the fleet binds in store (once) and records
-// its observation in state, and returns the content tags.
-func Observe(ctx context.Context, state delivery.State, store *secretstore.Store, o Options) (map[string]secretstore.ContentTag, error) {
+// its observation in st, and returns the content tags.
+func Observe(ctx context.Context, st state.Backend, store *secretstore.Store, o Options) (map[string]secretstore.ContentTag, error) {
 	bind := o.Bind
 	if bind == nil {
 		bind = Secret
@@ -81,7 +81,7 @@ func Observe(ctx context.Context, state delivery.State, store *secretstore.Store
 			return nil, err
 		}
 		tags[name] = s.ContentTag()
-		if err := state.PutObservations(ctx, o.Member, delivery.Observation{Name: name, State: delivery.Present, Tag: tags[name], Since: now, CheckedAt: now}); err != nil {
+		if err := st.PutObservations(ctx, o.Member, state.Observation{Name: name, State: state.Present, Tag: tags[name], Since: now, CheckedAt: now}); err != nil {
 			return nil, err
 		}
 	}
@@ -91,7 +91,7 @@ func Observe(ctx context.Context, state delivery.State, store *secretstore.Store
 // Load creates the agreements, each active, proposed and with its agent
 // holding the secret's content of Options.Tags, or, when that is nil, of
 // the secrets Observe puts. It returns how many it created.
-func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o Options) (int, error) {
+func Load(ctx context.Context, st state.Backend, store *secretstore.Store, o Options) (int, error) {
 	bind := o.Bind
 	if bind == nil {
 		bind = Secret
@@ -103,7 +103,7 @@ func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o
 	tags := o.Tags
 	if tags == nil {
 		var err error
-		if tags, err = Observe(ctx, state, store, o); err != nil {
+		if tags, err = Observe(ctx, st, store, o); err != nil {
 			return 0, err
 		}
 	}
@@ -121,20 +121,20 @@ func Load(ctx context.Context, state delivery.State, store *secretstore.Store, o
 				if name == "" {
 					continue
 				}
-				c := delivery.Content{StoreName: name, Tag: tags[name]}
-				r := &delivery.Record{
-					ID: ID(i), Node: Node(i), Phase: delivery.PhaseActive,
+				c := state.Content{StoreName: name, Tag: tags[name]}
+				r := &state.Record{
+					ID: ID(i), Node: Node(i), Phase: state.PhaseActive,
 					Services: []binding.ServiceBinding{{
 						Service: agreement.ServiceRef{Org: "org", URL: "svc", Version: "1.0.0"},
 						Secrets: map[string]binding.BoundSecret{"pw": {StoreNames: []string{name}}},
 					}},
-					Slots:    []delivery.Slot{{Service: 0, Name: "pw", Desired: c, Acked: c}},
+					Slots:    []state.Slot{{Service: 0, Name: "pw", Desired: c, Acked: c}},
 					Proposed: true, CreatedAt: now, UpdatedAt: now,
 				}
 				if o.AgentKey != nil {
 					r.AgentKey = o.AgentKey(i)
 				}
-				err := state.Create(ctx, r)
+				err := st.Create(ctx, r)
 				mu.Lock()
 				if err == nil {
 					created++

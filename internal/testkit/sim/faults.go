@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 )
 
@@ -151,11 +151,11 @@ func (n *network) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// faultyState is one agbot process's delivery.State: it fails every call
-// with delivery.ErrStateUnavailable while the state is down (an outage
+// faultyState is one agbot process's state.Backend: it fails every call
+// with state.ErrStateUnavailable while the state is down (an outage
 // every agbot sees), and holds every call while its agbot is frozen.
 type faultyState struct {
-	delivery.State
+	state.Backend
 	outage *outage
 	mu     sync.Mutex
 	thaw   chan struct{} // non-nil while the agbot is frozen: closed when it thaws
@@ -223,7 +223,7 @@ func (s *faultyState) check(ctx context.Context) error {
 	s.outage.mu.Lock()
 	defer s.outage.mu.Unlock()
 	if s.outage.down {
-		return fmt.Errorf("sim: state down: %w", delivery.ErrStateUnavailable)
+		return fmt.Errorf("sim: state down: %w", state.ErrStateUnavailable)
 	}
 	return nil
 }
@@ -233,19 +233,19 @@ func (s *faultyState) check(ctx context.Context) error {
 // frozen, so that its lease runs out.
 type memberState struct {
 	*faultyState
-	m delivery.Membership
+	m state.Membership
 }
 
-func (s memberState) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s memberState) Join(ctx context.Context, member string) (state.MemberLease, error) {
 	if err := s.check(ctx); err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	return s.m.Join(ctx, member)
 }
 
-func (s memberState) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+func (s memberState) Heartbeat(ctx context.Context, member string) (state.MemberLease, error) {
 	if err := s.check(ctx); err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	return s.m.Heartbeat(ctx, member)
 }
@@ -257,67 +257,67 @@ func (s memberState) Leave(ctx context.Context, member string) error {
 	return s.m.Leave(ctx, member)
 }
 
-func (s *faultyState) Create(ctx context.Context, rec *delivery.Record) error {
+func (s *faultyState) Create(ctx context.Context, rec *state.Record) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.Create(ctx, rec)
+	return s.Backend.Create(ctx, rec)
 }
 
-func (s *faultyState) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (s *faultyState) Get(ctx context.Context, id string) (state.Record, error) {
 	if err := s.check(ctx); err != nil {
-		return delivery.Record{}, err
+		return state.Record{}, err
 	}
-	return s.State.Get(ctx, id)
+	return s.Backend.Get(ctx, id)
 }
 
-func (s *faultyState) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	return s.State.Update(ctx, member, recs...)
-}
-
-func (s *faultyState) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+func (s *faultyState) Update(ctx context.Context, member string, recs ...*state.Record) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.Rebind(ctx, member, rec)
+	return s.Backend.Update(ctx, member, recs...)
+}
+
+func (s *faultyState) Rebind(ctx context.Context, member string, rec *state.Record) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.Backend.Rebind(ctx, member, rec)
 }
 
 func (s *faultyState) Delete(ctx context.Context, ids ...string) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.Delete(ctx, ids...)
+	return s.Backend.Delete(ctx, ids...)
 }
 
-func (s *faultyState) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *faultyState) Records(ctx context.Context, fn func(state.Record) bool) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.Records(ctx, fn)
+	return s.Backend.Records(ctx, fn)
 }
 
 func (s *faultyState) Names(ctx context.Context, member string) ([]string, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return s.State.Names(ctx, member)
+	return s.Backend.Names(ctx, member)
 }
 
-func (s *faultyState) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, reset bool) (int, error) {
+func (s *faultyState) MarkDue(ctx context.Context, sel state.Selector, at time.Time, reset bool) (int, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.State.MarkDue(ctx, sel, at, reset)
+	return s.Backend.MarkDue(ctx, sel, at, reset)
 }
 
-func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	recs, err := s.State.Due(ctx, member, now, lease, limit)
+	recs, err := s.Backend.Due(ctx, member, now, lease, limit)
 	if err == nil && len(recs) > 0 {
 		s.mu.Lock()
 		if s.armed {
@@ -329,46 +329,46 @@ func (s *faultyState) Due(ctx context.Context, member string, now time.Time, lea
 	return recs, err
 }
 
-func (s *faultyState) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+func (s *faultyState) Observations(ctx context.Context, names []string) (map[string]state.Observation, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return s.State.Observations(ctx, names)
+	return s.Backend.Observations(ctx, names)
 }
 
-func (s *faultyState) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+func (s *faultyState) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.PutObservations(ctx, member, obs...)
+	return s.Backend.PutObservations(ctx, member, obs...)
 }
 
-func (s *faultyState) PutWait(ctx context.Context, w delivery.Wait) error {
+func (s *faultyState) PutWait(ctx context.Context, w state.Wait) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.PutWait(ctx, w)
+	return s.Backend.PutWait(ctx, w)
 }
 
-func (s *faultyState) Waits(ctx context.Context) ([]delivery.Wait, error) {
+func (s *faultyState) Waits(ctx context.Context) ([]state.Wait, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return s.State.Waits(ctx)
+	return s.Backend.Waits(ctx)
 }
 
 func (s *faultyState) DeleteWait(ctx context.Context, id string) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.State.DeleteWait(ctx, id)
+	return s.Backend.DeleteWait(ctx, id)
 }
 
 func (s *faultyState) NewEpoch(ctx context.Context) (uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.State.NewEpoch(ctx)
+	return s.Backend.NewEpoch(ctx)
 }
 
 // Close leaves the shared state open: an agbot that stops does not close

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/pgstate"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
@@ -31,9 +31,12 @@ func TestSimulationPostgres(t *testing.T) {
 	start := time.Now()
 	for seed := uint64(1); seed <= uint64(*pgFlag); seed++ {
 		schema := fmt.Sprintf("sim_%d", seed)
-		open := func(ctx context.Context) (delivery.State, error) {
+		open := func(ctx context.Context) (state.Backend, error) {
 			st, _, err := pgstate.Open(ctx, pgstate.Options{URL: db.URL, Schema: schema, LeasePeriod: 6 * time.Second, MaxConns: 4})
-			return st, err
+			if err != nil {
+				return nil, err // not a nil *State in a non-nil Backend
+			}
+			return st, nil
 		}
 		agbots := 1 + int(seed%3)
 		stats, problems := run(t, seed, withAgbots(agbots), func(c *sim.Config) { c.OpenState = open })

@@ -12,16 +12,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// SharedState is a delivery.State in memory that several agbots share,
-// with membership (delivery.Membership) and claims judged by its own clock
+// SharedState is a state.Backend in memory that several agbots share,
+// with membership (state.Membership) and claims judged by its own clock
 // (time.Now: the bubble's under testing/synctest), following pgstate's
 // rules (pgstate/schema.go: member_live, claim_valid, may_write,
 // name_owner, fence) so that the simulation runs several agbots without a
 // database. The records, names, observations, waits and epochs are
-// delivery.NewMemoryState's; SharedState adds the members and the claims.
+// state.NewMemory's; SharedState adds the members and the claims.
 //
 // Each agbot process opens its own handle (Open), as each opens its own
 // pgstate: a handle knows the incarnations its members joined under and
@@ -30,7 +30,7 @@ import (
 // a valid claim at once, which the rules forbid and the broken variant
 // no-lease-check allows.
 type SharedState struct {
-	inner  delivery.State
+	inner  state.Backend
 	period time.Duration
 
 	mu      sync.Mutex
@@ -56,7 +56,7 @@ type claim struct {
 // NewSharedState returns an empty shared state whose members stay live
 // for period after each heartbeat.
 func NewSharedState(period time.Duration) *SharedState {
-	return &SharedState{inner: delivery.NewMemoryState(), period: period,
+	return &SharedState{inner: state.NewMemory(), period: period,
 		members: map[string]memberRow{}, claims: map[string][]claim{}}
 }
 
@@ -66,7 +66,7 @@ func (s *SharedState) Open() *SharedHandle {
 }
 
 // Records calls fn with every record, unfenced (for the invariants).
-func (s *SharedState) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (s *SharedState) Records(ctx context.Context, fn func(state.Record) bool) error {
 	return s.inner.Records(ctx, fn)
 }
 
@@ -144,7 +144,7 @@ func (s *SharedState) owner(name string, now time.Time) string {
 }
 
 // SharedHandle is one agbot's connection to a SharedState: a
-// delivery.State and delivery.Membership.
+// state.Backend and state.Membership.
 type SharedHandle struct {
 	core *SharedState
 
@@ -154,13 +154,13 @@ type SharedHandle struct {
 }
 
 var (
-	_ delivery.State      = (*SharedHandle)(nil)
-	_ delivery.Membership = (*SharedHandle)(nil)
+	_ state.Backend    = (*SharedHandle)(nil)
+	_ state.Membership = (*SharedHandle)(nil)
 )
 
 // errNotLive is the lease-lost error of a fenced call.
 func errNotLive(what, member string) error {
-	return fmt.Errorf("sim: %s: member %q is not live: %w", what, member, delivery.ErrLeaseLost)
+	return fmt.Errorf("sim: %s: member %q is not live: %w", what, member, state.ErrLeaseLost)
 }
 
 func (h *SharedHandle) incarnation(member string) uint64 {
@@ -182,13 +182,13 @@ func (h *SharedHandle) fence(what, member string, joined bool, now time.Time) er
 	return nil
 }
 
-// Join implements delivery.Membership.
-func (h *SharedHandle) Join(ctx context.Context, member string) (delivery.MemberLease, error) {
+// Join implements state.Membership.
+func (h *SharedHandle) Join(ctx context.Context, member string) (state.MemberLease, error) {
 	if err := h.check(ctx); err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	if member == "" {
-		return delivery.MemberLease{}, errors.New("sim: Join: the member id is empty")
+		return state.MemberLease{}, errors.New("sim: Join: the member id is empty")
 	}
 	s := h.core
 	s.mu.Lock()
@@ -199,13 +199,13 @@ func (h *SharedHandle) Join(ctx context.Context, member string) (delivery.Member
 	h.mu.Lock()
 	h.incarnations[member] = s.nextInc
 	h.mu.Unlock()
-	return delivery.MemberLease{Member: member, Incarnation: s.nextInc, Period: s.period, Until: now.Add(s.period)}, nil
+	return state.MemberLease{Member: member, Incarnation: s.nextInc, Period: s.period, Until: now.Add(s.period)}, nil
 }
 
-// Heartbeat implements delivery.Membership: a lapsed lease is not renewed.
-func (h *SharedHandle) Heartbeat(ctx context.Context, member string) (delivery.MemberLease, error) {
+// Heartbeat implements state.Membership: a lapsed lease is not renewed.
+func (h *SharedHandle) Heartbeat(ctx context.Context, member string) (state.MemberLease, error) {
 	if err := h.check(ctx); err != nil {
-		return delivery.MemberLease{}, err
+		return state.MemberLease{}, err
 	}
 	s := h.core
 	s.mu.Lock()
@@ -213,13 +213,13 @@ func (h *SharedHandle) Heartbeat(ctx context.Context, member string) (delivery.M
 	now := time.Now()
 	inc := h.incarnation(member)
 	if inc == 0 || !s.live(member, inc, now) {
-		return delivery.MemberLease{}, errNotLive("heartbeat", member)
+		return state.MemberLease{}, errNotLive("heartbeat", member)
 	}
 	s.members[member] = memberRow{inc: inc, expires: now.Add(s.period)}
-	return delivery.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: now.Add(s.period)}, nil
+	return state.MemberLease{Member: member, Incarnation: inc, Period: s.period, Until: now.Add(s.period)}, nil
 }
 
-// Leave implements delivery.Membership: the membership expires now, and
+// Leave implements state.Membership: the membership expires now, and
 // its claims with it.
 func (h *SharedHandle) Leave(ctx context.Context, member string) error {
 	if err := h.check(ctx); err != nil {
@@ -243,25 +243,25 @@ func (h *SharedHandle) Leave(ctx context.Context, member string) error {
 	return nil
 }
 
-// Create implements delivery.State.
-func (h *SharedHandle) Create(ctx context.Context, rec *delivery.Record) error {
+// Create implements state.Backend.
+func (h *SharedHandle) Create(ctx context.Context, rec *state.Record) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
 	return h.core.inner.Create(ctx, rec)
 }
 
-// Get implements delivery.State.
-func (h *SharedHandle) Get(ctx context.Context, id string) (delivery.Record, error) {
+// Get implements state.Backend.
+func (h *SharedHandle) Get(ctx context.Context, id string) (state.Record, error) {
 	if err := h.check(ctx); err != nil {
-		return delivery.Record{}, err
+		return state.Record{}, err
 	}
 	return h.core.inner.Get(ctx, id)
 }
 
-// Update implements delivery.State: fenced, and each record stored only
+// Update implements state.Backend: fenced, and each record stored only
 // when may_write allows member; storing it releases its claims.
-func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
+func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*state.Record) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*deliv
 			continue
 		}
 		if err := s.inner.Update(ctx, member, rec); err != nil {
-			var ce *delivery.ConflictError
+			var ce *state.ConflictError
 			if !errors.As(err, &ce) {
 				return err
 			}
@@ -289,13 +289,13 @@ func (h *SharedHandle) Update(ctx context.Context, member string, recs ...*deliv
 		delete(s.claims, rec.ID)
 	}
 	if len(conflicts) > 0 {
-		return &delivery.ConflictError{IDs: conflicts}
+		return &state.ConflictError{IDs: conflicts}
 	}
 	return nil
 }
 
-// Rebind implements delivery.State, under Update's rules.
-func (h *SharedHandle) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+// Rebind implements state.Backend, under Update's rules.
+func (h *SharedHandle) Rebind(ctx context.Context, member string, rec *state.Record) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (h *SharedHandle) Rebind(ctx context.Context, member string, rec *delivery.
 		return err
 	}
 	if !s.mayWrite(rec.ID, member, now) {
-		return &delivery.ConflictError{IDs: []string{rec.ID}}
+		return &state.ConflictError{IDs: []string{rec.ID}}
 	}
 	if err := s.inner.Rebind(ctx, member, rec); err != nil {
 		return err
@@ -316,7 +316,7 @@ func (h *SharedHandle) Rebind(ctx context.Context, member string, rec *delivery.
 	return nil
 }
 
-// Delete implements delivery.State.
+// Delete implements state.Backend.
 func (h *SharedHandle) Delete(ctx context.Context, ids ...string) error {
 	if err := h.check(ctx); err != nil {
 		return err
@@ -333,31 +333,31 @@ func (h *SharedHandle) Delete(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// Records implements delivery.State.
-func (h *SharedHandle) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+// Records implements state.Backend.
+func (h *SharedHandle) Records(ctx context.Context, fn func(state.Record) bool) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
 	return h.core.inner.Records(ctx, fn)
 }
 
-// RecordsAfter implements delivery.State.
-func (h *SharedHandle) RecordsAfter(ctx context.Context, after string, limit int, fn func(delivery.Record) bool) error {
+// RecordsAfter implements state.Backend.
+func (h *SharedHandle) RecordsAfter(ctx context.Context, after string, limit int, fn func(state.Record) bool) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
 	return h.core.inner.RecordsAfter(ctx, after, limit, fn)
 }
 
-// RecordsBound implements delivery.State.
-func (h *SharedHandle) RecordsBound(ctx context.Context, names []string, fn func(delivery.Record) bool) error {
+// RecordsBound implements state.Backend.
+func (h *SharedHandle) RecordsBound(ctx context.Context, names []string, fn func(state.Record) bool) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
 	return h.core.inner.RecordsBound(ctx, names, fn)
 }
 
-// Names implements delivery.State: the bound names whose owner among the
+// Names implements state.Backend: the bound names whose owner among the
 // live members is member, which must have joined through h and be live.
 func (h *SharedHandle) Names(ctx context.Context, member string) ([]string, error) {
 	if err := h.check(ctx); err != nil {
@@ -383,8 +383,8 @@ func (h *SharedHandle) Names(ctx context.Context, member string) ([]string, erro
 	return out, nil
 }
 
-// MarkDue implements delivery.State.
-func (h *SharedHandle) MarkDue(ctx context.Context, sel delivery.Selector, at time.Time, reset bool) (int, error) {
+// MarkDue implements state.Backend.
+func (h *SharedHandle) MarkDue(ctx context.Context, sel state.Selector, at time.Time, reset bool) (int, error) {
 	if err := h.check(ctx); err != nil {
 		return 0, err
 	}
@@ -394,10 +394,10 @@ func (h *SharedHandle) MarkDue(ctx context.Context, sel delivery.Selector, at ti
 	return s.inner.MarkDue(ctx, sel, at, reset)
 }
 
-// Due implements delivery.State: fenced; it claims for member the records
+// Due implements state.Backend: fenced; it claims for member the records
 // due by now, or whose claims are all void, that no other member holds a
 // valid claim on, until now+lease.
-func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
 	if err := h.check(ctx); err != nil {
 		return nil, err
 	}
@@ -408,8 +408,8 @@ func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, le
 	if err := h.fence("claiming due records", member, false, clock); err != nil {
 		return nil, err
 	}
-	var candidates []delivery.Record
-	err := s.inner.Records(ctx, func(r delivery.Record) bool {
+	var candidates []state.Record
+	err := s.inner.Records(ctx, func(r state.Record) bool {
 		if r.NextAttempt.IsZero() {
 			return true
 		}
@@ -433,7 +433,7 @@ func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, le
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(candidates, func(a, b delivery.Record) int {
+	slices.SortFunc(candidates, func(a, b state.Record) int {
 		return cmp.Or(a.NextAttempt.Compare(b.NextAttempt), strings.Compare(a.ID, b.ID))
 	})
 	if limit > 0 && len(candidates) > limit {
@@ -456,18 +456,18 @@ func (h *SharedHandle) Due(ctx context.Context, member string, now time.Time, le
 	return out, nil
 }
 
-// Observations implements delivery.State.
-func (h *SharedHandle) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
+// Observations implements state.Backend.
+func (h *SharedHandle) Observations(ctx context.Context, names []string) (map[string]state.Observation, error) {
 	if err := h.check(ctx); err != nil {
 		return nil, err
 	}
 	return h.core.inner.Observations(ctx, names)
 }
 
-// PutObservations implements delivery.State: member, which must have
+// PutObservations implements state.Backend: member, which must have
 // joined through h and be live, stores the observations of the names it
 // polls and of names no record binds; the others are refused.
-func (h *SharedHandle) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+func (h *SharedHandle) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
@@ -485,7 +485,7 @@ func (h *SharedHandle) PutObservations(ctx context.Context, member string, obs .
 	if err := h.fence("storing observations", member, true, now); err != nil {
 		return err
 	}
-	var keep []delivery.Observation
+	var keep []state.Observation
 	var refused []string
 	for _, o := range obs {
 		if _, found := slices.BinarySearch(bound, o.Name); found && s.owner(o.Name, now) != member {
@@ -498,28 +498,28 @@ func (h *SharedHandle) PutObservations(ctx context.Context, member string, obs .
 		return err
 	}
 	if len(refused) > 0 {
-		return &delivery.ConflictError{IDs: refused}
+		return &state.ConflictError{IDs: refused}
 	}
 	return nil
 }
 
-// PutWait implements delivery.State.
-func (h *SharedHandle) PutWait(ctx context.Context, w delivery.Wait) error {
+// PutWait implements state.Backend.
+func (h *SharedHandle) PutWait(ctx context.Context, w state.Wait) error {
 	if err := h.check(ctx); err != nil {
 		return err
 	}
 	return h.core.inner.PutWait(ctx, w)
 }
 
-// Waits implements delivery.State.
-func (h *SharedHandle) Waits(ctx context.Context) ([]delivery.Wait, error) {
+// Waits implements state.Backend.
+func (h *SharedHandle) Waits(ctx context.Context) ([]state.Wait, error) {
 	if err := h.check(ctx); err != nil {
 		return nil, err
 	}
 	return h.core.inner.Waits(ctx)
 }
 
-// DeleteWait implements delivery.State.
+// DeleteWait implements state.Backend.
 func (h *SharedHandle) DeleteWait(ctx context.Context, id string) error {
 	if err := h.check(ctx); err != nil {
 		return err
@@ -527,7 +527,7 @@ func (h *SharedHandle) DeleteWait(ctx context.Context, id string) error {
 	return h.core.inner.DeleteWait(ctx, id)
 }
 
-// NewEpoch implements delivery.State.
+// NewEpoch implements state.Backend.
 func (h *SharedHandle) NewEpoch(ctx context.Context) (uint64, error) {
 	if err := h.check(ctx); err != nil {
 		return 0, err
@@ -535,8 +535,8 @@ func (h *SharedHandle) NewEpoch(ctx context.Context) (uint64, error) {
 	return h.core.inner.NewEpoch(ctx)
 }
 
-// Close implements delivery.State: the handle's later calls fail with
-// delivery.ErrStateUnavailable, and its members stay until their leases
+// Close implements state.Backend: the handle's later calls fail with
+// state.ErrStateUnavailable, and its members stay until their leases
 // run out (a process that died); the shared storage stays.
 func (h *SharedHandle) Close() error {
 	h.mu.Lock()
@@ -553,7 +553,7 @@ func (h *SharedHandle) check(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return fmt.Errorf("sim: the shared state's handle is closed: %w", delivery.ErrStateUnavailable)
+		return fmt.Errorf("sim: the shared state's handle is closed: %w", state.ErrStateUnavailable)
 	}
 	return nil
 }

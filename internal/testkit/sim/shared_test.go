@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/sim"
 )
@@ -22,7 +22,7 @@ import (
 // cycle.
 type sharedHarness struct{}
 
-func (sharedHarness) MakeState(ctx context.Context) (delivery.State, error) {
+func (sharedHarness) MakeState(ctx context.Context) (state.Backend, error) {
 	h := sim.NewSharedState(time.Hour).Open()
 	if _, err := h.Join(ctx, "member-1"); err != nil {
 		return nil, err
@@ -32,7 +32,7 @@ func (sharedHarness) MakeState(ctx context.Context) (delivery.State, error) {
 
 func (sharedHarness) Close() {}
 
-// The simulation's shared state keeps the State contract, shared leases
+// The simulation's shared state keeps the state.Backend contract, shared leases
 // included.
 func TestSharedStateConformance(t *testing.T) {
 	statetest.Run(t, func(context.Context, *testing.T) (statetest.Harness, error) { return sharedHarness{}, nil },
@@ -40,8 +40,8 @@ func TestSharedStateConformance(t *testing.T) {
 }
 
 // rec is a record bound to one store name, due at due.
-func rec(id, name string, due time.Time) *delivery.Record {
-	return &delivery.Record{ID: id, Node: "node-" + id, Phase: delivery.PhaseActive, NextAttempt: due,
+func rec(id, name string, due time.Time) *state.Record {
+	return &state.Record{ID: id, Node: "node-" + id, Phase: state.PhaseActive, NextAttempt: due,
 		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "s", Version: "1", Arch: "amd64"},
 			Secrets: map[string]binding.BoundSecret{"k": {StoreNames: []string{name}}}}}}
 }
@@ -82,15 +82,15 @@ func TestSharedStateMembership(t *testing.T) {
 			assert.Empty(t, none, "a valid claim is not taken")
 			time.Sleep(period + time.Second) // a does not heartbeat
 			_, err = b.Heartbeat(ctx, "b")
-			require.ErrorIs(t, err, delivery.ErrLeaseLost, "b's lease lapsed too")
+			require.ErrorIs(t, err, state.ErrLeaseLost, "b's lease lapsed too")
 			_, err = b.Join(ctx, "b")
 			require.NoError(t, err)
 			taken, err := b.Due(ctx, "b", time.Now(), time.Minute, 10)
 			require.NoError(t, err)
 			assert.Len(t, taken, 1, "a's claim is void with its membership")
-			assert.ErrorIs(t, a.Update(ctx, "a", &claimed[0]), delivery.ErrLeaseLost, "a lapsed member writes nothing")
+			assert.ErrorIs(t, a.Update(ctx, "a", &claimed[0]), state.ErrLeaseLost, "a lapsed member writes nothing")
 			_, err = a.Heartbeat(ctx, "a")
-			assert.ErrorIs(t, err, delivery.ErrLeaseLost, "a lapsed lease is not renewed")
+			assert.ErrorIs(t, err, state.ErrLeaseLost, "a lapsed lease is not renewed")
 			assert.Empty(t, s.ClaimViolations())
 		}},
 		{"a restart under the same id fences the old process off", func(t *testing.T, s *sim.SharedState, a, b *sim.SharedHandle) {
@@ -102,15 +102,15 @@ func TestSharedStateMembership(t *testing.T) {
 			again := s.Open()
 			_, err = again.Join(ctx, "a")
 			require.NoError(t, err)
-			assert.ErrorIs(t, a.Update(ctx, "a", &claimed[0]), delivery.ErrLeaseLost, "the old incarnation writes nothing")
+			assert.ErrorIs(t, a.Update(ctx, "a", &claimed[0]), state.ErrLeaseLost, "the old incarnation writes nothing")
 			_, err = a.Heartbeat(ctx, "a")
-			assert.ErrorIs(t, err, delivery.ErrLeaseLost)
+			assert.ErrorIs(t, err, state.ErrLeaseLost)
 			require.NoError(t, again.Update(ctx, "a", &claimed[0]), "the claim passes to the new incarnation")
 		}},
 		{"a closed handle answers nothing", func(t *testing.T, s *sim.SharedState, a, b *sim.SharedHandle) {
 			require.NoError(t, a.Close())
 			_, err := a.Heartbeat(t.Context(), "a")
-			assert.ErrorIs(t, err, delivery.ErrStateUnavailable)
+			assert.ErrorIs(t, err, state.ErrStateUnavailable)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/agreement/identity"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/logtest"
@@ -64,7 +65,7 @@ type Config struct {
 	// phase; zero means 40.
 	Steps int
 	// Agbots is the number of agbots; zero means 1. One agbot keeps its
-	// delivery state in delivery.NewMemoryState; several share a
+	// delivery state in state.NewMemory; several share a
 	// SharedState, each a member of it, and the agents poll them all.
 	Agbots int
 	// OpenState, when set, opens a connection to a durable state the
@@ -72,7 +73,7 @@ type Config struct {
 	// agbot's start and restart, as a process opens its connection, and
 	// once for the invariants' reads. Such a run is not deterministic:
 	// run it outside a synctest bubble, in real time.
-	OpenState func(ctx context.Context) (delivery.State, error)
+	OpenState func(ctx context.Context) (state.Backend, error)
 	// Store is the store the agbots read: StoreMemory (the zero value)
 	// or StoreAWS.
 	Store StoreKind
@@ -266,7 +267,7 @@ type simAgbot struct {
 	cancel context.CancelFunc
 	done   chan error
 	state  *faultyState
-	conn   delivery.State // its own connection to a shared state, closed when it stops; nil with one agbot in memory
+	conn   state.Backend // its own connection to a shared state, closed when it stops; nil with one agbot in memory
 }
 
 // host names agbot k on the network and as a member of the shared state.
@@ -329,7 +330,7 @@ type World struct {
 	state  *faultyState
 	shared *SharedState
 	// checks reads the records for the invariants when OpenState is set.
-	checks delivery.State
+	checks state.Backend
 	outage *outage
 	certs  *losingCerts
 	keys   *agreement.PrivateKeys
@@ -340,7 +341,7 @@ type World struct {
 
 	mu       sync.Mutex
 	secrets  []*secret
-	cancels  map[string]delivery.Cancellation // by agreement id
+	cancels  map[string]state.Cancellation // by agreement id
 	problems []string
 	denyAll  bool // a read-denied spell: every call but the credential check refused
 
@@ -420,7 +421,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 	w := &World{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x73696d)), ends: rand.New(rand.NewPCG(cfg.Seed, 0x656e64)), net: newNetwork(cfg.Seed),
 		store: mock.NewStore(inner), outage: &outage{},
 		certs: &losingCerts{CertStore: identity.NewMemoryCertStore(), lost: map[string]bool{}},
-		keys:  keys, ca: ca, cancels: map[string]delivery.Cancellation{},
+		keys:  keys, ca: ca, cancels: map[string]state.Cancellation{},
 		stats: Stats{Seeds: 1, Faults: map[string]int{}}}
 	w.store.SetFaults(mock.Faults{Hook: w.storeHook})
 	for i := range cfg.Names {
@@ -435,7 +436,7 @@ func New(ctx context.Context, cfg Config) (*World, error) {
 			return nil, err
 		}
 	case cfg.Agbots == 1:
-		w.state = &faultyState{State: delivery.NewMemoryState(), outage: w.outage}
+		w.state = &faultyState{Backend: state.NewMemory(), outage: w.outage}
 	default:
 		w.shared = NewSharedState(period)
 		hosts := make([]string, cfg.Agbots)
@@ -583,7 +584,7 @@ func (w *World) deployment(n relay.Node) (agbot.Deployment, bool) {
 // a new connection.
 func (w *World) startAgbot(k int) error {
 	sa := w.agbots[k]
-	var state delivery.State = w.state
+	var st state.Backend = w.state
 	sa.state, sa.conn = w.state, nil
 	switch {
 	case w.cfg.OpenState != nil:
@@ -596,16 +597,16 @@ func (w *World) startAgbot(k int) error {
 		sa.conn = w.shared.Open()
 	}
 	if sa.conn != nil {
-		sa.state = &faultyState{State: sa.conn, outage: w.outage}
-		state = sa.state
-		if m, ok := sa.conn.(delivery.Membership); ok {
-			state = memberState{faultyState: sa.state, m: m}
+		sa.state = &faultyState{Backend: sa.conn, outage: w.outage}
+		st = sa.state
+		if m, ok := sa.conn.(state.Membership); ok {
+			st = memberState{faultyState: sa.state, m: m}
 		}
 	}
 	log, logs := logtest.NewLogger()
 	w.agbotLogs = append(w.agbotLogs, logs)
 	a, err := agbot.New(agbot.Options{
-		Delivery: delivery.Options{Store: w.store.Store, State: state, Keys: w.keys, Interval: interval, Grace: grace,
+		Delivery: delivery.Options{Store: w.store.Store, State: st, Keys: w.keys, Interval: interval, Grace: grace,
 			ReplyTimeout: 2 * time.Second, InitialDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
 			OnCancel: w.onCancel, Member: sa.host},
 		Identities: w.certs,
@@ -668,7 +669,7 @@ func (w *World) freezeAgbot(k int, frozen bool) {
 // among them, unreadable at once, and alone, for the grace period: a
 // node-level secret deleted while its organisation-level fallback is
 // readable switches the content and cancels nothing.
-func (w *World) onCancel(_ context.Context, id string, c delivery.Cancellation) {
+func (w *World) onCancel(_ context.Context, id string, c state.Cancellation) {
 	w.mu.Lock()
 	w.cancels[id] = c
 	w.stats.Cancellations++
@@ -881,7 +882,7 @@ func (w *World) Check(ctx context.Context) {
 			w.violate("agbot incarnation %d logged a secret value", i)
 		}
 	}
-	records := func(ctx context.Context, fn func(delivery.Record) bool) error { return w.state.State.Records(ctx, fn) }
+	records := func(ctx context.Context, fn func(state.Record) bool) error { return w.state.Backend.Records(ctx, fn) }
 	if w.checks != nil {
 		records = w.checks.Records
 	}
@@ -891,7 +892,7 @@ func (w *World) Check(ctx context.Context) {
 			w.violate("%s", p)
 		}
 	}
-	err := records(ctx, func(r delivery.Record) bool {
+	err := records(ctx, func(r state.Record) bool {
 		if b, err := json.Marshal(r); err == nil && strings.Contains(string(b), Canary) {
 			w.violate("state record %s holds a secret value", r.ID)
 		}
@@ -1151,7 +1152,7 @@ func (w *World) endAgreements(ctx context.Context) {
 			callCtx, cancel := context.WithTimeout(ctx, time.Second)
 			err := ab.agbot.Engine().End(callCtx, id)
 			cancel()
-			if err == nil || errors.Is(err, delivery.ErrNotFound) {
+			if err == nil || errors.Is(err, state.ErrNotFound) {
 				break
 			}
 		}

@@ -300,7 +300,7 @@ func TestFixedSeeds(t *testing.T) {
 		// node's wait took it for a name it polls, so the absence another
 		// member recorded was never confirmed there, and node-2, whose key0
 		// had no candidate left, was never cancelled. The names a member
-		// polls are now those State.Names gives it, not all it watches
+		// polls are now those state.Backend.Names gives it, not all it watches
 		// (delivery.TestAnAbsenceAnotherMemberPollsIsConfirmedByItsObservations).
 		{"seed 61 of three agbots, overlapping bindings: a name watched for a wait is another member's to confirm", 61, func(c *sim.Config) { c.Agbots, c.OneBinding = 3, false }},
 		// Overlapping bindings, about one run in two: the organisation's

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -54,8 +54,8 @@ func (e *Encoder) Strs(ss []string) {
 		e.Str(s)
 	}
 }
-func (e *Encoder) Time(t time.Time)           { e.Varint(t.Unix() - ZeroUnix); e.Uvarint(uint64(t.Nanosecond())) }
-func (e *Encoder) Content(c delivery.Content) { e.Str(c.StoreName); e.Tag(c.Tag) }
+func (e *Encoder) Time(t time.Time)        { e.Varint(t.Unix() - ZeroUnix); e.Uvarint(uint64(t.Nanosecond())) }
+func (e *Encoder) Content(c state.Content) { e.Str(c.StoreName); e.Tag(c.Tag) }
 
 func boolByte(v bool) byte {
 	if v {
@@ -83,7 +83,7 @@ func (e *Encoder) Tag(t secretstore.ContentTag) {
 	}
 }
 
-func (e *Encoder) Cancellation(c *delivery.Cancellation) {
+func (e *Encoder) Cancellation(c *state.Cancellation) {
 	if c == nil {
 		e.Bool(false)
 		return
@@ -225,18 +225,18 @@ func (d *Decoder) Tag() secretstore.ContentTag {
 	return t
 }
 
-func (d *Decoder) Content() delivery.Content {
-	return delivery.Content{StoreName: d.Str(), Tag: d.Tag()}
+func (d *Decoder) Content() state.Content {
+	return state.Content{StoreName: d.Str(), Tag: d.Tag()}
 }
 
-func (d *Decoder) Cancellation() *delivery.Cancellation {
+func (d *Decoder) Cancellation() *state.Cancellation {
 	if !d.Bool() {
 		return nil
 	}
-	return &delivery.Cancellation{
+	return &state.Cancellation{
 		Reason:    d.Str(),
 		StoreName: d.Str(),
-		Kind:      delivery.ObservedState(d.Byte()),
+		Kind:      state.ObservedState(d.Byte()),
 		DecidedAt: d.Time(),
 		Notified:  d.Bool(),
 	}
@@ -255,7 +255,7 @@ func (d *Decoder) Done() error {
 // keys or columns): slots, phase, cancellations, the agent's key,
 // sequences, the message in flight, counters, diagnostics and times,
 // Unanswered last.
-func (e *Encoder) AppendBody(r *delivery.Record) {
+func (e *Encoder) AppendBody(r *state.Record) {
 	e.Uvarint(uint64(len(r.Slots)))
 	for _, s := range r.Slots {
 		e.Varint(int64(s.Service))
@@ -298,15 +298,15 @@ func (e *Encoder) AppendBody(r *delivery.Record) {
 // Body decodes what AppendBody encoded into r, to the end of B. Bodies
 // written before Unanswered was kept end before it: withoutUnanswered
 // reads one of those, leaving it zero.
-func (d *Decoder) Body(r *delivery.Record, withoutUnanswered bool) error {
+func (d *Decoder) Body(r *state.Record, withoutUnanswered bool) error {
 	r.Slots = nil
 	if n := d.Count(); n > 0 {
-		r.Slots = make([]delivery.Slot, n)
+		r.Slots = make([]state.Slot, n)
 		for i := range r.Slots {
-			r.Slots[i] = delivery.Slot{Service: int(d.Varint()), Name: d.Str(), Desired: d.Content(), Acked: d.Content()}
+			r.Slots[i] = state.Slot{Service: int(d.Varint()), Name: d.Str(), Desired: d.Content(), Acked: d.Content()}
 		}
 	}
-	r.Phase = delivery.Phase(d.Byte())
+	r.Phase = state.Phase(d.Byte())
 	r.Cancel = d.Cancellation()
 	r.Held = d.Cancellation()
 	r.Proposed = d.Bool()
@@ -319,9 +319,9 @@ func (d *Decoder) Body(r *delivery.Record, withoutUnanswered bool) error {
 	r.Counter = uint32(counter)
 	r.InFlight = nil
 	if d.Bool() {
-		f := &delivery.Sent{Type: agreement.MessageType(d.Str()), Kind: d.Str(), Sequence: d.Uvarint()}
+		f := &state.Sent{Type: agreement.MessageType(d.Str()), Kind: d.Str(), Sequence: d.Uvarint()}
 		if n := d.Count(); n > 0 {
-			f.Contents = make(map[int]delivery.Content, n)
+			f.Contents = make(map[int]state.Content, n)
 			for range n {
 				k := int(d.Varint())
 				f.Contents[k] = d.Content()

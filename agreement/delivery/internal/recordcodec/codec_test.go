@@ -8,39 +8,39 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
-func sample(t testing.TB) delivery.Record {
+func sample(t testing.TB) state.Record {
 	version, err := secretstore.ParseContentTag("version:42")
 	require.NoError(t, err)
 	sum := (&secretstore.Secret{Data: edgesecrets.Data{"k": []byte("v")}}).ContentTag()
 	at := time.Date(2031, 1, 2, 3, 4, 5, 6, time.UTC)
-	return delivery.Record{
+	return state.Record{
 		Services: []binding.ServiceBinding{{Service: agreement.ServiceRef{Org: "o", URL: "u"}, Secrets: map[string]binding.BoundSecret{"db": {StoreNames: []string{"org/n/db", "org/db"}, Format: "json"}}}},
-		Slots:    []delivery.Slot{{Name: "db", Desired: delivery.Content{StoreName: "org/db", Tag: version}, Acked: delivery.Content{StoreName: "org/db", Tag: sum}}},
-		Phase:    delivery.PhaseCancelling,
-		Cancel:   &delivery.Cancellation{Reason: "r", StoreName: "org/db", Kind: delivery.Missing, DecidedAt: at, Notified: true},
+		Slots:    []state.Slot{{Name: "db", Desired: state.Content{StoreName: "org/db", Tag: version}, Acked: state.Content{StoreName: "org/db", Tag: sum}}},
+		Phase:    state.PhaseCancelling,
+		Cancel:   &state.Cancellation{Reason: "r", StoreName: "org/db", Kind: state.Missing, DecidedAt: at, Notified: true},
 		Proposed: true, AgentKey: "k", Epoch: 3, Counter: 9,
-		InFlight:      &delivery.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]delivery.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
+		InFlight:      &state.Sent{Type: agreement.TypeProposal, Sequence: 3<<32 | 9, Contents: map[int]state.Content{0: {StoreName: "org/db", Tag: sum}}, At: at},
 		ReplySequence: 5, Attempts: -1, Unanswered: at.Add(time.Second), LastError: "e", CreatedAt: at, UpdatedAt: at,
 	}
 }
 
-func body(r *delivery.Record) []byte {
+func body(r *state.Record) []byte {
 	e := Encoder{}
 	e.AppendBody(r)
 	return e.B
 }
 
-// A cancellation's kind is stored as its delivery.ObservedState number,
+// A cancellation's kind is stored as its state.ObservedState number,
 // the number the watcher's event kind had when records held that (Deleted
 // 2, Forbidden 3): records written before read the same.
 func TestCancellationKindNumbersAreTheStoredFormat(t *testing.T) {
-	require.EqualValues(t, 2, delivery.Missing)
-	require.EqualValues(t, 3, delivery.Forbidden)
+	require.EqualValues(t, 2, state.Missing)
+	require.EqualValues(t, 3, state.Forbidden)
 }
 
 func TestZeroUnixIsTheZeroTime(t *testing.T) {
@@ -52,16 +52,16 @@ func TestZeroUnixIsTheZeroTime(t *testing.T) {
 func FuzzDecodeBody(f *testing.F) {
 	r := sample(f)
 	f.Add(body(&r), false)
-	f.Add(body(&delivery.Record{}), false)
+	f.Add(body(&state.Record{}), false)
 	f.Add([]byte{}, true)
 	f.Fuzz(func(t *testing.T, v []byte, withoutUnanswered bool) {
-		var got delivery.Record
+		var got state.Record
 		d := Decoder{B: v}
 		if err := d.Body(&got, withoutUnanswered); err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return
 		}
-		var again delivery.Record
+		var again state.Record
 		d = Decoder{B: body(&got)}
 		require.NoError(t, d.Body(&again, false))
 		require.Equal(t, got, again)
@@ -87,7 +87,7 @@ func FuzzDecodeServices(f *testing.F) {
 
 func TestBodyRoundTrips(t *testing.T) {
 	r := sample(t)
-	var got delivery.Record
+	var got state.Record
 	got.Services = r.Services // kept apart
 	d := Decoder{B: body(&r)}
 	require.NoError(t, d.Body(&got, false))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -39,26 +39,26 @@ func sumTag(data string) secretstore.ContentTag {
 // record returns an active record with every field but NextAttempt set,
 // with one service secret per candidate list: even ones in the first
 // service, odd ones in a second.
-func record(t testing.TB, id, node string, candidates ...[]string) *delivery.Record {
+func record(t testing.TB, id, node string, candidates ...[]string) *state.Record {
 	t.Helper()
 	services := []binding.ServiceBinding{
 		{Service: agreement.ServiceRef{Org: "org", URL: "svc-" + id, Arch: "amd64", Version: "1.0.0"}, Secrets: map[string]binding.BoundSecret{}},
 		{Service: agreement.ServiceRef{Org: "org", URL: "sidecar", Container: "side"}, Secrets: map[string]binding.BoundSecret{}},
 	}
-	var slots []delivery.Slot
+	var slots []state.Slot
 	for i, names := range candidates {
 		svc := i % 2
 		name := fmt.Sprintf("secret%02d", i)
 		services[svc].Secrets[name] = binding.BoundSecret{StoreNames: append([]string(nil), names...), Format: "json"}
-		slots = append(slots, delivery.Slot{
+		slots = append(slots, state.Slot{
 			Service: svc,
 			Name:    name,
-			Desired: delivery.Content{StoreName: names[0], Tag: versionTag(t, fmt.Sprintf("%d", 10+i))},
-			Acked:   delivery.Content{StoreName: names[len(names)-1], Tag: sumTag(id + name)},
+			Desired: state.Content{StoreName: names[0], Tag: versionTag(t, fmt.Sprintf("%d", 10+i))},
+			Acked:   state.Content{StoreName: names[len(names)-1], Tag: sumTag(id + name)},
 		})
 	}
 	// Slots are sorted by (Service, Name).
-	var sorted []delivery.Slot
+	var sorted []state.Slot
 	for svc := range 2 {
 		for _, s := range slots {
 			if s.Service == svc {
@@ -66,25 +66,25 @@ func record(t testing.TB, id, node string, candidates ...[]string) *delivery.Rec
 			}
 		}
 	}
-	contents := map[int]delivery.Content{}
+	contents := map[int]state.Content{}
 	for i, s := range sorted {
 		contents[i] = s.Desired
 	}
-	return &delivery.Record{
+	return &state.Record{
 		ID:       id,
 		Node:     node,
 		Services: services,
 		Slots:    sorted,
-		Phase:    delivery.PhaseActive,
-		Held: &delivery.Cancellation{
+		Phase:    state.PhaseActive,
+		Held: &state.Cancellation{
 			Reason: "store secret " + candidates[0][0] + " was deleted", StoreName: candidates[0][0],
-			Kind: delivery.Missing, DecidedAt: at(-30),
+			Kind: state.Missing, DecidedAt: at(-30),
 		},
 		Proposed: true,
 		AgentKey: agreement.KeyID("hpke-x25519:" + node),
 		Epoch:    7,
 		Counter:  3,
-		InFlight: &delivery.Sent{
+		InFlight: &state.Sent{
 			Type: agreement.TypeUpdate, Kind: agreement.UpdateKindSecrets, Sequence: 7<<32 | 3,
 			Contents: contents, AgentKey: agreement.KeyID("hpke-x25519:" + node), At: at(-5),
 		},
@@ -101,7 +101,7 @@ func record(t testing.TB, id, node string, candidates ...[]string) *delivery.Rec
 
 // simple returns a record bound to the given store names, one service
 // secret each, without candidates.
-func simple(t testing.TB, id, node string, names ...string) *delivery.Record {
+func simple(t testing.TB, id, node string, names ...string) *state.Record {
 	t.Helper()
 	var candidates [][]string
 	for _, n := range names {
@@ -112,7 +112,7 @@ func simple(t testing.TB, id, node string, names ...string) *delivery.Record {
 
 // norm makes r comparable with a stored copy: times in UTC at microsecond
 // precision, empty slices and maps nil.
-func norm(r delivery.Record) delivery.Record {
+func norm(r state.Record) state.Record {
 	r = r.Clone()
 	tm := func(p *time.Time) {
 		if p.IsZero() {
@@ -124,7 +124,7 @@ func norm(r delivery.Record) delivery.Record {
 	for _, p := range []*time.Time{&r.NextAttempt, &r.Unanswered, &r.LastReply, &r.CreatedAt, &r.UpdatedAt} {
 		tm(p)
 	}
-	for _, c := range []*delivery.Cancellation{r.Cancel, r.Held} {
+	for _, c := range []*state.Cancellation{r.Cancel, r.Held} {
 		if c != nil {
 			tm(&c.DecidedAt)
 		}
@@ -150,7 +150,7 @@ func norm(r delivery.Record) delivery.Record {
 }
 
 // assertRecord asserts that got is want as stored.
-func assertRecord(t testing.TB, want, got delivery.Record, msgAndArgs ...any) bool {
+func assertRecord(t testing.TB, want, got state.Record, msgAndArgs ...any) bool {
 	t.Helper()
 	return assert.Equal(t, norm(want), norm(got), msgAndArgs...)
 }

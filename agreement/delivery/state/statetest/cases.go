@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/binding"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
@@ -19,7 +19,7 @@ import (
 // member is the member id of every call but the shared-lease case's.
 const member = "member-1"
 
-func (e *env) create(t *testing.T, recs ...*delivery.Record) {
+func (e *env) create(t *testing.T, recs ...*state.Record) {
 	t.Helper()
 	for _, r := range recs {
 		require.NoError(t, e.s.Create(e.ctx, r), "Create(%s)", r.ID)
@@ -27,26 +27,26 @@ func (e *env) create(t *testing.T, recs ...*delivery.Record) {
 	}
 }
 
-func (e *env) get(t *testing.T, id string) delivery.Record {
+func (e *env) get(t *testing.T, id string) state.Record {
 	t.Helper()
 	r, err := e.s.Get(e.ctx, id)
 	require.NoError(t, err, "Get(%s)", id)
 	return r
 }
 
-func (e *env) update(t *testing.T, recs ...*delivery.Record) {
+func (e *env) update(t *testing.T, recs ...*state.Record) {
 	t.Helper()
 	require.NoError(t, e.s.Update(e.ctx, member, recs...), "Update")
 }
 
-func (e *env) markDue(t *testing.T, sel delivery.Selector, when time.Time, reset bool) int {
+func (e *env) markDue(t *testing.T, sel state.Selector, when time.Time, reset bool) int {
 	t.Helper()
 	n, err := e.s.MarkDue(e.ctx, sel, when, reset)
 	require.NoError(t, err, "MarkDue(%+v)", sel)
 	return n
 }
 
-func (e *env) due(t *testing.T, now time.Time, lease time.Duration, limit int) []delivery.Record {
+func (e *env) due(t *testing.T, now time.Time, lease time.Duration, limit int) []state.Record {
 	t.Helper()
 	recs, err := e.s.Due(e.ctx, member, now, lease, limit)
 	require.NoError(t, err, "Due")
@@ -61,7 +61,7 @@ func (e *env) names(t *testing.T) []string {
 }
 
 // ids returns the ids of recs in order.
-func ids(recs []delivery.Record) []string {
+func ids(recs []state.Record) []string {
 	out := make([]string, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, r.ID)
@@ -73,16 +73,16 @@ func ids(recs []delivery.Record) []string {
 // returns its ids.
 func conflictIDs(t *testing.T, err error) []string {
 	t.Helper()
-	require.ErrorIs(t, err, delivery.ErrConflict)
-	var ce *delivery.ConflictError
+	require.ErrorIs(t, err, state.ErrConflict)
+	var ce *state.ConflictError
 	require.ErrorAs(t, err, &ce, "a conflict is a *ConflictError")
 	return ce.IDs
 }
 
 func testCreateGet(t *testing.T, e *env) {
 	rec := record(t, "agr-1", "node-1", []string{"org/node-1/db", "org/db"}, []string{"org/api"}, []string{"user/alice/token"})
-	rec.Phase = delivery.PhaseCancelling
-	rec.Cancel = &delivery.Cancellation{Reason: "ended by the embedder", DecidedAt: at(-1), Notified: true}
+	rec.Phase = state.PhaseCancelling
+	rec.Cancel = &state.Cancellation{Reason: "ended by the embedder", DecidedAt: at(-1), Notified: true}
 	rec.NextAttempt = at(30)
 	rec.Revision = 99
 	want := rec.Clone()
@@ -91,9 +91,9 @@ func testCreateGet(t *testing.T, e *env) {
 	want.Revision = 1
 	assertRecord(t, want, e.get(t, "agr-1"), "every field round trips")
 
-	minimal := &delivery.Record{ID: "agr-minimal", Node: "node-2"}
+	minimal := &state.Record{ID: "agr-minimal", Node: "node-2"}
 	e.create(t, minimal)
-	assertRecord(t, delivery.Record{ID: "agr-minimal", Node: "node-2", Revision: 1}, e.get(t, "agr-minimal"), "a record with zero fields round trips")
+	assertRecord(t, state.Record{ID: "agr-minimal", Node: "node-2", Revision: 1}, e.get(t, "agr-minimal"), "a record with zero fields round trips")
 }
 
 func testCreateExisting(t *testing.T, e *env) {
@@ -101,17 +101,17 @@ func testCreateExisting(t *testing.T, e *env) {
 	e.create(t, rec)
 	again := simple(t, "agr-1", "node-9", "org/b")
 	again.LastError = "second create"
-	require.ErrorIs(t, e.s.Create(e.ctx, again), delivery.ErrExists)
+	require.ErrorIs(t, e.s.Create(e.ctx, again), state.ErrExists)
 	assertRecord(t, *rec, e.get(t, "agr-1"), "a failed Create leaves the stored record")
 	assert.Equal(t, []string{"org/a"}, e.names(t), "a failed Create binds no names")
 }
 
 func testGetMissing(t *testing.T, e *env) {
 	_, err := e.s.Get(e.ctx, "no-such-agreement")
-	require.ErrorIs(t, err, delivery.ErrNotFound)
+	require.ErrorIs(t, err, state.ErrNotFound)
 	e.create(t, simple(t, "agr-1", "node-1", "org/a"))
 	_, err = e.s.Get(e.ctx, "agr-2")
-	require.ErrorIs(t, err, delivery.ErrNotFound)
+	require.ErrorIs(t, err, state.ErrNotFound)
 }
 
 func testUpdateCAS(t *testing.T, e *env) {
@@ -160,7 +160,7 @@ func testUpdateMany(t *testing.T, e *env) {
 	assertRecord(t, *c, e.get(t, "c"), "the others are stored")
 	assertRecord(t, *b, e.get(t, "b"), "the conflicting record is not")
 	_, err = e.s.Get(e.ctx, "d")
-	require.ErrorIs(t, err, delivery.ErrNotFound, "Update does not bring a deleted record back")
+	require.ErrorIs(t, err, state.ErrNotFound, "Update does not bring a deleted record back")
 }
 
 func testUpdateDeleted(t *testing.T, e *env) {
@@ -172,7 +172,7 @@ func testUpdateDeleted(t *testing.T, e *env) {
 	err = e.s.Update(e.ctx, member, ghost)
 	assert.Equal(t, []string{"ghost"}, conflictIDs(t, err), "Update of a record not yet stored (Revision 0) is a conflict")
 	_, err = e.s.Get(e.ctx, "ghost")
-	require.ErrorIs(t, err, delivery.ErrNotFound, "Update does not create")
+	require.ErrorIs(t, err, state.ErrNotFound, "Update does not create")
 	assert.Empty(t, e.names(t), "Update binds no names")
 }
 
@@ -187,20 +187,20 @@ func testUpdateKeepsServices(t *testing.T, e *env) {
 	e.update(t, rec)
 	got := e.get(t, "agr-1")
 	assert.Equal(t, "changed", got.LastError, "the rest of the record is stored")
-	assert.Equal(t, norm(delivery.Record{Services: registered}).Services, norm(got).Services, "Services never change after Create")
+	assert.Equal(t, norm(state.Record{Services: registered}).Services, norm(got).Services, "Services never change after Create")
 	assert.Equal(t, []string{"org/a", "org/node/a"}, e.names(t), "the names bound are those registered")
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/z", "org/extra"}}, at(0), false), "names given to Update select nothing")
+	assert.Equal(t, 0, e.markDue(t, state.Selector{StoreNames: []string{"org/z", "org/extra"}}, at(0), false), "names given to Update select nothing")
 }
 
 // rebound returns rec with the candidates of its first service secret
 // replaced by names, as Engine.Register does for a changed binding.
-func rebound(rec *delivery.Record, names ...string) *delivery.Record {
+func rebound(rec *state.Record, names ...string) *state.Record {
 	r := rec.Clone()
 	s := r.Slots[0]
 	b := r.Services[s.Service].Secrets[s.Name]
 	b.StoreNames = names
 	r.Services[s.Service].Secrets[s.Name] = b
-	r.Slots[0].Desired = delivery.Content{}
+	r.Slots[0].Desired = state.Content{}
 	return &r
 }
 
@@ -217,10 +217,10 @@ func testRebind(t *testing.T, e *env) {
 	assert.Equal(t, uint64(2), got.Revision, "Rebind increments the stored Revision")
 	assertRecord(t, *moved, got, "Rebind stores the record with its new services")
 	assert.Equal(t, []string{"org/a", "org/b", "org/node/c"}, e.names(t), "the names bound are the new services' names")
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/a"}}, at(-10), false),
+	assert.Equal(t, 0, e.markDue(t, state.Selector{StoreNames: []string{"org/node/a"}}, at(-10), false),
 		"a name only the old services bound selects nothing")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/c"}}, at(-10), false), "a new name selects the record")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/a"}}, at(-20), false), "a name bound before and after still selects it")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{StoreNames: []string{"org/node/c"}}, at(-10), false), "a new name selects the record")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{StoreNames: []string{"org/a"}}, at(-20), false), "a name bound before and after still selects it")
 	assert.Equal(t, []string{"agr-1"}, ids(e.due(t, at(0), time.Minute, 10)), "the due index follows the stored NextAttempt")
 
 	cur := e.get(t, "agr-1")
@@ -247,7 +247,7 @@ func testRebindCAS(t *testing.T, e *env) {
 	ghost.Revision = 1
 	assert.Equal(t, []string{"ghost"}, conflictIDs(t, e.s.Rebind(e.ctx, member, ghost)), "Rebind of an unknown id is a conflict")
 	_, err = e.s.Get(e.ctx, "ghost")
-	require.ErrorIs(t, err, delivery.ErrNotFound, "Rebind does not create")
+	require.ErrorIs(t, err, state.ErrNotFound, "Rebind does not create")
 	assert.Equal(t, []string{"org/a"}, e.names(t), "Rebind of an unknown id binds no names")
 
 	require.NoError(t, e.s.Delete(e.ctx, "agr-1"))
@@ -261,7 +261,7 @@ func testRebindSharedNames(t *testing.T, e *env) {
 	e.create(t, a, b)
 	require.NoError(t, e.s.Rebind(e.ctx, member, rebound(a, "org/own")))
 	assert.Equal(t, []string{"org/own", "org/shared"}, e.names(t), "a name another record binds stays")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/shared"}}, at(0), false), "and selects only that record")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{StoreNames: []string{"org/shared"}}, at(0), false), "and selects only that record")
 	require.NoError(t, e.s.Delete(e.ctx, "a"))
 	assert.Equal(t, []string{"org/shared"}, e.names(t), "Delete unbinds the rebound names")
 	require.NoError(t, e.s.Delete(e.ctx, "b"))
@@ -277,8 +277,8 @@ func testRebindReopen(t *testing.T, e *env) {
 	e.reopen(t)
 	assertRecord(t, *moved, e.get(t, "agr-1"), "a Rebind survives a reopen")
 	assert.Equal(t, []string{"org/b", "org/node/b"}, e.names(t), "the rebound names survive a reopen")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/node/b"}}, at(0), false))
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{StoreNames: []string{"org/a", "org/node/a"}}, at(-10), false))
+	assert.Equal(t, 1, e.markDue(t, state.Selector{StoreNames: []string{"org/node/b"}}, at(0), false))
+	assert.Equal(t, 0, e.markDue(t, state.Selector{StoreNames: []string{"org/a", "org/node/a"}}, at(-10), false))
 }
 
 func testUpdateMovesNode(t *testing.T, e *env) {
@@ -286,8 +286,8 @@ func testUpdateMovesNode(t *testing.T, e *env) {
 	e.create(t, rec)
 	rec.Node = "node-2"
 	e.update(t, rec)
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{Nodes: []string{"node-1"}}, at(0), false), "the old node selects nothing after an Update moved the record")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{Nodes: []string{"node-2"}}, at(0), false), "the new node selects the record")
+	assert.Equal(t, 0, e.markDue(t, state.Selector{Nodes: []string{"node-1"}}, at(0), false), "the old node selects nothing after an Update moved the record")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{Nodes: []string{"node-2"}}, at(0), false), "the new node selects the record")
 }
 
 func testDeleteIdempotent(t *testing.T, e *env) {
@@ -297,11 +297,11 @@ func testDeleteIdempotent(t *testing.T, e *env) {
 
 	require.NoError(t, e.s.Delete(e.ctx, "a", "missing"), "Delete with a missing id")
 	_, err := e.s.Get(e.ctx, "a")
-	require.ErrorIs(t, err, delivery.ErrNotFound)
+	require.ErrorIs(t, err, state.ErrNotFound)
 	require.NoError(t, e.s.Delete(e.ctx, "a"), "deleting again")
 	require.NoError(t, e.s.Delete(e.ctx), "Delete of no ids")
 	assert.Equal(t, []string{"org/c", "org/shared"}, e.names(t), "a name bound only by deleted records is gone")
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{IDs: []string{"a"}, Nodes: []string{"node-a"}, StoreNames: []string{"org/only-a"}}, at(0), false), "a deleted record is not selected")
+	assert.Equal(t, 0, e.markDue(t, state.Selector{IDs: []string{"a"}, Nodes: []string{"node-a"}, StoreNames: []string{"org/only-a"}}, at(0), false), "a deleted record is not selected")
 	assert.Empty(t, e.due(t, at(10), time.Minute, 10), "a deleted record is never due")
 	assertRecord(t, *b, e.get(t, "b"), "other records are kept")
 
@@ -323,7 +323,7 @@ func shuffled(n int) []string {
 
 func testRecordsOrder(t *testing.T, e *env) {
 	calls := 0
-	require.NoError(t, e.s.Records(e.ctx, func(delivery.Record) bool { calls++; return true }))
+	require.NoError(t, e.s.Records(e.ctx, func(state.Record) bool { calls++; return true }))
 	assert.Zero(t, calls, "an empty state calls fn never")
 
 	const n = 600 // more than a page of any reasonable paging
@@ -339,8 +339,8 @@ func testRecordsOrder(t *testing.T, e *env) {
 	wg.Wait()
 	slices.Sort(want)
 	var got []string
-	var sample delivery.Record
-	require.NoError(t, e.s.Records(e.ctx, func(r delivery.Record) bool {
+	var sample state.Record
+	require.NoError(t, e.s.Records(e.ctx, func(r state.Record) bool {
 		if r.ID == "agr-0042" {
 			sample = r
 		}
@@ -352,7 +352,7 @@ func testRecordsOrder(t *testing.T, e *env) {
 }
 
 // simplyStored is simple(id) as Create stores it.
-func simplyStored(t *testing.T, id string) *delivery.Record {
+func simplyStored(t *testing.T, id string) *state.Record {
 	r := simple(t, id, "node", "org/"+id)
 	r.Revision = 1
 	return r
@@ -363,7 +363,7 @@ func testRecordsEarlyStop(t *testing.T, e *env) {
 		e.create(t, simple(t, id, "n", "org/x"))
 	}
 	var seen []string
-	require.NoError(t, e.s.Records(e.ctx, func(r delivery.Record) bool {
+	require.NoError(t, e.s.Records(e.ctx, func(r state.Record) bool {
 		seen = append(seen, r.ID)
 		return len(seen) < 2
 	}))
@@ -377,7 +377,7 @@ func testRecordsCallback(t *testing.T, e *env) {
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		done <- e.s.Records(e.ctx, func(r delivery.Record) bool {
+		done <- e.s.Records(e.ctx, func(r state.Record) bool {
 			if _, err = e.s.Get(e.ctx, r.ID); err != nil {
 				return false
 			}
@@ -407,7 +407,7 @@ func testRecordsCallback(t *testing.T, e *env) {
 
 func testDeepCopiesIn(t *testing.T, e *env) {
 	rec := record(t, "agr-1", "n", []string{"org/node/a", "org/a"}, []string{"org/b"})
-	rec.Cancel = &delivery.Cancellation{Reason: "r"}
+	rec.Cancel = &state.Cancellation{Reason: "r"}
 	e.create(t, rec)
 	want := rec.Clone()
 
@@ -423,7 +423,7 @@ func testDeepCopiesIn(t *testing.T, e *env) {
 	assertRecord(t, want, e.get(t, "agr-1"), "changing a record after Update changes nothing stored")
 
 	names := []string{"org/a", "org/b"}
-	w := delivery.Wait{ID: "dep-1", StoreNames: names, CreatedAt: at(0)}
+	w := state.Wait{ID: "dep-1", StoreNames: names, CreatedAt: at(0)}
 	require.NoError(t, e.s.PutWait(e.ctx, w))
 	names[0] = "org/changed"
 	waits, err := e.s.Waits(e.ctx)
@@ -433,13 +433,13 @@ func testDeepCopiesIn(t *testing.T, e *env) {
 }
 
 // mutate changes everything a record holds by reference.
-func mutate(r *delivery.Record) {
+func mutate(r *state.Record) {
 	r.Services[0].Secrets["secret00"].StoreNames[0] = "org/mutated"
 	r.Services[0].Secrets["added"] = secretBinding("org/added")
 	r.Services[0].Service.URL = "mutated"
 	r.Slots[0].Desired.StoreName = "org/mutated"
 	r.Slots = append(r.Slots[:1], r.Slots...)
-	r.InFlight.Contents[0] = delivery.Content{StoreName: "org/mutated"}
+	r.InFlight.Contents[0] = state.Content{StoreName: "org/mutated"}
 	r.InFlight.Sequence = 1
 	r.Held.Reason = "mutated"
 	if r.Cancel != nil {
@@ -457,7 +457,7 @@ func testDeepCopiesOut(t *testing.T, e *env) {
 	mutate(&got)
 	assertRecord(t, want, e.get(t, "agr-1"), "changing a Get result changes nothing stored")
 
-	require.NoError(t, e.s.Records(e.ctx, func(r delivery.Record) bool { mutate(&r); return true }))
+	require.NoError(t, e.s.Records(e.ctx, func(r state.Record) bool { mutate(&r); return true }))
 	assertRecord(t, want, e.get(t, "agr-1"), "changing a Records result changes nothing stored")
 
 	due := e.due(t, at(1), time.Minute, 10)
@@ -470,7 +470,7 @@ func testDeepCopiesOut(t *testing.T, e *env) {
 	names[0] = "org/mutated"
 	assert.Equal(t, []string{"org/a", "org/b", "org/node/a"}, e.names(t), "changing a Names result changes nothing stored")
 
-	require.NoError(t, e.s.PutWait(e.ctx, delivery.Wait{ID: "dep-1", StoreNames: []string{"org/a"}}))
+	require.NoError(t, e.s.PutWait(e.ctx, state.Wait{ID: "dep-1", StoreNames: []string{"org/a"}}))
 	waits, err := e.s.Waits(e.ctx)
 	require.NoError(t, err)
 	waits[0].StoreNames[0] = "org/mutated"
@@ -506,25 +506,25 @@ func testMarkDueSelectors(t *testing.T, e *env) {
 	)
 	next := func(id string) time.Time { return e.get(t, id).NextAttempt }
 
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{IDs: []string{"r1"}}, at(10), false), "by id")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{IDs: []string{"r1"}}, at(10), false), "by id")
 	sameTime(t, at(10), next("r1"), "r1 marked by id")
 	assert.True(t, next("r2").IsZero(), "r2 not selected")
 
-	assert.Equal(t, 2, e.markDue(t, delivery.Selector{Nodes: []string{"node-a"}}, at(5), false), "by node")
+	assert.Equal(t, 2, e.markDue(t, state.Selector{Nodes: []string{"node-a"}}, at(5), false), "by node")
 	sameTime(t, at(5), next("r1"), "r1 marked by node")
 	sameTime(t, at(5), next("r2"), "r2 marked by node")
 
-	assert.Equal(t, 2, e.markDue(t, delivery.Selector{StoreNames: []string{"org/fallback"}}, at(1), false), "by a store name bound as a later candidate")
+	assert.Equal(t, 2, e.markDue(t, state.Selector{StoreNames: []string{"org/fallback"}}, at(1), false), "by a store name bound as a later candidate")
 	sameTime(t, at(1), next("r1"), "r1 marked by its second candidate")
 	sameTime(t, at(1), next("r4"), "r4 marked by its second candidate")
 	assert.True(t, next("r3").IsZero(), "r3 not selected")
 
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{IDs: []string{"r3"}, Nodes: []string{"node-b"}, StoreNames: []string{"org/y"}}, at(0), false),
+	assert.Equal(t, 1, e.markDue(t, state.Selector{IDs: []string{"r3"}, Nodes: []string{"node-b"}, StoreNames: []string{"org/y"}}, at(0), false),
 		"a record selected three ways is changed and counted once")
 	sameTime(t, at(0), next("r3"), "r3")
 
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{}, at(-100), true), "an empty selector selects nothing")
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{IDs: []string{"nope"}, Nodes: []string{"nowhere"}, StoreNames: []string{"org/none"}}, at(-100), true),
+	assert.Equal(t, 0, e.markDue(t, state.Selector{}, at(-100), true), "an empty selector selects nothing")
+	assert.Equal(t, 0, e.markDue(t, state.Selector{IDs: []string{"nope"}, Nodes: []string{"nowhere"}, StoreNames: []string{"org/none"}}, at(-100), true),
 		"unknown ids, nodes and names select nothing")
 }
 
@@ -538,7 +538,7 @@ func testMarkDueRules(t *testing.T, e *env) {
 	mk("earlier", at(-10), 0)
 	mk("equal", at(0), 0)
 	mk("later", at(10), 0)
-	all := delivery.Selector{StoreNames: []string{"org/s"}}
+	all := state.Selector{StoreNames: []string{"org/s"}}
 	assert.Equal(t, 2, e.markDue(t, all, at(0), false), "only records with no NextAttempt or a later one change")
 	for id, want := range map[string]time.Time{"zero": at(0), "earlier": at(-10), "equal": at(0), "later": at(0)} {
 		sameTime(t, want, e.get(t, id).NextAttempt, id)
@@ -572,10 +572,10 @@ func testMarkDueRevision(t *testing.T, e *env) {
 	e.create(t, rec)
 	stale := rec.Clone()
 
-	assert.Equal(t, 0, e.markDue(t, delivery.Selector{IDs: []string{"agr-1"}}, at(200), false))
+	assert.Equal(t, 0, e.markDue(t, state.Selector{IDs: []string{"agr-1"}}, at(200), false))
 	assert.Equal(t, uint64(1), e.get(t, "agr-1").Revision, "a MarkDue that changes nothing leaves the Revision")
 
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{IDs: []string{"agr-1"}}, at(0), false))
+	assert.Equal(t, 1, e.markDue(t, state.Selector{IDs: []string{"agr-1"}}, at(0), false))
 	got := e.get(t, "agr-1")
 	assert.Greater(t, got.Revision, uint64(1), "MarkDue changes the Revision of a record it changes")
 	stale.LastError = "written over the mark"
@@ -643,12 +643,12 @@ func testDueClaims(t *testing.T, e *env) {
 }
 
 func testObservations(t *testing.T, e *env) {
-	obs := []delivery.Observation{
-		{Name: "org/version", State: delivery.Present, Tag: versionTag(t, "3"), Since: at(-100), CheckedAt: at(0)},
-		{Name: "org/sum", State: delivery.Present, Tag: sumTag("value"), Since: at(-50), CheckedAt: at(0)},
-		{Name: "org/missing", State: delivery.Missing, Since: at(-10), CheckedAt: at(0)},
-		{Name: "org/forbidden", State: delivery.Forbidden, Since: at(-20), CheckedAt: at(1)},
-		{Name: "org/unknown", State: delivery.Unknown},
+	obs := []state.Observation{
+		{Name: "org/version", State: state.Present, Tag: versionTag(t, "3"), Since: at(-100), CheckedAt: at(0)},
+		{Name: "org/sum", State: state.Present, Tag: sumTag("value"), Since: at(-50), CheckedAt: at(0)},
+		{Name: "org/missing", State: state.Missing, Since: at(-10), CheckedAt: at(0)},
+		{Name: "org/forbidden", State: state.Forbidden, Since: at(-20), CheckedAt: at(1)},
+		{Name: "org/unknown", State: state.Unknown},
 	}
 	require.NoError(t, e.s.PutObservations(e.ctx, member, obs...))
 	var names []string
@@ -662,7 +662,7 @@ func testObservations(t *testing.T, e *env) {
 		assertObservation(t, o, got[o.Name])
 	}
 
-	replaced := delivery.Observation{Name: "org/version", State: delivery.Missing, Since: at(5), CheckedAt: at(5)}
+	replaced := state.Observation{Name: "org/version", State: state.Missing, Since: at(5), CheckedAt: at(5)}
 	require.NoError(t, e.s.PutObservations(e.ctx, member, replaced))
 	got, err = e.s.Observations(e.ctx, []string{"org/version", "org/sum"})
 	require.NoError(t, err)
@@ -682,7 +682,7 @@ func testObservations(t *testing.T, e *env) {
 	require.NoError(t, e.s.PutObservations(e.ctx, member), "PutObservations of none")
 }
 
-func assertObservation(t *testing.T, want, got delivery.Observation) {
+func assertObservation(t *testing.T, want, got state.Observation) {
 	t.Helper()
 	assert.Equal(t, want.Name, got.Name)
 	assert.Equal(t, want.State, got.State, "%s: state", want.Name)
@@ -705,10 +705,10 @@ func testContentTags(t *testing.T, e *env) {
 	for i, tag := range tags {
 		rec.Slots[i].Desired.Tag = tag
 	}
-	rec.Slots[0].Acked = delivery.Content{}
-	rec.Slots[1].Acked = delivery.Content{StoreName: "org/b", Tag: sumTag("two")}
-	rec.Slots[2].Acked = delivery.Content{StoreName: "org/c"}
-	rec.InFlight.Contents = map[int]delivery.Content{1: {StoreName: "org/b", Tag: sumTag("three")}}
+	rec.Slots[0].Acked = state.Content{}
+	rec.Slots[1].Acked = state.Content{StoreName: "org/b", Tag: sumTag("two")}
+	rec.Slots[2].Acked = state.Content{StoreName: "org/c"}
+	rec.InFlight.Contents = map[int]state.Content{1: {StoreName: "org/b", Tag: sumTag("three")}}
 	e.create(t, rec)
 
 	got := e.get(t, "agr-1")
@@ -733,14 +733,14 @@ func testWaits(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Empty(t, waits)
 
-	for _, w := range []delivery.Wait{
+	for _, w := range []state.Wait{
 		{ID: "dep-2", StoreNames: []string{"org/b"}, CreatedAt: at(2)},
 		{ID: "dep-1", StoreNames: []string{"org/a", "org/node/n/a"}, CreatedAt: at(1)},
 		{ID: "dep-3", StoreNames: []string{"org/c"}, CreatedAt: at(3)},
 	} {
 		require.NoError(t, e.s.PutWait(e.ctx, w))
 	}
-	require.NoError(t, e.s.PutWait(e.ctx, delivery.Wait{ID: "dep-2", StoreNames: []string{"org/b2", "org/b3"}, CreatedAt: at(4)}), "replacing a wait")
+	require.NoError(t, e.s.PutWait(e.ctx, state.Wait{ID: "dep-2", StoreNames: []string{"org/b2", "org/b3"}, CreatedAt: at(4)}), "replacing a wait")
 	require.NoError(t, e.s.DeleteWait(e.ctx, "dep-3"))
 	require.NoError(t, e.s.DeleteWait(e.ctx, "dep-3"), "deleting a missing wait")
 	require.NoError(t, e.s.DeleteWait(e.ctx, "never"), "deleting a wait never stored")
@@ -842,7 +842,7 @@ func testConcurrentManyRecords(t *testing.T, e *env) {
 					if err == nil {
 						break
 					}
-					if !assert.ErrorIs(t, err, delivery.ErrConflict) {
+					if !assert.ErrorIs(t, err, state.ErrConflict) {
 						return
 					}
 				}
@@ -862,8 +862,8 @@ func testContextCancel(t *testing.T, e *env) {
 	rec := simple(t, "agr-1", "n", "org/a")
 	rec.NextAttempt = at(0)
 	e.create(t, rec)
-	require.NoError(t, e.s.PutWait(e.ctx, delivery.Wait{ID: "dep-1", StoreNames: []string{"org/a"}}))
-	obs := delivery.Observation{Name: "org/a", State: delivery.Present, Tag: versionTag(t, "1")}
+	require.NoError(t, e.s.PutWait(e.ctx, state.Wait{ID: "dep-1", StoreNames: []string{"org/a"}}))
+	obs := state.Observation{Name: "org/a", State: state.Present, Tag: versionTag(t, "1")}
 	require.NoError(t, e.s.PutObservations(e.ctx, member, obs))
 	want := e.get(t, "agr-1")
 
@@ -877,7 +877,7 @@ func testContextCancel(t *testing.T, e *env) {
 	}
 	assertRecord(t, want, e.get(t, "agr-1"), "cancelled calls changed no record")
 	_, err := e.s.Get(e.ctx, "agr-2")
-	assert.ErrorIs(t, err, delivery.ErrNotFound, "a cancelled Create stored nothing")
+	assert.ErrorIs(t, err, state.ErrNotFound, "a cancelled Create stored nothing")
 	waits, err := e.s.Waits(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"dep-1"}, []string{waits[0].ID}, "cancelled calls changed no wait")
@@ -886,10 +886,10 @@ func testContextCancel(t *testing.T, e *env) {
 	assertObservation(t, obs, got["org/a"])
 }
 
-// everyCall returns a call of each State method with ctx, each of which
+// everyCall returns a call of each Backend method with ctx, each of which
 // would change rec ("agr-1", bound to "org/a"), a wait "dep-1" or the
 // observation of "org/a", if it succeeded.
-func everyCall(t *testing.T, st delivery.State, ctx context.Context, rec delivery.Record, recordsCalled string) map[string]func() error {
+func everyCall(t *testing.T, st state.Backend, ctx context.Context, rec state.Record, recordsCalled string) map[string]func() error {
 	return map[string]func() error{
 		"Create": func() error { return st.Create(ctx, simple(t, "agr-2", "n", "org/b")) },
 		"Get":    func() error { _, err := st.Get(ctx, "agr-1"); return err },
@@ -897,19 +897,19 @@ func everyCall(t *testing.T, st delivery.State, ctx context.Context, rec deliver
 		"Rebind": func() error { return st.Rebind(ctx, member, rebound(&rec, "org/rebound")) },
 		"Delete": func() error { return st.Delete(ctx, "agr-1") },
 		"Records": func() error {
-			return st.Records(ctx, func(delivery.Record) bool { t.Error(recordsCalled); return true })
+			return st.Records(ctx, func(state.Record) bool { t.Error(recordsCalled); return true })
 		},
 		"Names": func() error { _, err := st.Names(ctx, member); return err },
 		"MarkDue": func() error {
-			_, err := st.MarkDue(ctx, delivery.Selector{IDs: []string{"agr-1"}}, at(-100), true)
+			_, err := st.MarkDue(ctx, state.Selector{IDs: []string{"agr-1"}}, at(-100), true)
 			return err
 		},
 		"Due":          func() error { _, err := st.Due(ctx, member, at(10), time.Minute, 10); return err },
 		"Observations": func() error { _, err := st.Observations(ctx, []string{"org/a"}); return err },
 		"PutObservations": func() error {
-			return st.PutObservations(ctx, member, delivery.Observation{Name: "org/a", State: delivery.Missing})
+			return st.PutObservations(ctx, member, state.Observation{Name: "org/a", State: state.Missing})
 		},
-		"PutWait":    func() error { return st.PutWait(ctx, delivery.Wait{ID: "dep-2"}) },
+		"PutWait":    func() error { return st.PutWait(ctx, state.Wait{ID: "dep-2"}) },
 		"Waits":      func() error { _, err := st.Waits(ctx); return err },
 		"DeleteWait": func() error { return st.DeleteWait(ctx, "dep-1") },
 		"NewEpoch":   func() error { _, err := st.NewEpoch(ctx); return err },
@@ -922,7 +922,7 @@ func testClosed(t *testing.T, e *env) {
 	require.NoError(t, e.s.Close())
 	calls := everyCall(t, e.s, e.ctx, *rec, "Records called fn on a closed state")
 	for name, call := range calls {
-		assert.ErrorIs(t, call(), delivery.ErrStateUnavailable, name)
+		assert.ErrorIs(t, call(), state.ErrStateUnavailable, name)
 	}
 	assert.NotPanics(t, func() { _ = e.s.Close() }, "a second Close")
 }
@@ -938,15 +938,15 @@ func testReopen(t *testing.T, e *env) {
 	b.LastError = "updated before the restart"
 	e.update(t, b)
 	require.NoError(t, e.s.Delete(e.ctx, "c"))
-	obs := delivery.Observation{Name: "org/db", State: delivery.Present, Tag: sumTag("db"), Since: at(-1), CheckedAt: at(0)}
+	obs := state.Observation{Name: "org/db", State: state.Present, Tag: sumTag("db"), Since: at(-1), CheckedAt: at(0)}
 	require.NoError(t, e.s.PutObservations(e.ctx, member, obs))
-	require.NoError(t, e.s.PutWait(e.ctx, delivery.Wait{ID: "dep-1", StoreNames: []string{"org/later"}, CreatedAt: at(0)}))
+	require.NoError(t, e.s.PutWait(e.ctx, state.Wait{ID: "dep-1", StoreNames: []string{"org/later"}, CreatedAt: at(0)}))
 
 	e.reopen(t)
 	assertRecord(t, *a, e.get(t, "a"), "a record survives a reopen, Revision included")
 	assertRecord(t, *b, e.get(t, "b"), "an Update survives a reopen")
 	_, err := e.s.Get(e.ctx, "c")
-	require.ErrorIs(t, err, delivery.ErrNotFound, "a Delete survives a reopen")
+	require.ErrorIs(t, err, state.ErrNotFound, "a Delete survives a reopen")
 	assert.Equal(t, []string{"org/api", "org/db", "org/node-a/db"}, e.names(t), "names survive a reopen")
 	got, err := e.s.Observations(e.ctx, []string{"org/db"})
 	require.NoError(t, err)
@@ -959,8 +959,8 @@ func testReopen(t *testing.T, e *env) {
 	b.Attempts = 3
 	e.update(t, b)
 	assert.Equal(t, uint64(3), b.Revision, "Revisions continue after a reopen")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{Nodes: []string{"node-b"}}, at(0), false), "the node index survives a reopen")
-	assert.Equal(t, 1, e.markDue(t, delivery.Selector{StoreNames: []string{"org/db"}}, at(2), false), "the name index survives a reopen")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{Nodes: []string{"node-b"}}, at(0), false), "the node index survives a reopen")
+	assert.Equal(t, 1, e.markDue(t, state.Selector{StoreNames: []string{"org/db"}}, at(2), false), "the name index survives a reopen")
 	assert.Equal(t, []string{"b", "a"}, ids(e.due(t, at(10), time.Minute, 10)), "the due index survives a reopen")
 
 	e.reopen(t)
@@ -1017,14 +1017,14 @@ func testRecordsAfter(t *testing.T, e *env) {
 		e.create(t, simple(t, id, "node", "org/"+id))
 	}
 	slices.Sort(want)
-	assert.Error(t, e.s.RecordsAfter(e.ctx, "", 0, func(delivery.Record) bool { return true }), "a limit of 0 is refused")
+	assert.Error(t, e.s.RecordsAfter(e.ctx, "", 0, func(state.Record) bool { return true }), "a limit of 0 is refused")
 
 	var got []string
 	after := ""
 	for slices := 0; ; slices++ {
 		require.Less(t, slices, n, "the slices end")
 		var slice []string
-		require.NoError(t, e.s.RecordsAfter(e.ctx, after, 257, func(r delivery.Record) bool {
+		require.NoError(t, e.s.RecordsAfter(e.ctx, after, 257, func(r state.Record) bool {
 			slice = append(slice, r.ID)
 			return true
 		}))
@@ -1037,12 +1037,12 @@ func testRecordsAfter(t *testing.T, e *env) {
 	}
 	assert.Equal(t, want, got, "slices from the last id seen visit every record once, in id order")
 
-	var sample delivery.Record
-	require.NoError(t, e.s.RecordsAfter(e.ctx, "agr-0041x", 1, func(r delivery.Record) bool { sample = r; return true }))
+	var sample state.Record
+	require.NoError(t, e.s.RecordsAfter(e.ctx, "agr-0041x", 1, func(r state.Record) bool { sample = r; return true }))
 	assertRecord(t, *simplyStored(t, "agr-0042"), sample, "from an id not stored, the next one, whole")
 
 	var seen []string
-	require.NoError(t, e.s.RecordsAfter(e.ctx, "", 10, func(r delivery.Record) bool {
+	require.NoError(t, e.s.RecordsAfter(e.ctx, "", 10, func(r state.Record) bool {
 		seen = append(seen, r.ID)
 		return len(seen) < 2
 	}))
@@ -1058,7 +1058,7 @@ func testRecordsBound(t *testing.T, e *env) {
 	)
 	bound := func(names ...string) []string {
 		var got []string
-		require.NoError(t, e.s.RecordsBound(e.ctx, names, func(r delivery.Record) bool {
+		require.NoError(t, e.s.RecordsBound(e.ctx, names, func(r state.Record) bool {
 			got = append(got, r.ID)
 			return true
 		}))
@@ -1074,7 +1074,7 @@ func testRecordsBound(t *testing.T, e *env) {
 	require.NoError(t, e.s.Delete(e.ctx, "r1"))
 	assert.Empty(t, bound("org/fallback"), "the index follows Rebind and Delete")
 	assert.Equal(t, []string{"r3", "r4"}, bound("org/y"), "a new binding is indexed")
-	var got delivery.Record
-	require.NoError(t, e.s.RecordsBound(e.ctx, []string{"org/x"}, func(r delivery.Record) bool { got = r; return true }))
+	var got state.Record
+	require.NoError(t, e.s.RecordsBound(e.ctx, []string{"org/x"}, func(r state.Record) bool { got = r; return true }))
 	assertRecord(t, e.get(t, "r2"), got, "RecordsBound gives whole records")
 }

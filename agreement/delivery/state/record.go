@@ -1,35 +1,15 @@
-package delivery
+package state
 
 import (
-	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/errkind"
 	"github.com/edgesecrets/edgesecrets/secretstore"
-)
-
-// Errors a State returns, matched with errors.Is. Each also matches the
-// module-wide kind it refines (edgesecrets.ErrNotFound, ErrConflict,
-// ErrUnavailable), but a store's error never matches them: an engine tells
-// its state's trouble from its store's.
-var (
-	// ErrNotFound: no record (or wait) with that id. Also
-	// edgesecrets.ErrNotFound.
-	ErrNotFound = errkind.New("delivery: not found", edgesecrets.ErrNotFound)
-	// ErrExists: Create of an id that is already stored. Also
-	// edgesecrets.ErrConflict.
-	ErrExists = errkind.New("delivery: already exists", edgesecrets.ErrConflict)
-	// ErrConflict: Update of a record whose Revision is not the stored one
-	// (someone else changed it since it was read), or, in a shared state,
-	// whose lease this member no longer holds. Also edgesecrets.ErrConflict.
-	ErrConflict = errkind.New("delivery: conflict", edgesecrets.ErrConflict)
-	// ErrStateUnavailable: the state cannot be reached (a database down, a
-	// disk failing). The engine stops delivering until it is back. Also
-	// edgesecrets.ErrUnavailable.
-	ErrStateUnavailable = errkind.New("delivery: state unavailable", edgesecrets.ErrUnavailable)
 )
 
 // Phase is where an agreement stands in its life.
@@ -108,7 +88,7 @@ type Cancellation struct {
 	// values.
 	Reason string
 	// StoreName is the store secret whose revocation decided it; empty
-	// when the embedder ended the agreement (Engine.End).
+	// when the embedder ended the agreement (delivery.Engine.End).
 	StoreName string
 	// Kind is what the watcher found of StoreName for a revocation:
 	// Missing (deleted) or Forbidden (access denied); zero (Unknown) when
@@ -123,14 +103,15 @@ type Cancellation struct {
 
 // Record is everything the engine keeps about one agreement. It holds
 // names, content tags and sequences, never a secret value. Records are
-// values: State implementations copy them in and out.
+// values: Backend implementations copy them in and out.
 type Record struct {
 	// ID is the agreement id.
 	ID string
-	// Node identifies the agreement's agent to Agents and Transport.
+	// Node identifies the agreement's agent to the engine's Agents and
+	// Transport.
 	Node string
 	// Services are the agreement's services and their bindings. Update
-	// never changes them; State.Rebind replaces their store names when
+	// never changes them; Records.Rebind replaces their store names when
 	// the agreement is registered again with other candidates.
 	Services []binding.ServiceBinding
 	// Slots has one entry per service secret, sorted by (Service, Name).
@@ -140,7 +121,7 @@ type Record struct {
 	// Cancel is set in PhaseCancelling.
 	Cancel *Cancellation
 	// Held marks a cancellation the engine decided but holds because it
-	// would exceed the cancellation budget; see Engine.ReleaseHeld.
+	// would exceed the cancellation budget; see delivery.Engine.ReleaseHeld.
 	Held *Cancellation
 
 	// Proposed is true once the agent accepted a proposal of this
@@ -153,7 +134,7 @@ type Record struct {
 	AgentKey agreement.KeyID
 
 	// Epoch and Counter make envelope sequences: Epoch<<32 | Counter.
-	// Epoch comes from State.NewEpoch (above every epoch handed out
+	// Epoch comes from Epochs.NewEpoch (above every epoch handed out
 	// before, by any member), Counter counts the messages sent within it.
 	// So every message of an agreement gets a higher sequence than every
 	// earlier one, across restarts and takeovers, without a write per
@@ -171,8 +152,8 @@ type Record struct {
 	Attempts int
 	// Unanswered is when the oldest message the agent has not answered
 	// was sent; zero once the agent answered (accepting or rejecting).
-	// An agent silent for longer than Options.DivergedAfter is reported
-	// diverged.
+	// An agent silent for longer than delivery.Options.DivergedAfter is
+	// reported diverged.
 	Unanswered time.Time
 	// NextAttempt is when the engine next looks at the agreement; zero
 	// means nothing to do until something changes.
@@ -188,7 +169,7 @@ type Record struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 
-	// Revision is maintained by the State for compare-and-set: 0 for a
+	// Revision is maintained by the Backend for compare-and-set: 0 for a
 	// record not yet stored.
 	Revision uint64
 }
@@ -226,7 +207,7 @@ const (
 
 // Wait is a deployment that was refused because store secrets it binds do
 // not exist yet. The engine calls its ready hook once any of them exists
-// (see Engine.WaitForSecrets).
+// (see delivery.Engine.WaitForSecrets).
 type Wait struct {
 	// ID identifies the deployment (the embedder's choice, e.g. a node).
 	ID string
@@ -235,7 +216,7 @@ type Wait struct {
 	CreatedAt  time.Time
 }
 
-// Selector picks agreements for State.MarkDue: those with any of the IDs,
+// Selector picks agreements for Schedule.MarkDue: those with any of the IDs,
 // on any of the Nodes, or bound (as any candidate) to any of the
 // StoreNames.
 type Selector struct {
@@ -244,108 +225,75 @@ type Selector struct {
 	StoreNames []string
 }
 
-// State is the engine's durable memory: agreements with their desired and
-// acknowledged content tags and pending work, observations of store
-// secrets, deployments waiting for secrets, and sequence epochs. No secret
-// value is ever given to it.
-//
-// Implementations: NewMemoryState (tests), the embedded single-file state
-// (delivery/boltstate) and PostgreSQL for several agbots. Every
-// implementation passes delivery/statetest. All methods are safe for
-// concurrent use; records go in and out by value (deep copies).
-//
-// A State may be shared by several engines (members, named by a member
-// id): then Due leases the records it returns to the calling member, and
-// Update of a record leased to another member fails with ErrConflict. A
-// State for one engine may ignore member ids.
-type State interface {
-	// Create stores a new record with Revision 1 and sets rec.Revision.
-	// An id already stored is ErrExists.
-	Create(ctx context.Context, rec *Record) error
-	// Get returns the record, or ErrNotFound.
-	Get(ctx context.Context, id string) (Record, error)
-	// Update stores each record whose Revision equals the stored one,
-	// incrementing it (and the caller's copy), in as few transactions as
-	// the implementation can. A record whose Revision differs, or that is
-	// leased to another member, is not stored; the error then matches
-	// ErrConflict and, as a *ConflictError, lists those ids. Records
-	// deleted meanwhile are reported the same way.
-	Update(ctx context.Context, member string, recs ...*Record) error
-	// Rebind stores rec as Update stores one record (the same
-	// compare-and-set on Revision and the same lease rule, failing with a
-	// *ConflictError), and also its Services: the store names the record
-	// binds become those of rec.Services (for Names and MarkDue), the
-	// names only the old Services bound no longer select it. An unknown id
-	// is a conflict too: Rebind never creates.
-	Rebind(ctx context.Context, member string, rec *Record) error
-	// Delete removes the records; missing ids are not an error.
-	Delete(ctx context.Context, ids ...string) error
-	// Records calls fn with every stored record, in id order, until fn
-	// returns false or an error occurs.
-	Records(ctx context.Context, fn func(Record) bool) error
-	// RecordsAfter calls fn with the records whose id sorts after after,
-	// in id order, at most limit of them (limit must be positive), until
-	// fn returns false or an error occurs. The engine's anti-entropy
-	// review walks the records with it a slice per cycle.
-	RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error
-	// RecordsBound calls fn with every record bound (as any candidate) to
-	// any of names, in id order, until fn returns false or an error
-	// occurs, finding them through an index from store name to records:
-	// its cost follows the records returned, not the records stored.
-	RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error
-
-	// Names returns the store names the member polls, sorted: every
-	// candidate name bound by any record (in a shared state, the member's
-	// share of them).
-	Names(ctx context.Context, member string) ([]string, error)
-	// MarkDue sets NextAttempt to at for every selected record whose
-	// NextAttempt is zero or later than at, and with resetAttempts also
-	// sets Attempts to 0. It returns how many records it changed.
-	MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error)
-	// Due returns up to limit records whose NextAttempt is not zero and
-	// not after now, earliest first, and claims them for the member until
-	// now+lease: their NextAttempt moves to now+lease, so another call
-	// does not return them again before the member updates them (with
-	// their real NextAttempt) or the lease runs out.
-	Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]Record, error)
-
-	// Observations returns the stored observation of each name that has
-	// one; a nil names returns every stored observation (of every
-	// member's names).
-	Observations(ctx context.Context, names []string) (map[string]Observation, error)
-	// PutObservations stores observations, replacing earlier ones of the
-	// same names. In a shared state, the observations of names another
-	// member polls now are not stored: the error then matches ErrConflict
-	// and, as a *ConflictError, lists those names; the others are
-	// stored.
-	PutObservations(ctx context.Context, member string, obs ...Observation) error
-
-	// PutWait stores (or replaces) a deployment's wait for secrets.
-	PutWait(ctx context.Context, w Wait) error
-	// Waits returns every stored wait, sorted by id.
-	Waits(ctx context.Context) ([]Wait, error)
-	// DeleteWait removes a wait; a missing id is not an error.
-	DeleteWait(ctx context.Context, id string) error
-
-	// NewEpoch returns a number above every number it returned before,
-	// to any member, also across restarts of a durable state.
-	NewEpoch(ctx context.Context) (uint64, error)
-
-	// Close releases the state's resources.
-	Close() error
+// Clone returns a deep copy of r.
+func (r Record) Clone() Record {
+	r.Services = cloneServices(r.Services)
+	r.Slots = slices.Clone(r.Slots)
+	if r.Cancel != nil {
+		c := *r.Cancel
+		r.Cancel = &c
+	}
+	if r.Held != nil {
+		c := *r.Held
+		r.Held = &c
+	}
+	if r.InFlight != nil {
+		s := *r.InFlight
+		s.Contents = maps.Clone(s.Contents)
+		r.InFlight = &s
+	}
+	return r
 }
 
-// ConflictError lists the records an Update did not store. It matches
-// ErrConflict.
-type ConflictError struct {
-	// IDs are the records not stored.
-	IDs []string
+func cloneServices(services []binding.ServiceBinding) []binding.ServiceBinding {
+	if services == nil {
+		return nil
+	}
+	out := make([]binding.ServiceBinding, len(services))
+	for i, sb := range services {
+		secrets := make(map[string]binding.BoundSecret, len(sb.Secrets))
+		for name, b := range sb.Secrets {
+			b.StoreNames = slices.Clone(b.StoreNames)
+			secrets[name] = b
+		}
+		out[i] = binding.ServiceBinding{Service: sb.Service, Secrets: secrets}
+	}
+	return out
 }
 
-// Error names the records not stored.
-func (e *ConflictError) Error() string {
-	return "delivery: conflict: " + joinIDs(e.IDs) + " changed since read or leased to another member"
+// joinIDs lists ids for an error message, at most ten of them.
+func joinIDs(ids []string) string {
+	const most = 10
+	if len(ids) <= most {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:most], ", ") + ", …"
 }
 
-// Is makes a *ConflictError match ErrConflict.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+// String returns the state's lower-case name.
+func (s ObservedState) String() string {
+	switch s {
+	case Unknown:
+		return "unknown"
+	case Present:
+		return "present"
+	case Missing:
+		return "missing"
+	case Forbidden:
+		return "forbidden"
+	}
+	return fmt.Sprintf("ObservedState(%d)", s)
+}
+
+// String returns the phase's lower-case name.
+func (p Phase) String() string {
+	switch p {
+	case PhaseActive:
+		return "active"
+	case PhaseCancelling:
+		return "cancelling"
+	case PhaseCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("Phase(%d)", p)
+}

@@ -1,10 +1,11 @@
-package delivery
+package state
 
 import (
 	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,7 +17,10 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-// memoryState is the State of NewMemoryState.
+// Memory is a Backend kept in memory, for tests and for agbots that may
+// lose their delivery state on restart. It ignores member ids: one engine
+// uses it. After Close its calls fail with ErrStateUnavailable. Make one
+// with NewMemory.
 //
 // It keeps each record compact: its bindings as slices, not maps, and
 // shared with every record of the same bindings (a fleet has far fewer
@@ -26,7 +30,7 @@ import (
 // records binding it (MarkDue and RecordsBound), and the records sorted by
 // id, sorted again after records come or go (RecordsAfter reads its slice
 // from them without a lookup per record).
-type memoryState struct {
+type Memory struct {
 	mu       sync.Mutex
 	records  map[string]*memRecord
 	names    map[string]map[string]struct{} // store name → ids of the records binding it
@@ -44,7 +48,7 @@ type memoryState struct {
 type memRecord struct {
 	rec      Record
 	services *memServices
-	slot     int // index in memoryState.due; -1 when not in it
+	slot     int // index in Memory.due; -1 when not in it
 }
 
 // memServices are the compact bindings of the records that have the same
@@ -68,7 +72,7 @@ type memSecret struct {
 
 // intern returns the shared compact form of services, counting one more
 // record that has them. m.mu must be held.
-func (m *memoryState) intern(services []binding.ServiceBinding) *memServices {
+func (m *Memory) intern(services []binding.ServiceBinding) *memServices {
 	compact := compactServices(services)
 	key := servicesKey(compact)
 	if s, ok := m.services[key]; ok {
@@ -82,7 +86,7 @@ func (m *memoryState) intern(services []binding.ServiceBinding) *memServices {
 
 // release counts one record fewer that has s, and forgets s with the
 // last. m.mu must be held.
-func (m *memoryState) release(s *memServices) {
+func (m *Memory) release(s *memServices) {
 	if s.refs--; s.refs == 0 {
 		delete(m.services, s.key)
 	}
@@ -163,12 +167,9 @@ func (m *memRecord) storeNames(fn func(string)) {
 	}
 }
 
-// NewMemoryState returns an empty State kept in memory, for tests and for
-// agbots that may lose their delivery state on restart. It ignores member
-// ids: one engine uses it. After Close its calls fail with
-// ErrStateUnavailable.
-func NewMemoryState() State {
-	return &memoryState{
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory {
+	return &Memory{
 		records:  map[string]*memRecord{},
 		names:    map[string]map[string]struct{}{},
 		services: map[string]*memServices{},
@@ -177,9 +178,9 @@ func NewMemoryState() State {
 	}
 }
 
-var _ State = (*memoryState)(nil)
+var _ Backend = (*Memory)(nil)
 
-func (m *memoryState) check(ctx context.Context) error {
+func (m *Memory) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -189,8 +190,8 @@ func (m *memoryState) check(ctx context.Context) error {
 	return nil
 }
 
-// Create implements State.
-func (m *memoryState) Create(ctx context.Context, rec *Record) error {
+// Create implements Backend.
+func (m *Memory) Create(ctx context.Context, rec *Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -212,8 +213,8 @@ func (m *memoryState) Create(ctx context.Context, rec *Record) error {
 	return nil
 }
 
-// Get implements State.
-func (m *memoryState) Get(ctx context.Context, id string) (Record, error) {
+// Get implements Backend.
+func (m *Memory) Get(ctx context.Context, id string) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -226,8 +227,8 @@ func (m *memoryState) Get(ctx context.Context, id string) (Record, error) {
 	return r.record(), nil
 }
 
-// Update implements State.
-func (m *memoryState) Update(ctx context.Context, _ string, recs ...*Record) error {
+// Update implements Backend.
+func (m *Memory) Update(ctx context.Context, _ string, recs ...*Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -254,8 +255,8 @@ func (m *memoryState) Update(ctx context.Context, _ string, recs ...*Record) err
 	return nil
 }
 
-// Rebind implements State.
-func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
+// Rebind implements Backend.
+func (m *Memory) Rebind(ctx context.Context, _ string, rec *Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -279,7 +280,7 @@ func (m *memoryState) Rebind(ctx context.Context, _ string, rec *Record) error {
 }
 
 // bind adds r to the index of each of its store names.
-func (m *memoryState) bind(r *memRecord) {
+func (m *Memory) bind(r *memRecord) {
 	r.storeNames(func(n string) {
 		ids := m.names[n]
 		if ids == nil {
@@ -291,7 +292,7 @@ func (m *memoryState) bind(r *memRecord) {
 }
 
 // unbind removes r from the index of each of its store names.
-func (m *memoryState) unbind(r *memRecord) {
+func (m *Memory) unbind(r *memRecord) {
 	r.storeNames(func(n string) {
 		delete(m.names[n], r.rec.ID)
 		if len(m.names[n]) == 0 {
@@ -302,7 +303,7 @@ func (m *memoryState) unbind(r *memRecord) {
 
 // sortedRecords returns the records in id order, sorting them again if
 // records came or went since the last call. m.mu must be held.
-func (m *memoryState) sortedRecords() []*memRecord {
+func (m *Memory) sortedRecords() []*memRecord {
 	if m.sorted == nil {
 		m.sorted = slices.SortedFunc(maps.Values(m.records), func(a, b *memRecord) int { return strings.Compare(a.rec.ID, b.rec.ID) })
 	}
@@ -311,7 +312,7 @@ func (m *memoryState) sortedRecords() []*memRecord {
 
 // boundIDs returns the ids of the records binding any of names, sorted.
 // m.mu must be held.
-func (m *memoryState) boundIDs(names []string) []string {
+func (m *Memory) boundIDs(names []string) []string {
 	set := map[string]struct{}{}
 	for _, n := range names {
 		for id := range m.names[n] {
@@ -321,8 +322,8 @@ func (m *memoryState) boundIDs(names []string) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// Delete implements State.
-func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
+// Delete implements Backend.
+func (m *Memory) Delete(ctx context.Context, ids ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -344,8 +345,8 @@ func (m *memoryState) Delete(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// Records implements State.
-func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
+// Records implements Backend.
+func (m *Memory) Records(ctx context.Context, fn func(Record) bool) error {
 	m.mu.Lock()
 	if err := m.check(ctx); err != nil {
 		m.mu.Unlock()
@@ -361,11 +362,11 @@ func (m *memoryState) Records(ctx context.Context, fn func(Record) bool) error {
 }
 
 // each calls fn with the records of ids still stored, outside the lock,
-// so fn may use the State.
-func (m *memoryState) each(ctx context.Context, ids []string, fn func(Record) bool) error {
+// so fn may use the Backend.
+func (m *Memory) each(ctx context.Context, ids []string, fn func(Record) bool) error {
 	for _, id := range ids {
 		r, err := m.Get(ctx, id)
-		if err == ErrNotFound {
+		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -378,8 +379,8 @@ func (m *memoryState) each(ctx context.Context, ids []string, fn func(Record) bo
 	return nil
 }
 
-// RecordsAfter implements State.
-func (m *memoryState) RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error {
+// RecordsAfter implements Backend.
+func (m *Memory) RecordsAfter(ctx context.Context, after string, limit int, fn func(Record) bool) error {
 	if limit <= 0 {
 		return fmt.Errorf("delivery: RecordsAfter limit %d is not positive", limit)
 	}
@@ -408,8 +409,8 @@ func (m *memoryState) RecordsAfter(ctx context.Context, after string, limit int,
 	return nil
 }
 
-// RecordsBound implements State.
-func (m *memoryState) RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error {
+// RecordsBound implements Backend.
+func (m *Memory) RecordsBound(ctx context.Context, names []string, fn func(Record) bool) error {
 	m.mu.Lock()
 	if err := m.check(ctx); err != nil {
 		m.mu.Unlock()
@@ -420,8 +421,8 @@ func (m *memoryState) RecordsBound(ctx context.Context, names []string, fn func(
 	return m.each(ctx, ids, fn)
 }
 
-// Names implements State.
-func (m *memoryState) Names(ctx context.Context, _ string) ([]string, error) {
+// Names implements Backend.
+func (m *Memory) Names(ctx context.Context, _ string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -430,8 +431,8 @@ func (m *memoryState) Names(ctx context.Context, _ string) ([]string, error) {
 	return slices.Sorted(maps.Keys(m.names)), nil
 }
 
-// MarkDue implements State.
-func (m *memoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error) {
+// MarkDue implements Backend.
+func (m *Memory) MarkDue(ctx context.Context, sel Selector, at time.Time, resetAttempts bool) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -472,8 +473,8 @@ func (m *memoryState) MarkDue(ctx context.Context, sel Selector, at time.Time, r
 	return changed, nil
 }
 
-// Due implements State.
-func (m *memoryState) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]Record, error) {
+// Due implements Backend.
+func (m *Memory) Due(ctx context.Context, _ string, now time.Time, lease time.Duration, limit int) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -494,7 +495,7 @@ func (m *memoryState) Due(ctx context.Context, _ string, now time.Time, lease ti
 }
 
 // schedule puts r where its NextAttempt belongs in the due queue.
-func (m *memoryState) schedule(r *memRecord) {
+func (m *Memory) schedule(r *memRecord) {
 	switch {
 	case r.rec.NextAttempt.IsZero() && r.slot >= 0:
 		heap.Remove(&m.due, r.slot)
@@ -532,8 +533,8 @@ func (q *dueQueue) Pop() any {
 	return r
 }
 
-// Observations implements State.
-func (m *memoryState) Observations(ctx context.Context, names []string) (map[string]Observation, error) {
+// Observations implements Backend.
+func (m *Memory) Observations(ctx context.Context, names []string) (map[string]Observation, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -551,8 +552,8 @@ func (m *memoryState) Observations(ctx context.Context, names []string) (map[str
 	return out, nil
 }
 
-// PutObservations implements State.
-func (m *memoryState) PutObservations(ctx context.Context, _ string, obs ...Observation) error {
+// PutObservations implements Backend.
+func (m *Memory) PutObservations(ctx context.Context, _ string, obs ...Observation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -564,8 +565,8 @@ func (m *memoryState) PutObservations(ctx context.Context, _ string, obs ...Obse
 	return nil
 }
 
-// PutWait implements State.
-func (m *memoryState) PutWait(ctx context.Context, w Wait) error {
+// PutWait implements Backend.
+func (m *Memory) PutWait(ctx context.Context, w Wait) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -576,8 +577,8 @@ func (m *memoryState) PutWait(ctx context.Context, w Wait) error {
 	return nil
 }
 
-// Waits implements State.
-func (m *memoryState) Waits(ctx context.Context) ([]Wait, error) {
+// Waits implements Backend.
+func (m *Memory) Waits(ctx context.Context) ([]Wait, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -592,8 +593,8 @@ func (m *memoryState) Waits(ctx context.Context) ([]Wait, error) {
 	return out, nil
 }
 
-// DeleteWait implements State.
-func (m *memoryState) DeleteWait(ctx context.Context, id string) error {
+// DeleteWait implements Backend.
+func (m *Memory) DeleteWait(ctx context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -603,8 +604,8 @@ func (m *memoryState) DeleteWait(ctx context.Context, id string) error {
 	return nil
 }
 
-// NewEpoch implements State.
-func (m *memoryState) NewEpoch(ctx context.Context) (uint64, error) {
+// NewEpoch implements Backend.
+func (m *Memory) NewEpoch(ctx context.Context) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
@@ -614,8 +615,8 @@ func (m *memoryState) NewEpoch(ctx context.Context) (uint64, error) {
 	return m.epoch, nil
 }
 
-// Close implements State. Later calls fail with ErrStateUnavailable.
-func (m *memoryState) Close() error {
+// Close implements Backend. Later calls fail with ErrStateUnavailable.
+func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true

@@ -1,4 +1,4 @@
-package delivery_test
+package state_test
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-func TestMemoryStateDueReturnsTheEarliestInOrderAndLeasesThem(t *testing.T) {
+func TestMemoryDueReturnsTheEarliestInOrderAndLeasesThem(t *testing.T) {
 	ctx := context.Background()
-	s := delivery.NewMemoryState()
+	s := state.NewMemory()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var want []string
 	for i, off := range rand.Perm(100) {
-		r := &delivery.Record{ID: fmt.Sprintf("r%03d", i), Node: "n", NextAttempt: now.Add(time.Duration(off-80) * time.Second)}
+		r := &state.Record{ID: fmt.Sprintf("r%03d", i), Node: "n", NextAttempt: now.Add(time.Duration(off-80) * time.Second)}
 		require.NoError(t, s.Create(ctx, r))
 		if off <= 80 {
 			want = append(want, r.ID)
@@ -47,12 +47,12 @@ func TestMemoryStateDueReturnsTheEarliestInOrderAndLeasesThem(t *testing.T) {
 	assert.Equal(t, want, got, "every due record once, earliest first")
 }
 
-func TestMemoryStateDueFollowsUpdatesMarksAndDeletes(t *testing.T) {
+func TestMemoryDueFollowsUpdatesMarksAndDeletes(t *testing.T) {
 	ctx := context.Background()
-	s := delivery.NewMemoryState()
+	s := state.NewMemory()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, s.Create(ctx, &delivery.Record{ID: id, Node: "n-" + id, NextAttempt: now}))
+		require.NoError(t, s.Create(ctx, &state.Record{ID: id, Node: "n-" + id, NextAttempt: now}))
 	}
 	due := func() []string {
 		recs, err := s.Due(ctx, "m", now, time.Minute, 0)
@@ -75,7 +75,7 @@ func TestMemoryStateDueFollowsUpdatesMarksAndDeletes(t *testing.T) {
 	assert.Equal(t, []string{"b"}, due())
 	assert.Empty(t, due(), "leased")
 
-	n, err := s.MarkDue(ctx, delivery.Selector{Nodes: []string{"n-a", "n-b"}}, now, false)
+	n, err := s.MarkDue(ctx, state.Selector{Nodes: []string{"n-a", "n-b"}}, now, false)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, []string{"a", "b"}, due())

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
@@ -34,9 +34,9 @@ func testCanary(t *testing.T, e *env) {
 
 	for i := range 20 {
 		rec := record(t, fmt.Sprintf("agr-%02d", i), fmt.Sprintf("node-%02d", i), names, []string{"org/other"})
-		rec.Slots[0].Desired = delivery.Content{StoreName: names[0], Tag: versionTag}
-		rec.Slots[0].Acked = delivery.Content{StoreName: names[1], Tag: sumTag}
-		rec.InFlight.Contents = map[int]delivery.Content{0: {StoreName: names[0], Tag: sumTag}}
+		rec.Slots[0].Desired = state.Content{StoreName: names[0], Tag: versionTag}
+		rec.Slots[0].Acked = state.Content{StoreName: names[1], Tag: sumTag}
+		rec.InFlight.Contents = map[int]state.Content{0: {StoreName: names[0], Tag: sumTag}}
 		rec.LastError = fmt.Sprintf("sealing %v: agent unreachable", read) // a Secret prints redacted
 		e.create(t, rec)
 		rec.Attempts++
@@ -44,13 +44,13 @@ func testCanary(t *testing.T, e *env) {
 		e.update(t, rec)
 	}
 	require.NoError(t, e.s.PutObservations(e.ctx, member,
-		delivery.Observation{Name: names[0], State: delivery.Present, Tag: versionTag, Since: at(0), CheckedAt: at(1)},
-		delivery.Observation{Name: names[1], State: delivery.Present, Tag: sumTag, Since: at(0), CheckedAt: at(1)},
+		state.Observation{Name: names[0], State: state.Present, Tag: versionTag, Since: at(0), CheckedAt: at(1)},
+		state.Observation{Name: names[1], State: state.Present, Tag: sumTag, Since: at(0), CheckedAt: at(1)},
 	))
-	require.NoError(t, e.s.PutWait(e.ctx, delivery.Wait{ID: "dep-canary", StoreNames: names, CreatedAt: at(0)}))
+	require.NoError(t, e.s.PutWait(e.ctx, state.Wait{ID: "dep-canary", StoreNames: names, CreatedAt: at(0)}))
 	_, err = e.s.NewEpoch(e.ctx)
 	require.NoError(t, err)
-	_, err = e.s.MarkDue(e.ctx, delivery.Selector{StoreNames: names}, at(0), true)
+	_, err = e.s.MarkDue(e.ctx, state.Selector{StoreNames: names}, at(0), true)
 	require.NoError(t, err)
 	_, err = e.s.Due(e.ctx, member, at(5), time.Minute, 10)
 	require.NoError(t, err)

@@ -1,18 +1,18 @@
-// Package statetest is the conformance suite every delivery.State runs, in
+// Package statetest is the conformance suite every state.Backend runs, in
 // the style of secretstore/storetest and Go CDK's drivertest: an
 // implementation provides a Harness, and Run executes the same cases
-// against it. delivery.NewMemoryState runs it always, the embedded
+// against it. state.NewMemory runs it always, the embedded
 // delivery/boltstate runs it with reopens and a canary scan of its file,
 // and a shared (PostgreSQL) state runs it against a real server.
 //
-// A State's test looks like
+// A Backend's test looks like
 //
 //	func TestConformance(t *testing.T) {
 //		statetest.Run(t, newHarness, statetest.Options{Durable: true})
 //	}
 //
-// Times are compared to the microsecond, the precision every State must
-// keep (PostgreSQL's timestamp precision), and in UTC: a State need not
+// Times are compared to the microsecond, the precision every Backend must
+// keep (PostgreSQL's timestamp precision), and in UTC: a Backend need not
 // keep a time's location or monotonic reading. Empty and nil slices and
 // maps are equal.
 package statetest
@@ -30,45 +30,45 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// Harness gives the suite one State implementation.
+// Harness gives the suite one Backend implementation.
 type Harness interface {
-	// MakeState returns a new State over empty storage of its own (a
+	// MakeState returns a new Backend over empty storage of its own (a
 	// fresh file, a fresh database or schema), so cases do not see each
 	// other's records.
-	MakeState(ctx context.Context) (delivery.State, error)
+	MakeState(ctx context.Context) (state.Backend, error)
 	// Close releases the harness and its storage. States the suite made
 	// are closed before.
 	Close()
 }
 
-// DurableHarness is the Harness of a State that keeps its content across
+// DurableHarness is the Harness of a Backend that keeps its content across
 // Close: Options.Durable requires it.
 type DurableHarness interface {
 	Harness
-	// Reopen closes st, a State made by MakeState or Reopen, and opens a
-	// new State over the same storage, as an agbot restarting would.
-	Reopen(ctx context.Context, st delivery.State) (delivery.State, error)
+	// Reopen closes st, a Backend made by MakeState or Reopen, and opens a
+	// new Backend over the same storage, as an agbot restarting would.
+	Reopen(ctx context.Context, st state.Backend) (state.Backend, error)
 	// StoredBytes returns every byte the storage of st holds at rest,
 	// including free space (the whole file; a dump of the database), with
 	// everything committed so far. The canary case scans it.
-	StoredBytes(ctx context.Context, st delivery.State) ([]byte, error)
+	StoredBytes(ctx context.Context, st state.Backend) ([]byte, error)
 }
 
 // HarnessMaker makes a Harness for one test case.
 type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
 
-// Options declare what the State under test is, so the suite runs the
-// cases that apply. The zero value is a State for one engine that keeps
-// nothing across Close (delivery.NewMemoryState).
+// Options declare what the Backend under test is, so the suite runs the
+// cases that apply. The zero value is a Backend for one engine that keeps
+// nothing across Close (state.NewMemory).
 type Options struct {
-	// Durable: the State keeps everything across Close (reopened through
+	// Durable: the Backend keeps everything across Close (reopened through
 	// DurableHarness.Reopen), NewEpoch keeps increasing across reopens,
 	// and its stored bytes can be scanned for a canary.
 	Durable bool
-	// Shared: several engines (members) share the State, so Due leases
+	// Shared: several engines (members) share the Backend, so Due leases
 	// the records it returns to the calling member and Update by another
 	// member fails with ErrConflict.
 	Shared bool
@@ -143,13 +143,13 @@ func Run(t *testing.T, newHarness HarnessMaker, opts Options) {
 type env struct {
 	ctx  context.Context
 	h    Harness
-	s    delivery.State
+	s    state.Backend
 	opts Options
 }
 
 // setState makes st the state under test and closes it at the end of the
 // case, before the harness.
-func (e *env) setState(t *testing.T, st delivery.State) {
+func (e *env) setState(t *testing.T, st state.Backend) {
 	e.s = st
 	t.Cleanup(func() { _ = st.Close() })
 }
@@ -175,7 +175,7 @@ func (e *env) reopen(t *testing.T) {
 
 // AssertNoCanary fails t if stored holds canary in any of the forms a
 // careless encoder would write it: raw, hexadecimal, or base64 at any
-// alignment. Use it to scan a State's storage (a file, a database dump)
+// alignment. Use it to scan a Backend's storage (a file, a database dump)
 // after a flow that read a secret whose value is canary. The canary should
 // be at least 16 random bytes.
 func AssertNoCanary(t testing.TB, stored, canary []byte) bool {

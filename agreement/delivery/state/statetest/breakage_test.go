@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgesecrets/edgesecrets/agreement/delivery"
-	"github.com/edgesecrets/edgesecrets/agreement/delivery/statetest"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
+	"github.com/edgesecrets/edgesecrets/agreement/delivery/state/statetest"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -101,19 +101,19 @@ func TestBrokenStateChild(t *testing.T) {
 // harness keeps the memory state), with one rule broken.
 type brokenHarness struct {
 	rule  string
-	inner delivery.State
+	inner state.Backend
 }
 
-func (h *brokenHarness) MakeState(context.Context) (delivery.State, error) {
-	h.inner = delivery.NewMemoryState()
+func (h *brokenHarness) MakeState(context.Context) (state.Backend, error) {
+	h.inner = state.NewMemory()
 	return h.wrap(), nil
 }
 
 func (h *brokenHarness) wrap() *broken {
-	return &broken{State: h.inner, rule: h.rule, callerCopies: map[string]*delivery.Record{}, shared: map[string]delivery.Record{}}
+	return &broken{Backend: h.inner, rule: h.rule, callerCopies: map[string]*state.Record{}, shared: map[string]state.Record{}}
 }
 
-func (h *brokenHarness) Reopen(_ context.Context, st delivery.State) (delivery.State, error) {
+func (h *brokenHarness) Reopen(_ context.Context, st state.Backend) (state.Backend, error) {
 	b := st.(*broken)
 	if h.rule == "reopen-loses-last-write" && b.beforeLast != nil {
 		// A state that acknowledged a write it never made durable.
@@ -124,9 +124,9 @@ func (h *brokenHarness) Reopen(_ context.Context, st delivery.State) (delivery.S
 	return h.wrap(), nil
 }
 
-func (h *brokenHarness) StoredBytes(ctx context.Context, _ delivery.State) ([]byte, error) {
+func (h *brokenHarness) StoredBytes(ctx context.Context, _ state.Backend) ([]byte, error) {
 	var b strings.Builder
-	err := h.inner.Records(ctx, func(r delivery.Record) bool {
+	err := h.inner.Records(ctx, func(r state.Record) bool {
 		fmt.Fprintf(&b, "%+v\n", r)
 		return true
 	})
@@ -135,16 +135,16 @@ func (h *brokenHarness) StoredBytes(ctx context.Context, _ delivery.State) ([]by
 
 func (h *brokenHarness) Close() {}
 
-// broken wraps a memory state and breaks one rule of the State contract.
+// broken wraps a memory state and breaks one rule of the Backend contract.
 type broken struct {
-	delivery.State
+	state.Backend
 	rule string
 
 	mu           sync.Mutex
 	epoch        uint64
-	callerCopies map[string]*delivery.Record
-	shared       map[string]delivery.Record
-	beforeLast   *delivery.Record
+	callerCopies map[string]*state.Record
+	shared       map[string]state.Record
+	beforeLast   *state.Record
 }
 
 func (b *broken) ctx(ctx context.Context) context.Context {
@@ -158,22 +158,22 @@ func (b *broken) Close() error {
 	if b.rule == "close-keeps-serving" {
 		return nil
 	}
-	return b.State.Close()
+	return b.Backend.Close()
 }
 
-func (b *broken) Create(ctx context.Context, rec *delivery.Record) error {
+func (b *broken) Create(ctx context.Context, rec *state.Record) error {
 	ctx = b.ctx(ctx)
 	if b.rule == "create-overwrites" {
-		_ = b.State.Delete(ctx, rec.ID)
+		_ = b.Backend.Delete(ctx, rec.ID)
 	}
 	if b.rule == "tags-stored-printed" {
 		c := rec.Clone()
 		printTags(&c)
-		err := b.State.Create(ctx, &c)
+		err := b.Backend.Create(ctx, &c)
 		rec.Revision = c.Revision
 		return err
 	}
-	err := b.State.Create(ctx, rec)
+	err := b.Backend.Create(ctx, rec)
 	if err == nil && b.rule == "create-keeps-caller-copy" {
 		b.mu.Lock()
 		b.callerCopies[rec.ID] = rec
@@ -182,7 +182,7 @@ func (b *broken) Create(ctx context.Context, rec *delivery.Record) error {
 	return err
 }
 
-func (b *broken) Get(ctx context.Context, id string) (delivery.Record, error) {
+func (b *broken) Get(ctx context.Context, id string) (state.Record, error) {
 	b.mu.Lock()
 	if c, ok := b.callerCopies[id]; ok {
 		b.mu.Unlock()
@@ -193,7 +193,7 @@ func (b *broken) Get(ctx context.Context, id string) (delivery.Record, error) {
 		return c, nil
 	}
 	b.mu.Unlock()
-	r, err := b.State.Get(b.ctx(ctx), id)
+	r, err := b.Backend.Get(b.ctx(ctx), id)
 	if err == nil && b.rule == "get-shares-stored-copy" {
 		b.mu.Lock()
 		b.shared[id] = r
@@ -211,7 +211,7 @@ func (b *broken) forget(ids ...string) {
 	}
 }
 
-func (b *broken) Update(ctx context.Context, member string, recs ...*delivery.Record) error {
+func (b *broken) Update(ctx context.Context, member string, recs ...*state.Record) error {
 	ctx = b.ctx(ctx)
 	for _, r := range recs {
 		b.forget(r.ID)
@@ -219,42 +219,42 @@ func (b *broken) Update(ctx context.Context, member string, recs ...*delivery.Re
 	switch b.rule {
 	case "update-ignores-revision":
 		for _, r := range recs {
-			if cur, err := b.State.Get(ctx, r.ID); err == nil {
+			if cur, err := b.Backend.Get(ctx, r.ID); err == nil {
 				r.Revision = cur.Revision
 			}
 		}
 	case "conflict-not-typed":
-		if err := b.State.Update(ctx, member, recs...); err != nil {
-			return fmt.Errorf("update: %w", delivery.ErrConflict)
+		if err := b.Backend.Update(ctx, member, recs...); err != nil {
+			return fmt.Errorf("update: %w", state.ErrConflict)
 		}
 		return nil
 	case "update-all-or-nothing":
 		for _, r := range recs {
-			if cur, err := b.State.Get(ctx, r.ID); err != nil || cur.Revision != r.Revision {
-				return &delivery.ConflictError{IDs: []string{r.ID}}
+			if cur, err := b.Backend.Get(ctx, r.ID); err != nil || cur.Revision != r.Revision {
+				return &state.ConflictError{IDs: []string{r.ID}}
 			}
 		}
 	case "update-creates":
 		for _, r := range recs {
-			if _, err := b.State.Get(ctx, r.ID); errors.Is(err, delivery.ErrNotFound) {
-				return b.State.Create(ctx, r)
+			if _, err := b.Backend.Get(ctx, r.ID); errors.Is(err, state.ErrNotFound) {
+				return b.Backend.Create(ctx, r)
 			}
 		}
 	case "tags-stored-printed":
-		copies := make([]*delivery.Record, len(recs))
+		copies := make([]*state.Record, len(recs))
 		for i, r := range recs {
 			c := r.Clone()
 			printTags(&c)
 			copies[i] = &c
 		}
-		err := b.State.Update(ctx, member, copies...)
+		err := b.Backend.Update(ctx, member, copies...)
 		for i, c := range copies {
 			recs[i].Revision = c.Revision
 		}
 		return err
 	case "reopen-loses-last-write":
 		if len(recs) == 1 {
-			if prev, err := b.State.Get(ctx, recs[0].ID); err == nil {
+			if prev, err := b.Backend.Get(ctx, recs[0].ID); err == nil {
 				b.mu.Lock()
 				b.beforeLast = &prev
 				b.mu.Unlock()
@@ -263,27 +263,27 @@ func (b *broken) Update(ctx context.Context, member string, recs ...*delivery.Re
 	case "update-ignores-lease":
 		// The memory state ignores members; Run is told it is shared.
 	}
-	return b.State.Update(ctx, member, recs...)
+	return b.Backend.Update(ctx, member, recs...)
 }
 
-func (b *broken) Rebind(ctx context.Context, member string, rec *delivery.Record) error {
+func (b *broken) Rebind(ctx context.Context, member string, rec *state.Record) error {
 	ctx = b.ctx(ctx)
 	b.forget(rec.ID)
 	switch b.rule {
 	case "rebind-keeps-names":
-		return b.State.Update(ctx, member, rec)
+		return b.Backend.Update(ctx, member, rec)
 	case "rebind-ignores-revision":
-		if cur, err := b.State.Get(ctx, rec.ID); err == nil {
+		if cur, err := b.Backend.Get(ctx, rec.ID); err == nil {
 			rec.Revision = cur.Revision
 		}
 	}
-	return b.State.Rebind(ctx, member, rec)
+	return b.Backend.Rebind(ctx, member, rec)
 }
 
 // printTags replaces every content tag of r by what its printed form
 // parses back to: a checksum tag is lost.
-func printTags(r *delivery.Record) {
-	p := func(c *delivery.Content) {
+func printTags(r *state.Record) {
+	p := func(c *state.Content) {
 		tag, _ := secretstore.ParseContentTag(c.Tag.String())
 		c.Tag = tag
 	}
@@ -304,20 +304,20 @@ func (b *broken) Delete(ctx context.Context, ids ...string) error {
 	b.forget(ids...)
 	if b.rule == "delete-missing-fails" {
 		for _, id := range ids {
-			if _, err := b.State.Get(ctx, id); errors.Is(err, delivery.ErrNotFound) {
+			if _, err := b.Backend.Get(ctx, id); errors.Is(err, state.ErrNotFound) {
 				return err
 			}
 		}
 	}
-	return b.State.Delete(ctx, ids...)
+	return b.Backend.Delete(ctx, ids...)
 }
 
-func (b *broken) Records(ctx context.Context, fn func(delivery.Record) bool) error {
+func (b *broken) Records(ctx context.Context, fn func(state.Record) bool) error {
 	ctx = b.ctx(ctx)
 	switch b.rule {
 	case "records-unordered":
-		var all []delivery.Record
-		err := b.State.Records(ctx, func(r delivery.Record) bool { all = append(all, r); return true })
+		var all []state.Record
+		err := b.Backend.Records(ctx, func(r state.Record) bool { all = append(all, r); return true })
 		slices.Reverse(all)
 		for _, r := range all {
 			if !fn(r) {
@@ -326,27 +326,27 @@ func (b *broken) Records(ctx context.Context, fn func(delivery.Record) bool) err
 		}
 		return err
 	case "records-ignores-stop":
-		return b.State.Records(ctx, func(r delivery.Record) bool { fn(r); return true })
+		return b.Backend.Records(ctx, func(r state.Record) bool { fn(r); return true })
 	}
-	return b.State.Records(ctx, fn)
+	return b.Backend.Records(ctx, fn)
 }
 
 func (b *broken) Names(ctx context.Context, member string) ([]string, error) {
-	names, err := b.State.Names(b.ctx(ctx), member)
+	names, err := b.Backend.Names(b.ctx(ctx), member)
 	if b.rule == "names-duplicated" && len(names) > 1 {
 		names = append(names, names[0])
 	}
 	return names, err
 }
 
-func (b *broken) MarkDue(ctx context.Context, sel delivery.Selector, when time.Time, reset bool) (int, error) {
+func (b *broken) MarkDue(ctx context.Context, sel state.Selector, when time.Time, reset bool) (int, error) {
 	ctx = b.ctx(ctx)
-	var before map[string]delivery.Record
+	var before map[string]state.Record
 	if b.rule == "markdue-moves-earlier" || b.rule == "markdue-keeps-attempts" {
-		before = map[string]delivery.Record{}
-		_ = b.State.Records(ctx, func(r delivery.Record) bool { before[r.ID] = r; return true })
+		before = map[string]state.Record{}
+		_ = b.Backend.Records(ctx, func(r state.Record) bool { before[r.ID] = r; return true })
 	}
-	n, err := b.State.MarkDue(ctx, sel, when, reset)
+	n, err := b.Backend.MarkDue(ctx, sel, when, reset)
 	if err != nil {
 		return n, err
 	}
@@ -357,7 +357,7 @@ func (b *broken) MarkDue(ctx context.Context, sel delivery.Selector, when time.T
 		}
 	case "markdue-moves-earlier", "markdue-keeps-attempts":
 		for id, old := range before {
-			cur, err := b.State.Get(ctx, id)
+			cur, err := b.Backend.Get(ctx, id)
 			if err != nil || !selected(cur, sel) {
 				continue
 			}
@@ -367,17 +367,17 @@ func (b *broken) MarkDue(ctx context.Context, sel delivery.Selector, when time.T
 			if b.rule == "markdue-keeps-attempts" && cur.NextAttempt.Equal(old.NextAttempt) {
 				cur.Attempts = old.Attempts
 			}
-			_ = b.State.Update(ctx, "", &cur)
+			_ = b.Backend.Update(ctx, "", &cur)
 		}
 	}
 	return n, nil
 }
 
-func selected(r delivery.Record, sel delivery.Selector) bool {
+func selected(r state.Record, sel state.Selector) bool {
 	if slices.Contains(sel.IDs, r.ID) || slices.Contains(sel.Nodes, r.Node) {
 		return true
 	}
-	for _, n := range delivery.StoreNames(r.Services) {
+	for _, n := range state.StoreNames(r.Services) {
 		if slices.Contains(sel.StoreNames, n) {
 			return true
 		}
@@ -385,57 +385,57 @@ func selected(r delivery.Record, sel delivery.Selector) bool {
 	return false
 }
 
-func (b *broken) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]delivery.Record, error) {
+func (b *broken) Due(ctx context.Context, member string, now time.Time, lease time.Duration, limit int) ([]state.Record, error) {
 	ctx = b.ctx(ctx)
 	switch b.rule {
 	case "due-does-not-claim":
-		var due []delivery.Record
-		err := b.State.Records(ctx, func(r delivery.Record) bool {
+		var due []state.Record
+		err := b.Backend.Records(ctx, func(r state.Record) bool {
 			if !r.NextAttempt.IsZero() && !r.NextAttempt.After(now) {
 				due = append(due, r)
 			}
 			return true
 		})
-		slices.SortStableFunc(due, func(a, c delivery.Record) int { return a.NextAttempt.Compare(c.NextAttempt) })
+		slices.SortStableFunc(due, func(a, c state.Record) int { return a.NextAttempt.Compare(c.NextAttempt) })
 		return due[:min(limit, len(due))], err
 	case "due-ignores-limit":
 		limit = 0
 	}
-	recs, err := b.State.Due(ctx, member, now, lease, limit)
+	recs, err := b.Backend.Due(ctx, member, now, lease, limit)
 	if b.rule == "due-latest-first" {
 		slices.Reverse(recs)
 	}
 	return recs, err
 }
 
-func (b *broken) Observations(ctx context.Context, names []string) (map[string]delivery.Observation, error) {
-	obs, err := b.State.Observations(b.ctx(ctx), names)
+func (b *broken) Observations(ctx context.Context, names []string) (map[string]state.Observation, error) {
+	obs, err := b.Backend.Observations(b.ctx(ctx), names)
 	if b.rule == "observations-extra" {
 		for _, n := range names {
 			if _, ok := obs[n]; !ok {
-				obs[n] = delivery.Observation{Name: n}
+				obs[n] = state.Observation{Name: n}
 			}
 		}
 	}
 	return obs, err
 }
 
-func (b *broken) PutObservations(ctx context.Context, member string, obs ...delivery.Observation) error {
+func (b *broken) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
 	if b.rule == "tags-stored-printed" {
 		obs = slices.Clone(obs)
 		for i := range obs {
 			obs[i].Tag, _ = secretstore.ParseContentTag(obs[i].Tag.String())
 		}
 	}
-	return b.State.PutObservations(b.ctx(ctx), member, obs...)
+	return b.Backend.PutObservations(b.ctx(ctx), member, obs...)
 }
 
-func (b *broken) PutWait(ctx context.Context, w delivery.Wait) error {
-	return b.State.PutWait(b.ctx(ctx), w)
+func (b *broken) PutWait(ctx context.Context, w state.Wait) error {
+	return b.Backend.PutWait(b.ctx(ctx), w)
 }
 
-func (b *broken) Waits(ctx context.Context) ([]delivery.Wait, error) {
-	w, err := b.State.Waits(b.ctx(ctx))
+func (b *broken) Waits(ctx context.Context) ([]state.Wait, error) {
+	w, err := b.Backend.Waits(b.ctx(ctx))
 	if b.rule == "waits-unsorted" {
 		slices.Reverse(w)
 	}
@@ -443,14 +443,14 @@ func (b *broken) Waits(ctx context.Context) ([]delivery.Wait, error) {
 }
 
 func (b *broken) DeleteWait(ctx context.Context, id string) error {
-	return b.State.DeleteWait(b.ctx(ctx), id)
+	return b.Backend.DeleteWait(b.ctx(ctx), id)
 }
 
 func (b *broken) NewEpoch(ctx context.Context) (uint64, error) {
 	ctx = b.ctx(ctx)
 	switch b.rule {
 	case "epoch-repeats":
-		n, err := b.State.NewEpoch(ctx)
+		n, err := b.Backend.NewEpoch(ctx)
 		return n / 2 * 2, err
 	case "epoch-resets-on-reopen":
 		if err := ctx.Err(); err != nil {
@@ -461,7 +461,7 @@ func (b *broken) NewEpoch(ctx context.Context) (uint64, error) {
 		b.epoch++
 		return b.epoch, nil
 	}
-	return b.State.NewEpoch(ctx)
+	return b.Backend.NewEpoch(ctx)
 }
 
 // TestAssertNoCanaryCatchesEveryForm: the canary scan fails on a canary in

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// The records the suite stores set every field a State must keep, so that
-// a State forgetting one fails the suite's round trips (the embedded
+// The records the suite stores set every field a Backend must keep, so that
+// a Backend forgetting one fails the suite's round trips (the embedded
 // state once dropped Record.Unanswered, and nothing noticed). A field
 // added to Record must be set here too.
 func TestFixtureSetsEveryRecordField(t *testing.T) {
