@@ -203,8 +203,13 @@ func TestRefresherExpiryWarning(t *testing.T) {
 
 		assert.Equal(t, t0.Add(20*time.Second), r.expectCall(t, errHubDown)) // next at 23 s
 		assert.Equal(t, t0.Add(23*time.Second), r.expectCall(t, errHubDown)) // next at 29 s, still before expiry
-		assert.Equal(t, t0.Add(29*time.Second), r.expectCall(t, errHubDown)) // next at 41 s, after expiry
+		// The refresher takes each answer on its own goroutine: count once
+		// it has, and sleeps until the next attempt.
+		synctest.Wait()
 		assert.Zero(t, count(), "no warning while the next attempt comes before expiry")
+		assert.Equal(t, t0.Add(29*time.Second), r.expectCall(t, errHubDown)) // next at 41 s, after expiry
+		synctest.Wait()
+		assert.Equal(t, 1, count(), "a warning as soon as the next attempt comes after expiry")
 		next := r.expectCall(t, nil)
 		assert.Equal(t, t0.Add(41*time.Second), next)
 		require.Equal(t, 1, count())
