@@ -49,8 +49,7 @@ func Example() {
 	// The hub: the store, a state with the identity records (durable, shared: boltstate, pgstate), keys.
 	store := memory.New()
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("s3cret")}}, secretstore.PutOptions{}))
-	st, identities := state.NewMemory(), identity.NewMemoryCertStore()
-	agbotKeys := must(agreement.GenerateKeys(agreement.DefaultSuite))
+	st, identities, agbotKeys := state.NewMemory(), identity.NewMemoryCertStore(), must(agreement.GenerateKeys(agreement.DefaultSuite))
 	deployment := agbot.Deployment{Target: must(binding.DecodeDeploymentPolicy(strings.NewReader(policy))),
 		Resolver: must(binding.NewCatalog(must(binding.DecodeServiceDefinition(strings.NewReader(service)))))}
 	hub := must(agbot.New(agbot.Options{
@@ -82,8 +81,7 @@ func Example() {
 	defer node.Close()
 	go func() { _ = node.Run(ctx) }()
 	web := <-instances
-	entries, _ := os.ReadDir(web.Mount)
-	fmt.Println("service's files:", entries[0].Name())
+	fmt.Println("service's files:", must(os.ReadDir(web.Mount))[0].Name())
 	// The secret rotates; the service polls the agent's API to learn it.
 	must(store.Put(ctx, &secretstore.Secret{Name: "myorg/db", Data: edgesecrets.Data{"password": []byte("rotated")}}, secretstore.PutOptions{}))
 	req := httptest.NewRequest(http.MethodGet, "/secrets", nil)

@@ -15,8 +15,10 @@ import (
 // test command compiles and runs.
 const readmeEmbeddingHeading = "### Embed an agbot and an agent together"
 
-// maxEmbeddingLines is the size the README promises for the embedding.
-const maxEmbeddingLines = 100
+// maxEmbeddingLines is the size the README promises for the embedding:
+// shorter than the 100 lines of the in-process embedding it replaced,
+// which had no HTTP, no identity and no deploy step.
+const maxEmbeddingLines = 98
 
 func TestREADMEShowsTheCompiledEmbedding(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
