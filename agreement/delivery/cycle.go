@@ -477,104 +477,23 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	if err != nil {
 		return
 	}
-	confirmed := e.confirmation(asked, now)
-	var (
-		stale      []string
-		unheld     []string
-		unnotified = map[string]state.Cancellation{}
-		decided    = map[string]state.Cancellation{}
-		seen       = map[string]bool{}
-	)
-	// look decides on one agreement; counting says whether it belongs to
-	// the review's slice.
-	look := func(r state.Record, counting bool) {
-		if seen[r.ID] {
-			return
-		}
-		seen[r.ID] = true
-		counts := &Health{}
-		if counting {
-			counts = &e.review.counts
-			counts.Agreements++
-			e.review.live[r.ID] = r.LastError
-		}
-		if r.Phase != state.PhaseActive {
-			e.conds.set(r.ID, r.Node, e.conditionOf(&r, false, now))
-			counts.Pending++
-			if e.diverged(&r, now) {
-				counts.Diverged++
-			}
-			if counting && r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
-				unnotified[r.ID] = *r.Cancel
-			}
-			return
-		}
-		ev := evaluate(&r, obs, now, confirmed)
-		e.conds.set(r.ID, r.Node, e.conditionOf(&r, ev.inSync, now))
-		if !ev.inSync {
-			counts.Pending++
-			if e.diverged(&r, now) {
-				counts.Diverged++
-			}
-			if counting && r.NextAttempt.IsZero() {
-				stale = append(stale, r.ID)
-			}
-		}
-		switch {
-		case r.Held != nil && ev.lost == nil:
-			unheld = append(unheld, r.ID)
-		case r.Held != nil:
-			counts.Held++
-		case healthy && ev.lost != nil && ev.lostConfirmed && ev.lostChecked.Sub(ev.lostSince) >= e.cfg.grace:
-			decided[r.ID] = *ev.lost
-		}
+	c := &scanCycle{
+		e: e, now: now, healthy: healthy, obs: obs, confirmed: e.confirmation(asked, now),
+		unnotified: map[string]state.Cancellation{}, decided: map[string]state.Cancellation{}, seen: map[string]bool{},
 	}
-
-	// The names that may decide something now: those gone for the grace
-	// period, and those back this cycle.
-	hot := slices.Clone(back)
-	for n, o := range obs {
-		if (o.State == state.Missing || o.State == state.Forbidden) && o.CheckedAt.Sub(o.Since) >= e.cfg.grace {
-			hot = append(hot, n)
+	if err := c.lookBound(ctx, back, want); err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("could not review the agreements of revoked secrets; retrying next cycle", slog.String("err", err.Error()))
 		}
-	}
-	if len(hot) > 0 {
-		slices.Sort(hot)
-		var bound []state.Record
-		err := e.state.RecordsBound(ctx, hot, func(r state.Record) bool { bound = append(bound, r); return true })
-		if err == nil {
-			// Their other names' observations too.
-			more := map[string]struct{}{}
-			for i := range bound {
-				addNames(more, bound[i].Services)
-			}
-			for n := range more {
-				if _, ok := want[n]; ok {
-					delete(more, n)
-				}
-			}
-			var extra map[string]state.Observation
-			if extra, err = e.state.Observations(ctx, keysOf(more)); err == nil {
-				maps.Copy(obs, extra)
-			}
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Error("could not review the agreements of revoked secrets; retrying next cycle", slog.String("err", err.Error()))
-			}
-			return
-		}
-		for _, r := range bound {
-			look(r, false)
-		}
+		return
 	}
 
 	v.live = map[string]string{}
 	last := ""
 	for _, r := range slice {
 		last = r.ID
-		delete(seen, r.ID) // reviewed above as bound to a name: count it here
-		look(r, true)
+		delete(c.seen, r.ID) // reviewed above as bound to a name: count it here
+		c.look(r, true)
 	}
 	v.checked += len(slice)
 	if passEnd {
@@ -584,47 +503,178 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 	}
 	e.pruneReasons(v.live, now, func(id string) bool { return id > from && (toEnd || id <= last) })
 
-	if len(stale) > 0 {
-		// A failure is noted for Health; the next pass finds them again.
-		_, _ = e.state.MarkDue(ctx, state.Selector{IDs: stale}, now, false)
-		e.log.Info("agreements behind the store with nothing scheduled; marked due", slog.Int("agreements", len(stale)))
-		e.notify()
+	c.markStale(ctx)
+	c.release(ctx)
+	heldNow := c.decide(ctx)
+	e.notifyCancels(ctx, c.unnotified)
+	e.endReview(passEnd, heldNow)
+}
+
+// scanCycle is what one scan read and what it decided on the agreements
+// it looked at.
+type scanCycle struct {
+	e         *Engine
+	now       time.Time
+	healthy   bool // the cycle may decide cancellations
+	obs       map[string]state.Observation
+	confirmed func(state.Observation) bool
+
+	stale      []string // agreements behind the store with nothing scheduled
+	unheld     []string // held cancellations whose secrets are back
+	unnotified map[string]state.Cancellation
+	decided    map[string]state.Cancellation
+	seen       map[string]bool
+}
+
+// look decides on one agreement; counting says whether it belongs to the
+// review's slice.
+func (c *scanCycle) look(r state.Record, counting bool) {
+	e, now := c.e, c.now
+	if c.seen[r.ID] {
+		return
 	}
-	if len(unheld) > 0 {
-		slices.Sort(unheld)
-		unheld = slices.Compact(unheld)
-		n, _ := e.editIDs(ctx, unheld, func(r *state.Record) action {
-			if r.Held == nil {
-				return keep
-			}
-			r.Held = nil
-			settle(r, now, now)
-			return save
-		})
-		e.inst.cancellation(eventReleased, n)
-		e.log.Info("held cancellations released: their secrets are back", slog.Int("agreements", n))
+	c.seen[r.ID] = true
+	counts := &Health{}
+	if counting {
+		counts = &e.review.counts
+		counts.Agreements++
+		e.review.live[r.ID] = r.LastError
 	}
-	heldNow := 0
-	if len(decided) > 0 {
-		total := max(v.total, v.counts.Agreements)
-		allowed := max(e.cfg.budget.Count, int(e.cfg.budget.Percent*float64(total)/100))
-		if len(decided) > allowed {
-			n, err := e.hold(ctx, decided)
-			heldNow = n
-			e.log.Error("revocations beyond the cancellation budget: every cancellation of this cycle is held; release them with ReleaseHeld once checked",
-				slog.Int("held", n), slog.Int("budget", allowed), slog.Int("agreements", total), slog.Any("err", err))
-		} else {
-			ids, err := e.cancel(ctx, decided, now)
-			if err != nil {
-				e.log.Error("could not record cancellations; retrying next cycle", slog.String("err", err.Error()))
-			}
-			for _, id := range ids {
-				unnotified[id] = decided[id]
-			}
+	if r.Phase != state.PhaseActive {
+		e.conds.set(r.ID, r.Node, e.conditionOf(&r, false, now))
+		counts.Pending++
+		if e.diverged(&r, now) {
+			counts.Diverged++
+		}
+		if counting && r.Cancel != nil && !r.Cancel.Notified && r.Cancel.StoreName != "" {
+			c.unnotified[r.ID] = *r.Cancel
+		}
+		return
+	}
+	ev := evaluate(&r, c.obs, now, c.confirmed)
+	e.conds.set(r.ID, r.Node, e.conditionOf(&r, ev.inSync, now))
+	if !ev.inSync {
+		counts.Pending++
+		if e.diverged(&r, now) {
+			counts.Diverged++
+		}
+		if counting && r.NextAttempt.IsZero() {
+			c.stale = append(c.stale, r.ID)
 		}
 	}
-	e.notifyCancels(ctx, unnotified)
+	switch {
+	case r.Held != nil && ev.lost == nil:
+		c.unheld = append(c.unheld, r.ID)
+	case r.Held != nil:
+		counts.Held++
+	case c.healthy && ev.lost != nil && ev.lostConfirmed && ev.lostChecked.Sub(ev.lostSince) >= e.cfg.grace:
+		c.decided[r.ID] = *ev.lost
+	}
+}
 
+// lookBound looks at the agreements bound to the names that may decide
+// something now: those gone for the grace period, and those back this
+// cycle; want are the names whose observations c holds already.
+func (c *scanCycle) lookBound(ctx context.Context, back []string, want map[string]struct{}) error {
+	e := c.e
+	hot := slices.Clone(back)
+	for n, o := range c.obs {
+		if (o.State == state.Missing || o.State == state.Forbidden) && o.CheckedAt.Sub(o.Since) >= e.cfg.grace {
+			hot = append(hot, n)
+		}
+	}
+	if len(hot) == 0 {
+		return nil
+	}
+	slices.Sort(hot)
+	var bound []state.Record
+	if err := e.state.RecordsBound(ctx, hot, func(r state.Record) bool { bound = append(bound, r); return true }); err != nil {
+		return err
+	}
+	// Their other names' observations too.
+	more := map[string]struct{}{}
+	for i := range bound {
+		addNames(more, bound[i].Services)
+	}
+	for n := range more {
+		if _, ok := want[n]; ok {
+			delete(more, n)
+		}
+	}
+	extra, err := e.state.Observations(ctx, keysOf(more))
+	if err != nil {
+		return err
+	}
+	maps.Copy(c.obs, extra)
+	for _, r := range bound {
+		c.look(r, false)
+	}
+	return nil
+}
+
+// markStale marks due the agreements behind the store with nothing
+// scheduled.
+func (c *scanCycle) markStale(ctx context.Context) {
+	if len(c.stale) == 0 {
+		return
+	}
+	e := c.e
+	// A failure is noted for Health; the next pass finds them again.
+	_, _ = e.state.MarkDue(ctx, state.Selector{IDs: c.stale}, c.now, false)
+	e.log.Info("agreements behind the store with nothing scheduled; marked due", slog.Int("agreements", len(c.stale)))
+	e.notify()
+}
+
+// release releases the held cancellations whose secrets are back.
+func (c *scanCycle) release(ctx context.Context) {
+	if len(c.unheld) == 0 {
+		return
+	}
+	e, now := c.e, c.now
+	slices.Sort(c.unheld)
+	unheld := slices.Compact(c.unheld)
+	n, _ := e.editIDs(ctx, unheld, func(r *state.Record) action {
+		if r.Held == nil {
+			return keep
+		}
+		r.Held = nil
+		settle(r, now, now)
+		return save
+	})
+	e.inst.cancellation(eventReleased, n)
+	e.log.Info("held cancellations released: their secrets are back", slog.Int("agreements", n))
+}
+
+// decide records the cycle's cancellations, or holds them all when they
+// are beyond the budget, and returns how many it held. Those recorded
+// join unnotified, for the cancel hook.
+func (c *scanCycle) decide(ctx context.Context) (heldNow int) {
+	if len(c.decided) == 0 {
+		return 0
+	}
+	e, v := c.e, &c.e.review
+	total := max(v.total, v.counts.Agreements)
+	allowed := max(e.cfg.budget.Count, int(e.cfg.budget.Percent*float64(total)/100))
+	if len(c.decided) > allowed {
+		n, err := e.hold(ctx, c.decided)
+		e.log.Error("revocations beyond the cancellation budget: every cancellation of this cycle is held; release them with ReleaseHeld once checked",
+			slog.Int("held", n), slog.Int("budget", allowed), slog.Int("agreements", total), slog.Any("err", err))
+		return n
+	}
+	ids, err := e.cancel(ctx, c.decided, c.now)
+	if err != nil {
+		e.log.Error("could not record cancellations; retrying next cycle", slog.String("err", err.Error()))
+	}
+	for _, id := range ids {
+		c.unnotified[id] = c.decided[id]
+	}
+	return 0
+}
+
+// endReview updates Health with the cancellations held now and, at the end
+// of a pass, with the pass's counts, and starts the next pass's.
+func (e *Engine) endReview(passEnd bool, heldNow int) {
+	v := &e.review
 	e.mu.Lock()
 	if passEnd {
 		// Held counted by the pass; those held now were active when
