@@ -289,41 +289,9 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		e.watcher.Retry(rep.present...)
 		return
 	}
-	var put []state.Observation
-	var due, back []string
-	for _, n := range rep.present {
-		tag, ok := e.watcher.Observed(n)
-		if !ok {
-			continue
-		}
-		o, had := stored[n]
-		if had && o.State == state.Present && o.Tag == tag {
-			continue // as recorded (a restart, or a read already found it)
-		}
-		// Since is when this content was first observed: the start of
-		// its convergence (edgesecrets.delivery.convergence.duration).
-		fresh := state.Observation{Name: n, State: state.Present, Tag: tag, Since: now, CheckedAt: now}
-		if had && o.State != state.Unknown && o.State != state.Present {
-			back = append(back, n)
-		}
-		e.reader.Invalidate(n)
-		put = append(put, fresh)
-		due = append(due, n)
-	}
-	for _, n := range absent {
-		st := e.absent[n]
-		o, had := stored[n]
-		fresh := state.Observation{Name: n, State: st, Since: now, CheckedAt: asked}
-		if had && (o.State == state.Missing || o.State == state.Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
-			fresh.Since = o.Since // the grace period goes on
-		} else {
-			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
-				slog.String("secret", n), slog.String("state", st.String()), slog.Duration("grace", e.cfg.grace))
-			e.reader.Invalidate(n)
-			due = append(due, n)
-		}
-		put = append(put, fresh)
-	}
+	put, due, back := e.observedPresent(rep.present, stored, now)
+	put2, due2 := e.observedAbsent(absent, stored, asked, now, seenBefore)
+	put, due = append(put, put2...), append(due, due2...)
 	if len(put) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, put...)
 		var ce *state.ConflictError
@@ -361,6 +329,55 @@ func (e *Engine) observe(ctx context.Context, asked, now time.Time, rep cycleRep
 		e.notify()
 	}
 	e.changedNow()
+}
+
+// observedPresent returns the observations of present names whose
+// content differs from the stored one (put), the names whose agreements
+// are due for it, and those of them that were missing or forbidden
+// (back). It invalidates the reader's copy of each.
+func (e *Engine) observedPresent(present []string, stored map[string]state.Observation, now time.Time) (put []state.Observation, due, back []string) {
+	for _, n := range present {
+		tag, ok := e.watcher.Observed(n)
+		if !ok {
+			continue
+		}
+		o, had := stored[n]
+		if had && o.State == state.Present && o.Tag == tag {
+			continue // as recorded (a restart, or a read already found it)
+		}
+		// Since is when this content was first observed: the start of
+		// its convergence (edgesecrets.delivery.convergence.duration).
+		fresh := state.Observation{Name: n, State: state.Present, Tag: tag, Since: now, CheckedAt: now}
+		if had && o.State != state.Unknown && o.State != state.Present {
+			back = append(back, n)
+		}
+		e.reader.Invalidate(n)
+		put = append(put, fresh)
+		due = append(due, n)
+	}
+	return put, due, back
+}
+
+// observedAbsent returns the observations of the names found missing or
+// forbidden (put), their grace period going on from the stored sighting
+// when it is continuous, and the names newly absent, whose agreements are
+// due (they fall back to another candidate).
+func (e *Engine) observedAbsent(absent []string, stored map[string]state.Observation, asked, now time.Time, seenBefore map[string]bool) (put []state.Observation, due []string) {
+	for _, n := range absent {
+		st := e.absent[n]
+		o, had := stored[n]
+		fresh := state.Observation{Name: n, State: st, Since: now, CheckedAt: asked}
+		if had && (o.State == state.Missing || o.State == state.Forbidden) && (seenBefore[n] || now.Sub(o.CheckedAt) <= e.continuity()) {
+			fresh.Since = o.Since // the grace period goes on
+		} else {
+			e.log.Warn("store secret missing or forbidden; its agreements fall back to the next candidate or are cancelled after the grace period",
+				slog.String("secret", n), slog.String("state", st.String()), slog.Duration("grace", e.cfg.grace))
+			e.reader.Invalidate(n)
+			due = append(due, n)
+		}
+		put = append(put, fresh)
+	}
+	return put, due
 }
 
 // continuity is the longest time between the recorded sighting of a
