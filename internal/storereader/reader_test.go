@@ -54,7 +54,7 @@ func TestReaderCoalescesConcurrentGets(t *testing.T) {
 	seed := func(t *testing.T, backend *mock.Store) {
 		for i := range names {
 			name := fmt.Sprintf("s%03d", i)
-			put(t, backend.Inner, name, "v-"+name)
+			testkit.Put(t, backend.Inner, name, "v-"+name)
 		}
 	}
 
@@ -91,7 +91,7 @@ func TestReaderTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		backend := mock.NewStore(nil)
-		put(t, backend.Inner, "x", "1")
+		testkit.Put(t, backend.Inner, "x", "1")
 		const ttl = 30 * time.Second
 		r := storereader.New(backend.Store, storereader.Options{TTL: ttl})
 
@@ -110,7 +110,7 @@ func TestReaderTTL(t *testing.T) {
 		for i, st := range steps {
 			time.Sleep(st.advance)
 			if st.change != "" {
-				put(t, backend.Inner, "x", st.change)
+				testkit.Put(t, backend.Inner, "x", st.change)
 			}
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "step %d", i)
@@ -123,7 +123,7 @@ func TestReaderTTL(t *testing.T) {
 func TestReaderTTLZeroDoesNotCache(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	put(t, backend.Inner, "x", "1")
+	testkit.Put(t, backend.Inner, "x", "1")
 	r := storereader.New(backend.Store, storereader.Options{TTL: 0})
 	for i := range 3 {
 		_, err := r.Get(ctx, "x")
@@ -151,7 +151,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 			backend := mock.NewStore(nil)
 			r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 			if c.inject != nil {
-				put(t, backend.Inner, "x", "1")
+				testkit.Put(t, backend.Inner, "x", "1")
 				backend.SetFaults(mock.Faults{Op: "get", Fail: c.inject, Times: 1})
 			}
 			_, err := r.Get(ctx, "x")
@@ -159,7 +159,7 @@ func TestReaderNeverCachesErrors(t *testing.T) {
 				require.ErrorIs(t, err, c.inject)
 			} else {
 				require.ErrorIs(t, err, edgesecrets.ErrNotFound)
-				put(t, backend.Inner, "x", "1")
+				testkit.Put(t, backend.Inner, "x", "1")
 			}
 			s, err := r.Get(ctx, "x")
 			require.NoError(t, err, "the error was not cached")
@@ -205,7 +205,7 @@ func (h *heldStore) Get(ctx context.Context, name string) (*driver.Secret, error
 func newHeld(t *testing.T) (held *secretstore.Store, reads chan heldRead, direct *secretstore.Store) {
 	d := testkit.NewDriver()
 	reads = make(chan heldRead)
-	return newStore(t, &heldStore{Store: d, reads: reads}), reads, newStore(t, d)
+	return testkit.NewStore(t, &heldStore{Store: d, reads: reads}), reads, testkit.NewStore(t, d)
 }
 
 // getAsync runs r.Get in a goroutine and returns a channel for its result.
@@ -229,13 +229,13 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				heldStore, reads, mem := newHeld(t)
-				put(t, mem, "x", "old")
+				testkit.Put(t, mem, "x", "old")
 				backend := mock.NewStore(heldStore)
 				r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
 				a := getAsync(ctx, r, "x")
 				readA := <-reads // A has read "old" and is in flight
-				put(t, mem, "x", "new")
+				testkit.Put(t, mem, "x", "new")
 				r.Invalidate("x")
 
 				c := getAsync(ctx, r, "x")
@@ -272,12 +272,12 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := t.Context()
 			held, reads, mem := newHeld(t)
-			put(t, mem, "x", "old")
+			testkit.Put(t, mem, "x", "old")
 			r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 			a := getAsync(ctx, r, "x")
 			readA := <-reads
-			put(t, mem, "x", "new")
+			testkit.Put(t, mem, "x", "new")
 			r.Invalidate("x")
 			close(readA.release)
 			assert.Equal(t, "old", value((<-a).s))
@@ -293,7 +293,7 @@ func TestReaderInvalidateDuringInFlightRead(t *testing.T) {
 func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		heldStore, reads, mem := newHeld(t)
-		put(t, mem, "x", "1")
+		testkit.Put(t, mem, "x", "1")
 		backend := mock.NewStore(heldStore)
 		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 
@@ -320,7 +320,7 @@ func TestReaderLeaderCancelDoesNotFailWaiters(t *testing.T) {
 func TestReaderWaiterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		held, reads, mem := newHeld(t)
-		put(t, mem, "x", "1")
+		testkit.Put(t, mem, "x", "1")
 		r := storereader.New(held, storereader.Options{TTL: time.Hour})
 
 		leader := getAsync(t.Context(), r, "x")
@@ -355,7 +355,7 @@ func (p *panicStore) Get(context.Context, string) (*driver.Secret, error) {
 func TestReaderLeaderPanicDoesNotHangWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := &panicStore{Store: testkit.NewDriver(), release: make(chan struct{})}
-		r := storereader.New(newStore(t, ps), storereader.Options{TTL: time.Hour})
+		r := storereader.New(testkit.NewStore(t, ps), storereader.Options{TTL: time.Hour})
 		panicked := make(chan any, 1)
 		go func() {
 			defer func() { panicked <- recover() }()
@@ -375,10 +375,10 @@ func TestReaderInvalidate(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
 	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
-	put(t, backend.Inner, "y", "1")
+	testkit.Put(t, backend.Inner, "y", "1")
 	_, err := r.Get(ctx, "y")
 	require.NoError(t, err)
-	put(t, backend.Inner, "y", "2")
+	testkit.Put(t, backend.Inner, "y", "2")
 	s, err := r.Get(ctx, "y")
 	require.NoError(t, err)
 	assert.Equal(t, "1", value(s), "the cached copy")
@@ -392,7 +392,7 @@ func TestReaderInvalidate(t *testing.T) {
 func TestReaderReturnsCopies(t *testing.T) {
 	ctx := t.Context()
 	backend := mock.NewStore(nil)
-	put(t, backend.Inner, "x", "1")
+	testkit.Put(t, backend.Inner, "x", "1")
 	r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 	for range 3 {
 		s, err := r.Get(ctx, "x")
@@ -445,9 +445,9 @@ func TestReaderGetBatch(t *testing.T) {
 
 	t.Run("store without batches", func(t *testing.T) {
 		d := testkit.NewDriver()
-		store := newStore(t, d)
-		put(t, store, "a", "1")
-		put(t, store, "b", "2")
+		store := testkit.NewStore(t, d)
+		testkit.Put(t, store, "a", "1")
+		testkit.Put(t, store, "b", "2")
 		r := storereader.New(store, storereader.Options{TTL: time.Hour})
 		_, err := r.Get(ctx, "a")
 		require.NoError(t, err)
@@ -479,9 +479,9 @@ func TestReaderGetBatch(t *testing.T) {
 
 	t.Run("store with batches", func(t *testing.T) {
 		d := testkit.NewDriver()
-		bm := newStore(t, testkit.Batching(d))
-		put(t, bm, "a", "1")
-		put(t, bm, "b", "2")
+		bm := testkit.NewStore(t, testkit.Batching(d))
+		testkit.Put(t, bm, "a", "1")
+		testkit.Put(t, bm, "b", "2")
 		r := storereader.New(bm, storereader.Options{TTL: time.Hour})
 		got, err := r.GetBatch(ctx, names)
 		require.NoError(t, err)
@@ -497,7 +497,7 @@ func TestReaderGetBatch(t *testing.T) {
 
 	t.Run("invalidation during a batch", func(t *testing.T) {
 		backend := mock.NewStore(nil)
-		put(t, backend.Inner, "a", "old")
+		testkit.Put(t, backend.Inner, "a", "old")
 		r := storereader.New(backend.Store, storereader.Options{TTL: time.Hour})
 		backend.SetFaults(mock.Faults{Hook: func(context.Context, mock.Call) error {
 			backend.SetFaults(mock.Faults{})
@@ -506,7 +506,7 @@ func TestReaderGetBatch(t *testing.T) {
 		}})
 		_, err := r.GetBatch(ctx, []string{"a"})
 		require.NoError(t, err)
-		put(t, backend.Inner, "a", "new")
+		testkit.Put(t, backend.Inner, "a", "new")
 		s, err := r.Get(ctx, "a")
 		require.NoError(t, err)
 		assert.Equal(t, "new", value(s), "a batch read during an invalidation is not cached")
@@ -535,7 +535,7 @@ func BenchmarkAgreementReads(b *testing.B) {
 			b.Run(fmt.Sprintf("M=%d/%s", m, mode), func(b *testing.B) {
 				backend := mock.NewStore(nil)
 				for i := range m {
-					put(b, backend.Inner, fmt.Sprintf("org/s%04d", i), "v")
+					testkit.Put(b, backend.Inner, fmt.Sprintf("org/s%04d", i), "v")
 				}
 				var store interface {
 					Get(context.Context, string) (*secretstore.Secret, error)

@@ -35,7 +35,7 @@ type faultStore struct {
 
 func newFaultStore(t testing.TB) *faultStore {
 	d := testkit.NewDriver()
-	return &faultStore{Driver: d, store: newStore(t, d)}
+	return &faultStore{Driver: d, store: testkit.NewStore(t, d)}
 }
 
 func (f *faultStore) setFault(kind error, names ...string) { f.Fail(kind, names...) }
@@ -49,25 +49,6 @@ func (f *faultStore) statCalls() (total int, perName map[string]int) {
 }
 
 func (f *faultStore) getCalls() int { return f.Calls("get", "") }
-
-// newStore wraps d (a new test driver when nil) in a Store without
-// retries.
-func newStore(t testing.TB, d driver.Store) *secretstore.Store {
-	t.Helper()
-	if d == nil {
-		d = testkit.NewDriver()
-	}
-	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
-	require.NoError(t, err)
-	return s
-}
-
-// put writes {"v": value} to name.
-func put(t testing.TB, s *secretstore.Store, name, value string) {
-	t.Helper()
-	_, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{})
-	require.NoError(t, err)
-}
 
 // summary renders events compactly for assertions.
 func summary(events []storewatch.Event) []string {
@@ -146,7 +127,7 @@ func TestWatcherEventKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newFaultStore(t)
 		mem := fs.store
-		put(t, mem, "a", "1")
+		testkit.Put(t, mem, "a", "1")
 		r := startWatcher(t, fs.store, storewatch.Options{}, "a", "b")
 
 		first := r.next()
@@ -161,16 +142,16 @@ func TestWatcherEventKinds(t *testing.T) {
 			want   []string
 		}{
 			{"nothing changes", func() {}, nil},
-			{"new value", func() { put(t, mem, "a", "2") }, []string{"changed a"}},
+			{"new value", func() { testkit.Put(t, mem, "a", "2") }, []string{"changed a"}},
 			{"deleted", func() { require.NoError(t, mem.Delete(context.Background(), "a")) }, []string{"deleted a"}},
-			{"missing one appears, no earlier content so no Changed", func() { put(t, mem, "b", "1") }, []string{"appeared b"}},
-			{"recreated with new content", func() { put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
+			{"missing one appears, no earlier content so no Changed", func() { testkit.Put(t, mem, "b", "1") }, []string{"appeared b"}},
+			{"recreated with new content", func() { testkit.Put(t, mem, "a", "3") }, []string{"appeared a", "changed a"}},
 			{"access revoked", func() { fs.setFault(edgesecrets.ErrPermission, "a") }, []string{"forbidden a"}},
 			{"still revoked: no repeat", func() {}, nil},
 			{"access restored, same version", func() { fs.setFault(nil, "a") }, []string{"appeared a"}},
 			{"one name unavailable", func() { fs.setFault(edgesecrets.ErrUnavailable, "b") }, []string{"unavailable b outage=false"}},
 			{"back, unchanged: nothing", func() { fs.setFault(nil, "b") }, nil},
-			{"final change", func() { put(t, mem, "b", "2") }, []string{"changed b"}},
+			{"final change", func() { testkit.Put(t, mem, "b", "2") }, []string{"changed b"}},
 		}
 		for _, s := range steps {
 			s.change()
@@ -206,7 +187,7 @@ func TestWatcherMultiErrorCycle(t *testing.T) {
 	mem := fs.store
 	names := []string{"a", "b", "c", "d", "e", "f", "g"}
 	for _, n := range names {
-		put(t, mem, n, "1")
+		testkit.Put(t, mem, n, "1")
 	}
 	w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 3})
 	require.NoError(t, err)
@@ -216,7 +197,7 @@ func TestWatcherMultiErrorCycle(t *testing.T) {
 	fs.setFault(edgesecrets.ErrPermission, "a", "c")
 	fs.setFault(edgesecrets.ErrUnavailable, "b", "f")
 	require.NoError(t, mem.Delete(ctx, "d"))
-	put(t, mem, "e", "2")
+	testkit.Put(t, mem, "e", "2")
 	ev := w.Poll(ctx).Events
 	assert.Equal(t, []string{"forbidden a", "forbidden c", "deleted d", "changed e", "unavailable b,f outage=false"}, summary(ev),
 		"every errored name is reported in the cycle it failed")
@@ -242,7 +223,7 @@ func TestWatcherOutage(t *testing.T) {
 			fs := newFaultStore(t)
 			mem := fs.store
 			for _, n := range names {
-				put(t, mem, n, "1")
+				testkit.Put(t, mem, n, "1")
 			}
 			w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 1, OutageAfter: c.outageAfter})
 			require.NoError(t, err)
@@ -263,7 +244,7 @@ func TestWatcherOutage(t *testing.T) {
 			// Recovery: state was kept, so nothing is reported until a real change.
 			fs.setFault(nil, names...)
 			assert.Empty(t, w.Poll(ctx).Events)
-			put(t, mem, names[7], "2")
+			testkit.Put(t, mem, names[7], "2")
 			assert.Equal(t, []string{"changed s/07"}, summary(w.Poll(ctx).Events))
 		})
 	}
@@ -272,9 +253,9 @@ func TestWatcherOutage(t *testing.T) {
 func TestWatcherClosedStoreIsOutageNotDeletion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		mem := newStore(t, nil)
-		put(t, mem, "a", "1")
-		put(t, mem, "b", "1")
+		mem := testkit.NewStore(t, nil)
+		testkit.Put(t, mem, "a", "1")
+		testkit.Put(t, mem, "b", "1")
 		r := startWatcher(t, mem, storewatch.Options{}, "a", "b")
 		require.Len(t, r.next(), 2)
 		require.NoError(t, mem.Close()) // every call now fails with ErrUnavailable
@@ -288,7 +269,7 @@ func TestWatcherOneStatPerDistinctName(t *testing.T) {
 	ctx := context.Background()
 	fs := newFaultStore(t)
 	mem := fs.store
-	put(t, mem, "a", "1")
+	testkit.Put(t, mem, "a", "1")
 	w, err := storewatch.New(fs.store, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "a", "b"))
@@ -308,7 +289,7 @@ func TestWatcherOneStatPerDistinctName(t *testing.T) {
 func TestWatcherListsWhereTheStoreCan(t *testing.T) {
 	ctx := t.Context()
 	d := testkit.NewDriver()
-	s := newStore(t, testkit.Batching(d))
+	s := testkit.NewStore(t, testkit.Batching(d))
 	w, err := storewatch.New(s, storewatch.Options{})
 	require.NoError(t, err)
 	w.Poll(ctx)
@@ -316,7 +297,7 @@ func TestWatcherListsWhereTheStoreCan(t *testing.T) {
 
 	names := []string{"a", "b", "c", "d", "e", "f", "g"}
 	for _, n := range names {
-		put(t, s, n, "1")
+		testkit.Put(t, s, n, "1")
 	}
 	require.NoError(t, w.Watch(names...))
 	spotted := map[string]int{}
@@ -332,7 +313,7 @@ func TestWatcherListsWhereTheStoreCan(t *testing.T) {
 	}
 	assert.Len(t, spotted, len(names), "the spot checks go round every name in turn")
 
-	put(t, s, "e", "2")
+	testkit.Put(t, s, "e", "2")
 	assert.Equal(t, []string{"changed e"}, summary(w.Poll(ctx).Events), "a change seen in the listing")
 }
 
@@ -341,8 +322,8 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	fs := newFaultStore(t)
 	mem := fs.store
 	fs.HideVersions(true)
-	put(t, mem, "a", "1")
-	put(t, mem, "b", "1")
+	testkit.Put(t, mem, "a", "1")
+	testkit.Put(t, mem, "b", "1")
 	w, err := storewatch.New(fs.store, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
@@ -356,7 +337,7 @@ func TestWatcherChecksumFallback(t *testing.T) {
 	_, err = mem.Put(ctx, &secretstore.Secret{Name: "a", Data: edgesecrets.Data{"v": []byte("1")}, Labels: map[string]string{"x": "y"}}, secretstore.PutOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, w.Poll(ctx).Events)
-	put(t, mem, "b", "2")
+	testkit.Put(t, mem, "b", "2")
 	ev := w.Poll(ctx).Events
 	assert.Equal(t, []string{"changed b"}, summary(ev))
 	assert.Empty(t, ev[0].Version)
@@ -387,7 +368,7 @@ func TestWatcherObserved(t *testing.T) {
 			}
 			observed := func() (secretstore.ContentTag, bool) { return w.Observed("a") }
 
-			put(t, mem, "a", "1")
+			testkit.Put(t, mem, "a", "1")
 			_, ok := observed()
 			assert.False(t, ok, "not watched")
 			require.NoError(t, w.Watch("a"))
@@ -400,7 +381,7 @@ func TestWatcherObserved(t *testing.T) {
 			assert.Equal(t, read(), v1)
 			assert.Equal(t, !noVersions, strings.HasPrefix(v1.Encode(), "version:"))
 
-			put(t, mem, "a", "2")
+			testkit.Put(t, mem, "a", "2")
 			unchanged, _ := observed()
 			assert.Equal(t, v1, unchanged, "an observation changes with a cycle only")
 			ev := w.Poll(ctx).Events
@@ -419,7 +400,7 @@ func TestWatcherObserved(t *testing.T) {
 			w.Poll(ctx)
 			_, ok = observed()
 			assert.False(t, ok, "deleted")
-			put(t, mem, "a", "2")
+			testkit.Put(t, mem, "a", "2")
 			w.Poll(ctx)
 			back, ok := observed()
 			require.True(t, ok)
@@ -439,8 +420,8 @@ func TestWatcherObserved(t *testing.T) {
 
 func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 	ctx := context.Background()
-	mem := newStore(t, nil)
-	put(t, mem, "a", "1")
+	mem := testkit.NewStore(t, nil)
+	testkit.Put(t, mem, "a", "1")
 	w, err := storewatch.New(mem, storewatch.Options{})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
@@ -451,7 +432,7 @@ func TestWatcherRetryReportsChangedAgain(t *testing.T) {
 }
 
 func TestWatcherWatchValidatesAll(t *testing.T) {
-	w, err := storewatch.New(newStore(t, nil), storewatch.Options{})
+	w, err := storewatch.New(testkit.NewStore(t, nil), storewatch.Options{})
 	require.NoError(t, err)
 	err = w.Watch("ok", "../escape")
 	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
@@ -466,7 +447,7 @@ func TestWatcherSlowCycle(t *testing.T) {
 		mem := fs.store
 		names := []string{"a", "b", "c", "d", "e", "f"}
 		for _, n := range names {
-			put(t, mem, n, "1")
+			testkit.Put(t, mem, n, "1")
 		}
 		fs.Gate.Hold()
 		r := startWatcher(t, fs.store, storewatch.Options{Concurrency: 3}, names...)
@@ -499,8 +480,8 @@ func TestWatcherSlowCycle(t *testing.T) {
 
 func TestWatcherHeartbeatEachTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := newStore(t, nil)
-		put(t, mem, "a", "1")
+		mem := testkit.NewStore(t, nil)
+		testkit.Put(t, mem, "a", "1")
 		r := startWatcher(t, mem, storewatch.Options{}, "a")
 		r.next()
 		for i := range 5 {
@@ -515,7 +496,7 @@ func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newFaultStore(t)
 		mem := fs.store
-		put(t, mem, "a", "1")
+		testkit.Put(t, mem, "a", "1")
 		fs.Gate.Hold()
 		r := startWatcher(t, fs.store, storewatch.Options{}, "a")
 		require.Eventually(t, func() bool { n, _ := fs.statCalls(); return n == 1 }, 10*time.Second, time.Millisecond)
@@ -537,7 +518,7 @@ func TestWatcherStopsOnCancelDuringCycle(t *testing.T) {
 
 func TestWatcherRunTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := newStore(t, nil)
+		mem := testkit.NewStore(t, nil)
 		r := startWatcher(t, mem, storewatch.Options{}, "a")
 		r.next()
 		err := r.w.Run(context.Background(), func(context.Context, storewatch.Cycle) {})
@@ -548,9 +529,9 @@ func TestWatcherRunTwice(t *testing.T) {
 
 func TestWatcherHandlerMayChangeNames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := newStore(t, nil)
-		put(t, mem, "a", "1")
-		put(t, mem, "b", "1")
+		mem := testkit.NewStore(t, nil)
+		testkit.Put(t, mem, "a", "1")
+		testkit.Put(t, mem, "b", "1")
 		w, err := storewatch.New(mem, storewatch.Options{})
 		require.NoError(t, err)
 		require.NoError(t, w.Watch("a"))
@@ -583,8 +564,8 @@ func TestWatcherUnwatchDuringCycle(t *testing.T) {
 	ctx := context.Background()
 	fs := newFaultStore(t)
 	mem := fs.store
-	put(t, mem, "a", "1")
-	put(t, mem, "b", "1")
+	testkit.Put(t, mem, "a", "1")
+	testkit.Put(t, mem, "b", "1")
 	w, err := storewatch.New(fs.store, storewatch.Options{Concurrency: 1})
 	require.NoError(t, err)
 	require.NoError(t, w.Watch("a", "b"))
@@ -603,11 +584,11 @@ func TestWatcherChangedWithinOneInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The acceptance check used against real backends: a new version
 		// written between two ticks is reported at the next tick.
-		mem := newStore(t, nil)
-		put(t, mem, "db/password", "old")
+		mem := testkit.NewStore(t, nil)
+		testkit.Put(t, mem, "db/password", "old")
 		r := startWatcher(t, mem, storewatch.Options{}, "db/password")
 		r.next()
-		put(t, mem, "db/password", "new")
+		testkit.Put(t, mem, "db/password", "new")
 		r.tick()
 		assert.Equal(t, []string{"changed db/password"}, summary(r.next()))
 	})
@@ -629,14 +610,14 @@ func TestWatcherInterval(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.interval.String(), func(t *testing.T) {
 			if c.wantErr != "" {
-				_, err := storewatch.New(newStore(t, nil), storewatch.Options{Interval: c.interval})
+				_, err := storewatch.New(testkit.NewStore(t, nil), storewatch.Options{Interval: c.interval})
 				require.ErrorIs(t, err, edgesecrets.ErrInvalid)
 				assert.ErrorContains(t, err, c.wantErr)
 				assert.ErrorContains(t, err, c.interval.String(), "the error names the bad value")
 				return
 			}
 			synctest.Test(t, func(t *testing.T) {
-				r := startWatcher(t, newStore(t, nil), storewatch.Options{Interval: c.interval}, "a")
+				r := startWatcher(t, testkit.NewStore(t, nil), storewatch.Options{Interval: c.interval}, "a")
 				r.next()
 				time.Sleep(c.effect - time.Millisecond)
 				synctest.Wait()
@@ -710,7 +691,7 @@ func BenchmarkWatcherCycle(b *testing.B) {
 			if c.noCheck {
 				drv = struct{ driver.Store }{d}
 			}
-			w, err := storewatch.New(newStore(b, drv), storewatch.Options{Concurrency: c.concurrency})
+			w, err := storewatch.New(testkit.NewStore(b, drv), storewatch.Options{Concurrency: c.concurrency})
 			require.NoError(b, err)
 			require.NoError(b, w.Watch(all...))
 			require.Len(b, w.Poll(ctx).Events, names) // baseline
@@ -784,9 +765,9 @@ func TestWatcherCycleTellsStoreFailureFromOneSecret(t *testing.T) {
 				if c.noCheck {
 					drv = struct{ driver.Store }{d}
 				}
-				store := newStore(t, drv)
+				store := testkit.NewStore(t, drv)
 				for _, n := range names[:4] {
-					put(t, store, n, "1")
+					testkit.Put(t, store, n, "1")
 				}
 				w, err := storewatch.New(store, storewatch.Options{OutageAfter: -1})
 				require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/edgesecrets/edgesecrets"
@@ -96,6 +97,28 @@ type Driver struct {
 	// Gate, when held, holds every Stat and StatBatch until released or
 	// the call's context ends.
 	Gate testgate.Gate
+}
+
+// NewStore wraps d (a new Driver when nil) in a Store that does not
+// retry.
+func NewStore(t testing.TB, d driver.Store) *secretstore.Store {
+	t.Helper()
+	if d == nil {
+		d = NewDriver()
+	}
+	s, err := secretstore.New(d, secretstore.Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Put writes {"v": value} to name in s.
+func Put(t testing.TB, s *secretstore.Store, name, value string) {
+	t.Helper()
+	if _, err := s.Put(context.Background(), &secretstore.Secret{Name: name, Data: edgesecrets.Data{"v": []byte(value)}}, secretstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // NewDriver returns an empty Driver committing breaks.
