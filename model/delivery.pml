@@ -214,10 +214,10 @@ inline onWire(s, r, t) {
 	for (t : 0 .. NB-1) { if :: pseq[t] == s -> r = 1 :: else -> skip fi }
 }
 
-/* batch.go: batch.read through secretstore.Reader: a cached value is
+/* batch.go: batch.read through storereader.Reader: a cached value is
  * used unless its tag is not the observed one (then read again); a value
  * that differs from the observation becomes the fresh observation, stored
- * by reconcileBatch's PutObservations for the member's own share only
+ * by storeBatch's PutObservations for the member's own share only
  * (pgstate: ConflictError for another member's name). */
 inline readX(r, cache, ox, t) {
 	if

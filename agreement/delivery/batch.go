@@ -83,7 +83,28 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 	}
 	b := e.newBatch(ctx, recs, now)
 	defer b.wipe()
+	jobs := e.prepareAll(ctx, b, recs)
+	e.noteReasons(jobs, now)
+	conflicted, stored := e.storeBatch(ctx, b, jobs, now)
+	if !stored {
+		return len(recs)
+	}
+	for _, j := range jobs {
+		switch {
+		case j.remove:
+			e.conds.drop(j.rec.ID)
+		case !conflicted[j.rec.ID]:
+			e.track(j.rec, now)
+		}
+	}
+	e.changedNow()
+	e.sendAll(ctx, jobs, conflicted, senders, sends, outcomes)
+	return len(recs)
+}
 
+// prepareAll prepares a job for each record, on up to Options.Workers
+// goroutines.
+func (e *Engine) prepareAll(ctx context.Context, b *batch, recs []state.Record) []*job {
 	jobs := make([]*job, len(recs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -95,7 +116,12 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		})
 	}
 	wg.Wait()
+	return jobs
+}
 
+// noteReasons records why each job's agreement waits, or that it does
+// not.
+func (e *Engine) noteReasons(jobs []*job, now time.Time) {
 	notes := e.reasonNotes()
 	for _, j := range jobs {
 		switch {
@@ -108,6 +134,14 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		}
 	}
 	notes.flush()
+}
+
+// storeBatch stores what the batch's reads found and the jobs' records
+// before anything is sent: it deletes the records of cancellations never
+// sent and updates the others. It returns the records that changed
+// meanwhile (marked due again: their work is void), and false when
+// nothing could be stored, so nothing may be sent.
+func (e *Engine) storeBatch(ctx context.Context, b *batch, jobs []*job, now time.Time) (conflicted map[string]bool, stored bool) {
 	if len(b.fresh) > 0 {
 		err := e.state.PutObservations(ctx, e.cfg.Member, b.fresh...)
 		if err != nil {
@@ -129,7 +163,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			e.log.Info("cancelled agreements whose agents were never sent anything", slog.Any("agreements", removes))
 		}
 	}
-	conflicted := map[string]bool{}
+	conflicted = map[string]bool{}
 	if err := e.state.Update(ctx, e.cfg.Member, saves...); err != nil {
 		var ce *state.ConflictError
 		if !errors.As(err, &ce) {
@@ -138,7 +172,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			if ctx.Err() == nil {
 				e.log.Error("could not store the agreements' messages before sending them; retrying", slog.String("err", err.Error()))
 			}
-			return len(recs)
+			return nil, false
 		}
 		// Changed meanwhile (marked due, ended, answered, notified): the
 		// work prepared for them is void. Have them looked at again now
@@ -151,15 +185,13 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		_, _ = e.state.MarkDue(ctx, state.Selector{IDs: ce.IDs}, now, false)
 		e.notify()
 	}
-	for _, j := range jobs {
-		switch {
-		case j.remove:
-			e.conds.drop(j.rec.ID)
-		case !conflicted[j.rec.ID]:
-			e.track(j.rec, now)
-		}
-	}
-	e.changedNow()
+	return conflicted, true
+}
+
+// sendAll sends each stored job's envelope on a goroutine of its own, at
+// most cap(senders) at once, and hands each outcome to the commit loop.
+// It stops starting sends when ctx is done.
+func (e *Engine) sendAll(ctx context.Context, jobs []*job, conflicted map[string]bool, senders chan struct{}, sends *sync.WaitGroup, outcomes chan<- outcome) {
 	for _, j := range jobs {
 		if j.envelope == nil || j.remove || conflicted[j.rec.ID] {
 			continue
@@ -167,7 +199,7 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 		select {
 		case senders <- struct{}{}:
 		case <-ctx.Done():
-			return len(recs)
+			return
 		}
 		m := Message{Node: j.rec.Node, AgreementID: j.rec.ID, Envelope: j.envelope}
 		o := outcome{rec: j.rec, keys: j.keys, sequence: j.rec.InFlight.Sequence}
@@ -195,7 +227,6 @@ func (e *Engine) reconcileBatch(ctx context.Context, senders chan struct{}, send
 			outcomes <- o
 		})
 	}
-	return len(recs)
 }
 
 // errNotEntitled is the outcome of a message the engine did not send because
