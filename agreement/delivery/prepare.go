@@ -84,63 +84,13 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		r.ReplySequence = 0
 	}
 	propose := !r.Proposed
-	var (
-		send     []int
-		values   = map[int]*secretstore.Secret{}
-		problems []string
-		absent   bool
-		code     ReasonCode
-	)
-	note := func(err error) {
-		var ae *absentError
-		c := ReasonStoreUnavailable
-		switch {
-		case errors.As(err, &ae):
-			absent, c = true, ReasonSecretAbsent
-		case errors.Is(err, errObservationBehind):
-			c = ReasonObservationBehind
-		case errors.Is(err, errUnrenderable):
-			c = ReasonFormatUnrenderable
-		case errors.Is(err, edgesecrets.ErrPermission):
-			c = ReasonStoreCredentials
-		}
-		if len(problems) == 0 || c.rank() < code.rank() {
-			code = c
-		}
-		problems = append(problems, err.Error())
-	}
-	for i := range r.Slots {
-		s := &r.Slots[i]
-		names := slotBinding(r, *s).StoreNames
-		if !propose {
-			c, _, err := b.resolve(ctx, names, false)
-			if err != nil {
-				note(err)
-				continue
-			}
-			s.Desired = c
-			if c == s.Acked && !inFlightOther(r, i, c) {
-				continue
-			}
-		}
-		c, v, err := b.resolve(ctx, names, true)
-		if err != nil {
-			note(err)
-			continue
-		}
-		s.Desired = c
-		if err := (agreement.SecretDetails{Format: slotBinding(r, *s).Format, Data: v.Data}).Validate(); err != nil {
-			note(fmt.Errorf("service %s: secret %q: store secret %q %w: %w", r.Services[s.Service].Service, s.Name, c.StoreName, errUnrenderable, err))
-			continue
-		}
-		send = append(send, i)
-		values[i] = v
-	}
+	send, values, trouble := b.resolveSlots(ctx, r, propose)
+	problems, code := trouble.problems, trouble.code
 	switch {
 	case len(problems) > 0 && (propose || len(send) == 0):
 		// A proposal carries every secret; wait for them all.
 		why := strings.Join(problems, "; ")
-		if absent {
+		if trouble.absent {
 			why = "waiting: " + why
 		}
 		b.wait(j, code, why)
@@ -179,6 +129,71 @@ func (b *batch) prepareActive(ctx context.Context, j *job) {
 		// One buffer holds the values' encoding, cleared once sealed.
 		return agreement.SealSecretsUpdate(e.keys, keys, r.ID, agreement.SecretsUpdate{Services: servicesOf(r, send, values)}, h, e.cfg.EnvelopeOptions)
 	})
+}
+
+// slotTrouble is what kept slots of a record from being resolved: each
+// problem, whether a secret is absent, and the reason code that ranks
+// first among them.
+type slotTrouble struct {
+	problems []string
+	absent   bool
+	code     ReasonCode
+}
+
+// note adds the problem err.
+func (t *slotTrouble) note(err error) {
+	var ae *absentError
+	c := ReasonStoreUnavailable
+	switch {
+	case errors.As(err, &ae):
+		t.absent, c = true, ReasonSecretAbsent
+	case errors.Is(err, errObservationBehind):
+		c = ReasonObservationBehind
+	case errors.Is(err, errUnrenderable):
+		c = ReasonFormatUnrenderable
+	case errors.Is(err, edgesecrets.ErrPermission):
+		c = ReasonStoreCredentials
+	}
+	if len(t.problems) == 0 || c.rank() < t.code.rank() {
+		t.code = c
+	}
+	t.problems = append(t.problems, err.Error())
+}
+
+// resolveSlots resolves each slot of r to the content it should hold and
+// returns the slots to send with their values: every slot for a proposal,
+// else those whose agent lacks the content (and no message in flight
+// brings it). The slots that cannot be resolved are in the trouble.
+func (b *batch) resolveSlots(ctx context.Context, r *state.Record, propose bool) (send []int, values map[int]*secretstore.Secret, trouble slotTrouble) {
+	values = map[int]*secretstore.Secret{}
+	for i := range r.Slots {
+		s := &r.Slots[i]
+		names := slotBinding(r, *s).StoreNames
+		if !propose {
+			c, _, err := b.resolve(ctx, names, false)
+			if err != nil {
+				trouble.note(err)
+				continue
+			}
+			s.Desired = c
+			if c == s.Acked && !inFlightOther(r, i, c) {
+				continue
+			}
+		}
+		c, v, err := b.resolve(ctx, names, true)
+		if err != nil {
+			trouble.note(err)
+			continue
+		}
+		s.Desired = c
+		if err := (agreement.SecretDetails{Format: slotBinding(r, *s).Format, Data: v.Data}).Validate(); err != nil {
+			trouble.note(fmt.Errorf("service %s: secret %q: store secret %q %w: %w", r.Services[s.Service].Service, s.Name, c.StoreName, errUnrenderable, err))
+			continue
+		}
+		send = append(send, i)
+		values[i] = v
+	}
+	return send, values, trouble
 }
 
 // forgetUnanswered clears the acknowledged content of every slot the
