@@ -267,6 +267,9 @@ func memoOf[T any](b *batch, m map[string]*memo[T], key string) *memo[T] {
 	return x
 }
 
+// newBatch starts the batch of recs: the stored observations of the names
+// the active ones bind, read once, and in a shared State which of those
+// names another member polls.
 func (e *Engine) newBatch(ctx context.Context, recs []state.Record, now time.Time) *batch {
 	b := &batch{e: e, now: now, reads: map[string]*memo[*secretstore.Secret]{}, keys: map[string]*memo[*agreement.PublicKeys]{}}
 	var names []string
@@ -304,6 +307,8 @@ func (b *batch) wipe() {
 	}
 }
 
+// observation returns the batch's observation of name: the stored one,
+// or what a read of this batch found.
 func (b *batch) observation(name string) state.Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -367,6 +372,7 @@ var errObservationBehind = errors.New("the store has other content than the memb
 // forbidden.
 type absentError struct{ names []string }
 
+// Error names the absent secrets.
 func (e *absentError) Error() string {
 	return "store secret " + quoteNames(e.names) + " missing or forbidden"
 }

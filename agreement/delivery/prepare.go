@@ -53,6 +53,8 @@ func (b *batch) prepare(ctx context.Context, r *state.Record) *job {
 	return j
 }
 
+// prepareCancel prepares the cancellation of j's agreement for its
+// agent, sealed as an update of kind cancel, unless one is in flight.
 func (b *batch) prepareCancel(ctx context.Context, j *job) {
 	r := j.rec
 	keys, err := b.agentKeys(ctx, r.Node)
@@ -69,6 +71,10 @@ func (b *batch) prepareCancel(ctx context.Context, j *job) {
 	})
 }
 
+// prepareActive prepares what j's active agreement needs: its proposal,
+// or an update with the secrets whose content its agent lacks, unless
+// the same message is in flight; or the reason it waits; or nothing, in
+// sync.
 func (b *batch) prepareActive(ctx context.Context, j *job) {
 	e, r := b.e, j.rec
 	keys, err := b.agentKeys(ctx, r.Node)
