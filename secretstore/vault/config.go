@@ -157,20 +157,39 @@ func (c Config) problems(ownClient bool) []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, "vault."+fmt.Sprintf(format, args...)) }
 	if ownClient {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"address", c.Address != ""}, {"namespace", c.Namespace != ""}, {"caBundle", c.CABundle != ""},
-			{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != ""},
-			{"rateLimit", c.RateLimit != 0}, {"rateBurst", c.RateBurst != 0}, {"auth", c.Auth != Auth{}},
-		} {
-			if f.set {
-				add("%s is set by Options.Client: leave it empty", f.name)
-			}
+		c.clientSetProblems(add)
+	}
+	c.connectionProblems(ownClient, add)
+	c.pathProblems(add)
+	c.limitProblems(add)
+	if !ownClient {
+		for _, s := range c.Auth.problems() {
+			add("%s", s)
 		}
 	}
+	return p
+}
 
+// clientSetProblems reports the settings Options.Client makes: with a
+// client of the caller's they must be left empty.
+func (c Config) clientSetProblems(add func(format string, args ...any)) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"address", c.Address != ""}, {"namespace", c.Namespace != ""}, {"caBundle", c.CABundle != ""},
+		{"caFile", c.CAFile != ""}, {"tlsServerName", c.TLSServerName != ""}, {"timeout", c.Timeout != ""},
+		{"rateLimit", c.RateLimit != 0}, {"rateBurst", c.RateBurst != 0}, {"auth", c.Auth != Auth{}},
+	} {
+		if f.set {
+			add("%s is set by Options.Client: leave it empty", f.name)
+		}
+	}
+}
+
+// connectionProblems checks the address, the TLS settings and the
+// timeout.
+func (c Config) connectionProblems(ownClient bool, add func(format string, args ...any)) {
 	plainHTTP := false
 	switch {
 	case ownClient:
@@ -182,20 +201,6 @@ func (c Config) problems(ownClient bool) []string {
 		} else {
 			plainHTTP = u.Scheme == "http"
 		}
-	}
-	if c.Mount != "" && validPath(c.Mount) != nil {
-		add("mount: %v", validPath(c.Mount))
-	}
-	switch c.KVVersion {
-	case "", kvAuto, kv1, kv2:
-	default:
-		add(`kvVersion must be "1", "2" or "auto"`)
-	}
-	if c.ParentPath != "" && validPath(c.ParentPath) != nil {
-		add("parentPath: %v", validPath(c.ParentPath))
-	}
-	if c.Namespace != "" && validPath(c.Namespace) != nil {
-		add("namespace: %v", validPath(c.Namespace))
 	}
 	if c.CABundle != "" && c.CAFile != "" {
 		add("caBundle and caFile are exclusive; set one")
@@ -213,6 +218,34 @@ func (c Config) problems(ownClient bool) []string {
 			add("timeout must not be negative")
 		}
 	}
+}
+
+// pathProblems checks the mount, the KV version, the parent path, the
+// namespace and the scope.
+func (c Config) pathProblems(add func(format string, args ...any)) {
+	if c.Mount != "" && validPath(c.Mount) != nil {
+		add("mount: %v", validPath(c.Mount))
+	}
+	switch c.KVVersion {
+	case "", kvAuto, kv1, kv2:
+	default:
+		add(`kvVersion must be "1", "2" or "auto"`)
+	}
+	if c.ParentPath != "" && validPath(c.ParentPath) != nil {
+		add("parentPath: %v", validPath(c.ParentPath))
+	}
+	if c.Namespace != "" && validPath(c.Namespace) != nil {
+		add("namespace: %v", validPath(c.Namespace))
+	}
+	if sc := strings.Trim(c.Scope, "/"); sc != "" {
+		if err := secretstore.ValidateName(sc); err != nil {
+			add("scope %q: %v", c.Scope, err)
+		}
+	}
+}
+
+// limitProblems checks the attempts and the rate limit.
+func (c Config) limitProblems(add func(format string, args ...any)) {
 	if c.MaxAttempts < 0 || c.MaxAttempts > maxMaxAttempts {
 		add("maxAttempts must be between 1 and %d (0 means the default)", maxMaxAttempts)
 	}
@@ -225,17 +258,6 @@ func (c Config) problems(ownClient bool) []string {
 	if c.RateBurst > 0 && c.RateLimit == 0 {
 		add("rateBurst needs rateLimit")
 	}
-	if sc := strings.Trim(c.Scope, "/"); sc != "" {
-		if err := secretstore.ValidateName(sc); err != nil {
-			add("scope %q: %v", c.Scope, err)
-		}
-	}
-	if !ownClient {
-		for _, s := range c.Auth.problems() {
-			add("%s", s)
-		}
-	}
-	return p
 }
 
 // authField is one method-specific Auth field: its JSON name, the method
