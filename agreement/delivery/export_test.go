@@ -11,9 +11,15 @@ func (e *Engine) TriggerCycle() {
 	}
 }
 
-// Cycle runs one watcher cycle now, in the caller's goroutine, for
-// benchmarks of a cycle's cost.
-func (e *Engine) Cycle(ctx context.Context) { e.cycle(ctx) }
+// StartCycle waits until Run's watcher has taken the cycle asked for
+// before (if any) and asks for one more: the cycles started this way run
+// one after the other, for benchmarks that time many.
+func (e *Engine) StartCycle(ctx context.Context) {
+	select {
+	case e.cycleNow <- struct{}{}:
+	case <-ctx.Done():
+	}
+}
 
 // SetCondition records agreement id's condition as the engine's work
 // would, for benchmarks of listing at scale.

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,13 +26,6 @@ import (
 	"github.com/edgesecrets/edgesecrets/secretstore"
 	"github.com/edgesecrets/edgesecrets/secretstore/memory"
 )
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // scaleConfig is one state an idle fleet is measured on: the states of
 // its engines (one per agbot) and, for PostgreSQL, the database.
@@ -106,6 +98,7 @@ type idleFleet struct {
 	agents  *fanOutAgents
 	store   *secretstore.Store
 	db      *pgtest.Database
+	cpu     scalefleet.CPU // the agbots' and the database's
 	created int
 	loading time.Duration // loading the fleet, wall time
 }
@@ -138,6 +131,9 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*ag
 	keys, err := agreement.GenerateKeys(agreement.SuiteMLKEM768X25519)
 	require.NoError(b, err)
 	f := &idleFleet{store: memory.New(), db: db, agents: &fanOutAgents{agbot: keys.Public(), keys: agentKeys, arrived: make(chan struct{}, 1)}}
+	if db != nil {
+		f.cpu.DB = db.Server()
+	}
 	f.agents.counting.Store(true)
 	start := time.Now()
 	// The secrets first (a name bound already is its owner's to observe),
@@ -174,10 +170,7 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*ag
 		f.created += counts[i]
 	}
 	if db != nil {
-		// A steady state: the load's dead rows vacuumed, its statistics
-		// taken, as autovacuum would have done by then.
-		_, err := db.Pool(b).Exec(ctx, "VACUUM (ANALYZE) edgesecrets_delivery.agreements, edgesecrets_delivery.bindings, edgesecrets_delivery.bound_names, edgesecrets_delivery.observations")
-		require.NoError(b, err)
+		scalefleet.Settle(b, db)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var running sync.WaitGroup
@@ -208,30 +201,6 @@ func startIdleFleet(b *testing.B, c scaleConfig, n int, agentKeys map[string]*ag
 	return f
 }
 
-// cpu returns the agbots' CPU time (this process) and the database's
-// (its server's processes) so far.
-func (f *idleFleet) cpu(b *testing.B) (agbot, db time.Duration) {
-	agbot = processCPU(b)
-	if f.db != nil {
-		var err error
-		db, err = f.db.Server().CPUTime()
-		require.NoError(b, err)
-	}
-	return agbot, db
-}
-
-// report reports the CPU per interval (or per rotation) of the agbots,
-// the database and both.
-func (f *idleFleet) report(b *testing.B, agbot0, db0 time.Duration, per int, unit string) {
-	agbot1, db1 := f.cpu(b)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(per) }
-	b.ReportMetric(ms(agbot1-agbot0), "agbot-cpu-ms/"+unit)
-	if f.db != nil {
-		b.ReportMetric(ms(db1-db0), "db-cpu-ms/"+unit)
-	}
-	b.ReportMetric(ms(agbot1-agbot0+db1-db0), "cpu-ms/"+unit)
-}
-
 // BenchmarkIdleInterval measures what an agbot whose fleet is in sync and
 // whose store does not change spends per interval (1 s, the default 5 min
 // resync period), on each state in one run: the agbot process's CPU time
@@ -258,13 +227,13 @@ func BenchmarkIdleInterval(b *testing.B) {
 				}
 
 				stop := f.profile(b, fmt.Sprintf("%s-%d", c.name, n))
-				agbot0, db0 := f.cpu(b)
+				mark := f.cpu.Now(b)
 				intervals := 0
 				for b.Loop() {
 					time.Sleep(time.Second)
 					intervals++
 				}
-				f.report(b, agbot0, db0, intervals, "interval")
+				f.cpu.Report(b, f.cpu.Since(b, mark, intervals), "interval")
 				stop()
 				require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
 			})
@@ -353,15 +322,15 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(size)/float64(f.created), "db-B/agreement")
 
 	const intervals = 10
-	agbot0, db0 := f.cpu(b)
+	mark := f.cpu.Now(b)
 	time.Sleep(intervals * time.Second)
-	f.report(b, agbot0, db0, intervals, "interval")
+	f.cpu.Report(b, f.cpu.Since(b, mark, intervals), "interval")
 	require.Zero(b, f.agents.sent.Load(), "an idle fleet is sent nothing")
 	progress("idle intervals measured")
 
 	fanned := n / 100
 	f.agents.target.Store(int64(fanned))
-	agbot0, db0 = f.cpu(b)
+	mark = f.cpu.Now(b)
 	start = time.Now()
 	_, err := f.store.Put(b.Context(), &secretstore.Secret{Name: scalefleet.Hot, Data: edgesecrets.Data{"password": []byte("v1")}}, secretstore.PutOptions{})
 	require.NoError(b, err)
@@ -371,6 +340,6 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatalf("%d of %d updates sent after 30 minutes", f.agents.sent.Load(), fanned)
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "rotation-s")
-	f.report(b, agbot0, db0, 1, "rotation")
+	f.cpu.Report(b, f.cpu.Since(b, mark, 1), "rotation")
 	b.ReportMetric(float64(fanned), "rotated-agreements")
 }
