@@ -463,13 +463,20 @@ func (e *Engine) changes() <-chan struct{} {
 
 // noteState records the outcome of a State call for Health.
 func (e *Engine) noteState(err error) {
-	if errors.Is(err, state.ErrLeaseLost) {
+	switch {
+	case errors.Is(err, state.ErrLeaseLost) && e.member.m != nil:
 		// Every lease of this member is void: stop at once rather than
 		// at the next heartbeat, which joins again.
 		e.member.set(time.Time{}, "membership of the shared state lost: "+err.Error())
 		return
-	}
-	if err != nil && !errors.Is(err, state.ErrStateUnavailable) {
+	case errors.Is(err, state.ErrLeaseLost):
+		// A shared State the engine cannot join (a wrapper hid its
+		// Membership): its calls keep failing so until the embedder
+		// passes the State itself, whatever other calls succeed.
+		e.member.set(time.Time{}, "the State refuses this engine as a member ("+err.Error()+
+			"), but it does not implement state.Membership, so the engine never joins it: a wrapper around a shared State must keep its Membership and SharedReview methods")
+		return
+	case err != nil && !errors.Is(err, state.ErrStateUnavailable):
 		return // conflicts and not-found are answers
 	}
 	e.mu.Lock()

@@ -45,11 +45,11 @@ func (m *member) entitled() bool {
 
 // Problem says why the engine cannot prove its membership, or "".
 func (m *member) Problem() string {
-	if m.m == nil {
-		return ""
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.m == nil {
+		return m.problem // set only when a State refused an engine that cannot join it
+	}
 	if m.problem == "" && !time.Now().Before(m.until) {
 		return "the engine's membership of the shared state is not (yet) established: it delivers nothing"
 	}

@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -147,5 +148,33 @@ func TestAMemberJoiningAgainRecordsItsNamesAgain(t *testing.T) {
 		obs, err := shared.Observations(ctx, []string{"org/db"})
 		require.NoError(t, err)
 		assert.Equal(t, state.Present, obs["org/db"].State, "recorded again after joining")
+	})
+}
+
+// hiddenMembership is a shared State behind a wrapper that embeds only
+// state.Backend: the engine cannot see its Membership, so it never joins,
+// and the State refuses every call of a member that has not.
+type hiddenMembership struct{ state.Backend }
+
+func (hiddenMembership) Names(context.Context, string) ([]string, error) {
+	return nil, fmt.Errorf("listing the names: %w", state.ErrLeaseLost)
+}
+
+func (hiddenMembership) Due(context.Context, string, time.Time, time.Duration, int) ([]state.Record, error) {
+	return nil, fmt.Errorf("claiming due records: %w", state.ErrLeaseLost)
+}
+
+// An engine whose State refuses it as a member that never joined, but
+// that does not implement state.Membership (a wrapper hid it), delivers
+// nothing and cannot join: Health says so and why, rather than nothing.
+func TestAStateRefusingAnEngineThatCannotJoinIsAHealthProblem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(o *delivery.Options) { o.State = hiddenMembership{state.NewMemory()} })
+		h.start()
+		defer h.stop()
+		cycles(2)
+		problem := h.engine.Health(context.Background()).StateProblem
+		assert.Contains(t, problem, "membership lease lost")
+		assert.Contains(t, problem, "does not implement state.Membership")
 	})
 }

@@ -10,7 +10,11 @@
 // value; the errors (ErrNotFound, ErrExists, ErrConflict,
 // ErrStateUnavailable, ErrLeaseLost, ConflictError) are what it returns.
 // A Backend that several agbots share also implements Membership and may
-// implement SharedReview, which the engine finds by type assertion.
+// implement SharedReview, which the engine finds by type assertion: a
+// wrapper around a shared Backend (for logging, for metrics) must keep
+// those methods too. Without them the engine never joins, the shared
+// Backend refuses its calls with ErrLeaseLost, and the engine's Health
+// says so.
 //
 // Implementations: Memory (NewMemory) in this package, for tests and for
 // agbots that may lose their state on restart; delivery/boltstate, one
