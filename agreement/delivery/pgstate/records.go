@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
-// scanRecord reads a row of recordColumns, after any columns in pre.
 // scanClaimed scans a row of pre's columns and a record's whose record
 // columns are all null when the statement had no record to give (the row
 // of a LEFT JOIN that carries pre alone): ok is false then, and only pre
@@ -27,15 +27,25 @@ func (s *State) scanClaimed(rows pgx.Rows, pre ...any) (r state.Record, ok bool,
 	return r, err == nil, err
 }
 
+// scanRecord reads a row of recordColumns, after any columns in pre.
 func (s *State) scanRecord(row pgx.Row, pre ...any) (state.Record, error) {
 	var (
-		r                   state.Record
-		revision            int64
-		next                *time.Time
-		attempts            int64
-		services, bin, data []byte
+		r        state.Record
+		revision int64
+		next     *time.Time
+		attempts int64
+		// The encoded columns are decoded into values of their own (the
+		// decoders copy what they keep) before the next row is read, so
+		// a Rows lends its buffer (pgtype.DriverBytes) instead of a copy
+		// of each; a QueryRow's Scan closes it before returning, so it
+		// gets copies.
+		services, bin, data pgtype.DriverBytes
+		raw                 = []any{&services, &bin, &data}
 	)
-	if err := row.Scan(append(pre, &r.ID, &r.Node, &revision, &next, &attempts, &services, &bin, &data)...); err != nil {
+	if _, ok := row.(pgx.Rows); !ok {
+		raw = []any{(*[]byte)(&services), (*[]byte)(&bin), (*[]byte)(&data)}
+	}
+	if err := row.Scan(append(pre, &r.ID, &r.Node, &revision, &next, &attempts, raw[0], raw[1], raw[2])...); err != nil {
 		return r, err
 	}
 	var err error
