@@ -23,7 +23,7 @@ func (s *State) ReviewNext(ctx context.Context, member string, limit int, fn fun
 	}
 	// Sized for the claim at once (bounded, as a limit may be large): the
 	// records are large, and growing the slice by appending copied them
-	// about twice over, half of what the review allocated.
+	// about twice over (BENCHMARKS.md).
 	slice := make([]state.Record, 0, min(limit, 4096))
 	err = s.call(ctx, op{what: "claiming a slice of the review", member: member}, func(ctx context.Context) error {
 		slice = slice[:0]
