@@ -19,7 +19,8 @@ var pgFlag = flag.Int("sim.pg", 0, "run this many seeds with the agbots sharing 
 // pgstate connection to one database (a schema per seed), so that a crash
 // closes its pool and a restart opens another. It runs in real time
 // (a real server cannot join a synctest bubble), about two minutes a
-// seed, so only under -sim.pg=N:
+// seed, so only under -sim.pg=N (with -sim.seed=S, seed S alone; in real
+// time a seed's run is not exactly the same twice):
 //
 //	EDGESECRETS_POSTGRES_BIN=/usr/lib/postgresql/15/bin go test -race -count=1 -timeout 30m -run TestSimulationPostgres ./internal/testkit/sim -sim.pg=3 -v
 func TestSimulationPostgres(t *testing.T) {
@@ -29,7 +30,11 @@ func TestSimulationPostgres(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	var total sim.Stats
 	start := time.Now()
-	for seed := uint64(1); seed <= uint64(*pgFlag); seed++ {
+	first, last := uint64(1), uint64(*pgFlag)
+	if *seedFlag != 0 {
+		first, last = *seedFlag, *seedFlag // replay one seed (real time: not exactly)
+	}
+	for seed := first; seed <= last; seed++ {
 		schema := fmt.Sprintf("sim_%d", seed)
 		open := func(ctx context.Context) (state.Backend, error) {
 			st, _, err := pgstate.Open(ctx, pgstate.Options{URL: db.URL, Schema: schema, LeasePeriod: 6 * time.Second, MaxConns: 4})

@@ -1265,7 +1265,7 @@ func (w *World) unconverged() []string {
 			}
 			switch {
 			case lost >= 0 && ok:
-				out = append(out, fmt.Sprintf("%s holds %s though nothing its %s is bound to exists", a.name, sl.file, a.slots[lost].file))
+				out = append(out, fmt.Sprintf("%s holds %s though nothing its %s is bound to exists (%s)", a.name, sl.file, a.slots[lost].file, w.status(a)))
 			case lost < 0 && !ok:
 				out = append(out, fmt.Sprintf("%s holds nothing in %s (%s)", a.name, sl.file, w.status(a)))
 			case lost < 0 && got != want[k]:
