@@ -663,6 +663,41 @@ func TestAnOldAbsenceStartsAFreshGracePeriod(t *testing.T) {
 	})
 }
 
+// A State that keeps times to the microsecond, as PostgreSQL does, still
+// confirms this engine's own sightings of an absence: the cycle's times
+// have sub-microsecond parts on a real clock, and a sighting read back
+// earlier than the read that made it was never confirmed, so a deleted
+// secret stayed on its nodes (found by the fault simulation over
+// PostgreSQL, seed 10 of two agbots).
+func TestAStateKeepingMicrosecondsConfirmsAnAbsence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(1234 * time.Nanosecond) // the clock off whole microseconds, as a real one is
+		h := newHarness(t, func(o *delivery.Options) { o.State = microseconds{Backend: o.State} })
+		h.agent("node-1")
+		h.put("org/db", canary+"v1")
+		h.register("agr-1", "node-1", "org/db")
+		h.start()
+		defer h.stop()
+		h.wait("agr-1", time.Minute)
+
+		h.delete("org/db")
+		cycles(int((testGrace+testInterval)/testInterval) + 1)
+		assert.Len(t, h.cancelled()["agr-1"], 1, "cancelled within grace plus one interval")
+	})
+}
+
+// microseconds is a State that keeps the observations' times to the
+// microsecond.
+type microseconds struct{ state.Backend }
+
+func (s microseconds) PutObservations(ctx context.Context, member string, obs ...state.Observation) error {
+	obs = slices.Clone(obs)
+	for i := range obs {
+		obs[i].Since, obs[i].CheckedAt = obs[i].Since.Truncate(time.Microsecond), obs[i].CheckedAt.Truncate(time.Microsecond)
+	}
+	return s.Backend.PutObservations(ctx, member, obs...)
+}
+
 func TestNewRejectsMissingAndInvalidOptionsNamingEach(t *testing.T) {
 	_, err := delivery.New(delivery.Options{})
 	require.Error(t, err)

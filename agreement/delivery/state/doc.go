@@ -16,6 +16,10 @@
 // Backend refuses its calls with ErrLeaseLost, and the engine's Health
 // says so.
 //
+// A Backend may keep times to the microsecond (PostgreSQL does), never
+// coarser and never rounding up: the engine tells its own cycle's sighting
+// of a secret from an earlier one's by CheckedAt.
+//
 // Implementations: Memory (NewMemory) in this package, for tests and for
 // agbots that may lose their state on restart; delivery/boltstate, one
 // embedded file for one agbot; delivery/pgstate, PostgreSQL shared by

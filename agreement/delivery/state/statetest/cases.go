@@ -680,6 +680,18 @@ func testObservations(t *testing.T, e *env) {
 		assertObservation(t, o, got[o.Name])
 	}
 	require.NoError(t, e.s.PutObservations(e.ctx, member), "PutObservations of none")
+
+	// Times finer than a microsecond may come back truncated to it, never
+	// coarser and never later: the engine tells its own cycle's sighting
+	// from an earlier one's by it.
+	fine := at(10).Add(789 * time.Nanosecond)
+	require.NoError(t, e.s.PutObservations(e.ctx, member, state.Observation{Name: "org/fine", State: state.Missing, Since: fine, CheckedAt: fine}))
+	got, err = e.s.Observations(e.ctx, []string{"org/fine"})
+	require.NoError(t, err)
+	for what, tm := range map[string]time.Time{"Since": got["org/fine"].Since, "CheckedAt": got["org/fine"].CheckedAt} {
+		assert.False(t, tm.After(fine), "%s comes back later than stored: %v, stored %v", what, tm, fine)
+		assert.False(t, tm.Before(fine.Truncate(time.Microsecond)), "%s comes back coarser than the microsecond: %v, stored %v", what, tm, fine)
+	}
 }
 
 func assertObservation(t *testing.T, want, got state.Observation) {
