@@ -439,6 +439,10 @@ type review struct {
 	// claimed is where this member's last claim of a shared review
 	// started; nil when it ended the pass (see reviewSlice).
 	claimed *string
+	// buf holds a slice's records, emptied after its cycle and reused by
+	// the next: made afresh each cycle it was a tenth of what an idle
+	// interval allocates on PostgreSQL (BENCHMARKS.md).
+	buf []state.Record
 }
 
 // sliceSize is how many agreements one cycle reviews so that a pass takes
@@ -474,6 +478,7 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 		}
 		return
 	}
+	defer func() { clear(slice); v.buf = slice[:0] }() // the records themselves go
 	// The observations of the names the slice binds, of those this
 	// engine finds absent (which may decide cancellations) and of those
 	// back this cycle (which may release held ones): not every stored
@@ -505,7 +510,10 @@ func (e *Engine) scan(ctx context.Context, asked, now time.Time, healthy bool, b
 		return
 	}
 
-	v.live = map[string]string{}
+	if v.live == nil {
+		v.live = make(map[string]string, len(slice))
+	}
+	clear(v.live)
 	last := ""
 	for _, r := range slice {
 		last = r.ID

@@ -17,7 +17,10 @@ import (
 // of a member are of its share, give or take a slice).
 func (e *Engine) reviewSlice(ctx context.Context, limit int) (slice []state.Record, from string, toEnd, passEnd bool, err error) {
 	from, through := e.review.after, ""
-	slice = make([]state.Record, 0, min(limit, 4096))
+	slice = e.review.buf[:0]
+	if cap(slice) < min(limit, 4096) {
+		slice = make([]state.Record, 0, min(limit, 4096))
+	}
 	add := func(r state.Record) bool { slice = append(slice, r); return true }
 	shared, isShared := e.state.(state.SharedReview)
 	if isShared {

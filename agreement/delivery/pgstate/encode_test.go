@@ -255,36 +255,46 @@ func TestStampDecodes(t *testing.T) {
 
 // The services cache hands every caller a copy of its own: changing one
 // record's services changes neither the cache nor another record's; a
+// caller that only reads may share the cache's own instead; a
 // stored form that does not decode is refused every time, not cached;
 // past its bound it starts again and still decodes.
 func TestServicesCacheCopies(t *testing.T) {
 	data, _, err := encodeServices("agr-1", newServices("org/a", "org/b"))
 	require.NoError(t, err)
 	var c servicesCache
-	first, err := c.decode(data)
+	first, err := c.decode(data, ownServices)
 	require.NoError(t, err)
 	first[0].Secrets["s0"].StoreNames[0] = "changed"
 	first[0].Secrets["new"] = first[0].Secrets["s0"]
 	first[0].Service.URL = "changed"
-	second, err := c.decode(data)
+	second, err := c.decode(data, ownServices)
 	require.NoError(t, err)
 	want, err := decodeServices(data)
 	require.NoError(t, err)
 	assert.Equal(t, want, second, "a caller's change reaches neither the cache nor the next caller")
 
+	// A reader that only reads (the review) shares the cache's own.
+	shared, err := c.decode(data, sharedServices)
+	require.NoError(t, err)
+	again, err := c.decode(data, sharedServices)
+	require.NoError(t, err)
+	assert.Equal(t, want, shared)
+	assert.Same(t, &shared[0], &again[0], "one decoded value for every reader")
+	assert.NotSame(t, &shared[0], &second[0], "an own copy is not the shared one")
+
 	for range 2 {
-		_, err := c.decode([]byte(`[{"org": 1}]`))
+		_, err := c.decode([]byte(`[{"org": 1}]`), ownServices)
 		assert.Error(t, err)
 	}
 	for i := range maxCachedServices + 10 {
 		other, _, err := encodeServices("agr-1", newServices(fmt.Sprintf("org/%d", i)))
 		require.NoError(t, err)
-		got, err := c.decode(other)
+		got, err := c.decode(other, ownServices)
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprintf("org/%d", i), got[0].Secrets["s0"].StoreNames[0])
 	}
 	assert.LessOrEqual(t, len(c.m), maxCachedServices)
-	again, err := c.decode(data)
+	again, err = c.decode(data, ownServices)
 	require.NoError(t, err)
 	assert.Equal(t, want, again)
 }

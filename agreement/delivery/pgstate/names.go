@@ -76,9 +76,8 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]st
 	if names == nil {
 		return s.allObservations(ctx)
 	}
-	out := map[string]state.Observation{}
 	if len(names) == 0 {
-		return out, ctx.Err()
+		return map[string]state.Observation{}, ctx.Err()
 	}
 	generation, known, lacking := s.observed.lookup(names)
 	var (
@@ -115,14 +114,16 @@ func (s *State) Observations(ctx context.Context, names []string) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	if cur == generation {
-		maps.Copy(out, known)
-	} else {
-		lacking = names // the generation changed: every name was read
+	// The caller gets the map lookup made, or the one read into: copying
+	// them into another doubled what an idle interval's review allocates
+	// for its observations.
+	if cur != generation || known == nil {
+		s.observed.keep(cur, names, read) // the generation changed: every name was read
+		return read, nil
 	}
-	maps.Copy(out, read)
 	s.observed.keep(cur, lacking, read)
-	return out, nil
+	maps.Copy(known, read)
+	return known, nil
 }
 
 // allObservations is Observations(nil): every stored observation, read
@@ -192,7 +193,7 @@ func (c *observationsCache) lookup(names []string) (generation int64, known map[
 	if c.m == nil || c.off {
 		return -1, nil, names
 	}
-	known = map[string]state.Observation{}
+	known = make(map[string]state.Observation, len(names))
 	for _, n := range names {
 		switch o, ok := c.m[n]; {
 		case !ok:

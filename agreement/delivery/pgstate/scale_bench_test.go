@@ -242,9 +242,12 @@ func BenchmarkIdleInterval(b *testing.B) {
 }
 
 // profileDir, when set, has BenchmarkIdleInterval write the agbots' CPU
-// profile of the measured intervals there and print the database's
-// costliest statements over them (pg_stat_statements, on a server of the
-// benchmark's own).
+// profile of the measured intervals there, and their allocations before
+// and after them (what the intervals allocated: go tool pprof
+// -sample_index=alloc_space -diff_base NAME.allocs-before NAME.allocs-after;
+// run with -test.memprofilerate=4096 for more than a few samples), and
+// print the database's costliest statements over them
+// (pg_stat_statements, on a server of the benchmark's own).
 var profileDir = flag.String("pgstate.profile", "", "BenchmarkIdleInterval: write the idle intervals' CPU profile to this directory, print the costliest statements")
 
 // profile starts what -pgstate.profile asks for, and returns the function
@@ -256,12 +259,14 @@ func (f *idleFleet) profile(b *testing.B, name string) (stop func()) {
 	out, err := os.Create(filepath.Join(*profileDir, name+".prof"))
 	require.NoError(b, err)
 	require.NoError(b, pprof.StartCPUProfile(out))
+	writeAllocs(b, filepath.Join(*profileDir, name+".allocs-before"))
 	if f.db != nil {
 		_, err := f.db.Pool(b).Exec(b.Context(), "SELECT pg_stat_statements_reset()")
 		require.NoError(b, err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		writeAllocs(b, filepath.Join(*profileDir, name+".allocs-after"))
 		require.NoError(b, out.Close())
 		if f.db == nil {
 			return
@@ -282,6 +287,16 @@ FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15`)
 		}
 		require.NoError(b, rows.Err())
 	}
+}
+
+// writeAllocs writes the allocation profile as of the last garbage
+// collection, made now, to path.
+func writeAllocs(b *testing.B, path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	require.NoError(b, err)
+	require.NoError(b, pprof.Lookup("allocs").WriteTo(f, 0))
+	require.NoError(b, f.Close())
 }
 
 // scaleRun is the number of agreements of BenchmarkScale; 0 skips it.

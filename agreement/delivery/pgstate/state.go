@@ -74,6 +74,7 @@ type State struct {
 	namesReads   atomic.Int64         // Names calls that read the names (the tests count them)
 	services     servicesCache
 	observed     observationsCache
+	reviewBufs   sync.Pool // of *[]state.Record, ReviewNext's claims
 }
 
 var (

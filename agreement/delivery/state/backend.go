@@ -42,7 +42,7 @@ var (
 // (delivery/boltstate) and PostgreSQL for several agbots
 // (delivery/pgstate). Every implementation passes state/statetest. All
 // methods are safe for concurrent use; records go in and out by value
-// (deep copies).
+// (deep copies; SharedReview.ReviewNext's may share their Services).
 //
 // A Backend may be shared by several engines (members, named by a member
 // id): then Due leases the records it returns to the calling member, and

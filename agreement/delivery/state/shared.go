@@ -77,6 +77,8 @@ type SharedReview interface {
 	// empty through means to the last record: the claim ends the pass,
 	// and the next claim starts it again from the first record. Ranges
 	// claimed by concurrent calls do not overlap. fn is not called when
-	// the claim fails.
+	// the claim fails. Unlike the Records methods', the records fn gets
+	// may share their Services with one another and with the Backend:
+	// fn reads them and does not change them (the review only reads).
 	ReviewNext(ctx context.Context, member string, limit int, fn func(Record) bool) (from, through string, err error)
 }
