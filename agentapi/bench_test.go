@@ -9,13 +9,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/agentapi"
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // BenchmarkLoopback measures GET /secrets/{name} over loopback with
@@ -84,7 +84,7 @@ func BenchmarkLoopback(b *testing.B) {
 		// clients; other processes' load does not count) of n requests.
 		burst := func(path string, n int) (time.Duration, time.Duration) {
 			var next atomic.Int64
-			cpu0 := processCPU(b)
+			cpu0 := testkit.ProcessCPU(b)
 			start := time.Now()
 			var wg sync.WaitGroup
 			for range clients {
@@ -95,7 +95,7 @@ func BenchmarkLoopback(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			return time.Since(start), processCPU(b) - cpu0
+			return time.Since(start), testkit.ProcessCPU(b) - cpu0
 		}
 		size := max(b.N/10, 50)
 		elapsed, cpu := map[string]time.Duration{}, map[string]time.Duration{}
@@ -116,13 +116,4 @@ func BenchmarkLoopback(b *testing.B) {
 		b.ReportMetric(100*elapsed[hello].Seconds()/elapsed[secret].Seconds(), "secret/hello-%")
 		b.ReportMetric(100*cpu[hello].Seconds()/cpu[secret].Seconds(), "cpu-secret/hello-%")
 	})
-}
-
-// processCPU returns the user and system CPU time this process used so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

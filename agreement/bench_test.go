@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 )
 
 // rsaBaseline seals the way Open Horizon protects agreement messages today:
@@ -131,8 +133,8 @@ func benchProposal(b *testing.B) Proposal {
 // reportCPU starts measuring process CPU time; the function it returns
 // reports it per operation as cpu-ns/op.
 func reportCPU(b *testing.B) func() {
-	start := processCPU()
-	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
+	start := testkit.ProcessCPU(b)
+	return func() { b.ReportMetric(float64(testkit.ProcessCPU(b)-start)/float64(b.N), "cpu-ns/op") }
 }
 
 // acceptAll is a ReplayGuard that records nothing, so one envelope can be

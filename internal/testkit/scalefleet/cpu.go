@@ -1,12 +1,12 @@
 package scalefleet
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgesecrets/edgesecrets/internal/testkit"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/pgtest"
 )
 
@@ -25,9 +25,7 @@ func (u Usage) Add(v Usage) Usage { return Usage{u.Agbot + v.Agbot, u.DB + v.DB}
 
 // Now returns the CPU time used so far.
 func (c CPU) Now(b *testing.B) Usage {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	u := Usage{Agbot: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	u := Usage{Agbot: testkit.ProcessCPU(b)}
 	if c.DB != nil {
 		var err error
 		u.DB, err = c.DB.CPUTime()
