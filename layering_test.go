@@ -20,6 +20,7 @@ func TestLayering(t *testing.T) {
 		why       string
 	}{
 		{".", []string{module + "/"}, "the shared vocabulary is a leaf"},
+		{"./ohsecret", []string{module + "/secretstore", module + "/secretstore/", module + "/agreement/delivery", module + "/agreement/delivery/", module + "/agbot", module + "/agbot/"}, "Open Horizon's secret body is vocabulary both sides share"},
 		{"./agreement", []string{module + "/secretstore"}, "the agent side never links the store client"},
 		{"./agentapi", []string{module + "/secretstore"}, "the agent side never links the store client"},
 		{"./agreement/identity", []string{module + "/secretstore"}, "the agent side never links the store client"},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/agreement"
-	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
+	"github.com/edgesecrets/edgesecrets/ohsecret"
 )
 
 // Instance says which service instance receives the secrets of one service

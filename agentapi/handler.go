@@ -200,9 +200,9 @@ func checkQuery(r *http.Request) error {
 		if err == nil && len(q) == 1 && q.Has(receivedParam) {
 			return nil
 		}
-		return errors.New("the request has a query string other than received=true (a '?' in a secret name must be sent as %3F)")
+		return errors.New("the request has a query string other than received=true (a '?' in a secret name must be sent escaped)")
 	}
-	return errors.New("the request has a query string, which the route does not take (a '?' in a secret name must be sent as %3F)")
+	return errors.New("the request has a query string, which the route does not take (a '?' in a secret name must be sent escaped)")
 }
 
 // authenticate checks the HTTP Basic credentials and returns the instance

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
+	"github.com/edgesecrets/edgesecrets/ohsecret"
 )
 
 // ohSecretsPath is the Open Horizon profile's list route, relative to the

@@ -16,9 +16,9 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
 	"github.com/edgesecrets/edgesecrets/internal/redact"
 	"github.com/edgesecrets/edgesecrets/internal/safename"
+	"github.com/edgesecrets/edgesecrets/ohsecret"
 )
 
 // messageVersion is the version of the message schema this package writes

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -46,7 +45,7 @@ type deployCheckResponse struct {
 // validates the secret bindings of the deployment policy or pattern in the
 // body against the service definitions in the body (or from
 // Options.Resolver), checking that each bound vault secret exists as the
-// caller may see it (the policy's actionExists). The deployment policy or
+// caller may see it (the policy's ActionExists). The deployment policy or
 // pattern must be in the body: this agbot does not read the exchange.
 func (h *handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -62,14 +61,14 @@ func (h *handler) deployCheck(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
+	body, err := h.readBody(w, r)
 	switch {
-	case errors.As(err, &tooLarge):
+	case errors.Is(err, errBodyTooLarge):
 		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Request body is larger than %d bytes.", h.opts.MaxBodyBytes))
 		return
 	case err != nil:
-		return // the client went away
+		writeJSON(w, http.StatusBadRequest, msgBodyUnread)
+		return
 	case len(bytes.TrimSpace(body)) == 0:
 		writeJSON(w, http.StatusBadRequest, "No input found.")
 		return
@@ -201,7 +200,7 @@ type callerChecker struct {
 }
 
 func (c callerChecker) SecretExists(ctx context.Context, name binding.VaultSecretName) (bool, error) {
-	if !authorize(c.caller, c.org, name, actionExists) {
+	if !Authorize(c.caller, c.org, name, ActionExists) {
 		return false, &secretstore.Error{Op: "stat", Name: name.String(), Kind: edgesecrets.ErrPermission,
 			Err: fmt.Errorf("user %q may not check it", c.caller.ID)}
 	}

@@ -61,7 +61,13 @@
 // (secretstore.Store.MaxValueBytes: 64 KiB on AWS Secrets Manager, 32 MiB
 // on Vault, 1 MiB in memory), are answered 400 naming the limit, before
 // anything is written: hzn handles 201, 400, 401, 403 and 503 on a write
-// (cli/secrets_manager/secrets_manager.go line 253), not 413. A request carrying "Prefer: wait=<seconds>" (RFC
+// (cli/secrets_manager/secrets_manager.go line 253), not 413. The rest of
+// an oversized body is read and dropped first, up to 8 × MaxBodyBytes and
+// at least 8 MiB in all, so that a client still sending it reads the
+// answer; beyond that the answer closes the connection. No error text
+// holds a percent sign, since hzn prints them through a printf: escapes
+// are told in words, and a percent sign in a name the text quotes is
+// written \u0025. A request carrying "Prefer: wait=<seconds>" (RFC
 // 7240, as Client sends under a deadline) is answered within
 // that wait: a store that has not answered by then is a 503, and the
 // answer says "Preference-Applied: wait=<seconds>". A secret's data is mapped onto {"key","value"}:
@@ -99,8 +105,9 @@
 //
 // # Authorization
 //
-// One explicit matrix of role, scope and action decides every
-// request; a caller may only touch its own organisation. Scopes are seen
+// One explicit matrix of role, scope and action ([Authorize], exported for
+// embedders over other stores) decides every request; a caller may only
+// touch its own organisation. Scopes are seen
 // from the caller: its own user secrets ("user/<caller>/...", with their
 // node-level ones) or another user's.
 //

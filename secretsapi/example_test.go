@@ -79,3 +79,31 @@ func ExampleNewHandler() {
 	// missing false false
 	// user/bob/db false true
 }
+
+// An embedder whose store is not Vault (an anax secrets plugin over AWS
+// Secrets Manager, say) asks the same policy the handler applies before
+// it acts for a user.
+func ExampleAuthorize() {
+	alice := secretsapi.Caller{Org: "myorg", ID: "alice", Role: secretsapi.RoleUser}
+	for _, s := range []string{"db/password", "user/alice/token", "user/bob/token"} {
+		n, err := binding.ParseVaultSecretName(s)
+		if err != nil {
+			panic(err)
+		}
+		for _, a := range []secretsapi.Action{secretsapi.ActionExists, secretsapi.ActionRead, secretsapi.ActionWrite} {
+			fmt.Printf("%s %s: %v\n", a, s, secretsapi.Authorize(alice, "myorg", n, a))
+		}
+	}
+	fmt.Println("another organisation:", secretsapi.Authorize(alice, "otherorg", binding.VaultSecretName{}, secretsapi.ActionList))
+	// Output:
+	// check db/password: true
+	// read db/password: false
+	// create db/password: false
+	// check user/alice/token: true
+	// read user/alice/token: true
+	// create user/alice/token: true
+	// check user/bob/token: false
+	// read user/bob/token: false
+	// create user/bob/token: false
+	// another organisation: false
+}

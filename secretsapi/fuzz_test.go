@@ -42,6 +42,8 @@ func FuzzManage(f *testing.F) {
 		{"DELETE", "/org/myorg/secrets/user/bob/token", ""}, {"LIST", "/org/myorg/secrets/user/bob", ""}, {"GET", "/secrets/user/bob/token", ""},
 		{"GET", "/org/myorg/secrets/user/alice/../bob/token", ""}, {"PUT", "/org/myorg/secrets/hw-secret-name", `{"key":"k","value":"v"}`},
 		{"GET", "/deploycheck/secretbindingcompatible", `{"pattern":{"services":[]}}`}, {"GET", "/health", ""}, {"OPTIONS", "/org/x/secrets", ""},
+		{"GET", "/org/myorg/secrets/100%", ""}, {"DELETE", "/org/my%org/secrets/user/bob/%", ""}, {"GE%T", "/org/myorg/secrets/x", ""},
+		{"GET", "/secrets/user/bob/%", ""}, {"PUT", "/org/myorg/secrets/user/alice/%", `{"key":"%","value":%}`},
 	} {
 		f.Add(s.method, s.path, s.body)
 	}
@@ -65,6 +67,9 @@ func FuzzManage(f *testing.F) {
 		case 200, 201, 204, 400, 401, 403, 404, 405: // never 413, which hzn does not handle
 		default:
 			t.Fatalf("status %d outside the API for %s %q", w.Code, method, path)
+		}
+		if w.Code >= 400 {
+			assert.NotContains(t, answer, "%", "hzn prints a refusal through a printf: %s %q", method, path)
 		}
 		for _, c := range store.Calls("", "") {
 			if c.Op == "put" || c.Op == "delete" {

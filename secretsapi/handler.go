@@ -51,7 +51,10 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies (400 beyond, naming the store's
 	// limit per secret, Store.MaxValueBytes). Zero means 4 MiB: a
 	// secret of up to 2 MiB, or a deploycheck request with its service
-	// definitions.
+	// definitions. The rest of a larger body is read and dropped before
+	// the 400, so that a client still sending it reads the answer, up to
+	// 8 × MaxBodyBytes (at least 8 MiB) in all; beyond, the answer closes
+	// the connection.
 	MaxBodyBytes int64
 	// Operations, when set, is served on the operator routes
 	// (AdminHealthPath, AgreementsPath, ReleasePath) to administrators
@@ -122,7 +125,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if (strings.HasPrefix(p, SecretsPath) || strings.HasPrefix(p, OrgPath)) && reqpath.HasQuery(r) {
 		// hzn sends a name holding '?' unescaped: "q?x=1" is the path
 		// "q" and a query; serving "q" would act on another name.
-		h.badPath(w, r, errors.New(`the request has a query string, which no secret route takes (a '?' in a secret name must be sent as %3F)`))
+		h.badPath(w, r, errors.New(`the request has a query string, which no secret route takes (a '?' in a secret name must be sent escaped)`))
 		return
 	}
 	if wait, ok := preferredWait(r.Header); ok && p != HealthPath {
@@ -153,11 +156,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // carries a query on a secret route, in the route's error body.
 func (h *handler) badPath(w http.ResponseWriter, r *http.Request, err error) {
 	h.log.Info("secrets API request with a non-canonical path refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.EscapedPath(), "problem", err.Error())
+	problem := pathProblem(err)
 	if strings.HasPrefix(path.Clean(r.URL.Path)+"/", SecretsPath) {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error(), Code: CodeInvalidName})
+		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: problem, Code: CodeInvalidName})
 		return
 	}
-	writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Incorrect secret name provided: %s.", err))
+	writeJSON(w, http.StatusBadRequest, "Incorrect secret name provided: "+problem+".")
 }
 
 // authenticate runs the hook and checks what it returns. On failure it
@@ -209,9 +213,9 @@ func (h *handler) designExists(w http.ResponseWriter, r *http.Request, raw strin
 		return
 	}
 	log := h.log.With("caller", caller.String(), "vaultSecret", name.String())
-	if !authorize(caller, caller.Org, name, actionExists) {
+	if !Authorize(caller, caller.Org, name, ActionExists) {
 		log.Info("secret existence check refused by the policy")
-		writeJSON(w, http.StatusForbidden, ErrorBody{Error: deniedMessage(caller, actionExists, target{org: caller.Org, name: name}), Code: CodeForbidden})
+		writeJSON(w, http.StatusForbidden, ErrorBody{Error: deniedMessage(caller, ActionExists, target{org: caller.Org, name: name}), Code: CodeForbidden})
 		return
 	}
 	exists, err := h.exists(r.Context(), caller.Org, name)
@@ -300,7 +304,7 @@ func (h *handler) storeFailure(w http.ResponseWriter, r *http.Request, log *slog
 // ("read", "list", "create", "remove"), the name as anax builds it
 // (anaxName), "secrets" for the organisation's own directory and for
 // allsecrets.
-func deniedMessage(c Caller, a action, t target) string {
+func deniedMessage(c Caller, a Action, t target) string {
 	name := anaxName(t)
 	if t.all || name == "" {
 		return fmt.Sprintf("Permission denied, user %q cannot %s secrets in organization %q", c.ID, a.verb(), t.org)
@@ -351,8 +355,17 @@ func unixSeconds(f func() time.Time) uint64 {
 }
 
 // writeJSON writes v as JSON, newline-terminated as anax's writeResponse
-// (agreementbot/api.go lines 1158-1168) writes it.
+// (agreementbot/api.go lines 1158-1168) writes it. A message, a string
+// body (every JSON string the API answers is one) or an ErrorBody's text,
+// goes without a percent sign (refusalText).
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	switch m := v.(type) {
+	case string:
+		v = refusalText(m)
+	case ErrorBody:
+		m.Error = refusalText(m.Error)
+		v = m
+	}
 	b, err := json.Marshal(v)
 	if err != nil { // our own types; cannot happen
 		status, b = http.StatusInternalServerError, []byte(`"Internal server error"`)

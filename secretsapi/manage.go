@@ -1,6 +1,7 @@
 package secretsapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,8 +10,7 @@ import (
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/binding"
-	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
-	"github.com/edgesecrets/edgesecrets/internal/ohsecret"
+	"github.com/edgesecrets/edgesecrets/ohsecret"
 	"github.com/edgesecrets/edgesecrets/secretstore"
 )
 
@@ -50,6 +50,7 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer h.dropUnread(w, r)
 	if h.opts.Store == nil {
 		h.log.Warn("secrets request, but no secret store is configured", "caller", caller.String())
 		writeJSON(w, http.StatusServiceUnavailable, msgNoStore)
@@ -72,12 +73,12 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 	if t.all {
 		scopeName = binding.VaultSecretName{}
 	}
-	if !authorize(caller, t.org, scopeName, act) {
+	if !Authorize(caller, t.org, scopeName, act) {
 		log.Info("secrets request refused by the policy")
 		writeJSON(w, http.StatusForbidden, deniedMessage(caller, act, t))
 		return
 	}
-	if act == actionList {
+	if act == ActionList {
 		h.list(w, r, log, caller, t)
 		return
 	}
@@ -87,36 +88,36 @@ func (h *handler) manage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch act {
-	case actionExists:
+	case ActionExists:
 		exists, err := h.exists(r.Context(), t.org, t.name)
 		if err != nil {
 			h.storeFailure(w, r, log, err, ohError)
 			return
 		}
 		writeJSON(w, http.StatusOK, Existence{Exists: exists})
-	case actionRead:
+	case ActionRead:
 		h.read(w, r, log, t, path)
-	case actionWrite:
+	case ActionWrite:
 		h.write(w, r, log, path)
-	case actionDelete:
+	case ActionDelete:
 		h.delete(w, r, log, t, path)
 	}
 }
 
 // actionOf maps a method on a target to the action it is.
-func actionOf(method string, t target) (action, bool) {
+func actionOf(method string, t target) (Action, bool) {
 	if t.dir {
-		return actionList, method == MethodList
+		return ActionList, method == MethodList
 	}
 	switch method {
 	case MethodList:
-		return actionExists, true
+		return ActionExists, true
 	case http.MethodGet:
-		return actionRead, true
+		return ActionRead, true
 	case http.MethodPut, http.MethodPost:
-		return actionWrite, true
+		return ActionWrite, true
 	case http.MethodDelete:
-		return actionDelete, true
+		return ActionDelete, true
 	}
 	return 0, false
 }
@@ -141,7 +142,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 		case err != nil:
 			log.Debug("store name that is not a vault secret name skipped", "name", p)
 		case t.all:
-			if authorize(c, t.org, n, actionList) {
+			if Authorize(c, t.org, n, ActionList) {
 				names = append(names, rel)
 			}
 		case t.name.String() == "":
@@ -184,19 +185,19 @@ func (h *handler) read(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 // are kept.
 func (h *handler) write(w http.ResponseWriter, r *http.Request, log *slog.Logger, path string) {
 	limit := h.opts.Store.MaxValueBytes()
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		log.Info("secret write refused: body too large", "bytes", r.ContentLength)
-		writeJSON(w, http.StatusBadRequest, h.bodyTooLarge(limit))
-		return
-	}
-	d, err := ohsecret.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), int(h.opts.MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
+	body, err := h.readBody(w, r)
 	switch {
-	case errors.As(err, &tooLarge), errors.Is(err, jsonproblem.ErrTooLarge):
-		log.Info("secret write refused: body too large")
+	case errors.Is(err, errBodyTooLarge):
+		log.Info("secret write refused: body too large", "contentLength", r.ContentLength)
 		writeJSON(w, http.StatusBadRequest, h.bodyTooLarge(limit))
 		return
 	case err != nil:
+		log.Info("secret write refused: the body could not be read", "err", err)
+		writeJSON(w, http.StatusBadRequest, msgBodyUnread)
+		return
+	}
+	d, err := ohsecret.Decode(bytes.NewReader(body), len(body))
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, fmt.Sprintf("Request body parse error, %s.", err))
 		return
 	}

@@ -85,14 +85,14 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 	caller, err := h.admin(r)
 	switch {
 	case errors.Is(err, errUnauthenticated):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusUnauthorized, operatorError(err.Error()))
 		return
 	case err != nil:
-		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusForbidden, operatorError(err.Error()))
 		return
 	case r.Method != method:
 		w.Header().Set("Allow", method)
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "only " + method})
+		writeJSON(w, http.StatusMethodNotAllowed, operatorError("only "+method))
 		return
 	}
 	switch p {
@@ -102,14 +102,14 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 		n, err := ops.ReleaseHeld(r.Context())
 		h.log.Info("held cancellations released", "caller", caller.String(), "released", n)
 		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"released": n, "error": err.Error()})
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"released": n, "error": refusalText(err.Error())})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]int{"released": n})
 	case AgreementsPath, AgreementsPath + "/":
 		opts, err := listOptions(r.URL.Query())
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			writeJSON(w, http.StatusBadRequest, operatorError(err.Error()))
 			return
 		}
 		writeJSON(w, http.StatusOK, ops.Agreements(r.Context(), opts))
@@ -118,13 +118,19 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 		st, err := ops.Status(r.Context(), id)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no agreement " + id})
+			writeJSON(w, http.StatusNotFound, operatorError("no agreement "+id))
 		case err != nil:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			writeJSON(w, http.StatusServiceUnavailable, operatorError(err.Error()))
 		default:
 			writeJSON(w, http.StatusOK, st)
 		}
 	}
+}
+
+// operatorError is an operator route's error body, {"error": msg}, msg
+// without a percent sign (refusalText).
+func operatorError(msg string) map[string]string {
+	return map[string]string{"error": refusalText(msg)}
 }
 
 // listOptions reads the listing's query: condition, reason, after, limit.

@@ -43,8 +43,18 @@ const probe = "x"
 // Names follow binding.ParseVaultSecretName, which accepts more characters
 // than anax's route pattern [\w/-]+, and must make a store name under
 // the organisation (VaultSecretName.StorePath): the parser accepts what
-// the store accepts, by the same rule (secretstore.ValidateName).
+// the store accepts, by the same rule (secretstore.ValidateName). A parse
+// error's text has no percent sign (refusalText): it is sent to the client.
 func parseOrgPath(p string) (target, error) {
+	t, err := parseOrgTarget(p)
+	if err != nil && !errors.Is(err, errNoRoute) {
+		return target{}, refusalError{err}
+	}
+	return t, err
+}
+
+// parseOrgTarget is parseOrgPath, with the parse errors as they come.
+func parseOrgTarget(p string) (target, error) {
 	rest, ok := strings.CutPrefix(p, OrgPath)
 	if !ok {
 		return target{}, errNoRoute

@@ -69,17 +69,44 @@ func TestParseOrgPath(t *testing.T) {
 	}
 }
 
+// Every refusal the parser makes is sent to the client, which may print it
+// through a printf (hzn): none holds a percent sign, whatever the path.
+func TestParseOrgPathRefusalsHaveNoPercent(t *testing.T) {
+	long := strings.Repeat("%", 253) // user/<long>/<long> is 512 bytes
+	for _, p := range []string{
+		"/org/%/secrets/" + strings.Repeat("x", 511),              // store path too long
+		"/org/o%/secrets/user/" + long + "/" + long,               // store path too long, quoting the name
+		"/org/o%25/secrets/user/" + long + "/node/" + long + "/x", // the same, user and node
+		"/org/o/secrets/user/%" + strings.Repeat("u", 600),        // directory, too long
+		"/org/%/secrets/%/../x", "/org/%/secrets/%//x", "/org/%/secrets/user", "/org/%/secrets/user/%/node", "/org/%/secrets/node",
+		"/org/%/secrets/openhorizon/%", "/org/%/secrets/%\x00", "/org/%\\/secrets/x", "/org/" + strings.Repeat("%", 256) + "/secrets/x",
+		"/org/%/secrets/", "/org/%/secrets/\xff%",
+	} {
+		_, err := parseOrgPath(p)
+		require.Error(t, err, "%.60q", p)
+		assert.False(t, errors.Is(err, errNoRoute), "%.60q", p)
+		assert.NotContains(t, err.Error(), "%", "%.60q", p)
+	}
+	// The error unwraps to the rule broken.
+	_, err := parseOrgPath("/org/o%/secrets/user/" + long + "/" + long)
+	var re refusalError
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, errors.Unwrap(err).Error(), "%", "the error it stands for quotes the name")
+}
+
 // FuzzParseOrgPath: a path parses to a name binding accepts, to a
-// directory whose prefix is a name's, or to an error; never to a store
-// path outside its organisation.
+// directory whose prefix is a name's, or to an error without a percent
+// sign; never to a store path outside its organisation.
 func FuzzParseOrgPath(f *testing.F) {
 	for _, p := range []string{"/org/o/secrets", "/org/o/allsecrets", "/org/o/secrets/user/u", "/org/o/secrets/user/u/node/n/x",
-		"/org/o/secrets/node/n", "/org/o/secrets/../x", "/org/o/secrets//x", "/org/o/secrets/user//x", "/org/o/secrets/x/", "/org/./secrets/x"} {
+		"/org/o/secrets/node/n", "/org/o/secrets/../x", "/org/o/secrets//x", "/org/o/secrets/user//x", "/org/o/secrets/x/", "/org/./secrets/x",
+		"/org/%/secrets/%/../x", "/org/o%/secrets/user/" + strings.Repeat("%", 300) + "/x" + strings.Repeat("%", 300)} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
 		got, err := parseOrgPath(p)
 		if err != nil {
+			assert.NotContains(t, err.Error(), "%", "a refusal is printed through a printf")
 			return
 		}
 		if got.dir {

@@ -6,50 +6,51 @@ import (
 	"github.com/edgesecrets/edgesecrets/binding"
 )
 
-// action is what a request does with a secret or a directory of secrets.
-type action int
+// Action is what a request does with a secret or a directory of secrets,
+// as Authorize judges it.
+type Action int
 
 const (
-	// actionRead reads a secret's value (GET).
-	actionRead action = iota + 1
-	// actionList lists the names in a directory (LIST on a directory, and
+	// ActionRead reads a secret's value (GET).
+	ActionRead Action = iota + 1
+	// ActionList lists the names in a directory (LIST on a directory, and
 	// each name of LIST /org/{org}/allsecrets).
-	actionList
-	// actionExists checks whether a secret exists (LIST on a name, and the
+	ActionList
+	// ActionExists checks whether a secret exists (LIST on a name, and the
 	// design route GET /secrets/{name}).
-	actionExists
-	// actionWrite creates or replaces a secret (PUT, POST).
-	actionWrite
-	// actionDelete deletes a secret (DELETE).
-	actionDelete
+	ActionExists
+	// ActionWrite creates or replaces a secret (PUT, POST).
+	ActionWrite
+	// ActionDelete deletes a secret (DELETE).
+	ActionDelete
 )
 
 // String returns the action's name: the verb of anax's refusals
-// ("read", "list", "create", "remove"), or "check" for actionExists.
-func (a action) String() string {
+// ("read", "list", "create", "remove"), or "check" for ActionExists.
+func (a Action) String() string {
 	switch a {
-	case actionRead:
+	case ActionRead:
 		return "read"
-	case actionList:
+	case ActionList:
 		return "list"
-	case actionExists:
+	case ActionExists:
 		return "check"
-	case actionWrite:
+	case ActionWrite:
 		return "create"
-	case actionDelete:
+	case ActionDelete:
 		return "remove"
 	}
-	return "action(" + strconv.Itoa(int(a)) + ")"
+	return "Action(" + strconv.Itoa(int(a)) + ")"
 }
 
 // verb is the verb anax's refusals use for the action (secure_api.go
 // errCheck calls at commit 2f3fa5a): as String, but "list" for
-// actionExists, which is the LIST method on a name (line 2299). hzn's add
+// ActionExists, which is the LIST method on a name (line 2299). hzn's add
 // command, which checks existence first, rewrites " list " to " add "
 // (cli/secrets_manager/secrets_manager.go line 210).
-func (a action) verb() string {
-	if a == actionExists {
-		return actionList.String()
+func (a Action) verb() string {
+	if a == ActionExists {
+		return ActionList.String()
 	}
 	return a.String()
 }
@@ -87,7 +88,7 @@ func (s scope) String() string {
 
 // scopeOf returns the scope of a vault secret name (or of a directory: a
 // name whose Secret is empty) as seen by c. The name is taken to be in c's
-// organisation; authorize refuses everything in another one.
+// organisation; Authorize refuses everything in another one.
 func scopeOf(c Caller, n binding.VaultSecretName) scope {
 	switch {
 	case n.Node != "" && n.User == "":
@@ -104,7 +105,7 @@ func scopeOf(c Caller, n binding.VaultSecretName) scope {
 // actions is a set of actions.
 type actions uint8
 
-func allow(as ...action) actions {
+func allow(as ...Action) actions {
 	var s actions
 	for _, a := range as {
 		s |= 1 << a
@@ -135,27 +136,45 @@ func allow(as ...action) actions {
 //     credentials only, secure_api.go line 1088): nodes get nothing.
 var policy = map[Role]map[scope]actions{
 	RoleAdmin: {
-		scopeOrg:       allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
-		scopeNode:      allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
-		scopeOwnUser:   allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
-		scopeOtherUser: allow(actionList, actionExists, actionDelete),
+		scopeOrg:       allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
+		scopeNode:      allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
+		scopeOwnUser:   allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
+		scopeOtherUser: allow(ActionList, ActionExists, ActionDelete),
 	},
 	RoleUser: {
-		scopeOrg:     allow(actionList, actionExists),
-		scopeNode:    allow(actionList, actionExists),
-		scopeOwnUser: allow(actionRead, actionList, actionExists, actionWrite, actionDelete),
+		scopeOrg:     allow(ActionList, ActionExists),
+		scopeNode:    allow(ActionList, ActionExists),
+		scopeOwnUser: allow(ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete),
 	},
 	RoleNode: {},
 }
 
-// allowed reports whether the policy lets a caller with role do action on
-// a secret of scope. It is the whole authorization matrix; callers of
+// allowed reports whether the policy lets a caller with role do a on a
+// secret of scope s. It is the whole authorization matrix; callers of
 // another organisation than the secret's are refused before it is asked.
-func allowed(role Role, s scope, a action) bool {
+func allowed(role Role, s scope, a Action) bool {
+	if a < ActionRead || a > ActionDelete {
+		return false // not an action; and a negative shift would panic
+	}
 	return policy[role][s]&(1<<a) != 0
 }
 
-// authorize reports whether c may do action on name (or directory) in org.
-func authorize(c Caller, org string, n binding.VaultSecretName, a action) bool {
-	return c.Org == org && allowed(c.Role, scopeOf(c, n), a)
+// Authorize reports whether c may do a on n, a secret or a directory (a
+// name whose Secret is empty; the zero name is the organisation's own
+// directory), in organisation org. It is the matrix the handler applies to
+// every request (see the package documentation, "Authorization"): a
+// caller acts in its own organisation only; an admin does everything on
+// the organisation's, node and its own secrets and lists, checks and
+// deletes other users'; a user lists and checks the organisation's and
+// node secrets and does everything on its own; a node does nothing. An
+// empty organisation, and an Action that is none of the constants, are
+// refused.
+//
+// The matrix follows the Vault ACL policies open-horizon/vault-exchange-auth
+// gives exchange users, so that embedders whose store is not Vault (an
+// anax AgbotSecrets plugin over another backend, for one) apply the same
+// rules rather than copy them. On Vault, Vault enforces its own ACLs for a
+// caller logged in through auth/openhorizon (secretstore/vault's AsCaller).
+func Authorize(c Caller, org string, n binding.VaultSecretName, a Action) bool {
+	return org != "" && c.Org == org && allowed(c.Role, scopeOf(c, n), a)
 }

@@ -14,7 +14,7 @@ import (
 // TestPolicyMatrix prints the whole authorization matrix and compares it
 // with the one the package documentation shows.
 func TestPolicyMatrix(t *testing.T) {
-	actions := []action{actionRead, actionList, actionExists, actionWrite, actionDelete}
+	actions := []Action{ActionRead, ActionList, ActionExists, ActionWrite, ActionDelete}
 	var b strings.Builder
 	for _, role := range []Role{RoleAdmin, RoleUser, RoleNode} {
 		for _, s := range []scope{scopeOrg, scopeNode, scopeOwnUser, scopeOtherUser} {

@@ -83,13 +83,13 @@ func checkEscaped(p string) error {
 		}
 		plain, err := url.PathUnescape(seg)
 		if err != nil {
-			return errors.New("the request path has a malformed %-escape")
+			return errors.New("the request path has a malformed escape (a percent sign not followed by two hexadecimal digits)")
 		}
 		switch {
 		case plain == "." || plain == "..":
 			return fmt.Errorf("the request path has a %q segment", plain)
 		case strings.ContainsAny(plain, `/\`):
-			return errors.New("the request path has an escaped slash or backslash (%2F, %5C)")
+			return errors.New("the request path has an escaped slash or backslash in a segment (a slash in a secret name is sent as it is, unescaped)")
 		}
 	}
 	return nil

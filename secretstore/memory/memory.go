@@ -114,7 +114,7 @@ func (s *store) CheckCredentials(context.Context) error { return nil }
 
 // MaxValueBytes is the memory backend's limit on one secret's data,
 // 1 MiB: the size of a certificate chain or a kubeconfig with room to
-// spare, and what Open Horizon's secret body carries (internal/ohsecret).
+// spare, and what Open Horizon's secret body carries (package ohsecret).
 func (s *store) MaxValueBytes() int { return maxValueBytes }
 
 func (s *store) Close() error { return nil }

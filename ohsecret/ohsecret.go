@@ -1,12 +1,24 @@
-// Package ohsecret is Open Horizon's secret body, {"key":…,"value":…}: what
-// anax's agbot writes and serves through its secrets-manager API
-// (open-horizon/anax agreementbot/secrets/secrets.go, SecretDetails), what
-// anax's agent writes into a service's secret file and serves at
+// Package ohsecret is Open Horizon's secret body, the JSON object
+// {"key": "<key>", "value": "<value>"}: a value and a name for it (often
+// "username" or "password"; it may be empty). It is what hzn secretsmanager
+// secret add sends and what anax's agbot stores, one Vault KV entry with
+// those two data keys, and serves back through its secrets-manager API
+// (open-horizon/anax agreementbot/secrets/secrets.go, SecretDetails); it is
+// also what anax's agent writes into a service's secret file and serves at
 // GET /api/v1/secrets/{name} (resource/secret_api.go, secretObject).
 //
-// Both the agbot's secretsapi and the agent's agentapi map the library's
-// secrets, whose data is any set of named values, onto this one body with
-// the same rules (FromData, FromFile).
+// A store secret's data is any set of named values (edgesecrets.Data), so
+// FromData maps it onto the one body: data written through Open Horizon
+// ("value", with or without "key") gives those two back; data with a
+// single entry gives its name as the key and its value; any other data
+// gives an empty key and, as the value, the data as one compact JSON
+// object with sorted keys. FromFile does the same for the content of a
+// service's secret file. The agbot (package secretsapi, or anax's own
+// agbot through an AgbotSecrets plugin) and the agent (package agentapi)
+// share these rules, so a secret reads the same on both sides.
+//
+// The body's printed forms never show the value; only its JSON form
+// (Marshal) carries it.
 package ohsecret
 
 import (
@@ -24,6 +36,10 @@ import (
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
+
+// ErrTooLarge is matched (errors.Is) by Decode's error for a body over its
+// limit, so that a server can answer it apart from a malformed body.
+var ErrTooLarge = errors.New("secret body too large")
 
 // Member names of the body, which are also the data keys a secret written
 // through the Open Horizon API has.
@@ -77,7 +93,7 @@ func (d Details) Marshal() []byte {
 // bytes. Both members are required (the key may be empty); anything else in
 // the object, another JSON type or trailing data is refused. Errors say
 // what was wrong without quoting the input; a body over the limit matches
-// jsonproblem.ErrTooLarge.
+// ErrTooLarge.
 func Decode(r io.Reader, limit int) (Details, error) {
 	var body struct {
 		Key   *string `json:"key"`
@@ -85,7 +101,7 @@ func Decode(r io.Reader, limit int) (Details, error) {
 	}
 	if err := jsonproblem.Decode(r, limit, &body); err != nil {
 		if errors.Is(err, jsonproblem.ErrTooLarge) {
-			return Details{}, fmt.Errorf("secret body is larger than %d bytes (%w)", limit, jsonproblem.ErrTooLarge)
+			return Details{}, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
 		}
 		return Details{}, fmt.Errorf(`secret body: want {"key": "<key>", "value": "<value>"}: %w`, err)
 	}

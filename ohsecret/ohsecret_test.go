@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
-	"github.com/edgesecrets/edgesecrets/internal/jsonproblem"
 )
 
 func TestDecode(t *testing.T) {
@@ -35,7 +34,7 @@ func TestDecode(t *testing.T) {
 		{"array", `["k","v"]`, Details{}, "secret body"},
 		{"trailing data", `{"key":"k","value":"v"} {}`, Details{}, "secret body"},
 		{"empty", ``, Details{}, "secret body"},
-		{"too large", `{"key":"k","value":"` + strings.Repeat("x", 100) + `"}`, Details{}, "larger than 64 bytes"},
+		{"too large", `{"key":"k","value":"` + strings.Repeat("x", 100) + `"}`, Details{}, "secret body too large: more than 64 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +42,7 @@ func TestDecode(t *testing.T) {
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), "42")
-				assert.Equal(t, strings.HasPrefix(tt.name, "too large"), errors.Is(err, jsonproblem.ErrTooLarge))
+				assert.Equal(t, strings.HasPrefix(tt.name, "too large"), errors.Is(err, ErrTooLarge))
 				return
 			}
 			require.NoError(t, err)
