@@ -38,6 +38,7 @@ type authenticator struct {
 	client     *api.Client
 	log        *slog.Logger
 	method     string
+	mount      string // the auth method's mount; "" for method token
 	source     string // where the token comes from, for messages
 	login      loginFunc
 	canRelogin bool          // a fresh login can yield a different token
@@ -86,6 +87,9 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 		mount = a.Method
 	}
 	mount = strings.Trim(mount, "/")
+	if a.Method != methodToken {
+		au.mount = mount
+	}
 	au.canRelogin = true
 	au.source = "the token of the " + a.Method + " login"
 	switch a.Method {
@@ -106,6 +110,9 @@ func newAuthenticator(c *api.Client, a Auth, log *slog.Logger, timeout time.Dura
 		au.login = kubernetesLogin(a, mount)
 	case methodJWT:
 		au.login = jwtLogin(a, mount)
+	case methodOpenHorizon:
+		au.login = openHorizonLogin(a, mount)
+		au.source = "the token of the openhorizon login of " + a.ExchangeID
 	default:
 		return nil, fmt.Errorf("unknown auth method %q", a.Method)
 	}
@@ -232,6 +239,29 @@ func jwtLogin(a Auth, mount string) loginFunc {
 	}
 }
 
+// openHorizonMethod logs in to Open Horizon's auth method
+// (vault-exchange-auth) with an exchange identity and its token or
+// password, as anax's Vault plugin does: POST auth/<mount>/login
+// {"id": "org/id", "token": "..."}.
+type openHorizonMethod struct {
+	mount, id, token string
+}
+
+// Login implements api.AuthMethod.
+func (m *openHorizonMethod) Login(ctx context.Context, c *api.Client) (*api.Secret, error) {
+	return c.Logical().WriteWithContext(ctx, "auth/"+m.mount+"/login", map[string]any{"id": m.id, "token": m.token})
+}
+
+func openHorizonLogin(a Auth, mount string) loginFunc {
+	return func(ctx context.Context, c *api.Client) (*api.Secret, error) {
+		tok, err := readCredential("exchangeToken", a.ExchangeToken, a.ExchangeTokenFile, a.ExchangeTokenEnv)
+		if err != nil {
+			return nil, &credentialError{err}
+		}
+		return c.Auth().Login(ctx, &openHorizonMethod{mount: mount, id: a.ExchangeID, token: tok})
+	}
+}
+
 // first logs in for New. Errors are *secretstore.Error of kind
 // ErrPermission (Vault refused the credentials), ErrInvalid (a local
 // credential is missing) or ErrUnavailable.
@@ -240,24 +270,52 @@ func (a *authenticator) first(ctx context.Context, addr string) (*api.Secret, er
 	defer a.mu.Unlock()
 	s, err := a.loginLocked(ctx)
 	if err != nil {
-		return nil, loginError(ctx, err, addr)
+		return nil, loginError(ctx, err, addr, a.method, a.mount)
 	}
 	return s, nil
 }
 
 // loginError builds the error for a failed login.
-func loginError(ctx context.Context, err error, addr string) error {
+func loginError(ctx context.Context, err error, addr, method, mount string) error {
 	if ctx.Err() != nil {
 		return &secretstore.Error{Op: "open", Err: ctx.Err()}
 	}
-	kind, cause := loginCause(err, addr)
+	kind, cause := loginCause(err, addr, method, mount)
 	return &secretstore.Error{Op: "open", Kind: kind, Err: cause}
 }
 
+// LoginError is the cause of a login that Vault refused with an HTTP 4xx
+// answer: a bad role, secret ID, JWT or exchange credential, or a token
+// Vault no longer accepts. Errors carrying it match
+// edgesecrets.ErrPermission; errors.As finds it. It never holds a
+// credential.
+type LoginError struct {
+	// Method is the auth method: "openhorizon", "approle", "jwt",
+	// "kubernetes" or "token".
+	Method string
+	// Mount is the auth method's mount path ("openhorizon" for
+	// auth/openhorizon); empty for method token, which has none.
+	Mount string
+	// StatusCode is the HTTP status Vault answered with: 400 or 403 as a
+	// rule (vault-exchange-auth refuses an unknown identity or a wrong
+	// token or password with 403).
+	StatusCode int
+}
+
+// Error returns "vault refused the login (method <m> at auth/<mount>, HTTP
+// <status>)".
+func (e *LoginError) Error() string {
+	where := ""
+	if e.Mount != "" {
+		where = " at auth/" + e.Mount
+	}
+	return fmt.Sprintf("vault refused the login (method %s%s, HTTP %d)", e.Method, where, e.StatusCode)
+}
+
 // loginCause classifies a failed login: ErrInvalid when a local credential
-// could not be read, ErrPermission when Vault refused it, ErrUnavailable
-// otherwise. The cause is safe to print.
-func loginCause(err error, addr string) (kind, cause error) {
+// could not be read, ErrPermission with a *LoginError when Vault refused
+// it, ErrUnavailable otherwise. The cause is safe to print.
+func loginCause(err error, addr, method, mount string) (kind, cause error) {
 	var ce *credentialError
 	if errors.As(err, &ce) {
 		return edgesecrets.ErrInvalid, ce.err
@@ -265,9 +323,8 @@ func loginCause(err error, addr string) (kind, cause error) {
 	kind, cause = classify(err, addr)
 	var se *statusError
 	if errors.As(cause, &se) && se.StatusCode >= 400 && se.StatusCode < 500 {
-		// Vault answers a bad role, secret ID or JWT with 400 or 403.
 		kind = edgesecrets.ErrPermission
-		se.Reason = "vault refused the login"
+		cause = &LoginError{Method: method, Mount: mount, StatusCode: se.StatusCode}
 	}
 	return kind, fmt.Errorf("login: %w", cause)
 }
@@ -360,7 +417,7 @@ func (a *authenticator) deadCause() error {
 // reloginCause is the cause for a token that Vault no longer accepts
 // while logging in again fails with err.
 func (a *authenticator) reloginCause(err error) error {
-	_, cause := loginCause(err, a.client.Address())
+	_, cause := loginCause(err, a.client.Address(), a.method, a.mount)
 	return &tokenError{fmt.Sprintf("vault no longer accepts %s, and logging in again failed: %v", a.source, cause)}
 }
 
@@ -538,7 +595,7 @@ func (a *authenticator) reloginUntilDone() (*api.Secret, bool) {
 		switch {
 		case err != nil && ctx.Err() != nil:
 		case err != nil:
-			a.log.Log(ctx, level, "vault login failed; retrying", "error", loginError(ctx, err, a.client.Address()), "in", wait)
+			a.log.Log(ctx, level, "vault login failed; retrying", "error", loginError(ctx, err, a.client.Address(), a.method, a.mount), "in", wait)
 			a.loginFailed(err, false)
 			level = slog.LevelDebug
 		case a.method == methodToken && s.Auth.ClientToken == prev:

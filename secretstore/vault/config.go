@@ -19,6 +19,10 @@ const (
 	methodAppRole    = "approle"
 	methodKubernetes = "kubernetes"
 	methodJWT        = "jwt"
+	// methodOpenHorizon is Open Horizon's auth method
+	// (open-horizon/vault-exchange-auth), mounted at "openhorizon" in
+	// Open Horizon's deployments.
+	methodOpenHorizon = "openhorizon"
 )
 
 // KV version settings for Config.KVVersion (documented there).
@@ -101,7 +105,10 @@ func (c Config) Format(f fmt.State, _ rune) {
 // Auth configures how the store obtains its Vault token. Each method uses
 // its own fields; a field of another method is reported as a problem.
 type Auth struct {
-	// Method is "token", "approle", "kubernetes" or "jwt".
+	// Method is "token", "approle", "kubernetes", "jwt" or "openhorizon"
+	// (Open Horizon's vault-exchange-auth plugin: an exchange user or
+	// agbot logs in with its exchange credentials, and Vault gives it
+	// that identity's ACL policy).
 	Method string `json:"method"`
 	// Mount is the auth method's mount path; default the method's name.
 	Mount string `json:"mount,omitempty"`
@@ -134,6 +141,17 @@ type Auth struct {
 	// The file is re-read at every login, so a rotated JWT is picked up.
 	JWTFile string `json:"jwtFile,omitempty"`
 	JWTEnv  string `json:"jwtEnv,omitempty"`
+
+	// ExchangeID (method openhorizon, required) is the exchange identity
+	// to log in as, "org/id": an agbot's id or a user's name, as anax's
+	// agbot sends them. Its token or password is given by exactly one of
+	// ExchangeToken, ExchangeTokenFile (re-read at every login) and
+	// ExchangeTokenEnv. Vault's plugin checks them with the exchange at
+	// every login and, for an agbot's token, at every renewal.
+	ExchangeID        string                `json:"exchangeID,omitempty"`
+	ExchangeToken     edgesecrets.Sensitive `json:"exchangeToken,omitempty"`
+	ExchangeTokenFile string                `json:"exchangeTokenFile,omitempty"`
+	ExchangeTokenEnv  string                `json:"exchangeTokenEnv,omitempty"`
 }
 
 // Format implements fmt.Formatter: the fields as %v prints them, the token
@@ -282,6 +300,10 @@ func (a Auth) fields() []authField {
 		{"serviceAccountTokenFile", methodKubernetes, a.ServiceAccountTokenFile != ""},
 		{"jwtFile", methodJWT, a.JWTFile != ""},
 		{"jwtEnv", methodJWT, a.JWTEnv != ""},
+		{"exchangeID", methodOpenHorizon, a.ExchangeID != ""},
+		{"exchangeToken", methodOpenHorizon, a.ExchangeToken != ""},
+		{"exchangeTokenFile", methodOpenHorizon, a.ExchangeTokenFile != ""},
+		{"exchangeTokenEnv", methodOpenHorizon, a.ExchangeTokenEnv != ""},
 	}
 }
 
@@ -301,7 +323,7 @@ func (a Auth) problems() []string {
 	}
 	switch a.Method {
 	case "":
-		add("method is required: token, approle, kubernetes or jwt")
+		add("method is required: token, approle, kubernetes, jwt or openhorizon")
 		return p
 	case methodToken:
 		exactlyOne("token, tokenFile, tokenEnv", a.Token != "", a.TokenFile != "", a.TokenEnv != "")
@@ -319,8 +341,13 @@ func (a Auth) problems() []string {
 		}
 	case methodJWT:
 		exactlyOne("jwtFile, jwtEnv", a.JWTFile != "", a.JWTEnv != "")
+	case methodOpenHorizon:
+		if err := checkExchangeID(a.ExchangeID); err != nil {
+			add("exchangeID: %v", err)
+		}
+		exactlyOne("exchangeToken, exchangeTokenFile, exchangeTokenEnv", a.ExchangeToken != "", a.ExchangeTokenFile != "", a.ExchangeTokenEnv != "")
 	default:
-		add("method %q is not one of token, approle, kubernetes, jwt", a.Method)
+		add("method %q is not one of token, approle, kubernetes, jwt, openhorizon", a.Method)
 		return p
 	}
 	if a.Role != "" && a.Method != methodKubernetes && a.Method != methodJWT {
@@ -335,6 +362,20 @@ func (a Auth) problems() []string {
 		add("mount: %v", validPath(a.Mount))
 	}
 	return p
+}
+
+// checkExchangeID checks an Open Horizon exchange identity: "org/id", both
+// parts non-empty, as vault-exchange-auth requires.
+func checkExchangeID(id string) error {
+	switch org, rest, ok := strings.Cut(id, "/"); {
+	case id == "":
+		return errors.New(`required for method openhorizon: the exchange identity "org/id"`)
+	case !ok || org == "" || rest == "" || strings.Contains(rest, "/"):
+		return fmt.Errorf(`%q is not of the form "org/id"`, id)
+	case strings.TrimSpace(id) != id:
+		return fmt.Errorf("%q has surrounding space", id)
+	}
+	return nil
 }
 
 // validPath checks a configured path (mount, parentPath, namespace):

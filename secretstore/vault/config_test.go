@@ -55,6 +55,27 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	assert.NotContains(t, msg, "s3cr3t-id", "a secret ID never appears in an error")
 }
 
+// The openhorizon method's problems are all reported, and its token is
+// never repeated.
+func TestConfigOpenHorizonProblems(t *testing.T) {
+	_, err := parse(t, `{"type":"vault","vault":{"address":"http://h",
+		"auth":{"method":"openhorizon","exchangeID":"agbot1","exchangeToken":"exch-t0ken","exchangeTokenEnv":"T","secretIDFile":"/f","mount":"a/../b"}}}`)
+	require.ErrorIs(t, err, edgesecrets.ErrInvalid)
+	var ce *secretstore.ConfigError
+	require.ErrorAs(t, err, &ce)
+	want := []string{
+		`vault.auth.exchangeID: "agbot1" is not of the form "org/id"`,
+		"vault.auth.method openhorizon needs exactly one of exchangeToken, exchangeTokenFile, exchangeTokenEnv",
+		"vault.auth.secretIDFile is not used by method openhorizon (it belongs to approle)",
+		"vault.auth.mount:",
+	}
+	require.Len(t, ce.Problems, len(want), "one problem per mistake:\n%s", err)
+	for i, w := range want {
+		assert.Contains(t, ce.Problems[i], w)
+	}
+	assert.NotContains(t, err.Error(), "exch-t0ken", "the exchange token never appears in an error")
+}
+
 // Several mistakes in several sections of one config (the top level, the
 // vault section, its auth section), unknown fields among them: every one
 // is reported, each naming where it is. An unknown field hides nothing.
@@ -111,6 +132,17 @@ func TestConfigValidateTable(t *testing.T) {
 		{"namespace escapes", `"address":"http://h","namespace":"a/../b","auth":{"method":"token","tokenEnv":"T"}`, "vault.namespace:"},
 		{"bad timeout", `"address":"http://h","timeout":"soon","auth":{"method":"token","tokenEnv":"T"}`, `timeout must be a duration string such as "30s"`},
 		{"unknown field", `"address":"http://h","adress":"x","auth":{"method":"token","tokenEnv":"T"}`, `unknown field "adress"`},
+		{"openhorizon", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"myorg/agbot1","exchangeTokenFile":"/run/agbot-token"}`, ""},
+		{"openhorizon token env, own mount", `"address":"http://h","auth":{"method":"openhorizon","mount":"oh","exchangeID":"myorg/agbot1","exchangeTokenEnv":"T"}`, ""},
+		{"openhorizon without id", `"address":"http://h","auth":{"method":"openhorizon","exchangeToken":"x"}`, `vault.auth.exchangeID: required for method openhorizon`},
+		{"openhorizon id without org", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"agbot1","exchangeTokenEnv":"T"}`, `vault.auth.exchangeID: "agbot1" is not of the form "org/id"`},
+		{"openhorizon id with two slashes", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"a/b/c","exchangeTokenEnv":"T"}`, `"a/b/c" is not of the form "org/id"`},
+		{"openhorizon id with empty org", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"/agbot1","exchangeTokenEnv":"T"}`, `"/agbot1" is not of the form "org/id"`},
+		{"openhorizon without token", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"o/a"}`, "vault.auth.method openhorizon needs exactly one of exchangeToken, exchangeTokenFile, exchangeTokenEnv"},
+		{"openhorizon two tokens", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"o/a","exchangeToken":"x","exchangeTokenFile":"/f"}`, "needs exactly one of exchangeToken, exchangeTokenFile, exchangeTokenEnv"},
+		{"openhorizon with a token field", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"o/a","exchangeTokenEnv":"T","tokenFile":"/t"}`, "vault.auth.tokenFile is not used by method openhorizon (it belongs to token)"},
+		{"exchange field on approle", `"address":"http://h","auth":{"method":"approle","roleID":"r","secretIDEnv":"S","exchangeID":"o/a"}`, "vault.auth.exchangeID is not used by method approle (it belongs to openhorizon)"},
+		{"role on openhorizon", `"address":"http://h","auth":{"method":"openhorizon","exchangeID":"o/a","exchangeTokenEnv":"T","role":"r"}`, "vault.auth.role is not used by method openhorizon"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(t, `{"type":"vault","defaultScope":"org1","vault":{`+tc.section+`}}`)
@@ -178,6 +210,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add(`{"auth":{"method":"token","token":7}}`)
 	f.Add(`{"auth":"token"}`)
 	f.Add(`[]`)
+	f.Add(`{"address":"http://h","auth":{"method":"openhorizon","exchangeID":"o/a","exchangeToken":"x"}}`)
 	const canary = "CANARY-7f3a9q"
 	validate := func(t *testing.T, section []byte) error {
 		cfg := secretstore.Config{Type: "vault", Sections: map[string]json.RawMessage{"vault": section}}
@@ -198,7 +231,7 @@ func FuzzConfig(f *testing.F) {
 			auth = map[string]any{}
 			m["auth"] = auth
 		}
-		auth["token"], auth["secretID"] = canary, canary
+		auth["token"], auth["secretID"], auth["exchangeToken"] = canary, canary, canary
 		planted, err := json.Marshal(m)
 		if err != nil {
 			return

@@ -36,7 +36,8 @@
 // token. Each attempt is one request: the vault/api client the store makes
 // does not retry by itself.
 //
-// Authentication (token, AppRole, Kubernetes, JWT) happens in New; the token
+// Authentication (token, AppRole, Kubernetes, JWT, Open Horizon's
+// auth/openhorizon) happens in New; the token
 // is renewed with a LifetimeWatcher, a fresh login follows when renewal
 // ends, and a request refused because the token became invalid logs in
 // again once and is retried. A token that can no longer be renewed nor
@@ -53,6 +54,12 @@
 // token, namespace, TLS settings and retries included. Either way,
 // Store.As(&client) with a **api.Client yields the client, for what the
 // store does not cover (sys/health, other secrets engines).
+//
+// Open Horizon: with method "openhorizon" the store logs in through
+// vault-exchange-auth with an exchange identity (an agbot's, whose policy
+// reads and lists only), and AsCaller gives, for one request, a store
+// acting with a user's own token, so Vault's per-user ACL policy decides
+// what that user may read and write, as anax's Vault plugin has it.
 //
 // A policy for a store on KV v2 mount "secret" with parentPath "edge":
 //
@@ -129,6 +136,13 @@ type store struct {
 	mount     string
 	kv        int    // 1 or 2
 	base      string // parentPath inside the mount, "" for none
+
+	// What AsCaller gives the stores it makes, as New gave this one.
+	scope    string
+	attempts int
+	meter    metric.MeterProvider
+	// revoke says Close revokes the token: a caller's, from AsCaller.
+	revoke bool
 }
 
 // New validates cfg, logs in (unless opts.Client is given), detects the
@@ -146,7 +160,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*secretstore.Store, err
 	case opts.Client != nil:
 		attempts = 1
 	}
-	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts, Backend: "vault", MeterProvider: opts.MeterProvider})
+	d.scope, d.attempts, d.meter = cfg.Scope, attempts, opts.MeterProvider
+	st, err := secretstore.New(d, secretstore.Options{Scope: cfg.Scope, MaxAttempts: attempts, Backend: backendType, MeterProvider: opts.MeterProvider})
 	if err != nil {
 		_ = d.Close()
 		return nil, err
@@ -610,17 +625,21 @@ func (s *store) walk(ctx context.Context, prefix, dir string, names *[]string) e
 	return nil
 }
 
-// As implements Store.As: a **api.Client gets the store's client.
+// As implements Store.As: a **api.Client gets the store's client; a
+// **store (only this package can name one) the driver itself, for
+// AsCaller.
 func (s *store) As(target any) bool {
-	if c, ok := target.(**api.Client); ok {
-		*c = s.client
+	switch t := target.(type) {
+	case **api.Client:
+		*t = s.client
+		return true
+	case **store:
+		*t = s
 		return true
 	}
 	return false
 }
 
-// Close stops token renewal and releases idle connections. A caller's
-// client is left as it is.
 // maxRequestBytes is Vault's default max_request_size, 32 MiB, the
 // largest request body a listener takes unless configured otherwise
 // (https://developer.hashicorp.com/vault/docs/configuration/listener/tcp).
@@ -631,9 +650,15 @@ const maxRequestBytes = 32 << 20
 // smaller max_request_size refuses smaller writes itself.
 func (s *store) MaxValueBytes() int { return maxRequestBytes }
 
+// Close stops token renewal and releases idle connections; a store of
+// AsCaller revokes its caller's token instead. A caller's client is left
+// as it is.
 func (s *store) Close() error {
 	if s.auth != nil {
 		s.auth.close()
+	}
+	if s.revoke {
+		s.revokeToken()
 	}
 	s.closeIdle()
 	return nil

@@ -56,6 +56,14 @@ type Options struct {
 	// TLS starts the server with -dev-tls: HTTPS with a generated CA whose
 	// bundle is at Server.CAFile.
 	TLS bool
+	// PluginDir starts the server with -dev-plugin-dir: the directory of
+	// external plugin binaries, each registered in the plugin catalog
+	// under its file name with its SHA-256 (what `vault plugin register`
+	// does), ready for `vault auth enable <name>` or `vault secrets enable
+	// <name>`. Plugins run with the server's environment, which then holds
+	// VAULT_ADDR (and VAULT_CACERT for TLS) naming the server itself, so a
+	// plugin's own vault/api client (vault-exchange-auth's) reaches it.
+	PluginDir string
 }
 
 // Server is a running Vault dev server.
@@ -154,9 +162,21 @@ func startOnce(ctx context.Context, bin, dir string, opts Options) (*Server, err
 		s.Addr = "https://" + listen
 		s.CAFile = filepath.Join(certDir, "vault-ca.pem")
 	}
+	env := append(cleanEnv(), "VAULT_DEV_ROOT_TOKEN_ID="+token)
+	if opts.PluginDir != "" {
+		pdir, err := pluginDir(opts.PluginDir)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-dev-plugin-dir="+pdir)
+		env = append(env, "VAULT_ADDR="+s.Addr)
+		if s.CAFile != "" {
+			env = append(env, "VAULT_CACERT="+s.CAFile)
+		}
+	}
 	cmd := exec.Command(bin, args...)
 	// The token goes through the environment, not the command line (ps).
-	cmd.Env = append(cleanEnv(), "VAULT_DEV_ROOT_TOKEN_ID="+token)
+	cmd.Env = env
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	cmd.Dir = dir
@@ -284,12 +304,37 @@ func (s *Server) NewClient() (*api.Client, error) {
 	return c, nil
 }
 
+// pluginDir checks a plugin directory and returns its absolute path, which
+// Vault wants.
+func pluginDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("plugin directory: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("plugin directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("plugin directory %s is not a directory", abs)
+	}
+	return abs, nil
+}
+
 // EnableKV mounts a fresh KV secrets engine of the given version (1 or 2)
 // at a path unique to this server and returns the path. Tests sharing a
 // server each use their own mount. The mount is removed when t ends.
 func (s *Server) EnableKV(t testing.TB, version int) string {
 	t.Helper()
 	mount := fmt.Sprintf("kv%d-%d", version, s.mounts.Add(1))
+	s.EnableKVAt(t, mount, version)
+	return mount
+}
+
+// EnableKVAt mounts a KV secrets engine of the given version (1 or 2) at
+// mount, waits until it takes writes, and removes it when t ends.
+func (s *Server) EnableKVAt(t testing.TB, mount string, version int) {
+	t.Helper()
 	c := s.Client(t)
 	err := c.Sys().MountWithContext(t.Context(), mount, &api.MountInput{
 		Type:    "kv",
@@ -318,7 +363,6 @@ func (s *Server) EnableKV(t testing.TB, version int) string {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return mount
 }
 
 // Seal seals the server with the root token.

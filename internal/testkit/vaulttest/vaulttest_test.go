@@ -1,15 +1,20 @@
 package vaulttest_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/vault/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets/internal/testkit"
+	"github.com/edgesecrets/edgesecrets/internal/testkit/ohtest"
 	"github.com/edgesecrets/edgesecrets/internal/testkit/vaulttest"
 )
 
@@ -88,4 +93,28 @@ func TestTLSServerNeedsItsCA(t *testing.T) {
 func TestBinarySkipsOrFailsWithoutTheServer(t *testing.T) {
 	t.Setenv(vaulttest.EnvBinary, "")
 	testkit.CheckUnavailable(t, func(tb testing.TB) { vaulttest.Binary(tb) }, "scripts/devvault.sh")
+}
+
+// A plugin directory's binaries are in the catalog, with their SHA-256,
+// ready to enable.
+func TestPluginDirRegistersItsPlugins(t *testing.T) {
+	dir := ohtest.PluginDir(t)
+	srv := vaulttest.Start(t, vaulttest.Options{PluginDir: dir})
+	b, err := os.ReadFile(filepath.Join(dir, ohtest.PluginBinary))
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+
+	c := srv.Client(t)
+	p, err := c.Sys().GetPluginWithContext(t.Context(), &api.GetPluginInput{Name: ohtest.PluginBinary, Type: api.PluginTypeCredential})
+	require.NoError(t, err)
+	assert.Equal(t, hex.EncodeToString(sum[:]), p.SHA256)
+	require.NoError(t, c.Sys().EnableAuthWithOptionsWithContext(t.Context(), "oh", &api.EnableAuthOptions{Type: ohtest.PluginBinary}),
+		"the registered plugin runs")
+}
+
+func TestStartServerRefusesAMissingPluginDir(t *testing.T) {
+	bin := vaulttest.Binary(t)
+	_, err := vaulttest.StartServer(t.Context(), bin, t.TempDir(), vaulttest.Options{PluginDir: filepath.Join(t.TempDir(), "missing")})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "plugin directory")
 }
