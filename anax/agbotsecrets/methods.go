@@ -109,8 +109,7 @@ func (p *Plugin) ListUserNodeSecret(user, token, org, path string) error {
 	return p.exists(user, token, org, path)
 }
 
-// exists is the existence check of the List*Secret methods: anax's Vault
-// plugin reads the secret's metadata as the user.
+// exists is the existence check of the List*Secret methods.
 func (p *Plugin) exists(user, token, org, path string) error {
 	ctx, cancel := p.ctx()
 	defer cancel()
@@ -119,17 +118,25 @@ func (p *Plugin) exists(user, token, org, path string) error {
 		return err
 	}
 	defer a.done()
+	_, err = p.stat(ctx, a, user, org, path)
+	return err
+}
+
+// stat finds the secret at path as the user sees it, as anax's Vault
+// plugin reads its metadata: a bad name, a refusal or a missing secret is
+// the error anax's plugin gives for that GET.
+func (p *Plugin) stat(ctx context.Context, a *access, user, org, path string) (vaultName, error) {
 	n, err := secretName(org, path)
 	if err != nil {
-		return badName(methodGet, secretPath(org, path), err)
+		return vaultName{}, badName(methodGet, secretPath(org, path), err)
 	}
 	if !a.allowed(org, n, secretsapi.ActionExists) {
-		return denied(methodGet, n.store, user)
+		return vaultName{}, denied(methodGet, n.store, user)
 	}
 	if _, err := a.store.Stat(ctx, n.store); err != nil {
-		return p.storeError(err, methodGet, n.store, user)
+		return vaultName{}, p.storeError(err, methodGet, n.store, user)
 	}
-	return nil
+	return n, nil
 }
 
 // listMode is how a listing presents its names.
@@ -398,15 +405,9 @@ func (p *Plugin) delete(user, token, org, path string) error {
 		return err
 	}
 	defer a.done()
-	n, err := secretName(org, path)
+	n, err := p.stat(ctx, a, user, org, path)
 	if err != nil {
-		return badName(methodGet, secretPath(org, path), err)
-	}
-	if !a.allowed(org, n, secretsapi.ActionExists) {
-		return denied(methodGet, n.store, user)
-	}
-	if _, err := a.store.Stat(ctx, n.store); err != nil {
-		return p.storeError(err, methodGet, n.store, user)
+		return err
 	}
 	if !a.allowed(org, n, secretsapi.ActionDelete) {
 		return denied(methodDelete, n.store, user)
