@@ -17,6 +17,15 @@
 // handed to the embedder (Options.OnInstance) to start the service's
 // container with; a cancellation wipes the instance and revokes its token.
 //
+// Options.Services configure instances by id: the owner, group, mode and
+// template of their files (agentapi.FileOptions), and a Reload to run
+// after their files changed: a command (argv, no shell), a signal to the
+// process a pid file names, or the embedder's hook; debounced (changes
+// within 2 s make one reload), bounded (30 s, then a command is killed),
+// logged and counted (edgesecrets.agent.reloads by outcome: ok, failed,
+// timeout). A reload that fails never undoes the files: they are written
+// before it runs. A new instance's first files do not reload it.
+//
 // With several agbots sharing a PostgreSQL state (and so the identity
 // records, the hub CA and the agreement keys), the agent registers once,
 // through whichever answers, and takes messages from each: when one agbot
@@ -90,6 +99,12 @@ type Options struct {
 	// with the mount and the token. An error rejects the proposal; the
 	// agbot sends it again. Optional.
 	OnInstance func(ctx context.Context, inst Instance) error
+	// Services configure service instances by id: their files' owner,
+	// group, mode and template (applied to the instances Assign returns
+	// without Files of their own), and what to run after their files
+	// changed (a command, a signal, a hook; see Reload). Checked by New.
+	// Optional.
+	Services map[string]ServiceOptions
 	// OnMessage is called for every message taken from a relay, with what
 	// the Receiver did (got) or why the message did not open (err: not
 	// from the pinned agbot, not for this agent, altered, replayed). A
@@ -150,6 +165,7 @@ type Agent struct {
 	identity  *identity.Agent
 	upstreams []*upstream
 	handler   http.Handler
+	reloads   *reloader
 
 	runMu   sync.Mutex
 	running bool
@@ -190,6 +206,7 @@ func New(ctx context.Context, opts Options) (*Agent, error) {
 	if a.opts.Assign == nil {
 		a.opts.Assign = assignByContainer
 	}
+	a.opts.Assign = withFileOptions(a.opts.Assign, opts.Services)
 	a.tokens = opts.Files.Tokens
 	if a.tokens == nil {
 		a.tokens = &agentapi.TokenTable{}
@@ -240,6 +257,7 @@ func New(ctx context.Context, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("agent: %w", err), a.files.Close())
 	}
+	a.reloads = newReloader(opts.Services, a.log, a.inst.reload)
 	return a, nil
 }
 
@@ -259,6 +277,9 @@ func (o Options) check() error {
 	missing("Agbots (at least one URL)", len(o.Agbots) == 0)
 	missing("Attest", o.Attest == nil)
 	missing("Files.Root", o.Files.Root == "")
+	if err := checkServices(o.Services); err != nil {
+		problems = append(problems, fmt.Errorf("%s: %w", "Services", err))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return fmt.Errorf("agent: options: %w", err)
 	}
@@ -296,10 +317,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("agent: instance %s: %w", id, err)
 		}
 	}
+	a.reloads.start(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { a.keepRegistered(ctx) })
 	a.poll(ctx)
 	wg.Wait()
+	a.reloads.stop()
 	return nil
 }
 
@@ -369,6 +392,24 @@ func (a *Agent) provide(ctx context.Context, id string) error {
 		}
 	}
 	return a.tokens.Set(id, string(inst.Token))
+}
+
+// withFileOptions sets Services' file options on the instances assign
+// returns without Files.
+func withFileOptions(assign func(context.Context, agreement.Proposal) (agentapi.Instances, error), services map[string]ServiceOptions) func(context.Context, agreement.Proposal) (agentapi.Instances, error) {
+	if len(services) == 0 {
+		return assign
+	}
+	return func(ctx context.Context, p agreement.Proposal) (agentapi.Instances, error) {
+		instances, err := assign(ctx, p)
+		for ref, inst := range instances {
+			if so, ok := services[inst.ID]; ok && inst.Files == nil {
+				inst.Files = so.Files
+				instances[ref] = inst
+			}
+		}
+		return instances, err
+	}
 }
 
 // assignByContainer gives each service (container) of a proposal its

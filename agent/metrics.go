@@ -25,6 +25,7 @@ type instruments struct {
 	messages      metric.Int64Counter
 	files         metric.Int64Counter
 	registrations metric.Int64Counter
+	reloads       metric.Int64Counter
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -38,10 +39,12 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		metric.WithDescription("Secret files written (a proposal's or update's) and instances wiped (a cancellation's)."))
 	registrations, err3 := m.Int64Counter("edgesecrets.agent.registrations", metric.WithUnit("{registration}"),
 		metric.WithDescription("Registrations of the agent's identity again after the hub stopped renewing it, by outcome: registered, failed."))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	reloads, err4 := m.Int64Counter("edgesecrets.agent.reloads", metric.WithUnit("{reload}"),
+		metric.WithDescription("Reloads of service instances after their files changed (Options.Services), by outcome: ok, failed, timeout."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return nil, fmt.Errorf("agent: metrics: %w", err)
 	}
-	return &instruments{messages: messages, files: files, registrations: registrations}, nil
+	return &instruments{messages: messages, files: files, registrations: registrations, reloads: reloads}, nil
 }
 
 // message counts one message taken from a relay, and the files it wrote
@@ -81,6 +84,11 @@ func (in *instruments) registration(err error) {
 		outcome = "failed"
 	}
 	in.registrations.Add(context.Background(), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// reload counts one reload, by outcome.
+func (in *instruments) reload(outcome string) {
+	in.reloads.Add(context.Background(), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
 }
 
 // route names a request to the services' API for the request metrics,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/internal/ctxtime"
@@ -82,8 +83,18 @@ func (a *Agent) pollOne(ctx context.Context, up *upstream) {
 // open (not from the pinned agbot, not for this agent, altered, replayed)
 // are logged and dropped without a reply.
 func (a *Agent) handle(ctx context.Context, up *upstream, m relay.Message) {
+	// A new instance's service starts with its files: only instances
+	// held before the message reload.
+	held := a.files.InstanceIDs()
 	got, err := a.receiver.Receive(ctx, m.Envelope)
 	a.inst.message(got, err)
+	if err == nil {
+		for id, names := range got.Changes {
+			if slices.Contains(held, id) {
+				a.reloads.changed(id, names)
+			}
+		}
+	}
 	if a.opts.OnMessage != nil {
 		a.opts.OnMessage(ctx, got, err)
 	}

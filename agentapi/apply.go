@@ -28,6 +28,10 @@ type Instance struct {
 	GroupReadable bool
 	// Group is the numeric group id used when GroupReadable is set.
 	Group int
+	// Files are per service secret name options of its file: owner,
+	// group, mode, template (FileOptions). A name the proposal does not
+	// carry is ignored. Checked with the instance (Check).
+	Files map[string]FileOptions
 }
 
 // Instances maps each service (container) of a proposal, exactly as the
@@ -41,10 +45,15 @@ type Instances map[agreement.ServiceRef]Instance
 // sentence as the reason when the message itself was at fault (errors
 // matching edgesecrets.ErrInvalid, ErrNotFound or ErrConflict) and a generic
 // reason for local failures, whose details belong in the agent's log.
+//
+// A rejection because a template failed (ErrTemplateFailed) has a reason
+// starting with ReasonTemplateFailed and a colon.
 func ReplyFor(agreementID string, err error) agreement.Reply {
 	r := agreement.Reply{Version: 1, AgreementID: agreementID, Accepted: err == nil, Unknown: errors.Is(err, errUnknownAgreement)}
 	switch {
 	case err == nil:
+	case errors.Is(err, ErrTemplateFailed):
+		r.Reason = ReasonTemplateFailed + ": " + err.Error()
 	case errors.Is(err, edgesecrets.ErrInvalid), errors.Is(err, edgesecrets.ErrNotFound), errors.Is(err, edgesecrets.ErrConflict):
 		r.Reason = err.Error()
 	default:
@@ -69,8 +78,14 @@ type rendered struct {
 	ohKey  string
 }
 
-func render(name string, d agreement.SecretDetails) (rendered, error) {
-	content, err := renderSecret(name, d)
+func render(instance, name string, d agreement.SecretDetails, o FileOptions) (rendered, error) {
+	var content []byte
+	var err error
+	if o.templated() {
+		content, err = renderTemplated(instance, name, d, o)
+	} else {
+		content, err = renderSecret(name, d)
+	}
 	if err != nil {
 		return rendered{}, err
 	}
@@ -103,8 +118,11 @@ type plan struct {
 	isNew bool
 	// regroup: a re-applied proposal changes the instance's group settings.
 	regroup bool
-	files   []rendered // sorted by name
-	drop    []string   // names no longer in a re-applied proposal
+	// respec: the names whose file options a re-applied proposal changes
+	// (rewritten even when their content is unchanged).
+	respec map[string]bool
+	files  []rendered // sorted by name
+	drop   []string   // names no longer in a re-applied proposal
 }
 
 // ApplyProposal stores the secrets of a proposal: for each service of p,
@@ -166,12 +184,8 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			errs = append(errs, fmt.Errorf("%w: no instance was given for service %s", edgesecrets.ErrInvalid, svc))
 			continue
 		}
-		if err := checkInstanceID(inst.ID); err != nil {
+		if err := inst.Check(); err != nil {
 			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
-			continue
-		}
-		if inst.GroupReadable && inst.Group < 0 {
-			errs = append(errs, fmt.Errorf("%w: instance %s: group id %d is negative", edgesecrets.ErrInvalid, quoteName(inst.ID), inst.Group))
 			continue
 		}
 		if _, dup := byID[inst.ID]; dup {
@@ -181,6 +195,7 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 		pl := &plan{meta: &metadata{
 			Version: metadataVersion, ID: inst.ID, AgreementID: p.AgreementID, Service: ss.Service,
 			GroupReadable: inst.GroupReadable, Files: map[string]string{},
+			Options: fileOptionsOf(inst.Files, ss.Secrets),
 		}}
 		if inst.GroupReadable {
 			pl.meta.Group = inst.Group
@@ -198,6 +213,10 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 			pl.meta.Acknowledged = slices.Clone(old.Acknowledged)
 			pl.meta.Sequence, pl.meta.Sealed = old.Sequence, old.Sealed
 			pl.regroup = old.GroupReadable != pl.meta.GroupReadable || old.Group != pl.meta.Group
+			pl.respec = changedOptions(old.Options, pl.meta.Options)
+			if len(pl.respec) > 0 && old.dirMode() != pl.meta.dirMode() {
+				pl.regroup = true
+			}
 			for name := range old.Files {
 				if _, ok := ss.Secrets[name]; !ok {
 					pl.drop = append(pl.drop, name)
@@ -207,7 +226,8 @@ func (s *Store) planProposal(p agreement.Proposal, instances Instances) ([]*plan
 		}
 		byID[inst.ID] = pl
 		var problems []error
-		pl.files, problems = renderServiceSecrets(ss, nil)
+		pl.files, problems = renderServiceSecrets(inst.ID, ss, pl.meta.Options, nil)
+		s.warnTemplates(problems)
 		errs = append(errs, problems...)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -275,13 +295,14 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 		pl := &plan{meta: m.clone()}
 		byID[m.ID] = pl
 		var problems []error
-		pl.files, problems = renderServiceSecrets(ss, func(name string) error {
+		pl.files, problems = renderServiceSecrets(m.ID, ss, m.Options, func(name string) error {
 			if _, ok := m.Files[name]; !ok {
 				return fmt.Errorf("%w: service %s (instance %s) has no secret %s",
 					edgesecrets.ErrNotFound, svc, quoteName(m.ID), quoteName(name))
 			}
 			return nil
 		})
+		s.warnTemplates(problems)
 		errs = append(errs, problems...)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -293,7 +314,7 @@ func (s *Store) planUpdate(agreementID string, su agreement.SecretsUpdate) ([]*p
 // renderServiceSecrets checks the name of every secret of ss, and with
 // known (when not nil) that the instance has it, and renders its file
 // content. It returns the files in name order and every problem found.
-func renderServiceSecrets(ss agreement.ServiceSecrets, known func(name string) error) ([]rendered, []error) {
+func renderServiceSecrets(instance string, ss agreement.ServiceSecrets, opts map[string]FileOptions, known func(name string) error) ([]rendered, []error) {
 	svc := serviceName(ss.Service)
 	var files []rendered
 	var errs []error
@@ -308,7 +329,7 @@ func renderServiceSecrets(ss agreement.ServiceSecrets, known func(name string) e
 				continue
 			}
 		}
-		r, err := render(name, ss.Secrets[name])
+		r, err := render(instance, name, ss.Secrets[name], opts[name])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("service %s: %w", svc, err))
 			continue
@@ -423,17 +444,17 @@ func (s *Store) writeFiles(pl *plan, markUpdated bool) (written []string, keysCh
 	for _, f := range pl.files {
 		rel := m.file(f.name)
 		keysChanged = m.setKey(f) || keysChanged
-		if m.Files[f.name] == f.sum {
+		if m.Files[f.name] == f.sum && !pl.respec[f.name] {
 			if mode, err := s.data.lstat(rel); err == nil && mode.IsRegular() {
 				if pl.regroup {
-					if err := s.fixMode(rel, mode.Perm(), m); err != nil {
+					if err := s.fixMode(rel, f.name, mode.Perm(), m); err != nil {
 						return written, keysChanged, err
 					}
 				}
 				continue
 			}
 		}
-		if err := s.writeSecretFile(s.data, rel, f.content, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeSecretFile(s.data, rel, f.content, m.fileModeOf(f.name), m.uidOf(f.name), m.gidOf(f.name)); err != nil {
 			return written, keysChanged, err
 		}
 		m.Files[f.name] = f.sum
@@ -466,16 +487,59 @@ func (s *Store) recordApplied(m *metadata, dir string, filesChanged, provided bo
 }
 
 // fixMode gives an unchanged file the mode and group of its instance.
-func (s *Store) fixMode(rel string, perm fs.FileMode, m *metadata) error {
-	if perm != m.fileMode() {
-		if err := s.data.chmod(rel, m.fileMode()); err != nil {
+func (s *Store) fixMode(rel, name string, perm fs.FileMode, m *metadata) error {
+	if perm != m.fileModeOf(name) {
+		if err := s.data.chmod(rel, m.fileModeOf(name)); err != nil {
 			return err
 		}
 	}
-	if m.gid() != noGroup {
-		return s.data.chgrp(rel, m.gid())
+	if m.gidOf(name) != noGroup {
+		return s.data.chgrp(rel, m.gidOf(name))
 	}
 	return nil
+}
+
+// warnTemplates logs each template failure among problems: the instance,
+// the secret and where the template failed, never a value.
+func (s *Store) warnTemplates(problems []error) {
+	for _, p := range problems {
+		var te *templateError
+		if errors.As(p, &te) {
+			s.log.Warn("a template failed; nothing is written and the last good file is kept",
+				"instance", te.instance, "secret", te.secret, "err", te.where)
+		}
+	}
+}
+
+// fileOptionsOf keeps the options of the secrets a proposal carries.
+func fileOptionsOf(opts map[string]FileOptions, secrets map[string]agreement.SecretDetails) map[string]FileOptions {
+	var kept map[string]FileOptions
+	for name, o := range opts {
+		if _, ok := secrets[name]; !ok || o.equal(FileOptions{}) {
+			continue
+		}
+		if kept == nil {
+			kept = map[string]FileOptions{}
+		}
+		kept[name] = o.clone()
+	}
+	return kept
+}
+
+// changedOptions returns the names whose options differ between old and new.
+func changedOptions(old, new map[string]FileOptions) map[string]bool {
+	changed := map[string]bool{}
+	for name, o := range old {
+		if n, ok := new[name]; !ok || !n.equal(o) {
+			changed[name] = true
+		}
+	}
+	for name := range new {
+		if _, ok := old[name]; !ok {
+			changed[name] = true
+		}
+	}
+	return changed
 }
 
 // serviceName renders a ServiceRef for errors and logs.

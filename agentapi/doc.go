@@ -23,8 +23,8 @@
 // agent's user; Open refuses a root that is a symlink, not owned by the
 // agent, or accessible to group or others):
 //
-//	instances/<id>/          0700, or 0750 + group for Instance.GroupReadable
-//	instances/<id>/<secret>  0400, or 0440 + group; one file per service secret name
+//	instances/<id>/          0700, or 0750 + group for Instance.GroupReadable (+ o+x, see below)
+//	instances/<id>/<secret>  0400, or 0440 + group, or its FileOptions; one file per service secret name
 //	status/<id>/             same modes; SECRETS_PROVIDED, SECRETS_UPDATED (Options.StatusFiles)
 //	meta/<id>                0600 JSON: agreement, service, SHA-256 per file, updated/acknowledged
 //	                         names, the sequence of the newest message applied
@@ -62,6 +62,46 @@
 // {"base64":"<standard base64 of the bytes>"}, so a consumer can tell binary
 // values apart by their JSON type. Keys must be valid UTF-8. For binary
 // secrets prefer format raw.
+//
+// # Owner and mode per file
+//
+// [Instance].Files gives a secret's file its own owner, group and mode
+// ([FileOptions]: UID, GID, Mode), for a container that runs as a user of
+// its own. They are checked when the instance is declared
+// ([Instance.Check], and again by ApplyProposal): a mode must include
+// owner read and grant nothing to others, and holds no setuid, setgid or
+// sticky bit; ids are not negative; a refusal matches
+// [edgesecrets.ErrInvalid] and names the file and the rule. They are
+// applied like the defaults, on the staging file's descriptor (fchown,
+// fchmod) before the rename, never through a link. An instance one of
+// whose files has an owner (or a group other than the instance's) gets
+// o+x on its directory, so that owner can reach the file through the
+// mount: search only, never listing; the file's own mode keeps others
+// out. The options are kept in the instance's metadata, so updates (and
+// files restored after a reboot) get them too; a proposal applied again
+// with other options rewrites the files concerned.
+//
+// # Templated files
+//
+// A secret's file can instead be rendered from a Go text/template
+// (FileOptions.Template, like Vault Agent's template stanza) over the
+// secret's keys: the data (.) is a map of key to value as a string, and
+// a key the template names but the secret lacks is an error. Besides
+// text/template's built-ins, only the functions [TemplateFuncs] lists
+// are defined (base64Encode, base64Decode, json, toJSON, pemBlock, pem,
+// envQuote, keys): a template has no file, environment or network
+// access, and one calling anything else does not parse, which
+// Instance.Check reports when it is declared. Two ready formats need no
+// template (FileOptions.Output): [OutputEnv], KEY="value" lines in key
+// order, and [OutputPEMBundle], the PEM values concatenated in key order.
+//
+// A rendered file is written as any other (atomically, same modes, the
+// replaced content wiped). A template that fails on the data a message
+// brings renders nothing: the whole message is rejected, the last good
+// files stay, the error matches [ErrTemplateFailed], the reply's reason
+// starts with [ReasonTemplateFailed] ("TemplateFailed: "), and the store
+// logs a WARN naming the instance, the secret and the template's position
+// (never the error's text, which may quote the data).
 //
 // # Removal and rotation
 //

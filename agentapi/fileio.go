@@ -29,7 +29,7 @@ const (
 	statusUpdated = "SECRETS_UPDATED"
 )
 
-// noGroup leaves a file's group as created.
+// noGroup leaves a file's group (or owner) as created.
 const noGroup = -1
 
 // writeFile replaces rel (a slash-separated path in t) with content: the
@@ -39,7 +39,7 @@ const noGroup = -1
 // but by path, which would follow a symlinked directory). A reader of rel
 // sees the old content or the new, never a mix; on failure the staging
 // file is wiped and rel is untouched.
-func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMode, gid int) (err error) {
+func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMode, uid, gid int) (err error) {
 	staging := path.Join(dirTmp, rand.Text())
 	f, err := t.open(staging, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -61,9 +61,10 @@ func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMo
 	if err := f.Chmod(mode); err != nil {
 		return fmt.Errorf("setting the mode of %s: %w", rel, err)
 	}
-	if gid != noGroup {
-		if err := f.Chown(-1, gid); err != nil {
-			return fmt.Errorf("setting the group of %s: %w", rel, err)
+	if uid != noGroup || gid != noGroup {
+		// On the descriptor: the staging file, never a link.
+		if err := f.Chown(uid, gid); err != nil {
+			return fmt.Errorf("setting the owner of %s: %w", rel, err)
 		}
 	}
 	if err := f.Sync(); err != nil {
@@ -86,7 +87,7 @@ func (s *Store) writeFile(t *dirTree, rel string, content []byte, mode fs.FileMo
 // link wiped replacedGrace later (see wipeReplaced), so a reader that
 // opened the old file just before the rename still reads it whole. A crash
 // meanwhile leaves the link in tmp/, which Open wipes. s.mu is held.
-func (s *Store) writeSecretFile(t *dirTree, rel string, content []byte, mode fs.FileMode, gid int) error {
+func (s *Store) writeSecretFile(t *dirTree, rel string, content []byte, mode fs.FileMode, uid, gid int) error {
 	replaced := ""
 	if m, err := t.lstat(rel); err == nil && m.IsRegular() {
 		replaced = path.Join(dirTmp, rand.Text())
@@ -94,7 +95,7 @@ func (s *Store) writeSecretFile(t *dirTree, rel string, content []byte, mode fs.
 			return fmt.Errorf("keeping the replaced %s to wipe: %w", rel, err)
 		}
 	}
-	err := s.writeFile(t, rel, content, mode, gid)
+	err := s.writeFile(t, rel, content, mode, uid, gid)
 	switch {
 	case replaced == "":
 	case err != nil:

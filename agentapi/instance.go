@@ -232,7 +232,7 @@ func (s *Store) writeStatus(m *metadata, provided, updated bool) error {
 		return err
 	}
 	if provided {
-		if err := s.writeFile(s.data, path.Join(dir, statusProvided), nil, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeFile(s.data, path.Join(dir, statusProvided), nil, m.fileMode(), noGroup, m.gid()); err != nil {
 			return err
 		}
 	}
@@ -244,7 +244,7 @@ func (s *Store) writeStatus(m *metadata, provided, updated bool) error {
 		}
 	case updated:
 		content := strings.Join(m.Updated, "\n") + "\n"
-		if err := s.writeFile(s.data, file, []byte(content), m.fileMode(), m.gid()); err != nil {
+		if err := s.writeFile(s.data, file, []byte(content), m.fileMode(), noGroup, m.gid()); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,7 @@ func (s *Store) restore(m *metadata) {
 		if current, err := s.data.readRegular(rel); err == nil && bytes.Equal(current, content) {
 			continue
 		}
-		if err := s.writeSecretFile(s.data, rel, content, m.fileMode(), m.gid()); err != nil {
+		if err := s.writeSecretFile(s.data, rel, content, m.fileModeOf(name), m.uidOf(name), m.gidOf(name)); err != nil {
 			s.log.Error("could not restore a secret file", "instance", m.ID, "secret", name, "err", err)
 			m.Files[name] = ""
 			continue

@@ -137,7 +137,7 @@ func (s *Store) saveAgreements(state map[string]agreementState) error {
 	}
 	b, err := json.Marshal(agreementsJSON{Version: agreementsVersion, Since: s.since, Agreements: state})
 	if err == nil {
-		err = s.writeFile(s.meta, agreementsFile, b, 0o600, noGroup)
+		err = s.writeFile(s.meta, agreementsFile, b, 0o600, noGroup, noGroup)
 	}
 	if err == nil {
 		err = syncDir(s.meta, ".")

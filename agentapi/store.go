@@ -431,9 +431,12 @@ type metadata struct {
 	// received whatever the file format. It is kept here, in the agent's
 	// root-only metadata, never in the instance's directory beside the
 	// value.
-	Keys         map[string]string `json:"keys,omitempty"`
-	Updated      []string          `json:"updated"`
-	Acknowledged []string          `json:"acknowledged"`
+	Keys map[string]string `json:"keys,omitempty"`
+	// Options are the file options of the instance's secrets
+	// (Instance.Files), from its proposal.
+	Options      map[string]FileOptions `json:"fileOptions,omitempty"`
+	Updated      []string               `json:"updated"`
+	Acknowledged []string               `json:"acknowledged"`
 	// Sequence is the envelope sequence of the newest agreement message
 	// applied to the instance: a floor for the agreement's replay guard
 	// that is written with the files it protects (see loadAgreements).
@@ -453,10 +456,41 @@ func (m *metadata) file(name string) string {
 }
 
 func (m *metadata) dirMode() fs.FileMode {
+	mode := fs.FileMode(0o700)
 	if m.GroupReadable {
-		return 0o750
+		mode = 0o750
 	}
-	return 0o700
+	// Files of other owners: they search the directory to reach them
+	// (o+x, never listing it); each file's own mode keeps others out.
+	for _, o := range m.Options {
+		if o.UID != nil || o.GID != nil && (!m.GroupReadable || *o.GID != m.Group) {
+			return mode | 0o001
+		}
+	}
+	return mode
+}
+
+// fileModeOf, uidOf and gidOf are the mode and owner of a secret's file:
+// its FileOptions, else the instance's.
+func (m *metadata) fileModeOf(name string) fs.FileMode {
+	if o := m.Options[name]; o.Mode != 0 {
+		return o.Mode
+	}
+	return m.fileMode()
+}
+
+func (m *metadata) uidOf(name string) int {
+	if o := m.Options[name]; o.UID != nil {
+		return *o.UID
+	}
+	return noGroup
+}
+
+func (m *metadata) gidOf(name string) int {
+	if o := m.Options[name]; o.GID != nil {
+		return *o.GID
+	}
+	return m.gid()
 }
 
 func (m *metadata) fileMode() fs.FileMode {
@@ -477,6 +511,7 @@ func (m *metadata) clone() *metadata {
 	c := *m
 	c.Files = maps.Clone(m.Files)
 	c.Keys = maps.Clone(m.Keys)
+	c.Options = maps.Clone(m.Options)
 	c.Updated = slices.Clone(m.Updated)
 	c.Acknowledged = slices.Clone(m.Acknowledged)
 	return &c
@@ -558,7 +593,7 @@ func (s *Store) saveMetadata(m *metadata) error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeFile(s.meta, path.Join(dirMeta, m.ID), b, 0o600, noGroup); err != nil {
+	if err := s.writeFile(s.meta, path.Join(dirMeta, m.ID), b, 0o600, noGroup, noGroup); err != nil {
 		return fmt.Errorf("saving the metadata of instance %s: %w", quoteName(m.ID), err)
 	}
 	return syncDir(s.meta, dirMeta)
