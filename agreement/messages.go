@@ -527,6 +527,12 @@ type Reply struct {
 	Unknown bool `json:"unknown,omitempty"`
 }
 
+// RejectedTemplateFailed starts a Reply's Reason, followed by a colon, when
+// the agent could not render a secret file of the message with the
+// instance's template or ready output format: a code both sides read,
+// which the agbot's engine reports as its own reason code.
+const RejectedTemplateFailed = "TemplateFailed"
+
 // NewReply returns the reply to the message whose (authentic) header is
 // answered. A reason over 4 KiB is cut at a character boundary.
 func NewReply(answered Header, accepted bool, reason string) Reply {

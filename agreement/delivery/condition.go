@@ -182,7 +182,7 @@ type ListOptions struct {
 
 // reasonCodes are every ReasonCode.
 var reasonCodes = []ReasonCode{ReasonAgentUnverified, ReasonFormatUnrenderable, ReasonSecretAbsent, ReasonStoreUnavailable,
-	ReasonObservationBehind, ReasonSealFailed, ReasonAgentRejected, ReasonAgentUnreachable, ReasonStoreCredentials,
+	ReasonObservationBehind, ReasonSealFailed, ReasonAgentRejected, ReasonTemplateFailed, ReasonAgentUnreachable, ReasonStoreCredentials,
 	ReasonStateUnavailable, ReasonDiverged, ReasonCancellationHeld}
 
 // Check reports options naming an unknown condition or reason code, or a

@@ -52,6 +52,7 @@ type testAgent struct {
 	async         bool     // replies are kept for HandleReply
 	replies       [][]byte // kept replies, oldest first
 	rejectUpdates string   // a reason to reject secrets updates with
+	rejectErr     error    // an apply error to reject secrets updates with
 	opened        []agreement.Header
 	carried       []string // service:secret names of the last secrets update
 	dropped       int      // envelopes that did not open (replays)
@@ -125,6 +126,8 @@ func (a *testAgent) receive(ctx context.Context, envelope []byte) ([]byte, error
 			_, applyErr = a.store.RemoveAgreement(ctx, u.AgreementID)
 		case a.rejectUpdates != "":
 			applyErr = fmt.Errorf("%w: %s", edgesecrets.ErrInvalid, a.rejectUpdates)
+		case a.rejectErr != nil:
+			applyErr = a.rejectErr
 		default:
 			_, applyErr = a.store.ApplyUpdate(ctx, u)
 		}
@@ -183,6 +186,14 @@ func (a *testAgent) setRejectUpdates(reason string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.rejectUpdates = reason
+}
+
+// setRejectUpdatesWith makes the agent reject secrets updates as
+// agentapi answers an apply that failed with err.
+func (a *testAgent) setRejectUpdatesWith(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rejectErr = err
 }
 
 // takeReplies returns and forgets the kept replies.

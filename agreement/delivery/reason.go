@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery/state"
 )
 
@@ -49,6 +51,12 @@ const (
 	// sends it again after a backoff. The message is the agent's reason
 	// (Status.Rejection).
 	ReasonAgentRejected ReasonCode = "AgentRejected"
+	// ReasonTemplateFailed: the agent refused the last message because a
+	// secret file's template (or ready output format) on the node could
+	// not render the secret's content (agreement.RejectedTemplateFailed);
+	// the node keeps its last good file, and the engine sends the message
+	// again after a backoff.
+	ReasonTemplateFailed ReasonCode = ReasonCode(agreement.RejectedTemplateFailed)
 	// ReasonAgentUnreachable: the last message could not be handed to the
 	// agent (the transport failed or timed out); the engine sends it again
 	// after a backoff, and the reason holds until the agent answers.
@@ -242,9 +250,18 @@ func (e *Engine) reasonOf(r *state.Record) *Reason {
 		rs := ent.Reason
 		return &rs
 	case r.Rejection != "":
-		return &Reason{Code: ReasonAgentRejected, Message: r.Rejection, Since: r.LastReply}
+		return &Reason{Code: rejectionCode(r.Rejection), Message: r.Rejection, Since: r.LastReply}
 	}
 	return nil
+}
+
+// rejectionCode is the reason code of an agent's rejection: the code the
+// reason starts with where the agent gave one, else ReasonAgentRejected.
+func rejectionCode(reason string) ReasonCode {
+	if strings.HasPrefix(reason, agreement.RejectedTemplateFailed+":") {
+		return ReasonTemplateFailed
+	}
+	return ReasonAgentRejected
 }
 
 // pruneReasons forgets the reasons of agreements that are gone, and of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgesecrets/edgesecrets"
+	"github.com/edgesecrets/edgesecrets/agentapi"
 	"github.com/edgesecrets/edgesecrets/agreement"
 	"github.com/edgesecrets/edgesecrets/agreement/delivery"
 	"github.com/edgesecrets/edgesecrets/binding"
@@ -300,4 +302,40 @@ func TestAnAgentSayingItHoldsNothingIsProposedToAgain(t *testing.T) {
 		require.NoError(t, h.engine.ProposeAgain(t.Context(), "agr-unknown"), "an unknown agreement is left as it is")
 		assert.ErrorIs(t, h.engine.ProposeAgain(t.Context(), ""), edgesecrets.ErrInvalid)
 	})
+}
+
+// An agent's rejection is reported with the code its reason starts with:
+// a template on the node that could not render the secret (agentapi's
+// reply to ErrTemplateFailed) is TemplateFailed, any other refusal
+// AgentRejected; the operator lists the agreements by either.
+func TestRejectionReasonCodes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want delivery.ReasonCode
+	}{
+		{"another refusal", fmt.Errorf("%w: updates are disabled on this node", edgesecrets.ErrInvalid), delivery.ReasonAgentRejected},
+		{"a template failed", fmt.Errorf("%w: instance web, secret api_key: template api_key:1:2", agentapi.ErrTemplateFailed), delivery.ReasonTemplateFailed},
+		{"the code inside another reason", fmt.Errorf("%w: not a TemplateFailed: prefix", edgesecrets.ErrInvalid), delivery.ReasonAgentRejected},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				agent := h.deployOne()
+				defer h.stop()
+
+				agent.setRejectUpdatesWith(c.err)
+				h.put("org/db", canary+"v2")
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				st := h.status("agr-1")
+				require.NotNil(t, st.Reason)
+				assert.Equal(t, c.want, st.Reason.Code, st.Reason.Message)
+				assert.Equal(t, st.Rejection, st.Reason.Message)
+				page := h.engine.Agreements(context.Background(), delivery.ListOptions{Reason: c.want})
+				require.Len(t, page.Agreements, 1)
+				assert.Equal(t, "agr-1", page.Agreements[0].ID)
+			})
+		})
+	}
 }

@@ -170,12 +170,12 @@ func (e *Engine) applyReply(ctx context.Context, r *state.Record, keys *agreemen
 		r.LastError = ""
 		settle(r, now.Add(e.backoff(r.Attempts)), now)
 		e.log.Log(ctx, level, "the agent rejected a message; will try again", slog.String("agreement", r.ID), slog.String("node", r.Node),
-			slog.String("reason", string(ReasonAgentRejected)), slog.String("why", r.Rejection),
+			slog.String("reason", string(rejectionCode(r.Rejection))), slog.String("why", r.Rejection),
 			slog.String("type", string(in.Type)), slog.String("kind", in.Kind), slog.Int("attempt", r.Attempts))
 		return save, nil
 	}
 	if r.Rejection != "" {
-		e.log.Info("agreement no longer held back", slog.String("agreement", r.ID), slog.String("node", r.Node), slog.String("was", string(ReasonAgentRejected)))
+		e.log.Info("agreement no longer held back", slog.String("agreement", r.ID), slog.String("node", r.Node), slog.String("was", string(rejectionCode(r.Rejection))))
 	}
 	if in.Kind == agreement.UpdateKindCancel {
 		e.log.Info("the agent removed the agreement's secrets; agreement ended", slog.String("agreement", r.ID), slog.String("node", r.Node))
