@@ -70,6 +70,7 @@ go test -race -count=1 -timeout 20m "$@" ./...
 # Makefile runs them: -tags=unit, CGO_ENABLED=0) of the packages the patch
 # and the plugin touch, and the patched anax main, which links the plugin in.
 (cd anax && GOWORK=$EDGESECRETS_ANAX_WORK go vet ./...)
+(cd anax && GOWORK=$EDGESECRETS_ANAX_WORK "$lint_bin/golangci-lint" run ./...)
 (cd anax && GOWORK=$EDGESECRETS_ANAX_WORK go test -race -count=1 -timeout 20m "$@" ./...)
 (cd "$EDGESECRETS_ANAX_SRC" && GOWORK=$EDGESECRETS_ANAX_WORK CGO_ENABLED=0 \
   go test -tags=unit -count=1 -timeout 20m ./config/... ./agreementbot/secrets/... ./agreementbot/)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/edgesecrets/edgesecrets"
 	"github.com/edgesecrets/edgesecrets/secretstore"
@@ -31,14 +30,9 @@ func readConfigFile(path string) (fileConfig, error) {
 	if path == "" {
 		return fileConfig{}, fmt.Errorf("%w: AgreementBot.SecretsProviderConfig is not set: it names the plugin's JSON config file, {\"store\": {...}, \"changeFile\": \"...\"}", errConfig)
 	}
-	f, err := os.Open(path)
+	data, err := readBounded(path, maxConfigFileSize)
 	if err != nil {
-		return fileConfig{}, fmt.Errorf("%w: reading AgreementBot.SecretsProviderConfig: %w", errConfig, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileSize+1))
-	if err != nil {
-		return fileConfig{}, fmt.Errorf("%w: reading %s: %w", errConfig, path, err)
+		return fileConfig{}, fmt.Errorf("%w: reading AgreementBot.SecretsProviderConfig %s: %w", errConfig, path, err)
 	}
 	cfg, err := decodeConfig(data)
 	if err != nil {
