@@ -306,13 +306,21 @@ type reasonView struct {
 
 // statusView is the agreement command's output.
 type statusView struct {
-	ID          string            `json:"id"`
-	Node        string            `json:"node"`
-	Phase       string            `json:"phase"`
-	InSync      bool              `json:"inSync"`
-	Diverged    bool              `json:"diverged"`
-	Waiting     string            `json:"waiting,omitempty"`
-	Reason      *reasonView       `json:"reason,omitempty"`
+	ID       string      `json:"id"`
+	Node     string      `json:"node"`
+	Phase    string      `json:"phase"`
+	InSync   bool        `json:"inSync"`
+	Diverged bool        `json:"diverged"`
+	Waiting  string      `json:"waiting,omitempty"`
+	Reason   *reasonView `json:"reason,omitempty"`
+	attemptView
+	Slots    []slotView    `json:"slots"`
+	Bindings []bindingView `json:"bindings"`
+}
+
+// attemptView is where an agreement's delivery attempts stand, as the
+// agbot's status and the state's record both say.
+type attemptView struct {
 	Held        *cancellationView `json:"held,omitempty"`
 	Cancel      *cancellationView `json:"cancel,omitempty"`
 	Attempts    int               `json:"attempts"`
@@ -320,14 +328,32 @@ type statusView struct {
 	LastError   string            `json:"lastError,omitempty"`
 	Rejection   string            `json:"rejection,omitempty"`
 	LastReply   time.Time         `json:"lastReply"`
-	Slots       []slotView        `json:"slots"`
-	Bindings    []bindingView     `json:"bindings"`
+}
+
+// rows writes the attempts' table rows.
+func (a attemptView) rows(row func(k, v string)) {
+	if c := a.Held; c != nil {
+		row("held", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
+	}
+	if c := a.Cancel; c != nil {
+		row("cancel", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
+	}
+	row("attempts", strconv.Itoa(a.Attempts))
+	row("next attempt", when(a.NextAttempt))
+	row("last reply", when(a.LastReply))
+	if a.LastError != "" {
+		row("last error", oneLine(a.LastError))
+	}
+	if a.Rejection != "" {
+		row("rejection", oneLine(a.Rejection))
+	}
 }
 
 func (s statusAnswer) view() statusView {
 	v := statusView{ID: s.ID, Node: s.Node, Phase: s.Phase.String(), InSync: s.InSync, Diverged: s.Diverged, Waiting: s.Waiting,
-		Held: cancellationOf(s.Held), Cancel: cancellationOf(s.Cancel), Attempts: s.Attempts, NextAttempt: s.NextAttempt,
-		LastError: s.LastError, Rejection: s.Rejection, LastReply: s.LastReply, Slots: []slotView{}, Bindings: bindingsOf(s.Services)}
+		attemptView: attemptView{Held: cancellationOf(s.Held), Cancel: cancellationOf(s.Cancel), Attempts: s.Attempts, NextAttempt: s.NextAttempt,
+			LastError: s.LastError, Rejection: s.Rejection, LastReply: s.LastReply},
+		Slots: []slotView{}, Bindings: bindingsOf(s.Services)}
 	if s.Reason != nil {
 		v.Reason = &reasonView{Code: string(s.Reason.Code), Message: s.Reason.Message, Since: s.Reason.Since}
 	}
@@ -390,21 +416,7 @@ func statusTable(w io.Writer, v statusView) error {
 	if v.Waiting != "" {
 		row("waiting", oneLine(v.Waiting))
 	}
-	if c := v.Held; c != nil {
-		row("held", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
-	}
-	if c := v.Cancel; c != nil {
-		row("cancel", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
-	}
-	row("attempts", strconv.Itoa(v.Attempts))
-	row("next attempt", when(v.NextAttempt))
-	row("last reply", when(v.LastReply))
-	if v.LastError != "" {
-		row("last error", oneLine(v.LastError))
-	}
-	if v.Rejection != "" {
-		row("rejection", oneLine(v.Rejection))
-	}
+	v.rows(row)
 	_ = tw.Flush()
 	_, _ = fmt.Fprintln(tw, "\nSERVICE\tSECRET\tDESIRED\tDESIRED TAG\tACKED\tACKED TAG")
 	for _, s := range v.Slots {

@@ -85,19 +85,13 @@ type recordView struct {
 	Slots    []slotView    `json:"slots"`
 	// Epoch and Counter make the last envelope sequence sent,
 	// Epoch<<32 | Counter.
-	Epoch         uint64            `json:"epoch"`
-	Counter       uint32            `json:"counter"`
-	ReplySequence uint64            `json:"replySequence"`
-	InFlight      *inFlightView     `json:"inFlight,omitempty"`
-	Held          *cancellationView `json:"held,omitempty"`
-	Cancel        *cancellationView `json:"cancel,omitempty"`
-	Attempts      int               `json:"attempts"`
-	NextAttempt   time.Time         `json:"nextAttempt"`
-	LastError     string            `json:"lastError,omitempty"`
-	Rejection     string            `json:"rejection,omitempty"`
-	LastReply     time.Time         `json:"lastReply"`
-	CreatedAt     time.Time         `json:"createdAt"`
-	UpdatedAt     time.Time         `json:"updatedAt"`
+	Epoch         uint64        `json:"epoch"`
+	Counter       uint32        `json:"counter"`
+	ReplySequence uint64        `json:"replySequence"`
+	InFlight      *inFlightView `json:"inFlight,omitempty"`
+	attemptView
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // inFlightView is a message sent and not answered.
@@ -128,8 +122,9 @@ func recordInSync(r state.Record) bool {
 func viewRecord(r state.Record) recordView {
 	v := recordView{ID: r.ID, Node: r.Node, Phase: r.Phase.String(), InSync: recordInSync(r), Proposed: r.Proposed,
 		Bindings: bindingsOf(r.Services), Slots: []slotView{}, Epoch: r.Epoch, Counter: r.Counter, ReplySequence: r.ReplySequence,
-		Held: cancellationOf(r.Held), Cancel: cancellationOf(r.Cancel), Attempts: r.Attempts, NextAttempt: r.NextAttempt,
-		LastError: r.LastError, Rejection: r.Rejection, LastReply: r.LastReply, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		attemptView: attemptView{Held: cancellationOf(r.Held), Cancel: cancellationOf(r.Cancel), Attempts: r.Attempts, NextAttempt: r.NextAttempt,
+			LastError: r.LastError, Rejection: r.Rejection, LastReply: r.LastReply},
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	for _, s := range r.Slots {
 		v.Slots = append(v.Slots, slotView{Service: s.Service, Name: s.Name,
 			Desired: contentView{StoreName: s.Desired.StoreName, Tag: tagShown(hasTag(s.Desired))},
@@ -328,21 +323,7 @@ func recordTable(tw *tabwriter.Writer, r recordView) {
 	if f := r.InFlight; f != nil {
 		row("in flight", fmt.Sprintf("%s %s sequence %d, sent %s", f.Type, f.Kind, f.Sequence, when(f.At)))
 	}
-	if c := r.Held; c != nil {
-		row("held", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
-	}
-	if c := r.Cancel; c != nil {
-		row("cancel", oneLine(c.Reason)+" (decided "+when(c.DecidedAt)+")")
-	}
-	row("attempts", strconv.Itoa(r.Attempts))
-	row("next attempt", when(r.NextAttempt))
-	row("last reply", when(r.LastReply))
-	if r.LastError != "" {
-		row("last error", oneLine(r.LastError))
-	}
-	if r.Rejection != "" {
-		row("rejection", oneLine(r.Rejection))
-	}
+	r.rows(row)
 	row("created, updated", when(r.CreatedAt)+", "+when(r.UpdatedAt))
 	_ = tw.Flush()
 	_, _ = fmt.Fprintln(tw, "\nSERVICE\tSECRET\tDESIRED\tDESIRED TAG\tACKED\tACKED TAG")
