@@ -417,17 +417,7 @@ func statusTable(w io.Writer, v statusView) error {
 		row("waiting", oneLine(v.Waiting))
 	}
 	v.rows(row)
-	_ = tw.Flush()
-	_, _ = fmt.Fprintln(tw, "\nSERVICE\tSECRET\tDESIRED\tDESIRED TAG\tACKED\tACKED TAG")
-	for _, s := range v.Slots {
-		svc := strconv.Itoa(s.Service)
-		if s.Service >= 0 && s.Service < len(v.Bindings) {
-			svc = v.Bindings[s.Service].Service
-		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", svc, s.Name, orDash(s.Desired.StoreName), s.Desired.Tag, orDash(s.Acked.StoreName), s.Acked.Tag)
-	}
-	_ = tw.Flush()
-	bindingsTable(tw, v.Bindings)
+	slotsTable(tw, v.Slots, v.Bindings)
 	return tw.Flush()
 }
 
@@ -463,4 +453,20 @@ func cmdRelease(ctx context.Context, g globals, args []string, e env) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "released %d held cancellation(s)\n", r.Released)
 	return err
+}
+
+// slotsTable writes an agreement's slots (the service by its binding's
+// name) and then its bindings, after the rows above them.
+func slotsTable(tw *tabwriter.Writer, slots []slotView, bindings []bindingView) {
+	_ = tw.Flush()
+	_, _ = fmt.Fprintln(tw, "\nSERVICE\tSECRET\tDESIRED\tDESIRED TAG\tACKED\tACKED TAG")
+	for _, s := range slots {
+		svc := strconv.Itoa(s.Service)
+		if s.Service >= 0 && s.Service < len(bindings) {
+			svc = bindings[s.Service].Service
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", svc, s.Name, orDash(s.Desired.StoreName), s.Desired.Tag, orDash(s.Acked.StoreName), s.Acked.Tag)
+	}
+	_ = tw.Flush()
+	bindingsTable(tw, bindings)
 }

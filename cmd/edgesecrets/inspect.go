@@ -325,15 +325,5 @@ func recordTable(tw *tabwriter.Writer, r recordView) {
 	}
 	r.rows(row)
 	row("created, updated", when(r.CreatedAt)+", "+when(r.UpdatedAt))
-	_ = tw.Flush()
-	_, _ = fmt.Fprintln(tw, "\nSERVICE\tSECRET\tDESIRED\tDESIRED TAG\tACKED\tACKED TAG")
-	for _, s := range r.Slots {
-		svc := strconv.Itoa(s.Service)
-		if s.Service >= 0 && s.Service < len(r.Bindings) {
-			svc = r.Bindings[s.Service].Service
-		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", svc, s.Name, orDash(s.Desired.StoreName), s.Desired.Tag, orDash(s.Acked.StoreName), s.Acked.Tag)
-	}
-	_ = tw.Flush()
-	bindingsTable(tw, r.Bindings)
+	slotsTable(tw, r.Slots, r.Bindings)
 }
